@@ -51,9 +51,10 @@ def check(
     atol: float = 0.0,
     loss_rank: int | None = None,
     skip_loss: bool = False,
-    stream=sys.stdout,
+    stream=None,
 ) -> bool:
     """Print the comparison table; True when every result passes."""
+    stream = stream or sys.stdout
     model = M.load_model(data_dir)
     values = M.load_inputs(model, data_dir)
     ref = reference_results(model, values)
