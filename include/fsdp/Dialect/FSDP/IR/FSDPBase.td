@@ -1,0 +1,64 @@
+//===- FSDPBase.td - fsdp dialect definition ---------------*- tablegen -*-===//
+
+#ifndef FSDP_BASE_TD
+#define FSDP_BASE_TD
+
+include "mlir/IR/OpBase.td"
+include "mlir/IR/AttrTypeBase.td"
+include "mlir/IR/EnumAttr.td"
+
+def FSDP_Dialect : Dialect {
+  let name = "fsdp";
+  let cppNamespace = "::mlir::fsdp";
+  let summary = "Fully sharded data parallelism: meshes, layouts and collectives";
+  let description = [{
+    The `fsdp` dialect describes how the parameters of a training step are
+    sharded over a device mesh (`fsdp.mesh`, `#fsdp.layout`) and the
+    collectives that move them: semantic parameter gathers and gradient
+    reductions, which know the layout, and flat NCCL-style collectives over
+    contiguous buffers, which do not.
+
+    Layouts travel as discardable attributes (`fsdp.layout`) on function
+    arguments rather than as tensor types, so every upstream op, folder and
+    pass sees ordinary builtin tensors.
+  }];
+  let useDefaultAttributePrinterParser = 1;
+  let hasRegionArgAttrVerify = 1;
+  let hasRegionResultAttrVerify = 1;
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let extraClassDeclaration = [{
+    void registerAttributes();
+    // Discardable attribute names used on function arguments and results.
+    static constexpr ::llvm::StringLiteral kLayoutAttrName = "fsdp.layout";
+    static constexpr ::llvm::StringLiteral kLossAttrName = "fsdp.loss";
+    static constexpr ::llvm::StringLiteral kGradOfAttrName = "fsdp.grad_of";
+    static constexpr ::llvm::StringLiteral kNameAttrName = "fsdp.name";
+    static constexpr ::llvm::StringLiteral kUnitAttrName = "fsdp.unit";
+    static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
+  }];
+}
+
+class FSDP_Op<string mnemonic, list<Trait> traits = []>
+    : Op<FSDP_Dialect, mnemonic, traits>;
+
+class FSDP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
+    : AttrDef<FSDP_Dialect, name, traits> {
+  let mnemonic = attrMnemonic;
+}
+
+def FSDP_ReduceKind : I32EnumAttr<"ReduceKind", "reduction of a collective", [
+    I32EnumAttrCase<"sum", 0>, I32EnumAttrCase<"avg", 1>,
+    I32EnumAttrCase<"max", 2>, I32EnumAttrCase<"min", 3>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_ReduceKindAttr : EnumAttr<FSDP_Dialect, FSDP_ReduceKind, "reduce">;
+
+def FSDP_UnevenPolicy : I32EnumAttr<"UnevenPolicy", "uneven shard policy", [
+    I32EnumAttrCase<"ceil", 0>, I32EnumAttrCase<"balanced", 1>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_UnevenPolicyAttr : EnumAttr<FSDP_Dialect, FSDP_UnevenPolicy, "policy">;
+
+#endif // FSDP_BASE_TD

@@ -1,0 +1,30 @@
+//===- FSDPOps.h - fsdp operations ------------------------------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+#define FSDP_DIALECT_FSDP_IR_FSDPOPS_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/IR/OpDefinition.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+
+namespace mlir::fsdp {
+/// Collectives touch state shared with other ranks.
+struct CollectiveResource
+    : public SideEffects::Resource::Base<CollectiveResource> {
+  MLIR_DEFINE_EXPLICIT_INTERNAL_INLINE_TYPE_ID(CollectiveResource)
+  StringRef getName() final { return "fsdp.collective"; }
+};
+
+class MeshOp;
+/// Resolves the mesh a layout refers to, as seen from `from`.
+MeshOp lookupMesh(Operation *from, FlatSymbolRefAttr mesh,
+                  SymbolTableCollection *tables = nullptr);
+} // namespace mlir::fsdp
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
+
+#endif

@@ -1,0 +1,188 @@
+//===- FSDPOps.td - fsdp operations ------------------------*- tablegen -*-===//
+
+#ifndef FSDP_OPS_TD
+#define FSDP_OPS_TD
+
+include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+// Collectives synchronize with other ranks: they must not be merged, moved
+// across each other or dropped by generic rewrites.
+def FSDP_CollectiveResource
+    : Resource<"::mlir::fsdp::CollectiveResource">;
+def FSDP_CollectiveEffect : MemoryEffects<[MemRead<FSDP_CollectiveResource>,
+                                           MemWrite<FSDP_CollectiveResource>]>;
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+def FSDP_MeshOp : FSDP_Op<"mesh", [Symbol]> {
+  let summary = "a device mesh with named axes and static sizes";
+  let description = [{
+    ```mlir
+    fsdp.mesh @mesh [replicate = 2, shard = 4]
+    ```
+    Ranks are numbered row-major over the axes (last axis fastest). The
+    group of a rank over a set of axes is the set of ranks that differ only
+    in those axes' coordinates, ordered row-major over them.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name, StrArrayAttr:$axis_names,
+                       DenseI64ArrayAttr:$axis_sizes);
+  let assemblyFormat = [{
+    $sym_name custom<MeshAxes>($axis_names, $axis_sizes) attr-dict
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    int64_t getNumAxes() { return getAxisSizes().size(); }
+    int64_t getWorldSize();
+    /// Index of the axis called `name`, or -1.
+    int64_t getAxisIndex(::llvm::StringRef name);
+    /// Group size over the named axes; failure if a name is unknown.
+    ::mlir::FailureOr<int64_t> getGroupSize(::mlir::ArrayAttr axisNames);
+    /// Converts an axis-name list into a bit mask (bit i = axis i).
+    ::mlir::FailureOr<int64_t> getAxisMask(::mlir::ArrayAttr axisNames);
+  }];
+}
+
+//===----------------------------------------------------------------------===//
+// Semantic collectives: they know the layout of the parameter.
+//===----------------------------------------------------------------------===//
+
+def FSDP_ParamGatherOp : FSDP_Op<"param_gather", [
+    FSDP_CollectiveEffect, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "all-gather a parameter shard into the full tensor";
+  let description = [{
+    `shard` is this rank's padded slot of the parameter (its true rows
+    followed by zero padding); the result is the full tensor of the layout.
+    `phase` records whether the gather feeds forward or backward uses (a
+    backward re-gather exists when the forward copy was freed).
+    `fsdp-expand-collectives` rewrites it into pads, a flat `fsdp.all_gather`
+    and the unpack (view, per-slot narrow, chunk-cat or strided swap).
+    ```mlir
+    %w = fsdp.param_gather %w_shard layout <@mesh, [shard<0>]> phase "forward"
+        : tensor<3x16xf32> -> tensor<10x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$shard, FSDP_LayoutAttr:$layout,
+                       StrAttr:$phase, OptionalAttr<StrAttr>:$unit);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $shard `layout` $layout `phase` $phase attr-dict `:` type($shard) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_GradReduceOp : FSDP_Op<"grad_reduce", [
+    FSDP_CollectiveEffect, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reduce a rank's partial gradient into its shard";
+  let description = [{
+    `grad` is this rank's partial gradient at full size (Partial over every
+    data-parallel axis). The result is the reduced gradient's padded slot:
+    reduce-scatter over the shard axes, then all-reduce over the replicate
+    axes (HSDP); a layout without shard axes is all-reduced (DDP). `avg`
+    divides by the product of the data-parallel group sizes; `scale`, when
+    present, multiplies the reduced sum instead. `reduce_dtype` runs the
+    reduction in another element type (cast before, cast back after).
+    ```mlir
+    %g = fsdp.grad_reduce %dw layout <@mesh, [replicate, shard<0>]> avg
+        : tensor<10x16xf32> -> tensor<3x16xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$grad, FSDP_LayoutAttr:$layout,
+                       FSDP_ReduceKindAttr:$reduce, OptionalAttr<F64Attr>:$scale,
+                       OptionalAttr<TypeAttr>:$reduce_dtype,
+                       OptionalAttr<StrAttr>:$unit);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $grad `layout` $layout `` $reduce attr-dict `:` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Flat collectives (NCCL semantics, DESIGN.md §4).
+//===----------------------------------------------------------------------===//
+
+class FSDP_FlatCollectiveOp<string mnemonic, list<Trait> traits = []>
+    : FSDP_Op<mnemonic, !listconcat(traits, [FSDP_CollectiveEffect,
+          DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
+  code commonExtraClassDeclaration = [{
+    /// Number of ranks in the group, from the mesh.
+    ::mlir::FailureOr<int64_t> getGroupSize(::mlir::SymbolTableCollection &tables);
+  }];
+}
+
+def FSDP_AllGatherOp : FSDP_FlatCollectiveOp<"all_gather"> {
+  let summary = "concatenate every group rank's buffer along dim 0";
+  let description = [{
+    Every rank of the group over `axes` of `mesh` sends its tensor; every
+    rank receives the concatenation along dim 0 in group order (for a
+    contiguous tensor this is NCCL's flat all-gather).
+    ```mlir
+    %all = fsdp.all_gather %x over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = commonExtraClassDeclaration;
+}
+
+def FSDP_ReduceScatterOp : FSDP_FlatCollectiveOp<"reduce_scatter"> {
+  let summary = "reduce over the group, rank j keeps block j of dim 0";
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh $axes `` $reduce attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = commonExtraClassDeclaration;
+}
+
+def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce"> {
+  let summary = "element-wise reduction over the group";
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh $axes `` $reduce attr-dict `:` type($input) `->` type($result)
+  }];
+  let extraClassDeclaration = commonExtraClassDeclaration;
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer forms (after bufferization), lowered to runtime calls.
+//===----------------------------------------------------------------------===//
+
+class FSDP_BufferCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+          DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
+                            FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
+                       reduceArg);
+  let assemblyFormat = "$input `into` $output `over` $mesh $axes " # reduceFmt #
+      " attr-dict `:` type($input) `,` type($output)";
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferAllGatherOp
+    : FSDP_BufferCollectiveOp<"buffer.all_gather", (ins), ""> {
+  let summary = "all-gather between contiguous buffers";
+}
+def FSDP_BufferReduceScatterOp
+    : FSDP_BufferCollectiveOp<"buffer.reduce_scatter",
+                              (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "reduce-scatter between contiguous buffers";
+}
+def FSDP_BufferAllReduceOp
+    : FSDP_BufferCollectiveOp<"buffer.all_reduce",
+                              (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "all-reduce between contiguous buffers (may be in place)";
+}
+
+#endif // FSDP_OPS_TD

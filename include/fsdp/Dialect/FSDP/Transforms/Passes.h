@@ -1,0 +1,22 @@
+//===- Passes.h - fsdp passes -----------------------------------*- C++ -*-===//
+
+#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
+#define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::fsdp {
+
+#define GEN_PASS_DECL
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+
+/// Registers every fsdp pass and the `fsdp-pipeline` pass pipeline.
+void registerFSDPPassesAndPipelines();
+
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,149 @@
+//===- LayoutMath.h - Shard layout arithmetic without MLIR ------*- C++ -*-===//
+//
+// The exact meaning of a layout (DESIGN.md §3): which global elements every
+// rank of a device mesh owns, the padded slot used for communication, and the
+// validity rules. Shared by the compiler passes, the runner and the tests; it
+// depends on nothing but the C++ standard library.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_LAYOUT_LAYOUTMATH_H
+#define FSDP_LAYOUT_LAYOUTMATH_H
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdp {
+namespace layout {
+
+enum class UnevenPolicy {
+  /// PyTorch FSDP2: chunk c = ceil(n/k); trailing ranks may hold fewer rows.
+  Ceil,
+  /// The HSDP port: the first n%k ranks hold one extra row.
+  Balanced,
+};
+
+enum class ReduceKind { Sum, Avg, Max, Min };
+
+struct Placement {
+  enum class Kind { Replicate, Shard, StridedShard, Partial };
+  Kind kind = Kind::Replicate;
+  int64_t dim = 0;
+  int64_t splitFactor = 1;
+  ReduceKind reduce = ReduceKind::Sum;
+
+  static Placement replicate() { return {}; }
+  static Placement shard(int64_t d) { return {Kind::Shard, d, 1}; }
+  static Placement stridedShard(int64_t d, int64_t sf) {
+    return {Kind::StridedShard, d, sf};
+  }
+  static Placement partial(ReduceKind r) {
+    Placement p;
+    p.kind = Kind::Partial;
+    p.reduce = r;
+    return p;
+  }
+  bool isSharding() const {
+    return kind == Kind::Shard || kind == Kind::StridedShard;
+  }
+};
+
+/// A mesh plus one placement per mesh axis.
+struct Layout {
+  std::vector<int64_t> meshShape;
+  std::vector<Placement> placements;
+  UnevenPolicy policy = UnevenPolicy::Ceil;
+};
+
+/// A half-open interval [begin, end) of global indices along one dim.
+struct Range {
+  int64_t begin = 0;
+  int64_t end = 0;
+  int64_t size() const { return end - begin; }
+  bool operator==(const Range &o) const {
+    return begin == o.begin && end == o.end;
+  }
+};
+
+/// What one rank owns along one tensor dim.
+struct DimShard {
+  /// Owned global ranges in local order (one range, or several for
+  /// StridedShard).
+  std::vector<Range> ranges;
+  /// Number of owned indices (sum of the range sizes).
+  int64_t localSize = 0;
+  /// Padded size used for communication (same on every rank).
+  int64_t slotSize = 0;
+  /// Global index of the first owned element; for an empty shard, where it
+  /// would start.
+  int64_t offset = 0;
+};
+
+/// One rank's shard of a tensor.
+struct LocalShard {
+  std::vector<int64_t> coords;     // mesh coordinates of the rank
+  std::vector<int64_t> localShape; // true (unpadded) local shape
+  std::vector<int64_t> slotShape;  // padded shape, identical on all ranks
+  std::vector<int64_t> offsets;    // global offset of the first owned index
+  std::vector<DimShard> dims;
+  int64_t localElements() const;
+  int64_t slotElements() const;
+};
+
+int64_t ceilDiv(int64_t a, int64_t b);
+int64_t product(const std::vector<int64_t> &v);
+
+/// Mesh coordinates of `rank` (row-major, last axis fastest).
+std::vector<int64_t> rankToCoords(const std::vector<int64_t> &meshShape,
+                                  int64_t rank);
+int64_t coordsToRank(const std::vector<int64_t> &meshShape,
+                     const std::vector<int64_t> &coords);
+
+/// The group of `rank` over the mesh axes in `axes` (ascending): the ranks
+/// that differ from `rank` only in those axes, ordered row-major over them.
+std::vector<int64_t> groupRanks(const std::vector<int64_t> &meshShape,
+                                const std::vector<int64_t> &axes,
+                                int64_t rank);
+/// Position of `rank` inside its group over `axes`.
+int64_t indexInGroup(const std::vector<int64_t> &meshShape,
+                     const std::vector<int64_t> &axes, int64_t rank);
+
+/// 1-D split of n indices over k ranks: the [offset, offset+size) of part i.
+Range splitEven(int64_t n, int64_t k, int64_t i, UnevenPolicy policy);
+
+/// Checks the layout rules of DESIGN.md §3 for a parameter of `globalShape`.
+/// Returns a human-readable message for the first violated rule.
+std::optional<std::string> validate(const Layout &layout,
+                                    const std::vector<int64_t> &globalShape,
+                                    bool isParameter = true);
+/// Checks a mesh: positive sizes, at least one axis.
+std::optional<std::string> validateMesh(const std::vector<int64_t> &meshShape);
+
+/// Mesh axes that shard `dim`, outermost first.
+std::vector<int64_t> axesShardingDim(const Layout &layout, int64_t dim);
+/// Mesh axes carrying any Shard/StridedShard placement (ascending).
+std::vector<int64_t> shardAxes(const Layout &layout);
+/// Mesh axes carrying Replicate placements (ascending).
+std::vector<int64_t> replicateAxes(const Layout &layout);
+
+/// What one rank holds. `layout` must be valid for `globalShape`.
+LocalShard localShard(const Layout &layout,
+                      const std::vector<int64_t> &globalShape, int64_t rank);
+
+/// Padded slot shape (identical on every rank).
+std::vector<int64_t> slotShape(const Layout &layout,
+                               const std::vector<int64_t> &globalShape);
+
+/// For a dim sharded over a group of size k (the axes sharding it, combined
+/// row-major): the true ranges of every slot j in group order. Used to unpack
+/// a gathered [k, slot...] buffer and to pack a gradient for reduce-scatter.
+std::vector<DimShard> slotsAlongDim(const Layout &layout,
+                                    const std::vector<int64_t> &globalShape,
+                                    int64_t dim);
+
+} // namespace layout
+} // namespace fsdp
+
+#endif // FSDP_LAYOUT_LAYOUTMATH_H

@@ -1,0 +1,161 @@
+//===- FSDPDialect.cpp - fsdp dialect and argument attributes -------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/Interfaces/FunctionInterfaces.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace lm = ::fsdp::layout;
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.cpp.inc"
+
+void FSDPDialect::initialize() {
+  registerAttributes();
+  addOperations<
+#define GET_OP_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
+      >();
+}
+
+MeshOp mlir::fsdp::lookupMesh(Operation *from, FlatSymbolRefAttr mesh,
+                              SymbolTableCollection *tables) {
+  if (tables)
+    return tables->lookupNearestSymbolFrom<MeshOp>(from, mesh.getAttr());
+  return SymbolTable::lookupNearestSymbolFrom<MeshOp>(from, mesh.getAttr());
+}
+
+/// Checks `layout` against its mesh and the shape of the value carrying it.
+static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
+                                     Type type, bool isParameter,
+                                     StringRef what) {
+  auto tensorType = dyn_cast<RankedTensorType>(type);
+  if (!tensorType || !tensorType.hasStaticShape())
+    return op->emitOpError() << what << " with a layout must be a statically "
+                             << "shaped ranked tensor, got " << type;
+  MeshOp mesh = lookupMesh(op, layout.getMesh());
+  if (!mesh)
+    return op->emitOpError() << what << " refers to unknown mesh "
+                             << layout.getMesh()
+                             << " (no fsdp.mesh with that name is visible)";
+  lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+  if (auto err = lm::validate(model, tensorType.getShape().vec(), isParameter))
+    return op->emitOpError() << what << " has an invalid layout " << layout
+                             << ": " << *err;
+  return success();
+}
+
+static FunctionOpInterface asFunction(Operation *op) {
+  return dyn_cast<FunctionOpInterface>(op);
+}
+
+LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
+                                                    unsigned regionIndex,
+                                                    unsigned argIndex,
+                                                    NamedAttribute attr) {
+  auto func = asFunction(op);
+  std::string what = "argument #" + std::to_string(argIndex);
+  StringRef name = attr.getName().getValue();
+  if (name == kLayoutAttrName) {
+    auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+    if (!layout)
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a #fsdp.layout attribute";
+    if (!func)
+      return op->emitOpError() << "'" << name
+                               << "' is only meaningful on function arguments";
+    Type type = func.getArgumentTypes()[argIndex];
+    // After partitioning, the argument holds a shard; its layout is checked
+    // against the recorded global type.
+    if (auto global =
+            func.getArgAttrOfType<TypeAttr>(argIndex, kGlobalTypeAttrName))
+      type = global.getValue();
+    return verifyLayoutFor(op, layout, type, /*isParameter=*/true, what);
+  }
+  if (name == kNameAttrName || name == kUnitAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a string";
+    return success();
+  }
+  if (name == kGlobalTypeAttrName) {
+    if (!isa<TypeAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a type";
+    return success();
+  }
+  return op->emitOpError() << "unknown fsdp argument attribute '" << name
+                           << "' on " << what;
+}
+
+LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
+                                                       unsigned regionIndex,
+                                                       unsigned resultIndex,
+                                                       NamedAttribute attr) {
+  auto func = asFunction(op);
+  std::string what = "result #" + std::to_string(resultIndex);
+  StringRef name = attr.getName().getValue();
+  if (!func)
+    return op->emitOpError() << "'" << name
+                             << "' is only meaningful on function results";
+  Type type = func.getResultTypes()[resultIndex];
+  if (name == kLossAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' is a unit attribute";
+    auto tensorType = dyn_cast<RankedTensorType>(type);
+    bool scalar = (tensorType && tensorType.getRank() == 0) ||
+                  isa<FloatType>(type);
+    if (!scalar)
+      return op->emitOpError() << "the loss (" << what
+                               << ") must be a scalar, got " << type;
+    return success();
+  }
+  if (name == kGradOfAttrName) {
+    auto index = dyn_cast<IntegerAttr>(attr.getValue());
+    if (!index)
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be an integer argument index";
+    int64_t arg = index.getInt();
+    if (arg < 0 || arg >= (int64_t)func.getNumArguments())
+      return op->emitOpError()
+             << what << " is marked as the gradient of argument #" << arg
+             << ", but the function has " << func.getNumArguments()
+             << " argument(s)";
+    if (!func.getArgAttr(arg, kLayoutAttrName))
+      return op->emitOpError() << what << " is marked as the gradient of "
+                               << "argument #" << arg
+                               << ", which has no fsdp.layout (not a parameter)";
+    Type argType = func.getArgumentTypes()[arg];
+    if (argType != type)
+      return op->emitOpError()
+             << what << " is the gradient of argument #" << arg
+             << " and must have its type " << argType << ", got " << type;
+    return success();
+  }
+  if (name == kNameAttrName) {
+    if (!isa<StringAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a string";
+    return success();
+  }
+  if (name == kLayoutAttrName) {
+    auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+    if (!layout)
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a #fsdp.layout attribute";
+    Type global = type;
+    if (auto g = func.getResultAttrOfType<TypeAttr>(resultIndex,
+                                                    kGlobalTypeAttrName))
+      global = g.getValue();
+    return verifyLayoutFor(op, layout, global, /*isParameter=*/false, what);
+  }
+  if (name == kGlobalTypeAttrName) {
+    if (!isa<TypeAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' on " << what
+                               << " must be a type";
+    return success();
+  }
+  return op->emitOpError() << "unknown fsdp result attribute '" << name
+                           << "' on " << what;
+}

@@ -1,0 +1,317 @@
+//===- FSDPOps.cpp - fsdp operations --------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/OpImplementation.h"
+#include "llvm/ADT/StringSet.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace lm = ::fsdp::layout;
+
+//===----------------------------------------------------------------------===//
+// Mesh
+//===----------------------------------------------------------------------===//
+
+/// mesh-axes ::= `[` (name `=` size) (`,` name `=` size)* `]`
+static ParseResult parseMeshAxes(OpAsmParser &parser, ArrayAttr &names,
+                                 DenseI64ArrayAttr &sizes) {
+  SmallVector<Attribute> nameAttrs;
+  SmallVector<int64_t> sizeValues;
+  if (parser.parseCommaSeparatedList(
+          OpAsmParser::Delimiter::Square, [&]() -> ParseResult {
+            std::string name;
+            int64_t size;
+            if (parser.parseKeywordOrString(&name) || parser.parseEqual() ||
+                parser.parseInteger(size))
+              return failure();
+            nameAttrs.push_back(parser.getBuilder().getStringAttr(name));
+            sizeValues.push_back(size);
+            return success();
+          }))
+    return failure();
+  names = parser.getBuilder().getArrayAttr(nameAttrs);
+  sizes = parser.getBuilder().getDenseI64ArrayAttr(sizeValues);
+  return success();
+}
+
+static void printMeshAxes(OpAsmPrinter &printer, MeshOp, ArrayAttr names,
+                          DenseI64ArrayAttr sizes) {
+  printer << "[";
+  for (auto [i, name] : llvm::enumerate(names)) {
+    if (i)
+      printer << ", ";
+    printer.printKeywordOrString(cast<StringAttr>(name).getValue());
+    printer << " = " << sizes[i];
+  }
+  printer << "]";
+}
+
+LogicalResult MeshOp::verify() {
+  if (getAxisNames().size() != getAxisSizes().size())
+    return emitOpError() << "has " << getAxisNames().size()
+                         << " axis names but " << getAxisSizes().size()
+                         << " axis sizes";
+  if (getAxisSizes().empty())
+    return emitOpError() << "needs at least one axis";
+  llvm::StringSet<> seen;
+  for (auto [name, size] : llvm::zip(getAxisNames(), getAxisSizes())) {
+    StringRef n = cast<StringAttr>(name).getValue();
+    if (n.empty())
+      return emitOpError() << "axis names must not be empty";
+    if (!seen.insert(n).second)
+      return emitOpError() << "duplicate axis name '" << n << "'";
+    if (size <= 0)
+      return emitOpError() << "axis '" << n
+                           << "' must have a positive size, got " << size;
+  }
+  return success();
+}
+
+int64_t MeshOp::getWorldSize() {
+  int64_t w = 1;
+  for (int64_t s : getAxisSizes())
+    w *= s;
+  return w;
+}
+
+int64_t MeshOp::getAxisIndex(StringRef name) {
+  for (auto [i, n] : llvm::enumerate(getAxisNames()))
+    if (cast<StringAttr>(n).getValue() == name)
+      return i;
+  return -1;
+}
+
+FailureOr<int64_t> MeshOp::getAxisMask(ArrayAttr axisNames) {
+  int64_t mask = 0;
+  for (Attribute a : axisNames) {
+    auto s = dyn_cast<StringAttr>(a);
+    int64_t index = s ? getAxisIndex(s.getValue()) : -1;
+    if (index < 0 || (mask & (int64_t(1) << index)))
+      return failure();
+    mask |= int64_t(1) << index;
+  }
+  return mask;
+}
+
+FailureOr<int64_t> MeshOp::getGroupSize(ArrayAttr axisNames) {
+  FailureOr<int64_t> mask = getAxisMask(axisNames);
+  if (failed(mask))
+    return failure();
+  int64_t k = 1;
+  for (auto [i, s] : llvm::enumerate(getAxisSizes()))
+    if (*mask & (int64_t(1) << i))
+      k *= s;
+  return k;
+}
+
+//===----------------------------------------------------------------------===//
+// Semantic collectives
+//===----------------------------------------------------------------------===//
+
+/// Resolves the layout's mesh and checks the layout against `globalType`;
+/// returns the slot (padded shard) type.
+static FailureOr<RankedTensorType>
+verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
+                  bool isParameter, SymbolTableCollection &tables) {
+  MeshOp mesh = lookupMesh(op, layout.getMesh(), &tables);
+  if (!mesh)
+    return op->emitOpError() << "refers to unknown mesh " << layout.getMesh();
+  if (!globalType.hasStaticShape())
+    return op->emitOpError() << "needs a statically shaped full tensor, got "
+                             << globalType;
+  lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+  if (auto err = lm::validate(model, globalType.getShape().vec(), isParameter))
+    return op->emitOpError() << "has an invalid layout: " << *err;
+  return RankedTensorType::get(
+      lm::slotShape(model, globalType.getShape().vec()),
+      globalType.getElementType());
+}
+
+LogicalResult ParamGatherOp::verify() {
+  if (getPhase() != "forward" && getPhase() != "backward")
+    return emitOpError() << "phase must be \"forward\" or \"backward\", got \""
+                         << getPhase() << "\"";
+  return success();
+}
+
+LogicalResult
+ParamGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto full = cast<RankedTensorType>(getResult().getType());
+  FailureOr<RankedTensorType> slot =
+      verifyParamLayout(*this, getLayout(), full, true, tables);
+  if (failed(slot))
+    return failure();
+  if (getShard().getType() != *slot)
+    return emitOpError() << "shard must have the padded slot type " << *slot
+                         << " for a full tensor of type " << full << ", got "
+                         << getShard().getType();
+  return success();
+}
+
+LogicalResult GradReduceOp::verify() {
+  if (auto scale = getScaleAttr(); scale && getReduce() != ReduceKind::sum)
+    return emitOpError() << "a gradient scale applies to a sum reduction; "
+                            "use 'sum' with scale, or 'avg' without";
+  return success();
+}
+
+LogicalResult GradReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  auto full = cast<RankedTensorType>(getGrad().getType());
+  FailureOr<RankedTensorType> slot =
+      verifyParamLayout(*this, getLayout(), full, true, tables);
+  if (failed(slot))
+    return failure();
+  if (getResult().getType() != *slot)
+    return emitOpError() << "result must have the padded slot type " << *slot
+                         << ", got " << getResult().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Flat collectives
+//===----------------------------------------------------------------------===//
+
+/// Checks the mesh and axes of a flat collective; returns the group size.
+static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr meshRef,
+                                      ArrayAttr axes,
+                                      SymbolTableCollection &tables) {
+  MeshOp mesh = lookupMesh(op, meshRef, &tables);
+  if (!mesh)
+    return op->emitOpError() << "refers to unknown mesh " << meshRef;
+  for (Attribute a : axes) {
+    StringRef name = cast<StringAttr>(a).getValue();
+    if (mesh.getAxisIndex(name) < 0)
+      return op->emitOpError() << "mesh " << meshRef << " has no axis '"
+                               << name << "'";
+  }
+  FailureOr<int64_t> k = mesh.getGroupSize(axes);
+  if (failed(k))
+    return op->emitOpError() << "lists a mesh axis twice in " << axes;
+  return k;
+}
+
+/// all_gather: out.dim0 = k * in.dim0; reduce_scatter: in.dim0 = k * out.dim0.
+static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
+                                        ShapedType large, int64_t k,
+                                        StringRef smallName,
+                                        StringRef largeName) {
+  if (small.getElementType() != large.getElementType())
+    return op->emitOpError() << "element types differ: "
+                             << small.getElementType() << " vs "
+                             << large.getElementType();
+  if (small.getRank() != large.getRank() || small.getRank() == 0)
+    return op->emitOpError() << smallName << " and " << largeName
+                             << " must have the same non-zero rank";
+  for (int64_t d = 1; d < small.getRank(); ++d)
+    if (small.getDimSize(d) != large.getDimSize(d))
+      return op->emitOpError() << smallName << " and " << largeName
+                               << " differ in dim " << d;
+  if (!small.isDynamicDim(0) && !large.isDynamicDim(0) &&
+      large.getDimSize(0) != k * small.getDimSize(0))
+    return op->emitOpError()
+           << "over a group of " << k << " ranks, " << largeName
+           << " dim 0 must be " << k << " x " << small.getDimSize(0) << " = "
+           << k * small.getDimSize(0) << ", got " << large.getDimSize(0);
+  return success();
+}
+
+template <typename OpTy>
+static FailureOr<int64_t> groupSizeOf(OpTy op, SymbolTableCollection &tables) {
+  MeshOp mesh = lookupMesh(op, op.getMeshAttr(), &tables);
+  if (!mesh)
+    return failure();
+  return mesh.getGroupSize(op.getAxes());
+}
+
+FailureOr<int64_t> AllGatherOp::getGroupSize(SymbolTableCollection &tables) {
+  return groupSizeOf(*this, tables);
+}
+FailureOr<int64_t>
+ReduceScatterOp::getGroupSize(SymbolTableCollection &tables) {
+  return groupSizeOf(*this, tables);
+}
+FailureOr<int64_t> AllReduceOp::getGroupSize(SymbolTableCollection &tables) {
+  return groupSizeOf(*this, tables);
+}
+
+LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
+                            *k, "input", "result");
+}
+
+LogicalResult
+ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getResult().getType(), getInput().getType(),
+                            *k, "result", "input");
+}
+
+LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal input type "
+                         << getInput().getType();
+  return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Buffer collectives
+//===----------------------------------------------------------------------===//
+
+template <typename OpTy> static LogicalResult verifyBufferOp(OpTy op) {
+  for (Value v : {op.getInput(), op.getOutput()})
+    if (!cast<MemRefType>(v.getType()).isLastDimUnitStride() &&
+        cast<MemRefType>(v.getType()).getRank() > 0)
+      return op.emitOpError() << "buffers must be contiguous";
+  return success();
+}
+
+LogicalResult BufferAllGatherOp::verify() {
+  return verifyBufferOp(*this);
+}
+LogicalResult BufferReduceScatterOp::verify() {
+  return verifyBufferOp(*this);
+}
+LogicalResult BufferAllReduceOp::verify() {
+  return verifyBufferOp(*this);
+}
+
+LogicalResult
+BufferAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
+                            *k, "input", "output");
+}
+LogicalResult
+BufferReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getOutput().getType(), getInput().getType(),
+                            *k, "output", "input");
+}
+LogicalResult
+BufferAllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
+    return failure();
+  auto in = cast<MemRefType>(getInput().getType());
+  auto out = cast<MemRefType>(getOutput().getType());
+  if (in.getShape() != out.getShape() ||
+      in.getElementType() != out.getElementType())
+    return emitOpError() << "input and output must have the same shape and "
+                            "element type";
+  return success();
+}
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

@@ -1,0 +1,39 @@
+#!/usr/bin/env bash
+# Installs what the build needs (idempotent, quiet when everything is there),
+# then configures and builds the project into ./build.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev
+  llvm-22-tools openmpi-bin libopenmpi-dev libgtest-dev libbenchmark-dev
+  python3-venv)
+
+missing=()
+for p in "${APT_PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO="sudo"
+  $SUDO apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# Python for lit, the model generator and the Python tests. Debian's
+# interpreter (not whatever python3 is first on PATH), in a venv of our own.
+if ! .venv/bin/python -c "import numpy, ml_dtypes, lit, pytest" 2>/dev/null; then
+  echo "setup: creating .venv"
+  /usr/bin/python3 -m venv .venv
+  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt
+fi
+
+if [ ! -f build/build.ninja ]; then
+  cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
+    -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \
+    -DFSDP_PYTHON="$PWD/.venv/bin/python" >/tmp/fsdp-configure.log 2>&1 ||
+    { cat /tmp/fsdp-configure.log; exit 1; }
+fi
+cmake --build build -j "${FSDP_JOBS:-$(nproc)}" | grep -Ev '^\[[0-9]+/[0-9]+\] ' || true
+test "${PIPESTATUS[0]}" -eq 0

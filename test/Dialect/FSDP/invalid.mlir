@@ -1,0 +1,223 @@
+// RUN: fsdp-opt %s -split-input-file -verify-diagnostics
+
+// expected-error @+1 {{axis 'shard' must have a positive size, got 0}}
+fsdp.mesh @mesh [shard = 0]
+
+// -----
+
+// expected-error @+1 {{duplicate axis name 'shard'}}
+fsdp.mesh @mesh [shard = 2, shard = 4]
+
+// -----
+
+// expected-error @+1 {{needs at least one axis}}
+fsdp.mesh @mesh []
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{argument #0 has an invalid layout #fsdp.layout<@mesh, [shard<0>]>: a scalar (rank-0) tensor cannot be sharded}}
+func.func @scalar(%w: tensor<f32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{shard dim 2 on mesh axis 0 is out of range for a rank-2 tensor}}
+func.func @dim_out_of_range(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<2>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [replicate = 2, shard = 4]
+// expected-error @+1 {{layout has 1 placement(s) but its mesh has 2 axis/axes}}
+func.func @count_mismatch(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{argument #0 refers to unknown mesh @nowhere}}
+func.func @unknown_mesh(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@nowhere, [shard<0>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{StridedShard(0, 2) on mesh axis 0 needs dim 0 (size 12) to be divisible by split_factor * axis size = 8}}
+func.func @strided_not_divisible(%w: tensor<12x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [strided_shard<0, 2>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{Partial placement on mesh axis 0 is not allowed on a parameter}}
+func.func @partial_param(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [partial<sum>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [outer = 4, inner = 2]
+// expected-error @+1 {{dim 0 (size 10) is sharded by nested mesh axes; the outer axis 0 (size 4) must divide it evenly}}
+func.func @nested_not_divisible(%w: tensor<10x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, shard<0>]>}) {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{strided_shard split factor must be positive, got 0}}
+func.func @bad_split_factor() attributes {a = #fsdp.strided_shard<0, 0>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown placement 'shrd'}}
+func.func @unknown_placement() attributes {a = #fsdp.layout<@m, [shrd<0>]>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{unknown uneven policy 'floor'}}
+func.func @unknown_policy() attributes {a = #fsdp.layout<@m, [shard<0>], policy = floor>} {
+  return
+}
+
+// -----
+
+// expected-error @+1 {{layout placement must be replicate, shard<d>, strided_shard<d, sf> or partial<op>, got 3 : i64}}
+func.func @not_a_placement() attributes {a = #fsdp.layout<@m, [3]>} {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{'fsdp.layout' on argument #0 must be a #fsdp.layout attribute}}
+func.func @layout_not_layout(%w: tensor<8xf32> {fsdp.layout = 3}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{argument #0 with a layout must be a statically shaped ranked tensor, got 'tensor<?xf32>'}}
+func.func @dynamic(%w: tensor<?xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{the loss (result #0) must be a scalar, got 'tensor<4xf32>'}}
+func.func @loss_not_scalar(%w: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) -> (tensor<4xf32> {fsdp.loss}) {
+  %c = arith.constant dense<0.0> : tensor<4xf32>
+  return %c : tensor<4xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{result #0 is marked as the gradient of argument #3, but the function has 1 argument(s)}}
+func.func @grad_missing_arg(%w: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) -> (tensor<8xf32> {fsdp.grad_of = 3 : i64}) {
+  return %w : tensor<8xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{result #0 is the gradient of argument #0 and must have its type 'tensor<8xf32>', got 'tensor<4xf32>'}}
+func.func @grad_wrong_shape(%w: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}, %x: tensor<4xf32>) -> (tensor<4xf32> {fsdp.grad_of = 0 : i64}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{result #0 is marked as the gradient of argument #0, which has no fsdp.layout (not a parameter)}}
+func.func @grad_of_data(%x: tensor<4xf32>) -> (tensor<4xf32> {fsdp.grad_of = 0 : i64}) {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{unknown fsdp argument attribute 'fsdp.layuot' on argument #0}}
+func.func @typo(%x: tensor<4xf32> {fsdp.layuot = 1}) {
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @gather_wrong_slot(%s: tensor<2x16xf32>) {
+  // expected-error @+1 {{shard must have the padded slot type 'tensor<3x16xf32>' for a full tensor of type 'tensor<10x16xf32>', got 'tensor<2x16xf32>'}}
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase "forward" : tensor<2x16xf32> -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @gather_bad_phase(%s: tensor<3x16xf32>) {
+  // expected-error @+1 {{phase must be "forward" or "backward", got "sideways"}}
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase "sideways" : tensor<3x16xf32> -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @reduce_scale_with_avg(%g: tensor<10x16xf32>) {
+  // expected-error @+1 {{a gradient scale applies to a sum reduction}}
+  %0 = fsdp.grad_reduce %g layout <@mesh, [shard<0>]> avg {scale = 2.0 : f64} : tensor<10x16xf32> -> tensor<3x16xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @gather_size(%x: tensor<48xf32>) {
+  // expected-error @+1 {{over a group of 4 ranks, result dim 0 must be 4 x 48 = 192, got 190}}
+  %0 = fsdp.all_gather %x over @mesh ["shard"] : tensor<48xf32> -> tensor<190xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @unknown_axis(%x: tensor<48xf32>) {
+  // expected-error @+1 {{mesh @mesh has no axis 'replicate'}}
+  %0 = fsdp.all_reduce %x over @mesh ["replicate"] sum : tensor<48xf32> -> tensor<48xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @axis_twice(%x: tensor<48xf32>) {
+  // expected-error @+1 {{lists a mesh axis twice}}
+  %0 = fsdp.all_reduce %x over @mesh ["shard", "shard"] sum : tensor<48xf32> -> tensor<48xf32>
+  return
+}
+
+// -----
+
+func.func @no_mesh(%x: tensor<48xf32>) {
+  // expected-error @+1 {{refers to unknown mesh @mesh}}
+  %0 = fsdp.reduce_scatter %x over @mesh ["shard"] sum : tensor<48xf32> -> tensor<12xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @rs_types(%x: tensor<48xf32>) {
+  // expected-error @+1 {{element types differ: 'f16' vs 'f32'}}
+  %0 = fsdp.reduce_scatter %x over @mesh ["shard"] sum : tensor<48xf32> -> tensor<12xf16>
+  return
+}

@@ -1,0 +1,36 @@
+# lit configuration for the fsdp-opt test suite.
+import os
+
+import lit.formats
+from lit.llvm import llvm_config
+from lit.llvm.subst import ToolSubst
+
+config.name = "fsdp"
+config.test_format = lit.formats.ShTest(not llvm_config.use_lit_shell)
+config.suffixes = [".mlir", ".test", ".py"]
+config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
+
+llvm_config.with_system_environment(["HOME", "TMPDIR", "PATH"])
+llvm_config.use_default_substitutions()
+
+config.substitutions.append(("%python", config.python_executable))
+config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
+config.substitutions.append(("%fsdp_obj", config.fsdp_obj_root))
+config.environment["PYTHONPATH"] = os.path.join(config.fsdp_src_root, "python")
+
+tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
+tools = [
+    "fsdp-opt",
+    ToolSubst("fsdp-run", unresolved="ignore"),
+    "mlir-opt",
+    "FileCheck",
+    "not",
+]
+llvm_config.add_tool_substitutions(tools, tool_dirs)
+for name in ["fsdp-run", "fsdp-embed-example"]:
+    if os.path.exists(os.path.join(config.fsdp_tools_dir, name)):
+        config.available_features.add(name)
+if config.mpirun:
+    config.available_features.add("mpi")

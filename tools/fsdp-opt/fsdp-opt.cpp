@@ -1,0 +1,24 @@
+//===- fsdp-opt.cpp - mlir-opt with the fsdp dialect and passes -----------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/InitAllExtensions.h"
+#include "mlir/InitAllPasses.h"
+#include "mlir/Tools/mlir-opt/MlirOptMain.h"
+
+int main(int argc, char **argv) {
+  mlir::DialectRegistry registry;
+  // Upstream dialects and passes, so fsdp-opt reads and lowers whatever a
+  // training step is written in, exactly as mlir-opt would.
+  mlir::registerAllDialects(registry);
+  mlir::registerAllExtensions(registry);
+  mlir::registerAllPasses();
+  registry.insert<mlir::fsdp::FSDPDialect>();
+  mlir::fsdp::registerFSDPPassesAndPipelines();
+  return mlir::asMainReturnCode(mlir::MlirOptMain(
+      argc, argv, "fsdp-opt: FSDP sharding and collective insertion\n",
+      registry));
+}
