@@ -58,8 +58,10 @@ class StepEmitter:
         b = self.b
         count = math.prod(pred.shape)
         diff = b.map([pred, target], lambda r, p, t, o: r.sub(p, t), hint="diff")
+        b.comment(f"loss = sum((pred - target)^2) / N, N = {count}")
         total = b.reduce_sum(diff, keep=(), body=lambda r, d: r.mul(d, d))
         loss = b.map([total], lambda r, s, o: r.mul(s, b.const(1.0 / count)), hint="loss")
+        b.comment("backward: d(loss)/d(pred) = 2 (pred - target) / N")
         dpred = self.scale(diff, 2.0 / count)
         return loss, dpred
 

@@ -89,6 +89,9 @@ class FuncBuilder:
         for line in text.split("\n"):
             self.lines.append(line)
 
+    def comment(self, text: str) -> None:
+        self.lines.append(f"// {text}")
+
     def const(self, v: float, elem: str = "f32") -> str:
         key = (float_literal(v), elem)
         if key not in self._consts:
@@ -250,7 +253,7 @@ class FuncBuilder:
         )
 
     def expand(self, x: Value, reassoc, shape) -> Value:
-        v = Value(self.fresh("exp"), tuple(shape), x.elem)
+        v = Value(self.fresh("unflat"), tuple(shape), x.elem)
         self.emit(
             f"{v.name} = tensor.expand_shape {x.name} {reassoc} output_shape"
             f" [{', '.join(map(str, shape))}] : {x.type} into {v.type}"
@@ -258,6 +261,6 @@ class FuncBuilder:
         return v
 
     def collapse(self, x: Value, reassoc, shape) -> Value:
-        v = Value(self.fresh("col"), tuple(shape), x.elem)
+        v = Value(self.fresh("flat"), tuple(shape), x.elem)
         self.emit(f"{v.name} = tensor.collapse_shape {x.name} {reassoc} : {x.type} into {v.type}")
         return v
