@@ -182,7 +182,11 @@ def generic_mesh_form(text: str) -> str:
 
 
 def find_tool(name: str) -> str | None:
-    for d in (os.environ.get("FSDP_MLIR_TOOLS_DIR"), DEFAULT_TOOLS_DIR):
+    for d in (
+        os.environ.get("FSDP_MLIR_TOOLS_DIR"),
+        os.environ.get("LLVM_TOOLS_DIR"),  # set by the project's ctest hook
+        DEFAULT_TOOLS_DIR,
+    ):
         if d and os.access(os.path.join(d, name), os.X_OK):
             return os.path.join(d, name)
     return shutil.which(name) or shutil.which(f"{name}-22")

@@ -3,6 +3,7 @@
 import json
 import os
 import re
+import shutil
 import subprocess
 
 import numpy as np
@@ -268,3 +269,33 @@ def test_upstream_mlir_opt_parses(argv):
     printed = proc.stdout
     assert printed.count("fsdp.layout = #fsdp.layout<@mesh") == len(build(argv)["params"])
     assert '"fsdp.mesh"()' in printed
+
+
+def project_fsdp_opt():
+    """The project's fsdp-opt when built (the ctest hook sets FSDP_TOOLS_DIR)."""
+    d = os.environ.get("FSDP_TOOLS_DIR")
+    path = os.path.join(d, "fsdp-opt") if d else shutil.which("fsdp-opt")
+    return path if path and os.access(path, os.X_OK) else None
+
+
+@pytest.mark.skipif(project_fsdp_opt() is None, reason="fsdp-opt not built")
+@pytest.mark.parametrize(
+    "argv",
+    [
+        SMALL_MLP + ["--mesh", "2x4"],
+        SMALL_MLP + ["--placement", "dim1", "--policy", "balanced", "--mesh", "3"],
+        SMALL_MLP + ["--dtype", "bf16", "--placement", "replicate"],
+        ["mlp", "--widths", "4,8,4", "--placement", "strided", "--mesh", "2x2"],
+        SMALL_TR + ["--attention", "--mesh", "1"],
+    ],
+    ids=["hsdp", "dim1-balanced", "bf16-replicate", "strided", "transformer"],
+)
+def test_project_fsdp_opt_verifies(argv):
+    """The generated modules, custom mesh syntax included, verify with fsdp-opt."""
+    proc = subprocess.run(
+        [project_fsdp_opt(), "-", "-o", os.devnull],
+        input=gen.emit_step(build(argv)),
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
