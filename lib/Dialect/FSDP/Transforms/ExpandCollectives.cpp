@@ -1,0 +1,441 @@
+//===- ExpandCollectives.cpp - semantic collectives to flat ones ----------===//
+//
+// Every byte a parameter gather or a gradient reduction moves becomes
+// visible: the pack (pad, per-slot narrow, chunk-cat, strided swap) and
+// unpack are upstream tensor/linalg ops around flat 1-D fsdp collectives.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPEXPANDCOLLECTIVES
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace lm = ::fsdp::layout;
+
+namespace {
+
+using Shape = SmallVector<int64_t>;
+
+/// Builds the pack/unpack code for one collective, at one insertion point.
+struct Expander {
+  OpBuilder &b;
+  Location loc;
+  MeshOp mesh;
+  FlatSymbolRefAttr meshRef;
+  lm::Layout model;
+  std::vector<int64_t> global;
+
+  RankedTensorType typeOf(Value v) {
+    return cast<RankedTensorType>(v.getType());
+  }
+
+  Value flatten(Value v) {
+    auto t = typeOf(v);
+    if (t.getRank() == 1)
+      return v;
+    ReassociationIndices all;
+    for (int64_t d = 0; d < t.getRank(); ++d)
+      all.push_back(d);
+    auto flat = RankedTensorType::get({t.getNumElements()}, t.getElementType());
+    return tensor::CollapseShapeOp::create(b, loc, flat, v,
+                                           ArrayRef<ReassociationIndices>{all});
+  }
+
+  Value reshapeFlat(Value flat, ArrayRef<int64_t> shape) {
+    auto t = RankedTensorType::get(shape, typeOf(flat).getElementType());
+    if (shape.size() == 1)
+      return flat;
+    ReassociationIndices all;
+    for (size_t d = 0; d < shape.size(); ++d)
+      all.push_back(d);
+    return tensor::ExpandShapeOp::create(b, loc, t, flat,
+                                         ArrayRef<ReassociationIndices>{all});
+  }
+
+  Value zeros(ArrayRef<int64_t> shape, Type elem) {
+    Value empty = tensor::EmptyOp::create(b, loc, shape, elem);
+    Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elem));
+    return linalg::FillOp::create(b, loc, ValueRange{zero}, ValueRange{empty})
+        .getResult(0);
+  }
+
+  /// Axis names of the group that shards dim `d`.
+  ArrayAttr axisNames(ArrayRef<int64_t> axes) {
+    SmallVector<Attribute> names;
+    for (int64_t a : axes)
+      names.push_back(mesh.getAxisNames()[a]);
+    return b.getArrayAttr(names);
+  }
+
+  SmallVector<OpFoldResult> indexAttrs(ArrayRef<int64_t> v) {
+    SmallVector<OpFoldResult> out;
+    for (int64_t x : v)
+      out.push_back(b.getIndexAttr(x));
+    return out;
+  }
+
+  /// Slice of `src` starting at `offsets` with `sizes`; dropping a leading
+  /// unit dim when `dropLeading` (rank-reducing).
+  Value slice(Value src, ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
+              bool dropLeading) {
+    auto t = typeOf(src);
+    Shape resultShape(sizes.begin() + (dropLeading ? 1 : 0), sizes.end());
+    auto rt = RankedTensorType::get(resultShape, t.getElementType());
+    Shape ones(sizes.size(), 1);
+    return tensor::ExtractSliceOp::create(b, loc, rt, src, indexAttrs(offsets),
+                                          indexAttrs(sizes), indexAttrs(ones));
+  }
+
+  Value insert(Value src, Value dest, ArrayRef<int64_t> offsets,
+               ArrayRef<int64_t> sizes) {
+    Shape ones(sizes.size(), 1);
+    return tensor::InsertSliceOp::create(b, loc, src, dest, indexAttrs(offsets),
+                                         indexAttrs(sizes), indexAttrs(ones));
+  }
+
+  /// Whether slot j holds exactly [j*c, j*c + size_j) (ceil or even): the
+  /// gathered slots then read, in order, as the tensor plus trailing padding.
+  static bool isPaddedPrefix(ArrayRef<lm::DimShard> slots, int64_t c) {
+    for (auto [j, s] : llvm::enumerate(slots)) {
+      if (s.ranges.size() > 1)
+        return false;
+      if (!s.ranges.empty() && s.ranges[0].begin != (int64_t)j * c)
+        return false;
+    }
+    return true;
+  }
+
+  /// Whether the slots, in order, each hold one range and together cover
+  /// the dim in order (any policy): chunk-cat applies.
+  static bool isInOrder(ArrayRef<lm::DimShard> slots) {
+    int64_t next = 0;
+    for (const lm::DimShard &s : slots) {
+      if (s.ranges.size() > 1)
+        return false;
+      if (!s.ranges.empty()) {
+        if (s.ranges[0].begin != next)
+          return false;
+        next = s.ranges[0].end;
+      }
+    }
+    return true;
+  }
+
+  /// A single StridedShard axis on dim d: the `[k, sf]` swap applies.
+  const lm::Placement *soleStrided(ArrayRef<int64_t> axes) {
+    if (axes.size() != 1)
+      return nullptr;
+    const lm::Placement &p = model.placements[axes[0]];
+    return p.kind == lm::Placement::Kind::StridedShard ? &p : nullptr;
+  }
+
+  /// Gathers dim `d` of `cur` (every other sharded dim already handled or
+  /// still in slot form) and unpacks it to the full size.
+  Value gatherDim(Value cur, int64_t d) {
+    std::vector<int64_t> axes = lm::axesShardingDim(model, d);
+    int64_t k = 1;
+    for (int64_t a : axes)
+      k *= model.meshShape[a];
+    auto t = typeOf(cur);
+    Shape slotShape(t.getShape());
+    int64_t c = slotShape[d], n = global[d];
+    Type elem = t.getElementType();
+    std::vector<lm::DimShard> slots = lm::slotsAlongDim(model, global, d);
+
+    Value flat = flatten(cur);
+    auto gatheredType =
+        RankedTensorType::get({k * t.getNumElements()}, elem);
+    Value gathered = AllGatherOp::create(b, loc, gatheredType, flat, meshRef,
+                                         axisNames(axes));
+    Shape full = slotShape;
+    full[d] = n;
+
+    // Shard(0), ceil or even: the first n rows of [k*c, ...] (a view).
+    if (d == 0 && isPaddedPrefix(slots, c)) {
+      Shape rows = slotShape;
+      rows[0] = k * c;
+      Value all = reshapeFlat(gathered, rows);
+      if (k * c == n)
+        return all;
+      return slice(all, Shape(full.size(), 0), full, /*dropLeading=*/false);
+    }
+    Shape blocked = {k};
+    blocked.append(slotShape.begin(), slotShape.end());
+    // StridedShard: [k, sf, m, ...] -> [sf, k, m, ...] -> [n, ...].
+    if (const lm::Placement *p = soleStrided(axes)) {
+      int64_t sf = p->splitFactor, m = c / sf;
+      Shape split = {k};
+      for (int64_t i = 0; i < (int64_t)slotShape.size(); ++i) {
+        if (i == d) {
+          split.push_back(sf);
+          split.push_back(m);
+        } else {
+          split.push_back(slotShape[i]);
+        }
+      }
+      Value v = reshapeFlat(gathered, split);
+      // Move k next to m: dims [k, pre..., sf, m, post...] ->
+      // [pre..., sf, k, m, post...].
+      SmallVector<int64_t> perm;
+      for (int64_t i = 1; i <= d; ++i)
+        perm.push_back(i);
+      perm.push_back(d + 1);
+      perm.push_back(0);
+      for (int64_t i = d + 2; i < (int64_t)split.size(); ++i)
+        perm.push_back(i);
+      Shape permuted;
+      for (int64_t i : perm)
+        permuted.push_back(split[i]);
+      Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
+      Value tr =
+          linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+      SmallVector<ReassociationIndices> groups;
+      for (int64_t i = 0; i < (int64_t)full.size(); ++i) {
+        if (i < d)
+          groups.push_back({i});
+        else if (i == d)
+          groups.push_back({d, d + 1, d + 2});
+        else
+          groups.push_back({i + 2});
+      }
+      return tensor::CollapseShapeOp::create(
+          b, loc, RankedTensorType::get(full, elem), tr, groups);
+    }
+    Value blocks = reshapeFlat(gathered, blocked);
+    auto slotPiece = [&](int64_t j, int64_t pos, int64_t len) {
+      Shape offsets(blocked.size(), 0), sizes = blocked;
+      offsets[0] = j;
+      sizes[0] = 1;
+      offsets[d + 1] = pos;
+      sizes[d + 1] = len;
+      return slice(blocks, offsets, sizes, /*dropLeading=*/true);
+    };
+    // Chunk-cat: concatenate the slots, each narrowed to its true size.
+    if (isInOrder(slots)) {
+      SmallVector<Value> pieces;
+      for (auto [j, s] : llvm::enumerate(slots))
+        if (s.localSize > 0)
+          pieces.push_back(slotPiece(j, 0, s.localSize));
+      if (pieces.size() == 1)
+        return pieces.front();
+      return tensor::ConcatOp::create(b, loc, d, pieces);
+    }
+    // General (nested axes): place every owned range where it belongs.
+    Value dest = tensor::EmptyOp::create(b, loc, full, elem);
+    for (auto [j, s] : llvm::enumerate(slots)) {
+      int64_t pos = 0;
+      for (const lm::Range &r : s.ranges) {
+        Value piece = slotPiece(j, pos, r.size());
+        Shape offsets(full.size(), 0), sizes = full;
+        offsets[d] = r.begin;
+        sizes[d] = r.size();
+        dest = insert(piece, dest, offsets, sizes);
+        pos += r.size();
+      }
+    }
+    return dest;
+  }
+
+  /// Packs dim `d` of the gradient into [k, slot...] (the inverse of
+  /// gatherDim's unpack), reduce-scatters it and returns this rank's slot.
+  Value reduceScatterDim(Value cur, int64_t d, ReduceKind reduce) {
+    std::vector<int64_t> axes = lm::axesShardingDim(model, d);
+    int64_t k = 1;
+    for (int64_t a : axes)
+      k *= model.meshShape[a];
+    auto t = typeOf(cur);
+    Type elem = t.getElementType();
+    Shape fullShape(t.getShape());
+    int64_t n = fullShape[d];
+    std::vector<lm::DimShard> slots = lm::slotsAlongDim(model, global, d);
+    int64_t c = slots.empty() ? n : slots[0].slotSize;
+    Shape slotShape = fullShape;
+    slotShape[d] = c;
+    Shape blocked = {k};
+    blocked.append(slotShape.begin(), slotShape.end());
+
+    Value packed;
+    if (d == 0 && isPaddedPrefix(slots, c)) {
+      // Pad the trailing rows with zeros: [k*c, ...] is already [k, slot].
+      packed = cur;
+      if (k * c != n) {
+        Shape low(fullShape.size(), 0), high(fullShape.size(), 0);
+        high[0] = k * c - n;
+        Shape padded = fullShape;
+        padded[0] = k * c;
+        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elem));
+        packed = tensor::PadOp::create(
+            b, loc, RankedTensorType::get(padded, elem), cur,
+            indexAttrs(low), indexAttrs(high), zero);
+      }
+    } else if (const lm::Placement *p = soleStrided(axes)) {
+      // [n, ...] -> [sf, k, m, ...] -> [k, sf, m, ...].
+      int64_t sf = p->splitFactor, m = c / sf;
+      Shape split;
+      SmallVector<ReassociationIndices> groups;
+      for (int64_t i = 0; i < (int64_t)fullShape.size(); ++i) {
+        if (i == d) {
+          groups.push_back({(int64_t)split.size(), (int64_t)split.size() + 1,
+                            (int64_t)split.size() + 2});
+          split.append({sf, k, m});
+        } else {
+          groups.push_back({(int64_t)split.size()});
+          split.push_back(fullShape[i]);
+        }
+      }
+      Value v = tensor::ExpandShapeOp::create(
+          b, loc, RankedTensorType::get(split, elem), cur, groups);
+      SmallVector<int64_t> perm = {d + 1};
+      for (int64_t i = 0; i < (int64_t)split.size(); ++i)
+        if (i != d + 1)
+          perm.push_back(i);
+      Shape permuted;
+      for (int64_t i : perm)
+        permuted.push_back(split[i]);
+      Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
+      packed =
+          linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+    } else {
+      // Chunk-cat's inverse: every slot narrowed from the gradient, padded
+      // with zeros to c, stacked along a new leading dim.
+      packed = zeros(blocked, elem);
+      for (auto [j, s] : llvm::enumerate(slots)) {
+        int64_t pos = 0;
+        for (const lm::Range &r : s.ranges) {
+          Shape offsets(fullShape.size(), 0), sizes = fullShape;
+          offsets[d] = r.begin;
+          sizes[d] = r.size();
+          Value piece = slice(cur, offsets, sizes, /*dropLeading=*/false);
+          Shape dstOffsets(blocked.size(), 0), dstSizes = blocked;
+          dstOffsets[0] = j;
+          dstSizes[0] = 1;
+          dstOffsets[d + 1] = pos;
+          dstSizes[d + 1] = r.size();
+          packed = insert(piece, packed, dstOffsets, dstSizes);
+          pos += r.size();
+        }
+      }
+    }
+    Value flat = flatten(packed);
+    auto outType = RankedTensorType::get(
+        {typeOf(flat).getNumElements() / k}, elem);
+    Value scattered =
+        ReduceScatterOp::create(b, loc, outType, flat, meshRef,
+                                axisNames(axes),
+                                ReduceKindAttr::get(b.getContext(), reduce));
+    return reshapeFlat(scattered, slotShape);
+  }
+
+  Value allReduce(Value cur, ArrayRef<int64_t> axes, ReduceKind reduce) {
+    auto t = typeOf(cur);
+    Value flat = flatten(cur);
+    Value r = AllReduceOp::create(b, loc, flat.getType(), flat, meshRef,
+                                  axisNames(axes),
+                                  ReduceKindAttr::get(b.getContext(), reduce));
+    return reshapeFlat(r, t.getShape());
+  }
+
+  Value castTo(Value v, Type elem) {
+    auto t = typeOf(v);
+    if (t.getElementType() == elem)
+      return v;
+    auto target = t.clone(elem);
+    if (cast<FloatType>(elem).getWidth() <
+        cast<FloatType>(t.getElementType()).getWidth())
+      return arith::TruncFOp::create(b, loc, target, v);
+    return arith::ExtFOp::create(b, loc, target, v);
+  }
+};
+
+struct ExpandCollectivesPass
+    : public mlir::fsdp::impl::FSDPExpandCollectivesBase<
+          ExpandCollectivesPass> {
+  void runOnOperation() override {
+    SymbolTableCollection tables;
+    WalkResult result = getOperation().walk([&](Operation *op) {
+      if (auto gather = dyn_cast<ParamGatherOp>(op))
+        return failed(expand(gather, tables)) ? WalkResult::interrupt()
+                                              : WalkResult::advance();
+      if (auto reduce = dyn_cast<GradReduceOp>(op))
+        return failed(expand(reduce, tables)) ? WalkResult::interrupt()
+                                              : WalkResult::advance();
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  FailureOr<Expander> makeExpander(OpBuilder &b, Operation *op,
+                                   LayoutAttr layout, RankedTensorType full,
+                                   SymbolTableCollection &tables) {
+    MeshOp mesh = lookupMesh(op, layout.getMesh(), &tables);
+    if (!mesh)
+      return op->emitOpError() << "refers to unknown mesh "
+                               << layout.getMesh(),
+             failure();
+    b.setInsertionPoint(op);
+    return Expander{b,
+                    op->getLoc(),
+                    mesh,
+                    layout.getMesh(),
+                    layout.toLayout(mesh.getAxisSizes()),
+                    full.getShape().vec()};
+  }
+
+  LogicalResult expand(ParamGatherOp op, SymbolTableCollection &tables) {
+    OpBuilder b(op);
+    auto full = cast<RankedTensorType>(op.getResult().getType());
+    auto ex = makeExpander(b, op, op.getLayout(), full, tables);
+    if (failed(ex))
+      return failure();
+    Value cur = op.getShard();
+    for (int64_t d = 0; d < full.getRank(); ++d)
+      if (!lm::axesShardingDim(ex->model, d).empty())
+        cur = ex->gatherDim(cur, d);
+    op.getResult().replaceAllUsesWith(cur);
+    op.erase();
+    return success();
+  }
+
+  LogicalResult expand(GradReduceOp op, SymbolTableCollection &tables) {
+    OpBuilder b(op);
+    auto full = cast<RankedTensorType>(op.getGrad().getType());
+    auto ex = makeExpander(b, op, op.getLayout(), full, tables);
+    if (failed(ex))
+      return failure();
+    Value cur = op.getGrad();
+    Type elem = full.getElementType();
+    if (auto rt = op.getReduceDtypeAttr())
+      cur = ex->castTo(cur, rt.getValue());
+    // avg divides by each group's size, which composes to the product of
+    // the data-parallel group sizes.
+    ReduceKind reduce = op.getReduce();
+    for (int64_t d = 0; d < full.getRank(); ++d)
+      if (!lm::axesShardingDim(ex->model, d).empty())
+        cur = ex->reduceScatterDim(cur, d, reduce);
+    std::vector<int64_t> replicate = lm::replicateAxes(ex->model);
+    if (!replicate.empty())
+      cur = ex->allReduce(cur, replicate, reduce);
+    if (auto scale = op.getScaleAttr()) {
+      auto t = cast<RankedTensorType>(cur.getType());
+      Value c = arith::ConstantOp::create(
+          b, op.getLoc(),
+          DenseElementsAttr::get(
+              t, b.getFloatAttr(t.getElementType(), scale.getValueAsDouble())));
+      cur = arith::MulFOp::create(b, op.getLoc(), cur, c);
+    }
+    cur = ex->castTo(cur, elem);
+    op.getResult().replaceAllUsesWith(cur);
+    op.erase();
+    return success();
+  }
+};
+} // namespace

@@ -1,0 +1,272 @@
+//===- Partition.cpp - one rank's step becomes the sharded SPMD program ---===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Analysis/SliceAnalysis.h"
+#include "mlir/AsmParser/AsmParser.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPPARTITION
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace lm = ::fsdp::layout;
+
+namespace {
+
+/// Parses an element type option ("" = none).
+FailureOr<Type> parseDtypeOption(MLIRContext *ctx, StringRef text,
+                                 StringRef option, Operation *where) {
+  if (text.empty())
+    return Type();
+  Type type = parseType(text, ctx, nullptr, /*isKnownNullTerminated=*/false);
+  if (!type || !isa<FloatType>(type))
+    return where->emitError() << "option " << option
+                              << " must name a float type (f32, bf16, f16, "
+                                 "f64), got '"
+                              << text << "'",
+           failure();
+  return type;
+}
+
+/// The op in `block` that contains `op` (possibly `op` itself).
+Operation *ancestorIn(Block *block, Operation *op) {
+  return block->findAncestorOpInBlock(*op);
+}
+
+/// Casts a float tensor to another element type (no-op when equal).
+Value castElements(OpBuilder &b, Location loc, Value v, Type elem) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!elem || type.getElementType() == elem)
+    return v;
+  auto target = type.clone(elem);
+  if (cast<FloatType>(elem).getWidth() <
+      cast<FloatType>(type.getElementType()).getWidth())
+    return arith::TruncFOp::create(b, loc, target, v);
+  return arith::ExtFOp::create(b, loc, target, v);
+}
+
+struct PartitionPass
+    : public mlir::fsdp::impl::FSDPPartitionBase<PartitionPass> {
+  using Base::Base;
+
+  Type paramType, reduceType;
+  std::optional<UnevenPolicy> policyOverride;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
+    if (reduceOp != "avg" && reduceOp != "sum") {
+      module.emitError() << "option reduce-op must be avg or sum, got '"
+                         << reduceOp << "'";
+      return signalPassFailure();
+    }
+    if (gradScale != 0.0 && reduceOp != "sum") {
+      module.emitError() << "option grad-scale needs reduce-op=sum";
+      return signalPassFailure();
+    }
+    auto p = parseDtypeOption(ctx, paramDtype, "param-dtype", module);
+    auto r = parseDtypeOption(ctx, reduceDtype, "reduce-dtype", module);
+    if (failed(p) || failed(r))
+      return signalPassFailure();
+    paramType = *p;
+    reduceType = *r;
+    if (!unevenPolicy.empty()) {
+      policyOverride = symbolizeUnevenPolicy(unevenPolicy);
+      if (!policyOverride) {
+        module.emitError() << "option uneven-policy must be ceil or balanced, "
+                              "got '"
+                           << unevenPolicy << "'";
+        return signalPassFailure();
+      }
+    }
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
+      if (failed(partition(func)))
+        return signalPassFailure();
+  }
+
+  LogicalResult partition(func::FuncOp func) {
+    if (func.isExternal())
+      return success();
+    SmallVector<unsigned> params;
+    FlatSymbolRefAttr meshRef;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+      auto layout =
+          func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
+      if (!layout)
+        continue;
+      if (func.getArgAttr(i, FSDPDialect::kGlobalTypeAttrName))
+        return func.emitError() << "argument #" << i
+                                << " is already partitioned (it has "
+                                << FSDPDialect::kGlobalTypeAttrName << ")";
+      if (meshRef && meshRef != layout.getMesh())
+        return func.emitError()
+               << "all parameters of a step must use one mesh; argument #"
+               << i << " uses " << layout.getMesh() << " but an earlier one "
+               << "uses " << meshRef;
+      meshRef = layout.getMesh();
+      params.push_back(i);
+    }
+    if (params.empty())
+      return success();
+    MeshOp mesh = lookupMesh(func, meshRef);
+    if (!mesh)
+      return func.emitError() << "unknown mesh " << meshRef;
+    if (policyOverride)
+      for (unsigned i : params) {
+        auto layout =
+            func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
+        func.setArgAttr(i, FSDPDialect::kLayoutAttrName,
+                        LayoutAttr::get(func.getContext(), layout.getMesh(),
+                                        layout.getPlacements(),
+                                        *policyOverride));
+      }
+
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // Forward = everything the loss depends on.
+    std::optional<unsigned> lossIndex;
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      if (func.getResultAttr(i, FSDPDialect::kLossAttrName)) {
+        if (lossIndex)
+          return func.emitError() << "more than one result is marked "
+                                  << FSDPDialect::kLossAttrName;
+        lossIndex = i;
+      }
+    llvm::SetVector<Operation *> forward;
+    if (lossIndex) {
+      Value loss = ret.getOperand(*lossIndex);
+      if (Operation *def = loss.getDefiningOp()) {
+        BackwardSliceOptions options;
+        options.inclusive = true;
+        options.omitUsesFromAbove = false;
+        (void)getBackwardSlice(def, &forward, options);
+      }
+    }
+    bool hasBackward = lossIndex.has_value();
+    auto isForward = [&](Operation *user) {
+      if (!hasBackward)
+        return true;
+      Operation *top = ancestorIn(&body, user);
+      // Uses nested in a forward op's region are forward too.
+      for (Operation *op = user; op; op = op->getParentOp()) {
+        if (forward.contains(op))
+          return true;
+        if (op == top)
+          break;
+      }
+      return false;
+    };
+
+    OpBuilder b(func.getContext());
+    for (unsigned i : params) {
+      BlockArgument arg = func.getArgument(i);
+      auto layout =
+          func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
+      auto global = cast<RankedTensorType>(arg.getType());
+      lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+      if (lm::shardAxes(model).empty())
+        continue; // Replicate-only: every rank holds it whole (DDP).
+      auto slot = RankedTensorType::get(
+          lm::slotShape(model, global.getShape().vec()),
+          global.getElementType());
+      auto unit = func.getArgAttrOfType<StringAttr>(
+          i, FSDPDialect::kUnitAttrName);
+
+      // Group the uses by phase, each with the first op (in block order)
+      // that needs the gathered value.
+      SmallVector<OpOperand *> fwdUses, bwdUses;
+      for (OpOperand &use : arg.getUses()) {
+        if (isa<func::ReturnOp>(use.getOwner()))
+          return use.getOwner()->emitError()
+                 << "parameter argument #" << i
+                 << " is returned directly; return a computed value";
+        bool fwd = isForward(use.getOwner()) || !reshardAfterForward;
+        (fwd ? fwdUses : bwdUses).push_back(&use);
+      }
+      arg.setType(slot);
+      func.setArgAttr(i, FSDPDialect::kGlobalTypeAttrName,
+                      TypeAttr::get(global));
+      auto gatherFor = [&](ArrayRef<OpOperand *> uses, StringRef phase) {
+        if (uses.empty())
+          return;
+        Operation *first = nullptr;
+        for (OpOperand *u : uses) {
+          Operation *top = ancestorIn(&body, u->getOwner());
+          if (!first || top->isBeforeInBlock(first))
+            first = top;
+        }
+        b.setInsertionPoint(first);
+        Location loc = first->getLoc();
+        Value shard = castElements(b, loc, arg, paramType);
+        auto fullType = global.clone(
+            cast<RankedTensorType>(shard.getType()).getElementType());
+        Value full = ParamGatherOp::create(b, loc, fullType, shard, layout,
+                                           b.getStringAttr(phase), unit);
+        full = castElements(b, loc, full, global.getElementType());
+        for (OpOperand *u : uses)
+          u->set(full);
+      };
+      gatherFor(fwdUses, "forward");
+      gatherFor(bwdUses, "backward");
+    }
+
+    // Gradients: reduce each marked result into the parameter's slot.
+    b.setInsertionPoint(ret);
+    SmallVector<Type> resultTypes(func.getResultTypes());
+    for (unsigned r = 0; r < func.getNumResults(); ++r) {
+      auto gradOf =
+          func.getResultAttrOfType<IntegerAttr>(r, FSDPDialect::kGradOfAttrName);
+      if (!gradOf)
+        continue;
+      unsigned argIndex = gradOf.getInt();
+      auto layout = func.getArgAttrOfType<LayoutAttr>(
+          argIndex, FSDPDialect::kLayoutAttrName);
+      Value grad = ret.getOperand(r);
+      auto fullType = cast<RankedTensorType>(grad.getType());
+      lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+      auto slot = RankedTensorType::get(
+          lm::slotShape(model, fullType.getShape().vec()),
+          fullType.getElementType());
+      auto reduce = reduceOp == "sum" ? ReduceKind::sum : ReduceKind::avg;
+      auto op = GradReduceOp::create(
+          b, ret.getLoc(), slot, grad, layout,
+          ReduceKindAttr::get(func.getContext(), reduce),
+          gradScale != 0.0 ? b.getF64FloatAttr(gradScale) : FloatAttr(),
+          reduceType ? TypeAttr::get(reduceType) : TypeAttr(),
+          func.getArgAttrOfType<StringAttr>(argIndex,
+                                            FSDPDialect::kUnitAttrName));
+      ret.setOperand(r, op.getResult());
+      resultTypes[r] = slot;
+      func.setResultAttr(r, FSDPDialect::kLayoutAttrName, layout);
+      if (slot != fullType)
+        func.setResultAttr(r, FSDPDialect::kGlobalTypeAttrName,
+                           TypeAttr::get(fullType));
+    }
+    if (lossIndex && allReduceLoss) {
+      Value loss = ret.getOperand(*lossIndex);
+      if (!isa<RankedTensorType>(loss.getType()))
+        return func.emitError() << "all-reduce-loss needs a tensor loss";
+      SmallVector<Attribute> axes(mesh.getAxisNames().begin(),
+                                  mesh.getAxisNames().end());
+      auto op = AllReduceOp::create(
+          b, ret.getLoc(), loss.getType(), loss, meshRef,
+          b.getArrayAttr(axes),
+          ReduceKindAttr::get(func.getContext(), ReduceKind::avg));
+      ret.setOperand(*lossIndex, op.getResult());
+    }
+    SmallVector<Type> argTypes;
+    for (BlockArgument a : body.getArguments())
+      argTypes.push_back(a.getType());
+    func.setFunctionType(FunctionType::get(func.getContext(), argTypes,
+                                           resultTypes));
+    return success();
+  }
+};
+} // namespace
