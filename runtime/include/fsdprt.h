@@ -1,0 +1,402 @@
+/*
+ * fsdprt.h - C API of the fsdp-opt collective runtime.
+ *
+ * A communicator covers a device mesh (named axes with static sizes, ranks
+ * numbered row-major, last axis fastest). Every collective runs over the
+ * group selected by a bitmask of mesh axes: bit i selects mesh axis i (axis 0
+ * is the outermost). The group of a rank is the set of ranks whose
+ * coordinates equal its own on every axis outside the mask; the index of a
+ * rank inside its group is its row-major index over the masked axes.
+ *
+ * Backends: "threads" (ranks are threads of one process), "mpi" (one process
+ * per rank under mpirun) and "nccl" (one process per GPU). See
+ * docs/RUNTIME.md for the full reference.
+ *
+ * The enum values below are part of the ABI: compiled code passes them as
+ * plain integers.
+ */
+#ifndef FSDPRT_H
+#define FSDPRT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(__GNUC__)
+#define FSDPRT_API __attribute__((visibility("default")))
+#else
+#define FSDPRT_API
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Status codes                                                              */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fsdprt_status {
+  FSDPRT_OK = 0,
+  FSDPRT_ERR_INVALID_ARGUMENT = 1, /* bad pointer, count, dtype, mask, ... */
+  FSDPRT_ERR_DESYNC = 2,           /* ranks of a group called different ops */
+  FSDPRT_ERR_TIMEOUT = 3,          /* a rank of the group never arrived */
+  FSDPRT_ERR_BACKEND = 4,          /* MPI / CUDA / NCCL reported an error */
+  FSDPRT_ERR_ABORTED = 5,          /* the world was aborted by another error */
+  FSDPRT_ERR_UNSUPPORTED = 6,      /* backend not built or op not supported */
+  FSDPRT_ERR_OUT_OF_MEMORY = 7,
+  FSDPRT_ERR_NO_COMM = 8, /* jit entry point called without a thread comm */
+  FSDPRT_ERR_INTERNAL = 9
+} fsdprt_status_t;
+
+/* Static description of a status code ("ok", "desync", ...). Never NULL. */
+FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
+
+/* ------------------------------------------------------------------------ */
+/* Element types and reduction operators (stable integer values)            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fsdprt_dtype {
+  FSDPRT_F32 = 0,
+  FSDPRT_F64 = 1,
+  FSDPRT_F16 = 2,
+  FSDPRT_BF16 = 3,
+  FSDPRT_I32 = 4,
+  FSDPRT_I64 = 5,
+  FSDPRT_U8 = 6,
+  FSDPRT_I8 = 7
+} fsdprt_dtype_t;
+
+#define FSDPRT_NUM_DTYPES 8
+
+typedef enum fsdprt_reduce_op {
+  FSDPRT_SUM = 0,
+  FSDPRT_AVG = 1, /* sum in group-rank order, then divide by group size */
+  FSDPRT_MAX = 2,
+  FSDPRT_MIN = 3
+} fsdprt_reduce_op_t;
+
+#define FSDPRT_NUM_REDUCE_OPS 4
+
+/* Size in bytes of one element, or 0 for an unknown dtype. */
+FSDPRT_API size_t fsdprt_dtype_size(int32_t dtype);
+/* Short name: "f32", "bf16", ... ("?" for unknown values). */
+FSDPRT_API const char *fsdprt_dtype_name(int32_t dtype);
+/* "sum", "avg", "max", "min" ("?" for unknown values). */
+FSDPRT_API const char *fsdprt_reduce_op_name(int32_t op);
+
+/* ------------------------------------------------------------------------ */
+/* Options                                                                   */
+/* ------------------------------------------------------------------------ */
+
+#define FSDPRT_MAX_MESH_DIMS 8
+
+typedef struct fsdprt_options {
+  /* Seconds a rank waits for the other ranks of a group before the
+   * collective fails with FSDPRT_ERR_TIMEOUT. <= 0 waits forever.
+   * fsdprt_options_init() sets it from FSDPRT_TIMEOUT_S or to 60. */
+  double timeout_s;
+  /* Non-zero: exchange and compare a descriptor per collective (always on
+   * for the threads and mpi backends, where it is cheap; optional for nccl
+   * where it costs a small device round trip). Env FSDPRT_CHECK_DESYNC. */
+  int32_t check_desync;
+  /* Optional names of the mesh axes (ndims entries) used in messages; NULL
+   * gives "axis0", "axis1", ... The strings are copied. */
+  const char *const *axis_names;
+} fsdprt_options_t;
+
+/* Fills defaults (reads FSDPRT_TIMEOUT_S and FSDPRT_CHECK_DESYNC). Passing a
+ * NULL options pointer to a create function is the same as these defaults. */
+FSDPRT_API void fsdprt_options_init(fsdprt_options_t *options);
+
+/* ------------------------------------------------------------------------ */
+/* Communicators                                                             */
+/* ------------------------------------------------------------------------ */
+
+typedef struct fsdprt_world fsdprt_world_t;
+typedef struct fsdprt_comm fsdprt_comm_t;
+typedef struct fsdprt_request *fsdprt_request_t;
+
+typedef enum fsdprt_backend {
+  FSDPRT_BACKEND_THREADS = 0,
+  FSDPRT_BACKEND_MPI = 1,
+  FSDPRT_BACKEND_NCCL = 2
+} fsdprt_backend_t;
+
+/* threads backend: one process, size(shape) ranks that are threads. The
+ * world owns one communicator per rank; each must be used by one thread at a
+ * time (normally the thread that plays that rank). */
+FSDPRT_API fsdprt_status_t
+fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
+                            const fsdprt_options_t *options,
+                            fsdprt_world_t **world);
+/* The communicator of `rank` (owned by the world, same pointer every call). */
+FSDPRT_API fsdprt_status_t fsdprt_threads_comm(fsdprt_world_t *world,
+                                               int64_t rank,
+                                               fsdprt_comm_t **comm);
+/* Marks the world failed: every pending and future collective of every rank
+ * returns FSDPRT_ERR_ABORTED with `reason` in its message. */
+FSDPRT_API void fsdprt_world_abort(fsdprt_world_t *world, const char *reason);
+/* Destroys the world and its communicators. No rank may be inside a call. */
+FSDPRT_API void fsdprt_world_destroy(fsdprt_world_t *world);
+
+/* mpi backend: collective over MPI_COMM_WORLD, whose size must equal the mesh
+ * size. Initializes MPI (MPI_THREAD_SERIALIZED) when the caller has not;
+ * then MPI is finalized at process exit. Returns FSDPRT_ERR_UNSUPPORTED when
+ * the library was built without MPI. */
+FSDPRT_API fsdprt_status_t fsdprt_mpi_comm_create(int32_t ndims,
+                                                  const int64_t *shape,
+                                                  const fsdprt_options_t *options,
+                                                  fsdprt_comm_t **comm);
+
+/* nccl backend: one process (or thread) per GPU. Rank 0 creates the unique
+ * id and distributes it out of band (file, MPI, ...); every rank then calls
+ * fsdprt_nccl_comm_create with the same id. Buffers passed to collectives
+ * are device pointers. Returns FSDPRT_ERR_UNSUPPORTED when the library was
+ * built without CUDA/NCCL, FSDPRT_ERR_BACKEND when no GPU is usable. */
+typedef struct fsdprt_nccl_id {
+  char bytes[128];
+} fsdprt_nccl_id_t;
+FSDPRT_API fsdprt_status_t fsdprt_nccl_get_unique_id(fsdprt_nccl_id_t *id);
+FSDPRT_API fsdprt_status_t
+fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
+                        const fsdprt_nccl_id_t *id, int32_t cuda_device,
+                        const fsdprt_options_t *options, fsdprt_comm_t **comm);
+/* Collectives of this comm are enqueued on `cuda_stream` (a cudaStream_t;
+ * NULL selects the comm's own stream). */
+FSDPRT_API fsdprt_status_t fsdprt_nccl_comm_set_stream(fsdprt_comm_t *comm,
+                                                       void *cuda_stream);
+
+/* Destroys an mpi or nccl communicator (collective for those backends).
+ * Threads-backend communicators belong to their world: INVALID_ARGUMENT. */
+FSDPRT_API fsdprt_status_t fsdprt_comm_destroy(fsdprt_comm_t *comm);
+
+/* Queries (return FSDPRT_ERR_INVALID_ARGUMENT on NULL or out-of-range). */
+FSDPRT_API fsdprt_status_t fsdprt_comm_backend(const fsdprt_comm_t *comm,
+                                               fsdprt_backend_t *backend);
+FSDPRT_API fsdprt_status_t fsdprt_comm_rank(const fsdprt_comm_t *comm,
+                                            int64_t *rank);
+FSDPRT_API fsdprt_status_t fsdprt_comm_size(const fsdprt_comm_t *comm,
+                                            int64_t *size);
+FSDPRT_API fsdprt_status_t fsdprt_comm_ndims(const fsdprt_comm_t *comm,
+                                             int32_t *ndims);
+/* shape and coords have ndims entries. */
+FSDPRT_API fsdprt_status_t fsdprt_comm_shape(const fsdprt_comm_t *comm,
+                                             int64_t *shape);
+FSDPRT_API fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm,
+                                              int64_t *coords);
+/* Size of the group selected by `group_mask` and this rank's index in it. */
+FSDPRT_API fsdprt_status_t fsdprt_comm_group(const fsdprt_comm_t *comm,
+                                             int64_t group_mask,
+                                             int64_t *group_size,
+                                             int64_t *group_rank);
+
+/* ------------------------------------------------------------------------ */
+/* Errors                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* First error recorded on the comm (sticky), FSDPRT_OK when none. Every
+ * failing call on the comm and every failing jit entry point records it. */
+FSDPRT_API fsdprt_status_t fsdprt_comm_error(const fsdprt_comm_t *comm);
+/* Message of the first error ("" when none). The returned string is a
+ * thread-local copy, valid until the next message call on this thread. */
+FSDPRT_API const char *fsdprt_comm_error_message(const fsdprt_comm_t *comm);
+/* Message of the most recent failing call on the comm ("" when none);
+ * thread-local copy as above. */
+FSDPRT_API const char *
+fsdprt_comm_last_error_message(const fsdprt_comm_t *comm);
+
+/* Process-level error: jit entry points called with no thread comm set. */
+FSDPRT_API fsdprt_status_t fsdprt_process_error(void);
+FSDPRT_API const char *fsdprt_process_error_message(void);
+FSDPRT_API void fsdprt_process_error_clear(void);
+
+/* ------------------------------------------------------------------------ */
+/* Collectives (NCCL semantics, contiguous buffers, counts in elements)     */
+/* ------------------------------------------------------------------------ */
+
+/* Group of k ranks. recv holds k*send_count elements, group rank j's data at
+ * offset j*send_count. In place when send == recv + group_rank*send_count. */
+FSDPRT_API fsdprt_status_t fsdprt_all_gather(fsdprt_comm_t *comm,
+                                             int64_t group_mask,
+                                             const void *send, void *recv,
+                                             int64_t send_count,
+                                             int32_t dtype);
+/* send holds k*recv_count elements; group rank j receives op over the
+ * group's slot j. In place when recv == send + group_rank*recv_count. */
+FSDPRT_API fsdprt_status_t fsdprt_reduce_scatter(fsdprt_comm_t *comm,
+                                                 int64_t group_mask,
+                                                 const void *send, void *recv,
+                                                 int64_t recv_count,
+                                                 int32_t dtype, int32_t op);
+/* send == recv is allowed (in place). */
+FSDPRT_API fsdprt_status_t fsdprt_all_reduce(fsdprt_comm_t *comm,
+                                             int64_t group_mask,
+                                             const void *send, void *recv,
+                                             int64_t count, int32_t dtype,
+                                             int32_t op);
+
+/* Asynchronous forms: the buffers must stay untouched until the request
+ * completes. *request is set to a new request (NULL on immediate failure). */
+FSDPRT_API fsdprt_status_t
+fsdprt_all_gather_async(fsdprt_comm_t *comm, int64_t group_mask,
+                        const void *send, void *recv, int64_t send_count,
+                        int32_t dtype, fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t
+fsdprt_reduce_scatter_async(fsdprt_comm_t *comm, int64_t group_mask,
+                            const void *send, void *recv, int64_t recv_count,
+                            int32_t dtype, int32_t op,
+                            fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t
+fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
+                        const void *send, void *recv, int64_t count,
+                        int32_t dtype, int32_t op, fsdprt_request_t *request);
+
+/* Blocks until the request completes, frees it and sets *request to NULL.
+ * Returns the status of the collective. Waiting on NULL is a no-op (OK). */
+FSDPRT_API fsdprt_status_t fsdprt_wait(fsdprt_request_t *request);
+/* Sets *done to 1 and behaves like fsdprt_wait when the request has
+ * completed; otherwise sets *done to 0, makes progress and returns OK. */
+FSDPRT_API fsdprt_status_t fsdprt_test(fsdprt_request_t *request, int *done);
+
+/* ------------------------------------------------------------------------ */
+/* Statistics                                                                */
+/* ------------------------------------------------------------------------ */
+
+typedef enum fsdprt_collective_kind {
+  FSDPRT_KIND_ALL_GATHER = 0,
+  FSDPRT_KIND_REDUCE_SCATTER = 1,
+  FSDPRT_KIND_ALL_REDUCE = 2
+} fsdprt_collective_kind_t;
+
+#define FSDPRT_NUM_KINDS 3
+
+/* Per rank, per kind (indexed by fsdprt_collective_kind_t): started
+ * collectives, bytes of their send buffers and bytes of their receive
+ * buffers (all_gather: m and k*m elements; reduce_scatter: k*m and m;
+ * all_reduce: count and count). Failed argument checks are not counted. */
+typedef struct fsdprt_stats {
+  uint64_t calls[FSDPRT_NUM_KINDS];
+  uint64_t bytes_sent[FSDPRT_NUM_KINDS];
+  uint64_t bytes_received[FSDPRT_NUM_KINDS];
+  uint64_t total_calls;
+  uint64_t total_bytes_sent;
+  uint64_t total_bytes_received;
+} fsdprt_stats_t;
+
+FSDPRT_API fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
+                                                 fsdprt_stats_t *stats);
+FSDPRT_API fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm);
+
+/* ------------------------------------------------------------------------ */
+/* Copy kernels (CPU, any element size)                                     */
+/* ------------------------------------------------------------------------ */
+/*
+ * Tensors are viewed as [outer, rows, inner]: `rows` is the dim being
+ * sharded, `outer` the product of the dims before it, `inner` the product of
+ * the dims after it (in elements of `elem_size` bytes).
+ */
+
+typedef enum fsdprt_shard_policy {
+  FSDPRT_SHARD_CEIL = 0,    /* slot c = ceil(n/k); rank i: [i*c, min(n,(i+1)c)) */
+  FSDPRT_SHARD_BALANCED = 1 /* rank i: n/k + (i < n%k) rows at i*(n/k)+min(i,n%k) */
+} fsdprt_shard_policy_t;
+
+/* Padded slot size ceil(n/k) (0 when n == 0). */
+FSDPRT_API int64_t fsdprt_shard_slot_rows(int64_t n, int64_t k);
+/* Rows [*offset, *offset + *size) of n held by shard i of k. */
+FSDPRT_API fsdprt_status_t fsdprt_shard_extent(int64_t n, int64_t k,
+                                               int64_t i, int32_t policy,
+                                               int64_t *offset,
+                                               int64_t *size);
+
+/* dst[o, dst_row + r, :] = src[o, src_row + r, :] for o < outer, r < rows.
+ * dst has dst_rows rows per outer index, src has src_rows. No overlap. */
+FSDPRT_API fsdprt_status_t
+fsdprt_copy_rows(void *dst, int64_t dst_rows, int64_t dst_row,
+                 const void *src, int64_t src_rows, int64_t src_row,
+                 int64_t rows, int64_t outer, int64_t inner,
+                 int64_t elem_size);
+/* dst[o, row + r, :] = 0 for o < outer, r < rows. */
+FSDPRT_API fsdprt_status_t fsdprt_zero_rows(void *dst, int64_t dst_rows,
+                                            int64_t row, int64_t rows,
+                                            int64_t outer, int64_t inner,
+                                            int64_t elem_size);
+/* Pad or narrow: dst [outer, dst_rows, inner] gets src's first
+ * min(dst_rows, src_rows) rows, the remaining dst rows are zeroed. */
+FSDPRT_API fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows,
+                                              const void *src,
+                                              int64_t src_rows, int64_t outer,
+                                              int64_t inner,
+                                              int64_t elem_size);
+
+/* Chunk-cat for a tensor [outer, n, inner] sharded on the middle dim over k
+ * ranks with `policy`; slot c = ceil(n/k). The packed buffer holds k slots,
+ * slot j at packed + j*slot_stride elements, each laid out as
+ * [outer, c, inner] (shard j zero-padded to c rows). slot_stride 0 means
+ * outer*c*inner (dense [k, outer, c, inner]); a larger stride addresses one
+ * parameter's column block inside a bucket [k, L].
+ * pack: full -> packed (the reduce-scatter input);
+ * unpack: packed -> full (the all-gather output, narrowed per shard). */
+FSDPRT_API fsdprt_status_t
+fsdprt_chunk_cat_pack(void *packed, int64_t slot_stride, const void *full,
+                      int64_t outer, int64_t n, int64_t inner, int64_t k,
+                      int32_t policy, int64_t elem_size);
+FSDPRT_API fsdprt_status_t
+fsdprt_chunk_cat_unpack(void *full, const void *packed, int64_t slot_stride,
+                        int64_t outer, int64_t n, int64_t inner, int64_t k,
+                        int32_t policy, int64_t elem_size);
+
+/* out[a][b][:] = in[b][a][:] for in of shape [d0, d1, inner] (out is
+ * [d1, d0, inner]): the StridedShard [k, sf] <-> [sf, k] index swap. */
+FSDPRT_API fsdprt_status_t fsdprt_swap_first_dims(void *out, const void *in,
+                                                  int64_t d0, int64_t d1,
+                                                  int64_t inner,
+                                                  int64_t elem_size);
+
+/* ------------------------------------------------------------------------ */
+/* Entry points for compiled code                                           */
+/* ------------------------------------------------------------------------ */
+/*
+ * Lowered programs call these with plain C types. The calling thread's comm
+ * is set first with fsdprt_set_thread_comm. They return nothing: the first
+ * error is recorded on the thread's comm (fsdprt_comm_error) and every later
+ * jit call on that comm does nothing (waits still release their handles), so
+ * the program runs to completion and its runner reports the error. With no
+ * thread comm the error is recorded at process level (fsdprt_process_error).
+ * Handles are > 0; 0 is returned after an error and waiting on 0 is a no-op.
+ */
+FSDPRT_API void fsdprt_set_thread_comm(fsdprt_comm_t *comm);
+FSDPRT_API fsdprt_comm_t *fsdprt_get_thread_comm(void);
+
+FSDPRT_API void fsdprt_jit_all_gather(void *send, void *recv,
+                                      int64_t send_count, int32_t dtype,
+                                      int64_t group_mask);
+FSDPRT_API void fsdprt_jit_reduce_scatter(void *send, void *recv,
+                                          int64_t recv_count, int32_t dtype,
+                                          int32_t op, int64_t group_mask);
+FSDPRT_API void fsdprt_jit_all_reduce(void *send, void *recv, int64_t count,
+                                      int32_t dtype, int32_t op,
+                                      int64_t group_mask);
+FSDPRT_API int64_t fsdprt_jit_all_gather_start(void *send, void *recv,
+                                               int64_t send_count,
+                                               int32_t dtype,
+                                               int64_t group_mask);
+FSDPRT_API int64_t fsdprt_jit_reduce_scatter_start(void *send, void *recv,
+                                                   int64_t recv_count,
+                                                   int32_t dtype, int32_t op,
+                                                   int64_t group_mask);
+FSDPRT_API int64_t fsdprt_jit_all_reduce_start(void *send, void *recv,
+                                               int64_t count, int32_t dtype,
+                                               int32_t op,
+                                               int64_t group_mask);
+FSDPRT_API void fsdprt_jit_wait(int64_t handle);
+
+/* Outstanding jit handles of the thread's comm (0 after every start has
+ * been waited on); lets a runner check that a program waited on all. */
+FSDPRT_API int64_t fsdprt_jit_pending(fsdprt_comm_t *comm);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FSDPRT_H */

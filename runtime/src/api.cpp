@@ -1,0 +1,458 @@
+// Front end of the C API: argument checks, statistics, error recording and
+// the entry points called by compiled code.
+#include "common.h"
+
+#include <limits>
+#include <memory>
+#include <new>
+
+using namespace fsdprt;
+
+namespace {
+
+thread_local std::string tls_message;
+thread_local fsdprt_comm *tls_comm = nullptr;
+
+const char *tls_copy(std::string s) {
+  tls_message = std::move(s);
+  return tls_message.c_str();
+}
+
+std::mutex process_mu;
+fsdprt_status_t process_code = FSDPRT_OK;
+std::string process_msg;
+
+void record_process_error(fsdprt_status_t code, const std::string &msg) {
+  std::lock_guard<std::mutex> lock(process_mu);
+  if (process_code == FSDPRT_OK) {
+    process_code = code;
+    process_msg = msg;
+  }
+}
+
+Status validate(const fsdprt_comm *c, const Desc &d, const void *send,
+                const void *recv) {
+  auto invalid = [&](const std::string &what) {
+    return Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                  format("rank %lld: invalid argument: %s: %s",
+                         (long long)c->rank, kind_name(d.kind), what.c_str()));
+  };
+  if (d.mask < 0 || d.mask >= c->mesh.num_masks())
+    return invalid(format("group mask %lld selects axes outside the %d-axis "
+                          "mesh",
+                          (long long)d.mask, (int)c->mesh.ndims));
+  if (fsdprt_dtype_size(d.dtype) == 0)
+    return invalid(format("unknown dtype %d", (int)d.dtype));
+  if (d.kind != FSDPRT_KIND_ALL_GATHER &&
+      (d.op < 0 || d.op >= FSDPRT_NUM_REDUCE_OPS))
+    return invalid(format("unknown reduce op %d", (int)d.op));
+  if (d.count < 0)
+    return invalid(format("negative count %lld", (long long)d.count));
+  const int64_t k = c->mesh.group_size(d.mask);
+  const int64_t es = int64_t(fsdprt_dtype_size(d.dtype));
+  if (d.count > (std::numeric_limits<int64_t>::max() / 4) / (k * es))
+    return invalid(format("count %lld is too large", (long long)d.count));
+  if (d.count > 0 && (!send || !recv))
+    return invalid("NULL buffer");
+  return Status::Ok();
+}
+
+void count_stats(fsdprt_comm *c, const Desc &d) {
+  const int64_t k = c->mesh.group_size(d.mask);
+  const uint64_t es = fsdprt_dtype_size(d.dtype);
+  c->stat_calls[d.kind].fetch_add(1, std::memory_order_relaxed);
+  c->stat_sent[d.kind].fetch_add(uint64_t(send_elems(d, k)) * es,
+                                 std::memory_order_relaxed);
+  c->stat_received[d.kind].fetch_add(uint64_t(recv_elems(d, k)) * es,
+                                     std::memory_order_relaxed);
+}
+
+fsdprt_status_t fail(fsdprt_comm *c, const Status &st) {
+  c->record_error(st);
+  return st.code;
+}
+
+// Runs (request == nullptr) or starts a collective.
+fsdprt_status_t collective(fsdprt_comm *c, const Desc &d, const void *send,
+                           void *recv, fsdprt_request_t *request) {
+  if (request)
+    *request = nullptr;
+  if (!c)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  Status st = validate(c, d, send, recv);
+  if (!st.ok()) {
+    c->abort(st); // peers would otherwise wait for this rank until timeout
+    return fail(c, st);
+  }
+  try {
+    count_stats(c, d);
+    if (!request) {
+      st = c->run(d, send, recv);
+    } else {
+      fsdprt_request *req = nullptr;
+      st = c->start(d, send, recv, &req);
+      if (st.ok())
+        *request = req;
+    }
+  } catch (const std::bad_alloc &) {
+    st = Status(FSDPRT_ERR_OUT_OF_MEMORY,
+                format("rank %lld: out of memory in %s", (long long)c->rank,
+                       kind_name(d.kind)));
+    c->abort(st);
+  }
+  if (!st.ok())
+    return fail(c, st);
+  return FSDPRT_OK;
+}
+
+Desc make_desc(int32_t kind, int64_t mask, int64_t count, int32_t dtype,
+               int32_t op) {
+  Desc d;
+  d.kind = kind;
+  d.mask = mask;
+  d.count = count;
+  d.dtype = dtype;
+  d.op = kind == FSDPRT_KIND_ALL_GATHER ? -1 : op;
+  return d;
+}
+
+fsdprt_comm *jit_comm(const char *entry) {
+  fsdprt_comm *c = tls_comm;
+  if (!c)
+    record_process_error(
+        FSDPRT_ERR_NO_COMM,
+        format("%s called on a thread without a communicator (call "
+               "fsdprt_set_thread_comm first)",
+               entry));
+  return c;
+}
+
+void jit_run(const char *entry, const Desc &d, void *send, void *recv) {
+  fsdprt_comm *c = jit_comm(entry);
+  if (!c || c->first_error() != FSDPRT_OK)
+    return;
+  collective(c, d, send, recv, nullptr);
+}
+
+int64_t jit_start(const char *entry, const Desc &d, void *send, void *recv) {
+  fsdprt_comm *c = jit_comm(entry);
+  if (!c || c->first_error() != FSDPRT_OK)
+    return 0;
+  fsdprt_request_t req = nullptr;
+  if (collective(c, d, send, recv, &req) != FSDPRT_OK || !req)
+    return 0;
+  int64_t handle = c->jit_next_handle++;
+  c->jit_requests[handle] = req;
+  return handle;
+}
+
+} // namespace
+
+extern "C" {
+
+fsdprt_status_t fsdprt_comm_destroy(fsdprt_comm_t *comm) {
+  if (!comm || comm->backend == FSDPRT_BACKEND_THREADS)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  delete comm;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_backend(const fsdprt_comm_t *comm,
+                                    fsdprt_backend_t *backend) {
+  if (!comm || !backend)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *backend = comm->backend;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_rank(const fsdprt_comm_t *comm, int64_t *rank) {
+  if (!comm || !rank)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *rank = comm->rank;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_size(const fsdprt_comm_t *comm, int64_t *size) {
+  if (!comm || !size)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *size = comm->mesh.size;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_ndims(const fsdprt_comm_t *comm, int32_t *ndims) {
+  if (!comm || !ndims)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *ndims = comm->mesh.ndims;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_shape(const fsdprt_comm_t *comm, int64_t *shape) {
+  if (!comm || (!shape && comm->mesh.ndims > 0))
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  for (int i = 0; i < comm->mesh.ndims; ++i)
+    shape[i] = comm->mesh.shape[i];
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm,
+                                   int64_t *coords) {
+  if (!comm || (!coords && comm->mesh.ndims > 0))
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  comm->mesh.coords(comm->rank, coords);
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_group(const fsdprt_comm_t *comm,
+                                  int64_t group_mask, int64_t *group_size,
+                                  int64_t *group_rank) {
+  if (!comm || group_mask < 0 || group_mask >= comm->mesh.num_masks())
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  int64_t gr = 0;
+  comm->mesh.group(comm->rank, group_mask, nullptr, &gr, nullptr);
+  if (group_size)
+    *group_size = comm->mesh.group_size(group_mask);
+  if (group_rank)
+    *group_rank = gr;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_error(const fsdprt_comm_t *comm) {
+  return comm ? comm->first_error() : FSDPRT_ERR_INVALID_ARGUMENT;
+}
+
+const char *fsdprt_comm_error_message(const fsdprt_comm_t *comm) {
+  return tls_copy(comm ? comm->first_error_message() : std::string());
+}
+
+const char *fsdprt_comm_last_error_message(const fsdprt_comm_t *comm) {
+  return tls_copy(comm ? comm->last_error_message() : std::string());
+}
+
+fsdprt_status_t fsdprt_process_error(void) {
+  std::lock_guard<std::mutex> lock(process_mu);
+  return process_code;
+}
+
+const char *fsdprt_process_error_message(void) {
+  std::string msg;
+  {
+    std::lock_guard<std::mutex> lock(process_mu);
+    msg = process_msg;
+  }
+  return tls_copy(std::move(msg));
+}
+
+void fsdprt_process_error_clear(void) {
+  std::lock_guard<std::mutex> lock(process_mu);
+  process_code = FSDPRT_OK;
+  process_msg.clear();
+}
+
+fsdprt_status_t fsdprt_all_gather(fsdprt_comm_t *comm, int64_t group_mask,
+                                  const void *send, void *recv,
+                                  int64_t send_count, int32_t dtype) {
+  return collective(comm,
+                    make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count,
+                              dtype, -1),
+                    send, recv, nullptr);
+}
+
+fsdprt_status_t fsdprt_reduce_scatter(fsdprt_comm_t *comm, int64_t group_mask,
+                                      const void *send, void *recv,
+                                      int64_t recv_count, int32_t dtype,
+                                      int32_t op) {
+  return collective(comm,
+                    make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                              recv_count, dtype, op),
+                    send, recv, nullptr);
+}
+
+fsdprt_status_t fsdprt_all_reduce(fsdprt_comm_t *comm, int64_t group_mask,
+                                  const void *send, void *recv, int64_t count,
+                                  int32_t dtype, int32_t op) {
+  return collective(
+      comm, make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op),
+      send, recv, nullptr);
+}
+
+fsdprt_status_t fsdprt_all_gather_async(fsdprt_comm_t *comm,
+                                        int64_t group_mask, const void *send,
+                                        void *recv, int64_t send_count,
+                                        int32_t dtype,
+                                        fsdprt_request_t *request) {
+  if (!request)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  return collective(comm,
+                    make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count,
+                              dtype, -1),
+                    send, recv, request);
+}
+
+fsdprt_status_t fsdprt_reduce_scatter_async(fsdprt_comm_t *comm,
+                                            int64_t group_mask,
+                                            const void *send, void *recv,
+                                            int64_t recv_count, int32_t dtype,
+                                            int32_t op,
+                                            fsdprt_request_t *request) {
+  if (!request)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  return collective(comm,
+                    make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                              recv_count, dtype, op),
+                    send, recv, request);
+}
+
+fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm,
+                                        int64_t group_mask, const void *send,
+                                        void *recv, int64_t count,
+                                        int32_t dtype, int32_t op,
+                                        fsdprt_request_t *request) {
+  if (!request)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  return collective(
+      comm, make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op),
+      send, recv, request);
+}
+
+fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
+  if (!request)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  fsdprt_request *req = *request;
+  if (!req)
+    return FSDPRT_OK;
+  fsdprt_comm *c = req->comm;
+  Status st = c->wait(req);
+  delete req;
+  *request = nullptr;
+  if (!st.ok())
+    return fail(c, st);
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_test(fsdprt_request_t *request, int *done) {
+  if (!request || !done)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  fsdprt_request *req = *request;
+  if (!req) {
+    *done = 1;
+    return FSDPRT_OK;
+  }
+  fsdprt_comm *c = req->comm;
+  bool finished = false;
+  Status st = c->test(req, &finished);
+  *done = finished ? 1 : 0;
+  if (!finished)
+    return FSDPRT_OK;
+  delete req;
+  *request = nullptr;
+  if (!st.ok())
+    return fail(c, st);
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
+                                      fsdprt_stats_t *stats) {
+  if (!comm || !stats)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *stats = fsdprt_stats_t();
+  for (int k = 0; k < FSDPRT_NUM_KINDS; ++k) {
+    stats->calls[k] = comm->stat_calls[k].load(std::memory_order_relaxed);
+    stats->bytes_sent[k] = comm->stat_sent[k].load(std::memory_order_relaxed);
+    stats->bytes_received[k] =
+        comm->stat_received[k].load(std::memory_order_relaxed);
+    stats->total_calls += stats->calls[k];
+    stats->total_bytes_sent += stats->bytes_sent[k];
+    stats->total_bytes_received += stats->bytes_received[k];
+  }
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm) {
+  if (!comm)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  for (int k = 0; k < FSDPRT_NUM_KINDS; ++k) {
+    comm->stat_calls[k].store(0, std::memory_order_relaxed);
+    comm->stat_sent[k].store(0, std::memory_order_relaxed);
+    comm->stat_received[k].store(0, std::memory_order_relaxed);
+  }
+  return FSDPRT_OK;
+}
+
+void fsdprt_set_thread_comm(fsdprt_comm_t *comm) { tls_comm = comm; }
+
+fsdprt_comm_t *fsdprt_get_thread_comm(void) { return tls_comm; }
+
+void fsdprt_jit_all_gather(void *send, void *recv, int64_t send_count,
+                           int32_t dtype, int64_t group_mask) {
+  jit_run("fsdprt_jit_all_gather",
+          make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
+          send, recv);
+}
+
+void fsdprt_jit_reduce_scatter(void *send, void *recv, int64_t recv_count,
+                               int32_t dtype, int32_t op, int64_t group_mask) {
+  jit_run("fsdprt_jit_reduce_scatter",
+          make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype,
+                    op),
+          send, recv);
+}
+
+void fsdprt_jit_all_reduce(void *send, void *recv, int64_t count,
+                           int32_t dtype, int32_t op, int64_t group_mask) {
+  jit_run("fsdprt_jit_all_reduce",
+          make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op), send,
+          recv);
+}
+
+int64_t fsdprt_jit_all_gather_start(void *send, void *recv,
+                                    int64_t send_count, int32_t dtype,
+                                    int64_t group_mask) {
+  return jit_start(
+      "fsdprt_jit_all_gather_start",
+      make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
+      send, recv);
+}
+
+int64_t fsdprt_jit_reduce_scatter_start(void *send, void *recv,
+                                        int64_t recv_count, int32_t dtype,
+                                        int32_t op, int64_t group_mask) {
+  return jit_start("fsdprt_jit_reduce_scatter_start",
+                   make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                             recv_count, dtype, op),
+                   send, recv);
+}
+
+int64_t fsdprt_jit_all_reduce_start(void *send, void *recv, int64_t count,
+                                    int32_t dtype, int32_t op,
+                                    int64_t group_mask) {
+  return jit_start(
+      "fsdprt_jit_all_reduce_start",
+      make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op), send,
+      recv);
+}
+
+void fsdprt_jit_wait(int64_t handle) {
+  if (handle == 0)
+    return; // the start failed and was already recorded
+  fsdprt_comm *c = jit_comm("fsdprt_jit_wait");
+  if (!c)
+    return;
+  auto it = c->jit_requests.find(handle);
+  if (it == c->jit_requests.end()) {
+    c->record_error(Status(
+        FSDPRT_ERR_INVALID_ARGUMENT,
+        format("rank %lld: invalid argument: fsdprt_jit_wait: unknown or "
+               "already waited handle %lld",
+               (long long)c->rank, (long long)handle)));
+    return;
+  }
+  fsdprt_request_t req = it->second;
+  c->jit_requests.erase(it);
+  fsdprt_wait(&req); // records a failure on the comm
+}
+
+int64_t fsdprt_jit_pending(fsdprt_comm_t *comm) {
+  return comm ? int64_t(comm->jit_requests.size()) : 0;
+}
+
+} // extern "C"

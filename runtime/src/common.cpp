@@ -1,0 +1,245 @@
+#include "common.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+
+namespace fsdprt {
+
+std::string format(const char *fmt, ...) {
+  char buf[512];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = std::vsnprintf(buf, sizeof(buf), fmt, ap);
+  va_end(ap);
+  if (n < 0)
+    return std::string();
+  if (size_t(n) < sizeof(buf))
+    return std::string(buf, size_t(n));
+  std::string out(size_t(n) + 1, '\0');
+  va_start(ap, fmt);
+  std::vsnprintf(&out[0], out.size(), fmt, ap);
+  va_end(ap);
+  out.resize(size_t(n));
+  return out;
+}
+
+const char *kind_name(int32_t kind) {
+  switch (kind) {
+  case FSDPRT_KIND_ALL_GATHER:
+    return "all_gather";
+  case FSDPRT_KIND_REDUCE_SCATTER:
+    return "reduce_scatter";
+  case FSDPRT_KIND_ALL_REDUCE:
+    return "all_reduce";
+  }
+  return "?";
+}
+
+std::string describe(const Desc &d) {
+  if (d.kind == FSDPRT_KIND_ALL_GATHER)
+    return format("%s(%s, count=%lld)", kind_name(d.kind),
+                  fsdprt_dtype_name(d.dtype), (long long)d.count);
+  return format("%s(%s, count=%lld, op=%s)", kind_name(d.kind),
+                fsdprt_dtype_name(d.dtype), (long long)d.count,
+                fsdprt_reduce_op_name(d.op));
+}
+
+int64_t send_elems(const Desc &d, int64_t k) {
+  return d.kind == FSDPRT_KIND_REDUCE_SCATTER ? d.count * k : d.count;
+}
+
+int64_t recv_elems(const Desc &d, int64_t k) {
+  return d.kind == FSDPRT_KIND_ALL_GATHER ? d.count * k : d.count;
+}
+
+Status Mesh::create(int32_t ndims, const int64_t *shape,
+                    const char *const *names, Mesh *out) {
+  if (ndims < 0 || ndims > FSDPRT_MAX_MESH_DIMS)
+    return Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                  format("mesh must have 0..%d axes, got %d",
+                         FSDPRT_MAX_MESH_DIMS, (int)ndims));
+  if (ndims > 0 && !shape)
+    return Status(FSDPRT_ERR_INVALID_ARGUMENT, "mesh shape is NULL");
+  Mesh m;
+  m.ndims = ndims;
+  m.size = 1;
+  for (int i = 0; i < ndims; ++i) {
+    if (shape[i] <= 0 || shape[i] > (int64_t(1) << 20))
+      return Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                    format("mesh axis %d has invalid size %lld", i,
+                           (long long)shape[i]));
+    m.shape[i] = shape[i];
+    m.size *= shape[i];
+    if (m.size > (int64_t(1) << 20))
+      return Status(FSDPRT_ERR_INVALID_ARGUMENT, "mesh has too many ranks");
+  }
+  int64_t s = 1;
+  for (int i = ndims - 1; i >= 0; --i) {
+    m.stride[i] = s;
+    s *= m.shape[i];
+  }
+  for (int i = 0; i < ndims; ++i) {
+    if (names && names[i] && names[i][0])
+      m.names.emplace_back(names[i]);
+    else
+      m.names.push_back(format("axis%d", i));
+  }
+  *out = std::move(m);
+  return Status::Ok();
+}
+
+void Mesh::coords(int64_t rank, int64_t *out) const {
+  for (int i = 0; i < ndims; ++i)
+    out[i] = (rank / stride[i]) % shape[i];
+}
+
+void Mesh::group(int64_t rank, int64_t mask, std::vector<int64_t> *members,
+                 int64_t *group_rank, int64_t *group_id) const {
+  int64_t c[FSDPRT_MAX_MESH_DIMS];
+  coords(rank, c);
+  int64_t base = 0, gr = 0, gid = 0;
+  for (int i = 0; i < ndims; ++i) {
+    if (mask & (int64_t(1) << i)) {
+      gr = gr * shape[i] + c[i];
+    } else {
+      base += c[i] * stride[i];
+      gid = gid * shape[i] + c[i];
+    }
+  }
+  if (group_rank)
+    *group_rank = gr;
+  if (group_id)
+    *group_id = gid;
+  if (!members)
+    return;
+  // Enumerate the masked axes' coordinates row-major (last masked axis
+  // fastest), the other coordinates fixed to this rank's.
+  members->clear();
+  int64_t k = group_size(mask);
+  members->reserve(size_t(k));
+  for (int64_t idx = 0; idx < k; ++idx) {
+    int64_t rem = idx, r = base;
+    for (int i = ndims - 1; i >= 0; --i) {
+      if (!(mask & (int64_t(1) << i)))
+        continue;
+      r += (rem % shape[i]) * stride[i];
+      rem /= shape[i];
+    }
+    members->push_back(r);
+  }
+}
+
+int64_t Mesh::group_size(int64_t mask) const {
+  int64_t k = 1;
+  for (int i = 0; i < ndims; ++i)
+    if (mask & (int64_t(1) << i))
+      k *= shape[i];
+  return k;
+}
+
+std::string Mesh::group_axes(int64_t mask) const {
+  std::string s = "{axes: ";
+  bool first = true;
+  for (int i = 0; i < ndims; ++i) {
+    if (!(mask & (int64_t(1) << i)))
+      continue;
+    if (!first)
+      s += ",";
+    s += names[size_t(i)];
+    first = false;
+  }
+  if (first)
+    s += "none";
+  s += "}";
+  return s;
+}
+
+std::string join_ranks(const std::vector<int64_t> &ranks) {
+  std::string s;
+  for (size_t i = 0; i < ranks.size(); ++i) {
+    if (i)
+      s += ",";
+    s += std::to_string(ranks[i]);
+  }
+  return s;
+}
+
+static bool env_double(const char *name, double *out) {
+  const char *v = std::getenv(name);
+  if (!v || !*v)
+    return false;
+  char *end = nullptr;
+  double d = std::strtod(v, &end);
+  if (end == v)
+    return false;
+  *out = d;
+  return true;
+}
+
+Options resolve_options(const fsdprt_options_t *options) {
+  fsdprt_options_t defaults;
+  if (!options) {
+    fsdprt_options_init(&defaults);
+    options = &defaults;
+  }
+  Options o;
+  o.timeout_s = options->timeout_s;
+  o.check_desync = options->check_desync != 0;
+  return o;
+}
+
+} // namespace fsdprt
+
+using namespace fsdprt;
+
+extern "C" void fsdprt_options_init(fsdprt_options_t *options) {
+  if (!options)
+    return;
+  std::memset(options, 0, sizeof(*options));
+  double t = 60.0;
+  env_double("FSDPRT_TIMEOUT_S", &t);
+  options->timeout_s = t;
+  double check = 1.0;
+  env_double("FSDPRT_CHECK_DESYNC", &check);
+  options->check_desync = check != 0.0;
+  options->axis_names = nullptr;
+}
+
+Status fsdprt_comm::run(const Desc &desc, const void *send, void *recv) {
+  fsdprt_request *req = nullptr;
+  Status st = start(desc, send, recv, &req);
+  if (!st.ok())
+    return st;
+  st = wait(req);
+  delete req;
+  return st;
+}
+
+void fsdprt_comm::record_error(const Status &st) {
+  if (st.ok())
+    return;
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (first_code_ == FSDPRT_OK) {
+    first_code_ = st.code;
+    first_msg_ = st.message;
+  }
+  last_msg_ = st.message;
+}
+
+fsdprt_status_t fsdprt_comm::first_error() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return first_code_;
+}
+
+std::string fsdprt_comm::first_error_message() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return first_msg_;
+}
+
+std::string fsdprt_comm::last_error_message() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return last_msg_;
+}

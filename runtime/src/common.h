@@ -1,0 +1,150 @@
+// Internal definitions shared by the runtime's front end and backends.
+#ifndef FSDPRT_SRC_COMMON_H
+#define FSDPRT_SRC_COMMON_H
+
+#include "fsdprt.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+namespace fsdprt {
+
+struct Status {
+  fsdprt_status_t code = FSDPRT_OK;
+  std::string message;
+
+  Status() = default;
+  Status(fsdprt_status_t c, std::string m) : code(c), message(std::move(m)) {}
+  bool ok() const { return code == FSDPRT_OK; }
+  static Status Ok() { return Status(); }
+};
+
+// printf-style formatting into a std::string.
+std::string format(const char *fmt, ...)
+    __attribute__((format(printf, 1, 2)));
+
+// What a rank asked for in one collective; compared across a group to
+// detect desynchronized programs.
+struct Desc {
+  int32_t kind = 0;  // fsdprt_collective_kind_t
+  int32_t dtype = 0; // fsdprt_dtype_t
+  int32_t op = -1;   // fsdprt_reduce_op_t, -1 for all_gather
+  int32_t pad = 0;
+  int64_t count = 0; // the count argument as passed
+  int64_t mask = 0;
+
+  bool operator==(const Desc &o) const {
+    return kind == o.kind && dtype == o.dtype && op == o.op &&
+           count == o.count && mask == o.mask;
+  }
+  bool operator!=(const Desc &o) const { return !(*this == o); }
+};
+
+const char *kind_name(int32_t kind);
+// "all_gather(f32, count=48)" or "reduce_scatter(bf16, count=64, op=sum)".
+std::string describe(const Desc &d);
+
+// Elements of the send and receive buffers of one rank for group size k.
+int64_t send_elems(const Desc &d, int64_t k);
+int64_t recv_elems(const Desc &d, int64_t k);
+
+// A device mesh: static axis sizes and names, row-major rank numbering.
+struct Mesh {
+  int32_t ndims = 0;
+  int64_t shape[FSDPRT_MAX_MESH_DIMS] = {};
+  int64_t stride[FSDPRT_MAX_MESH_DIMS] = {};
+  int64_t size = 1;
+  std::vector<std::string> names;
+
+  static Status create(int32_t ndims, const int64_t *shape,
+                       const char *const *names, Mesh *out);
+  int64_t num_masks() const { return int64_t(1) << ndims; }
+  void coords(int64_t rank, int64_t *out) const;
+  // Group selected by `mask` for `rank`: member ranks in group order, this
+  // rank's index among them, and an id that numbers the groups of the mask.
+  void group(int64_t rank, int64_t mask, std::vector<int64_t> *members,
+             int64_t *group_rank, int64_t *group_id) const;
+  int64_t group_size(int64_t mask) const;
+  // "{axes: replicate,shard}".
+  std::string group_axes(int64_t mask) const;
+};
+
+std::string join_ranks(const std::vector<int64_t> &ranks);
+
+// Options after defaults and environment were applied.
+struct Options {
+  double timeout_s = 60.0;
+  bool check_desync = true;
+};
+Options resolve_options(const fsdprt_options_t *options);
+
+// Monotonic seconds.
+inline double now_s() {
+  return std::chrono::duration<double>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+} // namespace fsdprt
+
+// A request returned by the *_async functions. Backends derive from it.
+struct fsdprt_request {
+  fsdprt_comm *comm = nullptr;
+  virtual ~fsdprt_request() = default;
+};
+
+// Communicator of one rank. Backends derive from it; the front end
+// (api.cpp) validates arguments, counts statistics and records errors.
+struct fsdprt_comm {
+  fsdprt_backend_t backend = FSDPRT_BACKEND_THREADS;
+  fsdprt::Mesh mesh;
+  fsdprt::Options options;
+  int64_t rank = 0;
+
+  virtual ~fsdprt_comm() = default;
+
+  // Starts a validated collective. On success *request is owned by the
+  // caller and must be completed with wait() (or test() until done) and
+  // then deleted.
+  virtual fsdprt::Status start(const fsdprt::Desc &desc, const void *send,
+                               void *recv, fsdprt_request **request) = 0;
+  virtual fsdprt::Status wait(fsdprt_request *request) = 0;
+  virtual fsdprt::Status test(fsdprt_request *request, bool *done) = 0;
+  // Synchronous collective; backends may avoid the heap request.
+  virtual fsdprt::Status run(const fsdprt::Desc &desc, const void *send,
+                             void *recv);
+  // Fails every rank of the world fast after a local error.
+  virtual void abort(const fsdprt::Status &cause) = 0;
+
+  // Errors (thread safe).
+  void record_error(const fsdprt::Status &st);
+  fsdprt_status_t first_error() const;
+  std::string first_error_message() const;
+  std::string last_error_message() const;
+
+  // Statistics (updated by the owning thread, read from any thread).
+  std::atomic<uint64_t> stat_calls[FSDPRT_NUM_KINDS] = {};
+  std::atomic<uint64_t> stat_sent[FSDPRT_NUM_KINDS] = {};
+  std::atomic<uint64_t> stat_received[FSDPRT_NUM_KINDS] = {};
+
+  // Outstanding jit handles (used by the thread the comm is set on).
+  std::unordered_map<int64_t, fsdprt_request *> jit_requests;
+  int64_t jit_next_handle = 1;
+
+private:
+  mutable std::mutex error_mu_;
+  fsdprt_status_t first_code_ = FSDPRT_OK;
+  std::string first_msg_;
+  std::string last_msg_;
+};
+
+struct fsdprt_world {
+  virtual ~fsdprt_world() = default;
+};
+
+#endif // FSDPRT_SRC_COMMON_H

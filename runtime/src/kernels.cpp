@@ -1,0 +1,225 @@
+#include "kernels.h"
+
+#include "fsdprt.h"
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+namespace fsdprt {
+
+float f16_to_f32(uint16_t h) {
+  uint32_t sign = uint32_t(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  if (exp == 0) {
+    // Zero or subnormal: mant * 2^-24 is exact in fp32.
+    float v = float(mant) * 5.9604644775390625e-8f;
+    return bits_float(float_bits(v) | sign);
+  }
+  if (exp == 31)
+    return bits_float(sign | 0x7f800000u | (mant << 13));
+  return bits_float(sign | ((exp + 112u) << 23) | (mant << 13));
+}
+
+uint16_t f32_to_f16(float f) {
+  uint32_t x = float_bits(f);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) // NaN: keep it quiet and non-zero
+    return uint16_t(sign | 0x7e00u | ((ax >> 13) & 0x3ffu));
+  if (ax >= 0x477ff000u) // >= 65520 rounds to infinity
+    return uint16_t(sign | 0x7c00u);
+  uint32_t e = ax >> 23;
+  if (e < 113) { // below 2^-14: subnormal half or zero
+    if (e < 102)
+      return uint16_t(sign);
+    uint32_t m = (ax & 0x7fffffu) | 0x800000u;
+    uint32_t shift = 126u - e;
+    uint32_t h = m >> shift;
+    uint32_t rem = m & ((1u << shift) - 1u);
+    uint32_t half = 1u << (shift - 1u);
+    if (rem > half || (rem == half && (h & 1u)))
+      ++h;
+    return uint16_t(sign | h);
+  }
+  uint32_t h = ((e - 112u) << 10) | ((ax >> 13) & 0x3ffu);
+  uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u)))
+    ++h; // a carry into the exponent is the correct rounding
+  return uint16_t(sign | h);
+}
+
+namespace {
+
+constexpr int64_t kTile = 1024;
+
+// Storage type T, accumulator A; Load converts T -> A, Store A -> T.
+template <typename T, typename A> struct Plain {
+  static A load(T v) { return A(v); }
+  static T store(A v) { return T(v); }
+};
+struct Bf16 {
+  static float load(uint16_t v) { return bf16_to_f32(v); }
+  static uint16_t store(float v) { return f32_to_bf16(v); }
+};
+struct F16 {
+  static float load(uint16_t v) { return f16_to_f32(v); }
+  static uint16_t store(float v) { return f32_to_f16(v); }
+};
+// Integers accumulate in 64 bits with wrap-around (done in unsigned
+// arithmetic to stay defined); the store truncates like a C cast.
+template <typename T> struct Int {
+  static int64_t load(T v) { return int64_t(v); }
+  static T store(int64_t v) { return T(v); }
+};
+
+template <typename A> inline A add(A a, A b) { return a + b; }
+template <> inline int64_t add<int64_t>(int64_t a, int64_t b) {
+  return int64_t(uint64_t(a) + uint64_t(b));
+}
+
+// NaN-propagating max / min (a NaN in any input gives NaN).
+template <typename A> inline A vmax(A acc, A v) {
+  return (v > acc || v != v) ? v : acc;
+}
+template <typename A> inline A vmin(A acc, A v) {
+  return (v < acc || v != v) ? v : acc;
+}
+
+template <typename A> inline A divide(A sum, int k) { return sum / A(k); }
+
+template <typename T, typename A, typename Conv>
+void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
+                  int64_t n, int32_t op) {
+  A acc[kTile];
+  for (int64_t base = 0; base < n; base += kTile) {
+    int64_t len = n - base < kTile ? n - base : kTile;
+    const T *s0 = static_cast<const T *>(srcs[0]) + base;
+    for (int64_t t = 0; t < len; ++t)
+      acc[t] = Conv::load(s0[t]);
+    for (int j = 1; j < k; ++j) {
+      const T *s = static_cast<const T *>(srcs[j]) + base;
+      switch (op) {
+      case FSDPRT_SUM:
+      case FSDPRT_AVG:
+        for (int64_t t = 0; t < len; ++t)
+          acc[t] = add<A>(acc[t], Conv::load(s[t]));
+        break;
+      case FSDPRT_MAX:
+        for (int64_t t = 0; t < len; ++t)
+          acc[t] = vmax<A>(acc[t], Conv::load(s[t]));
+        break;
+      default:
+        for (int64_t t = 0; t < len; ++t)
+          acc[t] = vmin<A>(acc[t], Conv::load(s[t]));
+        break;
+      }
+    }
+    if (op == FSDPRT_AVG)
+      for (int64_t t = 0; t < len; ++t)
+        acc[t] = divide<A>(acc[t], k);
+    for (int d = 0; d < ndst; ++d) {
+      T *out = static_cast<T *>(dsts[d]) + base;
+      for (int64_t t = 0; t < len; ++t)
+        out[t] = Conv::store(acc[t]);
+    }
+  }
+}
+
+} // namespace
+
+void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
+                  int64_t n, int32_t dtype, int32_t op) {
+  switch (dtype) {
+  case FSDPRT_F32:
+    return reduce_typed<float, float, Plain<float, float>>(dsts, ndst, srcs, k,
+                                                           n, op);
+  case FSDPRT_F64:
+    return reduce_typed<double, double, Plain<double, double>>(dsts, ndst,
+                                                               srcs, k, n, op);
+  case FSDPRT_F16:
+    return reduce_typed<uint16_t, float, F16>(dsts, ndst, srcs, k, n, op);
+  case FSDPRT_BF16:
+    return reduce_typed<uint16_t, float, Bf16>(dsts, ndst, srcs, k, n, op);
+  case FSDPRT_I32:
+    return reduce_typed<int32_t, int64_t, Int<int32_t>>(dsts, ndst, srcs, k,
+                                                        n, op);
+  case FSDPRT_I64:
+    return reduce_typed<int64_t, int64_t, Int<int64_t>>(dsts, ndst, srcs, k,
+                                                        n, op);
+  case FSDPRT_U8:
+    return reduce_typed<uint8_t, int64_t, Int<uint8_t>>(dsts, ndst, srcs, k,
+                                                        n, op);
+  case FSDPRT_I8:
+    return reduce_typed<int8_t, int64_t, Int<int8_t>>(dsts, ndst, srcs, k, n,
+                                                      op);
+  }
+}
+
+void copy_bytes(void *dst, const void *src, size_t n) {
+  if (dst != src && n)
+    std::memcpy(dst, src, n);
+}
+
+} // namespace fsdprt
+
+extern "C" {
+
+size_t fsdprt_dtype_size(int32_t dtype) {
+  switch (dtype) {
+  case FSDPRT_F32:
+  case FSDPRT_I32:
+    return 4;
+  case FSDPRT_F64:
+  case FSDPRT_I64:
+    return 8;
+  case FSDPRT_F16:
+  case FSDPRT_BF16:
+    return 2;
+  case FSDPRT_U8:
+  case FSDPRT_I8:
+    return 1;
+  }
+  return 0;
+}
+
+const char *fsdprt_dtype_name(int32_t dtype) {
+  static const char *const names[FSDPRT_NUM_DTYPES] = {
+      "f32", "f64", "f16", "bf16", "i32", "i64", "u8", "i8"};
+  return dtype >= 0 && dtype < FSDPRT_NUM_DTYPES ? names[dtype] : "?";
+}
+
+const char *fsdprt_reduce_op_name(int32_t op) {
+  static const char *const names[FSDPRT_NUM_REDUCE_OPS] = {"sum", "avg", "max",
+                                                           "min"};
+  return op >= 0 && op < FSDPRT_NUM_REDUCE_OPS ? names[op] : "?";
+}
+
+const char *fsdprt_status_string(fsdprt_status_t status) {
+  switch (status) {
+  case FSDPRT_OK:
+    return "ok";
+  case FSDPRT_ERR_INVALID_ARGUMENT:
+    return "invalid argument";
+  case FSDPRT_ERR_DESYNC:
+    return "desync";
+  case FSDPRT_ERR_TIMEOUT:
+    return "timeout";
+  case FSDPRT_ERR_BACKEND:
+    return "backend error";
+  case FSDPRT_ERR_ABORTED:
+    return "aborted";
+  case FSDPRT_ERR_UNSUPPORTED:
+    return "unsupported";
+  case FSDPRT_ERR_OUT_OF_MEMORY:
+    return "out of memory";
+  case FSDPRT_ERR_NO_COMM:
+    return "no communicator";
+  case FSDPRT_ERR_INTERNAL:
+    return "internal error";
+  }
+  return "unknown status";
+}
+
+} // extern "C"
