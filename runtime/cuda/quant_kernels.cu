@@ -1,0 +1,1021 @@
+//===- quant_kernels.cu - CUDA kernels of the quantization formats --------===//
+//
+// Quantize / dequantize / swap_first_dims for every format of
+// fsdprt_quant.h, bit-for-bit equal to the CPU reference (quant_reference.cpp):
+// both use the scalar rules of quant_math.h. Kernels move data in 16-byte
+// vectors when the pointers are 16-byte aligned and the row length allows it,
+// with a scalar path otherwise; consecutive threads touch consecutive memory.
+//
+// Work is split into items (a block, a 16-element chunk, a tile) counted in
+// 32 bits; tensors with 2^32 or more items (over 64 Gi elements) are refused.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdprt_quant.h"
+#include "quant_internal.h"
+#include "quant_math.h"
+
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+
+using namespace fsdprt::quant;
+
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int kTileThreads = 256; // 128x128 tiles: 8 chunks x 32 rows
+
+// ---- element loads and stores ---------------------------------------------
+
+__device__ __forceinline__ float toFloat(float v) { return v; }
+__device__ __forceinline__ float toFloat(uint16_t v) { return bf16ToFloat(v); }
+
+template <typename T> __device__ __forceinline__ T fromFloat(float v);
+template <> __device__ __forceinline__ float fromFloat<float>(float v) {
+  return v;
+}
+template <> __device__ __forceinline__ uint16_t fromFloat<uint16_t>(float v) {
+  return floatToBf16(v);
+}
+
+// 16 consecutive elements; Vec: p is 16-byte aligned.
+template <typename T, bool Vec>
+__device__ __forceinline__ void load16(const T *__restrict__ p, float (&f)[16]) {
+  if constexpr (Vec) {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int v = 0; v < 16 / kPer; ++v) {
+      const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p) + v);
+      T tmp[kPer];
+      memcpy(tmp, &u, sizeof(u));
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        f[v * kPer + k] = toFloat(tmp[k]);
+    }
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      f[k] = toFloat(p[k]);
+  }
+}
+
+// The first `count` (< 16 allowed) elements; the rest read as 0, which
+// changes no amax.
+template <typename T>
+__device__ __forceinline__ void loadN(const T *__restrict__ p, int count,
+                                      float (&f)[16]) {
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    f[k] = k < count ? toFloat(p[k]) : 0.0f;
+}
+
+template <typename T, bool Vec>
+__device__ __forceinline__ void loadChunk(const T *__restrict__ p, int count,
+                                          float (&f)[16]) {
+  if (count == 16)
+    load16<T, Vec>(p, f);
+  else
+    loadN(p, count, f);
+}
+
+template <typename T, bool Vec>
+__device__ __forceinline__ void storeChunk(T *__restrict__ p, int count,
+                                           const float (&f)[16]) {
+  if (Vec && count == 16) {
+    constexpr int kPer = 16 / sizeof(T);
+#pragma unroll
+    for (int v = 0; v < 16 / kPer; ++v) {
+      T tmp[kPer];
+#pragma unroll
+      for (int k = 0; k < kPer; ++k)
+        tmp[k] = fromFloat<T>(f[v * kPer + k]);
+      uint4 u;
+      memcpy(&u, tmp, sizeof(u));
+      reinterpret_cast<uint4 *>(p)[v] = u;
+    }
+  } else {
+    for (int k = 0; k < count; ++k)
+      p[k] = fromFloat<T>(f[k]);
+  }
+}
+
+__device__ __forceinline__ float chunkAmax(const float (&f)[16]) {
+  float m = 0.0f;
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    m = fmaxf(m, fabsf(f[k])); // fmaxf ignores NaN, as the reference does
+  return m;
+}
+
+// ---- fp8 encoding ---------------------------------------------------------
+
+// Two values to fp8 with satfinite RNE; lo lands in the low byte. The
+// hardware conversion (sm_89+) implements the same rule as floatToFp8.
+template <int Kind>
+__device__ __forceinline__ uint32_t fp8Pair(float lo, float hi) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) &&                        \
+    !defined(FSDPRT_QUANT_SOFTWARE_FP8_CVT)
+  return static_cast<uint32_t>(__nv_cvt_float2_to_fp8x2(
+      make_float2(lo, hi), __NV_SATFINITE, Kind == 0 ? __NV_E4M3 : __NV_E5M2));
+#else
+  return static_cast<uint32_t>(floatToFp8(lo, Kind)) |
+         (static_cast<uint32_t>(floatToFp8(hi, Kind)) << 8);
+#endif
+}
+
+template <int Kind>
+__device__ __forceinline__ uint8_t fp8One(float v) {
+  return static_cast<uint8_t>(fp8Pair<Kind>(v, 0.0f) & 0xFFu);
+}
+
+// q[k] = fp8(f[k] * s[k]) for 16 elements, written to p (count of them).
+template <int Kind, bool Vec>
+__device__ __forceinline__ void fp8StoreScaled(uint8_t *__restrict__ p,
+                                               int count, const float (&f)[16],
+                                               const float (&s)[16]) {
+  if (Vec && count == 16) {
+    uint32_t w[4];
+#pragma unroll
+    for (int j = 0; j < 4; ++j)
+      w[j] = fp8Pair<Kind>(f[4 * j] * s[4 * j], f[4 * j + 1] * s[4 * j + 1]) |
+             (fp8Pair<Kind>(f[4 * j + 2] * s[4 * j + 2],
+                            f[4 * j + 3] * s[4 * j + 3])
+              << 16);
+    *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
+  } else {
+    for (int k = 0; k < count; ++k)
+      p[k] = fp8One<Kind>(f[k] * s[k]);
+  }
+}
+
+template <int Kind, bool Vec>
+__device__ __forceinline__ void fp8StoreUniform(uint8_t *__restrict__ p,
+                                                int count, const float (&f)[16],
+                                                float scale) {
+  float s[16];
+#pragma unroll
+  for (int k = 0; k < 16; ++k)
+    s[k] = scale;
+  fp8StoreScaled<Kind, Vec>(p, count, f, s);
+}
+
+template <bool Vec>
+__device__ __forceinline__ void loadBytes16(const uint8_t *__restrict__ p,
+                                            int count, uint8_t (&b)[16]) {
+  if (Vec && count == 16) {
+    const uint4 u = __ldg(reinterpret_cast<const uint4 *>(p));
+    memcpy(b, &u, sizeof(u));
+  } else {
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      b[k] = k < count ? p[k] : 0;
+  }
+}
+
+// ---- launch helpers -------------------------------------------------------
+
+int launchError(const char *fn) {
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess)
+    return fail(FSDPRT_QUANT_ERR_CUDA, "%s: kernel launch failed: %s", fn,
+                cudaGetErrorString(err));
+  return FSDPRT_QUANT_OK;
+}
+
+// Grid for `items` work items of one thread each (grid-stride loops).
+unsigned gridFor(uint64_t items, int threads) {
+  int device = 0, sms = 132;
+  if (cudaGetDevice(&device) == cudaSuccess)
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device);
+  const uint64_t maxBlocks = static_cast<uint64_t>(sms > 0 ? sms : 1) * 16;
+  uint64_t blocks = (items + threads - 1) / threads;
+  if (blocks > maxBlocks)
+    blocks = maxBlocks;
+  return blocks == 0 ? 1u : static_cast<unsigned>(blocks);
+}
+
+int checkItems(const char *fn, uint64_t items) {
+  if (items >= (uint64_t{1} << 32))
+    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED,
+                "%s: %llu work items exceed the 2^32 limit of the kernels", fn,
+                static_cast<unsigned long long>(items));
+  return FSDPRT_QUANT_OK;
+}
+
+bool aligned16(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 15u) == 0;
+}
+
+cudaStream_t asStream(void *s) { return static_cast<cudaStream_t>(s); }
+
+#define FSDPRT_CHECK(expr)                                                     \
+  do {                                                                         \
+    int status_ = (expr);                                                      \
+    if (status_ != FSDPRT_QUANT_OK)                                            \
+      return status_;                                                          \
+  } while (0)
+
+// Calls fn(T{}) with T = float or uint16_t (bf16) for a dtype value.
+template <typename Fn> void withDtype(int dtype, Fn &&fn) {
+  if (dtype == FSDPRT_QUANT_F32)
+    fn(float{});
+  else
+    fn(uint16_t{});
+}
+
+// ===========================================================================
+// amax
+// ===========================================================================
+
+__device__ __forceinline__ float warpMax(float m) {
+#pragma unroll
+  for (int off = 16; off > 0; off >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+  return m;
+}
+
+// Block-wide max; every thread of the block must call it.
+__device__ __forceinline__ float blockMax(float m) {
+  __shared__ float warpMaxes[32];
+  m = warpMax(m);
+  const int warp = threadIdx.x / 32, lane = threadIdx.x % 32;
+  if (lane == 0)
+    warpMaxes[warp] = m;
+  __syncthreads();
+  const int warps = (blockDim.x + 31) / 32;
+  m = threadIdx.x < warps ? warpMaxes[threadIdx.x] : 0.0f;
+  if (warp == 0)
+    m = warpMax(m);
+  __syncthreads(); // warpMaxes may be reused by a later call
+  return m;
+}
+
+template <typename T, bool Vec>
+__global__ void amaxKernel(const T *__restrict__ x, uint64_t n,
+                           float *__restrict__ out) {
+  float m = 0.0f;
+  const uint64_t chunks = n / 16;
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+       c < chunks; c += stride) {
+    float f[16];
+    load16<T, Vec>(x + c * 16, f);
+    m = fmaxf(m, chunkAmax(f));
+  }
+  const uint64_t tail = chunks * 16;
+  if (blockIdx.x == 0 && tail + threadIdx.x < n)
+    m = fmaxf(m, fabsf(toFloat(x[tail + threadIdx.x])));
+  m = blockMax(m);
+  // Non-negative floats order like their bit patterns.
+  if (threadIdx.x == 0)
+    atomicMax(reinterpret_cast<unsigned int *>(out), __float_as_uint(m));
+}
+
+// ===========================================================================
+// FP8 per-tensor
+// ===========================================================================
+
+template <typename T, int Kind, bool Vec>
+__global__ void fp8TensorQuantKernel(const T *__restrict__ x, uint64_t n,
+                                     const float *__restrict__ amax,
+                                     uint8_t *__restrict__ q,
+                                     float *__restrict__ scaleInv) {
+  const float scale = scaleFromAmax(*amax, fp8MaxValue(Kind));
+  if (blockIdx.x == 0 && threadIdx.x == 0)
+    *scaleInv = 1.0f / scale;
+  const uint64_t chunks = (n + 15) / 16;
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+       c < chunks; c += stride) {
+    const uint64_t base = c * 16;
+    const int count = static_cast<int>(n - base < 16 ? n - base : 16);
+    float f[16];
+    loadChunk<T, Vec>(x + base, count, f);
+    fp8StoreUniform<Kind, Vec>(q + base, count, f, scale);
+  }
+}
+
+// ===========================================================================
+// MXFP8
+// ===========================================================================
+
+// Rowwise: one thread per 32-element block, in flat order.
+template <typename T, bool Vec>
+__global__ void mxfp8RowQuantKernel(const T *__restrict__ x, uint64_t blocks,
+                                    uint8_t *__restrict__ q,
+                                    uint8_t *__restrict__ scales) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t b = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
+       b < blocks; b += stride) {
+    const uint64_t base = b * kMxBlock;
+    float f0[16], f1[16];
+    load16<T, Vec>(x + base, f0);
+    load16<T, Vec>(x + base + 16, f1);
+    const float amax = fmaxf(chunkAmax(f0), chunkAmax(f1));
+    const uint8_t e = floatToE8m0(amax / kE4M3Max);
+    scales[b] = e;
+    const float s = e8m0QuantScale(e);
+    fp8StoreUniform<0, Vec>(q + base, 16, f0, s);
+    fp8StoreUniform<0, Vec>(q + base + 16, 16, f1, s);
+  }
+}
+
+// Columnwise: one thread per (32-row block, 16-column chunk); threads next to
+// each other take neighbouring column chunks, so every row access is
+// contiguous across the warp. Two passes (amax, then quantize) over data that
+// the first pass brought into cache.
+template <typename T, bool Vec>
+__global__ void mxfp8ColQuantKernel(const T *__restrict__ x, uint64_t cols,
+                                    uint32_t items, FastDiv chunksPerRow,
+                                    uint8_t *__restrict__ q,
+                                    uint8_t *__restrict__ scales) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
+       t += stride) {
+    const uint32_t rb = chunksPerRow.div(static_cast<uint32_t>(t));
+    const uint32_t cc = static_cast<uint32_t>(t) - rb * chunksPerRow.d;
+    const uint64_t c0 = uint64_t{cc} * 16;
+    const int count = static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    const uint64_t r0 = uint64_t{rb} * kMxBlock;
+    float amax[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      amax[k] = 0.0f;
+    for (int r = 0; r < kMxBlock; ++r) {
+      float f[16];
+      loadChunk<T, Vec>(x + (r0 + r) * cols + c0, count, f);
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        amax[k] = fmaxf(amax[k], fabsf(f[k]));
+    }
+    float s[16];
+    uint8_t e[16];
+#pragma unroll
+    for (int k = 0; k < 16; ++k) {
+      e[k] = floatToE8m0(amax[k] / kE4M3Max);
+      s[k] = e8m0QuantScale(e[k]);
+    }
+    uint8_t *scaleRow = scales + uint64_t{rb} * cols + c0;
+    if (Vec && count == 16) {
+      uint4 u;
+      memcpy(&u, e, sizeof(u));
+      *reinterpret_cast<uint4 *>(scaleRow) = u;
+    } else {
+      for (int k = 0; k < count; ++k)
+        scaleRow[k] = e[k];
+    }
+    for (int r = 0; r < kMxBlock; ++r) {
+      float f[16];
+      loadChunk<T, Vec>(x + (r0 + r) * cols + c0, count, f);
+      fp8StoreScaled<0, Vec>(q + (r0 + r) * cols + c0, count, f, s);
+    }
+  }
+}
+
+// ===========================================================================
+// NVFP4
+// ===========================================================================
+
+// 16 values -> 16 E2M1 codes, element 2i in the low nibble of byte i.
+__device__ __forceinline__ uint2 e2m1Pack16(const float (&f)[16], float mult) {
+  uint32_t w[2];
+#pragma unroll
+  for (int j = 0; j < 2; ++j) {
+    uint32_t word = 0;
+#pragma unroll
+    for (int k = 0; k < 8; ++k)
+      word |= static_cast<uint32_t>(floatToE2m1(f[8 * j + k] * mult)) << (4 * k);
+    w[j] = word;
+  }
+  return make_uint2(w[0], w[1]);
+}
+
+// One thread per pair of 16-element blocks (flat order; blocks never
+// straddle rows): a 16-byte store of codes and two scale bytes.
+template <typename T, bool Vec>
+__global__ void nvfp4QuantKernel(const T *__restrict__ x, uint64_t blocks,
+                                 const float *__restrict__ globalAmax,
+                                 uint8_t *__restrict__ q,
+                                 uint8_t *__restrict__ scales) {
+  const float sEnc = nvfp4GlobalScale(*globalAmax);
+  const uint64_t pairs = (blocks + 1) / 2;
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t p = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < pairs;
+       p += stride) {
+    const uint64_t b0 = 2 * p;
+    const bool two = b0 + 1 < blocks;
+    float f[16];
+    load16<T, Vec>(x + b0 * 16, f);
+    const uint8_t sb0 = nvfp4BlockScale(chunkAmax(f), sEnc);
+    const uint2 lo = e2m1Pack16(f, nvfp4EncodeMultiplier(sb0, sEnc));
+    scales[b0] = sb0;
+    if (two) {
+      load16<T, Vec>(x + (b0 + 1) * 16, f);
+      const uint8_t sb1 = nvfp4BlockScale(chunkAmax(f), sEnc);
+      const uint2 hi = e2m1Pack16(f, nvfp4EncodeMultiplier(sb1, sEnc));
+      scales[b0 + 1] = sb1;
+      if (Vec) {
+        *reinterpret_cast<uint4 *>(q + b0 * 8) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+      } else {
+        const uint32_t w[4] = {lo.x, lo.y, hi.x, hi.y};
+        memcpy(q + b0 * 8, w, sizeof(w));
+      }
+    } else if (Vec) {
+      *reinterpret_cast<uint2 *>(q + b0 * 8) = lo;
+    } else {
+      memcpy(q + b0 * 8, &lo, sizeof(lo));
+    }
+  }
+}
+
+// ===========================================================================
+// FP8 blockwise
+// ===========================================================================
+
+// 1x128: one thread per block; two passes over its (at most) 8 chunks.
+template <typename T, bool Vec>
+__global__ void block1x128QuantKernel(const T *__restrict__ x, uint64_t cols,
+                                      uint32_t items, FastDiv blocksPerRow,
+                                      bool pow2, uint8_t *__restrict__ q,
+                                      float *__restrict__ scaleInv) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
+       t += stride) {
+    const uint32_t r = blocksPerRow.div(static_cast<uint32_t>(t));
+    const uint32_t j = static_cast<uint32_t>(t) - r * blocksPerRow.d;
+    const uint64_t c0 = uint64_t{j} * kFp8Block;
+    const uint64_t len = cols - c0 < kFp8Block ? cols - c0 : kFp8Block;
+    const T *in = x + uint64_t{r} * cols + c0;
+    uint8_t *out = q + uint64_t{r} * cols + c0;
+    float amax = 0.0f;
+    for (uint64_t k = 0; k < len; k += 16) {
+      float f[16];
+      loadChunk<T, Vec>(in + k, static_cast<int>(len - k < 16 ? len - k : 16),
+                        f);
+      amax = fmaxf(amax, chunkAmax(f));
+    }
+    const float scale = blockScaleFromAmax(amax, pow2);
+    scaleInv[t] = 1.0f / scale;
+    for (uint64_t k = 0; k < len; k += 16) {
+      const int count = static_cast<int>(len - k < 16 ? len - k : 16);
+      float f[16];
+      loadChunk<T, Vec>(in + k, count, f);
+      fp8StoreUniform<0, Vec>(out + k, count, f, scale);
+    }
+  }
+}
+
+// 128x128: one thread block per tile; thread t covers column chunk t % 8 of
+// rows t / 8, t / 8 + 32, ... .
+template <typename T, bool Vec>
+__global__ void __launch_bounds__(kTileThreads)
+    block128QuantKernel(const T *__restrict__ x, uint64_t rows, uint64_t cols,
+                        uint32_t tiles, FastDiv tilesPerRow, bool pow2,
+                        uint8_t *__restrict__ q, float *__restrict__ scaleInv) {
+  __shared__ float tileScale;
+  const int chunk = threadIdx.x % 8;
+  const int rowInTile = threadIdx.x / 8;
+  for (uint32_t tile = blockIdx.x; tile < tiles; tile += gridDim.x) {
+    const uint32_t ti = tilesPerRow.div(tile);
+    const uint32_t tj = tile - ti * tilesPerRow.d;
+    const uint64_t r0 = uint64_t{ti} * kFp8Block;
+    const uint64_t c0 = uint64_t{tj} * kFp8Block + chunk * 16;
+    const int count =
+        c0 >= cols ? 0 : static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    float amax = 0.0f;
+    for (int i = 0; i < kFp8Block / 32; ++i) {
+      const uint64_t r = r0 + rowInTile + 32 * i;
+      if (r < rows && count > 0) {
+        float f[16];
+        loadChunk<T, Vec>(x + r * cols + c0, count, f);
+        amax = fmaxf(amax, chunkAmax(f));
+      }
+    }
+    amax = blockMax(amax);
+    if (threadIdx.x == 0) {
+      const float scale = blockScaleFromAmax(amax, pow2);
+      tileScale = scale;
+      scaleInv[tile] = 1.0f / scale;
+    }
+    __syncthreads();
+    const float scale = tileScale;
+    for (int i = 0; i < kFp8Block / 32; ++i) {
+      const uint64_t r = r0 + rowInTile + 32 * i;
+      if (r < rows && count > 0) {
+        float f[16];
+        loadChunk<T, Vec>(x + r * cols + c0, count, f);
+        fp8StoreUniform<0, Vec>(q + r * cols + c0, count, f, scale);
+      }
+    }
+    __syncthreads(); // tileScale is rewritten by the next tile
+  }
+}
+
+// ===========================================================================
+// dequantization: one thread per 16-element chunk of a row
+// ===========================================================================
+
+// Each decoder fills f[0..count) for the chunk starting at (row r, col c0).
+struct Fp8TensorDecoder {
+  const uint8_t *q;
+  const float *scaleInv;
+  int kind;
+  uint64_t cols;
+  template <bool Vec>
+  __device__ void decode(uint64_t r, uint64_t c0, int count,
+                         float (&f)[16]) const {
+    uint8_t b[16];
+    loadBytes16<Vec>(q + r * cols + c0, count, b);
+    const float s = *scaleInv;
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      f[k] = fp8ToFloat(b[k], kind) * s;
+  }
+};
+
+struct Mxfp8Decoder {
+  const uint8_t *q;
+  const uint8_t *scales;
+  uint64_t cols;
+  bool columnwise;
+  template <bool Vec>
+  __device__ void decode(uint64_t r, uint64_t c0, int count,
+                         float (&f)[16]) const {
+    uint8_t b[16], e[16];
+    loadBytes16<Vec>(q + r * cols + c0, count, b);
+    if (columnwise) {
+      loadBytes16<Vec>(scales + (r / kMxBlock) * cols + c0, count, e);
+    } else {
+      // A 16-chunk lies inside one 32-block (cols % 32 == 0).
+      const uint8_t e0 = scales[(r * cols + c0) / kMxBlock];
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        e[k] = e0;
+    }
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      f[k] = fp8ToFloat(b[k], 0) * e8m0DequantScale(e[k]);
+  }
+};
+
+struct Nvfp4Decoder {
+  const uint8_t *q;
+  const uint8_t *scales;
+  const float *globalAmax;
+  uint64_t cols;
+  template <bool Vec>
+  __device__ void decode(uint64_t r, uint64_t c0, int /*count: always 16*/,
+                         float (&f)[16]) const {
+    const uint64_t i = r * cols + c0; // multiple of 16
+    uint2 codes;
+    if (Vec)
+      codes = __ldg(reinterpret_cast<const uint2 *>(q + i / 2));
+    else
+      memcpy(&codes, q + i / 2, sizeof(codes));
+    const uint8_t sb = scales[i / kNvfp4Block];
+    const float sEnc = nvfp4GlobalScale(*globalAmax);
+    const uint32_t w[2] = {codes.x, codes.y};
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      f[k] = nvfp4Decode((w[k / 8] >> (4 * (k % 8))) & 0xFu, sb, sEnc);
+  }
+};
+
+struct BlockDecoder {
+  const uint8_t *q;
+  const float *scaleInv;
+  uint64_t cols;
+  uint64_t scaleCols;
+  int blockRows;
+  template <bool Vec>
+  __device__ void decode(uint64_t r, uint64_t c0, int count,
+                         float (&f)[16]) const {
+    uint8_t b[16];
+    loadBytes16<Vec>(q + r * cols + c0, count, b);
+    // A 16-chunk lies inside one 128-column block.
+    const float s = scaleInv[(r / blockRows) * scaleCols + c0 / kFp8Block];
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      f[k] = fp8ToFloat(b[k], 0) * s;
+  }
+};
+
+template <typename OutT, typename Decoder, bool Vec>
+__global__ void dequantKernel(Decoder dec, uint64_t cols, uint32_t items,
+                              FastDiv chunksPerRow, OutT *__restrict__ y) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
+       t += stride) {
+    const uint32_t r = chunksPerRow.div(static_cast<uint32_t>(t));
+    const uint64_t c0 =
+        uint64_t{static_cast<uint32_t>(t) - r * chunksPerRow.d} * 16;
+    const int count = static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    float f[16];
+    dec.template decode<Vec>(r, c0, count, f);
+    storeChunk<OutT, Vec>(y + uint64_t{r} * cols + c0, count, f);
+  }
+}
+
+// Launches dequantKernel for rows x cols; vec: all buffers allow 16-byte
+// access and cols % 16 == 0.
+template <typename Decoder>
+int launchDequant(const char *fn, const Decoder &dec, uint64_t rows,
+                  uint64_t cols, bool vec, void *y, int outDtype,
+                  cudaStream_t stream) {
+  const uint64_t chunksPerRow = (cols + 15) / 16;
+  const uint64_t items = rows * chunksPerRow;
+  if (items == 0)
+    return FSDPRT_QUANT_OK;
+  FSDPRT_CHECK(checkItems(fn, items));
+  FSDPRT_CHECK(checkItems(fn, chunksPerRow));
+  const FastDiv div(static_cast<uint32_t>(chunksPerRow));
+  const unsigned grid = gridFor(items, kThreads);
+  vec = vec && aligned16(y) && cols % 16 == 0;
+  withDtype(outDtype, [&](auto t) {
+    using OutT = decltype(t);
+    auto *out = static_cast<OutT *>(y);
+    if (vec)
+      dequantKernel<OutT, Decoder, true><<<grid, kThreads, 0, stream>>>(
+          dec, cols, static_cast<uint32_t>(items), div, out);
+    else
+      dequantKernel<OutT, Decoder, false><<<grid, kThreads, 0, stream>>>(
+          dec, cols, static_cast<uint32_t>(items), div, out);
+  });
+  return launchError(fn);
+}
+
+// ===========================================================================
+// swap_first_dims
+// ===========================================================================
+
+// out[a][b][k] = in[b][a][k] over units U; item = output unit index.
+template <typename U>
+__global__ void swapKernel(const U *__restrict__ in, U *__restrict__ out,
+                           uint32_t items, FastDiv d0, uint32_t d1,
+                           FastDiv innerUnits) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
+       t += stride) {
+    const uint32_t u = static_cast<uint32_t>(t);
+    const uint32_t row = innerUnits.div(u);
+    const uint32_t k = u - row * innerUnits.d;
+    const uint32_t a = d0.div(row);
+    const uint32_t b = row - a * d0.d;
+    out[u] = in[(uint64_t{b} * d1 + a) * innerUnits.d + k];
+  }
+}
+
+// Same with 64-bit index math, for more than 2^32 units.
+template <typename U>
+__global__ void swapKernelWide(const U *__restrict__ in, U *__restrict__ out,
+                               uint64_t items, uint64_t d0, uint64_t d1,
+                               uint64_t innerUnits) {
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t u = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; u < items;
+       u += stride) {
+    const uint64_t row = u / innerUnits, k = u % innerUnits;
+    const uint64_t a = row / d0, b = row % d0;
+    out[u] = in[(b * d1 + a) * innerUnits + k];
+  }
+}
+
+template <typename U>
+int launchSwap(const char *fn, const void *in, void *out, uint64_t d0,
+               uint64_t d1, uint64_t innerBytes, cudaStream_t stream) {
+  const uint64_t innerUnits = innerBytes / sizeof(U);
+  const uint64_t items = d0 * d1 * innerUnits;
+  const unsigned grid = gridFor(items, kThreads);
+  const auto *src = static_cast<const U *>(in);
+  auto *dst = static_cast<U *>(out);
+  if (items < (uint64_t{1} << 32) && innerUnits < (uint64_t{1} << 32) &&
+      d0 < (uint64_t{1} << 32) && d1 < (uint64_t{1} << 32))
+    swapKernel<U><<<grid, kThreads, 0, stream>>>(
+        src, dst, static_cast<uint32_t>(items),
+        FastDiv(static_cast<uint32_t>(d0)), static_cast<uint32_t>(d1),
+        FastDiv(static_cast<uint32_t>(innerUnits)));
+  else
+    swapKernelWide<U><<<grid, kThreads, 0, stream>>>(src, dst, items, d0, d1,
+                                                     innerUnits);
+  return launchError(fn);
+}
+
+} // namespace
+
+// ===========================================================================
+// C API
+// ===========================================================================
+
+extern "C" {
+
+int fsdprt_quant_cuda_available(void) {
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError(); // clear the sticky "no device" error
+    return 0;
+  }
+  return count > 0 ? 1 : 0;
+}
+
+int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n, float *amax_dev,
+                           void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_amax";
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "amax_dev", amax_dev, 1));
+  const cudaStream_t s = asStream(stream);
+  const cudaError_t err = cudaMemsetAsync(amax_dev, 0, sizeof(float), s);
+  if (err != cudaSuccess)
+    return fail(FSDPRT_QUANT_ERR_CUDA, "%s: %s", fn, cudaGetErrorString(err));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  const bool vec = aligned16(x);
+  const unsigned grid = gridFor(n / 16 + 1, kThreads);
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    if (vec)
+      amaxKernel<T, true><<<grid, kThreads, 0, s>>>(in, n, amax_dev);
+    else
+      amaxKernel<T, false><<<grid, kThreads, 0, s>>>(in, n, amax_dev);
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_fp8_tensor_quantize(const void *x, int dtype, size_t n,
+                                          const float *amax_dev, int kind,
+                                          uint8_t *q, float *scale_inv_dev,
+                                          void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_fp8_tensor_quantize";
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkKind(fn, kind));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "amax_dev", amax_dev, 1));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv_dev", scale_inv_dev, 1));
+  const bool vec = aligned16(x) && aligned16(q);
+  const unsigned grid = gridFor((n + 15) / 16, kThreads);
+  const cudaStream_t s = asStream(stream);
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    // One launch even for n == 0: it still writes scale_inv.
+    if (kind == FSDPRT_QUANT_E4M3) {
+      if (vec)
+        fp8TensorQuantKernel<T, 0, true>
+            <<<grid, kThreads, 0, s>>>(in, n, amax_dev, q, scale_inv_dev);
+      else
+        fp8TensorQuantKernel<T, 0, false>
+            <<<grid, kThreads, 0, s>>>(in, n, amax_dev, q, scale_inv_dev);
+    } else {
+      if (vec)
+        fp8TensorQuantKernel<T, 1, true>
+            <<<grid, kThreads, 0, s>>>(in, n, amax_dev, q, scale_inv_dev);
+      else
+        fp8TensorQuantKernel<T, 1, false>
+            <<<grid, kThreads, 0, s>>>(in, n, amax_dev, q, scale_inv_dev);
+    }
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
+                                            int kind,
+                                            const float *scale_inv_dev,
+                                            void *y, int out_dtype,
+                                            void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_fp8_tensor_dequantize";
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkKind(fn, kind));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv_dev", scale_inv_dev, 1));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  // A flat tensor is one row of n elements.
+  const Fp8TensorDecoder dec{q, scale_inv_dev, kind == FSDPRT_QUANT_E5M2 ? 1 : 0,
+                             n};
+  return launchDequant(fn, dec, 1, n, aligned16(q), y, out_dtype,
+                       asStream(stream));
+}
+
+int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
+                                     size_t cols, int columnwise, uint8_t *q,
+                                     uint8_t *scales, void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_mxfp8_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkMxfp8Shape(fn, rows, cols, columnwise));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kMxBlock));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  const cudaStream_t s = asStream(stream);
+  if (!columnwise) {
+    const uint64_t blocks = n / kMxBlock;
+    const bool vec = aligned16(x) && aligned16(q);
+    const unsigned grid = gridFor(blocks, kThreads);
+    withDtype(dtype, [&](auto t) {
+      using T = decltype(t);
+      const auto *in = static_cast<const T *>(x);
+      if (vec)
+        mxfp8RowQuantKernel<T, true>
+            <<<grid, kThreads, 0, s>>>(in, blocks, q, scales);
+      else
+        mxfp8RowQuantKernel<T, false>
+            <<<grid, kThreads, 0, s>>>(in, blocks, q, scales);
+    });
+    return launchError(fn);
+  }
+  const uint64_t chunksPerRow = (cols + 15) / 16;
+  const uint64_t items = (rows / kMxBlock) * chunksPerRow;
+  FSDPRT_CHECK(checkItems(fn, items));
+  const bool vec =
+      aligned16(x) && aligned16(q) && aligned16(scales) && cols % 16 == 0;
+  const unsigned grid = gridFor(items, kThreads);
+  const FastDiv div(static_cast<uint32_t>(chunksPerRow));
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    if (vec)
+      mxfp8ColQuantKernel<T, true><<<grid, kThreads, 0, s>>>(
+          in, cols, static_cast<uint32_t>(items), div, q, scales);
+    else
+      mxfp8ColQuantKernel<T, false><<<grid, kThreads, 0, s>>>(
+          in, cols, static_cast<uint32_t>(items), div, q, scales);
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
+                                       size_t rows, size_t cols,
+                                       int columnwise, void *y, int out_dtype,
+                                       void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_mxfp8_dequantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkMxfp8Shape(fn, rows, cols, columnwise));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kMxBlock));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  const Mxfp8Decoder dec{q, scales, cols, columnwise != 0};
+  const bool vec = aligned16(q) && (!columnwise || aligned16(scales));
+  return launchDequant(fn, dec, rows, cols, vec, y, out_dtype,
+                       asStream(stream));
+}
+
+int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
+                                     size_t cols, const float *global_amax_dev,
+                                     uint8_t *q, uint8_t *scales,
+                                     void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_nvfp4_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
+  FSDPRT_CHECK(checkPtr(fn, "global_amax_dev", global_amax_dev, 1));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  const uint64_t blocks = n / kNvfp4Block;
+  const bool vec = aligned16(x) && aligned16(q);
+  const unsigned grid = gridFor((blocks + 1) / 2, kThreads);
+  const cudaStream_t s = asStream(stream);
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    if (vec)
+      nvfp4QuantKernel<T, true>
+          <<<grid, kThreads, 0, s>>>(in, blocks, global_amax_dev, q, scales);
+    else
+      nvfp4QuantKernel<T, false>
+          <<<grid, kThreads, 0, s>>>(in, blocks, global_amax_dev, q, scales);
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
+                                       size_t rows, size_t cols,
+                                       const float *global_amax_dev, void *y,
+                                       int out_dtype, void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_nvfp4_dequantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
+  FSDPRT_CHECK(checkPtr(fn, "global_amax_dev", global_amax_dev, 1));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  const Nvfp4Decoder dec{q, scales, global_amax_dev, cols};
+  // The decoder's 8-byte code loads need q 8-byte aligned; 16 covers it.
+  return launchDequant(fn, dec, rows, cols, aligned16(q), y, out_dtype,
+                       asStream(stream));
+}
+
+int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
+                                         size_t cols, int block_rows, int pow2,
+                                         uint8_t *q, float *scale_inv,
+                                         void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_fp8_block_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
+  const uint64_t scaleRows = ceilDiv(rows, static_cast<size_t>(block_rows));
+  const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv, scaleRows * scaleCols));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  const uint64_t items = scaleRows * scaleCols;
+  FSDPRT_CHECK(checkItems(fn, items));
+  const bool vec = aligned16(x) && aligned16(q) && cols % 16 == 0;
+  const cudaStream_t s = asStream(stream);
+  const FastDiv div(static_cast<uint32_t>(scaleCols));
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    if (block_rows == 1) {
+      const unsigned grid = gridFor(items, kThreads);
+      if (vec)
+        block1x128QuantKernel<T, true><<<grid, kThreads, 0, s>>>(
+            in, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            scale_inv);
+      else
+        block1x128QuantKernel<T, false><<<grid, kThreads, 0, s>>>(
+            in, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            scale_inv);
+    } else {
+      const unsigned grid = gridFor(items * kTileThreads, kTileThreads);
+      if (vec)
+        block128QuantKernel<T, true><<<grid, kTileThreads, 0, s>>>(
+            in, rows, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            scale_inv);
+      else
+        block128QuantKernel<T, false><<<grid, kTileThreads, 0, s>>>(
+            in, rows, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            scale_inv);
+    }
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
+                                           const float *scale_inv, size_t rows,
+                                           size_t cols, int block_rows,
+                                           void *y, int out_dtype,
+                                           void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_fp8_block_dequantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
+  const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv,
+                        ceilDiv(rows, static_cast<size_t>(block_rows)) *
+                            scaleCols));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  const BlockDecoder dec{q, scale_inv, cols, scaleCols, block_rows};
+  return launchDequant(fn, dec, rows, cols, aligned16(q), y, out_dtype,
+                       asStream(stream));
+}
+
+int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
+                                      size_t d1, size_t inner_bytes,
+                                      void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_swap_first_dims";
+  size_t rowsTotal = 0, n = 0;
+  FSDPRT_CHECK(checkCount(fn, d0, d1, &rowsTotal));
+  FSDPRT_CHECK(checkCount(fn, rowsTotal, inner_bytes, &n));
+  FSDPRT_CHECK(checkPtr(fn, "in", in, n));
+  FSDPRT_CHECK(checkPtr(fn, "out", out, n));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  const auto *src = static_cast<const unsigned char *>(in);
+  auto *dst = static_cast<unsigned char *>(out);
+  if (src < dst + n && dst < src + n)
+    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+                "%s: in and out overlap (the swap is not in place)", fn);
+  // Widest unit that divides the row and both pointers' alignment.
+  const uintptr_t bits = reinterpret_cast<uintptr_t>(in) |
+                         reinterpret_cast<uintptr_t>(out) | inner_bytes;
+  const cudaStream_t s = asStream(stream);
+  if ((bits & 15u) == 0)
+    return launchSwap<uint4>(fn, in, out, d0, d1, inner_bytes, s);
+  if ((bits & 7u) == 0)
+    return launchSwap<uint2>(fn, in, out, d0, d1, inner_bytes, s);
+  if ((bits & 3u) == 0)
+    return launchSwap<uint32_t>(fn, in, out, d0, d1, inner_bytes, s);
+  if ((bits & 1u) == 0)
+    return launchSwap<uint16_t>(fn, in, out, d0, d1, inner_bytes, s);
+  return launchSwap<uint8_t>(fn, in, out, d0, d1, inner_bytes, s);
+}
+
+} // extern "C"

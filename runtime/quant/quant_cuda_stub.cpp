@@ -1,0 +1,82 @@
+//===- quant_cuda_stub.cpp - CUDA entry points of a build without CUDA ----===//
+//
+// Keeps the C API complete when the CUDA toolkit is absent: every kernel
+// entry point reports FSDPRT_QUANT_ERR_UNSUPPORTED.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdprt_quant.h"
+#include "quant_internal.h"
+
+using fsdprt::quant::fail;
+
+namespace {
+int unsupported(const char *fn) {
+  return fail(FSDPRT_QUANT_ERR_UNSUPPORTED,
+              "%s: this build of fsdprt_quant has no CUDA kernels (the CUDA "
+              "toolkit was not found at configure time)",
+              fn);
+}
+} // namespace
+
+extern "C" {
+
+int fsdprt_quant_cuda_available(void) { return 0; }
+
+int fsdprt_quant_cuda_amax(const void *, int, size_t, float *, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_tensor_quantize(const void *, int, size_t,
+                                          const float *, int, uint8_t *,
+                                          float *, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *, size_t, int,
+                                            const float *, void *, int,
+                                            void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_mxfp8_quantize(const void *, int, size_t, size_t, int,
+                                     uint8_t *, uint8_t *, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *, const uint8_t *,
+                                       size_t, size_t, int, void *, int,
+                                       void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_nvfp4_quantize(const void *, int, size_t, size_t,
+                                     const float *, uint8_t *, uint8_t *,
+                                     void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *, const uint8_t *,
+                                       size_t, size_t, const float *, void *,
+                                       int, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_quantize(const void *, int, size_t, size_t,
+                                         int, int, uint8_t *, float *,
+                                         void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *, const float *,
+                                           size_t, size_t, int, void *, int,
+                                           void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_swap_first_dims(const void *, void *, size_t, size_t,
+                                      size_t, void *) {
+  return unsupported(__func__);
+}
+
+} // extern "C"
