@@ -222,7 +222,7 @@ FSDPRT_QHD float e8m0QuantScale(uint8_t e) {
   const int field = 254 - static_cast<int>(e);
   if (field >= 1)
     return bitsFloat(static_cast<uint32_t>(field) << 23);
-  return bitsFloat(0x00400000u >> (1 - field));
+  return bitsFloat(0x00400000u >> -field);
 }
 
 // 2^(e - 127); 0xFF is NaN (the OCP MX "no scale" code).

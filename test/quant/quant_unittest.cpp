@@ -181,6 +181,25 @@ TEST(E8m0Conversion, RoundsUp) {
   }
 }
 
+TEST(E8m0Conversion, ScaleMultipliers) {
+  using fsdprt::quant::e8m0DequantScale;
+  using fsdprt::quant::e8m0QuantScale;
+  EXPECT_EQ(e8m0QuantScale(127), 1.0f);
+  EXPECT_EQ(e8m0QuantScale(0), std::ldexp(1.0f, 127));
+  EXPECT_EQ(e8m0QuantScale(1), std::ldexp(1.0f, 126));
+  EXPECT_EQ(e8m0QuantScale(253), std::ldexp(1.0f, -126));
+  EXPECT_EQ(e8m0QuantScale(254), std::ldexp(1.0f, -127)); // fp32 denormal
+  EXPECT_EQ(e8m0QuantScale(255), std::ldexp(1.0f, -128));
+  EXPECT_EQ(e8m0DequantScale(0), std::ldexp(1.0f, -127));
+  EXPECT_EQ(e8m0DequantScale(254), std::ldexp(1.0f, 127));
+  EXPECT_TRUE(std::isnan(e8m0DequantScale(255)));
+  for (int e = 0; e < 255; ++e)
+    EXPECT_EQ(e8m0QuantScale(static_cast<uint8_t>(e)) *
+                  e8m0DequantScale(static_cast<uint8_t>(e)),
+              1.0f)
+        << e;
+}
+
 TEST(Bf16Conversion, RoundsToNearestEven) {
   EXPECT_EQ(fsdprt_quant_float_to_bf16(1.0f), 0x3F80);
   EXPECT_EQ(fsdprt_quant_float_to_bf16(bitsToFloat(0x3F808000)), 0x3F80);

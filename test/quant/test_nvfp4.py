@@ -1,0 +1,106 @@
+"""NVFP4 (E2M1 data, E4M3 block scales, fp32 global amax) against the model."""
+
+import numpy as np
+import pytest
+
+import quant_lib
+import quant_ref as ref
+from quant_data import (SPECIALS, assert_bytes_equal, assert_values_equal, cast,
+                        out_dtype_of, random_values, with_specials)
+
+
+def block_scaled(rows, cols, seed):
+    """16-blocks of very different magnitudes (2^-30 .. 2^0 of the global max),
+    so the E4M3 block scales cover normals, denormals and zero."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(np.float32)
+    exps = rng.integers(-30, 1, rows * cols // 16)
+    mult = np.repeat(np.ldexp(np.float32(1.0), exps), 16).astype(np.float32)
+    return (x.ravel() * mult).reshape(rows, cols).astype(np.float32)
+
+
+def cases():
+    yield "random", random_values(32 * 64, 1.0, 1).reshape(32, 64), None
+    yield "logwide", random_values(16 * 64, 1.0, 2, "logwide").reshape(16, 64), None
+    yield "tiny", random_values(8 * 32, 1e-35, 3).reshape(8, 32), None
+    yield "huge", random_values(8 * 32, 1e35, 4).reshape(8, 32), None
+    yield "specials", with_specials(random_values(16 * 48, 2.0, 5), 6, 5).reshape(16, 48), None
+    yield "only_specials", np.resize(SPECIALS, (4, 32)), None
+    yield "block_boundaries", block_scaled(16, 128, 7), None
+    yield "zeros", np.zeros((4, 32), np.float32), None
+    yield "3d", random_values(2 * 3 * 32, 1.0, 8).reshape(2, 3, 32), None
+    yield "one_block", random_values(16, 1.0, 9).reshape(1, 16), None
+    yield "amax_pow2", random_values(8 * 32, 1.0, 10).clip(-3.9, 3.9).reshape(8, 32), 4.0
+    # Caller-supplied global amax values (the all-reduced max of a group).
+    for a in (0.0, np.inf, np.nan, 1e-40, 2688.0, 1e30, -1.0):
+        yield f"global_amax_{a!r}", random_values(4 * 32, 1.0, 11).reshape(4, 32), a
+
+
+CASES = list(cases())
+
+
+@pytest.mark.parametrize("dtype", ["f32", "bf16"])
+@pytest.mark.parametrize("name,values,gamax", CASES, ids=[c[0] for c in CASES])
+def test_matches_reference(qlib, dtype, name, values, gamax):
+    x = cast(values, dtype)
+    rows, cols = ref.rows_cols(x.shape)
+    a = qlib.amax(x) if gamax is None else np.float32(gamax)
+    q, s = qlib.nvfp4_quantize(x, a)
+    q_ref, s_ref = ref.nvfp4_quantize(x, a)
+    assert_bytes_equal(s_ref, s, f"{name} block scales")
+    assert_bytes_equal(q_ref, q, f"{name} data")
+    for out_name in ("f32", "bf16"):
+        code, np_dtype = out_dtype_of(out_name)
+        y = qlib.nvfp4_dequantize(q, s, rows, cols, a, code)
+        y_ref = ref.nvfp4_dequantize(q_ref, s_ref, rows, cols, a)
+        assert_values_equal(y_ref.astype(np_dtype), y, f"{name} dequant {out_name}")
+
+
+def test_packing_by_hand(qlib):
+    """amax 2688 gives S_enc = 1; a block with max 6 gets s_b = 1.0 (0x38),
+    so codes are the E2M1 values themselves, even element in the low nibble."""
+    x = np.zeros((1, 32), np.float32)
+    x[0, :8] = [6.0, -6.0, 0.5, 1.0, -1.5, 2.0, 3.0, -4.0]
+    x[0, 16] = 0.25  # alone in the second block
+    q, s = qlib.nvfp4_quantize(x, 2688.0)
+    assert s[0] == 0x38
+    assert list(q[:4]) == [0xF7, 0x21, 0x4B, 0xE5]
+    assert list(q[4:8]) == [0, 0, 0, 0]
+    # 0.25 / 6 = 0.041666 rounds to the E4M3 value 1.375 * 2^-5 = 0.04296875
+    # (code 0x13); its encode multiplier 23.27 maps 0.25 to 5.82 -> code 7.
+    assert s[1] == 0x13
+    assert q[8] == 0x07
+
+
+def test_not_divisible_is_an_error(qlib):
+    with pytest.raises(quant_lib.QuantError) as err:
+        qlib.nvfp4_quantize(np.ones((4, 24), np.float32), 1.0)
+    assert err.value.status == quant_lib.ERR_SHAPE
+    assert "multiple of 16" in err.value.message
+
+
+def test_global_scale_rules(qlib):
+    f = qlib.lib.fsdprt_quant_nvfp4_global_scale
+    assert f(2688.0) == 1.0
+    assert f(0.0) == 1.0
+    assert f(np.inf) == 1.0
+    assert f(np.nan) == np.finfo(np.float32).max
+    assert f(1e-44) == np.finfo(np.float32).max
+
+
+def test_transposed_shards_gather_with_swap(qlib):
+    """Columnwise (transposed) NVFP4 data gathered along dim 0 and fixed with
+    swap_first_dims equals the columnwise quantization of the full tensor
+    (same global amax), for the data and the block scales."""
+    world, m, n = 4, 32, 48
+    full = random_values(world * m * n, 1.0, 12, "logwide").reshape(world * m, n)
+    a = qlib.amax(full)
+    q_full, s_full = qlib.nvfp4_quantize(np.ascontiguousarray(full.T), a)
+    shards = np.split(full, world)
+    qs = [qlib.nvfp4_quantize(np.ascontiguousarray(sh.T), a) for sh in shards]
+    gathered_q = np.concatenate([p[0] for p in qs])  # [world * n, m/2]
+    gathered_s = np.concatenate([p[1] for p in qs])  # [world * n, m/16]
+    fixed_q = qlib.swap_first_dims(gathered_q, world, n)
+    fixed_s = qlib.swap_first_dims(gathered_s, world, n)
+    assert_bytes_equal(q_full, fixed_q, "data")
+    assert_bytes_equal(s_full, fixed_s, "scales")
