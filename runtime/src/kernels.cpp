@@ -6,6 +6,10 @@
 #include <cstring>
 #include <limits>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 namespace fsdprt {
 
 float f16_to_f32(uint16_t h) {
@@ -91,8 +95,9 @@ template <typename A> inline A divide(A sum, int k) { return sum / A(k); }
 
 template <typename T, typename A, typename Conv>
 void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
-                  int64_t n, int32_t op) {
+                  int64_t n, int32_t op, bool streaming) {
   A acc[kTile];
+  T tile[kTile];
   for (int64_t base = 0; base < n; base += kTile) {
     int64_t len = n - base < kTile ? n - base : kTile;
     const T *s0 = static_cast<const T *>(srcs[0]) + base;
@@ -119,47 +124,109 @@ void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
     if (op == FSDPRT_AVG)
       for (int64_t t = 0; t < len; ++t)
         acc[t] = divide<A>(acc[t], k);
-    for (int d = 0; d < ndst; ++d) {
-      T *out = static_cast<T *>(dsts[d]) + base;
+    if (ndst == 1 && !streaming) {
+      T *out = static_cast<T *>(dsts[0]) + base;
       for (int64_t t = 0; t < len; ++t)
         out[t] = Conv::store(acc[t]);
+      continue;
     }
+    for (int64_t t = 0; t < len; ++t)
+      tile[t] = Conv::store(acc[t]);
+    for (int d = 0; d < ndst; ++d)
+      copy_bytes(static_cast<T *>(dsts[d]) + base, tile, size_t(len) * sizeof(T),
+                 streaming);
   }
 }
 
 } // namespace
 
 void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
-                  int64_t n, int32_t dtype, int32_t op) {
+                  int64_t n, int32_t dtype, int32_t op, bool streaming) {
   switch (dtype) {
   case FSDPRT_F32:
     return reduce_typed<float, float, Plain<float, float>>(dsts, ndst, srcs, k,
-                                                           n, op);
+                                                           n, op, streaming);
   case FSDPRT_F64:
     return reduce_typed<double, double, Plain<double, double>>(dsts, ndst,
-                                                               srcs, k, n, op);
+                                                               srcs, k, n, op, streaming);
   case FSDPRT_F16:
-    return reduce_typed<uint16_t, float, F16>(dsts, ndst, srcs, k, n, op);
+    return reduce_typed<uint16_t, float, F16>(dsts, ndst, srcs, k, n, op, streaming);
   case FSDPRT_BF16:
-    return reduce_typed<uint16_t, float, Bf16>(dsts, ndst, srcs, k, n, op);
+    return reduce_typed<uint16_t, float, Bf16>(dsts, ndst, srcs, k, n, op, streaming);
   case FSDPRT_I32:
     return reduce_typed<int32_t, int64_t, Int<int32_t>>(dsts, ndst, srcs, k,
-                                                        n, op);
+                                                        n, op, streaming);
   case FSDPRT_I64:
     return reduce_typed<int64_t, int64_t, Int<int64_t>>(dsts, ndst, srcs, k,
-                                                        n, op);
+                                                        n, op, streaming);
   case FSDPRT_U8:
     return reduce_typed<uint8_t, int64_t, Int<uint8_t>>(dsts, ndst, srcs, k,
-                                                        n, op);
+                                                        n, op, streaming);
   case FSDPRT_I8:
     return reduce_typed<int8_t, int64_t, Int<int8_t>>(dsts, ndst, srcs, k, n,
-                                                      op);
+                                                      op, streaming);
   }
 }
 
-void copy_bytes(void *dst, const void *src, size_t n) {
-  if (dst != src && n)
-    std::memcpy(dst, src, n);
+#if defined(__x86_64__)
+// Streaming-store copy: the destination lines are written without being
+// read first (no read-for-ownership), which matters when several ranks
+// copy into memory that is not in any cache.
+__attribute__((target("avx2"))) static void copy_stream_avx2(char *dst,
+                                                             const char *src,
+                                                             size_t n) {
+  size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
+  if (head > n)
+    head = n;
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t blocks = n / 64;
+  for (size_t i = 0; i < blocks; ++i) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src));
+    __m256i b =
+        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst + 32), b);
+    src += 64;
+    dst += 64;
+  }
+  _mm_sfence();
+  std::memcpy(dst, src, n - blocks * 64);
+}
+
+static bool have_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2");
+  return ok;
+}
+#endif
+
+void copy_bytes_multi(void *const *dsts, int ndst, const void *src, size_t n,
+                      bool streaming) {
+  // Blocks small enough to stay in L1 between destinations, so the source
+  // is read from memory once.
+  constexpr size_t kBlock = 8192;
+  const char *from = static_cast<const char *>(src);
+  for (size_t pos = 0; pos < n; pos += kBlock) {
+    size_t len = n - pos < kBlock ? n - pos : kBlock;
+    for (int d = 0; d < ndst; ++d)
+      copy_bytes(static_cast<char *>(dsts[d]) + pos, from + pos, len,
+                 streaming);
+  }
+}
+
+void copy_bytes(void *dst, const void *src, size_t n, bool streaming) {
+  if (dst == src || n == 0)
+    return;
+#if defined(__x86_64__)
+  if (streaming && n >= 4096 && have_avx2()) {
+    copy_stream_avx2(static_cast<char *>(dst), static_cast<const char *>(src),
+                     n);
+    return;
+  }
+#endif
+  std::memcpy(dst, src, n);
 }
 
 } // namespace fsdprt

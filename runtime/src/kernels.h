@@ -39,12 +39,17 @@ uint16_t f32_to_f16(float f);
 // combined in that order (bf16/f16 accumulate in fp32 and round once, avg
 // divides the sum by k). Destinations may alias sources element for
 // element (in place): each tile is read completely before it is written.
+// `streaming`: write the results with non-temporal stores (large outputs).
 void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
-                  int64_t n, int32_t dtype, int32_t op);
+                  int64_t n, int32_t dtype, int32_t op, bool streaming = false);
 
-// memcpy that uses streaming stores for large blocks (the destination is
-// usually not read again by this thread soon).
-void copy_bytes(void *dst, const void *src, size_t n);
+// memcpy; skips dst == src. `streaming`: the data will not be read from
+// this core's cache soon, so large blocks use non-temporal stores.
+void copy_bytes(void *dst, const void *src, size_t n, bool streaming = false);
+// Copies src to every destination, reading the source from memory once.
+// Destinations equal to src are skipped.
+void copy_bytes_multi(void *const *dsts, int ndst, const void *src, size_t n,
+                      bool streaming = false);
 
 } // namespace fsdprt
 

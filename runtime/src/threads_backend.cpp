@@ -25,6 +25,7 @@ namespace {
 
 constexpr int kSlots = 16;
 constexpr int64_t kTaskBytes = 256 * 1024;
+constexpr int64_t kStreamBytes = 8 << 20;
 
 // Tagged counter words: high 32 bits = tag of the op (seq + 1), low 32 bits
 // = value. An older tag means the slot has not been used for this op yet.
@@ -106,9 +107,9 @@ int64_t task_count(const Desc &d, int64_t k) {
   int64_t m = d.count;
   int64_t units = 0, per_task = 1;
   switch (d.kind) {
-  case FSDPRT_KIND_ALL_GATHER: // bytes written, destination-major
-    units = k * k * m * es;
-    per_task = kTaskBytes;
+  case FSDPRT_KIND_ALL_GATHER: // source bytes, each written to k buffers
+    units = k * m * es;
+    per_task = std::max<int64_t>(4096, kTaskBytes / k);
     break;
   case FSDPRT_KIND_REDUCE_SCATTER: // output elements, destination-major
     units = k * m;
@@ -129,29 +130,32 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
   const int64_t es = int64_t(fsdprt_dtype_size(d.dtype));
   const int64_t m = d.count;
   const Post *posts = s.posts.get();
-  if (d.kind == FSDPRT_KIND_ALL_GATHER) {
-    const int64_t piece = m * es, per_dst = k * piece;
-    const int64_t total = k * per_dst;
-    const int64_t per_task = (total + ntasks - 1) / ntasks;
-    int64_t pos = task * per_task;
-    const int64_t end = std::min(total, pos + per_task);
-    while (pos < end) {
-      int64_t dst = pos / per_dst, within = pos % per_dst;
-      int64_t src = within / piece, off = within % piece;
-      int64_t len = std::min(end - pos, piece - off);
-      char *to = static_cast<char *>(posts[dst].recv) + src * piece + off;
-      const char *from = static_cast<const char *>(posts[src].send) + off;
-      copy_bytes(to, from, size_t(len)); // skips in-place pieces
-      pos += len;
-    }
-    return;
-  }
   thread_local std::vector<const void *> src_buf;
   thread_local std::vector<void *> dst_buf;
   src_buf.resize(size_t(k));
   dst_buf.resize(size_t(k));
   const void **srcs = src_buf.data();
   void **dsts = dst_buf.data();
+  if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+    // Task t covers a byte range of one member's send buffer and writes it
+    // to every member's receive buffer: the source is read once.
+    const int64_t piece = m * es, total = k * piece;
+    const int64_t per_task = (total + ntasks - 1) / ntasks;
+    // Large gathers do not fit in cache: stream instead of polluting it.
+    const bool streaming = total * k >= kStreamBytes;
+    int64_t pos = task * per_task;
+    const int64_t end = std::min(total, pos + per_task);
+    while (pos < end) {
+      int64_t src = pos / piece, off = pos % piece;
+      int64_t len = std::min(end - pos, piece - off);
+      const char *from = static_cast<const char *>(posts[src].send) + off;
+      for (int j = 0; j < k; ++j)
+        dsts[j] = static_cast<char *>(posts[j].recv) + src * piece + off;
+      copy_bytes_multi(dsts, k, from, size_t(len), streaming);
+      pos += len;
+    }
+    return;
+  }
   if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
     const int64_t total = k * m;
     const int64_t per_task = (total + ntasks - 1) / ntasks;
@@ -163,7 +167,8 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
       for (int j = 0; j < k; ++j)
         srcs[j] = static_cast<const char *>(posts[j].send) + (dst * m + t0) * es;
       dsts[0] = static_cast<char *>(posts[dst].recv) + t0 * es;
-      reduce_elems(dsts, 1, srcs, k, len, d.dtype, d.op);
+      reduce_elems(dsts, 1, srcs, k, len, d.dtype, d.op,
+                   k * m * es >= kStreamBytes);
       pos += len;
     }
     return;
@@ -176,7 +181,8 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
     srcs[j] = static_cast<const char *>(posts[j].send) + a * es;
     dsts[j] = static_cast<char *>(posts[j].recv) + a * es;
   }
-  reduce_elems(dsts, k, srcs, k, b - a, d.dtype, d.op);
+  reduce_elems(dsts, k, srcs, k, b - a, d.dtype, d.op,
+               k * m * es >= kStreamBytes);
 }
 
 class ThreadsWorld;
