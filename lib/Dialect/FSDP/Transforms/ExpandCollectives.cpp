@@ -41,6 +41,16 @@ struct Expander {
     auto t = typeOf(v);
     if (t.getRank() == 1)
       return v;
+    // A value this expander just reshaped from a flat collective result
+    // (nested dims, HSDP): reuse the flat value instead of a round trip.
+    if (auto expand = v.getDefiningOp<tensor::ExpandShapeOp>()) {
+      Value src = expand.getSrc();
+      if (typeOf(src).getRank() == 1) {
+        if (expand->use_empty())
+          expand->erase();
+        return src;
+      }
+    }
     ReassociationIndices all;
     for (int64_t d = 0; d < t.getRank(); ++d)
       all.push_back(d);
@@ -151,8 +161,7 @@ struct Expander {
     std::vector<lm::DimShard> slots = lm::slotsAlongDim(model, global, d);
 
     Value flat = flatten(cur);
-    auto gatheredType =
-        RankedTensorType::get({k * t.getNumElements()}, elem);
+    auto gatheredType = RankedTensorType::get({k * t.getNumElements()}, elem);
     Value gathered = AllGatherOp::create(b, loc, gatheredType, flat, meshRef,
                                          axisNames(axes));
     Shape full = slotShape;
@@ -272,9 +281,9 @@ struct Expander {
         Shape padded = fullShape;
         padded[0] = k * c;
         Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elem));
-        packed = tensor::PadOp::create(
-            b, loc, RankedTensorType::get(padded, elem), cur,
-            indexAttrs(low), indexAttrs(high), zero);
+        packed =
+            tensor::PadOp::create(b, loc, RankedTensorType::get(padded, elem),
+                                  cur, indexAttrs(low), indexAttrs(high), zero);
       }
     } else if (const lm::Placement *p = soleStrided(axes)) {
       // [n, ...] -> [sf, k, m, ...] -> [k, sf, m, ...].
@@ -325,11 +334,10 @@ struct Expander {
       }
     }
     Value flat = flatten(packed);
-    auto outType = RankedTensorType::get(
-        {typeOf(flat).getNumElements() / k}, elem);
+    auto outType =
+        RankedTensorType::get({typeOf(flat).getNumElements() / k}, elem);
     Value scattered =
-        ReduceScatterOp::create(b, loc, outType, flat, meshRef,
-                                axisNames(axes),
+        ReduceScatterOp::create(b, loc, outType, flat, meshRef, axisNames(axes),
                                 ReduceKindAttr::get(b.getContext(), reduce));
     return reshapeFlat(scattered, slotShape);
   }
@@ -378,8 +386,7 @@ struct ExpandCollectivesPass
                                    SymbolTableCollection &tables) {
     MeshOp mesh = lookupMesh(op, layout.getMesh(), &tables);
     if (!mesh)
-      return op->emitOpError() << "refers to unknown mesh "
-                               << layout.getMesh(),
+      return op->emitOpError() << "refers to unknown mesh " << layout.getMesh(),
              failure();
     b.setInsertionPoint(op);
     return Expander{b,
@@ -413,6 +420,21 @@ struct ExpandCollectivesPass
       return failure();
     Value cur = op.getGrad();
     Type elem = full.getElementType();
+    // Casts and the scale multiply are float ops; refuse anything else
+    // rather than build invalid IR.
+    Type reduceElem = elem;
+    if (auto rt = op.getReduceDtypeAttr()) {
+      reduceElem = rt.getValue();
+      if (!isa<FloatType>(elem) || !isa<FloatType>(reduceElem))
+        return op.emitOpError()
+               << "reduce_dtype " << reduceElem
+               << " needs a floating-point gradient and reduce type, got "
+               << elem;
+    }
+    if (op.getScaleAttr() && !isa<FloatType>(reduceElem))
+      return op.emitOpError() << "a gradient scale needs a floating-point "
+                                 "gradient, got "
+                              << reduceElem;
     if (auto rt = op.getReduceDtypeAttr())
       cur = ex->castTo(cur, rt.getValue());
     // avg divides by each group's size, which composes to the product of

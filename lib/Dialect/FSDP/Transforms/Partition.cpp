@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPPARTITION
@@ -24,7 +25,13 @@ FailureOr<Type> parseDtypeOption(MLIRContext *ctx, StringRef text,
                                  StringRef option, Operation *where) {
   if (text.empty())
     return Type();
-  Type type = parseType(text, ctx, nullptr, /*isKnownNullTerminated=*/false);
+  Type type;
+  {
+    // The parser reports at a location inside the option text; one message
+    // about the option is clearer.
+    ScopedDiagnosticHandler quiet(ctx, [](Diagnostic &) { return success(); });
+    type = parseType(text, ctx, nullptr, /*isKnownNullTerminated=*/false);
+  }
   if (!type || !isa<FloatType>(type))
     return where->emitError() << "option " << option
                               << " must name a float type (f32, bf16, f16, "
@@ -39,10 +46,13 @@ Operation *ancestorIn(Block *block, Operation *op) {
   return block->findAncestorOpInBlock(*op);
 }
 
-/// Casts a float tensor to another element type (no-op when equal).
+/// Casts a float tensor to another element type (no-op when equal). Tensors
+/// of other element types are left alone: as in FSDP's mixed precision,
+/// only floating-point parameters change type.
 Value castElements(OpBuilder &b, Location loc, Value v, Type elem) {
   auto type = cast<RankedTensorType>(v.getType());
-  if (!elem || type.getElementType() == elem)
+  if (!elem || type.getElementType() == elem ||
+      !isa<FloatType>(type.getElementType()))
     return v;
   auto target = type.clone(elem);
   if (cast<FloatType>(elem).getWidth() <
@@ -101,13 +111,13 @@ struct PartitionPass
       if (!layout)
         continue;
       if (func.getArgAttr(i, FSDPDialect::kGlobalTypeAttrName))
-        return func.emitError() << "argument #" << i
-                                << " is already partitioned (it has "
-                                << FSDPDialect::kGlobalTypeAttrName << ")";
+        return func.emitError()
+               << "argument #" << i << " is already partitioned (it has "
+               << FSDPDialect::kGlobalTypeAttrName << ")";
       if (meshRef && meshRef != layout.getMesh())
         return func.emitError()
-               << "all parameters of a step must use one mesh; argument #"
-               << i << " uses " << layout.getMesh() << " but an earlier one "
+               << "all parameters of a step must use one mesh; argument #" << i
+               << " uses " << layout.getMesh() << " but an earlier one "
                << "uses " << meshRef;
       meshRef = layout.getMesh();
       params.push_back(i);
@@ -127,8 +137,18 @@ struct PartitionPass
                                         *policyOverride));
       }
 
+    // Gathers are placed before the first use in block order, which needs
+    // one block (structured control flow).
+    if (!func.getBody().hasOneBlock())
+      return func.emitError()
+             << "fsdp-partition needs a function body with a single block "
+                "(use structured control flow); this one has "
+             << func.getBody().getBlocks().size() << " blocks";
     Block &body = func.getBody().front();
-    auto ret = cast<func::ReturnOp>(body.getTerminator());
+    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
+    if (!ret)
+      return func.emitError() << "fsdp-partition needs a func.return "
+                                 "terminator";
 
     // Forward = everything the loss depends on.
     std::optional<unsigned> lossIndex;
@@ -138,6 +158,24 @@ struct PartitionPass
           return func.emitError() << "more than one result is marked "
                                   << FSDPDialect::kLossAttrName;
         lossIndex = i;
+      }
+    if (lossIndex && allReduceLoss &&
+        !isa<RankedTensorType>(ret.getOperand(*lossIndex).getType()))
+      return func.emitError()
+             << "all-reduce-loss needs a tensor loss; result #" << *lossIndex
+             << " has type " << ret.getOperand(*lossIndex).getType();
+    // reduce-dtype and grad-scale rewrite float gradients only.
+    if (reduceType || gradScale != 0.0)
+      for (unsigned r = 0; r < func.getNumResults(); ++r) {
+        if (!func.getResultAttr(r, FSDPDialect::kGradOfAttrName))
+          continue;
+        auto type = dyn_cast<RankedTensorType>(func.getResultTypes()[r]);
+        if (!type || !isa<FloatType>(type.getElementType()))
+          return func.emitError()
+                 << "gradient result #" << r << " has type "
+                 << func.getResultTypes()[r] << "; "
+                 << (reduceType ? "reduce-dtype" : "grad-scale")
+                 << " needs a floating-point gradient";
       }
     llvm::SetVector<Operation *> forward;
     if (lossIndex) {
@@ -173,11 +211,11 @@ struct PartitionPass
       lm::Layout model = layout.toLayout(mesh.getAxisSizes());
       if (lm::shardAxes(model).empty())
         continue; // Replicate-only: every rank holds it whole (DDP).
-      auto slot = RankedTensorType::get(
-          lm::slotShape(model, global.getShape().vec()),
-          global.getElementType());
-      auto unit = func.getArgAttrOfType<StringAttr>(
-          i, FSDPDialect::kUnitAttrName);
+      auto slot =
+          RankedTensorType::get(lm::slotShape(model, global.getShape().vec()),
+                                global.getElementType());
+      auto unit =
+          func.getArgAttrOfType<StringAttr>(i, FSDPDialect::kUnitAttrName);
 
       // Group the uses by phase, each with the first op (in block order)
       // that needs the gathered value.
@@ -221,8 +259,8 @@ struct PartitionPass
     b.setInsertionPoint(ret);
     SmallVector<Type> resultTypes(func.getResultTypes());
     for (unsigned r = 0; r < func.getNumResults(); ++r) {
-      auto gradOf =
-          func.getResultAttrOfType<IntegerAttr>(r, FSDPDialect::kGradOfAttrName);
+      auto gradOf = func.getResultAttrOfType<IntegerAttr>(
+          r, FSDPDialect::kGradOfAttrName);
       if (!gradOf)
         continue;
       unsigned argIndex = gradOf.getInt();
@@ -231,9 +269,9 @@ struct PartitionPass
       Value grad = ret.getOperand(r);
       auto fullType = cast<RankedTensorType>(grad.getType());
       lm::Layout model = layout.toLayout(mesh.getAxisSizes());
-      auto slot = RankedTensorType::get(
-          lm::slotShape(model, fullType.getShape().vec()),
-          fullType.getElementType());
+      auto slot =
+          RankedTensorType::get(lm::slotShape(model, fullType.getShape().vec()),
+                                fullType.getElementType());
       auto reduce = reduceOp == "sum" ? ReduceKind::sum : ReduceKind::avg;
       auto op = GradReduceOp::create(
           b, ret.getLoc(), slot, grad, layout,
@@ -251,21 +289,18 @@ struct PartitionPass
     }
     if (lossIndex && allReduceLoss) {
       Value loss = ret.getOperand(*lossIndex);
-      if (!isa<RankedTensorType>(loss.getType()))
-        return func.emitError() << "all-reduce-loss needs a tensor loss";
       SmallVector<Attribute> axes(mesh.getAxisNames().begin(),
                                   mesh.getAxisNames().end());
       auto op = AllReduceOp::create(
-          b, ret.getLoc(), loss.getType(), loss, meshRef,
-          b.getArrayAttr(axes),
+          b, ret.getLoc(), loss.getType(), loss, meshRef, b.getArrayAttr(axes),
           ReduceKindAttr::get(func.getContext(), ReduceKind::avg));
       ret.setOperand(*lossIndex, op.getResult());
     }
     SmallVector<Type> argTypes;
     for (BlockArgument a : body.getArguments())
       argTypes.push_back(a.getType());
-    func.setFunctionType(FunctionType::get(func.getContext(), argTypes,
-                                           resultTypes));
+    func.setFunctionType(
+        FunctionType::get(func.getContext(), argTypes, resultTypes));
     return success();
   }
 };
