@@ -27,6 +27,7 @@ int main(int argc, char **argv) {
   registry.insert<mlir::fsdp::FSDPDialect, mlir::func::FuncDialect,
                   mlir::arith::ArithDialect, mlir::tensor::TensorDialect,
                   mlir::linalg::LinalgDialect>();
+  mlir::fsdp::registerFSDPExtensions(registry);
   mlir::fsdp::registerFSDPPassesAndPipelines();
   mlir::MLIRContext context(registry);
 

@@ -17,6 +17,7 @@ int main(int argc, char **argv) {
   mlir::registerAllExtensions(registry);
   mlir::registerAllPasses();
   registry.insert<mlir::fsdp::FSDPDialect>();
+  mlir::fsdp::registerFSDPExtensions(registry);
   mlir::fsdp::registerFSDPPassesAndPipelines();
   return mlir::asMainReturnCode(mlir::MlirOptMain(
       argc, argv, "fsdp-opt: FSDP sharding and collective insertion\n",

@@ -30,7 +30,8 @@ MeshOp mlir::fsdp::lookupMesh(Operation *from, FlatSymbolRefAttr mesh,
 static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
                                      Type type, bool isParameter,
                                      StringRef what) {
-  auto tensorType = dyn_cast<RankedTensorType>(type);
+  // Memrefs appear once the program is bufferized.
+  auto tensorType = dyn_cast<ShapedType>(type);
   if (!tensorType || !tensorType.hasStaticShape())
     return op->emitOpError() << what << " with a layout must be a statically "
                              << "shaped ranked tensor, got " << type;
@@ -103,8 +104,9 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
   if (name == kLossAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' is a unit attribute";
-    auto tensorType = dyn_cast<RankedTensorType>(type);
-    bool scalar = (tensorType && tensorType.getRank() == 0) ||
+    auto tensorType = dyn_cast<ShapedType>(type);
+    bool scalar = (tensorType && tensorType.hasRank() &&
+                   tensorType.getRank() == 0) ||
                   isa<FloatType>(type);
     if (!scalar)
       return op->emitOpError() << "the loss (" << what
@@ -127,7 +129,13 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
                                << "argument #" << arg
                                << ", which has no fsdp.layout (not a parameter)";
     Type argType = func.getArgumentTypes()[arg];
-    if (argType != type)
+    auto sameShape = [](Type a, Type b) {
+      auto sa = dyn_cast<ShapedType>(a), sb = dyn_cast<ShapedType>(b);
+      return a == b || (sa && sb && sa.hasRank() && sb.hasRank() &&
+                        sa.getShape() == sb.getShape() &&
+                        sa.getElementType() == sb.getElementType());
+    };
+    if (!sameShape(argType, type))
       return op->emitOpError()
              << what << " is the gradient of argument #" << arg
              << " and must have its type " << argType << ", got " << type;

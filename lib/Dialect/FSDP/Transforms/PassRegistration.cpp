@@ -1,5 +1,104 @@
 //===- PassRegistration.cpp - fsdp passes and pipelines -------------------===//
 
+#include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/Transforms/BufferizableOpInterfaceImpl.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
-void mlir::fsdp::registerFSDPPassesAndPipelines() { registerFSDPPasses(); }
+#include "mlir/IR/DialectRegistry.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
+  Option<std::string> reduceOp{*this, "reduce-op",
+                               llvm::cl::desc("Gradient reduction: avg or sum"),
+                               llvm::cl::init("avg")};
+  Option<double> gradScale{
+      *this, "grad-scale",
+      llvm::cl::desc("Multiply summed gradients by this factor (0 = off)"),
+      llvm::cl::init(0.0)};
+  Option<std::string> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Gather parameters in this element type (e.g. bf16)"),
+      llvm::cl::init("")};
+  Option<std::string> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Reduce gradients in this element type (e.g. f32)"),
+      llvm::cl::init("")};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("Free gathered parameters after forward, re-gather "
+                     "for backward"),
+      llvm::cl::init(true)};
+  Option<bool> allReduceLoss{
+      *this, "all-reduce-loss",
+      llvm::cl::desc("All-reduce the loss to the global mean"),
+      llvm::cl::init(false)};
+  Option<std::string> unevenPolicy{
+      *this, "uneven-policy",
+      llvm::cl::desc("Override every layout's uneven policy (ceil|balanced)"),
+      llvm::cl::init("")};
+  Option<bool> lower{*this, "lower",
+                     llvm::cl::desc("Bufferize and lower to the LLVM dialect "
+                                    "with fsdprt runtime calls"),
+                     llvm::cl::init(false)};
+};
+
+// Upstream passes by name: their textual names are the stable interface.
+constexpr const char *kLowerToLLVM =
+    "func.func(convert-elementwise-to-linalg),"
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "convert-fsdp-to-runtime,"
+    "func.func(convert-linalg-to-loops),"
+    "arith-expand{include-bf16=true},"
+    "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
+    "reconcile-unrealized-casts";
+
+void buildLowerToLLVM(OpPassManager &pm) {
+  if (failed(parsePassPipeline(kLowerToLLVM, pm, llvm::errs())))
+    llvm::report_fatal_error("fsdp: malformed built-in lowering pipeline");
+}
+
+void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
+  FSDPPartitionOptions partition;
+  partition.reduceOp = o.reduceOp;
+  partition.gradScale = o.gradScale;
+  partition.paramDtype = o.paramDtype;
+  partition.reduceDtype = o.reduceDtype;
+  partition.reshardAfterForward = o.reshardAfterForward;
+  partition.allReduceLoss = o.allReduceLoss;
+  partition.unevenPolicy = o.unevenPolicy;
+  pm.addPass(createFSDPPartition(partition));
+  pm.addPass(createFSDPExpandCollectives());
+  pm.addPass(createCanonicalizerPass());
+  if (o.lower)
+    buildLowerToLLVM(pm);
+}
+} // namespace
+
+void mlir::fsdp::registerFSDPPassesAndPipelines() {
+  registerFSDPPasses();
+  registerFSDPConversionPasses();
+  PassPipelineRegistration<FSDPPipelineOptions>(
+      "fsdp-pipeline",
+      "Partition a training step, expand its collectives and optionally "
+      "lower it to LLVM with runtime calls",
+      buildFSDPPipeline);
+  PassPipelineRegistration<>(
+      "fsdp-lower-to-llvm",
+      "Bufferize an expanded fsdp program and lower it to the LLVM dialect "
+      "with fsdprt runtime calls",
+      buildLowerToLLVM);
+}
+
+void mlir::fsdp::registerFSDPExtensions(DialectRegistry &registry) {
+  registerBufferizableOpInterfaceExternalModels(registry);
+}

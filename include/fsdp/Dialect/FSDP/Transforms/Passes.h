@@ -17,8 +17,13 @@ namespace mlir::fsdp {
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 
-/// Registers every fsdp pass and the `fsdp-pipeline` pass pipeline.
+/// Registers every fsdp pass and the `fsdp-pipeline` and
+/// `fsdp-lower-to-llvm` pass pipelines.
 void registerFSDPPassesAndPipelines();
+
+/// Registers the interfaces fsdp ops implement for upstream passes
+/// (bufferization).
+void registerFSDPExtensions(DialectRegistry &registry);
 
 } // namespace mlir::fsdp
 

@@ -1,0 +1,217 @@
+//===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
+
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_CONVERTFSDPTORUNTIME
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+// Stable codes of fsdprt.h (fsdprt_dtype_t, fsdprt_reduce_op_t).
+std::optional<int32_t> dtypeCode(Type t) {
+  if (t.isF32())
+    return 0;
+  if (t.isF64())
+    return 1;
+  if (t.isF16())
+    return 2;
+  if (t.isBF16())
+    return 3;
+  if (t.isInteger(32))
+    return 4;
+  if (t.isInteger(64))
+    return 5;
+  if (t.isUnsignedInteger(8) || t.isSignlessInteger(8) ||
+      isa<Float8E4M3FNType, Float8E5M2Type, Float8E8M0FNUType>(t))
+    return 6;
+  if (t.isSignedInteger(8))
+    return 7;
+  return std::nullopt;
+}
+
+int32_t reduceCode(ReduceKind kind) { return static_cast<int32_t>(kind); }
+
+struct ConvertFSDPToRuntimePass
+    : public mlir::fsdp::impl::ConvertFSDPToRuntimeBase<
+          ConvertFSDPToRuntimePass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    recordSignatures(module);
+    SymbolTableCollection tables;
+    WalkResult result = module.walk([&](Operation *op) {
+      if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp>(
+              op))
+        return failed(lower(op, tables)) ? WalkResult::interrupt()
+                                         : WalkResult::advance();
+      if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp, ParamGatherOp,
+              GradReduceOp>(op)) {
+        op->emitOpError() << "must be expanded and bufferized before "
+                             "convert-fsdp-to-runtime";
+        return WalkResult::interrupt();
+      }
+      return WalkResult::advance();
+    });
+    if (result.wasInterrupted())
+      signalPassFailure();
+  }
+
+  /// Declares `name(types...)` once.
+  func::FuncOp declare(ModuleOp module, StringRef name, TypeRange args,
+                       TypeRange results) {
+    if (auto f = module.lookupSymbol<func::FuncOp>(name))
+      return f;
+    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+    auto f = func::FuncOp::create(b, module.getLoc(), name,
+                                  b.getFunctionType(args, results));
+    f.setPrivate();
+    return f;
+  }
+
+  /// Address of the first element of a (possibly offset) memref as !llvm.ptr.
+  Value pointerOf(OpBuilder &b, Location loc, Value memref) {
+    auto type = cast<MemRefType>(memref.getType());
+    Value base =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+    auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+    Value offset = meta.getOffset();
+    int64_t bytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+    Value scaled = arith::MulIOp::create(
+        b, loc, offset, arith::ConstantIndexOp::create(b, loc, bytes));
+    Value addr = arith::AddIOp::create(b, loc, base, scaled);
+    Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
+    return LLVM::IntToPtrOp::create(b, loc,
+                                    LLVM::LLVMPointerType::get(b.getContext()),
+                                    asInt);
+  }
+
+  LogicalResult lower(Operation *op, SymbolTableCollection &tables) {
+    auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+    MeshOp mesh = lookupMesh(op, meshRef, &tables);
+    if (!mesh)
+      return op->emitOpError() << "refers to unknown mesh " << meshRef;
+    FailureOr<int64_t> mask = mesh.getAxisMask(axes);
+    if (failed(mask))
+      return op->emitOpError() << "has an invalid mesh axis list " << axes;
+    Value in = op->getOperand(0), out = op->getOperand(1);
+    auto inType = cast<MemRefType>(in.getType());
+    auto outType = cast<MemRefType>(out.getType());
+    std::optional<int32_t> dtype = dtypeCode(inType.getElementType());
+    if (!dtype)
+      return op->emitOpError() << "element type " << inType.getElementType()
+                               << " has no runtime dtype";
+
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    Type i64 = b.getI64Type(), i32 = b.getI32Type();
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
+    };
+    auto c32 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
+    };
+    SmallVector<Value> args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
+    StringRef callee;
+    SmallVector<Type> types = {ptr, ptr, i64, i32};
+    if (isa<BufferAllGatherOp>(op)) {
+      callee = "fsdprt_jit_all_gather";
+      args.append({c64(inType.getNumElements()), c32(*dtype)});
+    } else {
+      auto reduce = op->getAttrOfType<ReduceKindAttr>("reduce");
+      callee = isa<BufferReduceScatterOp>(op) ? "fsdprt_jit_reduce_scatter"
+                                              : "fsdprt_jit_all_reduce";
+      int64_t count = isa<BufferReduceScatterOp>(op)
+                          ? outType.getNumElements()
+                          : inType.getNumElements();
+      args.append({c64(count), c32(*dtype), c32(reduceCode(reduce.getValue()))});
+      types.push_back(i32);
+    }
+    args.push_back(c64(*mask));
+    types.push_back(i64);
+    func::FuncOp fn = declare(module, callee, types, {});
+    func::CallOp::create(b, loc, fn, args);
+    op->erase();
+    return success();
+  }
+
+  /// Records each step's signature for the runner, which sees only the
+  /// lowered LLVM function.
+  void recordSignatures(ModuleOp module) {
+    MLIRContext *ctx = module.getContext();
+    SmallVector<NamedAttribute> entries;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal())
+        continue;
+      bool annotated = false;
+      auto describe = [&](Type type, DictionaryAttr attrs, unsigned index,
+                          StringRef prefix) {
+        SmallVector<NamedAttribute> fields;
+        auto shaped = dyn_cast<ShapedType>(type);
+        Type tensor = shaped ? RankedTensorType::get(shaped.getShape(),
+                                                     shaped.getElementType())
+                             : type;
+        fields.emplace_back(StringAttr::get(ctx, "type"), TypeAttr::get(tensor));
+        std::string name = (prefix + Twine(index)).str();
+        if (attrs)
+          for (NamedAttribute a : attrs) {
+            StringRef key = a.getName().getValue();
+            if (!key.consume_front("fsdp."))
+              continue;
+            annotated = true;
+            if (key == "name")
+              name = cast<StringAttr>(a.getValue()).str();
+            else
+              fields.emplace_back(StringAttr::get(ctx, key), a.getValue());
+          }
+        fields.emplace_back(StringAttr::get(ctx, "name"),
+                            StringAttr::get(ctx, name));
+        return DictionaryAttr::get(ctx, fields);
+      };
+      SmallVector<Attribute> args, results;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        args.push_back(describe(func.getArgumentTypes()[i],
+                                func.getArgAttrDict(i), i, "arg"));
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        results.push_back(describe(func.getResultTypes()[i],
+                                   func.getResultAttrDict(i), i, "result"));
+      if (!annotated)
+        continue;
+      // The signature now lives in fsdp.signatures; the lowered function's
+      // arguments are no longer the tensors the attributes describe.
+      auto withoutFsdp = [&](DictionaryAttr attrs) {
+        SmallVector<NamedAttribute> kept;
+        if (attrs)
+          for (NamedAttribute a : attrs)
+            if (!a.getName().getValue().starts_with("fsdp."))
+              kept.push_back(a);
+        return DictionaryAttr::get(ctx, kept);
+      };
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        func.setArgAttrs(i, withoutFsdp(func.getArgAttrDict(i)));
+      for (unsigned i = 0; i < func.getNumResults(); ++i)
+        func.setResultAttrs(i, withoutFsdp(func.getResultAttrDict(i)));
+      func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
+      entries.emplace_back(
+          func.getSymNameAttr(),
+          DictionaryAttr::get(
+              ctx, {NamedAttribute(StringAttr::get(ctx, "args"),
+                                   ArrayAttr::get(ctx, args)),
+                    NamedAttribute(StringAttr::get(ctx, "results"),
+                                   ArrayAttr::get(ctx, results))}));
+    }
+    if (!entries.empty())
+      module->setAttr("fsdp.signatures", DictionaryAttr::get(ctx, entries));
+  }
+};
+} // namespace
