@@ -1,0 +1,665 @@
+// mpi backend: one process per rank over MPI_COMM_WORLD.
+//
+// One pair of sub-communicators per group mask is split once at creation
+// (the split is collective over the world, so it cannot be done lazily
+// when only some ranks use a mask). Every collective first exchanges its
+// descriptor with point-to-point messages on the group's communicator, so
+// a mismatch is reported before any data moves and a missing rank is
+// identified by name. The data then moves with nonblocking MPI collectives
+// in sequence order, polled with MPI_Test so that a timeout can fire.
+// Reductions use an all-to-all and reduce locally in group-rank order
+// (all_reduce: then an all-gather of the reduced chunks), which gives the
+// same bits as the threads backend for every dtype, bf16/f16 included.
+#include "common.h"
+#include "kernels.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <memory>
+#include <sched.h>
+
+namespace fsdprt {
+namespace {
+
+constexpr int kDescTag = 0x4653;  // descriptors, on the group's comm
+constexpr int kAbortTag = 0x4654; // abort notices, on the world comm
+constexpr int kAbortBytes = 1024;
+
+// Abort notice: the failing collective (mask -1: none) and its message,
+// so members of the same collective report the same status and message.
+struct AbortNotice {
+  int32_t code;
+  int32_t pad;
+  int64_t mask;
+  int64_t group_id;
+  uint64_t seq;
+  char message[kAbortBytes - 32];
+};
+static_assert(sizeof(AbortNotice) == kAbortBytes, "abort notice size");
+
+std::string mpi_error(int rc) {
+  char buf[MPI_MAX_ERROR_STRING];
+  int len = 0;
+  if (MPI_Error_string(rc, buf, &len) != MPI_SUCCESS)
+    return format("MPI error %d", rc);
+  return std::string(buf, size_t(len));
+}
+
+MPI_Datatype elem_type(size_t es) {
+  switch (es) {
+  case 1:
+    return MPI_UINT8_T;
+  case 2:
+    return MPI_UINT16_T;
+  case 4:
+    return MPI_UINT32_T;
+  default:
+    return MPI_UINT64_T;
+  }
+}
+
+struct Sub {
+  MPI_Comm main = MPI_COMM_NULL;   // descriptors and first data phase
+  MPI_Comm phase2 = MPI_COMM_NULL; // all_reduce's all-gather phase
+  int k = 1;
+  int member = 0;
+  int64_t mask = 0, id = 0;
+  std::vector<int64_t> ranks;
+  std::string name;
+  uint64_t next_seq = 0;     // next collective posted on this group
+  uint64_t next_start = 0;   // next collective whose data phase may start
+  uint64_t next_ar = 0;      // all_reduce ordinal counter
+  uint64_t next_phase2 = 0;  // next all_reduce ordinal allowed into phase 2
+};
+
+enum class State { Exchanging, Ready, Phase1, Phase2Ready, Phase2, Done };
+
+struct MpiRequest : fsdprt_request {
+  Sub *sub = nullptr;
+  uint64_t seq = 0;
+  uint64_t ar_ordinal = 0;
+  Desc desc;
+  const void *send = nullptr;
+  void *recv = nullptr;
+  State state = State::Exchanging;
+  Status result;
+  bool failed = false;
+
+  std::vector<Desc> descs;           // one per member (own included)
+  std::unique_ptr<Desc> sent;        // buffer of the descriptor sends
+  std::vector<MPI_Request> send_req; // descriptor sends
+  std::vector<MPI_Request> recv_req; // descriptor receives, by member
+  MPI_Request data_req = MPI_REQUEST_NULL;
+  std::vector<char> tmp;             // all-to-all receive buffer
+  std::vector<int> counts, displs;   // all_reduce chunking (elements)
+  bool done() const { return state == State::Done || failed; }
+};
+
+class MpiComm : public fsdprt_comm {
+public:
+  ~MpiComm() override;
+  Status init();
+
+  Status start(const Desc &desc, const void *send, void *recv,
+               fsdprt_request **request) override;
+  Status wait(fsdprt_request *request) override;
+  Status test(fsdprt_request *request, bool *done) override;
+  void abort(const Status &cause) override { abort_for(cause, nullptr, 0); }
+
+private:
+  Status check(int rc, const char *what);
+  void progress();
+  void advance(MpiRequest *r);
+  void fail(MpiRequest *r, const Status &st);
+  void release(MpiRequest *r);
+  void abort_for(const Status &cause, const Sub *sub, uint64_t seq);
+  bool poll_abort();
+  Status aborted_status(const MpiRequest *r = nullptr) const;
+  std::string timeout_message(MpiRequest *r, double waited);
+  void forget(MpiRequest *r);
+  void park_sends(MpiRequest *r);
+
+  // Descriptor sends that had not completed when their request finished:
+  // kept (with their buffer) until they complete.
+  struct PendingSends {
+    std::unique_ptr<Desc> buffer;
+    std::vector<MPI_Request> requests;
+  };
+  std::vector<PendingSends> pending_sends_;
+
+  MPI_Comm world_ = MPI_COMM_NULL;
+  std::vector<Sub> subs_;
+  std::vector<MpiRequest *> outstanding_;
+
+  bool aborted_ = false;
+  Status abort_cause_;
+  int64_t abort_mask_ = -1, abort_group_ = -1;
+  uint64_t abort_seq_ = 0;
+  MPI_Request abort_recv_ = MPI_REQUEST_NULL;
+  AbortNotice abort_in_ = {};
+  std::vector<MPI_Request> abort_sends_;
+  std::unique_ptr<AbortNotice> abort_out_;
+};
+
+Status MpiComm::check(int rc, const char *what) {
+  if (rc == MPI_SUCCESS)
+    return Status::Ok();
+  return Status(FSDPRT_ERR_BACKEND, format("rank %lld: %s failed: %s",
+                                           (long long)rank, what,
+                                           mpi_error(rc).c_str()));
+}
+
+Status MpiComm::init() {
+  Status st = check(MPI_Comm_dup(MPI_COMM_WORLD, &world_), "MPI_Comm_dup");
+  if (!st.ok())
+    return st;
+  MPI_Comm_set_errhandler(world_, MPI_ERRORS_RETURN);
+  subs_.resize(size_t(mesh.num_masks()));
+  for (int64_t mask = 0; mask < mesh.num_masks(); ++mask) {
+    Sub &s = subs_[size_t(mask)];
+    int64_t gr = 0, gid = 0;
+    mesh.group(rank, mask, &s.ranks, &gr, &gid);
+    s.mask = mask;
+    s.id = gid;
+    s.k = int(s.ranks.size());
+    s.member = int(gr);
+    s.name = mesh.group_axes(mask) + " (ranks " + join_ranks(s.ranks) + ")";
+    st = check(MPI_Comm_split(world_, int(gid), int(gr), &s.main),
+               "MPI_Comm_split");
+    if (!st.ok())
+      return st;
+    st = check(MPI_Comm_split(world_, int(gid), int(gr), &s.phase2),
+               "MPI_Comm_split");
+    if (!st.ok())
+      return st;
+    MPI_Comm_set_errhandler(s.main, MPI_ERRORS_RETURN);
+    MPI_Comm_set_errhandler(s.phase2, MPI_ERRORS_RETURN);
+  }
+  return check(MPI_Irecv(&abort_in_, kAbortBytes, MPI_BYTE, MPI_ANY_SOURCE,
+                         kAbortTag, world_, &abort_recv_),
+               "MPI_Irecv");
+}
+
+MpiComm::~MpiComm() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return;
+  if (abort_recv_ != MPI_REQUEST_NULL) {
+    int flag = 0;
+    MPI_Test(&abort_recv_, &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+      MPI_Cancel(&abort_recv_);
+      MPI_Wait(&abort_recv_, MPI_STATUS_IGNORE);
+    }
+  }
+  int sent = 1;
+  if (!abort_sends_.empty())
+    MPI_Testall(int(abort_sends_.size()), abort_sends_.data(), &sent,
+                MPI_STATUSES_IGNORE);
+  if (!sent) {
+    for (MPI_Request &q : abort_sends_)
+      if (q != MPI_REQUEST_NULL)
+        MPI_Request_free(&q);
+    abort_out_.release(); // may still be read by a freed send
+  }
+  for (auto &p : pending_sends_) {
+    for (MPI_Request &q : p.requests)
+      if (q != MPI_REQUEST_NULL)
+        MPI_Request_free(&q);
+    p.buffer.release(); // may still be read by a freed send
+  }
+  // After an abort peers may still have operations in flight on these
+  // communicators; freeing them then is not safe, so they are left alone.
+  if (aborted_)
+    return;
+  for (Sub &s : subs_) {
+    if (s.main != MPI_COMM_NULL)
+      MPI_Comm_free(&s.main);
+    if (s.phase2 != MPI_COMM_NULL)
+      MPI_Comm_free(&s.phase2);
+  }
+  if (world_ != MPI_COMM_NULL)
+    MPI_Comm_free(&world_);
+}
+
+bool MpiComm::poll_abort() {
+  if (aborted_)
+    return true;
+  if (abort_recv_ == MPI_REQUEST_NULL)
+    return false;
+  int flag = 0;
+  MPI_Test(&abort_recv_, &flag, MPI_STATUS_IGNORE);
+  if (!flag)
+    return false;
+  abort_in_.message[sizeof(abort_in_.message) - 1] = '\0';
+  aborted_ = true;
+  abort_cause_ = Status(fsdprt_status_t(abort_in_.code), abort_in_.message);
+  abort_mask_ = abort_in_.mask;
+  abort_group_ = abort_in_.group_id;
+  abort_seq_ = abort_in_.seq;
+  return true;
+}
+
+Status MpiComm::aborted_status(const MpiRequest *r) const {
+  // Members of the failing collective share its status and message.
+  if (r && r->sub && abort_mask_ == r->sub->mask &&
+      abort_group_ == r->sub->id && abort_seq_ == r->seq)
+    return abort_cause_;
+  return Status(FSDPRT_ERR_ABORTED,
+                format("rank %lld: aborted: %s", (long long)rank,
+                       abort_cause_.message.c_str()));
+}
+
+void MpiComm::abort_for(const Status &cause, const Sub *sub, uint64_t seq) {
+  if (aborted_)
+    return;
+  aborted_ = true;
+  abort_cause_ = cause;
+  abort_mask_ = sub ? sub->mask : -1;
+  abort_group_ = sub ? sub->id : -1;
+  abort_seq_ = seq;
+  // Tell every other rank; they poll for this while they wait.
+  abort_out_.reset(new AbortNotice());
+  std::memset(abort_out_.get(), 0, sizeof(AbortNotice));
+  abort_out_->code = int32_t(cause.code);
+  abort_out_->mask = abort_mask_;
+  abort_out_->group_id = abort_group_;
+  abort_out_->seq = seq;
+  std::strncpy(abort_out_->message, cause.message.c_str(),
+               sizeof(abort_out_->message) - 1);
+  for (int r = 0; r < int(mesh.size); ++r) {
+    if (r == int(rank))
+      continue;
+    MPI_Request q = MPI_REQUEST_NULL;
+    if (MPI_Isend(abort_out_.get(), kAbortBytes, MPI_BYTE, r, kAbortTag,
+                  world_, &q) == MPI_SUCCESS)
+      abort_sends_.push_back(q);
+  }
+}
+
+// Cancels what can be cancelled of a failed request so that it leaves no
+// pending point-to-point operations behind.
+void MpiComm::release(MpiRequest *r) {
+  for (MPI_Request &q : r->recv_req) {
+    if (q == MPI_REQUEST_NULL)
+      continue;
+    int flag = 0;
+    MPI_Test(&q, &flag, MPI_STATUS_IGNORE);
+    if (!flag) {
+      MPI_Cancel(&q);
+      MPI_Wait(&q, MPI_STATUS_IGNORE);
+    }
+  }
+  park_sends(r);
+}
+
+void MpiComm::park_sends(MpiRequest *r) {
+  int flag = 0;
+  if (r->send_req.empty())
+    return;
+  MPI_Testall(int(r->send_req.size()), r->send_req.data(), &flag,
+              MPI_STATUSES_IGNORE);
+  if (!flag)
+    pending_sends_.push_back({std::move(r->sent), std::move(r->send_req)});
+  r->send_req.clear();
+  // Retire parked sends that have completed meanwhile.
+  for (size_t i = 0; i < pending_sends_.size();) {
+    auto &p = pending_sends_[i];
+    MPI_Testall(int(p.requests.size()), p.requests.data(), &flag,
+                MPI_STATUSES_IGNORE);
+    if (flag) {
+      pending_sends_.erase(pending_sends_.begin() + long(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+void MpiComm::fail(MpiRequest *r, const Status &st) {
+  if (r->failed)
+    return;
+  r->failed = true;
+  r->result = st;
+  if (r->state == State::Exchanging)
+    release(r);
+}
+
+void MpiComm::advance(MpiRequest *r) {
+  Sub &s = *r->sub;
+  const Desc &d = r->desc;
+  const size_t es = fsdprt_dtype_size(d.dtype);
+  const MPI_Datatype type = elem_type(es);
+  const int k = s.k, me = s.member;
+  const int m = int(d.count);
+  if (r->state == State::Exchanging) {
+    int flag = 0;
+    Status st = check(MPI_Testall(int(r->recv_req.size()), r->recv_req.data(),
+                                  &flag, MPI_STATUSES_IGNORE),
+                      "MPI_Testall");
+    if (!st.ok())
+      return fail(r, st);
+    if (!flag)
+      return;
+    park_sends(r);
+    int bad = -1;
+    for (int j = 1; j < k && bad < 0; ++j)
+      if (r->descs[size_t(j)] != r->descs[0])
+        bad = j;
+    if (bad >= 0) {
+      Status err(FSDPRT_ERR_DESYNC,
+                 format("desync in collective #%llu on group %s: rank %lld "
+                        "called %s but rank %lld called %s",
+                        (unsigned long long)(r->seq + 1), s.name.c_str(),
+                        (long long)s.ranks[0], describe(r->descs[0]).c_str(),
+                        (long long)s.ranks[size_t(bad)],
+                        describe(r->descs[size_t(bad)]).c_str()));
+      fail(r, err);
+      abort_for(err, &s, r->seq);
+      return;
+    }
+    r->state = State::Ready;
+  }
+  if (r->state == State::Ready) {
+    // Nonblocking collectives must start in the same order on every rank.
+    if (s.next_start != r->seq)
+      return;
+    int rc = MPI_SUCCESS;
+    if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+      const char *recv = static_cast<const char *>(r->recv);
+      const void *sendp = r->send == recv + size_t(me) * size_t(m) * es
+                              ? MPI_IN_PLACE
+                              : r->send;
+      rc = MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main,
+                          &r->data_req);
+    } else if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
+      r->tmp.resize(size_t(k) * size_t(m) * es);
+      rc = MPI_Ialltoall(r->send, m, type, r->tmp.data(), m, type, s.main,
+                         &r->data_req);
+    } else {
+      // Member j reduces chunk j of the buffer (balanced chunks).
+      const int b = m / k, rem = m % k;
+      r->counts.resize(size_t(k));
+      r->displs.resize(size_t(k));
+      for (int j = 0; j < k; ++j) {
+        r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
+        r->displs[size_t(j)] = j * b + std::min(j, rem);
+      }
+      const int mine = r->counts[size_t(me)];
+      r->tmp.resize(size_t(k) * size_t(mine) * es);
+      std::vector<int> rcounts(static_cast<size_t>(k), mine),
+          rdispls(static_cast<size_t>(k));
+      for (int j = 0; j < k; ++j)
+        rdispls[size_t(j)] = j * mine;
+      rc = MPI_Ialltoallv(r->send, r->counts.data(), r->displs.data(), type,
+                          r->tmp.data(), rcounts.data(), rdispls.data(), type,
+                          s.main, &r->data_req);
+    }
+    s.next_start++;
+    Status st = check(rc, "starting the data exchange");
+    if (!st.ok()) {
+      fail(r, st);
+      abort(st);
+      return;
+    }
+    r->state = State::Phase1;
+  }
+  if (r->state == State::Phase1) {
+    int flag = 0;
+    Status st = check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE),
+                      "MPI_Test");
+    if (!st.ok()) {
+      fail(r, st);
+      abort(st);
+      return;
+    }
+    if (!flag)
+      return;
+    if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+      r->state = State::Done;
+      return;
+    }
+    const int n = d.kind == FSDPRT_KIND_REDUCE_SCATTER
+                      ? m
+                      : r->counts[size_t(me)];
+    std::vector<const void *> srcs(static_cast<size_t>(k));
+    for (int j = 0; j < k; ++j)
+      srcs[size_t(j)] = r->tmp.data() + size_t(j) * size_t(n) * es;
+    void *dst = d.kind == FSDPRT_KIND_REDUCE_SCATTER
+                    ? r->recv
+                    : static_cast<char *>(r->recv) +
+                          size_t(r->displs[size_t(me)]) * es;
+    reduce_elems(&dst, 1, srcs.data(), k, n, d.dtype, d.op);
+    if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
+      r->state = State::Done;
+      std::vector<char>().swap(r->tmp);
+      return;
+    }
+    r->state = State::Phase2Ready;
+  }
+  if (r->state == State::Phase2Ready) {
+    if (s.next_phase2 != r->ar_ordinal)
+      return;
+    s.next_phase2++;
+    Status st = check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv,
+                                      r->counts.data(), r->displs.data(),
+                                      type, s.phase2, &r->data_req),
+                      "MPI_Iallgatherv");
+    if (!st.ok()) {
+      fail(r, st);
+      abort(st);
+      return;
+    }
+    r->state = State::Phase2;
+  }
+  if (r->state == State::Phase2) {
+    int flag = 0;
+    Status st = check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE),
+                      "MPI_Test");
+    if (!st.ok()) {
+      fail(r, st);
+      abort(st);
+      return;
+    }
+    if (flag) {
+      r->state = State::Done;
+      std::vector<char>().swap(r->tmp);
+    }
+  }
+}
+
+void MpiComm::progress() {
+  for (MpiRequest *r : outstanding_)
+    if (!r->done())
+      advance(r);
+}
+
+void MpiComm::forget(MpiRequest *r) {
+  auto it = std::find(outstanding_.begin(), outstanding_.end(), r);
+  if (it != outstanding_.end())
+    outstanding_.erase(it);
+}
+
+Status MpiComm::start(const Desc &desc, const void *send, void *recv,
+                      fsdprt_request **request) {
+  if (poll_abort())
+    return aborted_status();
+  Sub &s = subs_[size_t(desc.mask)];
+  const size_t es = fsdprt_dtype_size(desc.dtype);
+  if (desc.count * int64_t(s.k) > int64_t(2147483647))
+    return Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                  format("rank %lld: invalid argument: %s: count %lld is too "
+                         "large for the mpi backend (int counts)",
+                         (long long)rank, kind_name(desc.kind),
+                         (long long)desc.count));
+  auto r = std::make_unique<MpiRequest>();
+  r->comm = this;
+  r->sub = &s;
+  r->desc = desc;
+  r->send = send;
+  r->recv = recv;
+  if (s.k == 1) {
+    copy_bytes(recv, send, size_t(desc.count) * es);
+    r->state = State::Done;
+    *request = r.release();
+    return Status::Ok();
+  }
+  r->seq = s.next_seq++;
+  if (desc.kind == FSDPRT_KIND_ALL_REDUCE)
+    r->ar_ordinal = s.next_ar++;
+  r->descs.assign(size_t(s.k), Desc());
+  r->descs[size_t(s.member)] = desc;
+  r->sent.reset(new Desc(desc));
+  r->recv_req.assign(size_t(s.k), MPI_REQUEST_NULL);
+  for (int j = 0; j < s.k; ++j) {
+    if (j == s.member)
+      continue;
+    int rc = MPI_Irecv(&r->descs[size_t(j)], int(sizeof(Desc)), MPI_BYTE, j,
+                       kDescTag, s.main, &r->recv_req[size_t(j)]);
+    Status st = check(rc, "MPI_Irecv");
+    if (st.ok()) {
+      MPI_Request q = MPI_REQUEST_NULL;
+      st = check(MPI_Isend(r->sent.get(), int(sizeof(Desc)),
+                           MPI_BYTE, j, kDescTag, s.main, &q),
+                 "MPI_Isend");
+      r->send_req.push_back(q);
+    }
+    if (!st.ok()) {
+      release(r.get());
+      abort(st);
+      return st;
+    }
+  }
+  outstanding_.push_back(r.get());
+  advance(r.get());
+  *request = r.release();
+  return Status::Ok();
+}
+
+std::string MpiComm::timeout_message(MpiRequest *r, double waited) {
+  const Sub &s = *r->sub;
+  std::string msg = format(
+      "timeout after %.3g s in collective #%llu %s on group %s: ", waited,
+      (unsigned long long)(r->seq + 1), describe(r->desc).c_str(),
+      s.name.c_str());
+  if (r->state == State::Exchanging) {
+    std::vector<int64_t> missing;
+    for (int j = 0; j < s.k; ++j) {
+      if (j == s.member || r->recv_req[size_t(j)] == MPI_REQUEST_NULL)
+        continue;
+      int flag = 0;
+      MPI_Test(&r->recv_req[size_t(j)], &flag, MPI_STATUS_IGNORE);
+      if (!flag)
+        missing.push_back(s.ranks[size_t(j)]);
+    }
+    if (!missing.empty())
+      return msg + format("rank(s) %s did not call it",
+                          join_ranks(missing).c_str());
+  }
+  if (r->state == State::Ready)
+    return msg + "an earlier collective on this group has not started";
+  return msg + "all ranks arrived but the data exchange did not complete";
+}
+
+Status MpiComm::wait(fsdprt_request *request) {
+  auto *r = static_cast<MpiRequest *>(request);
+  const double t0 = now_s();
+  const double timeout = options.timeout_s;
+  int spins = 0;
+  while (!r->done()) {
+    progress();
+    if (r->done())
+      break;
+    if (poll_abort()) {
+      fail(r, aborted_status(r));
+      break;
+    }
+    double waited = now_s() - t0;
+    if (timeout > 0 && waited >= timeout) {
+      Status err(FSDPRT_ERR_TIMEOUT, timeout_message(r, waited));
+      fail(r, err);
+      abort_for(err, r->sub, r->seq);
+      break;
+    }
+    // Other ranks may share this core: poll, then give the core away.
+    if (++spins > 64)
+      sched_yield();
+  }
+  forget(r);
+  return r->result;
+}
+
+Status MpiComm::test(fsdprt_request *request, bool *done) {
+  auto *r = static_cast<MpiRequest *>(request);
+  if (!r->done()) {
+    progress();
+    if (!r->done() && poll_abort())
+      fail(r, aborted_status(r));
+  }
+  *done = r->done();
+  if (*done)
+    forget(r);
+  return r->result;
+}
+
+bool we_initialized_mpi = false;
+
+void finalize_at_exit() {
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (!finalized)
+    MPI_Finalize();
+}
+
+} // namespace
+} // namespace fsdprt
+
+using namespace fsdprt;
+
+extern "C" fsdprt_status_t fsdprt_mpi_comm_create(int32_t ndims,
+                                                  const int64_t *shape,
+                                                  const fsdprt_options_t *options,
+                                                  fsdprt_comm_t **comm) {
+  if (!comm)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *comm = nullptr;
+  Mesh mesh;
+  Status st = Mesh::create(ndims, shape, options ? options->axis_names : nullptr,
+                           &mesh);
+  if (!st.ok())
+    return st.code;
+  int initialized = 0, finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (finalized)
+    return FSDPRT_ERR_BACKEND;
+  if (!initialized) {
+    int provided = 0;
+    if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
+        MPI_SUCCESS)
+      return FSDPRT_ERR_BACKEND;
+    if (!we_initialized_mpi) {
+      we_initialized_mpi = true;
+      std::atexit(finalize_at_exit);
+    }
+  }
+  int world_size = 0, world_rank = 0;
+  MPI_Comm_size(MPI_COMM_WORLD, &world_size);
+  MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
+  // Every rank sees the same shape, so every rank returns here together.
+  if (int64_t(world_size) != mesh.size)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  auto c = std::make_unique<MpiComm>();
+  c->backend = FSDPRT_BACKEND_MPI;
+  c->mesh = mesh;
+  c->options = resolve_options(options);
+  c->rank = world_rank;
+  st = c->init();
+  if (!st.ok())
+    return st.code;
+  *comm = c.release();
+  return FSDPRT_OK;
+}
