@@ -83,8 +83,9 @@ int main(int argc, char **argv) {
   std::vector<Row> table;
 
   for (int dtype : {FSDPRT_QUANT_BF16, FSDPRT_QUANT_F32}) {
-    const void *x = dtype == FSDPRT_QUANT_F32 ? static_cast<const void *>(xf.data())
-                                              : static_cast<const void *>(xb.data());
+    const void *x = dtype == FSDPRT_QUANT_F32
+                        ? static_cast<const void *>(xf.data())
+                        : static_cast<const void *>(xb.data());
     const double inBytes = double(n) * (dtype == FSDPRT_QUANT_F32 ? 4 : 2);
     const std::string dt = dtype == FSDPRT_QUANT_F32 ? "f32" : "bf16";
     float amax = 0;
@@ -98,23 +99,22 @@ int main(int argc, char **argv) {
                        check(fsdprt_quant_amax(x, dtype, n, &amax), "amax");
                      })});
     for (int kind : {FSDPRT_QUANT_E4M3, FSDPRT_QUANT_E5M2})
-      table.push_back({"quantize",
-                       kind == FSDPRT_QUANT_E4M3 ? "fp8_e4m3_tensor"
-                                                 : "fp8_e5m2_tensor",
-                       dt, inBytes, bestSeconds(reps, [&] {
-                         check(fsdprt_quant_fp8_tensor_quantize(
-                                   x, dtype, n, amax, kind, q.data(),
-                                   &scaleInv),
-                               "fp8");
-                       })});
+      table.push_back(
+          {"quantize",
+           kind == FSDPRT_QUANT_E4M3 ? "fp8_e4m3_tensor" : "fp8_e5m2_tensor",
+           dt, inBytes, bestSeconds(reps, [&] {
+             check(fsdprt_quant_fp8_tensor_quantize(x, dtype, n, amax, kind,
+                                                    q.data(), &scaleInv),
+                   "fp8");
+           })});
     for (int columnwise : {0, 1})
-      table.push_back({"quantize", columnwise ? "mxfp8_colwise" : "mxfp8_rowwise",
-                       dt, inBytes, bestSeconds(reps, [&] {
-                         check(fsdprt_quant_mxfp8_quantize(
-                                   x, dtype, rows, cols, columnwise, q.data(),
-                                   scales.data()),
-                               "mxfp8");
-                       })});
+      table.push_back(
+          {"quantize", columnwise ? "mxfp8_colwise" : "mxfp8_rowwise", dt,
+           inBytes, bestSeconds(reps, [&] {
+             check(fsdprt_quant_mxfp8_quantize(x, dtype, rows, cols, columnwise,
+                                               q.data(), scales.data()),
+                   "mxfp8");
+           })});
     table.push_back({"quantize", "nvfp4", dt, inBytes, bestSeconds(reps, [&] {
                        check(fsdprt_quant_nvfp4_quantize(x, dtype, rows, cols,
                                                          amax, q.data(),
@@ -122,14 +122,14 @@ int main(int argc, char **argv) {
                              "nvfp4");
                      })});
     for (int br : {1, 128})
-      table.push_back({"quantize",
-                       br == 1 ? "fp8_block_1x128" : "fp8_block_128x128", dt,
-                       inBytes, bestSeconds(reps, [&] {
-                         check(fsdprt_quant_fp8_block_quantize(
-                                   x, dtype, rows, cols, br, 1, q.data(),
-                                   blockScales.data()),
-                               "block");
-                       })});
+      table.push_back(
+          {"quantize", br == 1 ? "fp8_block_1x128" : "fp8_block_128x128", dt,
+           inBytes, bestSeconds(reps, [&] {
+             check(fsdprt_quant_fp8_block_quantize(x, dtype, rows, cols, br, 1,
+                                                   q.data(),
+                                                   blockScales.data()),
+                   "block");
+           })});
   }
 
   // Dequantize to bf16 and f32; "input" is still the high-precision size the
@@ -139,43 +139,42 @@ int main(int argc, char **argv) {
     const std::string dt = dtype == FSDPRT_QUANT_F32 ? "f32" : "bf16";
     float amax = 0, scaleInv = 1.0f / 64;
     check(fsdprt_quant_amax(xf.data(), FSDPRT_QUANT_F32, n, &amax), "amax");
-    table.push_back({"dequantize", "fp8_e4m3_tensor", dt, outBytes,
-                     bestSeconds(reps, [&] {
-                       check(fsdprt_quant_fp8_tensor_dequantize(
-                                 q.data(), n, FSDPRT_QUANT_E4M3, scaleInv,
-                                 yf.data(), dtype),
-                             "fp8 dq");
-                     })});
+    table.push_back(
+        {"dequantize", "fp8_e4m3_tensor", dt, outBytes, bestSeconds(reps, [&] {
+           check(fsdprt_quant_fp8_tensor_dequantize(q.data(), n,
+                                                    FSDPRT_QUANT_E4M3, scaleInv,
+                                                    yf.data(), dtype),
+                 "fp8 dq");
+         })});
     check(fsdprt_quant_mxfp8_quantize(xf.data(), FSDPRT_QUANT_F32, rows, cols,
                                       0, q.data(), scales.data()),
           "mxfp8");
-    table.push_back({"dequantize", "mxfp8_rowwise", dt, outBytes,
-                     bestSeconds(reps, [&] {
-                       check(fsdprt_quant_mxfp8_dequantize(
-                                 q.data(), scales.data(), rows, cols, 0,
-                                 yf.data(), dtype),
-                             "mxfp8 dq");
-                     })});
+    table.push_back(
+        {"dequantize", "mxfp8_rowwise", dt, outBytes, bestSeconds(reps, [&] {
+           check(fsdprt_quant_mxfp8_dequantize(q.data(), scales.data(), rows,
+                                               cols, 0, yf.data(), dtype),
+                 "mxfp8 dq");
+         })});
     check(fsdprt_quant_nvfp4_quantize(xf.data(), FSDPRT_QUANT_F32, rows, cols,
                                       amax, q.data(), scales.data()),
           "nvfp4");
-    table.push_back({"dequantize", "nvfp4", dt, outBytes, bestSeconds(reps, [&] {
-                       check(fsdprt_quant_nvfp4_dequantize(
-                                 q.data(), scales.data(), rows, cols, amax,
-                                 yf.data(), dtype),
-                             "nvfp4 dq");
-                     })});
+    table.push_back(
+        {"dequantize", "nvfp4", dt, outBytes, bestSeconds(reps, [&] {
+           check(fsdprt_quant_nvfp4_dequantize(q.data(), scales.data(), rows,
+                                               cols, amax, yf.data(), dtype),
+                 "nvfp4 dq");
+         })});
     check(fsdprt_quant_fp8_block_quantize(xf.data(), FSDPRT_QUANT_F32, rows,
                                           cols, 1, 1, q.data(),
                                           blockScales.data()),
           "block");
-    table.push_back({"dequantize", "fp8_block_1x128", dt, outBytes,
-                     bestSeconds(reps, [&] {
-                       check(fsdprt_quant_fp8_block_dequantize(
-                                 q.data(), blockScales.data(), rows, cols, 1,
-                                 yf.data(), dtype),
-                             "block dq");
-                     })});
+    table.push_back(
+        {"dequantize", "fp8_block_1x128", dt, outBytes, bestSeconds(reps, [&] {
+           check(fsdprt_quant_fp8_block_dequantize(q.data(), blockScales.data(),
+                                                   rows, cols, 1, yf.data(),
+                                                   dtype),
+                 "block dq");
+         })});
   }
 
   std::printf("CPU reference, one thread, tensor [%zu x %zu], best of %d\n",

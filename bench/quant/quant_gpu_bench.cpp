@@ -140,9 +140,9 @@ int main(int argc, char **argv) {
                "fp8 dq");
   });
   run("mxfp8_rowwise quantize", in + n + n / 32.0, [&] {
-    quantCheck(fsdprt_quant_cuda_mxfp8_quantize(x, bf, rows, cols, 0, q8, s8,
-                                                nullptr),
-               "mxfp8 row");
+    quantCheck(
+        fsdprt_quant_cuda_mxfp8_quantize(x, bf, rows, cols, 0, q8, s8, nullptr),
+        "mxfp8 row");
   });
   run("mxfp8_rowwise dequantize", n + n / 32.0 + in, [&] {
     quantCheck(fsdprt_quant_cuda_mxfp8_dequantize(q8, s8, rows, cols, 0, y, bf,
@@ -150,9 +150,9 @@ int main(int argc, char **argv) {
                "mxfp8 row dq");
   });
   run("mxfp8_colwise quantize", in + n + n / 32.0, [&] {
-    quantCheck(fsdprt_quant_cuda_mxfp8_quantize(x, bf, rows, cols, 1, q8, s8,
-                                                nullptr),
-               "mxfp8 col");
+    quantCheck(
+        fsdprt_quant_cuda_mxfp8_quantize(x, bf, rows, cols, 1, q8, s8, nullptr),
+        "mxfp8 col");
   });
   run("mxfp8_colwise dequantize", n + n / 32.0 + in, [&] {
     quantCheck(fsdprt_quant_cuda_mxfp8_dequantize(q8, s8, rows, cols, 1, y, bf,
@@ -185,8 +185,8 @@ int main(int argc, char **argv) {
                "block 128x128");
   });
   run("swap_first_dims (bf16, 8 x rest)", 2 * in, [&] {
-    quantCheck(fsdprt_quant_cuda_swap_first_dims(x, copy, 8, rows / 8,
-                                                 cols * 2, nullptr),
+    quantCheck(fsdprt_quant_cuda_swap_first_dims(x, copy, 8, rows / 8, cols * 2,
+                                                 nullptr),
                "swap");
   });
 

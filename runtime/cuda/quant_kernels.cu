@@ -42,7 +42,8 @@ template <> __device__ __forceinline__ uint16_t fromFloat<uint16_t>(float v) {
 
 // 16 consecutive elements; Vec: p is 16-byte aligned.
 template <typename T, bool Vec>
-__device__ __forceinline__ void load16(const T *__restrict__ p, float (&f)[16]) {
+__device__ __forceinline__ void load16(const T *__restrict__ p,
+                                       float (&f)[16]) {
   if constexpr (Vec) {
     constexpr int kPer = 16 / sizeof(T);
 #pragma unroll
@@ -125,8 +126,7 @@ __device__ __forceinline__ uint32_t fp8Pair(float lo, float hi) {
 #endif
 }
 
-template <int Kind>
-__device__ __forceinline__ uint8_t fp8One(float v) {
+template <int Kind> __device__ __forceinline__ uint8_t fp8One(float v) {
   return static_cast<uint8_t>(fp8Pair<Kind>(v, 0.0f) & 0xFFu);
 }
 
@@ -258,8 +258,8 @@ __global__ void amaxKernel(const T *__restrict__ x, uint64_t n,
   float m = 0.0f;
   const uint64_t chunks = n / 16;
   const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-       c < chunks; c += stride) {
+  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < chunks;
+       c += stride) {
     float f[16];
     load16<T, Vec>(x + c * 16, f);
     m = fmaxf(m, chunkAmax(f));
@@ -287,8 +287,8 @@ __global__ void fp8TensorQuantKernel(const T *__restrict__ x, uint64_t n,
     *scaleInv = 1.0f / scale;
   const uint64_t chunks = (n + 15) / 16;
   const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-       c < chunks; c += stride) {
+  for (uint64_t c = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; c < chunks;
+       c += stride) {
     const uint64_t base = c * 16;
     const int count = static_cast<int>(n - base < 16 ? n - base : 16);
     float f[16];
@@ -307,8 +307,8 @@ __global__ void mxfp8RowQuantKernel(const T *__restrict__ x, uint64_t blocks,
                                     uint8_t *__restrict__ q,
                                     uint8_t *__restrict__ scales) {
   const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t b = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x;
-       b < blocks; b += stride) {
+  for (uint64_t b = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks;
+       b += stride) {
     const uint64_t base = b * kMxBlock;
     float f0[16], f1[16];
     load16<T, Vec>(x + base, f0);
@@ -386,7 +386,8 @@ __device__ __forceinline__ uint2 e2m1Pack16(const float (&f)[16], float mult) {
     uint32_t word = 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k)
-      word |= static_cast<uint32_t>(floatToE2m1(f[8 * j + k] * mult)) << (4 * k);
+      word |= static_cast<uint32_t>(floatToE2m1(f[8 * j + k] * mult))
+              << (4 * k);
     w[j] = word;
   }
   return make_uint2(w[0], w[1]);
@@ -417,7 +418,8 @@ __global__ void nvfp4QuantKernel(const T *__restrict__ x, uint64_t blocks,
       const uint2 hi = e2m1Pack16(f, nvfp4EncodeMultiplier(sb1, sEnc));
       scales[b0 + 1] = sb1;
       if (Vec) {
-        *reinterpret_cast<uint4 *>(q + b0 * 8) = make_uint4(lo.x, lo.y, hi.x, hi.y);
+        *reinterpret_cast<uint4 *>(q + b0 * 8) =
+            make_uint4(lo.x, lo.y, hi.x, hi.y);
       } else {
         const uint32_t w[4] = {lo.x, lo.y, hi.x, hi.y};
         memcpy(q + b0 * 8, w, sizeof(w));
@@ -574,12 +576,12 @@ struct Nvfp4Decoder {
       codes = __ldg(reinterpret_cast<const uint2 *>(q + i / 2));
     else
       memcpy(&codes, q + i / 2, sizeof(codes));
-    const uint8_t sb = scales[i / kNvfp4Block];
+    const float sb = fp8ToFloat(scales[i / kNvfp4Block], 0);
     const float sEnc = nvfp4GlobalScale(*globalAmax);
     const uint32_t w[2] = {codes.x, codes.y};
 #pragma unroll
     for (int k = 0; k < 16; ++k)
-      f[k] = nvfp4Decode((w[k / 8] >> (4 * (k % 8))) & 0xFu, sb, sEnc);
+      f[k] = nvfp4DecodeWith((w[k / 8] >> (4 * (k % 8))) & 0xFu, sb, sEnc);
   }
 };
 
@@ -696,8 +698,8 @@ int launchSwap(const char *fn, const void *in, void *out, uint64_t d0,
         FastDiv(static_cast<uint32_t>(d0)), static_cast<uint32_t>(d1),
         FastDiv(static_cast<uint32_t>(innerUnits)));
   else
-    swapKernelWide<U><<<grid, kThreads, 0, stream>>>(src, dst, items, d0, d1,
-                                                     innerUnits);
+    swapKernelWide<U>
+        <<<grid, kThreads, 0, stream>>>(src, dst, items, d0, d1, innerUnits);
   return launchError(fn);
 }
 
@@ -782,9 +784,8 @@ int fsdprt_quant_cuda_fp8_tensor_quantize(const void *x, int dtype, size_t n,
 
 int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
                                             int kind,
-                                            const float *scale_inv_dev,
-                                            void *y, int out_dtype,
-                                            void *stream) {
+                                            const float *scale_inv_dev, void *y,
+                                            int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_fp8_tensor_dequantize";
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
   FSDPRT_CHECK(checkKind(fn, kind));
@@ -792,8 +793,8 @@ int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
   FSDPRT_CHECK(checkPtr(fn, "scale_inv_dev", scale_inv_dev, 1));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
   // A flat tensor is one row of n elements.
-  const Fp8TensorDecoder dec{q, scale_inv_dev, kind == FSDPRT_QUANT_E5M2 ? 1 : 0,
-                             n};
+  const Fp8TensorDecoder dec{q, scale_inv_dev,
+                             kind == FSDPRT_QUANT_E5M2 ? 1 : 0, n};
   return launchDequant(fn, dec, 1, n, aligned16(q), y, out_dtype,
                        asStream(stream));
 }
@@ -849,9 +850,8 @@ int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
 }
 
 int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
-                                       size_t rows, size_t cols,
-                                       int columnwise, void *y, int out_dtype,
-                                       void *stream) {
+                                       size_t rows, size_t cols, int columnwise,
+                                       void *y, int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_mxfp8_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -944,13 +944,13 @@ int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
     if (block_rows == 1) {
       const unsigned grid = gridFor(items, kThreads);
       if (vec)
-        block1x128QuantKernel<T, true><<<grid, kThreads, 0, s>>>(
-            in, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
-            scale_inv);
+        block1x128QuantKernel<T, true>
+            <<<grid, kThreads, 0, s>>>(in, cols, static_cast<uint32_t>(items),
+                                       div, pow2 != 0, q, scale_inv);
       else
-        block1x128QuantKernel<T, false><<<grid, kThreads, 0, s>>>(
-            in, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
-            scale_inv);
+        block1x128QuantKernel<T, false>
+            <<<grid, kThreads, 0, s>>>(in, cols, static_cast<uint32_t>(items),
+                                       div, pow2 != 0, q, scale_inv);
     } else {
       const unsigned grid = gridFor(items * kTileThreads, kTileThreads);
       if (vec)
@@ -968,9 +968,8 @@ int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
 
 int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
                                            const float *scale_inv, size_t rows,
-                                           size_t cols, int block_rows,
-                                           void *y, int out_dtype,
-                                           void *stream) {
+                                           size_t cols, int block_rows, void *y,
+                                           int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_fp8_block_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -978,9 +977,9 @@ int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
   FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
   const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
-  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv,
-                        ceilDiv(rows, static_cast<size_t>(block_rows)) *
-                            scaleCols));
+  FSDPRT_CHECK(
+      checkPtr(fn, "scale_inv", scale_inv,
+               ceilDiv(rows, static_cast<size_t>(block_rows)) * scaleCols));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
   const BlockDecoder dec{q, scale_inv, cols, scaleCols, block_rows};
   return launchDequant(fn, dec, rows, cols, aligned16(q), y, out_dtype,

@@ -101,11 +101,12 @@ typedef struct fsdprt_quant_layout {
 
 /* Layout of `format` for a tensor of `shape` (ndim >= 0 entries, each >= 0).
    Fails with FSDPRT_QUANT_ERR_SHAPE if the shape cannot be blocked. */
-FSDPRT_QUANT_API int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
-                            fsdprt_quant_layout *layout);
+FSDPRT_QUANT_API int fsdprt_quant_get_layout(int format, const int64_t *shape,
+                                             int ndim,
+                                             fsdprt_quant_layout *layout);
 /* Bytes on the wire for one tensor: data + scales + per-tensor metadata. */
-FSDPRT_QUANT_API int fsdprt_quant_wire_bytes(int format, const int64_t *shape, int ndim,
-                            uint64_t *bytes);
+FSDPRT_QUANT_API int fsdprt_quant_wire_bytes(int format, const int64_t *shape,
+                                             int ndim, uint64_t *bytes);
 /* Short name of a format ("fp8_e4m3_tensor", "mxfp8_rowwise", ...); NULL if
    unknown. */
 FSDPRT_QUANT_API const char *fsdprt_quant_format_name(int format);
@@ -123,7 +124,8 @@ FSDPRT_QUANT_API float fsdprt_quant_e2m1_to_float(uint8_t code);
 /* E8M0 exponent of v rounded up (TransformerEngine's float_to_e8m0):
    NaN -> 0xFF, +-Inf -> 0xFE, 0 -> 0x00. */
 FSDPRT_QUANT_API uint8_t fsdprt_quant_float_to_e8m0(float v);
-FSDPRT_QUANT_API uint16_t fsdprt_quant_float_to_bf16(float x); /* RNE, NaN stays NaN */
+FSDPRT_QUANT_API uint16_t
+fsdprt_quant_float_to_bf16(float x); /* RNE, NaN stays NaN */
 FSDPRT_QUANT_API float fsdprt_quant_bf16_to_float(uint16_t bits);
 
 /* Per-tensor FP8 scale: fp8_max / amax; amax 0, Inf or NaN (or negative) ->
@@ -140,49 +142,63 @@ FSDPRT_QUANT_API float fsdprt_quant_nvfp4_global_scale(float amax);
 
 /* Largest |x| over n elements; NaN elements are ignored (fmaxf), so the
    result is in [0, +Inf]. n == 0 gives 0. */
-FSDPRT_QUANT_API int fsdprt_quant_amax(const void *x, int dtype, size_t n, float *amax);
+FSDPRT_QUANT_API int fsdprt_quant_amax(const void *x, int dtype, size_t n,
+                                       float *amax);
 
 /* FP8 per-tensor current scaling. `amax` is the already all-reduced amax.
    q[i] = fp8(x[i] * scale); *scale_inv = 1 / scale. */
-FSDPRT_QUANT_API int fsdprt_quant_fp8_tensor_quantize(const void *x, int dtype, size_t n,
-                                     float amax, int kind, uint8_t *q,
-                                     float *scale_inv);
+FSDPRT_QUANT_API int fsdprt_quant_fp8_tensor_quantize(const void *x, int dtype,
+                                                      size_t n, float amax,
+                                                      int kind, uint8_t *q,
+                                                      float *scale_inv);
 /* y[i] = float(q[i]) * scale_inv, written as out_dtype. */
-FSDPRT_QUANT_API int fsdprt_quant_fp8_tensor_dequantize(const uint8_t *q, size_t n, int kind,
-                                       float scale_inv, void *y,
-                                       int out_dtype);
+FSDPRT_QUANT_API int fsdprt_quant_fp8_tensor_dequantize(const uint8_t *q,
+                                                        size_t n, int kind,
+                                                        float scale_inv,
+                                                        void *y, int out_dtype);
 
 /* MXFP8. columnwise = 0: blocks of 32 along cols; 1: blocks of 32 rows.
    scales: one E8M0 byte per block (layout in fsdprt_quant_format). */
-FSDPRT_QUANT_API int fsdprt_quant_mxfp8_quantize(const void *x, int dtype, size_t rows,
-                                size_t cols, int columnwise, uint8_t *q,
-                                uint8_t *scales);
-FSDPRT_QUANT_API int fsdprt_quant_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
-                                  size_t rows, size_t cols, int columnwise,
-                                  void *y, int out_dtype);
+FSDPRT_QUANT_API int fsdprt_quant_mxfp8_quantize(const void *x, int dtype,
+                                                 size_t rows, size_t cols,
+                                                 int columnwise, uint8_t *q,
+                                                 uint8_t *scales);
+FSDPRT_QUANT_API int fsdprt_quant_mxfp8_dequantize(const uint8_t *q,
+                                                   const uint8_t *scales,
+                                                   size_t rows, size_t cols,
+                                                   int columnwise, void *y,
+                                                   int out_dtype);
 
 /* NVFP4 with the all-reduced global amax. q: rows*cols/2 bytes, scales:
    rows*cols/16 E4M3 bytes. */
-FSDPRT_QUANT_API int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
-                                size_t cols, float global_amax, uint8_t *q,
-                                uint8_t *scales);
-FSDPRT_QUANT_API int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
-                                  size_t rows, size_t cols, float global_amax,
-                                  void *y, int out_dtype);
+FSDPRT_QUANT_API int fsdprt_quant_nvfp4_quantize(const void *x, int dtype,
+                                                 size_t rows, size_t cols,
+                                                 float global_amax, uint8_t *q,
+                                                 uint8_t *scales);
+FSDPRT_QUANT_API int fsdprt_quant_nvfp4_dequantize(const uint8_t *q,
+                                                   const uint8_t *scales,
+                                                   size_t rows, size_t cols,
+                                                   float global_amax, void *y,
+                                                   int out_dtype);
 
 /* FP8 (E4M3) blockwise. block_rows: 1 (1x128 blocks) or 128 (128x128).
    pow2: non-zero rounds scales down to powers of two (the default). */
-FSDPRT_QUANT_API int fsdprt_quant_fp8_block_quantize(const void *x, int dtype, size_t rows,
-                                    size_t cols, int block_rows, int pow2,
-                                    uint8_t *q, float *scale_inv);
-FSDPRT_QUANT_API int fsdprt_quant_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
-                                      size_t rows, size_t cols, int block_rows,
-                                      void *y, int out_dtype);
+FSDPRT_QUANT_API int fsdprt_quant_fp8_block_quantize(const void *x, int dtype,
+                                                     size_t rows, size_t cols,
+                                                     int block_rows, int pow2,
+                                                     uint8_t *q,
+                                                     float *scale_inv);
+FSDPRT_QUANT_API int fsdprt_quant_fp8_block_dequantize(const uint8_t *q,
+                                                       const float *scale_inv,
+                                                       size_t rows, size_t cols,
+                                                       int block_rows, void *y,
+                                                       int out_dtype);
 
 /* out[a][b][:] = in[b][a][:] for `in` viewed as [d0, d1, inner_bytes] bytes
    and `out` as [d1, d0, inner_bytes]. `in` and `out` must not overlap. */
-FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out, size_t d0,
-                                 size_t d1, size_t inner_bytes);
+FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out,
+                                                  size_t d0, size_t d1,
+                                                  size_t inner_bytes);
 
 /* ---- CUDA kernels -------------------------------------------------------- */
 /* Same semantics as the CPU functions, bit-for-bit. All pointers are device
@@ -195,44 +211,40 @@ FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out, siz
 /* 1 if the CUDA kernels are built and a GPU is visible, else 0. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_available(void);
 /* Writes the local amax (NaN ignored) to *amax_dev. */
-FSDPRT_QUANT_API int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n, float *amax_dev,
-                           void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_tensor_quantize(const void *x, int dtype, size_t n,
-                                          const float *amax_dev, int kind,
-                                          uint8_t *q, float *scale_inv_dev,
-                                          void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
-                                            int kind,
-                                            const float *scale_inv_dev,
-                                            void *y, int out_dtype,
-                                            void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
-                                     size_t cols, int columnwise, uint8_t *q,
-                                     uint8_t *scales, void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
-                                       size_t rows, size_t cols,
-                                       int columnwise, void *y, int out_dtype,
-                                       void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
-                                     size_t cols, const float *global_amax_dev,
-                                     uint8_t *q, uint8_t *scales,
-                                     void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
-                                       size_t rows, size_t cols,
-                                       const float *global_amax_dev, void *y,
-                                       int out_dtype, void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
-                                         size_t cols, int block_rows, int pow2,
-                                         uint8_t *q, float *scale_inv,
-                                         void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
-                                           const float *scale_inv, size_t rows,
-                                           size_t cols, int block_rows,
-                                           void *y, int out_dtype,
-                                           void *stream);
-FSDPRT_QUANT_API int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
-                                      size_t d1, size_t inner_bytes,
-                                      void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n,
+                                            float *amax_dev, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_tensor_quantize(
+    const void *x, int dtype, size_t n, const float *amax_dev, int kind,
+    uint8_t *q, float *scale_inv_dev, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n, int kind,
+                                        const float *scale_inv_dev, void *y,
+                                        int out_dtype, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
+                                 size_t cols, int columnwise, uint8_t *q,
+                                 uint8_t *scales, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
+                                   size_t rows, size_t cols, int columnwise,
+                                   void *y, int out_dtype, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
+                                 size_t cols, const float *global_amax_dev,
+                                 uint8_t *q, uint8_t *scales, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_nvfp4_dequantize(
+    const uint8_t *q, const uint8_t *scales, size_t rows, size_t cols,
+    const float *global_amax_dev, void *y, int out_dtype, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_quantize(
+    const void *x, int dtype, size_t rows, size_t cols, int block_rows,
+    int pow2, uint8_t *q, float *scale_inv, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
+                                       size_t rows, size_t cols, int block_rows,
+                                       void *y, int out_dtype, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
+                                  size_t d1, size_t inner_bytes, void *stream);
 
 #ifdef __cplusplus
 } /* extern "C" */

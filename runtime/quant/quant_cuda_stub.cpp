@@ -44,9 +44,8 @@ int fsdprt_quant_cuda_mxfp8_quantize(const void *, int, size_t, size_t, int,
   return unsupported(__func__);
 }
 
-int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *, const uint8_t *,
-                                       size_t, size_t, int, void *, int,
-                                       void *) {
+int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *, const uint8_t *, size_t,
+                                       size_t, int, void *, int, void *) {
   return unsupported(__func__);
 }
 
@@ -56,15 +55,14 @@ int fsdprt_quant_cuda_nvfp4_quantize(const void *, int, size_t, size_t,
   return unsupported(__func__);
 }
 
-int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *, const uint8_t *,
-                                       size_t, size_t, const float *, void *,
-                                       int, void *) {
+int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *, const uint8_t *, size_t,
+                                       size_t, const float *, void *, int,
+                                       void *) {
   return unsupported(__func__);
 }
 
-int fsdprt_quant_cuda_fp8_block_quantize(const void *, int, size_t, size_t,
-                                         int, int, uint8_t *, float *,
-                                         void *) {
+int fsdprt_quant_cuda_fp8_block_quantize(const void *, int, size_t, size_t, int,
+                                         int, uint8_t *, float *, void *) {
   return unsupported(__func__);
 }
 

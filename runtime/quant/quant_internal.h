@@ -1,4 +1,5 @@
-//===- quant_internal.h - argument checks shared by CPU and CUDA -*- C++ -*-===//
+//===- quant_internal.h - argument checks shared by CPU and CUDA -*- C++
+//-*-===//
 //
 // Error reporting and the shape rules of each format, used by the CPU
 // reference and the CUDA entry points so both reject the same inputs with the
@@ -36,9 +37,7 @@ int checkBlockShape(const char *fn, size_t rows, size_t cols, int blockRows);
 
 inline size_t ceilDiv(size_t a, size_t b) { return (a + b - 1) / b; }
 
-inline size_t dtypeSize(int dtype) {
-  return dtype == FSDPRT_QUANT_F32 ? 4 : 2;
-}
+inline size_t dtypeSize(int dtype) { return dtype == FSDPRT_QUANT_F32 ? 4 : 2; }
 
 } // namespace quant
 } // namespace fsdprt

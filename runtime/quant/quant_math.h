@@ -111,19 +111,17 @@ FSDPRT_QHD uint8_t floatToFp8(float x, int kind) {
   const int mbits = fp8MantBits(kind);
   const int bias = fp8Bias(kind);
   const int exp = static_cast<int>(a >> 23) - 127;
-  const uint32_t mant = a & 0x7FFFFFu;
   const int emin = 1 - bias;
   uint32_t v;
   if (exp >= emin) {
+    // Round to nearest even on the dropped mantissa bits with one add (a
+    // carry into the exponent field is the correct encoding), then rebias.
     const int drop = 23 - mbits;
-    v = (static_cast<uint32_t>(exp + bias) << mbits) | (mant >> drop);
-    const uint32_t rem = mant & ((1u << drop) - 1u);
-    const uint32_t half = 1u << (drop - 1);
-    if (rem > half || (rem == half && (v & 1u)))
-      ++v; // a carry into the exponent field is the correct encoding
+    const uint32_t rounded = a + ((1u << (drop - 1)) - 1u) + ((a >> drop) & 1u);
+    v = (rounded >> drop) - (static_cast<uint32_t>(127 - bias) << mbits);
   } else {
     // Denormal: count units of 2^(emin - mbits) and round that integer.
-    const uint32_t m = mant | 0x800000u;
+    const uint32_t m = (a & 0x7FFFFFu) | 0x800000u;
     const int shift = 23 - mbits + emin - exp; // >= 24 - mbits
     if (shift > 25)
       return static_cast<uint8_t>(sign); // below a quarter unit
@@ -154,8 +152,7 @@ FSDPRT_QHD float fp8ToFloat(uint8_t b, int kind) {
     const float unit = bitsFloat(static_cast<uint32_t>(k + 127) << 23);
     return bitsFloat(sign | floatBits(static_cast<float>(m) * unit));
   }
-  return bitsFloat(sign |
-                   ((e - static_cast<uint32_t>(bias) + 127u) << 23) |
+  return bitsFloat(sign | ((e - static_cast<uint32_t>(bias) + 127u) << 23) |
                    (m << (23 - mbits)));
 }
 
@@ -169,23 +166,11 @@ FSDPRT_QHD uint8_t floatToE2m1(float x) {
     return 0x7u;
   const uint8_t sign = (floatBits(x) >> 28) & 0x8u;
   const float a = absf(x);
-  uint8_t code;
-  if (a <= 0.25f)
-    code = 0;
-  else if (a < 0.75f)
-    code = 1;
-  else if (a <= 1.25f)
-    code = 2;
-  else if (a < 1.75f)
-    code = 3;
-  else if (a <= 2.5f)
-    code = 4;
-  else if (a < 3.5f)
-    code = 5;
-  else if (a <= 5.0f)
-    code = 6;
-  else
-    code = 7;
+  // The code is the number of decision points at or below |x|; '>' at a
+  // midpoint whose lower neighbour is even, '>=' where the upper one is.
+  const uint8_t code = static_cast<uint8_t>(
+      (a > 0.25f) + (a >= 0.75f) + (a > 1.25f) + (a >= 1.75f) + (a > 2.5f) +
+      (a >= 3.5f) + (a > 5.0f));
   return static_cast<uint8_t>(sign | code);
 }
 
@@ -278,12 +263,17 @@ FSDPRT_QHD float nvfp4EncodeMultiplier(uint8_t sb, float sEnc) {
   return minIgnoringNan(1.0f / dec, kFltMax);
 }
 
-// x' = (q * float(s_b)) / S_enc.
-FSDPRT_QHD float nvfp4Decode(uint8_t code, uint8_t sb, float sEnc) {
-  return (e2m1ToFloat(code) * fp8ToFloat(sb, 0)) / sEnc;
+// x' = (q * float(s_b)) / S_enc, with float(s_b) already decoded.
+FSDPRT_QHD float nvfp4DecodeWith(uint8_t code, float sbValue, float sEnc) {
+  return (e2m1ToFloat(code) * sbValue) / sEnc;
 }
 
-// ---- index arithmetic ---------------------------------------------------------
+FSDPRT_QHD float nvfp4Decode(uint8_t code, uint8_t sb, float sEnc) {
+  return nvfp4DecodeWith(code, fp8ToFloat(sb, 0), sEnc);
+}
+
+// ---- index arithmetic
+// ---------------------------------------------------------
 
 // Unsigned 32-bit division by a fixed divisor as a multiply-high and shifts
 // (Granlund-Montgomery), for kernel index math; d >= 1.
@@ -296,10 +286,8 @@ struct FastDiv {
       while (l < 32 && (uint64_t{1} << l) < d)
         ++l; // l = ceil(log2 d)
       shift = l;
-      mul = static_cast<uint32_t>(((uint64_t{1} << 32) *
-                                   ((uint64_t{1} << l) - d)) /
-                                      d +
-                                  1);
+      mul = static_cast<uint32_t>(
+          ((uint64_t{1} << 32) * ((uint64_t{1} << l) - d)) / d + 1);
     }
   }
   FSDPRT_QHD uint32_t div(uint32_t n) const {

@@ -482,9 +482,13 @@ int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
   dispatchDtype(out_dtype, [&](auto t) {
     using T = decltype(t);
     auto *out = static_cast<typename T::Storage *>(y);
-    for (size_t i = 0; i < n; ++i) {
-      const uint8_t code = (i & 1) ? (q[i / 2] >> 4) : (q[i / 2] & 0xF);
-      T::store(out, i, nvfp4Decode(code, scales[i / kNvfp4Block], sEnc));
+    for (size_t b = 0; b < n / kNvfp4Block; ++b) {
+      const float sb = fp8ToFloat(scales[b], 0);
+      for (size_t i = b * kNvfp4Block; i < (b + 1) * kNvfp4Block; i += 2) {
+        const uint8_t byte = q[i / 2];
+        T::store(out, i, nvfp4DecodeWith(byte & 0xF, sb, sEnc));
+        T::store(out, i + 1, nvfp4DecodeWith(byte >> 4, sb, sEnc));
+      }
     }
   });
   return FSDPRT_QUANT_OK;
@@ -516,8 +520,8 @@ int fsdprt_quant_fp8_block_quantize(const void *x, int dtype, size_t rows,
         const size_t c1 = std::min(cols, c0 + kFp8Block);
         float amax = 0.0f;
         for (size_t r = r0; r < r1; ++r)
-          amax = maxIgnoringNan(amax, rangeAmax<T>(in, r * cols + c0,
-                                                   r * cols + c1));
+          amax = maxIgnoringNan(amax,
+                                rangeAmax<T>(in, r * cols + c0, r * cols + c1));
         const float scale = blockScaleFromAmax(amax, pow2 != 0);
         scale_inv[bi * scaleCols + bj] = 1.0f / scale;
         for (size_t r = r0; r < r1; ++r)

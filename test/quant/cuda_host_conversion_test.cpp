@@ -69,8 +69,8 @@ TEST(CudaHostConversions, E8m0MatchesCudaRoundUp) {
       continue;
     const uint8_t e =
         __nv_cvt_float_to_e8m0(x, __NV_SATFINITE, cudaRoundPosInf);
-    ASSERT_EQ(fsdprt_quant_float_to_e8m0(x), e) << std::hex << "bits 0x"
-                                                << bits;
+    ASSERT_EQ(fsdprt_quant_float_to_e8m0(x), e)
+        << std::hex << "bits 0x" << bits;
   }
 }
 
@@ -82,7 +82,8 @@ TEST(CudaHostConversions, Fp8DecodeMatchesCuda) {
           kind == FSDPRT_QUANT_E4M3 ? __NV_E4M3 : __NV_E5M2);
       __half hv(h);
       const float ref = __half2float(hv);
-      const float got = fsdprt_quant_fp8_to_float(static_cast<uint8_t>(c), kind);
+      const float got =
+          fsdprt_quant_fp8_to_float(static_cast<uint8_t>(c), kind);
       if (std::isnan(ref)) {
         ASSERT_TRUE(std::isnan(got)) << c;
       } else {

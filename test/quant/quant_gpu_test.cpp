@@ -27,8 +27,8 @@ namespace {
 #define Q_OK(expr)                                                             \
   do {                                                                         \
     int st_ = (expr);                                                          \
-    ASSERT_EQ(st_, FSDPRT_QUANT_OK) << #expr << ": "                          \
-                                    << fsdprt_quant_last_error();             \
+    ASSERT_EQ(st_, FSDPRT_QUANT_OK)                                            \
+        << #expr << ": " << fsdprt_quant_last_error();                         \
   } while (0)
 
 bool haveGpu() { return fsdprt_quant_cuda_available() != 0; }
@@ -64,8 +64,7 @@ private:
   size_t offset_;
 };
 
-template <typename T>
-std::vector<T> download(const void *dev, size_t count) {
+template <typename T> std::vector<T> download(const void *dev, size_t count) {
   std::vector<T> host(count);
   if (count)
     cudaMemcpy(host.data(), dev, count * sizeof(T), cudaMemcpyDeviceToHost);
@@ -231,17 +230,16 @@ TEST(GpuQuant, Fp8Tensor) {
             upload(dx.get(), in.data(), in.size());
             upload(dAmax.get(), &amax, 4);
             Q_OK(fsdprt_quant_cuda_fp8_tensor_quantize(
-                dx.get(), dtype, n, dAmax.get<float>(), kind,
-                dq.get<uint8_t>(), dScaleInv.get<float>(), nullptr));
+                dx.get(), dtype, n, dAmax.get<float>(), kind, dq.get<uint8_t>(),
+                dScaleInv.get<float>(), nullptr));
             CUDA_OK(cudaDeviceSynchronize());
             expectSameBytes(q, download<uint8_t>(dq.get(), n), what);
             EXPECT_EQ(download<float>(dScaleInv.get(), 1)[0], scaleInv) << what;
             // Dequantize the reference bytes on both sides.
             for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
               std::vector<uint8_t> y(n * dsize(outType));
-              Q_OK(fsdprt_quant_fp8_tensor_dequantize(q.data(), n, kind,
-                                                      scaleInv, y.data(),
-                                                      outType));
+              Q_OK(fsdprt_quant_fp8_tensor_dequantize(
+                  q.data(), n, kind, scaleInv, y.data(), outType));
               Q_OK(fsdprt_quant_cuda_fp8_tensor_dequantize(
                   dq.get<uint8_t>(), n, kind, dScaleInv.get<float>(), dy.get(),
                   outType, nullptr));
@@ -259,10 +257,10 @@ TEST(GpuQuant, Mxfp8) {
       {32, 1, 0}, {32, 17, 0}, {64, 48, 0}, {96, 200, 0}, {64, 48, 1}};
   for (int columnwise : {0, 1})
     for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-      for (const Case &c : columnwise ? std::vector<Case>(std::begin(colCases),
-                                                          std::end(colCases))
-                                      : std::vector<Case>(std::begin(rowCases),
-                                                          std::end(rowCases))) {
+      for (const Case &c :
+           columnwise
+               ? std::vector<Case>(std::begin(colCases), std::end(colCases))
+               : std::vector<Case>(std::begin(rowCases), std::end(rowCases))) {
         const std::string what =
             label(columnwise ? "mxfp8_col" : "mxfp8_row", dtype, c);
         const size_t n = c.rows * c.cols;
@@ -283,9 +281,8 @@ TEST(GpuQuant, Mxfp8) {
                         what + " scales");
         for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
           std::vector<uint8_t> y(n * dsize(outType));
-          Q_OK(fsdprt_quant_mxfp8_dequantize(q.data(), s.data(), c.rows,
-                                             c.cols, columnwise, y.data(),
-                                             outType));
+          Q_OK(fsdprt_quant_mxfp8_dequantize(q.data(), s.data(), c.rows, c.cols,
+                                             columnwise, y.data(), outType));
           Q_OK(fsdprt_quant_cuda_mxfp8_dequantize(
               dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols, columnwise,
               dy.get(), outType, nullptr));
@@ -298,8 +295,8 @@ TEST(GpuQuant, Mxfp8) {
 
 TEST(GpuQuant, Nvfp4) {
   REQUIRE_GPU();
-  const Case cases[] = {{1, 16, 0}, {3, 48, 0}, {5, 16, 0}, {128, 256, 0},
-                        {3, 48, 1}};
+  const Case cases[] = {
+      {1, 16, 0}, {3, 48, 0}, {5, 16, 0}, {128, 256, 0}, {3, 48, 1}};
   for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
     for (const Case &c : cases)
       for (float scale : {1e-30f, 1.0f, 1e30f}) {
@@ -340,7 +337,7 @@ TEST(GpuQuant, Nvfp4) {
 
 TEST(GpuQuant, Fp8Blockwise) {
   REQUIRE_GPU();
-  const Case cases[] = {{1, 1, 0},     {3, 130, 0},  {4, 256, 0},
+  const Case cases[] = {{1, 1, 0},     {3, 130, 0},   {4, 256, 0},
                         {129, 300, 0}, {256, 256, 0}, {129, 16, 0},
                         {130, 300, 1}, {2, 48, 1}};
   for (int blockRows : {1, 128})
@@ -351,8 +348,8 @@ TEST(GpuQuant, Fp8Blockwise) {
               label(blockRows == 1 ? "block1x128" : "block128x128", dtype, c) +
               (pow2 ? " pow2" : "");
           const size_t n = c.rows * c.cols;
-          const size_t ns = ((c.rows + blockRows - 1) / blockRows) *
-                            ((c.cols + 127) / 128);
+          const size_t ns =
+              ((c.rows + blockRows - 1) / blockRows) * ((c.cols + 127) / 128);
           const auto v = testValues(n, 2.0f, 5, true);
           const auto in = inputBytes(v, dtype);
           std::vector<uint8_t> q(n);
@@ -393,9 +390,9 @@ TEST(GpuQuant, SwapFirstDims) {
   struct S {
     size_t d0, d1, inner, offset;
   };
-  const S cases[] = {{4, 3, 16, 0},  {8, 5, 64, 0}, {3, 7, 8, 0},
-                     {2, 9, 4, 0},   {5, 2, 6, 0},  {4, 4, 3, 0},
-                     {8, 5, 64, 4},  {1, 1, 1, 0},  {16, 1000, 32, 0},
+  const S cases[] = {{4, 3, 16, 0}, {8, 5, 64, 0}, {3, 7, 8, 0},
+                     {2, 9, 4, 0},  {5, 2, 6, 0},  {4, 4, 3, 0},
+                     {8, 5, 64, 4}, {1, 1, 1, 0},  {16, 1000, 32, 0},
                      {7, 3, 1, 1}};
   for (const S &c : cases) {
     const size_t n = c.d0 * c.d1 * c.inner;

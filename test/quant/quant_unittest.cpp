@@ -61,12 +61,12 @@ TEST(Fp8Conversion, E4M3KnownValues) {
   EXPECT_EQ(fsdprt_quant_float_to_fp8(1.0f, k), 0x38);
   EXPECT_EQ(fsdprt_quant_float_to_fp8(-1.0f, k), 0xB8);
   EXPECT_EQ(fsdprt_quant_float_to_fp8(448.0f, k), 0x7E);
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(449.0f, k), 0x7E);  // saturates
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(1e30f, k), 0x7E);   // saturates
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(kInf, k), 0x7E);    // satfinite
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(-kInf, k), 0xFE);   // satfinite
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(kNan, k), 0x7F);    // canonical NaN
-  EXPECT_EQ(fsdprt_quant_float_to_fp8(-kNan, k), 0x7F);   // sign dropped
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(449.0f, k), 0x7E); // saturates
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(1e30f, k), 0x7E);  // saturates
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(kInf, k), 0x7E);   // satfinite
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(-kInf, k), 0xFE);  // satfinite
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(kNan, k), 0x7F);   // canonical NaN
+  EXPECT_EQ(fsdprt_quant_float_to_fp8(-kNan, k), 0x7F);  // sign dropped
   EXPECT_EQ(fsdprt_quant_float_to_fp8(0.0f, k), 0x00);
   EXPECT_EQ(fsdprt_quant_float_to_fp8(-0.0f, k), 0x80);
   EXPECT_EQ(fsdprt_quant_float_to_fp8(std::ldexp(1.0f, -9), k), 0x01);
@@ -207,8 +207,8 @@ TEST(Bf16Conversion, RoundsToNearestEven) {
   EXPECT_EQ(fsdprt_quant_float_to_bf16(bitsToFloat(0x3F808001)), 0x3F81);
   EXPECT_EQ(fsdprt_quant_float_to_bf16(kInf), 0x7F80);
   EXPECT_EQ(fsdprt_quant_float_to_bf16(kFltMax), 0x7F80); // overflows to Inf
-  EXPECT_TRUE(std::isnan(
-      fsdprt_quant_bf16_to_float(fsdprt_quant_float_to_bf16(kNan))));
+  EXPECT_TRUE(
+      std::isnan(fsdprt_quant_bf16_to_float(fsdprt_quant_float_to_bf16(kNan))));
   EXPECT_TRUE(std::isnan(fsdprt_quant_bf16_to_float(
       fsdprt_quant_float_to_bf16(bitsToFloat(0x7F800001)))));
 }
@@ -243,15 +243,15 @@ TEST(Scales, Nvfp4Global) {
 
 TEST(FastDivTest, MatchesDivision) {
   std::mt19937 rng(11);
-  std::vector<uint32_t> divisors = {1, 2, 3, 5, 7, 8, 32, 100, 1000, 65535,
-                                    65536, 0x7FFFFFFF, 0x80000000, 0x80000001,
-                                    0xFFFFFFFF};
+  std::vector<uint32_t> divisors = {
+      1,    2,     3,     5,          7,          8,          32,        100,
+      1000, 65535, 65536, 0x7FFFFFFF, 0x80000000, 0x80000001, 0xFFFFFFFF};
   for (int i = 0; i < 200; ++i)
     divisors.push_back(1 + rng() % (i < 100 ? 5000u : 0xFFFFFFFEu));
   for (uint32_t d : divisors) {
     const FastDiv fd(d);
-    const uint32_t edge[] = {0, 1, d - 1, d, d + 1, 0xFFFFFFFFu, 0xFFFFFFFEu,
-                             0x80000000u};
+    const uint32_t edge[] = {0,     1,           d - 1,       d,
+                             d + 1, 0xFFFFFFFFu, 0xFFFFFFFEu, 0x80000000u};
     for (uint32_t n : edge)
       ASSERT_EQ(fd.div(n), n / d) << n << " / " << d;
     for (int j = 0; j < 2000; ++j) {
@@ -270,8 +270,8 @@ void expectFp8Close(float x, float y, int kind, float scaleInv, size_t i) {
   const float rel = kind == FSDPRT_QUANT_E4M3 ? 0.0625f : 0.125f;
   const float denormHalf =
       kind == FSDPRT_QUANT_E4M3 ? std::ldexp(1.0f, -10) : std::ldexp(1.0f, -17);
-  const double bound = rel * std::fabs(double(x)) + denormHalf * double(scaleInv) +
-                       1e-45;
+  const double bound =
+      rel * std::fabs(double(x)) + denormHalf * double(scaleInv) + 1e-45;
   ASSERT_LE(std::fabs(double(y) - double(x)), bound * (1 + 1e-6))
       << "element " << i << " x=" << x << " y=" << y;
 }
@@ -445,9 +445,9 @@ TEST(SwapFirstDims, MatchesIndexFormula) {
         std::vector<uint8_t> in(d0 * d1 * inner), out(in.size());
         for (auto &b : in)
           b = static_cast<uint8_t>(rng());
-        ASSERT_EQ(fsdprt_quant_swap_first_dims(in.data(), out.data(), d0, d1,
-                                               inner),
-                  FSDPRT_QUANT_OK);
+        ASSERT_EQ(
+            fsdprt_quant_swap_first_dims(in.data(), out.data(), d0, d1, inner),
+            FSDPRT_QUANT_OK);
         for (size_t a = 0; a < d1; ++a)
           for (size_t b = 0; b < d0; ++b)
             for (size_t c = 0; c < inner; ++c)
@@ -490,9 +490,9 @@ TEST(Layout, WireBytes) {
   const int64_t shape[] = {4096, 4096};
   const uint64_t n = 4096ull * 4096ull;
   uint64_t bytes = 0;
-  ASSERT_EQ(fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_E4M3_TENSOR, shape, 2,
-                                    &bytes),
-            FSDPRT_QUANT_OK);
+  ASSERT_EQ(
+      fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_E4M3_TENSOR, shape, 2, &bytes),
+      FSDPRT_QUANT_OK);
   EXPECT_EQ(bytes, n + 4);
   ASSERT_EQ(
       fsdprt_quant_wire_bytes(FSDPRT_QUANT_MXFP8_ROWWISE, shape, 2, &bytes),
@@ -509,9 +509,9 @@ TEST(Layout, WireBytes) {
       fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_BLOCK_1X128, shape, 2, &bytes),
       FSDPRT_QUANT_OK);
   EXPECT_EQ(bytes, n + 4 * 4096 * 32);
-  ASSERT_EQ(fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_BLOCK_128X128, shape, 2,
-                                    &bytes),
-            FSDPRT_QUANT_OK);
+  ASSERT_EQ(
+      fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_BLOCK_128X128, shape, 2, &bytes),
+      FSDPRT_QUANT_OK);
   EXPECT_EQ(bytes, n + 4 * 32 * 32);
 
   // 3-D: leading dims fold into rows; partial 128-blocks round up.
@@ -526,9 +526,9 @@ TEST(Layout, WireBytes) {
   EXPECT_EQ(layout.scale_cols, 2u);
   EXPECT_EQ(layout.scale_bytes, 8u);
   // A scalar is one element.
-  ASSERT_EQ(fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_E5M2_TENSOR, nullptr, 0,
-                                    &bytes),
-            FSDPRT_QUANT_OK);
+  ASSERT_EQ(
+      fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_E5M2_TENSOR, nullptr, 0, &bytes),
+      FSDPRT_QUANT_OK);
   EXPECT_EQ(bytes, 5u);
 }
 
@@ -553,12 +553,12 @@ TEST(Errors, ShapesNotDivisibleByTheBlock) {
             std::string::npos);
   const int64_t bad[] = {7, 33};
   fsdprt_quant_layout layout;
-  EXPECT_EQ(fsdprt_quant_get_layout(FSDPRT_QUANT_MXFP8_ROWWISE, bad, 2,
-                                    &layout),
-            FSDPRT_QUANT_ERR_SHAPE);
-  EXPECT_EQ(fsdprt_quant_get_layout(FSDPRT_QUANT_MXFP8_COLWISE, bad, 2,
-                                    &layout),
-            FSDPRT_QUANT_ERR_SHAPE);
+  EXPECT_EQ(
+      fsdprt_quant_get_layout(FSDPRT_QUANT_MXFP8_ROWWISE, bad, 2, &layout),
+      FSDPRT_QUANT_ERR_SHAPE);
+  EXPECT_EQ(
+      fsdprt_quant_get_layout(FSDPRT_QUANT_MXFP8_COLWISE, bad, 2, &layout),
+      FSDPRT_QUANT_ERR_SHAPE);
   EXPECT_EQ(fsdprt_quant_get_layout(FSDPRT_QUANT_NVFP4, bad, 2, &layout),
             FSDPRT_QUANT_ERR_SHAPE);
 }
@@ -586,9 +586,9 @@ TEST(Errors, InvalidArguments) {
   EXPECT_EQ(fsdprt_quant_mxfp8_quantize(x.data(), FSDPRT_QUANT_F32, 2, 32, 2,
                                         q.data(), s.data()),
             FSDPRT_QUANT_ERR_INVALID_ARGUMENT);
-  EXPECT_EQ(fsdprt_quant_fp8_block_quantize(x.data(), FSDPRT_QUANT_F32, 1, 64,
-                                            64, 1, q.data(),
-                                            reinterpret_cast<float *>(s.data())),
+  EXPECT_EQ(fsdprt_quant_fp8_block_quantize(
+                x.data(), FSDPRT_QUANT_F32, 1, 64, 64, 1, q.data(),
+                reinterpret_cast<float *>(s.data())),
             FSDPRT_QUANT_ERR_INVALID_ARGUMENT);
   EXPECT_EQ(fsdprt_quant_swap_first_dims(q.data(), q.data() + 8, 2, 2, 8),
             FSDPRT_QUANT_ERR_INVALID_ARGUMENT); // overlapping

@@ -104,3 +104,35 @@ def test_transposed_shards_gather_with_swap(qlib):
     fixed_s = qlib.swap_first_dims(gathered_s, world, n)
     assert_bytes_equal(q_full, fixed_q, "data")
     assert_bytes_equal(s_full, fixed_s, "scales")
+
+
+def test_block_scale_follows_the_design_operation_order(qlib):
+    """s_b = e4m3((block_amax * S_enc) / 6) rounds differently from the
+    algebraically equal block_amax * (S_enc / 6) or block_amax * (S_enc * 1/6)
+    when the fp32 value lands next to an E4M3 midpoint. Build blocks whose
+    maxima sit there and check the library follows the stated order."""
+    f32 = np.float32
+    g = f32(512.309814453125)  # global amax; S_enc = 2688 / g
+    s_enc = ref.nvfp4_global_scale(g)
+    vals = ref.fp8_decode(np.arange(0x7E, dtype=np.uint8), ref.E4M3).astype(np.float64)
+    mids = (vals[:-1] + vals[1:]) / 2
+    a0 = (6.0 * mids / float(s_enc)).astype(f32)
+    cands = np.concatenate([(a0.view(np.uint32) + np.uint32(d)).view(f32)
+                            for d in range(0, 4)] +
+                           [(a0.view(np.uint32) - np.uint32(d)).view(f32)
+                            for d in range(1, 4)])
+    cands = cands[(cands > 0) & (cands < g)]
+    with np.errstate(all="ignore"):
+        design = ref.fp8_satfinite((cands * s_enc) / f32(6.0), ref.E4M3)
+        other1 = ref.fp8_satfinite(cands * (s_enc / f32(6.0)), ref.E4M3)
+        other2 = ref.fp8_satfinite(cands * (s_enc * (f32(1.0) / f32(6.0))), ref.E4M3)
+    pick = cands[(design != other1) | (design != other2)]
+    assert pick.size >= 8, "no distinguishing block maxima found"
+    x = np.zeros((pick.size + 1, 16), np.float32)
+    x[0, 0] = g
+    x[1:, 3] = pick
+    x[1:, 5] = -pick / 3
+    q, s = qlib.nvfp4_quantize(x, g)
+    q_ref, s_ref = ref.nvfp4_quantize(x, g)
+    assert_bytes_equal(s_ref, s, "block scales")
+    assert_bytes_equal(q_ref, q, "data")
