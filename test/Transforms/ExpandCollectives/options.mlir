@@ -2,9 +2,12 @@
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition=reduce-dtype=f32 --fsdp-expand-collectives | FileCheck %s --check-prefix=RDT
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition="reduce-op=sum grad-scale=0.125" --fsdp-expand-collectives | FileCheck %s --check-prefix=SUM
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition="all-reduce-loss=true reshard-after-forward=false" --fsdp-expand-collectives | FileCheck %s --check-prefix=LOSS
+// RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition=reduce-dtype=bf16 --fsdp-expand-collectives | FileCheck %s --check-prefix=RBF16
 
 // Every option combination expands to IR that upstream mlir-opt verifies.
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition="param-dtype=bf16 reduce-dtype=f32 reduce-op=sum grad-scale=0.125 all-reduce-loss=true" --fsdp-expand-collectives -mlir-print-op-generic \
+// RUN:   | mlir-opt -split-input-file --allow-unregistered-dialect -o /dev/null
+// RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition="param-dtype=bf16 reduce-dtype=bf16" --fsdp-expand-collectives -mlir-print-op-generic \
 // RUN:   | mlir-opt -split-input-file --allow-unregistered-dialect -o /dev/null
 
 // An HSDP step (f32 master parameter) and the same step in bf16.
@@ -91,3 +94,36 @@ func.func @bf16_step(%w: tensor<10x16xbf16> {fsdp.layout = #fsdp.layout<@mesh, [
 
 // SUM-LABEL: func.func @bf16_step(
 // SUM: arith.constant dense<1.250000e-01> : tensor<3x16xbf16>
+
+// -----
+
+// f16 <-> bf16 have the same width: the casts go through f32 (exact), then
+// round once.
+fsdp.mesh @mesh [shard = 4]
+func.func @f16_step(%w: tensor<8x4xf16> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>})
+    -> (tensor<f32> {fsdp.loss}, tensor<8x4xf16> {fsdp.grad_of = 0}) {
+  %loss = "model.forward"(%w) : (tensor<8x4xf16>) -> tensor<f32>
+  %dw = "model.backward"(%w) : (tensor<8x4xf16>) -> tensor<8x4xf16>
+  return %loss, %dw : tensor<f32>, tensor<8x4xf16>
+}
+// BF16-LABEL: func.func @f16_step(
+// BF16-SAME: %[[W:[^:]*]]: tensor<2x4xf16>
+// BF16-NEXT: %[[W32:.*]] = arith.extf %[[W]] : tensor<2x4xf16> to tensor<2x4xf32>
+// BF16-NEXT: %[[WB:.*]] = arith.truncf %[[W32]] : tensor<2x4xf32> to tensor<2x4xbf16>
+// BF16-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[WB]]
+// BF16-NEXT: fsdp.all_gather %[[FLAT]] over @mesh ["shard"] : tensor<8xbf16> -> tensor<32xbf16>
+// BF16-NEXT: %[[FULL:.*]] = tensor.expand_shape {{.*}} into tensor<8x4xbf16>
+// BF16-NEXT: %[[F32:.*]] = arith.extf %[[FULL]] : tensor<8x4xbf16> to tensor<8x4xf32>
+// BF16-NEXT: %[[F16:.*]] = arith.truncf %[[F32]] : tensor<8x4xf32> to tensor<8x4xf16>
+// BF16-NEXT: "model.forward"(%[[F16]])
+
+// RBF16-LABEL: func.func @f16_step(
+// RBF16:      %[[DW:.*]] = "model.backward"
+// RBF16-NEXT: %[[D32:.*]] = arith.extf %[[DW]] : tensor<8x4xf16> to tensor<8x4xf32>
+// RBF16-NEXT: %[[DB:.*]] = arith.truncf %[[D32]] : tensor<8x4xf32> to tensor<8x4xbf16>
+// RBF16-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[DB]]
+// RBF16-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[FLAT]] over @mesh ["shard"] avg : tensor<32xbf16> -> tensor<8xbf16>
+// RBF16-NEXT: %[[SLOT:.*]] = tensor.expand_shape %[[RS]] {{.*}} into tensor<2x4xbf16>
+// RBF16-NEXT: %[[S32:.*]] = arith.extf %[[SLOT]] : tensor<2x4xbf16> to tensor<2x4xf32>
+// RBF16-NEXT: %[[S16:.*]] = arith.truncf %[[S32]] : tensor<2x4xf32> to tensor<2x4xf16>
+// RBF16-NEXT: return %{{.*}}, %[[S16]] : tensor<f32>, tensor<2x4xf16>

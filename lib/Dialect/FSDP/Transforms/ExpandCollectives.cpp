@@ -356,10 +356,16 @@ struct Expander {
     if (t.getElementType() == elem)
       return v;
     auto target = t.clone(elem);
-    if (cast<FloatType>(elem).getWidth() <
-        cast<FloatType>(t.getElementType()).getWidth())
+    unsigned from = cast<FloatType>(t.getElementType()).getWidth();
+    unsigned to = cast<FloatType>(elem).getWidth();
+    if (to < from)
       return arith::TruncFOp::create(b, loc, target, v);
-    return arith::ExtFOp::create(b, loc, target, v);
+    if (to > from)
+      return arith::ExtFOp::create(b, loc, target, v);
+    // Same width, different format (f16 <-> bf16): widen exactly to f32,
+    // then round once.
+    Value wide = arith::ExtFOp::create(b, loc, t.clone(b.getF32Type()), v);
+    return arith::TruncFOp::create(b, loc, target, wide);
   }
 };
 

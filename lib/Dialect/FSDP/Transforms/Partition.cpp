@@ -55,10 +55,16 @@ Value castElements(OpBuilder &b, Location loc, Value v, Type elem) {
       !isa<FloatType>(type.getElementType()))
     return v;
   auto target = type.clone(elem);
-  if (cast<FloatType>(elem).getWidth() <
-      cast<FloatType>(type.getElementType()).getWidth())
+  unsigned from = cast<FloatType>(type.getElementType()).getWidth();
+  unsigned to = cast<FloatType>(elem).getWidth();
+  if (to < from)
     return arith::TruncFOp::create(b, loc, target, v);
-  return arith::ExtFOp::create(b, loc, target, v);
+  if (to > from)
+    return arith::ExtFOp::create(b, loc, target, v);
+  // Same width, different format (f16 <-> bf16): widen exactly to f32, then
+  // round once.
+  Value wide = arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), v);
+  return arith::TruncFOp::create(b, loc, target, wide);
 }
 
 struct PartitionPass
