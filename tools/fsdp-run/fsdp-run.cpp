@@ -53,6 +53,11 @@ static cl::opt<int64_t> worldSize("world",
 static cl::opt<double> timeoutSeconds(
     "timeout", cl::desc("Seconds a collective waits for its peers"),
     cl::init(60.0));
+static cl::opt<bool> writeAllRanks(
+    "all-ranks",
+    cl::desc("Also write every rank's copy of results without a layout as "
+             "<name>.rank<r>.npy"),
+    cl::init(false));
 static cl::opt<bool> printStats("print-comm-stats",
                                 cl::desc("Print collectives and bytes per rank"),
                                 cl::init(false));
@@ -417,6 +422,15 @@ void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
       }
     } else {
       a.data = runs[0].results[i]; // not sharded: rank 0's value
+      for (size_t r = 0; writeAllRanks && r < runs.size(); ++r) {
+        ::fsdp::npy::Array copy = a;
+        copy.data = runs[r].results[i];
+        std::string error;
+        if (!::fsdp::npy::write(outputsDir + "/" + p.name + ".rank" +
+                                    std::to_string(r) + ".npy",
+                                copy, error))
+          fail(error);
+      }
     }
     std::string error;
     if (!::fsdp::npy::write(outputsDir + "/" + p.name + ".npy", a, error))

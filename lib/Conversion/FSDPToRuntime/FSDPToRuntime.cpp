@@ -48,12 +48,14 @@ struct ConvertFSDPToRuntimePass
     recordSignatures(module);
     SymbolTableCollection tables;
     WalkResult result = module.walk([&](Operation *op) {
-      if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp>(
-              op))
+      if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp,
+              BufferAllGatherStartOp, BufferReduceScatterStartOp,
+              BufferAllReduceStartOp>(op))
         return failed(lower(op, tables)) ? WalkResult::interrupt()
                                          : WalkResult::advance();
       if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp, ParamGatherOp,
-              GradReduceOp>(op)) {
+              GradReduceOp, AllGatherStartOp, ReduceScatterStartOp,
+              AllReduceStartOp, WaitOp>(op)) {
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
@@ -122,25 +124,43 @@ struct ConvertFSDPToRuntimePass
       return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
     };
     SmallVector<Value> args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
-    StringRef callee;
+    std::string callee;
     SmallVector<Type> types = {ptr, ptr, i64, i32};
-    if (isa<BufferAllGatherOp>(op)) {
+    bool isStart = op->getNumResults() == 1;
+    if (isa<BufferAllGatherOp, BufferAllGatherStartOp>(op)) {
       callee = "fsdprt_jit_all_gather";
       args.append({c64(inType.getNumElements()), c32(*dtype)});
     } else {
       auto reduce = op->getAttrOfType<ReduceKindAttr>("reduce");
-      callee = isa<BufferReduceScatterOp>(op) ? "fsdprt_jit_reduce_scatter"
-                                              : "fsdprt_jit_all_reduce";
-      int64_t count = isa<BufferReduceScatterOp>(op)
-                          ? outType.getNumElements()
-                          : inType.getNumElements();
+      bool scatter = isa<BufferReduceScatterOp, BufferReduceScatterStartOp>(op);
+      callee = scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
+      int64_t count =
+          scatter ? outType.getNumElements() : inType.getNumElements();
       args.append({c64(count), c32(*dtype), c32(reduceCode(reduce.getValue()))});
       types.push_back(i32);
     }
     args.push_back(c64(*mask));
     types.push_back(i64);
-    func::FuncOp fn = declare(module, callee, types, {});
-    func::CallOp::create(b, loc, fn, args);
+    if (!isStart) {
+      func::FuncOp fn = declare(module, callee, types, {});
+      func::CallOp::create(b, loc, fn, args);
+      op->erase();
+      return success();
+    }
+    // Started collectives: the runtime returns a handle that each
+    // fsdp.buffer.wait on the request hands back.
+    func::FuncOp fn = declare(module, callee + "_start", types, {i64});
+    Value handle = func::CallOp::create(b, loc, fn, args).getResult(0);
+    func::FuncOp waitFn = declare(module, "fsdprt_jit_wait", {i64}, {});
+    for (Operation *user : llvm::to_vector(op->getResult(0).getUsers())) {
+      auto wait = dyn_cast<BufferWaitOp>(user);
+      if (!wait)
+        return user->emitOpError()
+               << "uses a collective request; only fsdp.buffer.wait may";
+      OpBuilder wb(wait);
+      func::CallOp::create(wb, wait.getLoc(), waitFn, ValueRange{handle});
+      wait.erase();
+    }
     op->erase();
     return success();
   }

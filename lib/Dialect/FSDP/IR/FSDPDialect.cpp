@@ -3,7 +3,9 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
+#include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -11,8 +13,19 @@ namespace lm = ::fsdp::layout;
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.cpp.inc"
 
+#define GET_TYPEDEF_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsTypes.cpp.inc"
+
+void FSDPDialect::registerTypes() {
+  addTypes<
+#define GET_TYPEDEF_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPOpsTypes.cpp.inc"
+      >();
+}
+
 void FSDPDialect::initialize() {
   registerAttributes();
+  registerTypes();
   addOperations<
 #define GET_OP_LIST
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

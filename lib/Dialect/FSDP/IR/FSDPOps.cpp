@@ -262,6 +262,34 @@ LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
   return success();
 }
 
+LogicalResult
+AllGatherStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
+                            *k, "input", "result");
+}
+
+LogicalResult
+ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getResult().getType(), getInput().getType(),
+                            *k, "result", "input");
+}
+
+LogicalResult
+AllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
+    return failure();
+  if (getInput().getType() != getResult().getType())
+    return emitOpError() << "result type must equal input type "
+                         << getInput().getType();
+  return success();
+}
+
 //===----------------------------------------------------------------------===//
 // Buffer collectives
 //===----------------------------------------------------------------------===//
@@ -311,6 +339,36 @@ BufferAllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
     return emitOpError() << "input and output must have the same shape and "
                             "element type";
   return success();
+}
+
+LogicalResult BufferAllGatherStartOp::verify() {
+  return verifyBufferOp(*this);
+}
+LogicalResult BufferReduceScatterStartOp::verify() {
+  return verifyBufferOp(*this);
+}
+LogicalResult BufferAllReduceStartOp::verify() {
+  return verifyBufferOp(*this);
+}
+LogicalResult
+BufferAllGatherStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
+                            *k, "input", "output");
+}
+LogicalResult
+BufferReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getOutput().getType(), getInput().getType(),
+                            *k, "output", "input");
+}
+LogicalResult
+BufferAllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyGroup(*this, getMeshAttr(), getAxes(), tables);
 }
 
 #define GET_OP_CLASSES

@@ -32,6 +32,28 @@ FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Location loc,
   return *alloc;
 }
 
+/// Allocates the result buffer of a collective and a contiguous input.
+template <typename TensorOp>
+FailureOr<std::pair<Value, Value>>
+prepareBuffers(TensorOp collective, RewriterBase &rewriter,
+               const BufferizationOptions &options, BufferizationState &state) {
+  Location loc = collective->getLoc();
+  FailureOr<Value> input =
+      getBuffer(rewriter, collective.getInput(), options, state);
+  if (failed(input))
+    return failure();
+  FailureOr<Value> flatInput = contiguousBuffer(rewriter, loc, *input, options);
+  if (failed(flatInput))
+    return failure();
+  auto resultType = cast<RankedTensorType>(collective.getResult().getType());
+  auto outType =
+      MemRefType::get(resultType.getShape(), resultType.getElementType());
+  FailureOr<Value> output = options.createAlloc(rewriter, loc, outType, {});
+  if (failed(output))
+    return failure();
+  return std::make_pair(*flatInput, *output);
+}
+
 template <typename TensorOp, typename BufferOp>
 struct CollectiveModel
     : public BufferizableOpInterface::ExternalModel<
@@ -53,26 +75,78 @@ struct CollectiveModel
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
-    auto collective = cast<TensorOp>(op);
-    Location loc = op->getLoc();
-    FailureOr<Value> input =
-        getBuffer(rewriter, collective.getInput(), options, state);
-    if (failed(input))
-      return failure();
-    FailureOr<Value> flatInput =
-        contiguousBuffer(rewriter, loc, *input, options);
-    if (failed(flatInput))
-      return failure();
-    auto resultType = cast<RankedTensorType>(collective.getResult().getType());
-    auto outType =
-        MemRefType::get(resultType.getShape(), resultType.getElementType());
-    FailureOr<Value> output = options.createAlloc(rewriter, loc, outType, {});
-    if (failed(output))
+    auto buffers = prepareBuffers(cast<TensorOp>(op), rewriter, options, state);
+    if (failed(buffers))
       return failure();
     SmallVector<NamedAttribute> attrs(op->getAttrs());
-    BufferOp::create(rewriter, loc, TypeRange{},
-                     ValueRange{*flatInput, *output}, attrs);
-    replaceOpWithBufferizedValues(rewriter, op, *output);
+    BufferOp::create(rewriter, op->getLoc(), TypeRange{},
+                     ValueRange{buffers->first, buffers->second}, attrs);
+    replaceOpWithBufferizedValues(rewriter, op, buffers->second);
+    return success();
+  }
+};
+
+/// `*_start`: like the blocking form, plus the request.
+template <typename TensorOp, typename BufferOp>
+struct StartModel : public BufferizableOpInterface::ExternalModel<
+                        StartModel<TensorOp, BufferOp>, TensorOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto buffers = prepareBuffers(cast<TensorOp>(op), rewriter, options, state);
+    if (failed(buffers))
+      return failure();
+    SmallVector<NamedAttribute> attrs(op->getAttrs());
+    auto start = BufferOp::create(
+        rewriter, op->getLoc(), TypeRange{op->getResult(0).getType()},
+        ValueRange{buffers->first, buffers->second}, attrs);
+    replaceOpWithBufferizedValues(rewriter, op,
+                                  {start->getResult(0), buffers->second});
+    return success();
+  }
+};
+
+/// `fsdp.wait` returns the started collective's buffer itself.
+struct WaitModel
+    : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return false;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    if (operand.getOperandNumber() != 1)
+      return {};
+    return {{op->getResult(0), BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto wait = cast<WaitOp>(op);
+    FailureOr<Value> buffer =
+        getBuffer(rewriter, wait.getPending(), options, state);
+    if (failed(buffer))
+      return failure();
+    BufferWaitOp::create(rewriter, op->getLoc(), wait.getRequest());
+    replaceOpWithBufferizedValues(rewriter, op, *buffer);
     return success();
   }
 };
@@ -88,5 +162,12 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
         CollectiveModel<ReduceScatterOp, BufferReduceScatterOp>>(*ctx);
     AllReduceOp::attachInterface<
         CollectiveModel<AllReduceOp, BufferAllReduceOp>>(*ctx);
+    AllGatherStartOp::attachInterface<
+        StartModel<AllGatherStartOp, BufferAllGatherStartOp>>(*ctx);
+    ReduceScatterStartOp::attachInterface<
+        StartModel<ReduceScatterStartOp, BufferReduceScatterStartOp>>(*ctx);
+    AllReduceStartOp::attachInterface<
+        StartModel<AllReduceStartOp, BufferAllReduceStartOp>>(*ctx);
+    WaitOp::attachInterface<WaitModel>(*ctx);
   });
 }

@@ -23,11 +23,13 @@ def FSDP_Dialect : Dialect {
     pass sees ordinary builtin tensors.
   }];
   let useDefaultAttributePrinterParser = 1;
+  let useDefaultTypePrinterParser = 1;
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
   let extraClassDeclaration = [{
     void registerAttributes();
+    void registerTypes();
     // Discardable attribute names used on function arguments and results.
     static constexpr ::llvm::StringLiteral kLayoutAttrName = "fsdp.layout";
     static constexpr ::llvm::StringLiteral kLossAttrName = "fsdp.loss";
@@ -40,6 +42,19 @@ def FSDP_Dialect : Dialect {
 
 class FSDP_Op<string mnemonic, list<Trait> traits = []>
     : Op<FSDP_Dialect, mnemonic, traits>;
+
+class FSDP_Type<string name, string typeMnemonic, list<Trait> traits = []>
+    : TypeDef<FSDP_Dialect, name, traits> {
+  let mnemonic = typeMnemonic;
+}
+
+def FSDP_RequestType : FSDP_Type<"Request", "request"> {
+  let summary = "an asynchronous collective in flight";
+  let description = [{
+    Returned by the `*_start` collectives and consumed by `fsdp.wait`; the
+    runtime's request handle once lowered.
+  }];
+}
 
 class FSDP_Attr<string name, string attrMnemonic, list<Trait> traits = []>
     : AttrDef<FSDP_Dialect, name, traits> {

@@ -5,6 +5,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPTypes.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "mlir/IR/OpDefinition.h"
 #include "mlir/IR/SymbolTable.h"

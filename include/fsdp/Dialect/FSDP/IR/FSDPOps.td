@@ -156,6 +156,56 @@ def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce"> {
 }
 
 //===----------------------------------------------------------------------===//
+// Asynchronous collectives (after fsdp-schedule).
+//===----------------------------------------------------------------------===//
+
+class FSDP_StartCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+          DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = !con((ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                            StrArrayAttr:$axes), reduceArg);
+  let results = (outs FSDP_RequestType:$request, AnyRankedTensor:$result);
+  let assemblyFormat = "$input `over` $mesh $axes " # reduceFmt #
+      " attr-dict `:` type($input) `->` type($result)";
+  let description = [{
+    Starts the collective and returns its request and the tensor it will
+    produce. The tensor must only be read through `fsdp.wait`, which
+    returns it once the collective has completed; everything between the
+    start and the wait overlaps with the communication.
+  }];
+}
+
+def FSDP_AllGatherStartOp
+    : FSDP_StartCollectiveOp<"all_gather_start", (ins), ""> {
+  let summary = "start an all-gather";
+}
+def FSDP_ReduceScatterStartOp
+    : FSDP_StartCollectiveOp<"reduce_scatter_start",
+                             (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "start a reduce-scatter";
+}
+def FSDP_AllReduceStartOp
+    : FSDP_StartCollectiveOp<"all_reduce_start",
+                             (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "start an all-reduce";
+}
+
+def FSDP_WaitOp : FSDP_Op<"wait", [FSDP_CollectiveEffect,
+                                   AllTypesMatch<["pending", "result"]>]> {
+  let summary = "wait for a started collective and get its result";
+  let description = [{
+    ```mlir
+    %req, %pending = fsdp.all_gather_start %x over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
+    ... compute that overlaps ...
+    %all = fsdp.wait %req, %pending : tensor<192xf32>
+    ```
+  }];
+  let arguments = (ins FSDP_RequestType:$request, AnyRankedTensor:$pending);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$request `,` $pending attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
 // Buffer forms (after bufferization), lowered to runtime calls.
 //===----------------------------------------------------------------------===//
 
@@ -168,6 +218,38 @@ class FSDP_BufferCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
   let assemblyFormat = "$input `into` $output `over` $mesh $axes " # reduceFmt #
       " attr-dict `:` type($input) `,` type($output)";
   let hasVerifier = 1;
+}
+
+class FSDP_BufferStartOp<string mnemonic, dag reduceArg, string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+          DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
+                            FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
+                       reduceArg);
+  let results = (outs FSDP_RequestType:$request);
+  let assemblyFormat = "$input `into` $output `over` $mesh $axes " # reduceFmt #
+      " attr-dict `:` type($input) `,` type($output)";
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferAllGatherStartOp
+    : FSDP_BufferStartOp<"buffer.all_gather_start", (ins), ""> {
+  let summary = "start an all-gather between contiguous buffers";
+}
+def FSDP_BufferReduceScatterStartOp
+    : FSDP_BufferStartOp<"buffer.reduce_scatter_start",
+                         (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "start a reduce-scatter between contiguous buffers";
+}
+def FSDP_BufferAllReduceStartOp
+    : FSDP_BufferStartOp<"buffer.all_reduce_start",
+                         (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
+  let summary = "start an all-reduce between contiguous buffers";
+}
+def FSDP_BufferWaitOp : FSDP_Op<"buffer.wait", [FSDP_CollectiveEffect]> {
+  let summary = "wait for a started buffer collective";
+  let arguments = (ins FSDP_RequestType:$request);
+  let assemblyFormat = "$request attr-dict";
 }
 
 def FSDP_BufferAllGatherOp
