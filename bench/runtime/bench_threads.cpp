@@ -56,7 +56,8 @@ double bench_threads(int kind, size_t bytes, int iters) {
     std::abort();
   const int64_t elems = int64_t(bytes / 4);
   const int nb = bench::batches() + 1;
-  std::vector<double> start(static_cast<size_t>(nb)), stop(static_cast<size_t>(nb), 0.0);
+  std::vector<double> start(static_cast<size_t>(nb)),
+      stop(static_cast<size_t>(nb), 0.0);
   std::atomic<int> failures{0};
   Barrier barrier(kRanks);
   std::vector<std::thread> threads;
@@ -82,8 +83,7 @@ double bench_threads(int kind, size_t bytes, int iters) {
                                        FSDPRT_SUM);
           else
             st = fsdprt_all_reduce(comm, 1, send.data(), recv.data(),
-                                   int64_t(recv_elems), FSDPRT_F32,
-                                   FSDPRT_SUM);
+                                   int64_t(recv_elems), FSDPRT_F32, FSDPRT_SUM);
           if (st != FSDPRT_OK)
             failures.fetch_add(1);
         }

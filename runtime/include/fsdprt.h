@@ -125,10 +125,9 @@ typedef enum fsdprt_backend {
 /* threads backend: one process, size(shape) ranks that are threads. The
  * world owns one communicator per rank; each must be used by one thread at a
  * time (normally the thread that plays that rank). */
-FSDPRT_API fsdprt_status_t
-fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
-                            const fsdprt_options_t *options,
-                            fsdprt_world_t **world);
+FSDPRT_API fsdprt_status_t fsdprt_threads_world_create(
+    int32_t ndims, const int64_t *shape, const fsdprt_options_t *options,
+    fsdprt_world_t **world);
 /* The communicator of `rank` (owned by the world, same pointer every call). */
 FSDPRT_API fsdprt_status_t fsdprt_threads_comm(fsdprt_world_t *world,
                                                int64_t rank,
@@ -143,10 +142,9 @@ FSDPRT_API void fsdprt_world_destroy(fsdprt_world_t *world);
  * size. Initializes MPI (MPI_THREAD_SERIALIZED) when the caller has not;
  * then MPI is finalized at process exit. Returns FSDPRT_ERR_UNSUPPORTED when
  * the library was built without MPI. */
-FSDPRT_API fsdprt_status_t fsdprt_mpi_comm_create(int32_t ndims,
-                                                  const int64_t *shape,
-                                                  const fsdprt_options_t *options,
-                                                  fsdprt_comm_t **comm);
+FSDPRT_API fsdprt_status_t
+fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
+                       const fsdprt_options_t *options, fsdprt_comm_t **comm);
 
 /* nccl backend: one process (or thread) per GPU. Rank 0 creates the unique
  * id and distributes it out of band (file, MPI, ...); every rank then calls
@@ -219,8 +217,7 @@ FSDPRT_API void fsdprt_process_error_clear(void);
 FSDPRT_API fsdprt_status_t fsdprt_all_gather(fsdprt_comm_t *comm,
                                              int64_t group_mask,
                                              const void *send, void *recv,
-                                             int64_t send_count,
-                                             int32_t dtype);
+                                             int64_t send_count, int32_t dtype);
 /* send holds k*recv_count elements; group rank j receives op over the
  * group's slot j. In place when recv == send + group_rank*recv_count. */
 FSDPRT_API fsdprt_status_t fsdprt_reduce_scatter(fsdprt_comm_t *comm,
@@ -237,19 +234,15 @@ FSDPRT_API fsdprt_status_t fsdprt_all_reduce(fsdprt_comm_t *comm,
 
 /* Asynchronous forms: the buffers must stay untouched until the request
  * completes. *request is set to a new request (NULL on immediate failure). */
-FSDPRT_API fsdprt_status_t
-fsdprt_all_gather_async(fsdprt_comm_t *comm, int64_t group_mask,
-                        const void *send, void *recv, int64_t send_count,
-                        int32_t dtype, fsdprt_request_t *request);
-FSDPRT_API fsdprt_status_t
-fsdprt_reduce_scatter_async(fsdprt_comm_t *comm, int64_t group_mask,
-                            const void *send, void *recv, int64_t recv_count,
-                            int32_t dtype, int32_t op,
-                            fsdprt_request_t *request);
-FSDPRT_API fsdprt_status_t
-fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
-                        const void *send, void *recv, int64_t count,
-                        int32_t dtype, int32_t op, fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t fsdprt_all_gather_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t send_count, int32_t dtype, fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t fsdprt_reduce_scatter_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t recv_count, int32_t dtype, int32_t op, fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t fsdprt_all_reduce_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t count, int32_t dtype, int32_t op, fsdprt_request_t *request);
 
 /* Blocks until the request completes, frees it and sets *request to NULL.
  * Returns the status of the collective. Waiting on NULL is a no-op (OK). */
@@ -297,25 +290,25 @@ FSDPRT_API fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm);
  */
 
 typedef enum fsdprt_shard_policy {
-  FSDPRT_SHARD_CEIL = 0,    /* slot c = ceil(n/k); rank i: [i*c, min(n,(i+1)c)) */
-  FSDPRT_SHARD_BALANCED = 1 /* rank i: n/k + (i < n%k) rows at i*(n/k)+min(i,n%k) */
+  FSDPRT_SHARD_CEIL = 0, /* slot c = ceil(n/k); rank i: [i*c, min(n,(i+1)c)) */
+  FSDPRT_SHARD_BALANCED =
+      1 /* rank i: n/k + (i < n%k) rows at i*(n/k)+min(i,n%k) */
 } fsdprt_shard_policy_t;
 
 /* Padded slot size ceil(n/k) (0 when n == 0). */
 FSDPRT_API int64_t fsdprt_shard_slot_rows(int64_t n, int64_t k);
 /* Rows [*offset, *offset + *size) of n held by shard i of k. */
-FSDPRT_API fsdprt_status_t fsdprt_shard_extent(int64_t n, int64_t k,
-                                               int64_t i, int32_t policy,
-                                               int64_t *offset,
+FSDPRT_API fsdprt_status_t fsdprt_shard_extent(int64_t n, int64_t k, int64_t i,
+                                               int32_t policy, int64_t *offset,
                                                int64_t *size);
 
 /* dst[o, dst_row + r, :] = src[o, src_row + r, :] for o < outer, r < rows.
  * dst has dst_rows rows per outer index, src has src_rows. No overlap. */
-FSDPRT_API fsdprt_status_t
-fsdprt_copy_rows(void *dst, int64_t dst_rows, int64_t dst_row,
-                 const void *src, int64_t src_rows, int64_t src_row,
-                 int64_t rows, int64_t outer, int64_t inner,
-                 int64_t elem_size);
+FSDPRT_API fsdprt_status_t fsdprt_copy_rows(void *dst, int64_t dst_rows,
+                                            int64_t dst_row, const void *src,
+                                            int64_t src_rows, int64_t src_row,
+                                            int64_t rows, int64_t outer,
+                                            int64_t inner, int64_t elem_size);
 /* dst[o, row + r, :] = 0 for o < outer, r < rows. */
 FSDPRT_API fsdprt_status_t fsdprt_zero_rows(void *dst, int64_t dst_rows,
                                             int64_t row, int64_t rows,
@@ -324,9 +317,8 @@ FSDPRT_API fsdprt_status_t fsdprt_zero_rows(void *dst, int64_t dst_rows,
 /* Pad or narrow: dst [outer, dst_rows, inner] gets src's first
  * min(dst_rows, src_rows) rows, the remaining dst rows are zeroed. */
 FSDPRT_API fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows,
-                                              const void *src,
-                                              int64_t src_rows, int64_t outer,
-                                              int64_t inner,
+                                              const void *src, int64_t src_rows,
+                                              int64_t outer, int64_t inner,
                                               int64_t elem_size);
 
 /* Chunk-cat for a tensor [outer, n, inner] sharded on the middle dim over k
@@ -337,14 +329,12 @@ FSDPRT_API fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows,
  * parameter's column block inside a bucket [k, L].
  * pack: full -> packed (the reduce-scatter input);
  * unpack: packed -> full (the all-gather output, narrowed per shard). */
-FSDPRT_API fsdprt_status_t
-fsdprt_chunk_cat_pack(void *packed, int64_t slot_stride, const void *full,
-                      int64_t outer, int64_t n, int64_t inner, int64_t k,
-                      int32_t policy, int64_t elem_size);
-FSDPRT_API fsdprt_status_t
-fsdprt_chunk_cat_unpack(void *full, const void *packed, int64_t slot_stride,
-                        int64_t outer, int64_t n, int64_t inner, int64_t k,
-                        int32_t policy, int64_t elem_size);
+FSDPRT_API fsdprt_status_t fsdprt_chunk_cat_pack(
+    void *packed, int64_t slot_stride, const void *full, int64_t outer,
+    int64_t n, int64_t inner, int64_t k, int32_t policy, int64_t elem_size);
+FSDPRT_API fsdprt_status_t fsdprt_chunk_cat_unpack(
+    void *full, const void *packed, int64_t slot_stride, int64_t outer,
+    int64_t n, int64_t inner, int64_t k, int32_t policy, int64_t elem_size);
 
 /* out[a][b][:] = in[b][a][:] for in of shape [d0, d1, inner] (out is
  * [d1, d0, inner]): the StridedShard [k, sf] <-> [sf, k] index swap. */
@@ -387,8 +377,7 @@ FSDPRT_API int64_t fsdprt_jit_reduce_scatter_start(void *send, void *recv,
                                                    int64_t group_mask);
 FSDPRT_API int64_t fsdprt_jit_all_reduce_start(void *send, void *recv,
                                                int64_t count, int32_t dtype,
-                                               int32_t op,
-                                               int64_t group_mask);
+                                               int32_t op, int64_t group_mask);
 FSDPRT_API void fsdprt_jit_wait(int64_t handle);
 
 /* Outstanding jit handles of the thread's comm (0 after every start has

@@ -194,17 +194,15 @@ fsdprt_status_t fsdprt_comm_shape(const fsdprt_comm_t *comm, int64_t *shape) {
   return FSDPRT_OK;
 }
 
-fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm,
-                                   int64_t *coords) {
+fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm, int64_t *coords) {
   if (!comm || (!coords && comm->mesh.ndims > 0))
     return FSDPRT_ERR_INVALID_ARGUMENT;
   comm->mesh.coords(comm->rank, coords);
   return FSDPRT_OK;
 }
 
-fsdprt_status_t fsdprt_comm_group(const fsdprt_comm_t *comm,
-                                  int64_t group_mask, int64_t *group_size,
-                                  int64_t *group_rank) {
+fsdprt_status_t fsdprt_comm_group(const fsdprt_comm_t *comm, int64_t group_mask,
+                                  int64_t *group_size, int64_t *group_rank) {
   if (!comm || group_mask < 0 || group_mask >= comm->mesh.num_masks())
     return FSDPRT_ERR_INVALID_ARGUMENT;
   int64_t gr = 0;
@@ -251,20 +249,20 @@ void fsdprt_process_error_clear(void) {
 fsdprt_status_t fsdprt_all_gather(fsdprt_comm_t *comm, int64_t group_mask,
                                   const void *send, void *recv,
                                   int64_t send_count, int32_t dtype) {
-  return collective(comm,
-                    make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count,
-                              dtype, -1),
-                    send, recv, nullptr);
+  return collective(
+      comm,
+      make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
+      send, recv, nullptr);
 }
 
 fsdprt_status_t fsdprt_reduce_scatter(fsdprt_comm_t *comm, int64_t group_mask,
                                       const void *send, void *recv,
                                       int64_t recv_count, int32_t dtype,
                                       int32_t op) {
-  return collective(comm,
-                    make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
-                              recv_count, dtype, op),
-                    send, recv, nullptr);
+  return collective(
+      comm,
+      make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype, op),
+      send, recv, nullptr);
 }
 
 fsdprt_status_t fsdprt_all_reduce(fsdprt_comm_t *comm, int64_t group_mask,
@@ -275,38 +273,33 @@ fsdprt_status_t fsdprt_all_reduce(fsdprt_comm_t *comm, int64_t group_mask,
       send, recv, nullptr);
 }
 
-fsdprt_status_t fsdprt_all_gather_async(fsdprt_comm_t *comm,
-                                        int64_t group_mask, const void *send,
-                                        void *recv, int64_t send_count,
-                                        int32_t dtype,
+fsdprt_status_t fsdprt_all_gather_async(fsdprt_comm_t *comm, int64_t group_mask,
+                                        const void *send, void *recv,
+                                        int64_t send_count, int32_t dtype,
                                         fsdprt_request_t *request) {
   if (!request)
     return FSDPRT_ERR_INVALID_ARGUMENT;
-  return collective(comm,
-                    make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count,
-                              dtype, -1),
-                    send, recv, request);
+  return collective(
+      comm,
+      make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
+      send, recv, request);
 }
 
-fsdprt_status_t fsdprt_reduce_scatter_async(fsdprt_comm_t *comm,
-                                            int64_t group_mask,
-                                            const void *send, void *recv,
-                                            int64_t recv_count, int32_t dtype,
-                                            int32_t op,
-                                            fsdprt_request_t *request) {
+fsdprt_status_t fsdprt_reduce_scatter_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t recv_count, int32_t dtype, int32_t op, fsdprt_request_t *request) {
   if (!request)
     return FSDPRT_ERR_INVALID_ARGUMENT;
-  return collective(comm,
-                    make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
-                              recv_count, dtype, op),
-                    send, recv, request);
+  return collective(
+      comm,
+      make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype, op),
+      send, recv, request);
 }
 
-fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm,
-                                        int64_t group_mask, const void *send,
-                                        void *recv, int64_t count,
-                                        int32_t dtype, int32_t op,
-                                        fsdprt_request_t *request) {
+fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
+                                        const void *send, void *recv,
+                                        int64_t count, int32_t dtype,
+                                        int32_t op, fsdprt_request_t *request) {
   if (!request)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   return collective(
@@ -391,22 +384,21 @@ void fsdprt_jit_all_gather(void *send, void *recv, int64_t send_count,
 
 void fsdprt_jit_reduce_scatter(void *send, void *recv, int64_t recv_count,
                                int32_t dtype, int32_t op, int64_t group_mask) {
-  jit_run("fsdprt_jit_reduce_scatter",
-          make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype,
-                    op),
-          send, recv);
+  jit_run(
+      "fsdprt_jit_reduce_scatter",
+      make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype, op),
+      send, recv);
 }
 
-void fsdprt_jit_all_reduce(void *send, void *recv, int64_t count,
-                           int32_t dtype, int32_t op, int64_t group_mask) {
+void fsdprt_jit_all_reduce(void *send, void *recv, int64_t count, int32_t dtype,
+                           int32_t op, int64_t group_mask) {
   jit_run("fsdprt_jit_all_reduce",
           make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op), send,
           recv);
 }
 
-int64_t fsdprt_jit_all_gather_start(void *send, void *recv,
-                                    int64_t send_count, int32_t dtype,
-                                    int64_t group_mask) {
+int64_t fsdprt_jit_all_gather_start(void *send, void *recv, int64_t send_count,
+                                    int32_t dtype, int64_t group_mask) {
   return jit_start(
       "fsdprt_jit_all_gather_start",
       make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
@@ -416,10 +408,10 @@ int64_t fsdprt_jit_all_gather_start(void *send, void *recv,
 int64_t fsdprt_jit_reduce_scatter_start(void *send, void *recv,
                                         int64_t recv_count, int32_t dtype,
                                         int32_t op, int64_t group_mask) {
-  return jit_start("fsdprt_jit_reduce_scatter_start",
-                   make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
-                             recv_count, dtype, op),
-                   send, recv);
+  return jit_start(
+      "fsdprt_jit_reduce_scatter_start",
+      make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype, op),
+      send, recv);
 }
 
 int64_t fsdprt_jit_all_reduce_start(void *send, void *recv, int64_t count,

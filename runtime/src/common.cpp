@@ -68,9 +68,9 @@ Status Mesh::create(int32_t ndims, const int64_t *shape,
   m.size = 1;
   for (int i = 0; i < ndims; ++i) {
     if (shape[i] <= 0 || shape[i] > (int64_t(1) << 20))
-      return Status(FSDPRT_ERR_INVALID_ARGUMENT,
-                    format("mesh axis %d has invalid size %lld", i,
-                           (long long)shape[i]));
+      return Status(
+          FSDPRT_ERR_INVALID_ARGUMENT,
+          format("mesh axis %d has invalid size %lld", i, (long long)shape[i]));
     m.shape[i] = shape[i];
     m.size *= shape[i];
     if (m.size > (int64_t(1) << 20))

@@ -25,8 +25,7 @@ struct Status {
 };
 
 // printf-style formatting into a std::string.
-std::string format(const char *fmt, ...)
-    __attribute__((format(printf, 1, 2)));
+std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
 // What a rank asked for in one collective; compared across a group to
 // detect desynchronized programs.

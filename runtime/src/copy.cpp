@@ -100,10 +100,9 @@ fsdprt_status_t fsdprt_zero_rows(void *dst, int64_t dst_rows, int64_t row,
   return FSDPRT_OK;
 }
 
-fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows,
-                                   const void *src, int64_t src_rows,
-                                   int64_t outer, int64_t inner,
-                                   int64_t elem_size) {
+fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows, const void *src,
+                                   int64_t src_rows, int64_t outer,
+                                   int64_t inner, int64_t elem_size) {
   if (bad_sizes(outer, inner, elem_size) || dst_rows < 0 || src_rows < 0)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   int64_t rows = dst_rows < src_rows ? dst_rows : src_rows;

@@ -133,8 +133,8 @@ void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
     for (int64_t t = 0; t < len; ++t)
       tile[t] = Conv::store(acc[t]);
     for (int d = 0; d < ndst; ++d)
-      copy_bytes(static_cast<T *>(dsts[d]) + base, tile, size_t(len) * sizeof(T),
-                 streaming);
+      copy_bytes(static_cast<T *>(dsts[d]) + base, tile,
+                 size_t(len) * sizeof(T), streaming);
   }
 }
 
@@ -147,21 +147,23 @@ void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
     return reduce_typed<float, float, Plain<float, float>>(dsts, ndst, srcs, k,
                                                            n, op, streaming);
   case FSDPRT_F64:
-    return reduce_typed<double, double, Plain<double, double>>(dsts, ndst,
-                                                               srcs, k, n, op, streaming);
+    return reduce_typed<double, double, Plain<double, double>>(
+        dsts, ndst, srcs, k, n, op, streaming);
   case FSDPRT_F16:
-    return reduce_typed<uint16_t, float, F16>(dsts, ndst, srcs, k, n, op, streaming);
+    return reduce_typed<uint16_t, float, F16>(dsts, ndst, srcs, k, n, op,
+                                              streaming);
   case FSDPRT_BF16:
-    return reduce_typed<uint16_t, float, Bf16>(dsts, ndst, srcs, k, n, op, streaming);
+    return reduce_typed<uint16_t, float, Bf16>(dsts, ndst, srcs, k, n, op,
+                                               streaming);
   case FSDPRT_I32:
-    return reduce_typed<int32_t, int64_t, Int<int32_t>>(dsts, ndst, srcs, k,
-                                                        n, op, streaming);
+    return reduce_typed<int32_t, int64_t, Int<int32_t>>(dsts, ndst, srcs, k, n,
+                                                        op, streaming);
   case FSDPRT_I64:
-    return reduce_typed<int64_t, int64_t, Int<int64_t>>(dsts, ndst, srcs, k,
-                                                        n, op, streaming);
+    return reduce_typed<int64_t, int64_t, Int<int64_t>>(dsts, ndst, srcs, k, n,
+                                                        op, streaming);
   case FSDPRT_U8:
-    return reduce_typed<uint8_t, int64_t, Int<uint8_t>>(dsts, ndst, srcs, k,
-                                                        n, op, streaming);
+    return reduce_typed<uint8_t, int64_t, Int<uint8_t>>(dsts, ndst, srcs, k, n,
+                                                        op, streaming);
   case FSDPRT_I8:
     return reduce_typed<int8_t, int64_t, Int<int8_t>>(dsts, ndst, srcs, k, n,
                                                       op, streaming);
@@ -172,9 +174,8 @@ void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
 // Streaming-store copy: the destination lines are written without being
 // read first (no read-for-ownership), which matters when several ranks
 // copy into memory that is not in any cache.
-__attribute__((target("avx2"))) static void copy_stream_avx2(char *dst,
-                                                             const char *src,
-                                                             size_t n) {
+__attribute__((target("avx2"))) static void
+copy_stream_avx2(char *dst, const char *src, size_t n) {
   size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
   if (head > n)
     head = n;
@@ -185,8 +186,7 @@ __attribute__((target("avx2"))) static void copy_stream_avx2(char *dst,
   size_t blocks = n / 64;
   for (size_t i = 0; i < blocks; ++i) {
     __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src));
-    __m256i b =
-        _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + 32));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + 32));
     _mm256_stream_si256(reinterpret_cast<__m256i *>(dst), a);
     _mm256_stream_si256(reinterpret_cast<__m256i *>(dst + 32), b);
     src += 64;

@@ -69,10 +69,10 @@ struct Sub {
   int64_t mask = 0, id = 0;
   std::vector<int64_t> ranks;
   std::string name;
-  uint64_t next_seq = 0;     // next collective posted on this group
-  uint64_t next_start = 0;   // next collective whose data phase may start
-  uint64_t next_ar = 0;      // all_reduce ordinal counter
-  uint64_t next_phase2 = 0;  // next all_reduce ordinal allowed into phase 2
+  uint64_t next_seq = 0;    // next collective posted on this group
+  uint64_t next_start = 0;  // next collective whose data phase may start
+  uint64_t next_ar = 0;     // all_reduce ordinal counter
+  uint64_t next_phase2 = 0; // next all_reduce ordinal allowed into phase 2
 };
 
 enum class State { Exchanging, Ready, Phase1, Phase2Ready, Phase2, Done };
@@ -93,8 +93,8 @@ struct MpiRequest : fsdprt_request {
   std::vector<MPI_Request> send_req; // descriptor sends
   std::vector<MPI_Request> recv_req; // descriptor receives, by member
   MPI_Request data_req = MPI_REQUEST_NULL;
-  std::vector<char> tmp;             // all-to-all receive buffer
-  std::vector<int> counts, displs;   // all_reduce chunking (elements)
+  std::vector<char> tmp;           // all-to-all receive buffer
+  std::vector<int> counts, displs; // all_reduce chunking (elements)
   bool done() const { return state == State::Done || failed; }
 };
 
@@ -147,9 +147,9 @@ private:
 Status MpiComm::check(int rc, const char *what) {
   if (rc == MPI_SUCCESS)
     return Status::Ok();
-  return Status(FSDPRT_ERR_BACKEND, format("rank %lld: %s failed: %s",
-                                           (long long)rank, what,
-                                           mpi_error(rc).c_str()));
+  return Status(FSDPRT_ERR_BACKEND,
+                format("rank %lld: %s failed: %s", (long long)rank, what,
+                       mpi_error(rc).c_str()));
 }
 
 Status MpiComm::init() {
@@ -275,8 +275,8 @@ void MpiComm::abort_for(const Status &cause, const Sub *sub, uint64_t seq) {
     if (r == int(rank))
       continue;
     MPI_Request q = MPI_REQUEST_NULL;
-    if (MPI_Isend(abort_out_.get(), kAbortBytes, MPI_BYTE, r, kAbortTag,
-                  world_, &q) == MPI_SUCCESS)
+    if (MPI_Isend(abort_out_.get(), kAbortBytes, MPI_BYTE, r, kAbortTag, world_,
+                  &q) == MPI_SUCCESS)
       abort_sends_.push_back(q);
   }
 }
@@ -409,8 +409,8 @@ void MpiComm::advance(MpiRequest *r) {
   }
   if (r->state == State::Phase1) {
     int flag = 0;
-    Status st = check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE),
-                      "MPI_Test");
+    Status st =
+        check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
     if (!st.ok()) {
       fail(r, st);
       abort(st);
@@ -422,16 +422,15 @@ void MpiComm::advance(MpiRequest *r) {
       r->state = State::Done;
       return;
     }
-    const int n = d.kind == FSDPRT_KIND_REDUCE_SCATTER
-                      ? m
-                      : r->counts[size_t(me)];
+    const int n =
+        d.kind == FSDPRT_KIND_REDUCE_SCATTER ? m : r->counts[size_t(me)];
     std::vector<const void *> srcs(static_cast<size_t>(k));
     for (int j = 0; j < k; ++j)
       srcs[size_t(j)] = r->tmp.data() + size_t(j) * size_t(n) * es;
-    void *dst = d.kind == FSDPRT_KIND_REDUCE_SCATTER
-                    ? r->recv
-                    : static_cast<char *>(r->recv) +
-                          size_t(r->displs[size_t(me)]) * es;
+    void *dst =
+        d.kind == FSDPRT_KIND_REDUCE_SCATTER
+            ? r->recv
+            : static_cast<char *>(r->recv) + size_t(r->displs[size_t(me)]) * es;
     reduce_elems(&dst, 1, srcs.data(), k, n, d.dtype, d.op);
     if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
       r->state = State::Done;
@@ -444,10 +443,10 @@ void MpiComm::advance(MpiRequest *r) {
     if (s.next_phase2 != r->ar_ordinal)
       return;
     s.next_phase2++;
-    Status st = check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv,
-                                      r->counts.data(), r->displs.data(),
-                                      type, s.phase2, &r->data_req),
-                      "MPI_Iallgatherv");
+    Status st =
+        check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv, r->counts.data(),
+                              r->displs.data(), type, s.phase2, &r->data_req),
+              "MPI_Iallgatherv");
     if (!st.ok()) {
       fail(r, st);
       abort(st);
@@ -457,8 +456,8 @@ void MpiComm::advance(MpiRequest *r) {
   }
   if (r->state == State::Phase2) {
     int flag = 0;
-    Status st = check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE),
-                      "MPI_Test");
+    Status st =
+        check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
     if (!st.ok()) {
       fail(r, st);
       abort(st);
@@ -522,8 +521,8 @@ Status MpiComm::start(const Desc &desc, const void *send, void *recv,
     Status st = check(rc, "MPI_Irecv");
     if (st.ok()) {
       MPI_Request q = MPI_REQUEST_NULL;
-      st = check(MPI_Isend(r->sent.get(), int(sizeof(Desc)),
-                           MPI_BYTE, j, kDescTag, s.main, &q),
+      st = check(MPI_Isend(r->sent.get(), int(sizeof(Desc)), MPI_BYTE, j,
+                           kDescTag, s.main, &q),
                  "MPI_Isend");
       r->send_req.push_back(q);
     }
@@ -556,8 +555,8 @@ std::string MpiComm::timeout_message(MpiRequest *r, double waited) {
         missing.push_back(s.ranks[size_t(j)]);
     }
     if (!missing.empty())
-      return msg + format("rank(s) %s did not call it",
-                          join_ranks(missing).c_str());
+      return msg +
+             format("rank(s) %s did not call it", join_ranks(missing).c_str());
   }
   if (r->state == State::Ready)
     return msg + "an earlier collective on this group has not started";
@@ -619,16 +618,15 @@ void finalize_at_exit() {
 
 using namespace fsdprt;
 
-extern "C" fsdprt_status_t fsdprt_mpi_comm_create(int32_t ndims,
-                                                  const int64_t *shape,
-                                                  const fsdprt_options_t *options,
-                                                  fsdprt_comm_t **comm) {
+extern "C" fsdprt_status_t
+fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
+                       const fsdprt_options_t *options, fsdprt_comm_t **comm) {
   if (!comm)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   *comm = nullptr;
   Mesh mesh;
-  Status st = Mesh::create(ndims, shape, options ? options->axis_names : nullptr,
-                           &mesh);
+  Status st = Mesh::create(ndims, shape,
+                           options ? options->axis_names : nullptr, &mesh);
   if (!st.ok())
     return st.code;
   int initialized = 0, finalized = 0;

@@ -165,7 +165,8 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
       int64_t dst = pos / m, t0 = pos % m;
       int64_t len = std::min(end - pos, m - t0);
       for (int j = 0; j < k; ++j)
-        srcs[j] = static_cast<const char *>(posts[j].send) + (dst * m + t0) * es;
+        srcs[j] =
+            static_cast<const char *>(posts[j].send) + (dst * m + t0) * es;
       dsts[0] = static_cast<char *>(posts[dst].recv) + t0 * es;
       reduce_elems(dsts, 1, srcs, k, len, d.dtype, d.op,
                    k * m * es >= kStreamBytes);
@@ -301,9 +302,9 @@ public:
     std::lock_guard<std::mutex> lock(abort_mu_);
     if (group && group == abort_group_ && seq == abort_seq_)
       return Status(abort_code_, abort_msg_);
-    return Status(FSDPRT_ERR_ABORTED,
-                  format("rank %lld: aborted: %s", (long long)rank,
-                         abort_msg_.c_str()));
+    return Status(
+        FSDPRT_ERR_ABORTED,
+        format("rank %lld: aborted: %s", (long long)rank, abort_msg_.c_str()));
   }
 
   // After an abort no task starts; wait for running ones so that no peer
@@ -360,14 +361,13 @@ std::string ThreadsComm::missing_message(const Group &g, uint64_t seq,
     int64_t r = g.ranks[size_t(j)];
     missing.push_back(r);
     std::string act = world_->comms[size_t(r)]->activity();
-    details += format("; rank %lld is %s", (long long)r,
-                      act.empty() ? "not inside a collective call"
-                                  : act.c_str());
+    details +=
+        format("; rank %lld is %s", (long long)r,
+               act.empty() ? "not inside a collective call" : act.c_str());
   }
-  std::string msg =
-      format("timeout after %.3g s in collective #%llu %s on group %s: ",
-             waited, (unsigned long long)(seq + 1), what.c_str(),
-             g.name.c_str());
+  std::string msg = format(
+      "timeout after %.3g s in collective #%llu %s on group %s: ", waited,
+      (unsigned long long)(seq + 1), what.c_str(), g.name.c_str());
   if (missing.empty())
     msg += "all ranks arrived but the collective did not complete";
   else
@@ -463,9 +463,9 @@ bool ThreadsComm::verify(ThreadsRequest *r) {
   std::string msg = format(
       "desync in collective #%llu on group %s: rank %lld called %s but rank "
       "%lld called %s",
-      (unsigned long long)(r->seq + 1), g.name.c_str(),
-      (long long)g.ranks[0], describe(posts[0].desc).c_str(),
-      (long long)g.ranks[size_t(bad)], describe(posts[bad].desc).c_str());
+      (unsigned long long)(r->seq + 1), g.name.c_str(), (long long)g.ranks[0],
+      describe(posts[0].desc).c_str(), (long long)g.ranks[size_t(bad)],
+      describe(posts[bad].desc).c_str());
   world_->abort(FSDPRT_ERR_DESYNC, msg, &g, r->seq);
   s.verify.store(make_word(tag, kDesync), std::memory_order_release);
   return false;
@@ -518,9 +518,10 @@ void ThreadsComm::progress() {
     any_done |= r->done;
   }
   if (any_done)
-    outstanding_.erase(std::remove_if(outstanding_.begin(), outstanding_.end(),
-                                      [](ThreadsRequest *r) { return r->done; }),
-                       outstanding_.end());
+    outstanding_.erase(
+        std::remove_if(outstanding_.begin(), outstanding_.end(),
+                       [](ThreadsRequest *r) { return r->done; }),
+        outstanding_.end());
 }
 
 void ThreadsComm::forget(ThreadsRequest *r) {
@@ -565,12 +566,11 @@ Status ThreadsComm::start(const Desc &desc, const void *send, void *recv,
                     (unsigned long long)(prev + 1), g.name.c_str());
     };
     Status st = wait_until(
-        [&] { return op_complete(s, tag_of(prev), prev_tasks); }, nullptr,
-        what, [&](double waited) {
+        [&] { return op_complete(s, tag_of(prev), prev_tasks); }, nullptr, what,
+        [&](double waited) {
           w.abort(FSDPRT_ERR_TIMEOUT,
-                  missing_message(g, prev, waited, describe(s.posts[size_t(
-                                                                ref.member)]
-                                                                .desc)),
+                  missing_message(g, prev, waited,
+                                  describe(s.posts[size_t(ref.member)].desc)),
                   &g, seq);
         });
     if (!st.ok()) {
@@ -604,7 +604,8 @@ Status ThreadsComm::wait(fsdprt_request *request) {
                   r->group->name.c_str());
   };
   Status st = wait_until(
-      [&] { return r->done; }, r, what, [&](double waited) {
+      [&] { return r->done; }, r, what,
+      [&](double waited) {
         w.abort(FSDPRT_ERR_TIMEOUT,
                 missing_message(*r->group, r->seq, waited, describe(r->desc)),
                 r->group, r->seq);
@@ -642,16 +643,15 @@ using namespace fsdprt;
 
 extern "C" {
 
-fsdprt_status_t fsdprt_threads_world_create(int32_t ndims,
-                                            const int64_t *shape,
+fsdprt_status_t fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
                                             const fsdprt_options_t *options,
                                             fsdprt_world_t **world) {
   if (!world)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   *world = nullptr;
   Mesh mesh;
-  Status st = Mesh::create(ndims, shape, options ? options->axis_names : nullptr,
-                           &mesh);
+  Status st = Mesh::create(ndims, shape,
+                           options ? options->axis_names : nullptr, &mesh);
   if (!st.ok())
     return st.code;
   try {

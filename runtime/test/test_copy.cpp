@@ -34,9 +34,8 @@ TEST(CopyKernels, ShardExtentCeilAndBalanced) {
     EXPECT_EQ(off, ceil_off);
     EXPECT_EQ(size, ceil_sizes[i]);
     ceil_off += size;
-    ASSERT_EQ(
-        fsdprt_shard_extent(10, 4, i, FSDPRT_SHARD_BALANCED, &off, &size),
-        FSDPRT_OK);
+    ASSERT_EQ(fsdprt_shard_extent(10, 4, i, FSDPRT_SHARD_BALANCED, &off, &size),
+              FSDPRT_OK);
     EXPECT_EQ(off, bal_off);
     EXPECT_EQ(size, bal_sizes[i]);
     bal_off += size;
@@ -79,13 +78,13 @@ TEST(CopyKernels, ResizePadsAndNarrows) {
   const int64_t outer = 2, inner = 3;
   auto src = make_tensor(2, outer, 3, inner);
   std::vector<int32_t> padded(size_t(outer * 5 * inner), -1);
-  ASSERT_EQ(fsdprt_resize_rows(padded.data(), 5, src.data(), 3, outer, inner,
-                               4),
-            FSDPRT_OK);
+  ASSERT_EQ(
+      fsdprt_resize_rows(padded.data(), 5, src.data(), 3, outer, inner, 4),
+      FSDPRT_OK);
   std::vector<int32_t> narrowed(size_t(outer * 2 * inner), -1);
-  ASSERT_EQ(fsdprt_resize_rows(narrowed.data(), 2, src.data(), 3, outer, inner,
-                               4),
-            FSDPRT_OK);
+  ASSERT_EQ(
+      fsdprt_resize_rows(narrowed.data(), 2, src.data(), 3, outer, inner, 4),
+      FSDPRT_OK);
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t i = 0; i < inner; ++i) {
       for (int64_t r = 0; r < 5; ++r)
@@ -98,10 +97,9 @@ TEST(CopyKernels, ResizePadsAndNarrows) {
 
 void check_chunk_cat(int64_t outer, int64_t n, int64_t inner, int64_t k,
                      int32_t policy, int64_t extra_stride) {
-  SCOPED_TRACE(testing::Message() << "outer " << outer << " n " << n
-                                  << " inner " << inner << " k " << k
-                                  << " policy " << policy << " extra "
-                                  << extra_stride);
+  SCOPED_TRACE(testing::Message()
+               << "outer " << outer << " n " << n << " inner " << inner << " k "
+               << k << " policy " << policy << " extra " << extra_stride);
   const int64_t c = (n + k - 1) / k;
   const int64_t slot = outer * c * inner;
   const int64_t stride = extra_stride ? slot + extra_stride : 0;
@@ -116,9 +114,8 @@ void check_chunk_cat(int64_t outer, int64_t n, int64_t inner, int64_t k,
     int64_t b = n / k, rem = n % k;
     int64_t off = policy == FSDPRT_SHARD_CEIL ? std::min(n, j * c)
                                               : j * b + std::min(j, rem);
-    int64_t size = policy == FSDPRT_SHARD_CEIL
-                       ? std::min(n, (j + 1) * c) - off
-                       : b + (j < rem ? 1 : 0);
+    int64_t size = policy == FSDPRT_SHARD_CEIL ? std::min(n, (j + 1) * c) - off
+                                               : b + (j < rem ? 1 : 0);
     for (int64_t o = 0; o < outer; ++o)
       for (int64_t r = 0; r < c; ++r)
         for (int64_t i = 0; i < inner; ++i) {

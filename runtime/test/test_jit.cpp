@@ -29,8 +29,8 @@ TEST(Jit, CollectivesThroughTheThreadComm) {
       rs_in[i] = int32_t(rank * 10 + i);
     int64_t h1 = fsdprt_jit_reduce_scatter_start(rs_in, rs_out, 2, FSDPRT_I32,
                                                  FSDPRT_SUM, 3);
-    int64_t h2 = fsdprt_jit_all_reduce_start(ar, ar, 3, FSDPRT_I32,
-                                             FSDPRT_MAX, 3);
+    int64_t h2 =
+        fsdprt_jit_all_reduce_start(ar, ar, 3, FSDPRT_I32, FSDPRT_MAX, 3);
     EXPECT_GT(h1, 0);
     EXPECT_GT(h2, 0);
     EXPECT_NE(h1, h2);

@@ -32,9 +32,9 @@ fsdprt_comm_t *make_comm(const std::vector<int64_t> &shape, double timeout,
   opts.timeout_s = timeout;
   opts.axis_names = names;
   fsdprt_comm_t *comm = nullptr;
-  EXPECT_EQ(fsdprt_mpi_comm_create(int32_t(shape.size()), shape.data(), &opts,
-                                   &comm),
-            FSDPRT_OK);
+  EXPECT_EQ(
+      fsdprt_mpi_comm_create(int32_t(shape.size()), shape.data(), &opts, &comm),
+      FSDPRT_OK);
   return comm;
 }
 
@@ -44,9 +44,9 @@ void destroy(fsdprt_comm_t *comm) {
 }
 
 // Runs one collective on this rank and compares with the reference.
-void check(fsdprt_comm_t *comm, const std::vector<int64_t> &shape,
-           int64_t mask, int32_t kind, int32_t dtype, int32_t op,
-           int64_t count, int salt, bool in_place = false) {
+void check(fsdprt_comm_t *comm, const std::vector<int64_t> &shape, int64_t mask,
+           int32_t kind, int32_t dtype, int32_t op, int64_t count, int salt,
+           bool in_place = false) {
   SCOPED_TRACE(testing::Message()
                << "kind " << kind << " dtype " << fsdprt_dtype_name(dtype)
                << " op " << op << " mask " << mask << " count " << count);
@@ -120,13 +120,13 @@ TEST(Mpi, EveryCollectiveDtypeAndOp) {
   }
   // Uneven all_reduce chunks, large buffers and in-place forms.
   check(comm, shape, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F32, FSDPRT_SUM, 3, 4);
-  check(comm, shape, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_BF16, FSDPRT_AVG,
-        100003, 5);
+  check(comm, shape, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_BF16, FSDPRT_AVG, 100003,
+        5);
   check(comm, shape, 1, FSDPRT_KIND_ALL_GATHER, FSDPRT_F32, -1, 1001, 6, true);
   check(comm, shape, 1, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32, FSDPRT_SUM,
         1001, 7, true);
-  check(comm, shape, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F64, FSDPRT_MAX, 1001,
-        8, true);
+  check(comm, shape, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F64, FSDPRT_MAX, 1001, 8,
+        true);
   check(comm, shape, 1, FSDPRT_KIND_ALL_GATHER, FSDPRT_F32, -1, 0, 9);
   destroy(comm);
 }
@@ -137,10 +137,10 @@ TEST(Mpi, TwoByTwoMeshEveryMask) {
   ASSERT_NE(comm, nullptr);
   for (int64_t mask = 0; mask < 4; ++mask) {
     check(comm, shape, mask, FSDPRT_KIND_ALL_GATHER, FSDPRT_BF16, -1, 17, 10);
-    check(comm, shape, mask, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32,
-          FSDPRT_AVG, 13, 11);
-    check(comm, shape, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_I64, FSDPRT_SUM,
-          29, 12);
+    check(comm, shape, mask, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32, FSDPRT_AVG,
+          13, 11);
+    check(comm, shape, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_I64, FSDPRT_SUM, 29,
+          12);
   }
   int64_t size = 0, gr = 0;
   EXPECT_EQ(fsdprt_comm_group(comm, 1, &size, &gr), FSDPRT_OK);
@@ -168,8 +168,8 @@ TEST(Mpi, MatchesTheThreadsBackendBitForBit) {
   run_world({4}, [&](int64_t r, fsdprt_comm_t *c) {
     std::vector<uint16_t> in(4 * n), out(n);
     fill(in.data(), FSDPRT_BF16, 4 * n, seed_of(r, 13));
-    ASSERT_EQ(fsdprt_reduce_scatter(c, 1, in.data(), out.data(), n,
-                                    FSDPRT_BF16, FSDPRT_AVG),
+    ASSERT_EQ(fsdprt_reduce_scatter(c, 1, in.data(), out.data(), n, FSDPRT_BF16,
+                                    FSDPRT_AVG),
               FSDPRT_OK);
     if (r == rank)
       out_threads = out;
@@ -198,8 +198,8 @@ TEST(Mpi, AsyncOutOfOrderWaits) {
   ASSERT_EQ(fsdprt_all_reduce_async(comm, 3, ar2.data(), ar2.data(), n,
                                     FSDPRT_F64, FSDPRT_MAX, &c),
             FSDPRT_OK);
-  ASSERT_EQ(fsdprt_reduce_scatter_async(comm, 1, rs_in.data(), rs_out.data(),
-                                        n, FSDPRT_F64, FSDPRT_SUM, &d),
+  ASSERT_EQ(fsdprt_reduce_scatter_async(comm, 1, rs_in.data(), rs_out.data(), n,
+                                        FSDPRT_F64, FSDPRT_SUM, &d),
             FSDPRT_OK);
   EXPECT_EQ(fsdprt_wait(&d), FSDPRT_OK);
   EXPECT_EQ(fsdprt_wait(&c), FSDPRT_OK);
@@ -212,9 +212,8 @@ TEST(Mpi, AsyncOutOfOrderWaits) {
     ASSERT_EQ(ag_out[size_t(i)], float(row * 2));
     ASSERT_EQ(ag_out[size_t(n + i)], float(row * 2 + 1));
     // Axis-0 group of this rank: {col, 2 + col}; slot = row.
-    ASSERT_EQ(rs_out[size_t(i)],
-              double(col * 1000 + row * n + i) +
-                  double((2 + col) * 1000 + row * n + i));
+    ASSERT_EQ(rs_out[size_t(i)], double(col * 1000 + row * n + i) +
+                                     double((2 + col) * 1000 + row * n + i));
   }
   // More outstanding operations than a group would ever need at once.
   std::vector<std::vector<int32_t>> outs(40, std::vector<int32_t>(4));
@@ -276,9 +275,9 @@ TEST(Mpi, DesyncNamesBothRanks) {
             FSDPRT_OK);
   fsdprt_status_t st = fsdprt_all_gather(comm, 1, in.data(), out.data(),
                                          rank == 2 ? 64 : 48, FSDPRT_F32);
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LT(secs, 20.0);
   EXPECT_EQ(st, FSDPRT_ERR_DESYNC);
   std::string msg = fsdprt_comm_last_error_message(comm);
@@ -309,8 +308,7 @@ TEST(Mpi, MissingRankTimesOut) {
     st = fsdprt_all_gather(comm, 1, &in, out, 1, FSDPRT_F32);
     EXPECT_EQ(st, FSDPRT_ERR_TIMEOUT);
     std::string msg = fsdprt_comm_last_error_message(comm);
-    EXPECT_NE(msg.find("rank(s) 3 did not call it"), std::string::npos)
-        << msg;
+    EXPECT_NE(msg.find("rank(s) 3 did not call it"), std::string::npos) << msg;
   }
   destroy(comm);
 }
@@ -323,9 +321,9 @@ TEST(Mpi, LocalErrorAbortsPeers) {
   auto t0 = std::chrono::steady_clock::now();
   fsdprt_status_t st =
       fsdprt_all_gather(comm, 1, &in, out, 1, rank == 1 ? 99 : FSDPRT_F32);
-  double secs = std::chrono::duration<double>(
-                    std::chrono::steady_clock::now() - t0)
-                    .count();
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   EXPECT_LT(secs, 20.0);
   if (rank == 1) {
     EXPECT_EQ(st, FSDPRT_ERR_INVALID_ARGUMENT);

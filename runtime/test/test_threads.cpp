@@ -139,8 +139,8 @@ TEST_P(ThreadsWorldSize, LargeBuffersSplitIntoManyTasks) {
   const int64_t w = GetParam();
   // Big enough that the data movement is split into several tasks.
   check_collective({w}, 1, FSDPRT_KIND_ALL_GATHER, FSDPRT_F32, -1, 150001, 4);
-  check_collective({w}, 1, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_BF16,
-                   FSDPRT_SUM, 70001, 5);
+  check_collective({w}, 1, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_BF16, FSDPRT_SUM,
+                   70001, 5);
   check_collective({w}, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F32, FSDPRT_AVG,
                    200003, 6);
 }
@@ -172,26 +172,25 @@ TEST(ThreadsMesh, TwoByFourEveryMask) {
     check_collective({2, 4}, mask, FSDPRT_KIND_ALL_GATHER, FSDPRT_BF16, -1, 8,
                      21);
     for (int32_t op : kAllOps) {
-      check_collective({2, 4}, mask, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32,
-                       op, 13, 22);
+      check_collective({2, 4}, mask, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32, op,
+                       13, 22);
       check_collective({2, 4}, mask, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_BF16,
                        op, 13, 23);
-      check_collective({2, 4}, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F32, op,
-                       33, 24);
-      check_collective({2, 4}, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_I32, op,
-                       33, 25);
+      check_collective({2, 4}, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F32, op, 33,
+                       24);
+      check_collective({2, 4}, mask, FSDPRT_KIND_ALL_REDUCE, FSDPRT_I32, op, 33,
+                       25);
     }
   }
 }
 
 TEST(ThreadsMesh, NonContiguousMaskOnThreeAxes) {
   // Mask 0b101 on 2x2x2: groups of 4 over axes 0 and 2.
-  check_collective({2, 2, 2}, 5, FSDPRT_KIND_ALL_GATHER, FSDPRT_I64, -1, 9,
-                   30);
+  check_collective({2, 2, 2}, 5, FSDPRT_KIND_ALL_GATHER, FSDPRT_I64, -1, 9, 30);
   check_collective({2, 2, 2}, 5, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F16,
                    FSDPRT_SUM, 11, 31);
-  check_collective({2, 2, 2}, 6, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F64,
-                   FSDPRT_AVG, 17, 32);
+  check_collective({2, 2, 2}, 6, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F64, FSDPRT_AVG,
+                   17, 32);
 }
 
 TEST(ThreadsMesh, GroupQueriesMatchCoordinates) {
@@ -235,8 +234,7 @@ TEST(ThreadsRounding, Bf16AverageDividesTheFp32Sum) {
   run_world({4}, [&](int64_t rank, fsdprt_comm_t *comm) {
     // 3 + 3 + 3 + 4 = 13; 13 / 4 = 3.25 is exact in bf16.
     uint16_t in = to_bf16(rank == 3 ? 4.0 : 3.0), out = 0;
-    ASSERT_EQ(fsdprt_all_reduce(comm, 1, &in, &out, 1, FSDPRT_BF16,
-                                FSDPRT_AVG),
+    ASSERT_EQ(fsdprt_all_reduce(comm, 1, &in, &out, 1, FSDPRT_BF16, FSDPRT_AVG),
               FSDPRT_OK);
     EXPECT_EQ(bf16_value(out), 3.25);
   });
@@ -265,7 +263,8 @@ std::vector<std::vector<char>> reduce_run(int salt) {
   run_world({w}, [&](int64_t rank, fsdprt_comm_t *comm) {
     std::vector<float> send(static_cast<size_t>(w * count));
     fill(send.data(), FSDPRT_F32, w * count, seed_of(rank, salt));
-    std::vector<float> rs(static_cast<size_t>(count)), ar(static_cast<size_t>(w * count));
+    std::vector<float> rs(static_cast<size_t>(count)),
+        ar(static_cast<size_t>(w * count));
     ASSERT_EQ(fsdprt_reduce_scatter(comm, 1, send.data(), rs.data(), count,
                                     FSDPRT_F32, FSDPRT_SUM),
               FSDPRT_OK);
@@ -400,11 +399,10 @@ struct RankResult {
 };
 
 // Every rank calls `body`; returns each rank's status and message.
-std::vector<RankResult>
-run_failing(const std::vector<int64_t> &shape, const fsdprt_options_t &opts,
-            const std::function<fsdprt_status_t(int64_t, fsdprt_comm_t *)>
-                &body,
-            double *elapsed) {
+std::vector<RankResult> run_failing(
+    const std::vector<int64_t> &shape, const fsdprt_options_t &opts,
+    const std::function<fsdprt_status_t(int64_t, fsdprt_comm_t *)> &body,
+    double *elapsed) {
   int64_t w = 1;
   for (int64_t s : shape)
     w *= s;
@@ -417,9 +415,9 @@ run_failing(const std::vector<int64_t> &shape, const fsdprt_options_t &opts,
         res[size_t(rank)].message = fsdprt_comm_last_error_message(comm);
       },
       &opts);
-  *elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() -
-                                           t0)
-                 .count();
+  *elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
   return res;
 }
 
@@ -442,8 +440,7 @@ TEST(ThreadsDesync, CountMismatchNamesBothRanks) {
   EXPECT_LT(elapsed, 10.0) << "desync must be reported, not timed out";
   for (size_t r = 0; r < res.size(); ++r) {
     EXPECT_EQ(res[r].status, FSDPRT_ERR_DESYNC) << "rank " << r;
-    EXPECT_NE(res[r].message.find("desync in collective #3"),
-              std::string::npos)
+    EXPECT_NE(res[r].message.find("desync in collective #3"), std::string::npos)
         << res[r].message;
     EXPECT_NE(res[r].message.find("rank 0 called all_gather(f32, count=48)"),
               std::string::npos)
@@ -536,8 +533,7 @@ TEST(ThreadsTimeout, ReportsWhatTheMissingRankIsDoing) {
       [](int64_t rank, fsdprt_comm_t *comm) {
         float in[4] = {0, 0, 0, 0}, out[4];
         if (rank == 3)
-          return fsdprt_all_reduce(comm, 1, in, out, 4, FSDPRT_F32,
-                                   FSDPRT_SUM);
+          return fsdprt_all_reduce(comm, 1, in, out, 4, FSDPRT_F32, FSDPRT_SUM);
         return fsdprt_all_gather(comm, 3, in, out, 1, FSDPRT_F32);
       },
       &elapsed);
@@ -611,8 +607,7 @@ TEST(ThreadsApi, CreateRejectsBadMeshes) {
   EXPECT_EQ(fsdprt_threads_world_create(-1, bad, nullptr, &world),
             FSDPRT_ERR_INVALID_ARGUMENT);
   int64_t shape = 2;
-  ASSERT_EQ(fsdprt_threads_world_create(1, &shape, nullptr, &world),
-            FSDPRT_OK);
+  ASSERT_EQ(fsdprt_threads_world_create(1, &shape, nullptr, &world), FSDPRT_OK);
   fsdprt_comm_t *comm = nullptr;
   EXPECT_EQ(fsdprt_threads_comm(world, 2, &comm), FSDPRT_ERR_INVALID_ARGUMENT);
   ASSERT_EQ(fsdprt_threads_comm(world, 1, &comm), FSDPRT_OK);

@@ -156,7 +156,9 @@ inline const Table16 &bf16_table() {
   return t;
 }
 // Halfway between the largest finite value and the next power step.
-inline uint16_t to_f16(double x) { return round_to_16(f16_table(), x, 65520.0); }
+inline uint16_t to_f16(double x) {
+  return round_to_16(f16_table(), x, 65520.0);
+}
 inline uint16_t to_bf16(double x) {
   return round_to_16(bf16_table(), x, std::ldexp(1.0, 128) * (1 - 0x1p-9));
 }
