@@ -119,3 +119,18 @@ func.func @layout_mesh_mismatch(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<
   %y = "model.forward"(%w) : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
+
+// -----
+
+// Partitioning changes the step's signature: it must be an entry point.
+fsdp.mesh @mesh [shard = 4]
+// expected-note @+1 {{the step is defined here}}
+func.func @step(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) -> tensor<8x4xf32> {
+  %y = "model.forward"(%w) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}
+func.func @caller(%w: tensor<8x4xf32>) -> tensor<8x4xf32> {
+  // expected-error @+1 {{'func.call' op refers to @step, a step with fsdp.layout parameters; fsdp-partition changes its signature, so it must not be called or referenced}}
+  %y = func.call @step(%w) : (tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %y : tensor<8x4xf32>
+}

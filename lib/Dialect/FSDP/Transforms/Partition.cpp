@@ -130,6 +130,18 @@ struct PartitionPass
     }
     if (params.empty())
       return success();
+    // The signature changes (parameters become shards), so callers would be
+    // left with mismatched types: a step must be an entry point.
+    if (auto uses = SymbolTable::getSymbolUses(func, getOperation()))
+      for (const SymbolTable::SymbolUse &use : *uses) {
+        InFlightDiagnostic diag =
+            use.getUser()->emitOpError()
+            << "refers to @" << func.getSymName()
+            << ", a step with fsdp.layout parameters; fsdp-partition changes "
+               "its signature, so it must not be called or referenced";
+        diag.attachNote(func.getLoc()) << "the step is defined here";
+        return failure();
+      }
     MeshOp mesh = lookupMesh(func, meshRef);
     if (!mesh)
       return func.emitError() << "unknown mesh " << meshRef;
