@@ -97,8 +97,10 @@ __device__ __forceinline__ void storeChunk(T *__restrict__ p, int count,
       reinterpret_cast<uint4 *>(p)[v] = u;
     }
   } else {
-    for (int k = 0; k < count; ++k)
-      p[k] = fromFloat<T>(f[k]);
+#pragma unroll
+    for (int k = 0; k < 16; ++k) // static indices keep f in registers
+      if (k < count)
+        p[k] = fromFloat<T>(f[k]);
   }
 }
 
@@ -145,8 +147,10 @@ __device__ __forceinline__ void fp8StoreScaled(uint8_t *__restrict__ p,
               << 16);
     *reinterpret_cast<uint4 *>(p) = make_uint4(w[0], w[1], w[2], w[3]);
   } else {
-    for (int k = 0; k < count; ++k)
-      p[k] = fp8One<Kind>(f[k] * s[k]);
+#pragma unroll
+    for (int k = 0; k < 16; ++k)
+      if (k < count)
+        p[k] = fp8One<Kind>(f[k] * s[k]);
   }
 }
 
@@ -363,8 +367,10 @@ __global__ void mxfp8ColQuantKernel(const T *__restrict__ x, uint64_t cols,
       memcpy(&u, e, sizeof(u));
       *reinterpret_cast<uint4 *>(scaleRow) = u;
     } else {
-      for (int k = 0; k < count; ++k)
-        scaleRow[k] = e[k];
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        if (k < count)
+          scaleRow[k] = e[k];
     }
     for (int r = 0; r < kMxBlock; ++r) {
       float f[16];
@@ -620,8 +626,8 @@ __global__ void dequantKernel(Decoder dec, uint64_t cols, uint32_t items,
   }
 }
 
-// Launches dequantKernel for rows x cols; vec: all buffers allow 16-byte
-// access and cols % 16 == 0.
+// Launches dequantKernel for rows x cols; vec: the quantized inputs are
+// 16-byte aligned.
 template <typename Decoder>
 int launchDequant(const char *fn, const Decoder &dec, uint64_t rows,
                   uint64_t cols, bool vec, void *y, int outDtype,
@@ -634,7 +640,8 @@ int launchDequant(const char *fn, const Decoder &dec, uint64_t rows,
   FSDPRT_CHECK(checkItems(fn, chunksPerRow));
   const FastDiv div(static_cast<uint32_t>(chunksPerRow));
   const unsigned grid = gridFor(items, kThreads);
-  vec = vec && aligned16(y) && cols % 16 == 0;
+  // Row starts stay 16-byte aligned only if cols % 16 == 0 (or one row).
+  vec = vec && aligned16(y) && (rows == 1 || cols % 16 == 0);
   withDtype(outDtype, [&](auto t) {
     using OutT = decltype(t);
     auto *out = static_cast<OutT *>(y);
