@@ -47,12 +47,13 @@ struct ConvertFSDPToRuntimePass
     ModuleOp module = getOperation();
     recordSignatures(module);
     SymbolTableCollection tables;
+    // Collect first: lowering a start also rewrites its (later) waits.
+    SmallVector<Operation *> collectives;
     WalkResult result = module.walk([&](Operation *op) {
       if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp,
               BufferAllGatherStartOp, BufferReduceScatterStartOp,
               BufferAllReduceStartOp>(op))
-        return failed(lower(op, tables)) ? WalkResult::interrupt()
-                                         : WalkResult::advance();
+        collectives.push_back(op);
       if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp, ParamGatherOp,
               GradReduceOp, AllGatherStartOp, ReduceScatterStartOp,
               AllReduceStartOp, WaitOp>(op)) {
@@ -63,7 +64,10 @@ struct ConvertFSDPToRuntimePass
       return WalkResult::advance();
     });
     if (result.wasInterrupted())
-      signalPassFailure();
+      return signalPassFailure();
+    for (Operation *op : collectives)
+      if (failed(lower(op, tables)))
+        return signalPassFailure();
   }
 
   /// Declares `name(types...)` once.

@@ -32,6 +32,15 @@ struct Expander {
   FlatSymbolRefAttr meshRef;
   lm::Layout model;
   std::vector<int64_t> global;
+  /// Phase and unit of the semantic op, copied onto every flat collective so
+  /// that bucketing and scheduling know where it belongs.
+  SmallVector<NamedAttribute> tags = {};
+
+  Value tag(Value v) {
+    for (NamedAttribute a : tags)
+      v.getDefiningOp()->setAttr(a.getName(), a.getValue());
+    return v;
+  }
 
   RankedTensorType typeOf(Value v) {
     return cast<RankedTensorType>(v.getType());
@@ -162,8 +171,8 @@ struct Expander {
 
     Value flat = flatten(cur);
     auto gatheredType = RankedTensorType::get({k * t.getNumElements()}, elem);
-    Value gathered = AllGatherOp::create(b, loc, gatheredType, flat, meshRef,
-                                         axisNames(axes));
+    Value gathered = tag(AllGatherOp::create(b, loc, gatheredType, flat,
+                                             meshRef, axisNames(axes)));
     Shape full = slotShape;
     full[d] = n;
 
@@ -336,18 +345,18 @@ struct Expander {
     Value flat = flatten(packed);
     auto outType =
         RankedTensorType::get({typeOf(flat).getNumElements() / k}, elem);
-    Value scattered =
+    Value scattered = tag(
         ReduceScatterOp::create(b, loc, outType, flat, meshRef, axisNames(axes),
-                                ReduceKindAttr::get(b.getContext(), reduce));
+                                ReduceKindAttr::get(b.getContext(), reduce)));
     return reshapeFlat(scattered, slotShape);
   }
 
   Value allReduce(Value cur, ArrayRef<int64_t> axes, ReduceKind reduce) {
     auto t = typeOf(cur);
     Value flat = flatten(cur);
-    Value r = AllReduceOp::create(b, loc, flat.getType(), flat, meshRef,
-                                  axisNames(axes),
-                                  ReduceKindAttr::get(b.getContext(), reduce));
+    Value r = tag(AllReduceOp::create(
+        b, loc, flat.getType(), flat, meshRef, axisNames(axes),
+        ReduceKindAttr::get(b.getContext(), reduce)));
     return reshapeFlat(r, t.getShape());
   }
 
@@ -409,6 +418,9 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
+    ex->tags.push_back(b.getNamedAttr("fsdp.phase", op.getPhaseAttr()));
+    if (auto unit = op.getUnitAttr())
+      ex->tags.push_back(b.getNamedAttr("fsdp.unit", unit));
     Value cur = op.getShard();
     for (int64_t d = 0; d < full.getRank(); ++d)
       if (!lm::axesShardingDim(ex->model, d).empty())
@@ -424,6 +436,10 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
+    ex->tags.push_back(
+        b.getNamedAttr("fsdp.phase", b.getStringAttr("backward")));
+    if (auto unit = op.getUnitAttr())
+      ex->tags.push_back(b.getNamedAttr("fsdp.unit", unit));
     Value cur = op.getGrad();
     Type elem = full.getElementType();
     // Casts and the scale multiply are float ops; refuse anything else

@@ -44,6 +44,29 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "uneven-policy",
       llvm::cl::desc("Override every layout's uneven policy (ceil|balanced)"),
       llvm::cl::init("")};
+  Option<std::string> bucket{
+      *this, "bucket",
+      llvm::cl::desc("Bucketing: unit (one per FSDP unit and phase), greedy "
+                     "(program order up to bucket-bytes) or none"),
+      llvm::cl::init("unit")};
+  Option<int64_t> bucketBytes{*this, "bucket-bytes",
+                              llvm::cl::desc("Largest bucket in bytes"),
+                              llvm::cl::init(30 * 1024 * 1024)};
+  Option<int64_t> bucketAlignment{
+      *this, "bucket-alignment",
+      llvm::cl::desc("Align every bucket member to this many elements"),
+      llvm::cl::init(1)};
+  Option<bool> schedule{*this, "schedule",
+                        llvm::cl::desc("Overlap collectives with compute"),
+                        llvm::cl::init(true)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("All-gathers started ahead"),
+                           llvm::cl::init(1)};
+  Option<int64_t> memoryLimit{
+      *this, "memory-limit",
+      llvm::cl::desc("Bytes of gathered parameters alive at once (0 = no "
+                     "limit)"),
+      llvm::cl::init(0)};
   Option<bool> lower{*this, "lower",
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
                                     "with fsdprt runtime calls"),
@@ -79,6 +102,18 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
   pm.addPass(createFSDPPartition(partition));
   pm.addPass(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());
+  FSDPBucketCollectivesOptions bucket;
+  bucket.mode = o.bucket;
+  bucket.bucketBytes = o.bucketBytes;
+  bucket.alignment = o.bucketAlignment;
+  pm.addPass(createFSDPBucketCollectives(bucket));
+  pm.addPass(createCanonicalizerPass());
+  if (o.schedule) {
+    FSDPScheduleOptions schedule;
+    schedule.prefetch = o.prefetch;
+    schedule.memoryLimit = o.memoryLimit;
+    pm.addPass(createFSDPSchedule(schedule));
+  }
   if (o.lower)
     buildLowerToLLVM(pm);
 }

@@ -70,4 +70,62 @@ def FSDPExpandCollectives : Pass<"fsdp-expand-collectives", "ModuleOp"> {
                            "::mlir::linalg::LinalgDialect"];
 }
 
+def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "ModuleOp"> {
+  let summary = "Fuse flat collectives of one kind, group and dtype into buckets";
+  let description = [{
+    Runs on expanded IR. Flat collectives that `fsdp-expand-collectives`
+    tagged with a phase (`fsdp.phase`) and unit (`fsdp.unit`) are grouped
+    by kind, mesh group, element type, reduction and phase — never across
+    any of them — and, in `unit` mode, by FSDP unit; groups are split
+    greedily in program order at `bucket-bytes` and `max-count`. Each
+    bucket becomes one collective over one flat buffer:
+
+    * all-gather: per-rank input `concat_i(shard_i)` of length
+      `L = sum L_i` (each `L_i` rounded up to `alignment`), the output
+      viewed as `[k, L]`, parameter `i` the column block
+      `[:, off_i : off_i + L_i]`;
+    * reduce-scatter: input `[k, L]` whose row `j` is
+      `concat_i(slot_j of pack_i)`, output `[L]` split per parameter;
+    * all-reduce: `concat_i(x_i)`, split after. An HSDP all-reduce bucket
+      whose members are exactly a reduce-scatter bucket's outputs reads
+      that bucket's output directly (no copy).
+
+    A bucket of one collective is left as it is (no copies).
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect",
+                           "::mlir::arith::ArithDialect"];
+  let options = [
+    Option<"mode", "mode", "std::string", /*default=*/"\"unit\"",
+           "unit: one bucket per FSDP unit and phase; greedy: program order "
+           "up to the limits; none: no bucketing">,
+    Option<"bucketBytes", "bucket-bytes", "int64_t",
+           /*default=*/"30 * 1024 * 1024",
+           "Largest bucket, in bytes of one rank's input (XLA's combiner default)">,
+    Option<"maxCount", "max-count", "int64_t", /*default=*/"256",
+           "Most collectives in one bucket">,
+    Option<"alignment", "alignment", "int64_t", /*default=*/"1",
+           "Round every member's length up to a multiple of this many elements">,
+  ];
+}
+
+def FSDPSchedule : Pass<"fsdp-schedule", "ModuleOp"> {
+  let summary = "Split collectives into start/wait to overlap them with compute";
+  let description = [{
+    Every tagged flat collective becomes `*_start` + `fsdp.wait`. The wait
+    stays where the result is first needed. Parameter all-gathers start
+    `prefetch` gathers early (the next unit's gather is in flight while the
+    current unit computes), unless that would keep more than
+    `memory-limit` bytes of gathered parameters alive, in which case the
+    start moves later until it fits. Gradient reduce-scatters and
+    all-reduces start as soon as their inputs exist and are waited on just
+    before the step returns.
+  }];
+  let options = [
+    Option<"prefetch", "prefetch", "int64_t", /*default=*/"1",
+           "How many all-gathers ahead to start">,
+    Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
+           "Bytes of gathered parameters allowed alive at once (0 = no limit)">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD
