@@ -180,11 +180,11 @@ struct Case {
   size_t offset; // byte offset of every device buffer (0 = aligned)
 };
 
-std::string label(const char *fmt, int dtype, const Case &c) {
-  char buf[160];
-  std::snprintf(buf, sizeof(buf), "%s %s [%zu x %zu] offset %zu", fmt,
+std::string label(const char *fmt, int dtype, const Case &c, bool specials) {
+  char buf[192];
+  std::snprintf(buf, sizeof(buf), "%s %s [%zu x %zu] offset %zu%s", fmt,
                 dtype == FSDPRT_QUANT_F32 ? "f32" : "bf16", c.rows, c.cols,
-                c.offset);
+                c.offset, specials ? " with special values" : "");
   return buf;
 }
 
@@ -210,44 +210,46 @@ TEST(GpuQuant, Amax) {
 TEST(GpuQuant, Fp8Tensor) {
   REQUIRE_GPU();
   const size_t sizes[] = {1, 17, 4096 + 5, 1 << 20};
-  for (int kind : {FSDPRT_QUANT_E4M3, FSDPRT_QUANT_E5M2})
-    for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-      for (size_t n : sizes)
-        for (size_t off : {0ul, 1ul})
-          for (float scale : {1e-3f, 1.0f, 1e20f}) {
-            const Case c{1, n, off};
-            const std::string what = label("fp8_tensor", dtype, c);
-            const auto v = testValues(n, scale, 2, true);
-            const auto in = inputBytes(v, dtype);
-            float amax = 0;
-            Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
-            std::vector<uint8_t> q(n);
-            float scaleInv = 0;
-            Q_OK(fsdprt_quant_fp8_tensor_quantize(in.data(), dtype, n, amax,
-                                                  kind, q.data(), &scaleInv));
-            DeviceBuffer dx(in.size(), off * dsize(dtype)), dq(n, off),
-                dAmax(4), dScaleInv(4), dy(n * 4, off * 4);
-            upload(dx.get(), in.data(), in.size());
-            upload(dAmax.get(), &amax, 4);
-            Q_OK(fsdprt_quant_cuda_fp8_tensor_quantize(
-                dx.get(), dtype, n, dAmax.get<float>(), kind, dq.get<uint8_t>(),
-                dScaleInv.get<float>(), nullptr));
-            CUDA_OK(cudaDeviceSynchronize());
-            expectSameBytes(q, download<uint8_t>(dq.get(), n), what);
-            EXPECT_EQ(download<float>(dScaleInv.get(), 1)[0], scaleInv) << what;
-            // Dequantize the reference bytes on both sides.
-            for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
-              std::vector<uint8_t> y(n * dsize(outType));
-              Q_OK(fsdprt_quant_fp8_tensor_dequantize(
-                  q.data(), n, kind, scaleInv, y.data(), outType));
-              Q_OK(fsdprt_quant_cuda_fp8_tensor_dequantize(
-                  dq.get<uint8_t>(), n, kind, dScaleInv.get<float>(), dy.get(),
-                  outType, nullptr));
+  for (bool specials : {false, true})
+    for (int kind : {FSDPRT_QUANT_E4M3, FSDPRT_QUANT_E5M2})
+      for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
+        for (size_t n : sizes)
+          for (size_t off : {0ul, 1ul})
+            for (float scale : {1e-3f, 1.0f, 1e20f}) {
+              const Case c{1, n, off};
+              const std::string what = label("fp8_tensor", dtype, c, specials);
+              const auto v = testValues(n, scale, 2, specials);
+              const auto in = inputBytes(v, dtype);
+              float amax = 0;
+              Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
+              std::vector<uint8_t> q(n);
+              float scaleInv = 0;
+              Q_OK(fsdprt_quant_fp8_tensor_quantize(in.data(), dtype, n, amax,
+                                                    kind, q.data(), &scaleInv));
+              DeviceBuffer dx(in.size(), off * dsize(dtype)), dq(n, off),
+                  dAmax(4), dScaleInv(4), dy(n * 4, off * 4);
+              upload(dx.get(), in.data(), in.size());
+              upload(dAmax.get(), &amax, 4);
+              Q_OK(fsdprt_quant_cuda_fp8_tensor_quantize(
+                  dx.get(), dtype, n, dAmax.get<float>(), kind,
+                  dq.get<uint8_t>(), dScaleInv.get<float>(), nullptr));
               CUDA_OK(cudaDeviceSynchronize());
-              expectSameValues(y, download<uint8_t>(dy.get(), y.size()),
-                               outType, what + " dequant");
+              expectSameBytes(q, download<uint8_t>(dq.get(), n), what);
+              EXPECT_EQ(download<float>(dScaleInv.get(), 1)[0], scaleInv)
+                  << what;
+              // Dequantize the reference bytes on both sides.
+              for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
+                std::vector<uint8_t> y(n * dsize(outType));
+                Q_OK(fsdprt_quant_fp8_tensor_dequantize(
+                    q.data(), n, kind, scaleInv, y.data(), outType));
+                Q_OK(fsdprt_quant_cuda_fp8_tensor_dequantize(
+                    dq.get<uint8_t>(), n, kind, dScaleInv.get<float>(),
+                    dy.get(), outType, nullptr));
+                CUDA_OK(cudaDeviceSynchronize());
+                expectSameValues(y, download<uint8_t>(dy.get(), y.size()),
+                                 outType, what + " dequant");
+              }
             }
-          }
 }
 
 TEST(GpuQuant, Mxfp8) {
@@ -255,84 +257,89 @@ TEST(GpuQuant, Mxfp8) {
   const Case rowCases[] = {{1, 32, 0}, {3, 64, 0}, {257, 96, 0}, {5, 64, 1}};
   const Case colCases[] = {
       {32, 1, 0}, {32, 17, 0}, {64, 48, 0}, {96, 200, 0}, {64, 48, 1}};
-  for (int columnwise : {0, 1})
-    for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-      for (const Case &c :
-           columnwise
-               ? std::vector<Case>(std::begin(colCases), std::end(colCases))
-               : std::vector<Case>(std::begin(rowCases), std::end(rowCases))) {
-        const std::string what =
-            label(columnwise ? "mxfp8_col" : "mxfp8_row", dtype, c);
-        const size_t n = c.rows * c.cols;
-        const auto v = testValues(n, 1.0f, 3, true);
-        const auto in = inputBytes(v, dtype);
-        std::vector<uint8_t> q(n), s(n / 32);
-        Q_OK(fsdprt_quant_mxfp8_quantize(in.data(), dtype, c.rows, c.cols,
-                                         columnwise, q.data(), s.data()));
-        DeviceBuffer dx(in.size(), c.offset * dsize(dtype)), dq(n, c.offset),
-            ds(n / 32, c.offset), dy(n * 4, c.offset * 4);
-        upload(dx.get(), in.data(), in.size());
-        Q_OK(fsdprt_quant_cuda_mxfp8_quantize(dx.get(), dtype, c.rows, c.cols,
-                                              columnwise, dq.get<uint8_t>(),
-                                              ds.get<uint8_t>(), nullptr));
-        CUDA_OK(cudaDeviceSynchronize());
-        expectSameBytes(q, download<uint8_t>(dq.get(), n), what + " data");
-        expectSameBytes(s, download<uint8_t>(ds.get(), n / 32),
-                        what + " scales");
-        for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
-          std::vector<uint8_t> y(n * dsize(outType));
-          Q_OK(fsdprt_quant_mxfp8_dequantize(q.data(), s.data(), c.rows, c.cols,
-                                             columnwise, y.data(), outType));
-          Q_OK(fsdprt_quant_cuda_mxfp8_dequantize(
-              dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols, columnwise,
-              dy.get(), outType, nullptr));
+  for (bool specials : {false, true})
+    for (int columnwise : {0, 1})
+      for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
+        for (const Case &c :
+             columnwise
+                 ? std::vector<Case>(std::begin(colCases), std::end(colCases))
+                 : std::vector<Case>(std::begin(rowCases),
+                                     std::end(rowCases))) {
+          const std::string what =
+              label(columnwise ? "mxfp8_col" : "mxfp8_row", dtype, c, specials);
+          const size_t n = c.rows * c.cols;
+          const auto v = testValues(n, 1.0f, 3, specials);
+          const auto in = inputBytes(v, dtype);
+          std::vector<uint8_t> q(n), s(n / 32);
+          Q_OK(fsdprt_quant_mxfp8_quantize(in.data(), dtype, c.rows, c.cols,
+                                           columnwise, q.data(), s.data()));
+          DeviceBuffer dx(in.size(), c.offset * dsize(dtype)), dq(n, c.offset),
+              ds(n / 32, c.offset), dy(n * 4, c.offset * 4);
+          upload(dx.get(), in.data(), in.size());
+          Q_OK(fsdprt_quant_cuda_mxfp8_quantize(dx.get(), dtype, c.rows, c.cols,
+                                                columnwise, dq.get<uint8_t>(),
+                                                ds.get<uint8_t>(), nullptr));
           CUDA_OK(cudaDeviceSynchronize());
-          expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
-                           what + " dequant");
+          expectSameBytes(q, download<uint8_t>(dq.get(), n), what + " data");
+          expectSameBytes(s, download<uint8_t>(ds.get(), n / 32),
+                          what + " scales");
+          for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
+            std::vector<uint8_t> y(n * dsize(outType));
+            Q_OK(fsdprt_quant_mxfp8_dequantize(q.data(), s.data(), c.rows,
+                                               c.cols, columnwise, y.data(),
+                                               outType));
+            Q_OK(fsdprt_quant_cuda_mxfp8_dequantize(
+                dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols,
+                columnwise, dy.get(), outType, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
+                             what + " dequant");
+          }
         }
-      }
 }
 
 TEST(GpuQuant, Nvfp4) {
   REQUIRE_GPU();
   const Case cases[] = {
       {1, 16, 0}, {3, 48, 0}, {5, 16, 0}, {128, 256, 0}, {3, 48, 1}};
-  for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-    for (const Case &c : cases)
-      for (float scale : {1e-30f, 1.0f, 1e30f}) {
-        const std::string what = label("nvfp4", dtype, c);
-        const size_t n = c.rows * c.cols;
-        const auto v = testValues(n, scale, 4, true);
-        const auto in = inputBytes(v, dtype);
-        float amax = 0;
-        Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
-        std::vector<uint8_t> q(n / 2), s(n / 16);
-        Q_OK(fsdprt_quant_nvfp4_quantize(in.data(), dtype, c.rows, c.cols, amax,
-                                         q.data(), s.data()));
-        DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
-            dq(n / 2, c.offset), ds(n / 16, c.offset), dAmax(4),
-            dy(n * 4, c.offset * 4);
-        upload(dx.get(), in.data(), in.size());
-        upload(dAmax.get(), &amax, 4);
-        Q_OK(fsdprt_quant_cuda_nvfp4_quantize(
-            dx.get(), dtype, c.rows, c.cols, dAmax.get<float>(),
-            dq.get<uint8_t>(), ds.get<uint8_t>(), nullptr));
-        CUDA_OK(cudaDeviceSynchronize());
-        expectSameBytes(q, download<uint8_t>(dq.get(), n / 2), what + " data");
-        expectSameBytes(s, download<uint8_t>(ds.get(), n / 16),
-                        what + " scales");
-        for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
-          std::vector<uint8_t> y(n * dsize(outType));
-          Q_OK(fsdprt_quant_nvfp4_dequantize(q.data(), s.data(), c.rows, c.cols,
-                                             amax, y.data(), outType));
-          Q_OK(fsdprt_quant_cuda_nvfp4_dequantize(
-              dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols,
-              dAmax.get<float>(), dy.get(), outType, nullptr));
+  for (bool specials : {false, true})
+    for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
+      for (const Case &c : cases)
+        for (float scale : {1e-30f, 1.0f, 1e30f}) {
+          const std::string what = label("nvfp4", dtype, c, specials);
+          const size_t n = c.rows * c.cols;
+          const auto v = testValues(n, scale, 4, specials);
+          const auto in = inputBytes(v, dtype);
+          float amax = 0;
+          Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
+          std::vector<uint8_t> q(n / 2), s(n / 16);
+          Q_OK(fsdprt_quant_nvfp4_quantize(in.data(), dtype, c.rows, c.cols,
+                                           amax, q.data(), s.data()));
+          DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
+              dq(n / 2, c.offset), ds(n / 16, c.offset), dAmax(4),
+              dy(n * 4, c.offset * 4);
+          upload(dx.get(), in.data(), in.size());
+          upload(dAmax.get(), &amax, 4);
+          Q_OK(fsdprt_quant_cuda_nvfp4_quantize(
+              dx.get(), dtype, c.rows, c.cols, dAmax.get<float>(),
+              dq.get<uint8_t>(), ds.get<uint8_t>(), nullptr));
           CUDA_OK(cudaDeviceSynchronize());
-          expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
-                           what + " dequant");
+          expectSameBytes(q, download<uint8_t>(dq.get(), n / 2),
+                          what + " data");
+          expectSameBytes(s, download<uint8_t>(ds.get(), n / 16),
+                          what + " scales");
+          for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
+            std::vector<uint8_t> y(n * dsize(outType));
+            Q_OK(fsdprt_quant_nvfp4_dequantize(
+                q.data(), s.data(), c.rows, c.cols, amax, y.data(), outType));
+            Q_OK(fsdprt_quant_cuda_nvfp4_dequantize(
+                dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols,
+                dAmax.get<float>(), dy.get(), outType, nullptr));
+            CUDA_OK(cudaDeviceSynchronize());
+            expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
+                             what + " dequant");
+          }
         }
-      }
 }
 
 TEST(GpuQuant, Fp8Blockwise) {
@@ -340,48 +347,50 @@ TEST(GpuQuant, Fp8Blockwise) {
   const Case cases[] = {{1, 1, 0},     {3, 130, 0},   {4, 256, 0},
                         {129, 300, 0}, {256, 256, 0}, {129, 16, 0},
                         {130, 300, 1}, {2, 48, 1}};
-  for (int blockRows : {1, 128})
-    for (int pow2 : {1, 0})
-      for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-        for (const Case &c : cases) {
-          const std::string what =
-              label(blockRows == 1 ? "block1x128" : "block128x128", dtype, c) +
-              (pow2 ? " pow2" : "");
-          const size_t n = c.rows * c.cols;
-          const size_t ns =
-              ((c.rows + blockRows - 1) / blockRows) * ((c.cols + 127) / 128);
-          const auto v = testValues(n, 2.0f, 5, true);
-          const auto in = inputBytes(v, dtype);
-          std::vector<uint8_t> q(n);
-          std::vector<float> s(ns);
-          Q_OK(fsdprt_quant_fp8_block_quantize(in.data(), dtype, c.rows, c.cols,
-                                               blockRows, pow2, q.data(),
-                                               s.data()));
-          DeviceBuffer dx(in.size(), c.offset * dsize(dtype)), dq(n, c.offset),
-              ds(ns * 4), dy(n * 4, c.offset * 4);
-          upload(dx.get(), in.data(), in.size());
-          Q_OK(fsdprt_quant_cuda_fp8_block_quantize(
-              dx.get(), dtype, c.rows, c.cols, blockRows, pow2,
-              dq.get<uint8_t>(), ds.get<float>(), nullptr));
-          CUDA_OK(cudaDeviceSynchronize());
-          expectSameBytes(q, download<uint8_t>(dq.get(), n), what + " data");
-          std::vector<uint8_t> sBytes(ns * 4);
-          std::memcpy(sBytes.data(), s.data(), sBytes.size());
-          expectSameBytes(sBytes, download<uint8_t>(ds.get(), ns * 4),
-                          what + " scale_inv");
-          for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
-            std::vector<uint8_t> y(n * dsize(outType));
-            Q_OK(fsdprt_quant_fp8_block_dequantize(q.data(), s.data(), c.rows,
-                                                   c.cols, blockRows, y.data(),
-                                                   outType));
-            Q_OK(fsdprt_quant_cuda_fp8_block_dequantize(
-                dq.get<uint8_t>(), ds.get<float>(), c.rows, c.cols, blockRows,
-                dy.get(), outType, nullptr));
+  for (bool specials : {false, true})
+    for (int blockRows : {1, 128})
+      for (int pow2 : {1, 0})
+        for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
+          for (const Case &c : cases) {
+            const std::string what =
+                label(blockRows == 1 ? "block1x128" : "block128x128", dtype, c,
+                      specials) +
+                (pow2 ? " pow2" : "");
+            const size_t n = c.rows * c.cols;
+            const size_t ns =
+                ((c.rows + blockRows - 1) / blockRows) * ((c.cols + 127) / 128);
+            const auto v = testValues(n, 2.0f, 5, specials);
+            const auto in = inputBytes(v, dtype);
+            std::vector<uint8_t> q(n);
+            std::vector<float> s(ns);
+            Q_OK(fsdprt_quant_fp8_block_quantize(in.data(), dtype, c.rows,
+                                                 c.cols, blockRows, pow2,
+                                                 q.data(), s.data()));
+            DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
+                dq(n, c.offset), ds(ns * 4), dy(n * 4, c.offset * 4);
+            upload(dx.get(), in.data(), in.size());
+            Q_OK(fsdprt_quant_cuda_fp8_block_quantize(
+                dx.get(), dtype, c.rows, c.cols, blockRows, pow2,
+                dq.get<uint8_t>(), ds.get<float>(), nullptr));
             CUDA_OK(cudaDeviceSynchronize());
-            expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
-                             what + " dequant");
+            expectSameBytes(q, download<uint8_t>(dq.get(), n), what + " data");
+            std::vector<uint8_t> sBytes(ns * 4);
+            std::memcpy(sBytes.data(), s.data(), sBytes.size());
+            expectSameBytes(sBytes, download<uint8_t>(ds.get(), ns * 4),
+                            what + " scale_inv");
+            for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
+              std::vector<uint8_t> y(n * dsize(outType));
+              Q_OK(fsdprt_quant_fp8_block_dequantize(q.data(), s.data(), c.rows,
+                                                     c.cols, blockRows,
+                                                     y.data(), outType));
+              Q_OK(fsdprt_quant_cuda_fp8_block_dequantize(
+                  dq.get<uint8_t>(), ds.get<float>(), c.rows, c.cols, blockRows,
+                  dy.get(), outType, nullptr));
+              CUDA_OK(cudaDeviceSynchronize());
+              expectSameValues(y, download<uint8_t>(dy.get(), y.size()),
+                               outType, what + " dequant");
+            }
           }
-        }
 }
 
 TEST(GpuQuant, SwapFirstDims) {
