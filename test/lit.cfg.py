@@ -7,7 +7,7 @@ from lit.llvm.subst import ToolSubst
 
 config.name = "fsdp"
 config.test_format = lit.formats.ShTest(execute_external=False)
-config.suffixes = [".mlir", ".test", ".py"]
+config.suffixes = [".mlir", ".test"]
 config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
