@@ -38,6 +38,7 @@ fi
 
 RESULTS=$(mktemp)
 trap 'rm -f "$RESULTS"' EXIT
+LOAD_BEFORE=$(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")
 
 for ((round = 1; round <= ROUNDS; round++)); do
   echo "round $round/$ROUNDS: threads backend + memcpy" >&2
@@ -48,6 +49,8 @@ for ((round = 1; round <= ROUNDS; round++)); do
   fi
 done
 
+echo "load average before: $LOAD_BEFORE, after: $(cut -d' ' -f1-3 /proc/loadavg 2>/dev/null || echo "?")" \
+  "(nproc $(nproc)); $ROUNDS alternating rounds, median shown"
 /usr/bin/env python3 - "$RESULTS" <<'PY'
 import statistics, sys
 times = {}
