@@ -14,12 +14,12 @@
 
 #include <algorithm>
 #include <cmath>
-#include <math.h>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <math.h>
 #include <memory>
 #include <mutex>
 #include <thread>
@@ -97,11 +97,13 @@ struct LaunchConfig {
       : grid(g), block(b) {}
 };
 
-// Runs every thread of every block; `coop` threads run concurrently.
+// Runs every thread of every block, blocks one after another. With `coop`
+// each CUDA thread of a block is a host thread (reused across blocks, with a
+// block-wide barrier between blocks); otherwise threads run in a loop.
 template <typename Kernel, typename... Args>
 void launch(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args) {
-  for (unsigned b = 0; b < cfg.grid.x; ++b) {
-    if (!coop) {
+  if (!coop) {
+    for (unsigned b = 0; b < cfg.grid.x; ++b)
       for (unsigned t = 0; t < cfg.block.x; ++t) {
         threadIdx = dim3(t);
         blockIdx = dim3(b);
@@ -109,30 +111,32 @@ void launch(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args) {
         gridDim = cfg.grid;
         kernel(args...);
       }
-      continue;
-    }
-    BlockState state;
-    state.block = std::make_unique<Barrier>(cfg.block.x);
-    for (unsigned w = 0; w < (cfg.block.x + 31) / 32; ++w)
-      state.warps.push_back(std::make_unique<Barrier>(
-          std::min(32u, cfg.block.x - 32 * w)));
-    state.exchange.resize(cfg.block.x);
-    currentBlock = &state;
-    cooperative = true;
-    std::vector<std::thread> threads;
-    for (unsigned t = 0; t < cfg.block.x; ++t)
-      threads.emplace_back([=] {
-        threadIdx = dim3(t);
-        blockIdx = dim3(b);
-        blockDim = cfg.block;
-        gridDim = cfg.grid;
-        kernel(args...);
-      });
-    for (auto &th : threads)
-      th.join();
-    cooperative = false;
-    currentBlock = nullptr;
+    return;
   }
+  BlockState state;
+  state.block = std::make_unique<Barrier>(cfg.block.x);
+  for (unsigned w = 0; w < (cfg.block.x + 31) / 32; ++w)
+    state.warps.push_back(
+        std::make_unique<Barrier>(std::min(32u, cfg.block.x - 32 * w)));
+  state.exchange.resize(cfg.block.x);
+  currentBlock = &state;
+  cooperative = true;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < cfg.block.x; ++t)
+    threads.emplace_back([=, &state] {
+      threadIdx = dim3(t);
+      blockDim = cfg.block;
+      gridDim = cfg.grid;
+      for (unsigned b = 0; b < cfg.grid.x; ++b) {
+        blockIdx = dim3(b);
+        kernel(args...);
+        state.block->wait(); // the next block reuses __shared__ variables
+      }
+    });
+  for (auto &th : threads)
+    th.join();
+  cooperative = false;
+  currentBlock = nullptr;
 }
 } // namespace cuda_emulation
 
@@ -141,7 +145,8 @@ using cuda_emulation::blockIdx;
 using cuda_emulation::gridDim;
 using cuda_emulation::threadIdx;
 
-// ---- device built-ins ---------------------------------------------------------
+// ---- device built-ins
+// ---------------------------------------------------------
 template <typename T> inline T __ldg(const T *p) { return *p; }
 inline unsigned int __float_as_uint(float f) {
   unsigned int u;
@@ -172,7 +177,8 @@ inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
   return r;
 }
 
-// ---- runtime API ----------------------------------------------------------------
+// ---- runtime API
+// ----------------------------------------------------------------
 typedef int cudaError_t;
 typedef struct CUstream_st *cudaStream_t;
 enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
