@@ -32,5 +32,11 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 for name in ["fsdp-run", "fsdp-embed-example"]:
     if os.path.exists(os.path.join(config.fsdp_tools_dir, name)):
         config.available_features.add(name)
-if config.mpirun:
+if config.mpirun and "fsdp-run" in config.available_features:
     config.available_features.add("mpi")
+    # OpenMPI refuses to run as root unless told, and the CI machine has
+    # fewer cores than ranks.
+    flags = " --oversubscribe"
+    if os.geteuid() == 0:
+        flags += " --allow-run-as-root"
+    config.substitutions.append(("%mpirun", config.mpirun + flags))
