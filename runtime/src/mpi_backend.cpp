@@ -68,7 +68,8 @@ struct Sub {
   int member = 0;
   int64_t mask = 0, id = 0;
   std::vector<int64_t> ranks;
-  std::string name;
+  std::string name;         // "{axes: shard}"
+  std::string members;      // "group ranks 0,1,2,3"
   uint64_t next_seq = 0;    // next collective posted on this group
   uint64_t next_start = 0;  // next collective whose data phase may start
   uint64_t next_ar = 0;     // all_reduce ordinal counter
@@ -166,7 +167,8 @@ Status MpiComm::init() {
     s.id = gid;
     s.k = int(s.ranks.size());
     s.member = int(gr);
-    s.name = mesh.group_axes(mask) + " (ranks " + join_ranks(s.ranks) + ")";
+    s.name = mesh.group_axes(mask);
+    s.members = "group ranks " + join_ranks(s.ranks);
     st = check(MPI_Comm_split(world_, int(gid), int(gr), &s.main),
                "MPI_Comm_split");
     if (!st.ok())
@@ -352,11 +354,12 @@ void MpiComm::advance(MpiRequest *r) {
     if (bad >= 0) {
       Status err(FSDPRT_ERR_DESYNC,
                  format("desync in collective #%llu on group %s: rank %lld "
-                        "called %s but rank %lld called %s",
+                        "called %s but rank %lld called %s (%s)",
                         (unsigned long long)(r->seq + 1), s.name.c_str(),
                         (long long)s.ranks[0], describe(r->descs[0]).c_str(),
                         (long long)s.ranks[size_t(bad)],
-                        describe(r->descs[size_t(bad)]).c_str()));
+                        describe(r->descs[size_t(bad)]).c_str(),
+                        s.members.c_str()));
       fail(r, err);
       abort_for(err, &s, r->seq);
       return;
@@ -555,12 +558,14 @@ std::string MpiComm::timeout_message(MpiRequest *r, double waited) {
         missing.push_back(s.ranks[size_t(j)]);
     }
     if (!missing.empty())
-      return msg +
-             format("rank(s) %s did not call it", join_ranks(missing).c_str());
+      return msg + format("rank(s) %s did not call it (%s)",
+                          join_ranks(missing).c_str(), s.members.c_str());
   }
   if (r->state == State::Ready)
-    return msg + "an earlier collective on this group has not started";
-  return msg + "all ranks arrived but the data exchange did not complete";
+    return msg + "an earlier collective on this group has not started (" +
+           s.members + ")";
+  return msg + "all ranks arrived but the data exchange did not complete (" +
+         s.members + ")";
 }
 
 Status MpiComm::wait(fsdprt_request *request) {

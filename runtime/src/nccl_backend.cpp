@@ -75,7 +75,8 @@ struct Group {
   int k = 1;
   int member = 0;
   std::vector<int64_t> ranks;
-  std::string name;
+  std::string name;    // "{axes: shard}"
+  std::string members; // "group ranks 0,1,2,3"
   uint64_t next_seq = 0;
 };
 
@@ -158,7 +159,8 @@ Status NcclComm::init(const ncclUniqueId &id, int device) {
     mesh.group(rank, mask, &g.ranks, &gr, &gid);
     g.k = int(g.ranks.size());
     g.member = int(gr);
-    g.name = mesh.group_axes(mask) + " (ranks " + join_ranks(g.ranks) + ")";
+    g.name = mesh.group_axes(mask);
+    g.members = "group ranks " + join_ranks(g.ranks);
     max_k = std::max<int64_t>(max_k, g.k);
     // Every rank takes part in every split (NCCL_SPLIT_NOCOLOR never
     // applies: each rank belongs to exactly one group per mask).
@@ -240,9 +242,9 @@ Status NcclComm::sync_event(cudaEvent_t event, const Group &g, uint64_t seq,
           FSDPRT_ERR_TIMEOUT,
           format("timeout after %.3g s in collective #%llu %s on group %s: "
                  "the NCCL operation did not complete (a rank of the group "
-                 "did not call it or is stuck)",
+                 "did not call it or is stuck; %s)",
                  waited, (unsigned long long)(seq + 1), describe(d).c_str(),
-                 g.name.c_str()));
+                 g.name.c_str(), g.members.c_str()));
     if (++spins > 64)
       sched_yield();
   }
@@ -274,11 +276,11 @@ Status NcclComm::check_descriptors(Group &g, uint64_t seq, const Desc &d) {
       return Status(
           FSDPRT_ERR_DESYNC,
           format("desync in collective #%llu on group %s: rank %lld called "
-                 "%s but rank %lld called %s",
+                 "%s but rank %lld called %s (%s)",
                  (unsigned long long)(seq + 1), g.name.c_str(),
                  (long long)g.ranks[0], describe(desc_host_[0]).c_str(),
-                 (long long)g.ranks[size_t(j)],
-                 describe(desc_host_[j]).c_str()));
+                 (long long)g.ranks[size_t(j)], describe(desc_host_[j]).c_str(),
+                 g.members.c_str()));
   return Status::Ok();
 }
 

@@ -58,7 +58,8 @@ struct Group {
   int64_t mask = 0;
   int k = 1;
   std::vector<int64_t> ranks; // global rank of each member, in group order
-  std::string name;           // "{axes: shard} (ranks 0,1,2,3)"
+  std::string name;           // "{axes: shard}"
+  std::string members;        // "group ranks 0,1,2,3"
   Slot slots[kSlots];
 };
 
@@ -272,7 +273,8 @@ public:
       auto g = std::make_unique<Group>();
       g->mask = mask;
       g->k = int(ranks.size());
-      g->name = mesh.group_axes(mask) + " (ranks " + join_ranks(ranks) + ")";
+      g->name = mesh.group_axes(mask);
+      g->members = "group ranks " + join_ranks(ranks);
       g->ranks = std::move(ranks);
       for (auto &s : g->slots)
         s.posts.reset(new Post[size_t(g->k)]);
@@ -369,9 +371,11 @@ std::string ThreadsComm::missing_message(const Group &g, uint64_t seq,
       "timeout after %.3g s in collective #%llu %s on group %s: ", waited,
       (unsigned long long)(seq + 1), what.c_str(), g.name.c_str());
   if (missing.empty())
-    msg += "all ranks arrived but the collective did not complete";
+    msg += "all ranks arrived but the collective did not complete (" +
+           g.members + ")";
   else
-    msg += format("rank(s) %s did not call it", join_ranks(missing).c_str()) +
+    msg += format("rank(s) %s did not call it (%s)",
+                  join_ranks(missing).c_str(), g.members.c_str()) +
            details;
   return msg;
 }
@@ -462,10 +466,10 @@ bool ThreadsComm::verify(ThreadsRequest *r) {
   }
   std::string msg = format(
       "desync in collective #%llu on group %s: rank %lld called %s but rank "
-      "%lld called %s",
+      "%lld called %s (%s)",
       (unsigned long long)(r->seq + 1), g.name.c_str(), (long long)g.ranks[0],
       describe(posts[0].desc).c_str(), (long long)g.ranks[size_t(bad)],
-      describe(posts[bad].desc).c_str());
+      describe(posts[bad].desc).c_str(), g.members.c_str());
   world_->abort(FSDPRT_ERR_DESYNC, msg, &g, r->seq);
   s.verify.store(make_word(tag, kDesync), std::memory_order_release);
   return false;

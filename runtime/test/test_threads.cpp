@@ -423,6 +423,8 @@ std::vector<RankResult> run_failing(
 
 TEST(ThreadsDesync, CountMismatchNamesBothRanks) {
   auto opts = short_timeout(20);
+  const char *names[1] = {"shard"};
+  opts.axis_names = names;
   double elapsed = 0;
   auto res = run_failing(
       {4}, opts,
@@ -440,7 +442,9 @@ TEST(ThreadsDesync, CountMismatchNamesBothRanks) {
   EXPECT_LT(elapsed, 10.0) << "desync must be reported, not timed out";
   for (size_t r = 0; r < res.size(); ++r) {
     EXPECT_EQ(res[r].status, FSDPRT_ERR_DESYNC) << "rank " << r;
-    EXPECT_NE(res[r].message.find("desync in collective #3"), std::string::npos)
+    EXPECT_NE(res[r].message.find("desync in collective #3 on group "
+                                  "{axes: shard}: rank 0 called"),
+              std::string::npos)
         << res[r].message;
     EXPECT_NE(res[r].message.find("rank 0 called all_gather(f32, count=48)"),
               std::string::npos)
