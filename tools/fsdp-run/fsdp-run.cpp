@@ -38,9 +38,11 @@ static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<lowered .mlir>"
                                       cl::Required);
 static cl::opt<std::string> entryName("entry", cl::desc("Function to run"),
                                       cl::init(""));
-static cl::opt<std::string> inputsDir("inputs",
-                                      cl::desc("Directory of global .npy inputs"),
-                                      cl::Required);
+static cl::list<std::string>
+    inputsDirs("inputs",
+               cl::desc("Directory of global .npy inputs (repeatable: the "
+                        "first directory holding <name>.npy wins)"),
+               cl::OneOrMore);
 static cl::opt<std::string>
     outputsDir("outputs", cl::desc("Directory for gathered .npy results"),
                cl::Required);
@@ -281,7 +283,12 @@ std::vector<::fsdp::npy::Array> loadInputs(const Program &prog, int64_t world) {
   std::vector<::fsdp::npy::Array> inputs;
   for (const Port &p : prog.args) {
     ::fsdp::npy::Array a;
-    std::string error, path = inputsDir + "/" + p.name + ".npy";
+    std::string error, path = inputsDirs.front() + "/" + p.name + ".npy";
+    for (const std::string &dir : inputsDirs)
+      if (llvm::sys::fs::exists(dir + "/" + p.name + ".npy")) {
+        path = dir + "/" + p.name + ".npy";
+        break;
+      }
     if (!::fsdp::npy::read(path, a, error))
       fail("input '" + p.name + "': " + error);
     std::string want = npyDescr(p.type.getElementType());
@@ -306,11 +313,31 @@ std::vector<::fsdp::npy::Array> loadInputs(const Program &prog, int64_t world) {
   return inputs;
 }
 
+/// Whether `rank` holds the whole of a Partial(sum) value (coordinate 0 on
+/// every partial axis); the other ranks of its group hold zeros.
+bool ownsPartial(const lm::Layout &layout, int64_t rank) {
+  std::vector<int64_t> coords = lm::rankToCoords(layout.meshShape, rank);
+  for (size_t a = 0; a < layout.placements.size(); ++a)
+    if (layout.placements[a].kind == lm::Placement::Kind::Partial &&
+        coords[a] != 0)
+      return false;
+  return true;
+}
+
+bool hasPartial(const lm::Layout &layout) {
+  for (const lm::Placement &p : layout.placements)
+    if (p.kind == lm::Placement::Kind::Partial)
+      return true;
+  return false;
+}
+
 /// This rank's buffer of input `p`: its padded slot, or its batch rows.
 std::vector<char> shardInput(const Port &p, const ::fsdp::npy::Array &global,
                              int64_t rank) {
   int64_t bytes = p.elementBytes();
   std::vector<char> buf(p.type.getNumElements() * bytes, 0);
+  if (p.layout && !ownsPartial(*p.layout, rank))
+    return buf; // a Partial(sum) input: one rank per group holds the value
   if (p.layout) {
     lm::LocalShard s = lm::localShard(*p.layout, global.shape, rank);
     forEachOwnedRun(s, global.shape, [&](int64_t so, int64_t go, int64_t n) {
@@ -402,7 +429,27 @@ void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
     ::fsdp::npy::Array a;
     a.descr = npyDescr(p.type.getElementType());
     a.shape = p.globalType.getShape().vec();
-    if (p.layout) {
+    if (p.layout && hasPartial(*p.layout)) {
+      // Partial(sum): add every rank's piece, in rank order.
+      Type elem = p.type.getElementType();
+      if (!elem.isF32() && !elem.isF64())
+        fail("result '" + p.name + "': partial sums need f32 or f64");
+      a.data.assign(p.globalType.getNumElements() * bytes, 0);
+      for (size_t r = 0; r < runs.size(); ++r) {
+        lm::LocalShard s = lm::localShard(*p.layout, a.shape, r);
+        const std::vector<char> &piece = runs[r].results[i];
+        forEachOwnedRun(s, a.shape, [&](int64_t so, int64_t go, int64_t n) {
+          for (int64_t e = 0; e < n; ++e) {
+            if (elem.isF32())
+              reinterpret_cast<float *>(a.data.data())[go + e] +=
+                  reinterpret_cast<const float *>(piece.data())[so + e];
+            else
+              reinterpret_cast<double *>(a.data.data())[go + e] +=
+                  reinterpret_cast<const double *>(piece.data())[so + e];
+          }
+        });
+      }
+    } else if (p.layout) {
       a.data.assign(p.globalType.getNumElements() * bytes, 0);
       std::vector<char> written(p.globalType.getNumElements(), 0);
       for (size_t r = 0; r < runs.size(); ++r) {

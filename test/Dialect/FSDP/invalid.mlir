@@ -172,9 +172,9 @@ func.func @gather_bad_phase(%s: tensor<3x16xf32>) {
 // -----
 
 fsdp.mesh @mesh [shard = 4]
-func.func @reduce_scale_with_avg(%g: tensor<10x16xf32>) {
-  // expected-error @+1 {{a gradient scale applies to a sum reduction}}
-  %0 = fsdp.grad_reduce %g layout <@mesh, [shard<0>]> avg {scale = 2.0 : f64} : tensor<10x16xf32> -> tensor<3x16xf32>
+func.func @accumulator_type(%g: tensor<10x16xf32>, %acc: tensor<2x16xf32>) {
+  // expected-error @+1 {{accumulator must have the result type 'tensor<3x16xf32>', got 'tensor<2x16xf32>'}}
+  %0 = fsdp.grad_reduce %g accumulate %acc layout <@mesh, [shard<0>]> avg : tensor<10x16xf32>, tensor<2x16xf32> -> tensor<3x16xf32>
   return
 }
 

@@ -62,6 +62,8 @@ func.func @collectives(%shard: tensor<3x16xf32>, %g: tensor<10x16xf32>,
   %r = fsdp.grad_reduce %g layout #fsdp.layout<@mesh, [replicate, shard<0>]> avg : tensor<10x16xf32> -> tensor<3x16xf32>
   // CHECK: fsdp.grad_reduce %{{.*}} sum {reduce_dtype = f64, scale = 1.250000e-01 : f64}
   %s = fsdp.grad_reduce %g layout #fsdp.layout<@mesh, [replicate, shard<0>]> sum {scale = 0.125 : f64, reduce_dtype = f64} : tensor<10x16xf32> -> tensor<3x16xf32>
+  // CHECK: fsdp.grad_reduce %{{.*}} accumulate %{{.*}} layout <@mesh, [replicate, shard<0>]> avg {partial} : tensor<10x16xf32>, tensor<3x16xf32> -> tensor<3x16xf32>
+  %acc = fsdp.grad_reduce %g accumulate %r layout <@mesh, [replicate, shard<0>]> avg {partial} : tensor<10x16xf32>, tensor<3x16xf32> -> tensor<3x16xf32>
   // CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
   %ag = fsdp.all_gather %flat over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
   // CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] : tensor<3x16xf32> -> tensor<12x16xf32>

@@ -85,7 +85,14 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
     if (auto global =
             func.getArgAttrOfType<TypeAttr>(argIndex, kGlobalTypeAttrName))
       type = global.getValue();
-    return verifyLayoutFor(op, layout, type, /*isParameter=*/true, what);
+    // Gradient accumulators are partial sums, not parameters.
+    bool isParameter = !func.getArgAttr(argIndex, kAccumulatorAttrName);
+    return verifyLayoutFor(op, layout, type, isParameter, what);
+  }
+  if (name == kAccumulatorAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' is a unit attribute";
+    return success();
   }
   if (name == kNameAttrName || name == kUnitAttrName) {
     if (!isa<StringAttr>(attr.getValue()))

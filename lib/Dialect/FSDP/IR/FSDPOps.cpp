@@ -151,9 +151,11 @@ ParamGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult GradReduceOp::verify() {
-  if (auto scale = getScaleAttr(); scale && getReduce() != ReduceKind::sum)
-    return emitOpError() << "a gradient scale applies to a sum reduction; "
-                            "use 'sum' with scale, or 'avg' without";
+  if (getAccumulator() &&
+      getAccumulator().getType() != getResult().getType())
+    return emitOpError() << "accumulator must have the result type "
+                         << getResult().getType() << ", got "
+                         << getAccumulator().getType();
   return success();
 }
 

@@ -465,8 +465,14 @@ struct ExpandCollectivesPass
     for (int64_t d = 0; d < full.getRank(); ++d)
       if (!lm::axesShardingDim(ex->model, d).empty())
         cur = ex->reduceScatterDim(cur, d, reduce);
+    if (Value acc = op.getAccumulator()) {
+      // Add the earlier micro-steps' sum of this rank's scattered slot.
+      acc = ex->castTo(acc, cast<RankedTensorType>(cur.getType())
+                                .getElementType());
+      cur = arith::AddFOp::create(b, op.getLoc(), acc, cur);
+    }
     std::vector<int64_t> replicate = lm::replicateAxes(ex->model);
-    if (!replicate.empty())
+    if (!replicate.empty() && !op.getPartial())
       cur = ex->allReduce(cur, replicate, reduce);
     if (auto scale = op.getScaleAttr()) {
       auto t = cast<RankedTensorType>(cur.getType());

@@ -101,12 +101,51 @@ struct PartitionPass
         return signalPassFailure();
       }
     }
-    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>()))
-      if (failed(partition(func)))
+    if (accumulationSteps < 1) {
+      module.emitError() << "option accumulation-steps must be at least 1";
+      return signalPassFailure();
+    }
+    for (auto func : llvm::to_vector(module.getOps<func::FuncOp>())) {
+      if (accumulationSteps > 1 && !func.isExternal() && hasLayouts(func)) {
+        // Every micro-step but the last runs @<step>_accumulate.
+        auto micro = cast<func::FuncOp>(func->clone());
+        micro.setSymName((func.getSymName() + "_accumulate").str());
+        module.getBody()->getOperations().insertAfter(func->getIterator(),
+                                                      micro);
+        if (failed(partition(micro, Variant::Micro)))
+          return signalPassFailure();
+        if (failed(partition(func, Variant::Final)))
+          return signalPassFailure();
+        continue;
+      }
+      if (failed(partition(func, Variant::Single)))
         return signalPassFailure();
+    }
   }
 
-  LogicalResult partition(func::FuncOp func) {
+  enum class Variant { Single, Micro, Final };
+
+  static bool hasLayouts(func::FuncOp func) {
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (func.getArgAttr(i, FSDPDialect::kLayoutAttrName))
+        return true;
+    return false;
+  }
+
+  /// The layout of a running gradient sum: still Partial(sum) over the
+  /// replicate axes, whose all-reduce waits for the last micro-step.
+  static LayoutAttr partialLayout(LayoutAttr layout) {
+    MLIRContext *ctx = layout.getContext();
+    SmallVector<Attribute> placements;
+    for (Attribute p : layout.getPlacements())
+      placements.push_back(isa<ReplicateAttr>(p)
+                               ? PartialAttr::get(ctx, ReduceKind::sum)
+                               : p);
+    return LayoutAttr::get(ctx, layout.getMesh(),
+                           ArrayAttr::get(ctx, placements), layout.getPolicy());
+  }
+
+  LogicalResult partition(func::FuncOp func, Variant variant) {
     if (func.isExternal())
       return success();
     SmallVector<unsigned> params;
@@ -291,16 +330,47 @@ struct PartitionPass
           RankedTensorType::get(lm::slotShape(model, fullType.getShape().vec()),
                                 fullType.getElementType());
       auto reduce = reduceOp == "sum" ? ReduceKind::sum : ReduceKind::avg;
+      double scale = gradScale;
+      Value accumulator;
+      LayoutAttr resultLayout = layout;
+      if (variant != Variant::Single) {
+        // The running sum of the earlier micro-steps, an extra argument.
+        auto name = func.getResultAttrOfType<StringAttr>(
+            r, FSDPDialect::kNameAttrName);
+        std::string accName =
+            "accum." + (name ? name.str() : "result" + std::to_string(r));
+        NamedAttrList attrs;
+        attrs.set(FSDPDialect::kLayoutAttrName, partialLayout(layout));
+        attrs.set(FSDPDialect::kAccumulatorAttrName, b.getUnitAttr());
+        attrs.set(FSDPDialect::kNameAttrName, b.getStringAttr(accName));
+        if (slot != fullType)
+          attrs.set(FSDPDialect::kGlobalTypeAttrName, TypeAttr::get(fullType));
+        unsigned index = func.getNumArguments();
+        if (failed(func.insertArgument(index, slot,
+                                       attrs.getDictionary(b.getContext()),
+                                       ret.getLoc())))
+          return failure();
+        accumulator = func.getArgument(index);
+        if (variant == Variant::Micro) {
+          scale = 0.0; // scaled once, in the last micro-step
+          resultLayout = partialLayout(layout);
+          func.setResultAttr(r, FSDPDialect::kNameAttrName,
+                             b.getStringAttr(accName));
+        } else if (reduce == ReduceKind::avg) {
+          scale = 1.0 / accumulationSteps; // the mean over micro-steps
+        }
+      }
       auto op = GradReduceOp::create(
-          b, ret.getLoc(), slot, grad, layout,
+          b, ret.getLoc(), slot, grad, accumulator, layout,
           ReduceKindAttr::get(func.getContext(), reduce),
-          gradScale != 0.0 ? b.getF64FloatAttr(gradScale) : FloatAttr(),
+          scale != 0.0 ? b.getF64FloatAttr(scale) : FloatAttr(),
           reduceType ? TypeAttr::get(reduceType) : TypeAttr(),
           func.getArgAttrOfType<StringAttr>(argIndex,
-                                            FSDPDialect::kUnitAttrName));
+                                            FSDPDialect::kUnitAttrName),
+          variant == Variant::Micro ? b.getUnitAttr() : UnitAttr());
       ret.setOperand(r, op.getResult());
       resultTypes[r] = slot;
-      func.setResultAttr(r, FSDPDialect::kLayoutAttrName, layout);
+      func.setResultAttr(r, FSDPDialect::kLayoutAttrName, resultLayout);
       if (slot != fullType)
         func.setResultAttr(r, FSDPDialect::kGlobalTypeAttrName,
                            TypeAttr::get(fullType));

@@ -44,6 +44,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "uneven-policy",
       llvm::cl::desc("Override every layout's uneven policy (ceil|balanced)"),
       llvm::cl::init("")};
+  Option<int64_t> accumulationSteps{
+      *this, "accumulation-steps",
+      llvm::cl::desc("Gradient accumulation over this many micro-steps "
+                     "(also emits @<step>_accumulate)"),
+      llvm::cl::init(1)};
   Option<std::string> bucket{
       *this, "bucket",
       llvm::cl::desc("Bucketing: unit (one per FSDP unit and phase), greedy "
@@ -99,6 +104,7 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
   partition.reshardAfterForward = o.reshardAfterForward;
   partition.allReduceLoss = o.allReduceLoss;
   partition.unevenPolicy = o.unevenPolicy;
+  partition.accumulationSteps = o.accumulationSteps;
   pm.addPass(createFSDPPartition(partition));
   pm.addPass(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());

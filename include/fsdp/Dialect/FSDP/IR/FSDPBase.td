@@ -37,6 +37,7 @@ def FSDP_Dialect : Dialect {
     static constexpr ::llvm::StringLiteral kNameAttrName = "fsdp.name";
     static constexpr ::llvm::StringLiteral kUnitAttrName = "fsdp.unit";
     static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
+    static constexpr ::llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
   }];
 }
 

@@ -83,20 +83,30 @@ def FSDP_GradReduceOp : FSDP_Op<"grad_reduce", [
     reduce-scatter over the shard axes, then all-reduce over the replicate
     axes (HSDP); a layout without shard axes is all-reduced (DDP). `avg`
     divides by the product of the data-parallel group sizes; `scale`, when
-    present, multiplies the reduced sum instead. `reduce_dtype` runs the
-    reduction in another element type (cast before, cast back after).
+    present, multiplies the result. `reduce_dtype` runs the reduction in
+    another element type (cast before, cast back after).
+
+    Gradient accumulation: with `accumulate %acc` the reduce-scattered
+    gradient is added to `%acc` (this rank's running partial sum, still
+    Partial over the replicate axes) before the all-reduce; `partial` skips
+    the replicate all-reduce, as every micro-step but the last does.
     ```mlir
     %g = fsdp.grad_reduce %dw layout <@mesh, [replicate, shard<0>]> avg
         : tensor<10x16xf32> -> tensor<3x16xf32>
+    %a = fsdp.grad_reduce %dw accumulate %acc layout <@mesh, [replicate, shard<0>]> avg {partial}
+        : tensor<10x16xf32>, tensor<3x16xf32> -> tensor<3x16xf32>
     ```
   }];
-  let arguments = (ins AnyRankedTensor:$grad, FSDP_LayoutAttr:$layout,
+  let arguments = (ins AnyRankedTensor:$grad,
+                       Optional<AnyRankedTensor>:$accumulator,
+                       FSDP_LayoutAttr:$layout,
                        FSDP_ReduceKindAttr:$reduce, OptionalAttr<F64Attr>:$scale,
                        OptionalAttr<TypeAttr>:$reduce_dtype,
-                       OptionalAttr<StrAttr>:$unit);
+                       OptionalAttr<StrAttr>:$unit, UnitAttr:$partial);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $grad `layout` $layout `` $reduce attr-dict `:` type($grad) `->` type($result)
+    $grad (`accumulate` $accumulator^)? `layout` $layout `` $reduce attr-dict
+    `:` type($grad) (`,` type($accumulator)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

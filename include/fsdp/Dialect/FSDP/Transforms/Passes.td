@@ -50,6 +50,12 @@ def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
            "All-reduce the loss to the mean over all data-parallel ranks">,
     Option<"unevenPolicy", "uneven-policy", "std::string", /*default=*/"\"\"",
            "Override every layout's uneven policy (ceil or balanced)">,
+    Option<"accumulationSteps", "accumulation-steps", "int64_t",
+           /*default=*/"1",
+           "Gradient accumulation over this many micro-steps: also emit "
+           "@<step>_accumulate, which adds its reduce-scattered gradients to "
+           "running partial sums and skips the replicate all-reduce; @<step> "
+           "then finishes the last micro-step and averages">,
   ];
 }
 
