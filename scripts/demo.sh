@@ -19,12 +19,18 @@ $PY -m fsdp_mlir.gen mlp --widths 64,100,37,50,10 --batch 4 --mesh 2x4 \
 grep -o 'fsdp.layout = #fsdp.layout<[^>]*>>*' "$out/model.mlir" | sort | uniq -c | sed 's/^/   /'
 
 echo "== 2. fsdp-opt --fsdp-pipeline (partition, expand collectives, lower to LLVM)"
+echo "   (unit buckets, prefetch 1; the plain program is bucket=none schedule=false)"
 build/bin/fsdp-opt "$out/model.mlir" \
   --fsdp-pipeline="all-reduce-loss=true" -o "$out/spmd.mlir"
 build/bin/fsdp-opt "$out/model.mlir" \
+  --fsdp-pipeline="all-reduce-loss=true bucket=none schedule=false" -o "$out/plain.mlir"
+build/bin/fsdp-opt "$out/model.mlir" \
   --fsdp-pipeline="all-reduce-loss=true lower=true" -o "$out/lowered.mlir"
+printf '   %-15s %8s %8s\n' collective plain bucketed
 for op in all_gather reduce_scatter all_reduce; do
-  printf '   %-15s %s\n' "$op" "$(grep -c "fsdp.$op " "$out/spmd.mlir")"
+  printf '   %-15s %8s %8s\n' "$op" \
+    "$(grep -cE "fsdp\.$op(_start)? " "$out/plain.mlir")" \
+    "$(grep -cE "fsdp\.$op(_start)? " "$out/spmd.mlir")"
 done
 
 echo "== 3. fsdp-run: 8 ranks, threads backend"
