@@ -15,7 +15,8 @@ config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
 llvm_config.with_system_environment(["HOME", "TMPDIR", "PATH"])
 llvm_config.use_default_substitutions()
 
-config.substitutions.append(("%python", config.python_executable))
+# Ahead of lit's own %python (the interpreter running lit).
+config.substitutions.insert(0, ("%python", config.python_executable))
 config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
 config.substitutions.append(("%fsdp_obj", config.fsdp_obj_root))
 config.environment["PYTHONPATH"] = os.path.join(config.fsdp_src_root, "python")
