@@ -221,3 +221,12 @@ func.func @rs_types(%x: tensor<48xf32>) {
   %0 = fsdp.reduce_scatter %x over @mesh ["shard"] sum : tensor<48xf32> -> tensor<12xf16>
   return
 }
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @start_size(%x: tensor<48xf32>) {
+  // expected-error @+1 {{over a group of 4 ranks, result dim 0 must be 4 x 48 = 192, got 96}}
+  %r, %p = fsdp.all_gather_start %x over @mesh ["shard"] : tensor<48xf32> -> tensor<96xf32>
+  return
+}

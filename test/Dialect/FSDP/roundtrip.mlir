@@ -90,3 +90,37 @@ func.func @buffers(%a: memref<48xf32>, %b: memref<192xf32>) {
   fsdp.buffer.all_reduce %a into %a over @mesh ["shard"] avg : memref<48xf32>, memref<48xf32>
   return
 }
+
+// -----
+
+fsdp.mesh @mesh [replicate = 2, shard = 4]
+// CHECK-LABEL: func.func @async
+func.func @async(%x: tensor<48xf32>, %big: tensor<192xf32>, %a: memref<48xf32>, %b: memref<192xf32>) -> (tensor<192xf32>, tensor<48xf32>, tensor<48xf32>) {
+  // CHECK: %[[R:.*]], %[[P:.*]] = fsdp.all_gather_start %{{.*}} over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
+  %r, %p = fsdp.all_gather_start %x over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
+  // CHECK: fsdp.wait %[[R]], %[[P]] : tensor<192xf32>
+  %g = fsdp.wait %r, %p : tensor<192xf32>
+  // CHECK: fsdp.reduce_scatter_start %{{.*}} over @mesh ["shard"] sum : tensor<192xf32> -> tensor<48xf32>
+  %r2, %p2 = fsdp.reduce_scatter_start %big over @mesh ["shard"] sum : tensor<192xf32> -> tensor<48xf32>
+  %s = fsdp.wait %r2, %p2 : tensor<48xf32>
+  // CHECK: fsdp.all_reduce_start %{{.*}} over @mesh ["replicate"] avg : tensor<48xf32> -> tensor<48xf32>
+  %r3, %p3 = fsdp.all_reduce_start %x over @mesh ["replicate"] avg : tensor<48xf32> -> tensor<48xf32>
+  %t = fsdp.wait %r3, %p3 : tensor<48xf32>
+  // CHECK: %[[B:.*]] = fsdp.buffer.all_gather_start %{{.*}} into %{{.*}} over @mesh ["shard"] : memref<48xf32>, memref<192xf32>
+  %rb = fsdp.buffer.all_gather_start %a into %b over @mesh ["shard"] : memref<48xf32>, memref<192xf32>
+  // CHECK: fsdp.buffer.wait %[[B]]
+  fsdp.buffer.wait %rb
+  // CHECK: fsdp.buffer.reduce_scatter_start %{{.*}} into %{{.*}} over @mesh ["shard"] sum
+  %rc = fsdp.buffer.reduce_scatter_start %b into %a over @mesh ["shard"] sum : memref<192xf32>, memref<48xf32>
+  fsdp.buffer.wait %rc
+  // CHECK: fsdp.buffer.all_reduce_start %{{.*}} into %{{.*}} over @mesh ["replicate"] max
+  %rd = fsdp.buffer.all_reduce_start %a into %a over @mesh ["replicate"] max : memref<48xf32>, memref<48xf32>
+  fsdp.buffer.wait %rd
+  return %g, %s, %t : tensor<192xf32>, tensor<48xf32>, tensor<48xf32>
+}
+
+// -----
+
+// CHECK-LABEL: func.func @request_type
+// CHECK-SAME: !fsdp.request
+func.func private @request_type(%r: !fsdp.request)
