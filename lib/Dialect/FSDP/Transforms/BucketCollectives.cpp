@@ -5,7 +5,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/Dominance.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
 #include <map>
@@ -27,24 +26,112 @@ enum class Kind { AllGather, ReduceScatter, AllReduce };
 struct Member {
   Operation *op;
   Kind kind;
-  Value input;
   int64_t length; // elements of the per-rank contribution
 };
 
 Value inputOf(Operation *op) { return op->getOperand(0); }
 
+/// Positions of the ops of one block that stay valid across moves. MLIR
+/// invalidates a block's whole op order on every move, so a loop that moves
+/// an op and then compares positions renumbers the block each time
+/// (quadratic in the block size). Here a moved or new op takes a position
+/// between its neighbours; the block is renumbered only when there is no
+/// room left. Every move and erase of the block's ops must go through this.
+class BlockOrder {
+public:
+  explicit BlockOrder(Block &block) : block(block) { renumber(); }
+
+  bool isBefore(Operation *a, Operation *b) {
+    return position(a) < position(b);
+  }
+  /// `a` is `b` or comes before it.
+  bool isAtOrBefore(Operation *a, Operation *b) {
+    return a == b || isBefore(a, b);
+  }
+  void moveBefore(Operation *op, Operation *next) {
+    if (op == next || op->getNextNode() == next)
+      return;
+    positions.erase(op);
+    op->moveBefore(next);
+  }
+  void moveAfter(Operation *op, Operation *prev) {
+    if (op == prev || prev->getNextNode() == op)
+      return;
+    positions.erase(op);
+    op->moveAfter(prev);
+  }
+  void erase(Operation *op) {
+    positions.erase(op);
+    op->erase();
+  }
+  void sort(MutableArrayRef<Operation *> ops) {
+    llvm::sort(ops, [&](Operation *a, Operation *b) { return isBefore(a, b); });
+  }
+
+  int64_t position(Operation *op) {
+    assert(op->getBlock() == &block && "op of another block");
+    auto it = positions.find(op);
+    if (it != positions.end())
+      return it->second;
+    placeRun(op);
+    return positions.lookup(op);
+  }
+
+private:
+  static constexpr int64_t kStride = int64_t(1) << 32;
+
+  void renumber() {
+    positions.clear();
+    int64_t next = kStride;
+    for (Operation &op : block) {
+      positions[&op] = next;
+      next += kStride;
+    }
+  }
+
+  /// Gives positions to the run of unplaced ops around `op`, evenly spaced
+  /// between the placed ops around the run.
+  void placeRun(Operation *op) {
+    Operation *first = op, *last = op;
+    while (first->getPrevNode() && !positions.count(first->getPrevNode()))
+      first = first->getPrevNode();
+    while (last->getNextNode() && !positions.count(last->getNextNode()))
+      last = last->getNextNode();
+    int64_t count = 1;
+    for (Operation *o = first; o != last; o = o->getNextNode())
+      ++count;
+    int64_t low = first->getPrevNode() ? positions[first->getPrevNode()] : 0;
+    int64_t high = last->getNextNode() ? positions[last->getNextNode()]
+                                       : low + (count + 1) * kStride;
+    int64_t step = (high - low) / (count + 1);
+    if (step < 1)
+      return renumber();
+    int64_t at = low;
+    for (Operation *o = first;; o = o->getNextNode()) {
+      at += step;
+      positions[o] = at;
+      if (o == last)
+        break;
+    }
+  }
+
+  Block &block;
+  DenseMap<Operation *, int64_t> positions;
+};
+
 /// Moves the pure ops computing `v` before `point` if they are after it.
-bool hoistBefore(Value v, Operation *point, DominanceInfo &dom) {
-  if (dom.properlyDominates(v, point))
-    return true;
+bool hoistBefore(Value v, Operation *point, BlockOrder &order) {
   Operation *def = v.getDefiningOp();
+  // Block arguments and values from enclosing blocks dominate the body.
   if (!def || def->getBlock() != point->getBlock() ||
-      def->getNumRegions() != 0 || !isMemoryEffectFree(def))
+      order.isBefore(def, point))
+    return true;
+  if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
     return false;
   for (Value operand : def->getOperands())
-    if (!hoistBefore(operand, point, dom))
+    if (!hoistBefore(operand, point, order))
       return false;
-  def->moveBefore(point);
+  order.moveBefore(def, point);
   return true;
 }
 
@@ -68,32 +155,27 @@ Value padTo(OpBuilder &b, Location loc, Value v, int64_t padded) {
   return tensor::PadOp::create(b, loc, t.clone(shape), v, low, high, zero);
 }
 
-/// concat along `dim`, reading the source directly when the pieces are
-/// consecutive slices that cover it (an HSDP all-reduce over the outputs of
-/// one reduce-scatter bucket).
-Value concat(OpBuilder &b, Location loc, int64_t dim, ArrayRef<Value> pieces) {
-  if (pieces.size() == 1)
-    return pieces.front();
-  if (dim == 0) {
-    Value source;
-    int64_t next = 0;
-    bool covers = true;
-    for (Value p : pieces) {
-      auto slice = p.getDefiningOp<tensor::ExtractSliceOp>();
-      if (!slice || slice.getSourceType().getRank() != 1 ||
-          !slice.hasUnitStride() || (source && slice.getSource() != source) ||
-          slice.getStaticOffsets()[0] != next) {
-        covers = false;
-        break;
-      }
-      source = slice.getSource();
-      next += slice.getStaticSizes()[0];
-    }
-    if (covers && source &&
-        cast<RankedTensorType>(source.getType()).getDimSize(0) == next)
-      return source;
+/// The 1-D tensor that the all-reduce members read directly, if every member
+/// input is the slice [offsets[i], offsets[i] + length) of one tensor of
+/// length `total` (an HSDP all-reduce over the outputs of one reduce-scatter
+/// bucket with the same layout): the bucket can all-reduce that tensor as is.
+/// Whatever lies between the members (alignment padding) is reduced too and
+/// never read.
+Value sharedSource(ArrayRef<Value> inputs, ArrayRef<int64_t> offsets,
+                   int64_t total) {
+  Value source;
+  for (auto [in, offset] : llvm::zip_equal(inputs, offsets)) {
+    auto slice = in.getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice || slice.getSourceType().getRank() != 1 ||
+        !slice.hasUnitStride() || (source && slice.getSource() != source) ||
+        slice.getStaticOffsets()[0] != offset)
+      return {};
+    source = slice.getSource();
   }
-  return tensor::ConcatOp::create(b, loc, dim, pieces);
+  auto type = cast<RankedTensorType>(source.getType());
+  if (!type.hasStaticShape() || type.getDimSize(0) != total)
+    return {};
+  return source;
 }
 
 struct BucketCollectivesPass
@@ -138,7 +220,7 @@ struct BucketCollectivesPass
       if (!kind || !phase)
         continue;
       auto in = cast<RankedTensorType>(inputOf(&op).getType());
-      if (in.getRank() != 1)
+      if (in.getRank() != 1 || !in.hasStaticShape())
         continue;
       std::string key;
       llvm::raw_string_ostream os(key);
@@ -146,24 +228,24 @@ struct BucketCollectivesPass
          << op.getAttr("axes") << "|" << in.getElementType() << "|"
          << op.getAttr("reduce") << "|" << phase.getValue();
       if (mode == "unit") {
-        auto unit = op.getAttrOfType<StringAttr>(kUnit);
-        os << "|" << (unit ? unit.getValue() : StringRef("?"));
+        // Collectives without a unit bucket together (per phase).
+        if (auto unit = op.getAttrOfType<StringAttr>(kUnit))
+          os << "|unit=" << unit.getValue();
       }
       int64_t length = in.getDimSize(0);
       if (*kind == Kind::ReduceScatter)
-        length = cast<RankedTensorType>(op.getResult(0).getType())
-                     .getDimSize(0);
-      groups[{static_cast<int>(*kind), key}].push_back(
-          {&op, *kind, inputOf(&op), length});
+        length =
+            cast<RankedTensorType>(op.getResult(0).getType()).getDimSize(0);
+      groups[{static_cast<int>(*kind), key}].push_back({&op, *kind, length});
     }
-    DominanceInfo dom(func);
+    BlockOrder order(func.getBody().front());
     for (auto &[key, members] : groups) {
       // Split in program order at the byte and count limits.
       SmallVector<Member> bucket;
       int64_t bytes = 0;
       auto flush = [&]() {
         if (bucket.size() > 1)
-          emitBucket(bucket, dom);
+          emitBucket(bucket, order);
         bucket.clear();
         bytes = 0;
       };
@@ -181,7 +263,7 @@ struct BucketCollectivesPass
     }
   }
 
-  void emitBucket(ArrayRef<Member> members, DominanceInfo &dom) {
+  void emitBucket(ArrayRef<Member> members, BlockOrder &order) {
     Operation *first = members.front().op, *last = members.back().op;
     Kind kind = members.front().kind;
     // Gathers feed forward/backward compute spread over the unit: issue the
@@ -189,7 +271,7 @@ struct BucketCollectivesPass
     // inputs up to it. Reductions are issued once the last input exists.
     Operation *point = kind == Kind::AllGather ? first : last;
     for (const Member &m : members)
-      if (!hoistBefore(inputOf(m.op), point, dom)) {
+      if (!hoistBefore(inputOf(m.op), point, order)) {
         point->emitRemark() << "not bucketed: an input cannot be computed "
                                "before the bucket";
         return;
@@ -200,6 +282,9 @@ struct BucketCollectivesPass
     SmallVector<Operation *> lateUsers;
     if (kind != Kind::AllGather) {
       Block *block = point->getBlock();
+      llvm::SmallPtrSet<Operation *, 16> memberOps;
+      for (const Member &m : members)
+        memberOps.insert(m.op);
       llvm::SetVector<Operation *> users;
       for (const Member &m : members)
         users.insert(m.op);
@@ -208,20 +293,16 @@ struct BucketCollectivesPass
           for (Operation *u : r.getUsers()) {
             Operation *top = block->findAncestorOpInBlock(*u);
             if (top && top != block->getTerminator() &&
-                top->isBeforeInBlock(point))
+                order.isBefore(top, point))
               users.insert(top);
           }
       for (Operation *u : users)
-        if (!llvm::is_contained(llvm::map_range(members, [](const Member &m) {
-              return m.op;
-            }), u))
+        if (!memberOps.contains(u))
           lateUsers.push_back(u);
-      llvm::sort(lateUsers, [](Operation *a, Operation *b) {
-        return a->isBeforeInBlock(b);
-      });
-      for (Operation *u : lateUsers)
-        for (const Member &m : members)
-          if (u == inputOf(m.op).getDefiningOp()) {
+      order.sort(lateUsers);
+      for (const Member &m : members)
+        if (Operation *def = inputOf(m.op).getDefiningOp())
+          if (users.contains(def)) {
             point->emitRemark() << "not bucketed: a member's input depends "
                                    "on another member's result";
             return;
@@ -230,7 +311,8 @@ struct BucketCollectivesPass
 
     OpBuilder b(point);
     Location loc = point->getLoc();
-    auto firstIn = cast<RankedTensorType>(inputOf(members.front().op).getType());
+    auto firstIn =
+        cast<RankedTensorType>(inputOf(members.front().op).getType());
     Type elem = firstIn.getElementType();
     auto mesh = first->getAttrOfType<FlatSymbolRefAttr>("mesh");
     auto axes = first->getAttrOfType<ArrayAttr>("axes");
@@ -248,19 +330,28 @@ struct BucketCollectivesPass
       total += (m.length + alignment - 1) / alignment * alignment;
     }
 
-    SmallVector<Value> pieces;
-    for (auto [i, m] : llvm::enumerate(members)) {
-      int64_t padded = (m.length + alignment - 1) / alignment * alignment;
-      Value in = inputOf(m.op);
-      if (kind == Kind::ReduceScatter) {
-        // [k * L_i] -> [k, L_i]: row j is slot j.
-        in = tensor::ExpandShapeOp::create(
-            b, loc, RankedTensorType::get({k, m.length}, elem), in,
-            ArrayRef<ReassociationIndices>{{0, 1}});
+    SmallVector<Value> inputs;
+    for (const Member &m : members)
+      inputs.push_back(inputOf(m.op));
+    Value packed;
+    if (kind == Kind::AllReduce)
+      packed = sharedSource(inputs, offsets, total);
+    if (!packed) {
+      // Every member zero-padded to its aligned length: [L] (all-gather,
+      // all-reduce) or [k, L] rows of slots (reduce-scatter).
+      SmallVector<Value> pieces;
+      for (const Member &m : members) {
+        int64_t padded = (m.length + alignment - 1) / alignment * alignment;
+        Value in = inputOf(m.op);
+        if (kind == Kind::ReduceScatter)
+          in = tensor::ExpandShapeOp::create(
+              b, loc, RankedTensorType::get({k, m.length}, elem), in,
+              ArrayRef<ReassociationIndices>{{0, 1}});
+        pieces.push_back(padTo(b, loc, in, padded));
       }
-      pieces.push_back(padTo(b, loc, in, padded));
+      packed = tensor::ConcatOp::create(
+          b, loc, kind == Kind::ReduceScatter ? 1 : 0, pieces);
     }
-    Value packed = concat(b, loc, kind == Kind::ReduceScatter ? 1 : 0, pieces);
     if (kind == Kind::ReduceScatter)
       packed = tensor::CollapseShapeOp::create(
           b, loc, vectorOf(k * total, elem), packed,
@@ -275,13 +366,14 @@ struct BucketCollectivesPass
           b, loc, vectorOf(total, elem), packed, mesh, axes,
           first->getAttrOfType<ReduceKindAttr>("reduce"));
     else
-      bucket = AllReduceOp::create(b, loc, vectorOf(total, elem), packed, mesh,
-                                   axes,
-                                   first->getAttrOfType<ReduceKindAttr>("reduce"));
+      bucket =
+          AllReduceOp::create(b, loc, vectorOf(total, elem), packed, mesh, axes,
+                              first->getAttrOfType<ReduceKindAttr>("reduce"));
     bucket->setAttr(kPhase, first->getAttr(kPhase));
-    if (llvm::all_of(members, [&](const Member &m) {
-          return m.op->getAttr(kUnit) == first->getAttr(kUnit);
-        }) &&
+    if (llvm::all_of(members,
+                     [&](const Member &m) {
+                       return m.op->getAttr(kUnit) == first->getAttr(kUnit);
+                     }) &&
         first->getAttr(kUnit))
       bucket->setAttr(kUnit, first->getAttr(kUnit));
     bucket->setAttr("fsdp.bucket_size", b.getI64IntegerAttr(members.size()));
@@ -301,8 +393,7 @@ struct BucketCollectivesPass
             b, loc, RankedTensorType::get({k, m.length}, elem), blocks,
             ArrayRef<OpFoldResult>{b.getIndexAttr(0),
                                    b.getIndexAttr(offsets[i])},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(k),
-                                   b.getIndexAttr(m.length)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(k), b.getIndexAttr(m.length)},
             ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
         result = tensor::CollapseShapeOp::create(
             b, loc, vectorOf(k * m.length, elem), block,
@@ -316,10 +407,10 @@ struct BucketCollectivesPass
       m.op->getResult(0).replaceAllUsesWith(result);
     }
     for (Operation *u : lateUsers)
-      u->moveBefore(point);
+      order.moveBefore(u, point);
     // The builder inserts before one of the members: erase them last.
     for (const Member &m : members)
-      m.op->erase();
+      order.erase(m.op);
   }
 };
 } // namespace

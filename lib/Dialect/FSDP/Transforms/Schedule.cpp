@@ -19,73 +19,109 @@ namespace {
 
 constexpr StringLiteral kPhase = "fsdp.phase";
 
+/// Positions of the ops of one block that stay valid across moves. MLIR
+/// invalidates a block's whole op order on every move, so a loop that moves
+/// an op and then compares positions renumbers the block each time
+/// (quadratic in the block size). Here a moved or new op takes a position
+/// between its neighbours; the block is renumbered only when there is no
+/// room left. Every move and erase of the block's ops must go through this.
+class BlockOrder {
+public:
+  explicit BlockOrder(Block &block) : block(block) { renumber(); }
+
+  bool isBefore(Operation *a, Operation *b) {
+    return position(a) < position(b);
+  }
+  /// `a` is `b` or comes before it.
+  bool isAtOrBefore(Operation *a, Operation *b) {
+    return a == b || isBefore(a, b);
+  }
+  void moveBefore(Operation *op, Operation *next) {
+    if (op == next || op->getNextNode() == next)
+      return;
+    positions.erase(op);
+    op->moveBefore(next);
+  }
+  void moveAfter(Operation *op, Operation *prev) {
+    if (op == prev || prev->getNextNode() == op)
+      return;
+    positions.erase(op);
+    op->moveAfter(prev);
+  }
+  void erase(Operation *op) {
+    positions.erase(op);
+    op->erase();
+  }
+  void sort(MutableArrayRef<Operation *> ops) {
+    llvm::sort(ops, [&](Operation *a, Operation *b) { return isBefore(a, b); });
+  }
+
+  int64_t position(Operation *op) {
+    assert(op->getBlock() == &block && "op of another block");
+    auto it = positions.find(op);
+    if (it != positions.end())
+      return it->second;
+    placeRun(op);
+    return positions.lookup(op);
+  }
+
+private:
+  static constexpr int64_t kStride = int64_t(1) << 32;
+
+  void renumber() {
+    positions.clear();
+    int64_t next = kStride;
+    for (Operation &op : block) {
+      positions[&op] = next;
+      next += kStride;
+    }
+  }
+
+  /// Gives positions to the run of unplaced ops around `op`, evenly spaced
+  /// between the placed ops around the run.
+  void placeRun(Operation *op) {
+    Operation *first = op, *last = op;
+    while (first->getPrevNode() && !positions.count(first->getPrevNode()))
+      first = first->getPrevNode();
+    while (last->getNextNode() && !positions.count(last->getNextNode()))
+      last = last->getNextNode();
+    int64_t count = 1;
+    for (Operation *o = first; o != last; o = o->getNextNode())
+      ++count;
+    int64_t low = first->getPrevNode() ? positions[first->getPrevNode()] : 0;
+    int64_t high = last->getNextNode() ? positions[last->getNextNode()]
+                                       : low + (count + 1) * kStride;
+    int64_t step = (high - low) / (count + 1);
+    if (step < 1)
+      return renumber();
+    int64_t at = low;
+    for (Operation *o = first;; o = o->getNextNode()) {
+      at += step;
+      positions[o] = at;
+      if (o == last)
+        break;
+    }
+  }
+
+  Block &block;
+  DenseMap<Operation *, int64_t> positions;
+};
+
 int64_t bytesOf(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
-  return t.getNumElements() *
-         std::max<int64_t>(1, t.getElementTypeBitWidth() / 8);
+  return (t.getNumElements() * t.getElementTypeBitWidth() + 7) / 8;
 }
 
 /// Ops that only rearrange, cast or slice a gathered parameter: values they
-/// produce still hold (part of) it.
+/// produce still hold (part of) it. fsdp-comm-report uses the same set.
 bool isUnpackOp(Operation *op) {
   return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp,
              tensor::ExtractSliceOp, tensor::ConcatOp, tensor::InsertSliceOp,
              linalg::TransposeOp, arith::ExtFOp, arith::TruncFOp>(op);
 }
 
-/// Moves `op` (after its pure, same-block operand chain) as early as its
-/// operands allow.
-void hoistEarly(Operation *op) {
-  Block *block = op->getBlock();
-  Operation *latest = nullptr;
-  for (Value operand : op->getOperands()) {
-    Operation *def = operand.getDefiningOp();
-    if (!def || def->getBlock() != block)
-      continue;
-    if (isMemoryEffectFree(def) && def->getNumRegions() == 0)
-      hoistEarly(def);
-    if (!latest || latest->isBeforeInBlock(def))
-      latest = def;
-  }
-  if (latest)
-    op->moveAfter(latest);
-  else
-    op->moveBefore(&block->front());
-}
-
-/// Moves the pure ops computing `v` before `point` when they come after it.
-bool hoistBefore(Value v, Operation *point) {
-  Operation *def = v.getDefiningOp();
-  if (!def || def->getBlock() != point->getBlock() ||
-      def->isBeforeInBlock(point))
-    return true;
-  if (def->getNumRegions() != 0 || !isMemoryEffectFree(def))
-    return false;
-  for (Value operand : def->getOperands())
-    if (!hoistBefore(operand, point))
-      return false;
-  def->moveBefore(point);
-  return true;
-}
-
-/// Moves `op` and everything that transitively uses it in its block to just
-/// before the terminator, keeping their order.
-void sinkToEnd(Operation *op) {
-  Block *block = op->getBlock();
-  llvm::SetVector<Operation *> moving;
-  moving.insert(op);
-  for (size_t i = 0; i < moving.size(); ++i)
-    for (Value r : moving[i]->getResults())
-      for (Operation *user : r.getUsers()) {
-        Operation *top = block->findAncestorOpInBlock(*user);
-        if (top && top != block->getTerminator())
-          moving.insert(top);
-      }
-  SmallVector<Operation *> ordered(moving.begin(), moving.end());
-  llvm::sort(ordered,
-             [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
-  for (Operation *m : ordered)
-    m->moveBefore(block->getTerminator());
+bool isHoistable(Operation *op) {
+  return op->getNumRegions() == 0 && isMemoryEffectFree(op);
 }
 
 struct Gather {
@@ -94,8 +130,7 @@ struct Gather {
   Operation *lastUse = nullptr;
 };
 
-struct SchedulePass
-    : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
+struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
   using Base::Base;
 
   void runOnOperation() override {
@@ -110,7 +145,7 @@ struct SchedulePass
   }
 
   /// Replaces a tagged collective by start + wait at its position.
-  std::pair<Operation *, Operation *> split(Operation *op) {
+  std::pair<Operation *, Operation *> split(Operation *op, BlockOrder &order) {
     OpBuilder b(op);
     Location loc = op->getLoc();
     Value in = op->getOperand(0);
@@ -121,8 +156,8 @@ struct SchedulePass
     Type request = RequestType::get(op->getContext());
     Operation *start;
     if (isa<AllGatherOp>(op))
-      start = AllGatherStartOp::create(b, loc, request, resultType, in, mesh,
-                                       axes);
+      start =
+          AllGatherStartOp::create(b, loc, request, resultType, in, mesh, axes);
     else if (isa<ReduceScatterOp>(op))
       start = ReduceScatterStartOp::create(b, loc, request, resultType, in,
                                            mesh, axes, reduce);
@@ -134,12 +169,67 @@ struct SchedulePass
     Operation *wait = WaitOp::create(b, loc, resultType, start->getResult(0),
                                      start->getResult(1));
     op->getResult(0).replaceAllUsesWith(wait->getResult(0));
-    op->erase();
+    order.erase(op);
     return {start, wait};
   }
 
+  /// Moves `op` (after its pure, same-block operand chain) as early as its
+  /// operands allow. `hoisted` remembers ops already as early as they go.
+  void hoistEarly(Operation *op, BlockOrder &order,
+                  llvm::SmallPtrSetImpl<Operation *> &hoisted) {
+    Block *block = op->getBlock();
+    Operation *latest = nullptr;
+    for (Value operand : op->getOperands()) {
+      Operation *def = operand.getDefiningOp();
+      if (!def || def->getBlock() != block)
+        continue;
+      if (isHoistable(def) && hoisted.insert(def).second)
+        hoistEarly(def, order, hoisted);
+      if (!latest || order.isBefore(latest, def))
+        latest = def;
+    }
+    if (latest)
+      order.moveAfter(op, latest);
+    else
+      order.moveBefore(op, &block->front());
+  }
+
+  /// Moves the pure ops computing `v` before `point` when they come after it.
+  bool hoistBefore(Value v, Operation *point, BlockOrder &order) {
+    Operation *def = v.getDefiningOp();
+    if (!def || def->getBlock() != point->getBlock() ||
+        order.isBefore(def, point))
+      return true;
+    if (!isHoistable(def))
+      return false;
+    for (Value operand : def->getOperands())
+      if (!hoistBefore(operand, point, order))
+        return false;
+    order.moveBefore(def, point);
+    return true;
+  }
+
+  /// Moves `op` and everything that transitively uses it in its block to just
+  /// before the terminator, keeping their order.
+  void sinkToEnd(Operation *op, BlockOrder &order) {
+    Block *block = op->getBlock();
+    llvm::SetVector<Operation *> moving;
+    moving.insert(op);
+    for (size_t i = 0; i < moving.size(); ++i)
+      for (Value r : moving[i]->getResults())
+        for (Operation *user : r.getUsers()) {
+          Operation *top = block->findAncestorOpInBlock(*user);
+          if (top && top != block->getTerminator())
+            moving.insert(top);
+        }
+    SmallVector<Operation *> ordered(moving.begin(), moving.end());
+    order.sort(ordered);
+    for (Operation *m : ordered)
+      order.moveBefore(m, block->getTerminator());
+  }
+
   /// The last op (in the block) that reads the gathered parameter.
-  Operation *lastUseOf(Operation *wait) {
+  Operation *lastUseOf(Operation *wait, BlockOrder &order) {
     Block *block = wait->getBlock();
     Operation *last = wait;
     SmallVector<Value> worklist = {wait->getResult(0)};
@@ -149,7 +239,7 @@ struct SchedulePass
         Operation *top = block->findAncestorOpInBlock(*user);
         if (!top)
           continue;
-        if (last->isBeforeInBlock(top))
+        if (order.isBefore(last, top))
           last = top;
         if (isUnpackOp(user))
           for (Value r : user->getResults())
@@ -159,8 +249,45 @@ struct SchedulePass
     return last;
   }
 
+  /// The earliest point at or after `target` where gather `i` can start
+  /// without more than memory-limit bytes of gathered parameters alive at
+  /// any point between it and the gather's own position. Earlier gathers are
+  /// already placed; later ones start after gather `i`.
+  Operation *boundedStart(ArrayRef<Gather> scheduled, size_t i,
+                          Operation *target, BlockOrder &order) {
+    const Gather &g = scheduled[i];
+    int64_t allowed = memoryLimit - g.bytes;
+    int64_t lo = order.position(target), hi = order.position(g.start);
+    // Earlier gathers alive somewhere in [target, g.start).
+    SmallVector<const Gather *> overlapping;
+    for (const Gather &o : scheduled.take_front(i))
+      if (order.position(o.start) < hi && order.position(o.lastUse) >= lo)
+        overlapping.push_back(&o);
+    // Live bytes only drop after a last use, so the last point that breaks
+    // the bound is a last use or the op just before the gather.
+    SmallVector<Operation *> candidates;
+    if (Operation *prev = g.start->getPrevNode())
+      candidates.push_back(prev);
+    for (const Gather *o : overlapping)
+      candidates.push_back(o->lastUse);
+    Operation *lastBad = nullptr;
+    for (Operation *c : candidates) {
+      int64_t at = order.position(c);
+      if (at < lo || at >= hi || (lastBad && order.isBefore(c, lastBad)))
+        continue;
+      int64_t live = 0;
+      for (const Gather *o : overlapping)
+        if (order.position(o->start) <= at && at <= order.position(o->lastUse))
+          live += o->bytes;
+      if (live > allowed)
+        lastBad = c;
+    }
+    return lastBad ? lastBad->getNextNode() : target;
+  }
+
   void scheduleFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
+    BlockOrder order(body);
     SmallVector<Operation *> gathers, reductions;
     for (Operation &op : body) {
       if (!op.getAttr(kPhase))
@@ -171,69 +298,52 @@ struct SchedulePass
         reductions.push_back(&op);
     }
 
-    // Gradient reductions: start once the inputs exist, wait at the end.
-    // An HSDP all-reduce reads a reduce-scatter's result, so it starts after
-    // that wait.
-    for (Operation *op : reductions) {
-      auto [start, wait] = split(op);
-      hoistEarly(start);
-      sinkToEnd(wait);
-    }
+    // Gradient reductions start once their inputs exist. Waits go to the
+    // end of the step: reduce-scatters first, then all-reduces, so that an
+    // HSDP all-reduce (which reads a reduce-scatter's result and starts
+    // right after its wait) is in flight while later reduce-scatters are
+    // waited on.
+    SmallVector<std::pair<Operation *, Operation *>> reductionOps;
+    for (Operation *op : reductions)
+      reductionOps.push_back(split(op, order));
+    llvm::SmallPtrSet<Operation *, 32> hoisted;
+    for (auto [start, wait] : reductionOps)
+      hoistEarly(start, order, hoisted);
+    for (auto [start, wait] : reductionOps)
+      if (isa<ReduceScatterStartOp>(start))
+        sinkToEnd(wait, order);
+    for (auto [start, wait] : reductionOps)
+      if (isa<AllReduceStartOp>(start))
+        sinkToEnd(wait, order);
 
     // Parameter gathers, in program order (forward, then backward).
     SmallVector<Gather> scheduled;
-    SmallVector<Operation *> originalPos;
     for (Operation *op : gathers) {
-      auto [start, wait] = split(op);
+      auto [start, wait] = split(op, order);
       scheduled.push_back({start, wait, bytesOf(wait->getResult(0)), nullptr});
     }
     for (Gather &g : scheduled)
-      g.lastUse = lastUseOf(g.wait);
+      g.lastUse = lastUseOf(g.wait, order);
+    if (prefetch == 0)
+      return;
     for (size_t i = 0; i < scheduled.size(); ++i) {
       Gather &g = scheduled[i];
       // Start `prefetch` gathers ahead: before the wait of gather
-      // i - prefetch, i.e. while that unit computes.
+      // i - prefetch, i.e. while that unit computes; the first ones at the
+      // top of the step.
       Operation *target =
-          i >= (size_t)prefetch && prefetch > 0
-              ? scheduled[i - prefetch].wait
-              : (prefetch > 0 ? &body.front() : g.start);
-      if (!target->isBeforeInBlock(g.start))
+          i >= (size_t)prefetch ? scheduled[i - prefetch].wait : &body.front();
+      if (!order.isBefore(target, g.start))
         continue;
       // Bring the input's (argument-derived) computation up to the target;
       // if that is impossible, start right after the input exists.
-      if (!hoistBefore(g.start->getOperand(0), target)) {
-        Operation *def = g.start->getOperand(0).getDefiningOp();
-        target = def->getNextNode();
-      }
-      if (!target->isBeforeInBlock(g.start))
+      if (!hoistBefore(g.start->getOperand(0), target, order))
+        target = g.start->getOperand(0).getDefiningOp()->getNextNode();
+      if (!order.isBefore(target, g.start))
         continue; // already as early as allowed
-      // Respect the memory bound: gathered bytes alive at the start point
-      // (earlier gathers started and not yet fully used) plus this one.
-      if (memoryLimit > 0) {
-        while (target != g.start) {
-          int64_t live = g.bytes;
-          Operation *firstFree = nullptr;
-          for (size_t j = 0; j < i; ++j) {
-            Gather &o = scheduled[j];
-            bool started =
-                o.start == target || o.start->isBeforeInBlock(target);
-            bool alive = target == o.lastUse || target->isBeforeInBlock(o.lastUse);
-            if (started && alive) {
-              live += o.bytes;
-              if (!firstFree || o.lastUse->isBeforeInBlock(firstFree))
-                firstFree = o.lastUse;
-            }
-          }
-          if (live <= memoryLimit || !firstFree)
-            break;
-          target = firstFree->getNextNode();
-          if (!target || g.start->isBeforeInBlock(target) ||
-              target == g.start->getNextNode())
-            target = g.start;
-        }
-      }
-      if (target != g.start)
-        g.start->moveBefore(target);
+      if (memoryLimit > 0)
+        target = boundedStart(scheduled, i, target, order);
+      order.moveBefore(g.start, target);
     }
   }
 };
