@@ -134,4 +134,30 @@ def FSDPSchedule : Pass<"fsdp-schedule", "ModuleOp"> {
   ];
 }
 
+def FSDPCommReport : Pass<"fsdp-comm-report", "ModuleOp"> {
+  let summary = "Report collectives, bytes on the wire, padding and peak "
+                "gathered memory of every function, per rank";
+  let description = [{
+    An analysis: the IR is not changed. For every function with a body,
+    prints per rank of its mesh the number of collectives by kind
+    (`all_gather`, `reduce_scatter`, `all_reduce`, with their `*_start`
+    forms and buffer forms; `fsdp.wait` is not a collective), the bytes each
+    rank sends and receives (all_gather: `m` and `k*m` elements;
+    reduce_scatter: `k*m` and `m`; all_reduce: `n` and `n`), the zero
+    padding in the rank's parameter slots (from the arguments'
+    `fsdp.layout` and `fsdp.global_type`: slot minus the rank's true
+    shard), and the peak bytes of gathered parameters alive at once (a
+    gathered buffer is alive from its all-gather or all-gather start to the
+    last use of its result or of anything derived from it by waits,
+    reshapes, slices, concatenations, transposes and float casts). Ranks
+    differ only in padding.
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"text\"",
+           "Report format: text or json">,
+    Option<"outputFile", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (- for stdout)">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD
