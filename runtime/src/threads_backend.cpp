@@ -262,6 +262,34 @@ public:
   std::atomic<bool> aborted{false};
   std::atomic<int64_t> active_tasks{0};
 
+  // With more ranks than cores, at most max_workers threads run tasks at a
+  // time; the others sleep instead of preempting a thread that holds a task.
+  int max_workers = 1 << 30;
+  std::atomic<int> workers{0};
+  std::atomic<bool> worker_denied{false};
+
+  bool acquire_worker() {
+    for (;;) {
+      int v = workers.load(std::memory_order_seq_cst);
+      if (v < max_workers) {
+        if (workers.compare_exchange_weak(v, v + 1, std::memory_order_seq_cst))
+          return true;
+        continue;
+      }
+      // Publish the denial, then look again: either we see the release or
+      // the releasing thread sees the flag and wakes the sleepers.
+      worker_denied.store(true, std::memory_order_seq_cst);
+      if (workers.load(std::memory_order_seq_cst) < max_workers)
+        continue;
+      return false;
+    }
+  }
+  void release_worker() {
+    workers.fetch_sub(1, std::memory_order_seq_cst);
+    if (worker_denied.exchange(false, std::memory_order_seq_cst))
+      events.notify();
+  }
+
   Group *group(int64_t rank, int64_t mask, int *member) {
     std::vector<int64_t> ranks;
     int64_t gr = 0, gid = 0;
@@ -493,10 +521,13 @@ void ThreadsComm::help(ThreadsRequest *r) {
   }
   if (!verify(r))
     return;
+  if (!w.acquire_worker())
+    return; // woken when a worker leaves or the op completes
   for (;;) {
     w.active_tasks.fetch_add(1, std::memory_order_seq_cst);
     if (w.aborted.load(std::memory_order_seq_cst)) {
       w.active_tasks.fetch_sub(1, std::memory_order_seq_cst);
+      w.release_worker();
       return;
     }
     int64_t task = claim_task(s, tag, r->ntasks);
@@ -510,6 +541,7 @@ void ThreadsComm::help(ThreadsRequest *r) {
     if (last)
       w.events.notify();
   }
+  w.release_worker();
   if (op_complete(s, tag, r->ntasks))
     r->done = true;
 }
@@ -667,6 +699,7 @@ fsdprt_status_t fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
       // More ranks than cores: spinning only delays the ranks we wait for.
       w->spin_iters = 50;
       w->yield_iters = 2;
+      w->max_workers = int(cores);
     }
     for (int64_t r = 0; r < mesh.size; ++r)
       w->comms.push_back(std::make_unique<ThreadsComm>(w.get(), r));
