@@ -1,0 +1,342 @@
+//===- CommReport.cpp - collectives, bytes, padding and peak memory -------===//
+//
+// A static account of what every rank of a function's mesh communicates, so
+// that bucketing and scheduling choices can be compared without running the
+// program: collectives by kind, bytes sent and received, the zero padding of
+// the parameter slots, and the peak bytes of gathered parameters alive at
+// once. The byte counts follow the runtime's own statistics
+// (`fsdp-run --print-comm-stats`).
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/JSON.h"
+#include "llvm/Support/ToolOutputFile.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPCOMMREPORT
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace lm = ::fsdp::layout;
+
+namespace {
+
+enum Kind { AllGather, ReduceScatter, AllReduce, NumKinds };
+constexpr const char *kKindNames[NumKinds] = {"all_gather", "reduce_scatter",
+                                              "all_reduce"};
+
+/// Bytes of a statically shaped tensor or memref (sub-byte elements packed);
+/// 0 when the size is unknown.
+int64_t bytesOf(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  Type elem = shaped.getElementType();
+  int64_t bits = 0;
+  if (elem.isIntOrFloat())
+    bits = elem.getIntOrFloatBitWidth();
+  else if (elem.isIndex())
+    bits = 64;
+  else if (auto complex = dyn_cast<ComplexType>(elem))
+    bits = 2 * complex.getElementType().getIntOrFloatBitWidth();
+  return (shaped.getNumElements() * bits + 7) / 8;
+}
+
+/// A collective as one rank sees it: what it sends and what it receives.
+struct Collective {
+  Kind kind;
+  Value input, output;
+  FlatSymbolRefAttr mesh;
+};
+
+std::optional<Collective> asCollective(Operation *op) {
+  auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
+  // Tensor forms: input -> result (a start op's result #1 is the tensor).
+  if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(op)) {
+    Kind kind = isa<AllGatherOp>(op)       ? AllGather
+                : isa<ReduceScatterOp>(op) ? ReduceScatter
+                                           : AllReduce;
+    return Collective{kind, op->getOperand(0), op->getResult(0), mesh};
+  }
+  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
+    Kind kind = isa<AllGatherStartOp>(op)       ? AllGather
+                : isa<ReduceScatterStartOp>(op) ? ReduceScatter
+                                                : AllReduce;
+    return Collective{kind, op->getOperand(0), op->getResult(1), mesh};
+  }
+  // Buffer forms (after bufferization): input and output operands.
+  if (isa<BufferAllGatherOp, BufferAllGatherStartOp>(op))
+    return Collective{AllGather, op->getOperand(0), op->getOperand(1), mesh};
+  if (isa<BufferReduceScatterOp, BufferReduceScatterStartOp>(op))
+    return Collective{ReduceScatter, op->getOperand(0), op->getOperand(1),
+                      mesh};
+  if (isa<BufferAllReduceOp, BufferAllReduceStartOp>(op))
+    return Collective{AllReduce, op->getOperand(0), op->getOperand(1), mesh};
+  return std::nullopt;
+}
+
+/// Ops whose result still holds (part of) a gathered parameter: the wait
+/// that hands it over, and the ops that rearrange, slice or cast it. The
+/// same set decides liveness in fsdp-schedule.
+bool derivesGathered(Operation *op) {
+  return isa<WaitOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
+             tensor::ReshapeOp, tensor::CastOp, tensor::ExtractSliceOp,
+             tensor::ConcatOp, tensor::InsertSliceOp, linalg::TransposeOp,
+             arith::ExtFOp, arith::TruncFOp>(op);
+}
+
+struct Counts {
+  int64_t count = 0, sent = 0, received = 0;
+};
+
+struct FunctionReport {
+  std::string name;
+  // The function's mesh (empty name: none).
+  std::string meshName;
+  std::vector<std::string> axisNames;
+  std::vector<int64_t> meshShape;
+  int64_t ranks = 1;
+  Counts kinds[NumKinds];
+  Counts total;
+  int64_t peakBytes = 0, peakBuffers = 0;
+  std::vector<int64_t> padding; // per rank
+};
+
+/// Peak bytes of gathered tensors alive at once over the entry block: a
+/// gathered buffer is alive from its (start) op to the last op that uses it
+/// or a value derived from it.
+std::pair<int64_t, int64_t> peakLiveGathered(Block &block) {
+  DenseMap<Operation *, int64_t> index;
+  for (Operation &op : block)
+    index[&op] = index.size();
+  int64_t n = index.size();
+  std::vector<int64_t> bytesDelta(n + 1, 0), buffersDelta(n + 1, 0);
+  block.walk([&](Operation *op) {
+    if (!isa<AllGatherOp, AllGatherStartOp>(op))
+      return;
+    Operation *top = block.findAncestorOpInBlock(*op);
+    Value gathered = op->getResult(op->getNumResults() - 1);
+    int64_t begin = index.lookup(top), end = begin;
+    SmallVector<Value> worklist = {gathered};
+    DenseSet<Value> seen;
+    while (!worklist.empty()) {
+      Value v = worklist.pop_back_val();
+      if (!seen.insert(v).second)
+        continue;
+      for (Operation *user : v.getUsers()) {
+        if (Operation *userTop = block.findAncestorOpInBlock(*user))
+          end = std::max(end, index.lookup(userTop));
+        if (derivesGathered(user))
+          llvm::append_range(worklist, user->getResults());
+      }
+    }
+    int64_t bytes = bytesOf(gathered.getType());
+    bytesDelta[begin] += bytes;
+    bytesDelta[end + 1] -= bytes;
+    buffersDelta[begin] += 1;
+    buffersDelta[end + 1] -= 1;
+  });
+  int64_t live = 0, buffers = 0, peak = 0, peakBuffers = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    live += bytesDelta[i];
+    buffers += buffersDelta[i];
+    if (live > peak) {
+      peak = live;
+      peakBuffers = buffers;
+    }
+  }
+  return {peak, peakBuffers};
+}
+
+FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
+  FunctionReport report;
+  report.name = func.getName().str();
+  // The mesh: the parameters' one, else the first collective's.
+  MeshOp funcMesh;
+  for (unsigned i = 0; i < func.getNumArguments() && !funcMesh; ++i)
+    if (auto layout =
+            func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName))
+      funcMesh = lookupMesh(func, layout.getMesh(), &tables);
+  func.walk([&](Operation *op) {
+    std::optional<Collective> c = asCollective(op);
+    if (!c)
+      return;
+    if (!funcMesh && c->mesh)
+      funcMesh = lookupMesh(op, c->mesh, &tables);
+    Counts &k = report.kinds[c->kind];
+    int64_t sent = bytesOf(c->input.getType());
+    int64_t received = bytesOf(c->output.getType());
+    for (Counts *counts : {&k, &report.total}) {
+      counts->count += 1;
+      counts->sent += sent;
+      counts->received += received;
+    }
+  });
+  if (funcMesh) {
+    report.meshName = funcMesh.getSymName().str();
+    for (Attribute n : funcMesh.getAxisNames())
+      report.axisNames.push_back(cast<StringAttr>(n).str());
+    report.meshShape.assign(funcMesh.getAxisSizes().begin(),
+                            funcMesh.getAxisSizes().end());
+    report.ranks = funcMesh.getWorldSize();
+  }
+  report.padding.assign(report.ranks, 0);
+
+  // Padding: slot minus true shard of every sharded parameter, per rank.
+  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+    auto layout =
+        func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
+    auto global =
+        func.getArgAttrOfType<TypeAttr>(i, FSDPDialect::kGlobalTypeAttrName);
+    if (!layout || !global)
+      continue;
+    auto type = dyn_cast<RankedTensorType>(global.getValue());
+    MeshOp mesh = lookupMesh(func, layout.getMesh(), &tables);
+    if (!type || !type.hasStaticShape() || !mesh)
+      continue;
+    lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+    std::vector<int64_t> shape = type.getShape().vec();
+    if (lm::validate(model, shape))
+      continue; // the verifier reports it
+    int64_t elementBytes =
+        bytesOf(RankedTensorType::get({1}, type.getElementType()));
+    for (int64_t r = 0; r < std::min(report.ranks, mesh.getWorldSize()); ++r) {
+      lm::LocalShard s = lm::localShard(model, shape, r);
+      report.padding[r] +=
+          (s.slotElements() - s.localElements()) * elementBytes;
+    }
+  }
+
+  std::tie(report.peakBytes, report.peakBuffers) =
+      peakLiveGathered(func.getBody().front());
+  return report;
+}
+
+void printCounts(llvm::raw_ostream &os, const FunctionReport &r) {
+  os << r.total.count << " collectives (";
+  for (int k = 0; k < NumKinds; ++k)
+    os << (k ? ", " : "") << kKindNames[k] << " " << r.kinds[k].count;
+  os << "), sent " << r.total.sent << " B, received " << r.total.received
+     << " B";
+}
+
+void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
+  for (const FunctionReport &r : reports) {
+    os << "@" << r.name << ": ";
+    if (!r.meshName.empty()) {
+      os << "mesh @" << r.meshName << " [";
+      for (auto [i, n] : llvm::enumerate(r.axisNames))
+        os << (i ? ", " : "") << n << " = " << r.meshShape[i];
+      os << "], ";
+    } else {
+      os << "no mesh, ";
+    }
+    os << r.ranks << " rank" << (r.ranks == 1 ? "" : "s") << "\n";
+    os << "  every rank: ";
+    printCounts(os, r);
+    os << "\n";
+    for (int k = 0; k < NumKinds; ++k)
+      os << "    " << kKindNames[k] << ": " << r.kinds[k].count << ", sent "
+         << r.kinds[k].sent << " B, received " << r.kinds[k].received << " B\n";
+    os << "  peak live gathered: " << r.peakBytes << " B (" << r.peakBuffers
+       << " buffer" << (r.peakBuffers == 1 ? "" : "s") << ")\n";
+    for (int64_t rank = 0; rank < r.ranks; ++rank) {
+      os << "  rank " << rank << ": ";
+      printCounts(os, r);
+      os << ", padding " << r.padding[rank] << " B\n";
+    }
+  }
+}
+
+void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
+  llvm::json::OStream j(os, /*IndentSize=*/2);
+  auto counts = [&](const Counts &c) {
+    j.object([&] {
+      j.attribute("count", c.count);
+      j.attribute("bytes_sent", c.sent);
+      j.attribute("bytes_received", c.received);
+    });
+  };
+  j.object([&] {
+    j.attributeArray("functions", [&] {
+      for (const FunctionReport &r : reports)
+        j.object([&] {
+          j.attribute("name", r.name);
+          if (!r.meshName.empty()) {
+            j.attribute("mesh", r.meshName);
+            j.attributeArray("mesh_axes", [&] {
+              for (const std::string &n : r.axisNames)
+                j.value(n);
+            });
+            j.attributeArray("mesh_shape", [&] {
+              for (int64_t size : r.meshShape)
+                j.value(size);
+            });
+          }
+          j.attribute("ranks", r.ranks);
+          j.attributeObject("collectives", [&] {
+            for (int k = 0; k < NumKinds; ++k) {
+              j.attributeBegin(kKindNames[k]);
+              counts(r.kinds[k]);
+              j.attributeEnd();
+            }
+          });
+          j.attributeBegin("total");
+          counts(r.total);
+          j.attributeEnd();
+          j.attribute("peak_live_gathered_bytes", r.peakBytes);
+          j.attribute("peak_live_gathered_buffers", r.peakBuffers);
+          j.attributeArray("per_rank", [&] {
+            for (int64_t rank = 0; rank < r.ranks; ++rank)
+              j.object([&] {
+                j.attribute("rank", rank);
+                j.attribute("collectives", r.total.count);
+                j.attribute("bytes_sent", r.total.sent);
+                j.attribute("bytes_received", r.total.received);
+                j.attribute("padding_bytes", r.padding[rank]);
+              });
+          });
+        });
+    });
+  });
+  os << "\n";
+}
+
+struct CommReportPass
+    : public mlir::fsdp::impl::FSDPCommReportBase<CommReportPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    if (format != "text" && format != "json") {
+      getOperation().emitError()
+          << "option format must be text or json, got '" << format << "'";
+      return signalPassFailure();
+    }
+    std::string error;
+    auto out = openOutputFile(outputFile, &error);
+    if (!out) {
+      getOperation().emitError() << "cannot open report file: " << error;
+      return signalPassFailure();
+    }
+    SymbolTableCollection tables;
+    SmallVector<FunctionReport> reports;
+    getOperation().walk([&](func::FuncOp func) {
+      if (!func.isExternal())
+        reports.push_back(analyze(func, tables));
+    });
+    if (format == "json")
+      printJson(out->os(), reports);
+    else
+      printText(out->os(), reports);
+    out->keep();
+    markAllAnalysesPreserved();
+  }
+};
+} // namespace
