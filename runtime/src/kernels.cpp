@@ -56,6 +56,61 @@ uint16_t f32_to_f16(float f) {
 
 namespace {
 
+#if defined(__x86_64__)
+// Streaming-store copy: the destination lines are written without being
+// read first (no read-for-ownership), which matters when several ranks
+// copy into memory that is not in any cache. Streaming stores are weakly
+// ordered: callers fence once after a batch of them (store_fence), before
+// the data is published to other threads.
+__attribute__((target("avx2"))) void
+stream_copy_avx2(char *dst, const char *src, size_t n) {
+  size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
+  if (head > n)
+    head = n;
+  std::memcpy(dst, src, head);
+  dst += head;
+  src += head;
+  n -= head;
+  size_t blocks = n / 64;
+  for (size_t i = 0; i < blocks; ++i) {
+    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src));
+    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + 32));
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst), a);
+    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst + 32), b);
+    src += 64;
+    dst += 64;
+  }
+  std::memcpy(dst, src, n - blocks * 64);
+}
+
+bool have_avx2() {
+  static const bool ok = __builtin_cpu_supports("avx2");
+  return ok;
+}
+#endif
+
+void store_fence() {
+#if defined(__x86_64__)
+  _mm_sfence();
+#endif
+}
+
+// memcpy (skipping dst == src); true when streaming stores were used and a
+// store_fence() is still due.
+bool copy_unfenced(void *dst, const void *src, size_t n, bool streaming) {
+  if (dst == src || n == 0)
+    return false;
+#if defined(__x86_64__)
+  if (streaming && n >= 4096 && have_avx2()) {
+    stream_copy_avx2(static_cast<char *>(dst), static_cast<const char *>(src),
+                     n);
+    return true;
+  }
+#endif
+  std::memcpy(dst, src, n);
+  return false;
+}
+
 constexpr int64_t kTile = 1024;
 
 // Storage type T, accumulator A; Load converts T -> A, Store A -> T.
@@ -98,6 +153,7 @@ void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
                   int64_t n, int32_t op, bool streaming) {
   A acc[kTile];
   T tile[kTile];
+  bool streamed = false;
   for (int64_t base = 0; base < n; base += kTile) {
     int64_t len = n - base < kTile ? n - base : kTile;
     const T *s0 = static_cast<const T *>(srcs[0]) + base;
@@ -133,9 +189,11 @@ void reduce_typed(void *const *dsts, int ndst, const void *const *srcs, int k,
     for (int64_t t = 0; t < len; ++t)
       tile[t] = Conv::store(acc[t]);
     for (int d = 0; d < ndst; ++d)
-      copy_bytes(static_cast<T *>(dsts[d]) + base, tile,
-                 size_t(len) * sizeof(T), streaming);
+      streamed |= copy_unfenced(static_cast<T *>(dsts[d]) + base, tile,
+                                size_t(len) * sizeof(T), streaming);
   }
+  if (streamed)
+    store_fence();
 }
 
 } // namespace
@@ -170,37 +228,10 @@ void reduce_elems(void *const *dsts, int ndst, const void *const *srcs, int k,
   }
 }
 
-#if defined(__x86_64__)
-// Streaming-store copy: the destination lines are written without being
-// read first (no read-for-ownership), which matters when several ranks
-// copy into memory that is not in any cache.
-__attribute__((target("avx2"))) static void
-copy_stream_avx2(char *dst, const char *src, size_t n) {
-  size_t head = (64 - (reinterpret_cast<uintptr_t>(dst) & 63)) & 63;
-  if (head > n)
-    head = n;
-  std::memcpy(dst, src, head);
-  dst += head;
-  src += head;
-  n -= head;
-  size_t blocks = n / 64;
-  for (size_t i = 0; i < blocks; ++i) {
-    __m256i a = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src));
-    __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(src + 32));
-    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst), a);
-    _mm256_stream_si256(reinterpret_cast<__m256i *>(dst + 32), b);
-    src += 64;
-    dst += 64;
-  }
-  _mm_sfence();
-  std::memcpy(dst, src, n - blocks * 64);
+void copy_bytes(void *dst, const void *src, size_t n, bool streaming) {
+  if (copy_unfenced(dst, src, n, streaming))
+    store_fence();
 }
-
-static bool have_avx2() {
-  static const bool ok = __builtin_cpu_supports("avx2");
-  return ok;
-}
-#endif
 
 void copy_bytes_multi(void *const *dsts, int ndst, const void *src, size_t n,
                       bool streaming) {
@@ -208,25 +239,15 @@ void copy_bytes_multi(void *const *dsts, int ndst, const void *src, size_t n,
   // is read from memory once.
   constexpr size_t kBlock = 8192;
   const char *from = static_cast<const char *>(src);
+  bool streamed = false;
   for (size_t pos = 0; pos < n; pos += kBlock) {
     size_t len = n - pos < kBlock ? n - pos : kBlock;
     for (int d = 0; d < ndst; ++d)
-      copy_bytes(static_cast<char *>(dsts[d]) + pos, from + pos, len,
-                 streaming);
+      streamed |= copy_unfenced(static_cast<char *>(dsts[d]) + pos, from + pos,
+                                len, streaming);
   }
-}
-
-void copy_bytes(void *dst, const void *src, size_t n, bool streaming) {
-  if (dst == src || n == 0)
-    return;
-#if defined(__x86_64__)
-  if (streaming && n >= 4096 && have_avx2()) {
-    copy_stream_avx2(static_cast<char *>(dst), static_cast<const char *>(src),
-                     n);
-    return;
-  }
-#endif
-  std::memcpy(dst, src, n);
+  if (streamed)
+    store_fence();
 }
 
 } // namespace fsdprt
