@@ -384,6 +384,28 @@ FSDPRT_API void fsdprt_jit_wait(int64_t handle);
  * been waited on); lets a runner check that a program waited on all. */
 FSDPRT_API int64_t fsdprt_jit_pending(fsdprt_comm_t *comm);
 
+/* ------------------------------------------------------------------------ */
+/* Quantized all-gather for compiled code                                   */
+/* ------------------------------------------------------------------------ */
+/*
+ * fsdp.buffer.quantized_all_gather (docs/QUANTIZATION.md). `send` holds this
+ * rank's `count` elements (dtype FSDPRT_F32 or FSDPRT_BF16), viewed as the
+ * row-major matrix [rows, cols] (rows * cols == count); `format` is a
+ * fsdprt_quant_format (fsdprt_quant.h). Every rank quantizes its shard
+ * (per-tensor FP8 and NVFP4 first all-reduce the amax with max over the
+ * group, so all ranks use one scale), the packed bytes [data | scales |
+ * per-tensor fp32] are all-gathered as FSDPRT_U8, and recv (k * count
+ * elements) receives every group rank's dequantized shard at offset
+ * j * count. Host buffers only (threads and mpi backends). Errors are
+ * recorded like those of the other jit entry points; the statistics count
+ * the amax all-reduce and the U8 all-gather.
+ */
+FSDPRT_API void fsdprt_jit_quantized_all_gather(void *send, void *recv,
+                                                int64_t count, int32_t dtype,
+                                                int32_t format, int64_t rows,
+                                                int64_t cols,
+                                                int64_t group_mask);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -52,11 +52,11 @@ struct ConvertFSDPToRuntimePass
     WalkResult result = module.walk([&](Operation *op) {
       if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp,
               BufferAllGatherStartOp, BufferReduceScatterStartOp,
-              BufferAllReduceStartOp>(op))
+              BufferAllReduceStartOp, BufferQuantizedAllGatherOp>(op))
         collectives.push_back(op);
       if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp, ParamGatherOp,
               GradReduceOp, AllGatherStartOp, ReduceScatterStartOp,
-              AllReduceStartOp, WaitOp>(op)) {
+              AllReduceStartOp, WaitOp, QuantizedAllGatherOp>(op)) {
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
@@ -134,6 +134,14 @@ struct ConvertFSDPToRuntimePass
     if (isa<BufferAllGatherOp, BufferAllGatherStartOp>(op)) {
       callee = "fsdprt_jit_all_gather";
       args.append({c64(inType.getNumElements()), c32(*dtype)});
+    } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(op)) {
+      // (send, recv, count, dtype, format, rows, cols, mask); the format
+      // codes are fsdprt_quant_format's.
+      callee = "fsdprt_jit_quantized_all_gather";
+      args.append({c64(inType.getNumElements()), c32(*dtype),
+                   c32(static_cast<int32_t>(q.getFormat())),
+                   c64(q.getShape()[0]), c64(q.getShape()[1])});
+      types.append({i32, i64, i64});
     } else {
       auto reduce = op->getAttrOfType<ReduceKindAttr>("reduce");
       bool scatter = isa<BufferReduceScatterOp, BufferReduceScatterStartOp>(op);

@@ -1,10 +1,12 @@
 //===- FSDPOps.cpp - fsdp operations --------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Layout/QuantFormats.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -371,6 +373,82 @@ BufferReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
 LogicalResult
 BufferAllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+}
+
+//===----------------------------------------------------------------------===//
+// Quantized all-gather
+//===----------------------------------------------------------------------===//
+
+/// Element type, 1-D static types, the [rows, cols] view and the format's
+/// blocking rules; `in` and `out` are tensor or memref types.
+static LogicalResult verifyQuantizedGather(Operation *op, ShapedType in,
+                                           ShapedType out, QuantFormat format,
+                                           ArrayRef<int64_t> shape,
+                                           StringRef outName) {
+  Type elem = in.getElementType();
+  if (!elem.isF32() && !elem.isBF16())
+    return op->emitOpError() << "quantizes f32 or bf16 elements, got " << elem;
+  if (out.getElementType() != elem)
+    return op->emitOpError()
+           << outName << " element type " << out.getElementType()
+           << " must equal the input's " << elem;
+  if (in.getRank() != 1 || out.getRank() != 1 || !in.hasStaticShape() ||
+      !out.hasStaticShape())
+    return op->emitOpError()
+           << "input and " << outName << " must be statically shaped and 1-D";
+  if (shape.size() != 2)
+    return op->emitOpError()
+           << "shape must be [rows, cols], got " << shape.size() << " entries";
+  int64_t rows = shape[0], cols = shape[1], n = 0;
+  if (rows <= 0 || cols <= 0)
+    return op->emitOpError() << "shape entries must be positive, got [" << rows
+                             << ", " << cols << "]";
+  if (llvm::MulOverflow(rows, cols, n) || n != in.getDimSize(0))
+    return op->emitOpError()
+           << "shape [" << rows << ", " << cols << "] does not view the "
+           << in.getDimSize(0) << " input elements";
+  if (auto err = ::fsdp::quant::shapeError(
+          ::fsdp::quant::Format(static_cast<int32_t>(format)), rows, cols))
+    return op->emitOpError()
+           << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
+  return success();
+}
+
+LogicalResult QuantizedAllGatherOp::verify() {
+  return verifyQuantizedGather(*this, getInput().getType(),
+                               getResult().getType(), getFormat(), getShape(),
+                               "result");
+}
+
+FailureOr<int64_t>
+QuantizedAllGatherOp::getGroupSize(SymbolTableCollection &tables) {
+  return groupSizeOf(*this, tables);
+}
+
+LogicalResult
+QuantizedAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
+                            *k, "input", "result");
+}
+
+LogicalResult BufferQuantizedAllGatherOp::verify() {
+  if (failed(verifyBufferOp(*this)))
+    return failure();
+  return verifyQuantizedGather(*this, getInput().getType(),
+                               getOutput().getType(), getFormat(), getShape(),
+                               "output");
+}
+
+LogicalResult
+BufferQuantizedAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+  if (failed(k))
+    return failure();
+  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
+                            *k, "input", "output");
 }
 
 #define GET_OP_CLASSES

@@ -162,6 +162,9 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
         CollectiveModel<ReduceScatterOp, BufferReduceScatterOp>>(*ctx);
     AllReduceOp::attachInterface<
         CollectiveModel<AllReduceOp, BufferAllReduceOp>>(*ctx);
+    QuantizedAllGatherOp::attachInterface<
+        CollectiveModel<QuantizedAllGatherOp, BufferQuantizedAllGatherOp>>(
+        *ctx);
     AllGatherStartOp::attachInterface<
         StartModel<AllGatherStartOp, BufferAllGatherStartOp>>(*ctx);
     ReduceScatterStartOp::attachInterface<

@@ -72,6 +72,15 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Bytes of gathered parameters alive at once (0 = no "
                      "limit)"),
       llvm::cl::init(0)};
+  Option<std::string> quantize{
+      *this, "quantize",
+      llvm::cl::desc("Quantize parameter all-gathers in this format (e.g. "
+                     "fp8_e4m3_tensor, mxfp8_rowwise, nvfp4; empty = off)"),
+      llvm::cl::init("")};
+  Option<int64_t> quantizeMinElements{
+      *this, "quantize-min-elements",
+      llvm::cl::desc("Leave parameters with fewer elements unquantized"),
+      llvm::cl::init(1024)};
   Option<bool> lower{*this, "lower",
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
                                     "with fsdprt runtime calls"),
@@ -108,6 +117,12 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
   pm.addPass(createFSDPPartition(partition));
   pm.addPass(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());
+  if (!o.quantize.empty()) {
+    FSDPQuantizeGathersOptions quantize;
+    quantize.format = o.quantize;
+    quantize.minElements = o.quantizeMinElements;
+    pm.addPass(createFSDPQuantizeGathers(quantize));
+  }
   FSDPBucketCollectivesOptions bucket;
   bucket.mode = o.bucket;
   bucket.bucketBytes = o.bucketBytes;

@@ -77,4 +77,16 @@ def FSDP_UnevenPolicy : I32EnumAttr<"UnevenPolicy", "uneven shard policy", [
 }
 def FSDP_UnevenPolicyAttr : EnumAttr<FSDP_Dialect, FSDP_UnevenPolicy, "policy">;
 
+// Formats of the quantized all-gather; the codes equal fsdprt_quant_format.
+def FSDP_QuantFormat : I32EnumAttr<"QuantFormat", "quantized all-gather format", [
+    I32EnumAttrCase<"fp8_e4m3_tensor", 0>, I32EnumAttrCase<"fp8_e5m2_tensor", 1>,
+    I32EnumAttrCase<"mxfp8_rowwise", 2>, I32EnumAttrCase<"mxfp8_colwise", 3>,
+    I32EnumAttrCase<"nvfp4", 4>, I32EnumAttrCase<"fp8_block_1x128", 5>,
+    I32EnumAttrCase<"fp8_block_128x128", 6>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_QuantFormatAttr
+    : EnumAttr<FSDP_Dialect, FSDP_QuantFormat, "quant_format">;
+
 #endif // FSDP_BASE_TD

@@ -165,6 +165,35 @@ def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce"> {
   let extraClassDeclaration = commonExtraClassDeclaration;
 }
 
+def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather"> {
+  let summary = "all-gather of quantized shards, dequantized on arrival";
+  let description = [{
+    Same result as `fsdp.all_gather` of a 1-D f32 or bf16 tensor, up to the
+    quantization error: every rank views its `M` input elements as the
+    row-major matrix `shape = [rows, cols]`, quantizes it in `format`,
+    all-gathers the compact bytes and scales, and dequantizes every group
+    rank's slot into its place in the result (`k * M` elements). Per-tensor
+    formats (`fp8_e4m3_tensor`, `fp8_e5m2_tensor`) and `nvfp4` first
+    all-reduce (max) the amax over the group, so all ranks share one scale;
+    the op includes that all-reduce. Formats and bytes on the wire:
+    docs/QUANTIZATION.md.
+    ```mlir
+    %all = fsdp.quantized_all_gather %x over @mesh ["shard"] format mxfp8_rowwise
+        shape [4, 64] : tensor<256xf32> -> tensor<1024xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
+                       StrArrayAttr:$axes, FSDP_QuantFormatAttr:$format,
+                       DenseI64ArrayAttr:$shape);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `over` $mesh $axes `format` `` $format `shape` $shape attr-dict `:`
+    type($input) `->` type($result)
+  }];
+  let hasVerifier = 1;
+  let extraClassDeclaration = commonExtraClassDeclaration;
+}
+
 //===----------------------------------------------------------------------===//
 // Asynchronous collectives (after fsdp-schedule).
 //===----------------------------------------------------------------------===//
@@ -275,6 +304,13 @@ def FSDP_BufferAllReduceOp
     : FSDP_BufferCollectiveOp<"buffer.all_reduce",
                               (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "all-reduce between contiguous buffers (may be in place)";
+}
+
+def FSDP_BufferQuantizedAllGatherOp
+    : FSDP_BufferCollectiveOp<"buffer.quantized_all_gather",
+          (ins FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape),
+          "`format` `` $format `shape` $shape"> {
+  let summary = "quantized all-gather between contiguous buffers";
 }
 
 #endif // FSDP_OPS_TD

@@ -160,4 +160,34 @@ def FSDPCommReport : Pass<"fsdp-comm-report", "ModuleOp"> {
   ];
 }
 
+def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "ModuleOp"> {
+  let summary = "Quantize parameter all-gathers (FP8, MXFP8, NVFP4, FP8 blockwise)";
+  let description = [{
+    Runs on expanded IR, before bucketing. Every flat `fsdp.all_gather`
+    tagged with a phase (`fsdp.phase`) whose input is a parameter's shard (a
+    function argument with `fsdp.layout`, possibly reshaped by
+    `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) becomes
+    an `fsdp.quantized_all_gather` in `format`. The shard's 2-D view is the
+    argument's slot shape: `cols` = its last dim, `rows` = the product of
+    the others. Each quantized gather records `fsdp.wire_bytes`, the bytes
+    one rank sends (fsdprt_quant_wire_bytes of its shard).
+
+    Left as they are: gathers of other phases or element types than the
+    options select, parameters with fewer than `min-elements` elements
+    (full size), and gathers whose input is not a parameter shard or whose
+    shard does not block in the format (both with a remark).
+  }];
+  let options = [
+    Option<"format", "format", "std::string", /*default=*/"\"fp8_e4m3_tensor\"",
+           "fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise, mxfp8_colwise, "
+           "nvfp4, fp8_block_1x128 or fp8_block_128x128">,
+    Option<"minElements", "min-elements", "int64_t", /*default=*/"1024",
+           "Leave parameters with fewer elements (full size) unquantized">,
+    ListOption<"dtypes", "dtypes", "std::string",
+               "Element types to quantize (f32, bf16; default both)">,
+    ListOption<"phases", "phases", "std::string",
+               "Gathers to quantize: forward, backward (default both)">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD

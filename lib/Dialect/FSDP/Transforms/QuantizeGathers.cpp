@@ -1,0 +1,169 @@
+//===- QuantizeGathers.cpp - quantized parameter all-gathers --------------===//
+//
+// Rewrites the flat parameter all-gathers of expanded IR into
+// fsdp.quantized_all_gather: each rank sends its shard in a compact format
+// (FP8, MXFP8, NVFP4, FP8 blockwise) and dequantizes what it receives, so
+// the unpack code after the gather is unchanged.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Layout/QuantFormats.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPQUANTIZEGATHERS
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+namespace fq = ::fsdp::quant;
+
+namespace {
+
+constexpr StringLiteral kPhase = "fsdp.phase";
+constexpr StringLiteral kWireBytes = "fsdp.wire_bytes";
+
+/// The parameter argument a gather input is a reshaped or cast view of:
+/// exactly the ops fsdp-partition and fsdp-expand-collectives put between a
+/// shard and its flat all-gather.
+BlockArgument parameterOf(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp, arith::TruncFOp,
+             arith::ExtFOp>(def))
+      return nullptr;
+    v = def->getOperand(0);
+  }
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg)
+    return nullptr;
+  auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (!func || arg.getOwner() != &func.getBody().front())
+    return nullptr;
+  if (!func.getArgAttr(arg.getArgNumber(), FSDPDialect::kLayoutAttrName))
+    return nullptr;
+  return arg;
+}
+
+std::string parameterName(BlockArgument arg) {
+  auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+  if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
+                                                    FSDPDialect::kNameAttrName))
+    return name.str();
+  return "argument #" + std::to_string(arg.getArgNumber());
+}
+
+struct QuantizeGathersPass
+    : public mlir::fsdp::impl::FSDPQuantizeGathersBase<QuantizeGathersPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    std::optional<fq::Format> parsed = fq::parseFormat(format);
+    if (!parsed) {
+      getOperation().emitError()
+          << "fsdp-quantize-gathers: unknown format '" << format
+          << "' (fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise, "
+             "mxfp8_colwise, nvfp4, fp8_block_1x128, fp8_block_128x128)";
+      return signalPassFailure();
+    }
+    llvm::StringSet<> types, phaseSet;
+    for (const std::string &t : dtypes) {
+      if (t != "f32" && t != "bf16") {
+        getOperation().emitError() << "fsdp-quantize-gathers: dtypes lists '"
+                                   << t << "'; only f32 and bf16 quantize";
+        return signalPassFailure();
+      }
+      types.insert(t);
+    }
+    for (const std::string &p : phases) {
+      if (p != "forward" && p != "backward") {
+        getOperation().emitError() << "fsdp-quantize-gathers: phases lists '"
+                                   << p << "'; expected forward or backward";
+        return signalPassFailure();
+      }
+      phaseSet.insert(p);
+    }
+    if (types.empty())
+      for (StringRef t : {"f32", "bf16"})
+        types.insert(t);
+    if (phaseSet.empty())
+      for (StringRef p : {"forward", "backward"})
+        phaseSet.insert(p);
+    if (minElements < 0) {
+      getOperation().emitError()
+          << "fsdp-quantize-gathers: min-elements must be >= 0, got "
+          << minElements;
+      return signalPassFailure();
+    }
+
+    SymbolTableCollection tables;
+    SmallVector<AllGatherOp> gathers;
+    getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
+    for (AllGatherOp op : gathers) {
+      auto phase = op->getAttrOfType<StringAttr>(kPhase);
+      if (!phase || !phaseSet.contains(phase.getValue()))
+        continue;
+      auto inType = cast<RankedTensorType>(op.getInput().getType());
+      Type elem = inType.getElementType();
+      if (!(elem.isF32() && types.contains("f32")) &&
+          !(elem.isBF16() && types.contains("bf16")))
+        continue;
+      quantize(op, *parsed, tables);
+    }
+  }
+
+  void quantize(AllGatherOp op, fq::Format fmt, SymbolTableCollection &tables) {
+    auto inType = cast<RankedTensorType>(op.getInput().getType());
+    if (inType.getRank() != 1 || !inType.hasStaticShape())
+      return;
+    BlockArgument arg = parameterOf(op.getInput());
+    if (!arg) {
+      op->emitRemark() << "not quantized: the input is not a parameter shard "
+                          "(e.g. the second gather of a tensor sharded on two "
+                          "dims)";
+      return;
+    }
+    auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
+    auto slotType = cast<RankedTensorType>(arg.getType());
+    int64_t cols = slotType.getRank() ? slotType.getShape().back() : 1;
+    int64_t rows = slotType.getRank() ? slotType.getNumElements() / cols : 1;
+    if (cols == 0 || rows * cols != inType.getNumElements())
+      return;
+    FailureOr<int64_t> k = op.getGroupSize(tables);
+    if (failed(k))
+      return;
+    int64_t full = *k * rows * cols;
+    if (auto global = func.getArgAttrOfType<TypeAttr>(
+            arg.getArgNumber(), FSDPDialect::kGlobalTypeAttrName))
+      full = cast<ShapedType>(global.getValue()).getNumElements();
+    if (full < minElements)
+      return;
+    if (auto err = fq::shapeError(fmt, rows, cols)) {
+      op->emitRemark() << "not quantized: parameter '" << parameterName(arg)
+                       << "' has shard shape [" << rows << ", " << cols
+                       << "]: " << *err;
+      return;
+    }
+    OpBuilder b(op);
+    auto q = QuantizedAllGatherOp::create(
+        b, op.getLoc(), op.getResult().getType(), op.getInput(),
+        op.getMeshAttr(), op.getAxes(),
+        QuantFormatAttr::get(b.getContext(),
+                             static_cast<QuantFormat>(static_cast<int>(fmt))),
+        b.getDenseI64ArrayAttr({rows, cols}));
+    // Keep the phase and unit tags for reports; bucketing and scheduling
+    // only look at plain all-gathers.
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      q->setAttr(a.getName(), a.getValue());
+    q->setAttr(kWireBytes, b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
+    op.getResult().replaceAllUsesWith(q.getResult());
+    op.erase();
+  }
+};
+
+} // namespace
