@@ -162,6 +162,18 @@ TEST_P(ThreadsWorldSize, ZeroCount) {
                    10);
 }
 
+TEST(ThreadsLarge, StreamingStoresMatchReference) {
+  // Above the size where copies and reduction outputs use non-temporal
+  // stores (8 MiB of output per collective).
+  check_collective({4}, 1, FSDPRT_KIND_ALL_GATHER, FSDPRT_F32, -1, 600001, 60);
+  check_collective({4}, 1, FSDPRT_KIND_REDUCE_SCATTER, FSDPRT_F32, FSDPRT_SUM,
+                   600001, 61);
+  check_collective({4}, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_BF16, FSDPRT_AVG,
+                   1200001, 62);
+  check_collective({4}, 1, FSDPRT_KIND_ALL_REDUCE, FSDPRT_F32, FSDPRT_MAX,
+                   600001, 63, true);
+}
+
 INSTANTIATE_TEST_SUITE_P(Sizes, ThreadsWorldSize,
                          ::testing::Values(1, 2, 3, 4, 8));
 
