@@ -203,6 +203,14 @@ FSDPRT_API const char *fsdprt_comm_error_message(const fsdprt_comm_t *comm);
 FSDPRT_API const char *
 fsdprt_comm_last_error_message(const fsdprt_comm_t *comm);
 
+/* Records an error on the comm as if a call had failed (first error sticky,
+ * last message updated); for entry points built on top of this API, e.g.
+ * the quantized all-gather. Does not abort the world. NULL message: the
+ * status string. */
+FSDPRT_API fsdprt_status_t fsdprt_comm_record_error(fsdprt_comm_t *comm,
+                                                    fsdprt_status_t status,
+                                                    const char *message);
+
 /* Process-level error: jit entry points called with no thread comm set. */
 FSDPRT_API fsdprt_status_t fsdprt_process_error(void);
 FSDPRT_API const char *fsdprt_process_error_message(void);

@@ -226,6 +226,16 @@ const char *fsdprt_comm_last_error_message(const fsdprt_comm_t *comm) {
   return tls_copy(comm ? comm->last_error_message() : std::string());
 }
 
+fsdprt_status_t fsdprt_comm_record_error(fsdprt_comm_t *comm,
+                                         fsdprt_status_t status,
+                                         const char *message) {
+  if (!comm || status == FSDPRT_OK)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  comm->record_error(
+      Status(status, message ? message : fsdprt_status_string(status)));
+  return FSDPRT_OK;
+}
+
 fsdprt_status_t fsdprt_process_error(void) {
   std::lock_guard<std::mutex> lock(process_mu);
   return process_code;

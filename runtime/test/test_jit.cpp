@@ -115,6 +115,28 @@ TEST(Jit, ErrorDuringAsyncIsRecordedAtWait) {
     EXPECT_EQ(e, FSDPRT_ERR_DESYNC);
 }
 
+TEST(Jit, ExtensionsRecordErrorsOnTheComm) {
+  run_world({2}, [&](int64_t, fsdprt_comm_t *comm) {
+    fsdprt_set_thread_comm(comm);
+    EXPECT_EQ(fsdprt_comm_record_error(comm, FSDPRT_OK, "x"),
+              FSDPRT_ERR_INVALID_ARGUMENT);
+    EXPECT_EQ(fsdprt_comm_record_error(comm, FSDPRT_ERR_UNSUPPORTED,
+                                       "quantized all_gather: bad format 9"),
+              FSDPRT_OK);
+    EXPECT_EQ(fsdprt_comm_record_error(comm, FSDPRT_ERR_INTERNAL, nullptr),
+              FSDPRT_OK);
+    EXPECT_EQ(fsdprt_comm_error(comm), FSDPRT_ERR_UNSUPPORTED);
+    EXPECT_STREQ(fsdprt_comm_error_message(comm),
+                 "quantized all_gather: bad format 9");
+    EXPECT_STREQ(fsdprt_comm_last_error_message(comm), "internal error");
+    // Jit collectives are no-ops after the recorded error.
+    float a = 1, b[2] = {0, 0};
+    fsdprt_jit_all_gather(&a, b, 1, FSDPRT_F32, 1);
+    EXPECT_EQ(b[0], 0.0f);
+    fsdprt_set_thread_comm(nullptr);
+  });
+}
+
 TEST(Jit, UnknownHandleIsRecorded) {
   run_world({1}, [&](int64_t, fsdprt_comm_t *comm) {
     fsdprt_set_thread_comm(comm);
