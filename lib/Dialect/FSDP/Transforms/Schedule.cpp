@@ -195,12 +195,14 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
   }
 
   /// Moves the pure ops computing `v` before `point` when they come after it.
+  /// Fails (moving nothing that matters) when `v` needs `point` itself or an
+  /// op that cannot move.
   bool hoistBefore(Value v, Operation *point, BlockOrder &order) {
     Operation *def = v.getDefiningOp();
     if (!def || def->getBlock() != point->getBlock() ||
         order.isBefore(def, point))
       return true;
-    if (!isHoistable(def))
+    if (def == point || !isHoistable(def))
       return false;
     for (Value operand : def->getOperands())
       if (!hoistBefore(operand, point, order))
@@ -299,22 +301,28 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     }
 
     // Gradient reductions start once their inputs exist. Waits go to the
-    // end of the step: reduce-scatters first, then all-reduces, so that an
-    // HSDP all-reduce (which reads a reduce-scatter's result and starts
-    // right after its wait) is in flight while later reduce-scatters are
-    // waited on.
-    SmallVector<std::pair<Operation *, Operation *>> reductionOps;
+    // end of the step in the order the collectives started: reduce-scatters
+    // first, then all-reduces, so that an HSDP all-reduce (which reads a
+    // reduce-scatter's result and starts right after its wait) is in flight
+    // while later reduce-scatters are waited on.
+    SmallVector<std::pair<Operation *, Operation *>> scatters, allReduces;
     for (Operation *op : reductions)
-      reductionOps.push_back(split(op, order));
+      (isa<ReduceScatterOp>(op) ? scatters : allReduces)
+          .push_back(split(op, order));
     llvm::SmallPtrSet<Operation *, 32> hoisted;
-    for (auto [start, wait] : reductionOps)
+    for (auto [start, wait] : llvm::concat<std::pair<Operation *, Operation *>>(
+             scatters, allReduces))
       hoistEarly(start, order, hoisted);
-    for (auto [start, wait] : reductionOps)
-      if (isa<ReduceScatterStartOp>(start))
-        sinkToEnd(wait, order);
-    for (auto [start, wait] : reductionOps)
-      if (isa<AllReduceStartOp>(start))
-        sinkToEnd(wait, order);
+    auto byStart = [&](const std::pair<Operation *, Operation *> &a,
+                       const std::pair<Operation *, Operation *> &b) {
+      return order.isBefore(a.first, b.first);
+    };
+    llvm::stable_sort(scatters, byStart);
+    for (auto [start, wait] : scatters)
+      sinkToEnd(wait, order);
+    llvm::stable_sort(allReduces, byStart);
+    for (auto [start, wait] : allReduces)
+      sinkToEnd(wait, order);
 
     // Parameter gathers, in program order (forward, then backward).
     SmallVector<Gather> scheduled;
@@ -330,9 +338,12 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
       Gather &g = scheduled[i];
       // Start `prefetch` gathers ahead: before the wait of gather
       // i - prefetch, i.e. while that unit computes; the first ones at the
-      // top of the step.
+      // top of the step. Never before the previous gather's start: gathers
+      // are issued in program order, the order in which they are needed.
       Operation *target =
           i >= (size_t)prefetch ? scheduled[i - prefetch].wait : &body.front();
+      if (i > 0 && !order.isBefore(scheduled[i - 1].start, target))
+        target = scheduled[i - 1].start->getNextNode();
       if (!order.isBefore(target, g.start))
         continue;
       // Bring the input's (argument-derived) computation up to the target;
