@@ -1,0 +1,8 @@
+// RUN: not fsdp-opt %s --fsdp-comm-report=format=xml 2>&1 | FileCheck %s --check-prefix=FORMAT
+// FORMAT: error: option format must be text or json, got 'xml'
+// RUN: not fsdp-opt %s --fsdp-comm-report=output=%t.missing/dir/report.txt 2>&1 | FileCheck %s --check-prefix=FILE
+// FILE: error: cannot open report file:
+
+func.func @f(%x: tensor<4xf32>) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
