@@ -148,8 +148,7 @@ std::optional<std::string> validate(const Layout &layout,
       return os.str();
     }
     if (p.kind == Placement::Kind::StridedShard && p.splitFactor < 1) {
-      os << "StridedShard split factor must be positive, got "
-         << p.splitFactor;
+      os << "StridedShard split factor must be positive, got " << p.splitFactor;
       return os.str();
     }
   }
@@ -165,8 +164,8 @@ std::optional<std::string> validate(const Layout &layout,
       if (p.kind == Placement::Kind::StridedShard) {
         if (len % (p.splitFactor * k) != 0) {
           os << "StridedShard(" << d << ", " << p.splitFactor
-             << ") on mesh axis " << axes[i] << " needs dim " << d
-             << " (size " << len << ") to be divisible by split_factor * "
+             << ") on mesh axis " << axes[i] << " needs dim " << d << " (size "
+             << len << ") to be divisible by split_factor * "
              << "axis size = " << p.splitFactor * k;
           return os.str();
         }
@@ -228,7 +227,8 @@ DimShard shardDim(const Layout &layout, int64_t n,
       int64_t m = len / (p.splitFactor * k);
       std::vector<Range> next;
       for (int64_t s = 0; s < p.splitFactor; ++s) {
-        auto piece = sliceRanges(ds.ranges, (s * k + c) * m, (s * k + c + 1) * m);
+        auto piece =
+            sliceRanges(ds.ranges, (s * k + c) * m, (s * k + c + 1) * m);
         next.insert(next.end(), piece.begin(), piece.end());
       }
       ds.ranges = std::move(next);
@@ -291,8 +291,8 @@ std::vector<DimShard> slotsAlongDim(const Layout &layout,
   int64_t k = product(groupShape);
   std::vector<DimShard> slots;
   for (int64_t j = 0; j < k; ++j)
-    slots.push_back(shardDim(layout, globalShape[dim], axes,
-                             rankToCoords(groupShape, j)));
+    slots.push_back(
+        shardDim(layout, globalShape[dim], axes, rankToCoords(groupShape, j)));
   return slots;
 }
 

@@ -99,7 +99,8 @@ bool write(const std::string &path, const Array &array, std::string &error) {
   std::ostringstream shape;
   shape << "(";
   for (size_t i = 0; i < array.shape.size(); ++i)
-    shape << array.shape[i] << (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
+    shape << array.shape[i]
+          << (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
   shape << ")";
   std::string header = "{'descr': '" + array.descr +
                        "', 'fortran_order': False, 'shape': " + shape.str() +

@@ -34,8 +34,8 @@ using namespace mlir;
 namespace lm = ::fsdp::layout;
 namespace cl = llvm::cl;
 
-static cl::opt<std::string> inputFile(cl::Positional, cl::desc("<lowered .mlir>"),
-                                      cl::Required);
+static cl::opt<std::string>
+    inputFile(cl::Positional, cl::desc("<lowered .mlir>"), cl::Required);
 static cl::opt<std::string> entryName("entry", cl::desc("Function to run"),
                                       cl::init(""));
 static cl::list<std::string>
@@ -49,20 +49,22 @@ static cl::opt<std::string>
 static cl::opt<std::string> backendName("backend",
                                         cl::desc("threads (default) or mpi"),
                                         cl::init("threads"));
-static cl::opt<int64_t> worldSize("world",
-                                  cl::desc("Number of ranks (default: mesh size)"),
-                                  cl::init(0));
-static cl::opt<double> timeoutSeconds(
-    "timeout", cl::desc("Seconds a collective waits for its peers"),
-    cl::init(60.0));
+static cl::opt<int64_t>
+    worldSize("world", cl::desc("Number of ranks (default: mesh size)"),
+              cl::init(0));
+static cl::opt<double>
+    timeoutSeconds("timeout",
+                   cl::desc("Seconds a collective waits for its peers"),
+                   cl::init(60.0));
 static cl::opt<bool> writeAllRanks(
     "all-ranks",
     cl::desc("Also write every rank's copy of results without a layout as "
              "<name>.rank<r>.npy"),
     cl::init(false));
-static cl::opt<bool> printStats("print-comm-stats",
-                                cl::desc("Print collectives and bytes per rank"),
-                                cl::init(false));
+static cl::opt<bool>
+    printStats("print-comm-stats",
+               cl::desc("Print collectives and bytes per rank"),
+               cl::init(false));
 
 namespace {
 
@@ -345,8 +347,7 @@ std::vector<char> shardInput(const Port &p, const ::fsdp::npy::Array &global,
                   n * bytes);
     });
   } else {
-    std::memcpy(buf.data(), global.data.data() + rank * buf.size(),
-                buf.size());
+    std::memcpy(buf.data(), global.data.data() + rank * buf.size(), buf.size());
   }
   return buf;
 }
@@ -487,11 +488,10 @@ void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
 
 void printRankStats(int64_t rank, const fsdprt_stats_t &s) {
   llvm::outs() << "  rank " << rank << ": " << s.total_calls
-               << " collectives (all_gather "
-               << s.calls[FSDPRT_KIND_ALL_GATHER] << ", reduce_scatter "
-               << s.calls[FSDPRT_KIND_REDUCE_SCATTER] << ", all_reduce "
-               << s.calls[FSDPRT_KIND_ALL_REDUCE] << "), sent "
-               << s.total_bytes_sent << " B, received "
+               << " collectives (all_gather " << s.calls[FSDPRT_KIND_ALL_GATHER]
+               << ", reduce_scatter " << s.calls[FSDPRT_KIND_REDUCE_SCATTER]
+               << ", all_reduce " << s.calls[FSDPRT_KIND_ALL_REDUCE]
+               << "), sent " << s.total_bytes_sent << " B, received "
                << s.total_bytes_received << " B\n";
 }
 
@@ -583,9 +583,9 @@ int main(int argc, char **argv) {
         fail("gathering results failed: " +
              llvm::Twine(fsdprt_comm_error_message(comm)));
       for (int64_t r = 0; r < meshSize; ++r)
-        runs[r].results.push_back(std::vector<char>(
-            all.begin() + r * piece.size(),
-            all.begin() + (r + 1) * piece.size()));
+        runs[r].results.push_back(
+            std::vector<char>(all.begin() + r * piece.size(),
+                              all.begin() + (r + 1) * piece.size()));
     }
     runs[rank].stats = mine.stats;
     if (rank == 0) {

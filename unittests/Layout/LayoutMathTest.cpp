@@ -216,9 +216,8 @@ TEST(LayoutMath, TwoDimensionalMeshes) {
                              policy},
                       {n, 7});
           // Nested axes on one dim: the outer one must divide.
-          Layout nested{{a, b},
-                        {Placement::shard(0), Placement::shard(0)},
-                        policy};
+          Layout nested{
+              {a, b}, {Placement::shard(0), Placement::shard(0)}, policy};
           if (n % a != 0) {
             EXPECT_TRUE(validate(nested, {n}).has_value());
           } else {
@@ -252,12 +251,12 @@ TEST(LayoutMath, ValidationMessages) {
   EXPECT_TRUE(validate(Layout{{4}, {Placement::shard(0)}, {}}, {}));
   EXPECT_FALSE(validate(Layout{{4}, {Placement::replicate()}, {}}, {}));
   EXPECT_TRUE(validate(Layout{{2, 4}, {Placement::shard(0)}, {}}, shape));
-  EXPECT_TRUE(validate(
-      Layout{{4}, {Placement::partial(ReduceKind::Sum)}, {}}, shape));
-  EXPECT_FALSE(validate(
-      Layout{{4}, {Placement::partial(ReduceKind::Sum)}, {}}, shape, false));
-  EXPECT_TRUE(validate(Layout{{4}, {Placement::stridedShard(0, 2)}, {}},
-                       shape));
+  EXPECT_TRUE(
+      validate(Layout{{4}, {Placement::partial(ReduceKind::Sum)}, {}}, shape));
+  EXPECT_FALSE(validate(Layout{{4}, {Placement::partial(ReduceKind::Sum)}, {}},
+                        shape, false));
+  EXPECT_TRUE(
+      validate(Layout{{4}, {Placement::stridedShard(0, 2)}, {}}, shape));
   EXPECT_TRUE(validate(Layout{{0}, {Placement::shard(0)}, {}}, shape));
   EXPECT_TRUE(validateMesh({2, -1}).has_value());
 }

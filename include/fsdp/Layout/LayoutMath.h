@@ -104,8 +104,7 @@ int64_t coordsToRank(const std::vector<int64_t> &meshShape,
 /// The group of `rank` over the mesh axes in `axes` (ascending): the ranks
 /// that differ from `rank` only in those axes, ordered row-major over them.
 std::vector<int64_t> groupRanks(const std::vector<int64_t> &meshShape,
-                                const std::vector<int64_t> &axes,
-                                int64_t rank);
+                                const std::vector<int64_t> &axes, int64_t rank);
 /// Position of `rank` inside its group over `axes`.
 int64_t indexInGroup(const std::vector<int64_t> &meshShape,
                      const std::vector<int64_t> &axes, int64_t rank);

@@ -54,8 +54,7 @@ LogicalResult
 StridedShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t dim, int64_t splitFactor) {
   if (dim < 0)
-    return emitError() << "strided_shard dim must be non-negative, got "
-                       << dim;
+    return emitError() << "strided_shard dim must be non-negative, got " << dim;
   if (splitFactor < 1)
     return emitError() << "strided_shard split factor must be positive, got "
                        << splitFactor;
@@ -122,14 +121,14 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
   UnevenPolicy policy = UnevenPolicy::ceil;
   if (parser.parseLess() || parser.parseAttribute(mesh) || parser.parseComma())
     return {};
-  if (parser.parseCommaSeparatedList(
-          AsmParser::Delimiter::Square, [&]() -> ParseResult {
-            Attribute p = parsePlacement(parser);
-            if (!p)
-              return failure();
-            placements.push_back(p);
-            return success();
-          }))
+  if (parser.parseCommaSeparatedList(AsmParser::Delimiter::Square,
+                                     [&]() -> ParseResult {
+                                       Attribute p = parsePlacement(parser);
+                                       if (!p)
+                                         return failure();
+                                       placements.push_back(p);
+                                       return success();
+                                     }))
     return {};
   if (succeeded(parser.parseOptionalComma())) {
     StringRef name;
@@ -147,10 +146,9 @@ Attribute LayoutAttr::parse(AsmParser &parser, Type) {
   }
   if (parser.parseGreater())
     return {};
-  return parser.getChecked<LayoutAttr>(parser.getContext(), mesh,
-                                       ArrayAttr::get(parser.getContext(),
-                                                      placements),
-                                       policy);
+  return parser.getChecked<LayoutAttr>(
+      parser.getContext(), mesh,
+      ArrayAttr::get(parser.getContext(), placements), policy);
 }
 
 void LayoutAttr::print(AsmPrinter &printer) const {

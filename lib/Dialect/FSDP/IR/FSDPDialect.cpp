@@ -50,13 +50,13 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
                              << "shaped ranked tensor, got " << type;
   MeshOp mesh = lookupMesh(op, layout.getMesh());
   if (!mesh)
-    return op->emitOpError() << what << " refers to unknown mesh "
-                             << layout.getMesh()
-                             << " (no fsdp.mesh with that name is visible)";
+    return op->emitOpError()
+           << what << " refers to unknown mesh " << layout.getMesh()
+           << " (no fsdp.mesh with that name is visible)";
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
   if (auto err = lm::validate(model, tensorType.getShape().vec(), isParameter))
-    return op->emitOpError() << what << " has an invalid layout " << layout
-                             << ": " << *err;
+    return op->emitOpError()
+           << what << " has an invalid layout " << layout << ": " << *err;
   return success();
 }
 
@@ -77,8 +77,8 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' on " << what
                                << " must be a #fsdp.layout attribute";
     if (!func)
-      return op->emitOpError() << "'" << name
-                               << "' is only meaningful on function arguments";
+      return op->emitOpError()
+             << "'" << name << "' is only meaningful on function arguments";
     Type type = func.getArgumentTypes()[argIndex];
     // After partitioning, the argument holds a shard; its layout is checked
     // against the recorded global type.
@@ -96,14 +96,14 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kNameAttrName || name == kUnitAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a string";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a string";
     return success();
   }
   if (name == kGlobalTypeAttrName) {
     if (!isa<TypeAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a type";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a type";
     return success();
   }
   return op->emitOpError() << "unknown fsdp argument attribute '" << name
@@ -118,19 +118,19 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
   std::string what = "result #" + std::to_string(resultIndex);
   StringRef name = attr.getName().getValue();
   if (!func)
-    return op->emitOpError() << "'" << name
-                             << "' is only meaningful on function results";
+    return op->emitOpError()
+           << "'" << name << "' is only meaningful on function results";
   Type type = func.getResultTypes()[resultIndex];
   if (name == kLossAttrName) {
     if (!isa<UnitAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' is a unit attribute";
     auto tensorType = dyn_cast<ShapedType>(type);
-    bool scalar = (tensorType && tensorType.hasRank() &&
-                   tensorType.getRank() == 0) ||
-                  isa<FloatType>(type);
+    bool scalar =
+        (tensorType && tensorType.hasRank() && tensorType.getRank() == 0) ||
+        isa<FloatType>(type);
     if (!scalar)
-      return op->emitOpError() << "the loss (" << what
-                               << ") must be a scalar, got " << type;
+      return op->emitOpError()
+             << "the loss (" << what << ") must be a scalar, got " << type;
     return success();
   }
   if (name == kGradOfAttrName) {
@@ -145,9 +145,10 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
              << ", but the function has " << func.getNumArguments()
              << " argument(s)";
     if (!func.getArgAttr(arg, kLayoutAttrName))
-      return op->emitOpError() << what << " is marked as the gradient of "
-                               << "argument #" << arg
-                               << ", which has no fsdp.layout (not a parameter)";
+      return op->emitOpError()
+             << what << " is marked as the gradient of "
+             << "argument #" << arg
+             << ", which has no fsdp.layout (not a parameter)";
     Type argType = func.getArgumentTypes()[arg];
     auto sameShape = [](Type a, Type b) {
       auto sa = dyn_cast<ShapedType>(a), sb = dyn_cast<ShapedType>(b);
@@ -163,8 +164,8 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
   }
   if (name == kNameAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a string";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a string";
     return success();
   }
   if (name == kLayoutAttrName) {
@@ -180,8 +181,8 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
   }
   if (name == kGlobalTypeAttrName) {
     if (!isa<TypeAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a type";
+      return op->emitOpError()
+             << "'" << name << "' on " << what << " must be a type";
     return success();
   }
   return op->emitOpError() << "unknown fsdp result attribute '" << name

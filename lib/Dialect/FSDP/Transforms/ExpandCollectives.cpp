@@ -467,8 +467,8 @@ struct ExpandCollectivesPass
         cur = ex->reduceScatterDim(cur, d, reduce);
     if (Value acc = op.getAccumulator()) {
       // Add the earlier micro-steps' sum of this rank's scattered slot.
-      acc = ex->castTo(acc, cast<RankedTensorType>(cur.getType())
-                                .getElementType());
+      acc = ex->castTo(acc,
+                       cast<RankedTensorType>(cur.getType()).getElementType());
       cur = arith::AddFOp::create(b, op.getLoc(), acc, cur);
     }
     std::vector<int64_t> replicate = lm::replicateAxes(ex->model);

@@ -138,9 +138,8 @@ struct PartitionPass
     MLIRContext *ctx = layout.getContext();
     SmallVector<Attribute> placements;
     for (Attribute p : layout.getPlacements())
-      placements.push_back(isa<ReplicateAttr>(p)
-                               ? PartialAttr::get(ctx, ReduceKind::sum)
-                               : p);
+      placements.push_back(
+          isa<ReplicateAttr>(p) ? PartialAttr::get(ctx, ReduceKind::sum) : p);
     return LayoutAttr::get(ctx, layout.getMesh(),
                            ArrayAttr::get(ctx, placements), layout.getPolicy());
   }
@@ -335,8 +334,8 @@ struct PartitionPass
       LayoutAttr resultLayout = layout;
       if (variant != Variant::Single) {
         // The running sum of the earlier micro-steps, an extra argument.
-        auto name = func.getResultAttrOfType<StringAttr>(
-            r, FSDPDialect::kNameAttrName);
+        auto name =
+            func.getResultAttrOfType<StringAttr>(r, FSDPDialect::kNameAttrName);
         std::string accName =
             "accum." + (name ? name.str() : "result" + std::to_string(r));
         NamedAttrList attrs;
