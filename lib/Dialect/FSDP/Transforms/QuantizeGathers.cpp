@@ -102,6 +102,7 @@ struct QuantizeGathersPass
     }
 
     SymbolTableCollection tables;
+    reported.clear();
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
     for (AllGatherOp op : gathers) {
@@ -116,6 +117,9 @@ struct QuantizeGathersPass
       quantize(op, *parsed, tables);
     }
   }
+
+  /// Parameters already reported as not quantized.
+  DenseSet<Value> reported;
 
   void quantize(AllGatherOp op, fq::Format fmt, SymbolTableCollection &tables) {
     auto inType = cast<RankedTensorType>(op.getInput().getType());
@@ -144,6 +148,9 @@ struct QuantizeGathersPass
     if (full < minElements)
       return;
     if (auto err = fq::shapeError(fmt, rows, cols)) {
+      // Once per parameter, not for each of its (re-)gathers.
+      if (!reported.insert(arg).second)
+        return;
       op->emitRemark() << "not quantized: parameter '" << parameterName(arg)
                        << "' has shard shape [" << rows << ", " << cols
                        << "]: " << *err;
