@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Layout/QuantFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -119,7 +120,7 @@ std::pair<int64_t, int64_t> peakLiveGathered(Block &block) {
   int64_t n = index.size();
   std::vector<int64_t> bytesDelta(n + 1, 0), buffersDelta(n + 1, 0);
   block.walk([&](Operation *op) {
-    if (!isa<AllGatherOp, AllGatherStartOp>(op))
+    if (!isa<AllGatherOp, AllGatherStartOp, QuantizedAllGatherOp>(op))
       return;
     Operation *top = block.findAncestorOpInBlock(*op);
     Value gathered = op->getResult(op->getNumResults() - 1);
@@ -155,6 +156,45 @@ std::pair<int64_t, int64_t> peakLiveGathered(Block &block) {
   return {peak, peakBuffers};
 }
 
+/// A quantized gather counted as the runtime runs it
+/// (fsdprt_jit_quantized_all_gather): an all-gather of every rank's packed
+/// shard (the format's wire bytes) after a 4-byte amax all-reduce for the
+/// per-tensor formats and NVFP4. False if `op` is not one.
+bool addQuantizedGather(Operation *op, FunctionReport &report,
+                        SymbolTableCollection &tables) {
+  QuantFormat format;
+  ArrayRef<int64_t> shape;
+  if (auto q = dyn_cast<QuantizedAllGatherOp>(op)) {
+    format = q.getFormat();
+    shape = q.getShape();
+  } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(op)) {
+    format = q.getFormat();
+    shape = q.getShape();
+  } else {
+    return false;
+  }
+  MeshOp mesh =
+      lookupMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"), &tables);
+  FailureOr<int64_t> k =
+      mesh ? mesh.getGroupSize(op->getAttrOfType<ArrayAttr>("axes"))
+           : FailureOr<int64_t>(failure());
+  if (failed(k) || shape.size() != 2)
+    return true; // the verifier reports it
+  auto f = ::fsdp::quant::Format(static_cast<int32_t>(format));
+  int64_t wire = ::fsdp::quant::wireBytes(f, shape[0], shape[1]);
+  auto add = [&](Kind kind, int64_t sent, int64_t received) {
+    for (Counts *counts : {&report.kinds[kind], &report.total}) {
+      counts->count += 1;
+      counts->sent += sent;
+      counts->received += received;
+    }
+  };
+  if (::fsdp::quant::needsGroupAmax(f))
+    add(AllReduce, 4, 4);
+  add(AllGather, wire, *k * wire);
+  return true;
+}
+
 FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
   FunctionReport report;
   report.name = func.getName().str();
@@ -165,6 +205,8 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
             func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName))
       funcMesh = lookupMesh(func, layout.getMesh(), &tables);
   func.walk([&](Operation *op) {
+    if (addQuantizedGather(op, report, tables))
+      return;
     std::optional<Collective> c = asCollective(op);
     if (!c)
       return;

@@ -97,7 +97,7 @@ struct QuantizeGathersPass
     if (minElements < 0) {
       getOperation().emitError()
           << "fsdp-quantize-gathers: min-elements must be >= 0, got "
-          << minElements;
+          << static_cast<int64_t>(minElements);
       return signalPassFailure();
     }
 
