@@ -121,6 +121,6 @@ func.func @async(%x: tensor<48xf32>, %big: tensor<192xf32>, %a: memref<48xf32>, 
 
 // -----
 
-// CHECK-LABEL: func.func @request_type
+// CHECK-LABEL: func.func private @request_type
 // CHECK-SAME: !fsdp.request
 func.func private @request_type(%r: !fsdp.request)
