@@ -121,8 +121,8 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
   if (!mesh)
     return op->emitOpError() << "refers to unknown mesh " << layout.getMesh();
   if (!globalType.hasStaticShape())
-    return op->emitOpError() << "needs a statically shaped full tensor, got "
-                             << globalType;
+    return op->emitOpError()
+           << "needs a statically shaped full tensor, got " << globalType;
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
   if (auto err = lm::validate(model, globalType.getShape().vec(), isParameter))
     return op->emitOpError() << "has an invalid layout: " << *err;
@@ -138,8 +138,7 @@ LogicalResult ParamGatherOp::verify() {
   return success();
 }
 
-LogicalResult
-ParamGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
+LogicalResult ParamGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
   auto full = cast<RankedTensorType>(getResult().getType());
   FailureOr<RankedTensorType> slot =
       verifyParamLayout(*this, getLayout(), full, true, tables);
@@ -153,8 +152,7 @@ ParamGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 
 LogicalResult GradReduceOp::verify() {
-  if (getAccumulator() &&
-      getAccumulator().getType() != getResult().getType())
+  if (getAccumulator() && getAccumulator().getType() != getResult().getType())
     return emitOpError() << "accumulator must have the result type "
                          << getResult().getType() << ", got "
                          << getAccumulator().getType();
@@ -187,8 +185,8 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr meshRef,
   for (Attribute a : axes) {
     StringRef name = cast<StringAttr>(a).getValue();
     if (mesh.getAxisIndex(name) < 0)
-      return op->emitOpError() << "mesh " << meshRef << " has no axis '"
-                               << name << "'";
+      return op->emitOpError()
+             << "mesh " << meshRef << " has no axis '" << name << "'";
   }
   FailureOr<int64_t> k = mesh.getGroupSize(axes);
   if (failed(k))
@@ -202,16 +200,16 @@ static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
                                         StringRef smallName,
                                         StringRef largeName) {
   if (small.getElementType() != large.getElementType())
-    return op->emitOpError() << "element types differ: "
-                             << small.getElementType() << " vs "
-                             << large.getElementType();
+    return op->emitOpError()
+           << "element types differ: " << small.getElementType() << " vs "
+           << large.getElementType();
   if (small.getRank() != large.getRank() || small.getRank() == 0)
     return op->emitOpError() << smallName << " and " << largeName
                              << " must have the same non-zero rank";
   for (int64_t d = 1; d < small.getRank(); ++d)
     if (small.getDimSize(d) != large.getDimSize(d))
-      return op->emitOpError() << smallName << " and " << largeName
-                               << " differ in dim " << d;
+      return op->emitOpError()
+             << smallName << " and " << largeName << " differ in dim " << d;
   if (!small.isDynamicDim(0) && !large.isDynamicDim(0) &&
       large.getDimSize(0) != k * small.getDimSize(0))
     return op->emitOpError()
@@ -240,59 +238,50 @@ FailureOr<int64_t> AllReduceOp::getGroupSize(SymbolTableCollection &tables) {
   return groupSizeOf(*this, tables);
 }
 
-LogicalResult AllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
+/// An all-gather's group and shapes: `large` concatenates the group's
+/// `small` along dim 0. A reduce-scatter is the same with the roles swapped.
+static LogicalResult verifyGatherUses(Operation *op, FlatSymbolRefAttr mesh,
+                                      ArrayAttr axes, Value small, Value large,
+                                      StringRef smallName, StringRef largeName,
+                                      SymbolTableCollection &tables) {
+  FailureOr<int64_t> k = verifyGroup(op, mesh, axes, tables);
   if (failed(k))
     return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
-                            *k, "input", "result");
+  return verifyGatherShapes(op, cast<ShapedType>(small.getType()),
+                            cast<ShapedType>(large.getType()), *k, smallName,
+                            largeName);
 }
 
-LogicalResult
-ReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
+/// An all-reduce's group and matching shapes.
+static LogicalResult verifyReduceUses(Operation *op, FlatSymbolRefAttr mesh,
+                                      ArrayAttr axes, Value in, Value out,
+                                      SymbolTableCollection &tables) {
+  if (failed(verifyGroup(op, mesh, axes, tables)))
     return failure();
-  return verifyGatherShapes(*this, getResult().getType(), getInput().getType(),
-                            *k, "result", "input");
-}
-
-LogicalResult AllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
-  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
-    return failure();
-  if (getInput().getType() != getResult().getType())
-    return emitOpError() << "result type must equal input type "
-                         << getInput().getType();
+  auto a = cast<ShapedType>(in.getType()), b = cast<ShapedType>(out.getType());
+  if (a.getShape() != b.getShape() || a.getElementType() != b.getElementType())
+    return op->emitOpError() << "input and result must have the same shape "
+                                "and element type";
   return success();
 }
 
-LogicalResult
-AllGatherStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
-                            *k, "input", "result");
-}
+#define FSDP_GATHER_USES(OP, IN, OUT, INNAME, OUTNAME)                         \
+  LogicalResult OP::verifySymbolUses(SymbolTableCollection &tables) {          \
+    return verifyGatherUses(*this, getMeshAttr(), getAxes(), IN, OUT, INNAME,  \
+                            OUTNAME, tables);                                  \
+  }
+#define FSDP_REDUCE_USES(OP, IN, OUT)                                          \
+  LogicalResult OP::verifySymbolUses(SymbolTableCollection &tables) {          \
+    return verifyReduceUses(*this, getMeshAttr(), getAxes(), IN, OUT, tables); \
+  }
 
-LogicalResult
-ReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getResult().getType(), getInput().getType(),
-                            *k, "result", "input");
-}
-
-LogicalResult
-AllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
-    return failure();
-  if (getInput().getType() != getResult().getType())
-    return emitOpError() << "result type must equal input type "
-                         << getInput().getType();
-  return success();
-}
+FSDP_GATHER_USES(AllGatherOp, getInput(), getResult(), "input", "result")
+FSDP_GATHER_USES(ReduceScatterOp, getResult(), getInput(), "result", "input")
+FSDP_REDUCE_USES(AllReduceOp, getInput(), getResult())
+FSDP_GATHER_USES(AllGatherStartOp, getInput(), getResult(), "input", "result")
+FSDP_GATHER_USES(ReduceScatterStartOp, getResult(), getInput(), "result",
+                 "input")
+FSDP_REDUCE_USES(AllReduceStartOp, getInput(), getResult())
 
 //===----------------------------------------------------------------------===//
 // Buffer collectives
@@ -306,74 +295,25 @@ template <typename OpTy> static LogicalResult verifyBufferOp(OpTy op) {
   return success();
 }
 
-LogicalResult BufferAllGatherOp::verify() {
-  return verifyBufferOp(*this);
-}
-LogicalResult BufferReduceScatterOp::verify() {
-  return verifyBufferOp(*this);
-}
-LogicalResult BufferAllReduceOp::verify() {
-  return verifyBufferOp(*this);
-}
+LogicalResult BufferAllGatherOp::verify() { return verifyBufferOp(*this); }
+LogicalResult BufferReduceScatterOp::verify() { return verifyBufferOp(*this); }
+LogicalResult BufferAllReduceOp::verify() { return verifyBufferOp(*this); }
 
-LogicalResult
-BufferAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
-                            *k, "input", "output");
-}
-LogicalResult
-BufferReduceScatterOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getOutput().getType(), getInput().getType(),
-                            *k, "output", "input");
-}
-LogicalResult
-BufferAllReduceOp::verifySymbolUses(SymbolTableCollection &tables) {
-  if (failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)))
-    return failure();
-  auto in = cast<MemRefType>(getInput().getType());
-  auto out = cast<MemRefType>(getOutput().getType());
-  if (in.getShape() != out.getShape() ||
-      in.getElementType() != out.getElementType())
-    return emitOpError() << "input and output must have the same shape and "
-                            "element type";
-  return success();
-}
+FSDP_GATHER_USES(BufferAllGatherOp, getInput(), getOutput(), "input", "output")
+FSDP_GATHER_USES(BufferReduceScatterOp, getOutput(), getInput(), "output",
+                 "input")
+FSDP_REDUCE_USES(BufferAllReduceOp, getInput(), getOutput())
 
-LogicalResult BufferAllGatherStartOp::verify() {
-  return verifyBufferOp(*this);
-}
+LogicalResult BufferAllGatherStartOp::verify() { return verifyBufferOp(*this); }
 LogicalResult BufferReduceScatterStartOp::verify() {
   return verifyBufferOp(*this);
 }
-LogicalResult BufferAllReduceStartOp::verify() {
-  return verifyBufferOp(*this);
-}
-LogicalResult
-BufferAllGatherStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
-                            *k, "input", "output");
-}
-LogicalResult
-BufferReduceScatterStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getOutput().getType(), getInput().getType(),
-                            *k, "output", "input");
-}
-LogicalResult
-BufferAllReduceStartOp::verifySymbolUses(SymbolTableCollection &tables) {
-  return verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-}
+LogicalResult BufferAllReduceStartOp::verify() { return verifyBufferOp(*this); }
+FSDP_GATHER_USES(BufferAllGatherStartOp, getInput(), getOutput(), "input",
+                 "output")
+FSDP_GATHER_USES(BufferReduceScatterStartOp, getOutput(), getInput(), "output",
+                 "input")
+FSDP_REDUCE_USES(BufferAllReduceStartOp, getInput(), getOutput())
 
 //===----------------------------------------------------------------------===//
 // Quantized all-gather
@@ -425,14 +365,8 @@ QuantizedAllGatherOp::getGroupSize(SymbolTableCollection &tables) {
   return groupSizeOf(*this, tables);
 }
 
-LogicalResult
-QuantizedAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getResult().getType(),
-                            *k, "input", "result");
-}
+FSDP_GATHER_USES(QuantizedAllGatherOp, getInput(), getResult(), "input",
+                 "result")
 
 LogicalResult BufferQuantizedAllGatherOp::verify() {
   if (failed(verifyBufferOp(*this)))
@@ -442,14 +376,11 @@ LogicalResult BufferQuantizedAllGatherOp::verify() {
                                "output");
 }
 
-LogicalResult
-BufferQuantizedAllGatherOp::verifySymbolUses(SymbolTableCollection &tables) {
-  FailureOr<int64_t> k = verifyGroup(*this, getMeshAttr(), getAxes(), tables);
-  if (failed(k))
-    return failure();
-  return verifyGatherShapes(*this, getInput().getType(), getOutput().getType(),
-                            *k, "input", "output");
-}
+FSDP_GATHER_USES(BufferQuantizedAllGatherOp, getInput(), getOutput(), "input",
+                 "output")
+
+#undef FSDP_GATHER_USES
+#undef FSDP_REDUCE_USES
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
