@@ -54,10 +54,12 @@ prepareBuffers(TensorOp collective, RewriterBase &rewriter,
   return std::make_pair(*flatInput, *output);
 }
 
+/// A collective reads its input and writes a fresh buffer. The blocking
+/// form has the tensor as its only result; a `*_start` form also returns its
+/// request (result 0), which the buffer form returns too.
 template <typename TensorOp, typename BufferOp>
-struct CollectiveModel
-    : public BufferizableOpInterface::ExternalModel<
-          CollectiveModel<TensorOp, BufferOp>, TensorOp> {
+struct CollectiveModel : public BufferizableOpInterface::ExternalModel<
+                             CollectiveModel<TensorOp, BufferOp>, TensorOp> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &,
                               const AnalysisState &) const {
     return true;
@@ -78,44 +80,19 @@ struct CollectiveModel
     auto buffers = prepareBuffers(cast<TensorOp>(op), rewriter, options, state);
     if (failed(buffers))
       return failure();
+    bool started = op->getNumResults() == 2;
+    SmallVector<Type> requestType;
+    if (started)
+      requestType.push_back(op->getResult(0).getType());
     SmallVector<NamedAttribute> attrs(op->getAttrs());
-    BufferOp::create(rewriter, op->getLoc(), TypeRange{},
-                     ValueRange{buffers->first, buffers->second}, attrs);
-    replaceOpWithBufferizedValues(rewriter, op, buffers->second);
-    return success();
-  }
-};
-
-/// `*_start`: like the blocking form, plus the request.
-template <typename TensorOp, typename BufferOp>
-struct StartModel : public BufferizableOpInterface::ExternalModel<
-                        StartModel<TensorOp, BufferOp>, TensorOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
-
-  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
-                          const BufferizationOptions &options,
-                          BufferizationState &state) const {
-    auto buffers = prepareBuffers(cast<TensorOp>(op), rewriter, options, state);
-    if (failed(buffers))
-      return failure();
-    SmallVector<NamedAttribute> attrs(op->getAttrs());
-    auto start = BufferOp::create(
-        rewriter, op->getLoc(), TypeRange{op->getResult(0).getType()},
-        ValueRange{buffers->first, buffers->second}, attrs);
-    replaceOpWithBufferizedValues(rewriter, op,
-                                  {start->getResult(0), buffers->second});
+    Operation *bufferOp =
+        BufferOp::create(rewriter, op->getLoc(), requestType,
+                         ValueRange{buffers->first, buffers->second}, attrs);
+    SmallVector<Value> replacements;
+    if (started)
+      replacements.push_back(bufferOp->getResult(0));
+    replacements.push_back(buffers->second);
+    replaceOpWithBufferizedValues(rewriter, op, replacements);
     return success();
   }
 };
@@ -166,11 +143,12 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
         CollectiveModel<QuantizedAllGatherOp, BufferQuantizedAllGatherOp>>(
         *ctx);
     AllGatherStartOp::attachInterface<
-        StartModel<AllGatherStartOp, BufferAllGatherStartOp>>(*ctx);
+        CollectiveModel<AllGatherStartOp, BufferAllGatherStartOp>>(*ctx);
     ReduceScatterStartOp::attachInterface<
-        StartModel<ReduceScatterStartOp, BufferReduceScatterStartOp>>(*ctx);
+        CollectiveModel<ReduceScatterStartOp, BufferReduceScatterStartOp>>(
+        *ctx);
     AllReduceStartOp::attachInterface<
-        StartModel<AllReduceStartOp, BufferAllReduceStartOp>>(*ctx);
+        CollectiveModel<AllReduceStartOp, BufferAllReduceStartOp>>(*ctx);
     WaitOp::attachInterface<WaitModel>(*ctx);
   });
 }
