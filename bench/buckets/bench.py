@@ -1,0 +1,254 @@
+#!/usr/bin/env python3
+"""Bucketing and scheduling benchmark (see bench/buckets/run.sh).
+
+For transformer stacks of several depths (the generator's `transformer
+--attention`: 9 parameters per block, one FSDP unit per block):
+
+1. collectives per step, bucketed (`--fsdp-pipeline`, one bucket per unit and
+   phase) vs unbucketed (`bucket=none`), from `--fsdp-comm-report`;
+2. step time on fsdp-run's threads backend, bucketed / unbucketed: each
+   compiled module gets two entries calling the step 1 and R times, so the
+   JIT work is the same and the difference is R - 1 steps (fsdp-run's wall
+   time is mostly JIT compilation); R = 1 + block-steps / blocks keeps the
+   timed steps about equally long for every depth; runs alternate between
+   the variants and the minimum over rounds is kept; the once-run results
+   are checked against the numpy reference;
+3. `fsdp-opt --fsdp-pipeline` compile time against the number of parameters
+   (wall time of the whole tool, minimum over rounds), with the per-pass
+   breakdown (-mlir-timing) of the largest.
+"""
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+PARAMS_PER_BLOCK = 9  # attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2
+
+
+def run(cmd, **kw):
+    return subprocess.run(cmd, check=True, text=True, capture_output=True, **kw)
+
+
+def timed(cmd):
+    start = time.perf_counter()
+    run(cmd)
+    return time.perf_counter() - start
+
+
+def generate(args, blocks, path, data=None):
+    cmd = [args.python, "-m", "fsdp_mlir.gen", "transformer", "--attention"]
+    cmd += ["--blocks", str(blocks), "--dim", str(args.dim), "--ffn", str(args.ffn)]
+    cmd += ["--seq", str(args.seq), "--batch", str(args.batch), "--mesh", args.mesh]
+    cmd += ["-o", str(path)]
+    if data:
+        cmd += ["--data", str(data)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    subprocess.run(cmd, check=True, env=env)
+    count = len(re.findall(r"fsdp\.layout = ", path.read_text()))
+    assert count == PARAMS_PER_BLOCK * blocks, (count, blocks)
+    return count
+
+
+def pipeline(variant):
+    return f"all-reduce-loss=true {variant}".strip()
+
+
+def collectives(args, model, variant, work):
+    report = work / "report.json"
+    run(
+        [args.fsdp_opt, str(model), f"--fsdp-pipeline={pipeline(variant)}"]
+        + [f"--fsdp-comm-report=format=json output={report}", "-o", "/dev/null"]
+    )
+    fn = json.loads(report.read_text())["functions"][0]
+    return fn["total"]["count"], fn["collectives"], fn["total"]["bytes_sent"]
+
+
+def step_times(args, model, data, work, repeat):
+    """Seconds per step for each variant, measured in alternating rounds."""
+    lowered = {}
+    for name, variant in VARIANTS:
+        generic = work / f"{name}.generic.mlir"
+        run(
+            [args.fsdp_opt, str(model), f"--fsdp-pipeline={pipeline(variant)}"]
+            + ["-mlir-print-op-generic", "-o", str(generic)]
+        )
+        wrapped = work / f"{name}.repeat.mlir"
+        run(
+            [sys.executable, str(HERE / "repeat_step.py"), str(generic), str(wrapped)]
+            + ["--repeat", "1", "--repeat", str(repeat)]
+        )
+        lowered[name] = work / f"{name}.lowered.mlir"
+        run(
+            [
+                args.fsdp_opt,
+                str(wrapped),
+                "--fsdp-lower-to-llvm",
+                "-o",
+                str(lowered[name]),
+            ]
+        )
+    best = {}
+    for _ in range(args.run_rounds):
+        for name, _variant in VARIANTS:
+            for r in (1, repeat):
+                out = work / f"out-{name}-{r}"
+                seconds = timed(
+                    [args.fsdp_run, str(lowered[name]), "--entry", f"step_x{r}"]
+                    + ["--inputs", str(data), "--outputs", str(out)]
+                )
+                key = (name, r)
+                best[key] = min(best.get(key, seconds), seconds)
+    for name, _variant in VARIANTS:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        check = subprocess.run(
+            [
+                args.python,
+                "-m",
+                "fsdp_mlir.check",
+                str(data),
+                str(work / f"out-{name}-1"),
+            ],
+            check=False,
+            text=True,
+            capture_output=True,
+            env=env,
+        )
+        if check.returncode != 0:
+            sys.exit(f"{name} results do not match the reference:\n{check.stdout}")
+    return {
+        name: (best[(name, repeat)] - best[(name, 1)]) / (repeat - 1)
+        for name, _variant in VARIANTS
+    }
+
+
+def compile_time(args, model, variant):
+    cmd = [args.fsdp_opt, str(model), f"--fsdp-pipeline={variant}", "-o", "/dev/null"]
+    return min(timed(cmd) for _ in range(args.rounds))
+
+
+def pass_breakdown(args, model):
+    out = run(
+        [
+            args.fsdp_opt,
+            str(model),
+            "--fsdp-pipeline",
+            "-o",
+            "/dev/null",
+            "-mlir-timing",
+        ]
+    ).stderr
+    rows = re.findall(r"^\s+([0-9.]+) \(\s*[0-9.]+%\)\s+(\S.*)$", out, re.MULTILINE)
+    return [(name, float(sec)) for sec, name in rows]
+
+
+VARIANTS = [("bucketed", ""), ("unbucketed", "bucket=none")]
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fsdp-opt", default=str(ROOT / "build/bin/fsdp-opt"))
+    ap.add_argument("--fsdp-run", default=str(ROOT / "build/bin/fsdp-run"))
+    ap.add_argument("--python", default=str(ROOT / "build-py/venv/bin/python"))
+    ap.add_argument(
+        "--blocks", default="8,32,128", help="stacks for the collectives table"
+    )
+    ap.add_argument(
+        "--run-blocks", default="8,32", help="stacks that are also run and timed"
+    )
+    ap.add_argument(
+        "--compile-blocks", default="8,32,64,111,128", help="compile-time sizes"
+    )
+    ap.add_argument("--mesh", default="2x4")
+    ap.add_argument("--dim", type=int, default=16)
+    ap.add_argument("--ffn", type=int, default=32)
+    ap.add_argument("--seq", type=int, default=8)
+    ap.add_argument("--batch", type=int, default=2)
+    ap.add_argument(
+        "--block-steps",
+        type=int,
+        default=8000,
+        help="blocks x steps of the long entry (R = 1 + this / blocks)",
+    )
+    ap.add_argument("--rounds", type=int, default=3, help="compile-time rounds")
+    ap.add_argument("--run-rounds", type=int, default=2, help="fsdp-run rounds")
+    ap.add_argument("--workdir", default=None)
+    args = ap.parse_args()
+    work = Path(args.workdir or run(["mktemp", "-d"]).stdout.strip())
+    work.mkdir(parents=True, exist_ok=True)
+    blocks = [int(b) for b in args.blocks.split(",") if b]
+    run_blocks = {int(b) for b in args.run_blocks.split(",") if b}
+    compile_blocks = [int(b) for b in args.compile_blocks.split(",") if b]
+
+    print(f"# machine: {os.cpu_count()} cores, load average {os.getloadavg()[0]:.2f}")
+    print(
+        f"# transformer --attention --dim {args.dim} --ffn {args.ffn} --seq {args.seq}"
+    )
+    print(
+        f"#   --batch {args.batch} --mesh {args.mesh}; fsdp-pipeline all-reduce-loss=true"
+    )
+    print()
+    print(
+        "| blocks | parameters | collectives unbucketed | collectives bucketed | fewer "
+        "| step ms unbucketed | step ms bucketed | bucketed / unbucketed |"
+    )
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for n in blocks:
+        nwork = work / f"blocks{n}"
+        nwork.mkdir(exist_ok=True)
+        model = nwork / "model.mlir"
+        data = nwork / "data" if n in run_blocks else None
+        params = generate(args, n, model, data)
+        counts = {}
+        for name, variant in VARIANTS:
+            counts[name] = collectives(args, model, variant, nwork)
+        # Bucketing regroups the same bytes.
+        assert counts["bucketed"][2] == counts["unbucketed"][2], counts
+        fewer = counts["unbucketed"][0] / counts["bucketed"][0]
+        step = ["-", "-", "-"]
+        if data:
+            t = step_times(args, model, data, nwork, 1 + args.block_steps // n)
+            step = [
+                f"{t['unbucketed'] * 1e3:.1f}",
+                f"{t['bucketed'] * 1e3:.1f}",
+                f"{t['bucketed'] / t['unbucketed']:.2f}x",
+            ]
+        print(
+            f"| {n} | {params} | {counts['unbucketed'][0]} | {counts['bucketed'][0]} "
+            f"| {fewer:.1f}x | {' | '.join(step)} |",
+            flush=True,
+        )
+
+    print()
+    print(
+        "| blocks | parameters | compile s (bucketed, scheduled) | ms / parameter "
+        "| compile s (bucket=none) |"
+    )
+    print("|---:|---:|---:|---:|---:|")
+    largest = None
+    for n in compile_blocks:
+        model = work / f"compile{n}.mlir"
+        params = generate(args, n, model)
+        bucketed = compile_time(args, model, "")
+        unbucketed = compile_time(args, model, "bucket=none")
+        print(
+            f"| {n} | {params} | {bucketed:.2f} | {bucketed / params * 1e3:.2f} "
+            f"| {unbucketed:.2f} |",
+            flush=True,
+        )
+        largest = model
+    if largest:
+        print()
+        print(f"# -mlir-timing of --fsdp-pipeline, {largest.name}:")
+        for name, sec in pass_breakdown(args, largest):
+            print(f"#   {sec:7.4f} s  {name}")
+
+
+if __name__ == "__main__":
+    main()
