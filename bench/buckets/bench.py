@@ -7,12 +7,13 @@ For transformer stacks of several depths (the generator's `transformer
 1. collectives per step, bucketed (`--fsdp-pipeline`, one bucket per unit and
    phase) vs unbucketed (`bucket=none`), from `--fsdp-comm-report`;
 2. step time on fsdp-run's threads backend, bucketed / unbucketed: each
-   compiled module gets two entries calling the step 1 and R times, so the
-   JIT work is the same and the difference is R - 1 steps (fsdp-run's wall
-   time is mostly JIT compilation); R = 1 + block-steps / blocks keeps the
+   compiled module gets an entry calling the step R times
+   (repeat_step.py); running it and the step itself from the same module
+   costs the same JIT work, so the difference is R - 1 steps (fsdp-run's
+   wall time is mostly JIT compilation); R = 1 + block-steps / blocks keeps the
    timed steps about equally long for every depth; runs alternate between
-   the variants and the minimum over rounds is kept; the once-run results
-   are checked against the numpy reference;
+   the variants and the minimum over rounds is kept; the step's own results are
+   checked against the numpy reference;
 3. `fsdp-opt --fsdp-pipeline` compile time against the number of parameters
    (wall time of the whole tool, minimum over rounds), with the per-pass
    breakdown (-mlir-timing) of the largest.
@@ -70,7 +71,24 @@ def collectives(args, model, variant, work):
     return fn["total"]["count"], fn["collectives"], fn["total"]["bytes_sent"]
 
 
-def step_times(args, model, data, work, repeat):
+def world_size(mesh):
+    size = 1
+    for n in mesh.split("x"):
+        size *= int(n)
+    return size
+
+
+def runner(args, backend):
+    """The command that runs a lowered module on every rank."""
+    if backend == "threads":
+        return [args.fsdp_run]
+    mpirun = [args.mpirun, "-np", str(world_size(args.mesh)), "--oversubscribe"]
+    if os.geteuid() == 0:
+        mpirun.append("--allow-run-as-root")
+    return mpirun + [args.fsdp_run, "--backend", "mpi"]
+
+
+def step_times(args, model, data, work, repeat, backend):
     """Seconds per step for each variant, measured in alternating rounds."""
     lowered = {}
     for name, variant in VARIANTS:
@@ -82,7 +100,7 @@ def step_times(args, model, data, work, repeat):
         wrapped = work / f"{name}.repeat.mlir"
         run(
             [sys.executable, str(HERE / "repeat_step.py"), str(generic), str(wrapped)]
-            + ["--repeat", "1", "--repeat", str(repeat)]
+            + ["--repeat", str(repeat)]
         )
         lowered[name] = work / f"{name}.lowered.mlir"
         run(
@@ -98,9 +116,11 @@ def step_times(args, model, data, work, repeat):
     for _ in range(args.run_rounds):
         for name, _variant in VARIANTS:
             for r in (1, repeat):
-                out = work / f"out-{name}-{r}"
+                out = work / f"out-{backend}-{name}-{r}"
+                entry = "step" if r == 1 else f"step_x{r}"
                 seconds = timed(
-                    [args.fsdp_run, str(lowered[name]), "--entry", f"step_x{r}"]
+                    runner(args, backend)
+                    + [str(lowered[name]), "--entry", entry]
                     + ["--inputs", str(data), "--outputs", str(out)]
                 )
                 key = (name, r)
@@ -121,7 +141,9 @@ def step_times(args, model, data, work, repeat):
             env=env,
         )
         if check.returncode != 0:
-            sys.exit(f"{name} results do not match the reference:\n{check.stdout}")
+            sys.exit(
+                f"{name} ({backend}) results do not match the reference:\n{check.stdout}"
+            )
     return {
         name: (best[(name, repeat)] - best[(name, 1)]) / (repeat - 1)
         for name, _variant in VARIANTS
@@ -178,6 +200,12 @@ def main():
     )
     ap.add_argument("--rounds", type=int, default=3, help="compile-time rounds")
     ap.add_argument("--run-rounds", type=int, default=2, help="fsdp-run rounds")
+    ap.add_argument(
+        "--mpi",
+        action="store_true",
+        help="also time the run-blocks stacks on the mpi backend (one process per rank)",
+    )
+    ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--workdir", default=None)
     args = ap.parse_args()
     work = Path(args.workdir or run(["mktemp", "-d"]).stdout.strip())
@@ -194,11 +222,14 @@ def main():
         f"#   --batch {args.batch} --mesh {args.mesh}; fsdp-pipeline all-reduce-loss=true"
     )
     print()
-    print(
+    backends = ["threads"] + (["mpi"] if args.mpi else [])
+    header = (
         "| blocks | parameters | collectives unbucketed | collectives bucketed | fewer "
-        "| step ms unbucketed | step ms bucketed | bucketed / unbucketed |"
     )
-    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for b in backends:
+        header += f"| {b} step ms unbucketed | {b} step ms bucketed | {b} bucketed / unbucketed "
+    print(header + "|")
+    print("|---:" * (5 + 3 * len(backends)) + "|")
     for n in blocks:
         nwork = work / f"blocks{n}"
         nwork.mkdir(exist_ok=True)
@@ -211,10 +242,13 @@ def main():
         # Bucketing regroups the same bytes.
         assert counts["bucketed"][2] == counts["unbucketed"][2], counts
         fewer = counts["unbucketed"][0] / counts["bucketed"][0]
-        step = ["-", "-", "-"]
-        if data:
-            t = step_times(args, model, data, nwork, 1 + args.block_steps // n)
-            step = [
+        step = []
+        for backend in backends:
+            if not data:
+                step += ["-", "-", "-"]
+                continue
+            t = step_times(args, model, data, nwork, 1 + args.block_steps // n, backend)
+            step += [
                 f"{t['unbucketed'] * 1e3:.1f}",
                 f"{t['bucketed'] * 1e3:.1f}",
                 f"{t['bucketed'] / t['unbucketed']:.2f}x",

@@ -2,13 +2,15 @@
 """Adds an entry that runs a step several times, for timing with fsdp-run.
 
 fsdp-run times nothing itself and its wall time includes JIT compilation,
-so the benchmark runs an entry that calls the step R times and one that
-calls it once; the difference is R - 1 steps. The input is the generic
-form (-mlir-print-op-generic) of a scheduled, not yet lowered module; the
-new function `@<step>_x<R>` has the step's signature and attributes (so the
-runner shards inputs the same way) and returns the last call's results.
+so the benchmark runs, from one module (the same JIT work), the step itself
+and an entry `@<step>_x<R>` that calls it R times; the difference is R - 1
+steps. The input is the generic form (-mlir-print-op-generic) of a
+scheduled, not yet lowered module. The new entry has the step's signature
+and attributes (so the runner shards inputs the same way) and returns
+zeros: its outputs are meaningless, only its time counts.
+The step is marked noinline.
 
-usage: repeat_step.py IN OUT --repeat R [--entry step]
+usage: repeat_step.py IN OUT --repeat R [--repeat R2 ...] [--entry step]
 """
 
 import argparse
@@ -67,11 +69,23 @@ def main():
     text = Path(args.input).read_text()
 
     for m in re.finditer(r'"func\.func"\(\) <\{', text):
-        props = text[m.end() - 2 : matching(text, m.end() - 2)]
+        props_end = matching(text, m.end() - 2)
+        props = text[m.end() - 2 : props_end]
         if f'sym_name = "{args.entry}"' in props:
             break
     else:
         sys.exit(f"no func.func @{args.entry} in {args.input}")
+
+    # Keep LLVM from inlining the step into the wrappers (copies of a large
+    # step would multiply the JIT time): passthrough = ["noinline"].
+    region = text.index("(", props_end)
+    region_end = matching(text, region)
+    after = text[region_end:]
+    if after.lstrip().startswith("{"):
+        at = region_end + after.index("{") + 1
+        text = text[:at] + 'passthrough = ["noinline"], ' + text[at:]
+    else:
+        text = text[:region_end] + ' {passthrough = ["noinline"]}' + text[region_end:]
 
     ft = re.search(r"function_type = \(", props)
     ins_end = matching(props, ft.end() - 1)
@@ -90,26 +104,32 @@ def main():
     operands = ", ".join(f"%a{i}" for i in range(len(inputs)))
     wrapper = ""
     for repeat in args.repeat:
-        # R - 1 calls in a loop and a last one whose results are returned:
-        # two call sites, however large R (the JIT may inline each).
+        # One call site, in a loop (each call site adds JIT time for a step
+        # with hundreds of arguments). The results are zeros of the step's
+        # result types (the same on every rank): this entry is for timing.
         name = f"{args.entry}_x{repeat}"
         new_props = props.replace(f'sym_name = "{args.entry}"', f'sym_name = "{name}"')
-        call = f'"func.call"({operands}) <{{callee = @{args.entry}}}> : {fn_type}'
+        n = len(outputs)
+        outs = ", ".join(outputs)
         lines = [f'"func.func"() {new_props} ({{', f"^bb0({block_args}):"]
-        if repeat > 1:
-            lines += [
-                '  %lb = "arith.constant"() <{value = 0 : index}> : () -> index',
-                f'  %ub = "arith.constant"() <{{value = {repeat - 1} : index}}> : () -> index',
-                '  %step = "arith.constant"() <{value = 1 : index}> : () -> index',
-                '  "scf.for"(%lb, %ub, %step) ({',
-                "  ^bb0(%iv: index):",
-                f"    %discarded:{len(outputs)} = {call}",
-                '    "scf.yield"() : () -> ()',
-                "  }) : (index, index, index) -> ()",
-            ]
-        lines.append(f"  %last:{len(outputs)} = {call}")
-        results = ", ".join(f"%last#{i}" for i in range(len(outputs)))
-        lines.append(f'  "func.return"({results}) : ({", ".join(outputs)}) -> ()')
+        for i, t in enumerate(outputs):
+            elem = t.rstrip(">").split("x")[-1].split("<")[-1]
+            zero = "0" if elem.startswith(("i", "ui", "si")) else "0.000000e+00"
+            lines.append(
+                f'  %e{i} = "arith.constant"() <{{value = dense<{zero}> : {t}}}> : () -> {t}'
+            )
+        lines += [
+            '  %lb = "arith.constant"() <{value = 0 : index}> : () -> index',
+            f'  %ub = "arith.constant"() <{{value = {repeat} : index}}> : () -> index',
+            '  %step = "arith.constant"() <{value = 1 : index}> : () -> index',
+            '  "scf.for"(%lb, %ub, %step) ({',
+            "  ^bb0(%iv: index):",
+            f'    %c:{n} = "func.call"({operands}) <{{callee = @{args.entry}}}> : {fn_type}',
+            '    "scf.yield"() : () -> ()',
+            "  }) : (index, index, index) -> ()",
+        ]
+        returned = ", ".join(f"%e{i}" for i in range(n))
+        lines.append(f'  "func.return"({returned}) : ({outs}) -> ()')
         lines.append("}) : () -> ()")
         wrapper += "\n".join(lines) + "\n"
 
