@@ -133,7 +133,7 @@ def step_times(args, model, data, work, repeat, backend):
                 "-m",
                 "fsdp_mlir.check",
                 str(data),
-                str(work / f"out-{name}-1"),
+                str(work / f"out-{backend}-{name}-1"),
             ],
             check=False,
             text=True,
