@@ -85,8 +85,7 @@ struct ConvertFSDPToRuntimePass
   /// Address of the first element of a (possibly offset) memref as !llvm.ptr.
   Value pointerOf(OpBuilder &b, Location loc, Value memref) {
     auto type = cast<MemRefType>(memref.getType());
-    Value base =
-        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+    Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
     auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
     Value offset = meta.getOffset();
     int64_t bytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
@@ -94,9 +93,8 @@ struct ConvertFSDPToRuntimePass
         b, loc, offset, arith::ConstantIndexOp::create(b, loc, bytes));
     Value addr = arith::AddIOp::create(b, loc, base, scaled);
     Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), addr);
-    return LLVM::IntToPtrOp::create(b, loc,
-                                    LLVM::LLVMPointerType::get(b.getContext()),
-                                    asInt);
+    return LLVM::IntToPtrOp::create(
+        b, loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
   }
 
   LogicalResult lower(Operation *op, SymbolTableCollection &tables) {
@@ -148,7 +146,8 @@ struct ConvertFSDPToRuntimePass
       callee = scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
       int64_t count =
           scatter ? outType.getNumElements() : inType.getNumElements();
-      args.append({c64(count), c32(*dtype), c32(reduceCode(reduce.getValue()))});
+      args.append(
+          {c64(count), c32(*dtype), c32(reduceCode(reduce.getValue()))});
       types.push_back(i32);
     }
     args.push_back(c64(*mask));
@@ -193,7 +192,8 @@ struct ConvertFSDPToRuntimePass
         Type tensor = shaped ? RankedTensorType::get(shaped.getShape(),
                                                      shaped.getElementType())
                              : type;
-        fields.emplace_back(StringAttr::get(ctx, "type"), TypeAttr::get(tensor));
+        fields.emplace_back(StringAttr::get(ctx, "type"),
+                            TypeAttr::get(tensor));
         std::string name = (prefix + Twine(index)).str();
         if (attrs)
           for (NamedAttribute a : attrs) {
@@ -236,11 +236,11 @@ struct ConvertFSDPToRuntimePass
       func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
       entries.emplace_back(
           func.getSymNameAttr(),
-          DictionaryAttr::get(
-              ctx, {NamedAttribute(StringAttr::get(ctx, "args"),
-                                   ArrayAttr::get(ctx, args)),
-                    NamedAttribute(StringAttr::get(ctx, "results"),
-                                   ArrayAttr::get(ctx, results))}));
+          DictionaryAttr::get(ctx,
+                              {NamedAttribute(StringAttr::get(ctx, "args"),
+                                              ArrayAttr::get(ctx, args)),
+                               NamedAttribute(StringAttr::get(ctx, "results"),
+                                              ArrayAttr::get(ctx, results))}));
     }
     if (!entries.empty())
       module->setAttr("fsdp.signatures", DictionaryAttr::get(ctx, entries));

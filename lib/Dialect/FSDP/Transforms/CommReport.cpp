@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Layout/QuantFormats.h"
 
@@ -28,6 +29,8 @@ using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
 
 namespace {
+
+using mlir::fsdp::detail::derivesGathered;
 
 enum Kind { AllGather, ReduceScatter, AllReduce, NumKinds };
 constexpr const char *kKindNames[NumKinds] = {"all_gather", "reduce_scatter",
@@ -81,16 +84,6 @@ std::optional<Collective> asCollective(Operation *op) {
   if (isa<BufferAllReduceOp, BufferAllReduceStartOp>(op))
     return Collective{AllReduce, op->getOperand(0), op->getOperand(1), mesh};
   return std::nullopt;
-}
-
-/// Ops whose result still holds (part of) a gathered parameter: the wait
-/// that hands it over, and the ops that rearrange, slice or cast it. The
-/// same set decides liveness in fsdp-schedule.
-bool derivesGathered(Operation *op) {
-  return isa<WaitOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp,
-             tensor::ReshapeOp, tensor::CastOp, tensor::ExtractSliceOp,
-             tensor::ConcatOp, tensor::InsertSliceOp, linalg::TransposeOp,
-             arith::ExtFOp, arith::TruncFOp>(op);
 }
 
 struct Counts {
