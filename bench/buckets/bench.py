@@ -259,12 +259,13 @@ def main():
             flush=True,
         )
 
-    print()
-    print(
-        "| blocks | parameters | compile s (bucketed, scheduled) | ms / parameter "
-        "| compile s (bucket=none) |"
-    )
-    print("|---:|---:|---:|---:|---:|")
+    if compile_blocks:
+        print()
+        print(
+            "| blocks | parameters | compile s (bucketed, scheduled) | ms / parameter "
+            "| compile s (bucket=none) |"
+        )
+        print("|---:|---:|---:|---:|---:|")
     largest = None
     for n in compile_blocks:
         model = work / f"compile{n}.mlir"
