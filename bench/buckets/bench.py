@@ -177,7 +177,7 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--fsdp-opt", default=str(ROOT / "build/bin/fsdp-opt"))
     ap.add_argument("--fsdp-run", default=str(ROOT / "build/bin/fsdp-run"))
-    ap.add_argument("--python", default=str(ROOT / "build-py/venv/bin/python"))
+    ap.add_argument("--python", default=str(ROOT / ".venv/bin/python"))
     ap.add_argument(
         "--blocks", default="8,32,128", help="stacks for the collectives table"
     )

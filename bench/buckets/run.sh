@@ -8,13 +8,13 @@
 #   bench/buckets/run.sh --run-blocks 8,32,128 --run-rounds 1   # also run 128 (~10 min JIT)
 #
 # Needs build/bin/fsdp-opt and build/bin/fsdp-run (FSDP_BUILD=dir to use
-# another build) and the Python tools' venv (build-py/venv, see
+# another build) and the Python tools' venv (.venv, see
 # docs/PYTHON.md; FSDP_PYTHON=python to use another interpreter with numpy).
 # Extra arguments go to bench.py (--help lists them).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/../.." && pwd)
 build=${FSDP_BUILD:-$root/build}
-python=${FSDP_PYTHON:-$root/build-py/venv/bin/python}
+python=${FSDP_PYTHON:-$root/.venv/bin/python}
 for tool in "$build/bin/fsdp-opt" "$build/bin/fsdp-run"; do
   if [ ! -x "$tool" ]; then
     echo "missing $tool: build it first (ninja -C $build fsdp-opt fsdp-run)" >&2
