@@ -25,6 +25,7 @@
 """
 import argparse
 import os
+import pathlib
 import re
 import sys
 
@@ -33,7 +34,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
                                 "..", "..", "quant"))
-import quant_ref as Q  # noqa: E402
+import quant_ref as Q
 
 PER_TENSOR = {"fp8_e4m3_tensor": Q.E4M3, "fp8_e5m2_tensor": Q.E5M2}
 GROUP_AMAX = {"fp8_e4m3_tensor", "fp8_e5m2_tensor", "nvfp4"}
@@ -117,7 +118,7 @@ def expected_gather(full, dim, k, policy, fmt, bf16):
 
 
 def cmd_inputs(args):
-    text = open(args.model).read()
+    text = pathlib.Path(args.model).read_text()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(1)
     for shape, attrs in re.findall(r"%\w+: tensor<([0-9x]*)x?f32> \{([^}]*)\}", text):
@@ -135,7 +136,7 @@ def cmd_inputs(args):
 
 def read_stats(path):
     sent = {}
-    for m in re.finditer(r"rank (\d+): .* sent (\d+) B", open(path).read()):
+    for m in re.finditer(r"rank (\d+): .* sent (\d+) B", pathlib.Path(path).read_text()):
         sent[int(m.group(1))] = int(m.group(2))
     return sent
 
@@ -201,7 +202,7 @@ PLAIN = re.compile(r"fsdp\.all_gather(?:_start)? .*: tensor<(\d+)x(\w+)> ->")
 
 def cmd_wire_bytes(args):
     bad = 0
-    funcs = re.split(r"\bfunc\.func ", open(args.ir).read())[1:]
+    funcs = re.split(r"\bfunc\.func ", pathlib.Path(args.ir).read_text())[1:]
     for body in funcs:
         fname = re.match(r"\w*\s*@([\w.]+)", body).group(1)
         quantized = plain = amax = unquantized_equiv = 0

@@ -6,6 +6,7 @@ get the global batch (dim 0 times the world size).
 """
 import argparse
 import os
+import pathlib
 import re
 
 import numpy as np
@@ -19,7 +20,7 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--world", type=int, default=1)
     args = ap.parse_args()
-    text = open(args.model).read()
+    text = pathlib.Path(args.model).read_text()
     os.makedirs(args.out, exist_ok=True)
     rng = np.random.default_rng(0)
     for shape, attrs in ARG.findall(text):

@@ -11,7 +11,8 @@ import numpy as np
 def main():
     data, out = sys.argv[1], sys.argv[2]
     os.makedirs(out, exist_ok=True)
-    model = json.load(open(os.path.join(data, "model.json")))
+    with open(os.path.join(data, "model.json")) as f:
+        model = json.load(f)
     for name in [p["name"] for p in model["params"]]:
         ref = np.load(os.path.join(data, name + ".npy"))
         np.save(os.path.join(out, f"accum.grad.{name}.npy"), np.zeros_like(ref))
