@@ -115,6 +115,47 @@ std::vector<int64_t> replicateAxes(const Layout &layout) {
   return axes;
 }
 
+std::vector<int64_t> tensorParallelAxes(const Layout &layout) {
+  std::vector<int64_t> axes;
+  for (size_t a = 0; a < layout.placements.size(); ++a) {
+    const Placement &p = layout.placements[a];
+    if (p.kind != Placement::Kind::Shard)
+      continue;
+    for (size_t b = 0; b < a; ++b) {
+      const Placement &q = layout.placements[b];
+      if (q.kind == Placement::Kind::StridedShard && q.dim == p.dim &&
+          q.splitFactor == layout.meshShape[a]) {
+        axes.push_back(a);
+        break;
+      }
+    }
+  }
+  return axes;
+}
+
+Layout dataParallelView(const Layout &layout) {
+  Layout view = layout;
+  for (int64_t a : tensorParallelAxes(layout)) {
+    int64_t dim = layout.placements[a].dim;
+    view.placements[a].kind = Placement::Kind::TensorParallel;
+    for (int64_t b = 0; b < a; ++b)
+      if (view.placements[b].kind == Placement::Kind::StridedShard &&
+          view.placements[b].dim == dim)
+        view.placements[b] = Placement::shard(dim);
+  }
+  return view;
+}
+
+std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
+                                               std::vector<int64_t> shape) {
+  for (int64_t a : tensorParallelAxes(layout)) {
+    int64_t d = layout.placements[a].dim;
+    if (d >= 0 && d < (int64_t)shape.size())
+      shape[d] *= layout.meshShape[a];
+  }
+  return shape;
+}
+
 std::optional<std::string> validate(const Layout &layout,
                                     const std::vector<int64_t> &globalShape,
                                     bool isParameter) {

@@ -206,6 +206,10 @@ std::vector<Port> readPorts(ArrayAttr list, ModuleOp module,
       for (Attribute n : mesh.getAxisNames())
         axisNames.push_back(cast<StringAttr>(n).str());
       p.layout = layout.toLayout(mesh.getAxisSizes());
+      if (!lm::tensorParallelAxes(*p.layout).empty())
+        fail("'" + p.name +
+             "' has a tensor-parallel layout; fsdp-run runs "
+             "data-parallel meshes only");
     }
     ports.push_back(std::move(p));
   }

@@ -260,3 +260,30 @@ TEST(LayoutMath, ValidationMessages) {
   EXPECT_TRUE(validate(Layout{{0}, {Placement::shard(0)}, {}}, shape));
   EXPECT_TRUE(validateMesh({2, -1}).has_value());
 }
+
+TEST(LayoutMath, TensorParallelView) {
+  // [dp = 2, tp = 2]: StridedShard(0, 2) on dp, Shard(0) on tp.
+  Layout l{{2, 2},
+           {Placement::stridedShard(0, 2), Placement::shard(0)},
+           UnevenPolicy::Ceil};
+  EXPECT_EQ(tensorParallelAxes(l), (std::vector<int64_t>{1}));
+  EXPECT_EQ(tensorParallelGlobalShape(l, {8, 16}),
+            (std::vector<int64_t>{16, 16}));
+  Layout dp = dataParallelView(l);
+  EXPECT_EQ(dp.placements[0].kind, Placement::Kind::Shard);
+  EXPECT_EQ(dp.placements[1].kind, Placement::Kind::TensorParallel);
+  EXPECT_TRUE(replicateAxes(dp).empty());
+  // The data-parallel shard of the TP-local tensor is the block the full
+  // layout gives the rank, shifted by its TP chunk.
+  for (int64_t r = 0; r < 4; ++r) {
+    LocalShard full = localShard(l, {16, 16}, r);
+    LocalShard local = localShard(dp, {8, 16}, r);
+    EXPECT_EQ(full.localShape, local.localShape);
+    EXPECT_EQ(full.offsets[0] - 8 * full.coords[1], local.offsets[0]);
+  }
+  // No partner with a matching split factor: not tensor-parallel.
+  Layout other{{2, 4},
+               {Placement::stridedShard(0, 2), Placement::shard(0)},
+               UnevenPolicy::Ceil};
+  EXPECT_TRUE(tensorParallelAxes(other).empty());
+}

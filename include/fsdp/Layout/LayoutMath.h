@@ -28,7 +28,10 @@ enum class UnevenPolicy {
 enum class ReduceKind { Sum, Avg, Max, Min };
 
 struct Placement {
-  enum class Kind { Replicate, Shard, StridedShard, Partial };
+  /// TensorParallel never appears in a user's layout: dataParallelView()
+  /// marks a tensor-parallel axis with it, an axis that the data-parallel
+  /// collectives leave alone.
+  enum class Kind { Replicate, Shard, StridedShard, Partial, TensorParallel };
   Kind kind = Kind::Replicate;
   int64_t dim = 0;
   int64_t splitFactor = 1;
@@ -126,6 +129,21 @@ std::vector<int64_t> axesShardingDim(const Layout &layout, int64_t dim);
 std::vector<int64_t> shardAxes(const Layout &layout);
 /// Mesh axes carrying Replicate placements (ascending).
 std::vector<int64_t> replicateAxes(const Layout &layout);
+
+/// Tensor-parallel axes: an axis with Shard(d) where an earlier axis holds
+/// StridedShard(d, sf) with sf equal to this axis's size (DTensor's
+/// FSDP-over-TP layout). A parameter argument then has the TP-local shape.
+std::vector<int64_t> tensorParallelAxes(const Layout &layout);
+
+/// The data-parallel part of a layout, over the TP-local tensor: each
+/// tensor-parallel axis becomes Kind::TensorParallel and its StridedShard
+/// partner a plain Shard. Without tensor-parallel axes, the layout itself.
+Layout dataParallelView(const Layout &layout);
+
+/// The global shape of a TP-local `localShape` (dims sharded by
+/// tensor-parallel axes multiplied by their sizes).
+std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
+                                               std::vector<int64_t> localShape);
 
 /// What one rank holds. `layout` must be valid for `globalShape`.
 LocalShard localShard(const Layout &layout,

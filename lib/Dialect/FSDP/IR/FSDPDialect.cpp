@@ -54,7 +54,12 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
            << what << " refers to unknown mesh " << layout.getMesh()
            << " (no fsdp.mesh with that name is visible)";
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
-  if (auto err = lm::validate(model, tensorType.getShape().vec(), isParameter))
+  // With tensor-parallel axes the value is TP-local; the layout describes
+  // the global tensor.
+  if (auto err = lm::validate(
+          model,
+          lm::tensorParallelGlobalShape(model, tensorType.getShape().vec()),
+          isParameter))
     return op->emitOpError()
            << what << " has an invalid layout " << layout << ": " << *err;
   return success();

@@ -123,7 +123,7 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
   if (!globalType.hasStaticShape())
     return op->emitOpError()
            << "needs a statically shaped full tensor, got " << globalType;
-  lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+  lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
   if (auto err = lm::validate(model, globalType.getShape().vec(), isParameter))
     return op->emitOpError() << "has an invalid layout: " << *err;
   return RankedTensorType::get(

@@ -236,7 +236,7 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
     MeshOp mesh = lookupMesh(func, layout.getMesh(), &tables);
     if (!type || !type.hasStaticShape() || !mesh)
       continue;
-    lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+    lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
     std::vector<int64_t> shape = type.getShape().vec();
     if (lm::validate(model, shape))
       continue; // the verifier reports it

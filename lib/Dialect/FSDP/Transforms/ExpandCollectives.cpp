@@ -408,7 +408,7 @@ struct ExpandCollectivesPass
                     op->getLoc(),
                     mesh,
                     layout.getMesh(),
-                    layout.toLayout(mesh.getAxisSizes()),
+                    layout.toDataParallelLayout(mesh.getAxisSizes()),
                     full.getShape().vec()};
   }
 

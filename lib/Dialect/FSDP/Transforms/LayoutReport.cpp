@@ -28,7 +28,9 @@ void printShape(llvm::raw_ostream &os, llvm::ArrayRef<int64_t> shape) {
 void reportValue(llvm::raw_ostream &os, StringRef what, LayoutAttr layout,
                  RankedTensorType globalType, MeshOp mesh) {
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
-  std::vector<int64_t> shape = globalType.getShape().vec();
+  // A TP-local value: report the global tensor the layout describes.
+  std::vector<int64_t> shape =
+      lm::tensorParallelGlobalShape(model, globalType.getShape().vec());
   int64_t elemBytes =
       std::max<int64_t>(1, globalType.getElementTypeBitWidth() / 8);
   os << what << ": " << globalType << " " << layout << "\n";

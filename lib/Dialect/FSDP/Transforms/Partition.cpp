@@ -264,7 +264,7 @@ struct PartitionPass
       auto layout =
           func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
       auto global = cast<RankedTensorType>(arg.getType());
-      lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+      lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
       if (lm::shardAxes(model).empty())
         continue; // Replicate-only: every rank holds it whole (DDP).
       auto slot =
@@ -324,7 +324,7 @@ struct PartitionPass
           argIndex, FSDPDialect::kLayoutAttrName);
       Value grad = ret.getOperand(r);
       auto fullType = cast<RankedTensorType>(grad.getType());
-      lm::Layout model = layout.toLayout(mesh.getAxisSizes());
+      lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
       auto slot =
           RankedTensorType::get(lm::slotShape(model, fullType.getShape().vec()),
                                 fullType.getElementType());

@@ -56,6 +56,12 @@ def FSDP_LayoutAttr : FSDP_Attr<"Layout", "layout"> {
   let extraClassDeclaration = [{
     /// Converts to the MLIR-free layout model for a mesh of `meshShape`.
     ::fsdp::layout::Layout toLayout(::llvm::ArrayRef<int64_t> meshShape) const;
+    /// The data-parallel part, over the TP-local tensor the step sees (the
+    /// layout itself when no mesh axis is tensor-parallel).
+    ::fsdp::layout::Layout
+    toDataParallelLayout(::llvm::ArrayRef<int64_t> meshShape) const {
+      return ::fsdp::layout::dataParallelView(toLayout(meshShape));
+    }
   }];
 }
 
