@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -35,6 +36,12 @@ struct Expander {
   /// Phase and unit of the semantic op, copied onto every flat collective so
   /// that bucketing and scheduling know where it belongs.
   SmallVector<NamedAttribute> tags = {};
+
+  void tagWith(StringAttr phase, StringAttr unit) {
+    tags.push_back(b.getNamedAttr("fsdp.phase", phase));
+    if (unit)
+      tags.push_back(b.getNamedAttr("fsdp.unit", unit));
+  }
 
   Value tag(Value v) {
     for (NamedAttribute a : tags)
@@ -361,20 +368,7 @@ struct Expander {
   }
 
   Value castTo(Value v, Type elem) {
-    auto t = typeOf(v);
-    if (t.getElementType() == elem)
-      return v;
-    auto target = t.clone(elem);
-    unsigned from = cast<FloatType>(t.getElementType()).getWidth();
-    unsigned to = cast<FloatType>(elem).getWidth();
-    if (to < from)
-      return arith::TruncFOp::create(b, loc, target, v);
-    if (to > from)
-      return arith::ExtFOp::create(b, loc, target, v);
-    // Same width, different format (f16 <-> bf16): widen exactly to f32,
-    // then round once.
-    Value wide = arith::ExtFOp::create(b, loc, t.clone(b.getF32Type()), v);
-    return arith::TruncFOp::create(b, loc, target, wide);
+    return mlir::fsdp::detail::castFloatElements(b, loc, v, elem);
   }
 };
 
@@ -418,9 +412,7 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
-    ex->tags.push_back(b.getNamedAttr("fsdp.phase", op.getPhaseAttr()));
-    if (auto unit = op.getUnitAttr())
-      ex->tags.push_back(b.getNamedAttr("fsdp.unit", unit));
+    ex->tagWith(op.getPhaseAttr(), op.getUnitAttr());
     Value cur = op.getShard();
     for (int64_t d = 0; d < full.getRank(); ++d)
       if (!lm::axesShardingDim(ex->model, d).empty())
@@ -436,10 +428,7 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
-    ex->tags.push_back(
-        b.getNamedAttr("fsdp.phase", b.getStringAttr("backward")));
-    if (auto unit = op.getUnitAttr())
-      ex->tags.push_back(b.getNamedAttr("fsdp.unit", unit));
+    ex->tagWith(b.getStringAttr("backward"), op.getUnitAttr());
     Value cur = op.getGrad();
     Type elem = full.getElementType();
     // Casts and the scale multiply are float ops; refuse anything else

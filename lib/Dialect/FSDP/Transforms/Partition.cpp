@@ -1,5 +1,6 @@
 //===- Partition.cpp - one rank's step becomes the sharded SPMD program ---===//
 
+#include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Analysis/SliceAnalysis.h"
@@ -19,6 +20,8 @@ using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
 
 namespace {
+
+using mlir::fsdp::detail::castFloatElements;
 
 /// Parses an element type option ("" = none).
 FailureOr<Type> parseDtypeOption(MLIRContext *ctx, StringRef text,
@@ -44,27 +47,6 @@ FailureOr<Type> parseDtypeOption(MLIRContext *ctx, StringRef text,
 /// The op in `block` that contains `op` (possibly `op` itself).
 Operation *ancestorIn(Block *block, Operation *op) {
   return block->findAncestorOpInBlock(*op);
-}
-
-/// Casts a float tensor to another element type (no-op when equal). Tensors
-/// of other element types are left alone: as in FSDP's mixed precision,
-/// only floating-point parameters change type.
-Value castElements(OpBuilder &b, Location loc, Value v, Type elem) {
-  auto type = cast<RankedTensorType>(v.getType());
-  if (!elem || type.getElementType() == elem ||
-      !isa<FloatType>(type.getElementType()))
-    return v;
-  auto target = type.clone(elem);
-  unsigned from = cast<FloatType>(type.getElementType()).getWidth();
-  unsigned to = cast<FloatType>(elem).getWidth();
-  if (to < from)
-    return arith::TruncFOp::create(b, loc, target, v);
-  if (to > from)
-    return arith::ExtFOp::create(b, loc, target, v);
-  // Same width, different format (f16 <-> bf16): widen exactly to f32, then
-  // round once.
-  Value wide = arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), v);
-  return arith::TruncFOp::create(b, loc, target, wide);
 }
 
 struct PartitionPass
@@ -298,12 +280,12 @@ struct PartitionPass
         }
         b.setInsertionPoint(first);
         Location loc = first->getLoc();
-        Value shard = castElements(b, loc, arg, paramType);
+        Value shard = castFloatElements(b, loc, arg, paramType);
         auto fullType = global.clone(
             cast<RankedTensorType>(shard.getType()).getElementType());
         Value full = ParamGatherOp::create(b, loc, fullType, shard, layout,
                                            b.getStringAttr(phase), unit);
-        full = castElements(b, loc, full, global.getElementType());
+        full = castFloatElements(b, loc, full, global.getElementType());
         for (OpOperand *u : uses)
           u->set(full);
       };

@@ -141,6 +141,27 @@ inline bool derivesGathered(Operation *op) {
              arith::ExtFOp, arith::TruncFOp>(op);
 }
 
+/// Casts a float tensor to another element type (no-op when equal or when
+/// `elem` is null). Tensors of other element types are left alone: as in
+/// FSDP's mixed precision, only floating-point values change type.
+inline Value castFloatElements(OpBuilder &b, Location loc, Value v, Type elem) {
+  auto type = cast<RankedTensorType>(v.getType());
+  if (!elem || type.getElementType() == elem ||
+      !isa<FloatType>(type.getElementType()))
+    return v;
+  auto target = type.clone(elem);
+  unsigned from = cast<FloatType>(type.getElementType()).getWidth();
+  unsigned to = cast<FloatType>(elem).getWidth();
+  if (to < from)
+    return arith::TruncFOp::create(b, loc, target, v);
+  if (to > from)
+    return arith::ExtFOp::create(b, loc, target, v);
+  // Same width, different format (f16 <-> bf16): widen exactly to f32, then
+  // round once.
+  Value wide = arith::ExtFOp::create(b, loc, type.clone(b.getF32Type()), v);
+  return arith::TruncFOp::create(b, loc, target, wide);
+}
+
 } // namespace mlir::fsdp::detail
 
 #endif
