@@ -434,27 +434,13 @@ void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
     ::fsdp::npy::Array a;
     a.descr = npyDescr(p.type.getElementType());
     a.shape = p.globalType.getShape().vec();
-    if (p.layout && hasPartial(*p.layout)) {
-      // Partial(sum): add every rank's piece, in rank order.
+    if (p.layout) {
+      // Every rank's owned elements, in rank order: Partial(sum) results
+      // are added up, replicas must agree bit for bit.
+      bool partial = hasPartial(*p.layout);
       Type elem = p.type.getElementType();
-      if (!elem.isF32() && !elem.isF64())
+      if (partial && !elem.isF32() && !elem.isF64())
         fail("result '" + p.name + "': partial sums need f32 or f64");
-      a.data.assign(p.globalType.getNumElements() * bytes, 0);
-      for (size_t r = 0; r < runs.size(); ++r) {
-        lm::LocalShard s = lm::localShard(*p.layout, a.shape, r);
-        const std::vector<char> &piece = runs[r].results[i];
-        forEachOwnedRun(s, a.shape, [&](int64_t so, int64_t go, int64_t n) {
-          for (int64_t e = 0; e < n; ++e) {
-            if (elem.isF32())
-              reinterpret_cast<float *>(a.data.data())[go + e] +=
-                  reinterpret_cast<const float *>(piece.data())[so + e];
-            else
-              reinterpret_cast<double *>(a.data.data())[go + e] +=
-                  reinterpret_cast<const double *>(piece.data())[so + e];
-          }
-        });
-      }
-    } else if (p.layout) {
       a.data.assign(p.globalType.getNumElements() * bytes, 0);
       std::vector<char> written(p.globalType.getNumElements(), 0);
       for (size_t r = 0; r < runs.size(); ++r) {
@@ -464,10 +450,17 @@ void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
           for (int64_t e = 0; e < n; ++e) {
             const char *src = piece.data() + (so + e) * bytes;
             char *dst = a.data.data() + (go + e) * bytes;
-            if (written[go + e] && std::memcmp(dst, src, bytes) != 0)
+            if (partial && elem.isF32())
+              *reinterpret_cast<float *>(dst) +=
+                  *reinterpret_cast<const float *>(src);
+            else if (partial)
+              *reinterpret_cast<double *>(dst) +=
+                  *reinterpret_cast<const double *>(src);
+            else if (written[go + e] && std::memcmp(dst, src, bytes) != 0)
               fail("result '" + p.name + "': replicas disagree at element " +
                    llvm::Twine(go + e) + " (rank " + llvm::Twine(r) + ")");
-            std::memcpy(dst, src, bytes);
+            else
+              std::memcpy(dst, src, bytes);
             written[go + e] = 1;
           }
         });
