@@ -115,6 +115,12 @@ private:
   void progress();
   void advance(MpiRequest *r);
   void fail(MpiRequest *r, const Status &st);
+  /// A data-phase MPI error: the request fails and so does the world, since
+  /// peers are already inside the collective.
+  void fail_and_abort(MpiRequest *r, const Status &st) {
+    fail(r, st);
+    abort(st);
+  }
   void release(MpiRequest *r);
   void abort_for(const Status &cause, const Sub *sub, uint64_t seq);
   bool poll_abort();
@@ -403,22 +409,16 @@ void MpiComm::advance(MpiRequest *r) {
     }
     s.next_start++;
     Status st = check(rc, "starting the data exchange");
-    if (!st.ok()) {
-      fail(r, st);
-      abort(st);
-      return;
-    }
+    if (!st.ok())
+      return fail_and_abort(r, st);
     r->state = State::Phase1;
   }
   if (r->state == State::Phase1) {
     int flag = 0;
     Status st =
         check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!st.ok()) {
-      fail(r, st);
-      abort(st);
-      return;
-    }
+    if (!st.ok())
+      return fail_and_abort(r, st);
     if (!flag)
       return;
     if (d.kind == FSDPRT_KIND_ALL_GATHER) {
@@ -450,22 +450,16 @@ void MpiComm::advance(MpiRequest *r) {
         check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv, r->counts.data(),
                               r->displs.data(), type, s.phase2, &r->data_req),
               "MPI_Iallgatherv");
-    if (!st.ok()) {
-      fail(r, st);
-      abort(st);
-      return;
-    }
+    if (!st.ok())
+      return fail_and_abort(r, st);
     r->state = State::Phase2;
   }
   if (r->state == State::Phase2) {
     int flag = 0;
     Status st =
         check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!st.ok()) {
-      fail(r, st);
-      abort(st);
-      return;
-    }
+    if (!st.ok())
+      return fail_and_abort(r, st);
     if (flag) {
       r->state = State::Done;
       std::vector<char>().swap(r->tmp);
