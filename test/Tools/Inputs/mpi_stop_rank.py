@@ -65,7 +65,9 @@ def main():
     if left:
         verdict = "HANG"
     sys.stdout.write(out.decode(errors="replace"))
-    print(f"{verdict} (exit status {job.returncode}, {time.time() - stopped:.1f} s after the stop)")
+    print(
+        f"{verdict} (exit status {job.returncode}, {time.time() - stopped:.1f} s after the stop)"
+    )
     return 0
 
 
