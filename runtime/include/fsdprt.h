@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsdprt_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,27 +57,7 @@ FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
 /* Element types and reduction operators (stable integer values)            */
 /* ------------------------------------------------------------------------ */
 
-typedef enum fsdprt_dtype {
-  FSDPRT_F32 = 0,
-  FSDPRT_F64 = 1,
-  FSDPRT_F16 = 2,
-  FSDPRT_BF16 = 3,
-  FSDPRT_I32 = 4,
-  FSDPRT_I64 = 5,
-  FSDPRT_U8 = 6,
-  FSDPRT_I8 = 7
-} fsdprt_dtype_t;
-
-#define FSDPRT_NUM_DTYPES 8
-
-typedef enum fsdprt_reduce_op {
-  FSDPRT_SUM = 0,
-  FSDPRT_AVG = 1, /* sum in group-rank order, then divide by group size */
-  FSDPRT_MAX = 2,
-  FSDPRT_MIN = 3
-} fsdprt_reduce_op_t;
-
-#define FSDPRT_NUM_REDUCE_OPS 4
+/* fsdprt_dtype_t and fsdprt_reduce_op_t: fsdprt_types.h. */
 
 /* Size in bytes of one element, or 0 for an unknown dtype. */
 FSDPRT_API size_t fsdprt_dtype_size(int32_t dtype);
