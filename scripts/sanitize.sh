@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # AddressSanitizer + UndefinedBehaviorSanitizer build in build-sanitize/ that
-# runs the runtime's unit tests (threads, C API, mpi, quantization) and the
-# fsdp-run lit tests (test/Tools and the MLP end-to-end suite).
+# runs the runtime's unit tests (threads, C API, mpi, quantization), the .npy
+# reader's and the fsdp-run lit tests (test/Tools and the MLP end-to-end
+# suite).
 #   scripts/sanitize.sh            configure, build, test
 #   FSDP_SANITIZE_DIR=DIR          another build folder
 #   FSDP_JOBS=N                    build and test jobs (default 2)
@@ -24,8 +25,9 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DFSDP_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
-targets=(fsdp-opt fsdp-run fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests)
-if ninja -C "$dir" -t targets all | grep -q '^fsdprt_mpi_tests:'; then
+targets=(fsdp-opt fsdp-run fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests FSDPNpyTests)
+all_targets=$(ninja -C "$dir" -t targets all)
+if grep -q '^fsdprt_mpi_tests:' <<<"$all_targets"; then
   targets+=(fsdprt_mpi_tests)
 fi
 ninja -C "$dir" -j"$jobs" "${targets[@]}"
@@ -35,10 +37,12 @@ ninja -C "$dir" -j"$jobs" "${targets[@]}"
 # until exit.
 export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=0
 export UBSAN_OPTIONS=print_stacktrace=1
+export FSDP_SANITIZE=1 # lit: tests that cannot run under ASan are unsupported
 status=0
-echo "== runtime unit tests (ASan + UBSan) =="
+echo "== runtime and .npy unit tests (ASan + UBSan) =="
 ctest --test-dir "$dir" -L "runtime|quant" -E "quant.python|gpu|nccl|kernel_emulation|cuda_host" \
   -j "$jobs" --output-on-failure || status=1
+ctest --test-dir "$dir" -R "^Npy" -j "$jobs" --output-on-failure || status=1
 echo "== fsdp-run lit tests (ASan + UBSan) =="
 lit=.venv/bin/lit
 [ -x "$lit" ] || lit=lit
