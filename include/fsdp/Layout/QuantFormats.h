@@ -2,7 +2,7 @@
 //-*-===//
 //
 // Names, blocking rules and bytes on the wire of the formats of the
-// quantized parameter all-gather (DESIGN.md §6, docs/QUANTIZATION.md). The
+// quantized parameter all-gather (docs/SEMANTICS.md §8, docs/QUANTIZATION.md). The
 // codes equal `fsdprt_quant_format` and the byte counts equal
 // `fsdprt_quant_wire_bytes` for a tensor viewed as [rows, cols], so the
 // compiler can report them without linking the runtime.
@@ -11,6 +11,8 @@
 
 #ifndef FSDP_LAYOUT_QUANTFORMATS_H
 #define FSDP_LAYOUT_QUANTFORMATS_H
+
+#include "fsdprt_types.h"
 
 #include <cstdint>
 #include <optional>
@@ -32,6 +34,16 @@ enum class Format : int32_t {
 };
 
 constexpr int32_t kNumFormats = 7;
+static_assert(
+    kNumFormats == FSDPRT_QUANT_NUM_FORMATS &&
+        int32_t(Format::Fp8E4m3Tensor) == FSDPRT_QUANT_FP8_E4M3_TENSOR &&
+        int32_t(Format::Fp8E5m2Tensor) == FSDPRT_QUANT_FP8_E5M2_TENSOR &&
+        int32_t(Format::Mxfp8Rowwise) == FSDPRT_QUANT_MXFP8_ROWWISE &&
+        int32_t(Format::Mxfp8Colwise) == FSDPRT_QUANT_MXFP8_COLWISE &&
+        int32_t(Format::Nvfp4) == FSDPRT_QUANT_NVFP4 &&
+        int32_t(Format::Fp8Block1x128) == FSDPRT_QUANT_FP8_BLOCK_1X128 &&
+        int32_t(Format::Fp8Block128x128) == FSDPRT_QUANT_FP8_BLOCK_128X128,
+    "quant::Format must match fsdprt_quant_format");
 constexpr int64_t kMxfp8Block = 32;
 constexpr int64_t kNvfp4Block = 16;
 constexpr int64_t kFp8Block = 128;

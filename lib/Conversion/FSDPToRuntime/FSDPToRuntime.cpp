@@ -1,6 +1,7 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdprt_types.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -16,25 +17,46 @@ using namespace mlir::fsdp;
 
 namespace {
 
-// Stable codes of fsdprt.h (fsdprt_dtype_t, fsdprt_reduce_op_t).
+// The runtime's codes (fsdprt_types.h): the ODS enums share its values.
+static_assert(static_cast<int32_t>(ReduceKind::sum) == FSDPRT_SUM &&
+                  static_cast<int32_t>(ReduceKind::avg) == FSDPRT_AVG &&
+                  static_cast<int32_t>(ReduceKind::max) == FSDPRT_MAX &&
+                  static_cast<int32_t>(ReduceKind::min) == FSDPRT_MIN,
+              "ReduceKind must match fsdprt_reduce_op");
+static_assert(static_cast<int32_t>(QuantFormat::fp8_e4m3_tensor) ==
+                      FSDPRT_QUANT_FP8_E4M3_TENSOR &&
+                  static_cast<int32_t>(QuantFormat::fp8_e5m2_tensor) ==
+                      FSDPRT_QUANT_FP8_E5M2_TENSOR &&
+                  static_cast<int32_t>(QuantFormat::mxfp8_rowwise) ==
+                      FSDPRT_QUANT_MXFP8_ROWWISE &&
+                  static_cast<int32_t>(QuantFormat::mxfp8_colwise) ==
+                      FSDPRT_QUANT_MXFP8_COLWISE &&
+                  static_cast<int32_t>(QuantFormat::nvfp4) ==
+                      FSDPRT_QUANT_NVFP4 &&
+                  static_cast<int32_t>(QuantFormat::fp8_block_1x128) ==
+                      FSDPRT_QUANT_FP8_BLOCK_1X128 &&
+                  static_cast<int32_t>(QuantFormat::fp8_block_128x128) ==
+                      FSDPRT_QUANT_FP8_BLOCK_128X128,
+              "QuantFormat must match fsdprt_quant_format");
+
 std::optional<int32_t> dtypeCode(Type t) {
   if (t.isF32())
-    return 0;
+    return FSDPRT_F32;
   if (t.isF64())
-    return 1;
+    return FSDPRT_F64;
   if (t.isF16())
-    return 2;
+    return FSDPRT_F16;
   if (t.isBF16())
-    return 3;
+    return FSDPRT_BF16;
   if (t.isInteger(32))
-    return 4;
+    return FSDPRT_I32;
   if (t.isInteger(64))
-    return 5;
+    return FSDPRT_I64;
   if (t.isUnsignedInteger(8) || t.isSignlessInteger(8) ||
       isa<Float8E4M3FNType, Float8E5M2Type, Float8E8M0FNUType>(t))
-    return 6;
+    return FSDPRT_U8;
   if (t.isSignedInteger(8))
-    return 7;
+    return FSDPRT_I8;
   return std::nullopt;
 }
 

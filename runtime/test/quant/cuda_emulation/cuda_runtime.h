@@ -1,0 +1,232 @@
+// Host emulation of the small part of CUDA that runtime/cuda/quant_kernels.cu
+// and runtime/test/quant/quant_gpu_test.cpp use, so the kernels' indexing, vector
+// paths, grid-stride loops, block reductions and launch logic run (and get
+// compared with the CPU reference) on machines without a GPU.
+//
+// "Device" memory is host memory. A launch runs its blocks one after another;
+// kernels that synchronize (__syncthreads, warp shuffles) get one std::thread
+// per CUDA thread, the others run their threads in a loop. The hardware fp8
+// conversion instructions are not emulated: device code takes the software
+// path of quant_math.h (the instructions are cross-checked against CUDA's own
+// host implementation in cuda_host_conversion_test.cpp).
+#ifndef FSDPRT_QUANT_CUDA_EMULATION_RUNTIME_H
+#define FSDPRT_QUANT_CUDA_EMULATION_RUNTIME_H
+
+#include <algorithm>
+#include <cmath>
+#include <condition_variable>
+#include <cstdint>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <math.h>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#define __host__
+#define __device__
+#define __global__
+#define __forceinline__ inline
+#define __shared__ static
+#define __launch_bounds__(...)
+
+struct dim3 {
+  unsigned int x = 1, y = 1, z = 1;
+  dim3() = default;
+  dim3(unsigned int x_) : x(x_) {}
+};
+struct uint4 {
+  unsigned int x, y, z, w;
+};
+struct uint2 {
+  unsigned int x, y;
+};
+struct float2 {
+  float x, y;
+};
+inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
+  return {a, b, c, d};
+}
+inline uint2 make_uint2(unsigned a, unsigned b) { return {a, b}; }
+inline float2 make_float2(float a, float b) { return {a, b}; }
+
+namespace cuda_emulation {
+inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
+
+// Reusable barrier for a fixed number of threads.
+class Barrier {
+public:
+  explicit Barrier(unsigned n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    const unsigned gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+    } else {
+      cv_.wait(lock, [&] { return gen != gen_; });
+    }
+  }
+
+private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  unsigned n_, count_ = 0, gen_ = 0;
+};
+
+struct BlockState {
+  std::unique_ptr<Barrier> block;
+  std::vector<std::unique_ptr<Barrier>> warps;
+  std::vector<float> exchange; // one slot per thread
+};
+inline BlockState *currentBlock = nullptr;
+inline bool cooperative = false;
+inline std::mutex atomicMutex;
+
+inline int smCount() {
+  const char *env = std::getenv("FSDPRT_EMU_SMS");
+  return env ? std::atoi(env) : 2;
+}
+
+struct LaunchConfig {
+  dim3 grid, block;
+  LaunchConfig(dim3 g, dim3 b, size_t = 0, void * = nullptr)
+      : grid(g), block(b) {}
+};
+
+// Runs every thread of every block, blocks one after another. With `coop`
+// each CUDA thread of a block is a host thread (reused across blocks, with a
+// block-wide barrier between blocks); otherwise threads run in a loop.
+template <typename Kernel, typename... Args>
+void launch(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args) {
+  if (!coop) {
+    for (unsigned b = 0; b < cfg.grid.x; ++b)
+      for (unsigned t = 0; t < cfg.block.x; ++t) {
+        threadIdx = dim3(t);
+        blockIdx = dim3(b);
+        blockDim = cfg.block;
+        gridDim = cfg.grid;
+        kernel(args...);
+      }
+    return;
+  }
+  BlockState state;
+  state.block = std::make_unique<Barrier>(cfg.block.x);
+  for (unsigned w = 0; w < (cfg.block.x + 31) / 32; ++w)
+    state.warps.push_back(
+        std::make_unique<Barrier>(std::min(32u, cfg.block.x - 32 * w)));
+  state.exchange.resize(cfg.block.x);
+  currentBlock = &state;
+  cooperative = true;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < cfg.block.x; ++t)
+    threads.emplace_back([=, &state] {
+      threadIdx = dim3(t);
+      blockDim = cfg.block;
+      gridDim = cfg.grid;
+      for (unsigned b = 0; b < cfg.grid.x; ++b) {
+        blockIdx = dim3(b);
+        kernel(args...);
+        state.block->wait(); // the next block reuses __shared__ variables
+      }
+    });
+  for (auto &th : threads)
+    th.join();
+  cooperative = false;
+  currentBlock = nullptr;
+}
+} // namespace cuda_emulation
+
+using cuda_emulation::blockDim;
+using cuda_emulation::blockIdx;
+using cuda_emulation::gridDim;
+using cuda_emulation::threadIdx;
+
+// ---- device built-ins
+// ---------------------------------------------------------
+template <typename T> inline T __ldg(const T *p) { return *p; }
+inline unsigned int __float_as_uint(float f) {
+  unsigned int u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+inline unsigned int atomicMax(unsigned int *p, unsigned int v) {
+  std::lock_guard<std::mutex> lock(cuda_emulation::atomicMutex);
+  const unsigned int old = *p;
+  if (v > old)
+    *p = v;
+  return old;
+}
+inline void __syncthreads() {
+  if (!cuda_emulation::cooperative)
+    std::abort(); // the launch should have been cooperative
+  cuda_emulation::currentBlock->block->wait();
+}
+inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
+  if (!cuda_emulation::cooperative)
+    std::abort();
+  auto *s = cuda_emulation::currentBlock;
+  const unsigned t = threadIdx.x, warp = t / 32, lane = t % 32;
+  s->exchange[t] = v;
+  s->warps[warp]->wait();
+  const float r = s->exchange[warp * 32 + (lane ^ laneMask)];
+  s->warps[warp]->wait();
+  return r;
+}
+
+// ---- runtime API
+// ----------------------------------------------------------------
+typedef int cudaError_t;
+typedef struct CUstream_st *cudaStream_t;
+enum { cudaSuccess = 0, cudaErrorInvalidValue = 1 };
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice
+};
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+
+inline const char *cudaGetErrorString(cudaError_t e) {
+  return e == cudaSuccess ? "no error" : "emulated error";
+}
+inline cudaError_t cudaGetLastError() { return cudaSuccess; }
+inline cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 1;
+  return cudaSuccess;
+}
+inline cudaError_t cudaGetDevice(int *d) {
+  *d = 0;
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) {
+  *v = cuda_emulation::smCount();
+  return cudaSuccess;
+}
+inline cudaError_t cudaMalloc(void **p, size_t bytes) {
+  *p = std::malloc(bytes ? bytes : 1);
+  return *p ? cudaSuccess : cudaErrorInvalidValue;
+}
+inline cudaError_t cudaFree(void *p) {
+  std::free(p);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+  std::memset(p, v, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes,
+                                   cudaStream_t = nullptr) {
+  return cudaMemset(p, v, bytes);
+}
+inline cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes,
+                              cudaMemcpyKind) {
+  std::memcpy(d, s, bytes);
+  return cudaSuccess;
+}
+inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+#endif
