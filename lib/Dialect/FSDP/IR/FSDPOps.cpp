@@ -68,6 +68,9 @@ LogicalResult MeshOp::verify() {
       return emitOpError() << "axis '" << n
                            << "' must have a positive size, got " << size;
   }
+  // The documented limits (axis count, ranks), as layout math checks them.
+  if (auto err = lm::validateMesh(getAxisSizes().vec()))
+    return emitOpError() << *err;
   return success();
 }
 
@@ -123,6 +126,9 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
   if (!globalType.hasStaticShape())
     return op->emitOpError()
            << "needs a statically shaped full tensor, got " << globalType;
+  if (!globalType.getElementType().isIntOrFloat())
+    return op->emitOpError() << "needs integer or float elements, got "
+                             << globalType.getElementType();
   lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
   if (auto err = lm::validate(model, globalType.getShape().vec(), isParameter))
     return op->emitOpError() << "has an invalid layout: " << *err;
@@ -132,9 +138,9 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
 }
 
 LogicalResult ParamGatherOp::verify() {
-  if (getPhase() != "forward" && getPhase() != "backward")
-    return emitOpError() << "phase must be \"forward\" or \"backward\", got \""
-                         << getPhase() << "\"";
+  if (getPhase() != Phase::forward && getPhase() != Phase::backward)
+    return emitOpError() << "phase must be forward or backward, got "
+                         << stringifyPhase(getPhase());
   return success();
 }
 
@@ -210,32 +216,29 @@ static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
     if (small.getDimSize(d) != large.getDimSize(d))
       return op->emitOpError()
              << smallName << " and " << largeName << " differ in dim " << d;
-  if (!small.isDynamicDim(0) && !large.isDynamicDim(0) &&
-      large.getDimSize(0) != k * small.getDimSize(0))
+  if (small.isDynamicDim(0) || large.isDynamicDim(0))
+    return success();
+  int64_t expected = 0;
+  if (llvm::MulOverflow(k, small.getDimSize(0), expected))
+    return op->emitOpError()
+           << "over a group of " << k << " ranks, " << largeName << " dim 0 ("
+           << k << " x " << small.getDimSize(0) << ") overflows 64 bits";
+  if (large.getDimSize(0) != expected)
     return op->emitOpError()
            << "over a group of " << k << " ranks, " << largeName
            << " dim 0 must be " << k << " x " << small.getDimSize(0) << " = "
-           << k * small.getDimSize(0) << ", got " << large.getDimSize(0);
+           << expected << ", got " << large.getDimSize(0);
   return success();
 }
 
-template <typename OpTy>
-static FailureOr<int64_t> groupSizeOf(OpTy op, SymbolTableCollection &tables) {
-  MeshOp mesh = lookupMesh(op, op.getMeshAttr(), &tables);
+FailureOr<int64_t> mlir::fsdp::groupSizeOf(Operation *op,
+                                           FlatSymbolRefAttr meshRef,
+                                           ArrayAttr axes,
+                                           SymbolTableCollection &tables) {
+  MeshOp mesh = lookupMesh(op, meshRef, &tables);
   if (!mesh)
     return failure();
-  return mesh.getGroupSize(op.getAxes());
-}
-
-FailureOr<int64_t> AllGatherOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-FailureOr<int64_t>
-ReduceScatterOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-FailureOr<int64_t> AllReduceOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
+  return mesh.getGroupSize(axes);
 }
 
 /// An all-gather's group and shapes: `large` concatenates the group's
@@ -360,11 +363,6 @@ LogicalResult QuantizedAllGatherOp::verify() {
                                "result");
 }
 
-FailureOr<int64_t>
-QuantizedAllGatherOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-
 FSDP_GATHER_USES(QuantizedAllGatherOp, getInput(), getResult(), "input",
                  "result")
 
@@ -381,6 +379,8 @@ FSDP_GATHER_USES(BufferQuantizedAllGatherOp, getInput(), getOutput(), "input",
 
 #undef FSDP_GATHER_USES
 #undef FSDP_REDUCE_USES
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
