@@ -12,7 +12,8 @@ examples/, split at `// -----`) and runs the tools on them:
   must give bit-identical results), mutated runner attributes of the lowered
   module (`fsdp.signatures`, names, mesh) and bad runner options.
 
-Every run must end with exit status 0, or 1 with an `error:` message: never a
+Every run must end with exit status 0, or 1 with an `error:` message (or
+LLVM's `for the --NAME option:` message for a bad option value): never a
 signal, an abort, `LLVM ERROR`, an uncaught exception or a timeout. Every
 successful fsdp-opt output must parse and verify again (and a `lower` output
 hold no `unrealized_conversion_cast`); a successful fsdp-run writes only
@@ -456,7 +457,9 @@ def judge(case, proc, folder, timed_out, runner_baseline):
         if not line:
             line = next((x for x in out.splitlines() if x.strip()), "")
         return f"exit {rc}", frame or normalize(line)
-    if rc == 1 and "error:" not in out:
+    # LLVM's command-line library reports a bad option value (also inside a
+    # pass pipeline's options) as `TOOL: for the --NAME option: ...`.
+    if rc == 1 and "error:" not in out and not re.search(r"for the -{1,2}[\w-]+ option: ", out):
         return "exit 1 without error:", normalize(out.splitlines()[0] if out else "")
     if rc == 0 and case.tool == "fsdp-run":
         return runner_success_problem(case, folder, runner_baseline)
