@@ -12,7 +12,8 @@ examples/, split at `// -----`) and runs the tools on them:
   must give bit-identical results), mutated runner attributes of the lowered
   module (`fsdp.signatures`, names, mesh) and bad runner options.
 
-Every run must end with exit status 0, or 1 with an `error:` message: never a
+Every run must end with exit status 0, or 1 with an `error:` message (or
+LLVM's `for the --NAME option:` message for a bad option value): never a
 signal, an abort, `LLVM ERROR`, an uncaught exception or a timeout. Every
 successful fsdp-opt output must parse and verify again (and a `lower` output
 hold no `unrealized_conversion_cast`); a successful fsdp-run writes only
@@ -37,6 +38,7 @@ import os
 import random
 import re
 import resource
+import shlex
 import shutil
 import signal
 import subprocess
@@ -455,7 +457,9 @@ def judge(case, proc, folder, timed_out, runner_baseline):
         if not line:
             line = next((x for x in out.splitlines() if x.strip()), "")
         return f"exit {rc}", frame or normalize(line)
-    if rc == 1 and "error:" not in out:
+    # LLVM's command-line library reports a bad option value (also inside a
+    # pass pipeline's options) as `TOOL: for the --NAME option: ...`.
+    if rc == 1 and "error:" not in out and not re.search(r"for the -{1,2}[\w-]+ option: ", out):
         return "exit 1 without error:", normalize(out.splitlines()[0] if out else "")
     if rc == 0 and case.tool == "fsdp-run":
         return runner_success_problem(case, folder, runner_baseline)
@@ -531,6 +535,8 @@ def run_case_unchecked(case, work, bins, timeout):
             path.write_bytes(data)
     argv = [bins[case.tool]] + [a.format(dir=folder) for a in case.argv]
     proc, timed_out = execute(argv, folder, timeout)
+    if timed_out:  # a loaded machine is no hang: once more, with 3x the time
+        proc, timed_out = execute(argv, folder, 3 * timeout)
     verdict = judge(case, proc, folder, timed_out, case.expect)
     if verdict is None and case.mode == "lower" and proc.returncode == 0:
         # A lowered module is LLVM dialect plus runtime calls: nothing left
@@ -544,6 +550,8 @@ def run_case_unchecked(case, work, bins, timeout):
             again.append("--allow-unregistered-dialect")
         proc2, late = execute(again, folder, timeout, prefix="reverify-")
         if late:
+            proc2, late = execute(again, folder, 3 * timeout, prefix="reverify-")
+        if late:
             verdict = ("output re-verify timeout", "")
         elif proc2.returncode != 0:
             first = next((x for x in proc2.stderr.splitlines() if "error" in x), "")
@@ -554,7 +562,8 @@ def run_case_unchecked(case, work, bins, timeout):
         kind, detail = verdict
         signature = f"{case.tool} {case.mode}: {kind}" + (f" @ {detail}" if detail else "")
         message = "\n".join(((proc.stderr or "") + (proc.stdout or "")).splitlines()[:8])
-        command = " ".join(argv).replace(str(folder), "$CASE")
+        # Paths relative to the case folder, which command.sh changes to.
+        command = shlex.join(a.replace(f"{folder}/", "").replace(str(folder), ".") for a in argv)
         result = Finding(signature, case, message, command)
     else:
         shutil.rmtree(folder, ignore_errors=True)
@@ -736,7 +745,9 @@ def main(argv=None):
     )
     ap.add_argument("--runner-count", type=int, default=20, help="fsdp-run cases (0: none)")
     ap.add_argument("--jobs", "-j", type=int, default=2)
-    ap.add_argument("--timeout", type=float, default=30, help="seconds per run")
+    ap.add_argument(
+        "--timeout", type=float, default=10, help="seconds per run (retried once with 3x)"
+    )
     ap.add_argument(
         "--findings",
         default=None,
@@ -831,11 +842,7 @@ def save_reproducer(f, work, folder):
     else:
         dest.mkdir(parents=True)
     (dest / "command.sh").write_text(
-        "#!/bin/sh\n# "
-        + f.signature
-        + '\ncd "$(dirname "$0")"\nCASE=$PWD\n'
-        + f.command.replace("$CASE", '"$CASE"')
-        + "\n"
+        "#!/bin/sh\n# " + f.signature + '\ncd "$(dirname "$0")"\n' + f.command + "\n"
     )
     (dest / "message.txt").write_text(f.message + "\n")
     return str(dest)
@@ -853,7 +860,7 @@ def report(findings, known, total, seconds):
         where = f.reproducer
         print(f"KNOWN ({label}) {sig}" if label else f"FOUND {sig}")
         print(f"  {f.count} case(s); first: {f.case.detail}")
-        print(f"  command: {f.command}")
+        print(f"  command (in the reproducer folder): {f.command}")
         if where:
             print(f"  reproducer: {where}")
         for line in f.message.splitlines()[:4]:

@@ -78,6 +78,7 @@ def done(rc, out="", err=""):
         (done(0), False, None),
         (done(1, err="x.mlir:1:1: error: bad"), False, None),
         (done(1, err="something went wrong"), False, "exit 1 without error:"),
+        (done(1, err="fsdp-opt: for the --reduce-dtype option: 'i1' is not one of"), False, None),
         (done(-11), False, "signal SIGSEGV"),
         (done(134, err="LLVM ERROR: out of memory"), False, "exit 134"),
         (done(1, err="error: x\nLLVM ERROR: boom"), False, "exit 1"),
