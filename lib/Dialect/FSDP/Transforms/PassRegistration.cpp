@@ -114,6 +114,8 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
   partition.allReduceLoss = o.allReduceLoss;
   partition.unevenPolicy = o.unevenPolicy;
   partition.accumulationSteps = o.accumulationSteps;
+  // Upstream `shard` annotations become layouts (nothing to do without them).
+  pm.addPass(createFSDPImportShard());
   pm.addPass(createFSDPPartition(partition));
   pm.addPass(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());
