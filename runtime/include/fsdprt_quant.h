@@ -76,9 +76,10 @@ typedef enum fsdprt_quant_format {
   /* MXFP8, blocks of 32 rows: data [rows, cols] u8 (same element order as
      the input) + scales [rows/32, cols] u8. rows % 32 == 0. */
   FSDPRT_QUANT_MXFP8_COLWISE = 3,
-  /* NVFP4: E2M1 data, two per byte (even element in the low nibble):
-     data [rows, cols/2] u8 + E4M3 block scales [rows, cols/16] u8 + the fp32
-     global amax. cols % 16 == 0. */
+  /* NVFP4 (TransformerEngine's operation order): E2M1 data, two per byte
+     (even element in the low nibble): data [rows, cols/2] u8 + E4M3 block
+     scales [rows, cols/16] u8 + the fp32 global amax. Blocks of 1x16.
+     cols % 16 == 0. */
   FSDPRT_QUANT_NVFP4 = 4,
   /* FP8 (E4M3) blockwise, 1x128 blocks along cols: data [rows, cols] u8 +
      fp32 scale_inv [rows, ceil(cols/128)]. A trailing partial block is a
@@ -86,7 +87,17 @@ typedef enum fsdprt_quant_format {
   FSDPRT_QUANT_FP8_BLOCK_1X128 = 5,
   /* FP8 (E4M3) blockwise, 128x128 tiles: data [rows, cols] u8 + fp32
      scale_inv [ceil(rows/128), ceil(cols/128)]. Partial edge tiles as above. */
-  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6
+  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6,
+  /* NVFP4 with 16x16 blocks (TE's default for weights, nvfp4_2d): the
+     layout of FSDPRT_QUANT_NVFP4, each of the 16 rows of a tile repeating
+     the tile's scale (TE's rowwise scale tensor). A trailing partial tile
+     covers the rows present. cols % 16 == 0. */
+  FSDPRT_QUANT_NVFP4_2D = 7,
+  /* FSDPRT_QUANT_FP8_BLOCK_1X128 with TE's scale layout: fp32 scale_inv
+     [ceil(cols/128), rows] (block j of row r at j * rows + r). Gathered
+     row shards give [k, ceil(cols/128), local_rows]; swap_first_dims(k,
+     ceil(cols/128)) makes them the full tensor's [ceil(cols/128), rows]. */
+  FSDPRT_QUANT_FP8_BLOCK_1X128_T = 8
 } fsdprt_quant_format;
 
 /* Sizes of the buffers of one quantized tensor. */
@@ -131,9 +142,13 @@ FSDPRT_QUANT_API float fsdprt_quant_bf16_to_float(uint16_t bits);
 /* Per-tensor FP8 scale: fp8_max / amax; amax 0, Inf or NaN (or negative) ->
    1; an infinite quotient -> FLT_MAX. */
 FSDPRT_QUANT_API float fsdprt_quant_fp8_scale_from_amax(float amax, int kind);
-/* Blockwise FP8 scale: as above with fp8_max = 448, then (if pow2 != 0) the
-   mantissa bits are cleared, rounding the scale down to a power of two. */
-FSDPRT_QUANT_API float fsdprt_quant_block_scale_from_amax(float amax, int pow2);
+/* Blockwise FP8 scale of an input of `dtype`: 448 / amax with the rules
+   above, except that an infinite quotient becomes the input type's largest
+   finite value (bf16: 0x7F7F = 3.3895e38, fp32: FLT_MAX), as TE does; then
+   (if pow2 != 0) the mantissa bits are cleared, rounding the scale down to a
+   power of two. */
+FSDPRT_QUANT_API float fsdprt_quant_block_scale_from_amax(float amax, int pow2,
+                                                          int dtype);
 /* NVFP4 global encode scale S_enc = 448*6 / amax clamped to FLT_MAX (fminf:
    a NaN amax gives FLT_MAX); 1 if amax is 0 or S_enc is 0 (amax Inf). */
 FSDPRT_QUANT_API float fsdprt_quant_nvfp4_global_scale(float amax);
@@ -170,11 +185,19 @@ FSDPRT_QUANT_API int fsdprt_quant_mxfp8_dequantize(const uint8_t *q,
                                                    int out_dtype);
 
 /* NVFP4 with the all-reduced global amax. q: rows*cols/2 bytes, scales:
-   rows*cols/16 E4M3 bytes. */
+   rows*cols/16 E4M3 bytes. Dequantization uses the global amax too:
+   y = e2m1(q) * ((float(s_b) * amax) * fl(1/2688)). */
 FSDPRT_QUANT_API int fsdprt_quant_nvfp4_quantize(const void *x, int dtype,
                                                  size_t rows, size_t cols,
                                                  float global_amax, uint8_t *q,
                                                  uint8_t *scales);
+/* NVFP4 with 16x16 blocks (FSDPRT_QUANT_NVFP4_2D); same buffers as above,
+   dequantized with fsdprt_quant_nvfp4_dequantize. */
+FSDPRT_QUANT_API int fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype,
+                                                    size_t rows, size_t cols,
+                                                    float global_amax,
+                                                    uint8_t *q,
+                                                    uint8_t *scales);
 FSDPRT_QUANT_API int fsdprt_quant_nvfp4_dequantize(const uint8_t *q,
                                                    const uint8_t *scales,
                                                    size_t rows, size_t cols,
@@ -193,6 +216,17 @@ FSDPRT_QUANT_API int fsdprt_quant_fp8_block_dequantize(const uint8_t *q,
                                                        size_t rows, size_t cols,
                                                        int block_rows, void *y,
                                                        int out_dtype);
+
+/* FP8 1x128 blocks with TE's scale layout (FSDPRT_QUANT_FP8_BLOCK_1X128_T):
+   scale_inv_t is [ceil(cols/128), rows]. */
+FSDPRT_QUANT_API int
+fsdprt_quant_fp8_block_1x128_t_quantize(const void *x, int dtype, size_t rows,
+                                        size_t cols, int pow2, uint8_t *q,
+                                        float *scale_inv_t);
+FSDPRT_QUANT_API int
+fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
+                                          const float *scale_inv_t, size_t rows,
+                                          size_t cols, void *y, int out_dtype);
 
 /* out[a][b][:] = in[b][a][:] for `in` viewed as [d0, d1, inner_bytes] bytes
    and `out` as [d1, d0, inner_bytes]. `in` and `out` must not overlap. */
@@ -242,6 +276,16 @@ FSDPRT_QUANT_API int
 fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
                                        size_t rows, size_t cols, int block_rows,
                                        void *y, int out_dtype, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
+                                    size_t cols, const float *global_amax_dev,
+                                    uint8_t *q, uint8_t *scales, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
+    const void *x, int dtype, size_t rows, size_t cols, int pow2, uint8_t *q,
+    float *scale_inv_t, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
+    const uint8_t *q, const float *scale_inv_t, size_t rows, size_t cols,
+    void *y, int out_dtype, void *stream);
 FSDPRT_QUANT_API int
 fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
                                   size_t d1, size_t inner_bytes, void *stream);

@@ -72,6 +72,25 @@ int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *, const float *,
   return unsupported(__func__);
 }
 
+int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *, int, size_t, size_t,
+                                        const float *, uint8_t *, uint8_t *,
+                                        void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(const void *, int, size_t,
+                                                 size_t, int, uint8_t *,
+                                                 float *, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(const uint8_t *,
+                                                   const float *, size_t,
+                                                   size_t, void *, int,
+                                                   void *) {
+  return unsupported(__func__);
+}
+
 int fsdprt_quant_cuda_swap_first_dims(const void *, void *, size_t, size_t,
                                       size_t, void *) {
   return unsupported(__func__);

@@ -20,7 +20,8 @@ int quantDtype(int32_t dtype) {
 
 bool usesGroupAmax(int32_t format) {
   return format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
-         format == FSDPRT_QUANT_FP8_E5M2_TENSOR || format == FSDPRT_QUANT_NVFP4;
+         format == FSDPRT_QUANT_FP8_E5M2_TENSOR ||
+         format == FSDPRT_QUANT_NVFP4 || format == FSDPRT_QUANT_NVFP4_2D;
 }
 
 int fp8Kind(int32_t format) {
@@ -62,10 +63,19 @@ int quantize(int32_t format, const void *x, int dtype,
     return fsdprt_quant_mxfp8_quantize(x, dtype, l.rows, l.cols,
                                        format == FSDPRT_QUANT_MXFP8_COLWISE,
                                        out.data(), out.scales());
-  case FSDPRT_QUANT_NVFP4: {
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D: {
     std::memcpy(out.tensor(), &amax, sizeof(float));
-    return fsdprt_quant_nvfp4_quantize(x, dtype, l.rows, l.cols, amax,
-                                       out.data(), out.scales());
+    return (format == FSDPRT_QUANT_NVFP4_2D ? fsdprt_quant_nvfp4_2d_quantize
+                                            : fsdprt_quant_nvfp4_quantize)(
+        x, dtype, l.rows, l.cols, amax, out.data(), out.scales());
+  }
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T: {
+    std::vector<float> scale_inv(l.scale_rows * l.scale_cols);
+    int st = fsdprt_quant_fp8_block_1x128_t_quantize(
+        x, dtype, l.rows, l.cols, /*pow2=*/1, out.data(), scale_inv.data());
+    std::memcpy(out.scales(), scale_inv.data(), l.scale_bytes);
+    return st;
   }
   case FSDPRT_QUANT_FP8_BLOCK_1X128:
   case FSDPRT_QUANT_FP8_BLOCK_128X128: {
@@ -97,6 +107,7 @@ int dequantize(int32_t format, const Packet &in, const fsdprt_quant_layout &l,
                                          format == FSDPRT_QUANT_MXFP8_COLWISE,
                                          y, dtype);
   case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
     return fsdprt_quant_nvfp4_dequantize(in.data(), in.scales(), l.rows, l.cols,
                                          tensor_value, y, dtype);
   case FSDPRT_QUANT_FP8_BLOCK_1X128:
@@ -181,6 +192,29 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                         FSDPRT_U8) != FSDPRT_OK)
     return; // recorded by the collective
   const size_t slotBytes = size_t(count) * fsdprt_dtype_size(dtype);
+  if (fmt == FSDPRT_QUANT_FP8_BLOCK_1X128_T) {
+    // TE's scale layout: the k gathered [nb, rows] arrays, swapped into the
+    // full tensor's [nb, k * rows], dequantize the [k * rows, cols] whole.
+    const size_t sb = size_t(layout.scale_bytes),
+                 db = size_t(layout.data_bytes);
+    std::vector<uint8_t> data(db * size_t(k)), gathered(sb * size_t(k));
+    std::vector<float> scales(gathered.size() / sizeof(float));
+    for (int64_t j = 0; j < k; ++j) {
+      std::memcpy(data.data() + size_t(j) * db, all.data() + j * wire, db);
+      std::memcpy(gathered.data() + size_t(j) * sb, all.data() + j * wire + db,
+                  sb);
+    }
+    if (fsdprt_quant_swap_first_dims(gathered.data(), scales.data(), size_t(k),
+                                     size_t(layout.scale_rows),
+                                     size_t(layout.scale_cols) *
+                                         sizeof(float)) != FSDPRT_QUANT_OK ||
+        fsdprt_quant_fp8_block_1x128_t_dequantize(
+            data.data(), scales.data(), size_t(rows * k), size_t(cols), recv,
+            qdtype) != FSDPRT_QUANT_OK)
+      return failLocal(c, FSDPRT_ERR_INTERNAL,
+                       format("%s: %s", fmtName, fsdprt_quant_last_error()));
+    return;
+  }
   for (int64_t j = 0; j < k; ++j) {
     Packet slot{layout, all.data() + j * wire};
     if (dequantize(fmt, slot, layout,
