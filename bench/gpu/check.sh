@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The GPU check of the quantization kernels and the NCCL backend, one command.
 #
-#   bench/gpu/check.sh [--dry-run] [--build] [--emulate] [--quick]
+#   bench/gpu/check.sh [--dry-run] [--build] [--emulate] [--quick] [--smoke]
 #                      [--arch sm_XY] [--out DIR] [--help]
 #
 # On a machine with a GPU and the CUDA toolkit (nothing else: no CMake, no
@@ -29,6 +29,8 @@
 #   gpu_check --quick on it, which exercises the check program itself without
 #   a GPU (1-3 minutes on 2 cores).
 # --quick: smaller shapes and strided conversions on the GPU.
+# --smoke: what the bench smoke tests run: --quick on a GPU (small
+#   shapes, short timings), the dry run without one (seconds).
 # --arch: CUDA architecture (default: the GPU's, else sm_90).
 # --out: build directory (default build-gpu-check in the repository).
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
@@ -48,6 +50,7 @@ while [ $# -gt 0 ]; do
   --build) BUILD=1 ;;
   --emulate) EMULATE=1 ;;
   --quick) QUICK=1 ;;
+  --smoke) QUICK=1 ;;
   --arch) ARCH=$2; shift ;;
   --out) OUT=$2; shift ;;
   -h | --help) usage; exit 0 ;;
@@ -135,28 +138,27 @@ run_logged() { # name log command...
 rt_ok=0
 if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then rt_ok=1; fi
 do_builds() {
-  # Independent builds in parallel; the programs after their library.
-  local t0 pq pc pt
+  # One compile at a time (a build machine may be shared); about 1-2 minutes.
+  local t0
   t0=$(date +%s)
-  run_logged libfsdprt_quant "$OUT/build-quant.log" $BUILD_QUANT & pq=$!
-  if wait $pq; then
-    note "build: libfsdprt_quant ($ARCH)" ok "$(( $(date +%s) - t0 )) s"
-    run_logged gpu_check "$OUT/build-check.log" $BUILD_CHECK & pc=$!
-    run_logged quant_gpu_test "$OUT/build-qtest.log" $BUILD_QTEST & pt=$!
-    if [ $rt_ok = 1 ]; then
-      if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
-         run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST; then
-        note "build: runtime + NCCL tests" ok "NCCL $NCCL_VER"
-      else
-        note "build: runtime + NCCL tests" FAIL "see $OUT/build-rt.log, build-nccl.log"; rt_ok=0
-      fi
-    else
-      note "build: runtime + NCCL tests" skipped "no NCCL"
-    fi
-    wait $pc && note "build: gpu_check" ok "" || note "build: gpu_check" FAIL "see $OUT/build-check.log"
-    wait $pt && note "build: quant_gpu_test" ok "" || note "build: quant_gpu_test" FAIL "see $OUT/build-qtest.log"
-  else
+  if ! run_logged libfsdprt_quant "$OUT/build-quant.log" $BUILD_QUANT; then
     note "build: libfsdprt_quant ($ARCH)" FAIL "see $OUT/build-quant.log"
+    return
+  fi
+  note "build: libfsdprt_quant ($ARCH)" ok "$(( $(date +%s) - t0 )) s"
+  run_logged gpu_check "$OUT/build-check.log" $BUILD_CHECK &&
+    note "build: gpu_check" ok "" || note "build: gpu_check" FAIL "see $OUT/build-check.log"
+  run_logged quant_gpu_test "$OUT/build-qtest.log" $BUILD_QTEST &&
+    note "build: quant_gpu_test" ok "" || note "build: quant_gpu_test" FAIL "see $OUT/build-qtest.log"
+  if [ $rt_ok = 1 ]; then
+    if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
+       run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST; then
+      note "build: runtime + NCCL tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
+    else
+      note "build: runtime + NCCL tests" FAIL "see $OUT/build-rt.log, build-nccl.log"; rt_ok=0
+    fi
+  else
+    note "build: runtime + NCCL tests" skipped "no NCCL"
   fi
 }
 

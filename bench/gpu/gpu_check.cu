@@ -530,6 +530,26 @@ void checkExactness(bool quick) {
           cudaOk(cudaDeviceSynchronize(), "dequantize");
           badValues += countValueDiff(y, dy.down(), outDtype);
         }
+        // The host-buffer entry points the runtime uses: the same bytes.
+        {
+          std::vector<uint8_t> hq(q.size()), hs(s.size()), gq(q.size()),
+              gs(s.size());
+          float hv = 0, gv = 0;
+          Q(fsdprt_quant_quantize(f.format, x.data(), dtype, rows, cols, amax,
+                                  hq.data(), hs.data(), &hv));
+          Q(fsdprt_quant_cuda_quantize_host(f.format, x.data(), dtype, rows,
+                                            cols, amax, gq.data(), gs.data(),
+                                            &gv));
+          bad += countDiff(q, hq) + countDiff(s, hs) + countDiff(q, gq) +
+                 countDiff(s, gs) + (std::memcmp(&hv, &gv, 4) != 0);
+          std::vector<uint8_t> y(n * 2), gy(n * 2);
+          Q(fsdprt_quant_dequantize(f.format, q.data(), s.data(), hv, rows,
+                                    cols, y.data(), FSDPRT_QUANT_BF16));
+          Q(fsdprt_quant_cuda_dequantize_host(f.format, q.data(), s.data(), hv,
+                                              rows, cols, gy.data(),
+                                              FSDPRT_QUANT_BF16));
+          badValues += countValueDiff(y, gy, FSDPRT_QUANT_BF16);
+        }
         char what[96], detail[128];
         std::snprintf(what, sizeof(what), "%s %s [%zu x %zu]", f.name,
                       dtype == FSDPRT_QUANT_F32 ? "f32" : "bf16", rows, cols);

@@ -32,7 +32,7 @@ void twoOrMoreRanks(int64_t w) {
   opts.timeout_s = 60;
   const int64_t n = 1000;
   std::atomic<int> bad{0}, createFailures{0};
-  std::vector<std::string> errors(size_t(w));
+  std::vector<std::string> errors(static_cast<size_t>(w));
   std::vector<std::thread> threads;
   for (int64_t r = 0; r < w; ++r)
     threads.emplace_back([&, r] {
@@ -60,7 +60,8 @@ void twoOrMoreRanks(int64_t w) {
         errors[size_t(r)] = fsdprt_comm_last_error_message(comm);
         bad++;
       }
-      std::vector<float> ag(size_t(w * n)), rs(size_t(n)), ar(size_t(w * n));
+      std::vector<float> ag(static_cast<size_t>(w * n)),
+          rs(static_cast<size_t>(n)), ar(static_cast<size_t>(w * n));
       cudaMemcpy(ag.data(), dAg, ag.size() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(rs.data(), dRs, rs.size() * 4, cudaMemcpyDeviceToHost);
       cudaMemcpy(ar.data(), dIn, ar.size() * 4, cudaMemcpyDeviceToHost);

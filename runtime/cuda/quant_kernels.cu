@@ -1208,6 +1208,182 @@ int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(const uint8_t *q,
                          stream);
 }
 
+// ---- host-buffer entry points (any format) --------------------------------
+
+namespace {
+
+// One device allocation carved into 256-byte aligned pieces; freed on exit.
+struct DeviceArena {
+  char *base = nullptr;
+  ~DeviceArena() {
+    if (base)
+      cudaFree(base);
+  }
+  static size_t round(size_t b) { return (b + 255) / 256 * 256; }
+};
+
+int cudaFail(const char *fn, const char *what, cudaError_t err) {
+  return fail(FSDPRT_QUANT_ERR_CUDA, "%s: %s: %s", fn, what,
+              cudaGetErrorString(err));
+}
+
+int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
+                     size_t cols, const float *amax, uint8_t *q, void *scales,
+                     float *tensor) {
+  auto *s8 = static_cast<uint8_t *>(scales);
+  auto *sf = static_cast<float *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_cuda_fp8_tensor_quantize(
+        x, dtype, rows * cols, amax,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        q, tensor, nullptr);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_cuda_mxfp8_quantize(
+        x, dtype, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, q, s8,
+        nullptr);
+  case FSDPRT_QUANT_NVFP4:
+    return fsdprt_quant_cuda_nvfp4_quantize(x, dtype, rows, cols, amax, q, s8,
+                                            nullptr);
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_cuda_nvfp4_2d_quantize(x, dtype, rows, cols, amax, q,
+                                               s8, nullptr);
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    return fsdprt_quant_cuda_fp8_block_1x128_t_quantize(x, dtype, rows, cols, 1,
+                                                        q, sf, nullptr);
+  default:
+    return fsdprt_quant_cuda_fp8_block_quantize(
+        x, dtype, rows, cols,
+        format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, 1, q, sf, nullptr);
+  }
+}
+
+int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
+                       const float *tensor, size_t rows, size_t cols, void *y,
+                       int outDtype) {
+  const auto *s8 = static_cast<const uint8_t *>(scales);
+  const auto *sf = static_cast<const float *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_cuda_fp8_tensor_dequantize(
+        q, rows * cols,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        tensor, y, outDtype, nullptr);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_cuda_mxfp8_dequantize(
+        q, s8, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, y, outDtype,
+        nullptr);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_cuda_nvfp4_dequantize(q, s8, rows, cols, tensor, y,
+                                              outDtype, nullptr);
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    return fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(q, sf, rows, cols, y,
+                                                          outDtype, nullptr);
+  default:
+    return fsdprt_quant_cuda_fp8_block_dequantize(
+        q, sf, rows, cols, format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
+        y, outDtype, nullptr);
+  }
+}
+
+} // namespace
+
+int fsdprt_quant_cuda_quantize_host(int format, const void *x, int dtype,
+                                    size_t rows, size_t cols, float amax,
+                                    uint8_t *data, void *scales,
+                                    float *tensor_value) {
+  static const char *fn = "fsdprt_quant_cuda_quantize_host";
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  const size_t inBytes = rows * cols * dtypeSize(dtype);
+  FSDPRT_CHECK(checkPtr(fn, "x", x, inBytes));
+  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
+  if (!fsdprt_quant_cuda_available())
+    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+  const size_t oq = DeviceArena::round(inBytes);
+  const size_t os = oq + DeviceArena::round(l.data_bytes);
+  const size_t ov = os + DeviceArena::round(l.scale_bytes);
+  DeviceArena a;
+  cudaError_t err = cudaMalloc(&a.base, ov + 2 * sizeof(float));
+  if (err != cudaSuccess)
+    return cudaFail(fn, "cudaMalloc", err);
+  auto *dAmax = reinterpret_cast<float *>(a.base + ov);
+  if ((err = cudaMemcpy(a.base, x, inBytes, cudaMemcpyHostToDevice)) !=
+          cudaSuccess ||
+      (err = cudaMemcpy(dAmax, &amax, sizeof(float), cudaMemcpyHostToDevice)) !=
+          cudaSuccess)
+    return cudaFail(fn, "copy to the device", err);
+  FSDPRT_CHECK(quantizeOnDevice(format, a.base, dtype, rows, cols, dAmax,
+                                reinterpret_cast<uint8_t *>(a.base + oq),
+                                a.base + os, dAmax + 1));
+  if ((err = cudaMemcpy(data, a.base + oq, l.data_bytes,
+                        cudaMemcpyDeviceToHost)) != cudaSuccess ||
+      (err = cudaMemcpy(scales, a.base + os, l.scale_bytes,
+                        cudaMemcpyDeviceToHost)) != cudaSuccess)
+    return cudaFail(fn, "copy to the host", err);
+  if (format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
+      format == FSDPRT_QUANT_FP8_E5M2_TENSOR) {
+    if ((err = cudaMemcpy(tensor_value, dAmax + 1, sizeof(float),
+                          cudaMemcpyDeviceToHost)) != cudaSuccess)
+      return cudaFail(fn, "copy to the host", err);
+  } else if (l.tensor_bytes) {
+    *tensor_value = amax; // NVFP4 carries the global amax
+  }
+  return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
+                                      const void *scales, float tensor_value,
+                                      size_t rows, size_t cols, void *y,
+                                      int out_dtype) {
+  static const char *fn = "fsdprt_quant_cuda_dequantize_host";
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  const size_t outBytes = rows * cols * dtypeSize(out_dtype);
+  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, outBytes));
+  if (!fsdprt_quant_cuda_available())
+    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+  const size_t os = DeviceArena::round(outBytes);
+  const size_t oq = os + DeviceArena::round(l.scale_bytes);
+  const size_t ov = oq + DeviceArena::round(l.data_bytes);
+  DeviceArena a;
+  cudaError_t err = cudaMalloc(&a.base, ov + sizeof(float));
+  if (err != cudaSuccess)
+    return cudaFail(fn, "cudaMalloc", err);
+  auto *dTensor = reinterpret_cast<float *>(a.base + ov);
+  if ((err = cudaMemcpy(a.base + oq, data, l.data_bytes,
+                        cudaMemcpyHostToDevice)) != cudaSuccess ||
+      (err = cudaMemcpy(a.base + os, scales, l.scale_bytes,
+                        cudaMemcpyHostToDevice)) != cudaSuccess ||
+      (err = cudaMemcpy(dTensor, &tensor_value, sizeof(float),
+                        cudaMemcpyHostToDevice)) != cudaSuccess)
+    return cudaFail(fn, "copy to the device", err);
+  FSDPRT_CHECK(
+      dequantizeOnDevice(format, reinterpret_cast<uint8_t *>(a.base + oq),
+                         a.base + os, dTensor, rows, cols, a.base, out_dtype));
+  if ((err = cudaMemcpy(y, a.base, outBytes, cudaMemcpyDeviceToHost)) !=
+      cudaSuccess)
+    return cudaFail(fn, "copy to the host", err);
+  return FSDPRT_QUANT_OK;
+}
+
 int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
                                       size_t d1, size_t inner_bytes,
                                       void *stream) {

@@ -228,6 +228,22 @@ fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
                                           const float *scale_inv_t, size_t rows,
                                           size_t cols, void *y, int out_dtype);
 
+/* Any format through one entry point, on host buffers of the sizes of
+   fsdprt_quant_get_layout for [rows, cols]: `scales` (scale_bytes, any
+   alignment) and `tensor_value` (the fp32 per-tensor value: scale_inv of the
+   per-tensor FP8 formats, the global amax of NVFP4; ignored by the others).
+   `amax` is the all-reduced amax (used by the per-tensor FP8 and NVFP4
+   formats). Power-of-two blockwise scales. */
+FSDPRT_QUANT_API int fsdprt_quant_quantize(int format, const void *x, int dtype,
+                                           size_t rows, size_t cols, float amax,
+                                           uint8_t *data, void *scales,
+                                           float *tensor_value);
+FSDPRT_QUANT_API int fsdprt_quant_dequantize(int format, const uint8_t *data,
+                                             const void *scales,
+                                             float tensor_value, size_t rows,
+                                             size_t cols, void *y,
+                                             int out_dtype);
+
 /* out[a][b][:] = in[b][a][:] for `in` viewed as [d0, d1, inner_bytes] bytes
    and `out` as [d1, d0, inner_bytes]. `in` and `out` must not overlap. */
 FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out,
@@ -244,6 +260,16 @@ FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out,
 
 /* 1 if the CUDA kernels are built and a GPU is visible, else 0. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_available(void);
+/* fsdprt_quant_quantize / fsdprt_quant_dequantize on host buffers, computed
+   by the kernels: the inputs are copied to the current device, the outputs
+   back (synchronously). Bit-identical to the CPU functions;
+   FSDPRT_QUANT_ERR_UNSUPPORTED without kernels or GPU. */
+FSDPRT_QUANT_API int fsdprt_quant_cuda_quantize_host(
+    int format, const void *x, int dtype, size_t rows, size_t cols, float amax,
+    uint8_t *data, void *scales, float *tensor_value);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_dequantize_host(
+    int format, const uint8_t *data, const void *scales, float tensor_value,
+    size_t rows, size_t cols, void *y, int out_dtype);
 /* Writes the local amax (NaN ignored) to *amax_dev. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n,
                                             float *amax_dev, void *stream);

@@ -23,6 +23,16 @@ extern "C" {
 
 int fsdprt_quant_cuda_available(void) { return 0; }
 
+int fsdprt_quant_cuda_quantize_host(int, const void *, int, size_t, size_t,
+                                    float, uint8_t *, void *, float *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_dequantize_host(int, const uint8_t *, const void *, float,
+                                      size_t, size_t, void *, int) {
+  return unsupported(__func__);
+}
+
 int fsdprt_quant_cuda_amax(const void *, int, size_t, float *, void *) {
   return unsupported(__func__);
 }

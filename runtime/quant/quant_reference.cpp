@@ -665,6 +665,98 @@ int fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
   return FSDPRT_QUANT_OK;
 }
 
+// ---- any format -----------------------------------------------------------
+
+int fsdprt_quant_quantize(int format, const void *x, int dtype, size_t rows,
+                          size_t cols, float amax, uint8_t *data, void *scales,
+                          float *tensor_value) {
+  static const char *fn = "fsdprt_quant_quantize";
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
+  auto *s8 = static_cast<uint8_t *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_fp8_tensor_quantize(
+        x, dtype, rows * cols, amax,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        data, tensor_value);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_mxfp8_quantize(
+        x, dtype, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, data, s8);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    *tensor_value = amax;
+    return format == FSDPRT_QUANT_NVFP4
+               ? fsdprt_quant_nvfp4_quantize(x, dtype, rows, cols, amax, data,
+                                             s8)
+               : fsdprt_quant_nvfp4_2d_quantize(x, dtype, rows, cols, amax,
+                                                data, s8);
+  default: {
+    // Blockwise: fp32 scales, staged for alignment.
+    std::vector<float> s(l.scale_rows * l.scale_cols);
+    const int st = format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
+                       ? fsdprt_quant_fp8_block_1x128_t_quantize(
+                             x, dtype, rows, cols, 1, data, s.data())
+                       : fsdprt_quant_fp8_block_quantize(
+                             x, dtype, rows, cols,
+                             format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
+                             1, data, s.data());
+    if (st == FSDPRT_QUANT_OK && !s.empty())
+      std::memcpy(scales, s.data(), l.scale_bytes);
+    return st;
+  }
+  }
+}
+
+int fsdprt_quant_dequantize(int format, const uint8_t *data, const void *scales,
+                            float tensor_value, size_t rows, size_t cols,
+                            void *y, int out_dtype) {
+  static const char *fn = "fsdprt_quant_dequantize";
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  const auto *s8 = static_cast<const uint8_t *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_fp8_tensor_dequantize(
+        data, rows * cols,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        tensor_value, y, out_dtype);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_mxfp8_dequantize(data, s8, rows, cols,
+                                         format == FSDPRT_QUANT_MXFP8_COLWISE,
+                                         y, out_dtype);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_nvfp4_dequantize(data, s8, rows, cols, tensor_value, y,
+                                         out_dtype);
+  default: {
+    std::vector<float> s(l.scale_rows * l.scale_cols);
+    if (!s.empty())
+      std::memcpy(s.data(), scales, l.scale_bytes);
+    return format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
+               ? fsdprt_quant_fp8_block_1x128_t_dequantize(data, s.data(), rows,
+                                                           cols, y, out_dtype)
+               : fsdprt_quant_fp8_block_dequantize(
+                     data, s.data(), rows, cols,
+                     format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, y,
+                     out_dtype);
+  }
+  }
+}
+
 // ---- swap_first_dims ------------------------------------------------------
 
 int fsdprt_quant_swap_first_dims(const void *in, void *out, size_t d0,

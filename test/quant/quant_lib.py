@@ -92,6 +92,8 @@ _SIGNATURES = {
     "fsdprt_quant_fp8_block_quantize": (I, [P, I, SZ, SZ, I, I, P, P]),
     "fsdprt_quant_fp8_block_dequantize": (I, [P, P, SZ, SZ, I, P, I]),
     "fsdprt_quant_swap_first_dims": (I, [P, P, SZ, SZ, SZ]),
+    "fsdprt_quant_quantize": (I, [I, P, I, SZ, SZ, FL, P, P, P]),
+    "fsdprt_quant_dequantize": (I, [I, P, P, FL, SZ, SZ, P, I]),
     "fsdprt_quant_cuda_available": (I, []),
 }
 
@@ -244,6 +246,28 @@ class QuantLib:
         else:
             self._check(self.lib.fsdprt_quant_fp8_block_dequantize(
                 _ptr(q), _ptr(s), rows, cols, block_rows, _ptr(y), out_dtype))
+        return y
+
+    def quantize_any(self, fmt, x, amax):
+        """fsdprt_quant_quantize: (data, scale bytes, per-tensor value)."""
+        x = np.ascontiguousarray(x)
+        rows, cols = rows_cols(x.shape)
+        lay = self.layout(fmt, (rows, cols))
+        q = np.empty(max(lay.data_bytes, 1), np.uint8)
+        s = np.empty(max(lay.scale_bytes, 1), np.uint8)
+        v = FL()
+        self._check(self.lib.fsdprt_quant_quantize(
+            FORMATS[fmt], _ptr(x), _dtype_code(x), rows, cols, FL(amax), _ptr(q),
+            _ptr(s), ctypes.byref(v)))
+        return q[:lay.data_bytes], s[:lay.scale_bytes], np.float32(v.value)
+
+    def dequantize_any(self, fmt, q, s, value, rows, cols, out_dtype=F32):
+        q = np.ascontiguousarray(q, dtype=np.uint8)
+        s = np.ascontiguousarray(s, dtype=np.uint8)
+        y = _out_array(rows * cols, out_dtype)
+        self._check(self.lib.fsdprt_quant_dequantize(
+            FORMATS[fmt], _ptr(q), _ptr(s), FL(value), rows, cols, _ptr(y),
+            out_dtype))
         return y
 
     def swap_first_dims(self, a, d0, d1):

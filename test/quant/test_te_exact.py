@@ -217,3 +217,23 @@ def test_nvfp4_2d_partial_tile(qlib):
     assert_bytes_equal(q_ref, q, "data")
     s = s.reshape(37, 2)
     assert np.all(s[32:, 0] == s[36, 0]) and s[31, 0] != s[36, 0]
+
+
+@pytest.mark.parametrize("fmt", [f for f in FORMATS if not f.endswith("_exact")])
+def test_any_format_entry_point(qlib, fmt):
+    """fsdprt_quant_quantize / _dequantize (what the runtime calls) give the
+    bytes of the format's own functions, scales unaligned included."""
+    values, dtype = dataset("specials_bf16")
+    x = cast(values[:64, :160], dtype)
+    rows, cols = x.shape
+    got, want, (deq, _) = run_format(qlib, fmt, x, rows, cols)
+    q, s, v = qlib.quantize_any(fmt, x, qlib.amax(x))
+    assert_bytes_equal(got[0], q, "data")
+    if fmt.startswith("fp8_e"):
+        assert v == got[1]  # scale_inv
+    else:
+        assert_bytes_equal(np.asarray(got[1]).view(np.uint8), s, "scales")
+    unaligned = np.empty(s.size + 1, np.uint8)[1:]
+    unaligned[:] = s
+    y = qlib.dequantize_any(fmt, q, unaligned, v, rows, cols)
+    assert_values_equal(deq(got, 0), y, "dequantized")

@@ -212,6 +212,9 @@ inline cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = std::malloc(bytes ? bytes : 1);
   return *p ? cudaSuccess : cudaErrorInvalidValue;
 }
+template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
 inline cudaError_t cudaFree(void *p) {
   std::free(p);
   return cudaSuccess;
