@@ -271,7 +271,7 @@ FSDPRT_QHD float blockScaleFromAmax(float amax, bool pow2, float inputMax) {
   return pow2 ? pow2Floor(scale) : scale;
 }
 
-// ---- NVFP4 (TransformerEngine's operation order, DESIGN.md section 6) -------
+// ---- NVFP4 (TransformerEngine's operation order, SEMANTICS.md §8) -------
 
 // S_enc = 448 * 6 / amax, clamped with fminf to FLT_MAX; 1 for amax 0 (or
 // negative) and for amax Inf (S_enc 0).
