@@ -12,7 +12,7 @@
 #      CPU rules for all 2^32 fp32 patterns, every kernel bit for bit against
 #      the CPU reference (4096 x 4096 and uneven shapes, bf16 and fp32), and
 #      every kernel's bandwidth on a 256 MiB input next to a device copy;
-#   3. runs test/quant/quant_gpu_test.cpp, the NCCL backend's tests
+#   3. runs runtime/test/quant/quant_gpu_test.cpp, the NCCL backend's tests
 #      (runtime/test/test_nccl.cpp: world size 1 on one GPU, more with more
 #      GPUs) and several NCCL ranks on one GPU (bench/gpu/nccl_one_gpu_test,
 #      skipped before NCCL 2.30);
@@ -25,7 +25,7 @@
 # --build: with a dry run, run the builds too (nvcc compiles and links
 #   everything without a GPU; a few minutes on 2 cores).
 # --emulate: also builds gpu_check and the kernels for the host emulation of
-#   CUDA (test/quant/cuda_emulation, host compiler and python3 only) and runs
+#   CUDA (runtime/test/quant/cuda_emulation, host compiler and python3 only) and runs
 #   gpu_check --quick on it, which exercises the check program itself without
 #   a GPU (1-3 minutes on 2 cores).
 # --quick: smaller shapes and strided conversions on the GPU.
@@ -121,7 +121,7 @@ RT_SRC="api common copy kernels stubs threads_backend jit_quant"
 
 BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
 BUILD_CHECK="$NVCC $NVFLAGS -o $OUT/gpu_check $ROOT/bench/gpu/gpu_check.cu -L$OUT -lfsdprt_quant $RPATH"
-BUILD_QTEST="$NVCC $NVFLAGS $GT -o $OUT/quant_gpu_test $ROOT/test/quant/quant_gpu_test.cpp -L$OUT -lfsdprt_quant $RPATH"
+BUILD_QTEST="$NVCC $NVFLAGS $GT -o $OUT/quant_gpu_test $ROOT/runtime/test/quant/quant_gpu_test.cpp -L$OUT -lfsdprt_quant $RPATH"
 rt_files=""
 for f in $RT_SRC; do rt_files="$rt_files $ROOT/runtime/src/$f.cpp"; done
 BUILD_RT="$NVCC -O2 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
@@ -202,7 +202,7 @@ fi
 
 # ---- host emulation of the check program -------------------------------------------
 if [ "$EMULATE" = 1 ]; then
-  EMU="$ROOT/test/quant/cuda_emulation"
+  EMU="$ROOT/runtime/test/quant/cuda_emulation"
   if ! command -v python3 >/dev/null 2>&1; then
     note "emulated gpu_check" skipped "python3 not found"
   else

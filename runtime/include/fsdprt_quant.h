@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsdprt_types.h"
+
 #if defined(_WIN32)
 #define FSDPRT_QUANT_API
 #else
@@ -56,9 +58,10 @@ FSDPRT_QUANT_API const char *fsdprt_quant_last_error(void);
 
 /* ---- enums --------------------------------------------------------------- */
 
+/* The input and output element types: fsdprt_dtype values. */
 typedef enum fsdprt_quant_dtype {
-  FSDPRT_QUANT_F32 = 0, /* float */
-  FSDPRT_QUANT_BF16 = 1 /* uint16_t bfloat16 bit pattern */
+  FSDPRT_QUANT_F32 = FSDPRT_F32,  /* float */
+  FSDPRT_QUANT_BF16 = FSDPRT_BF16 /* uint16_t bfloat16 bit pattern */
 } fsdprt_quant_dtype;
 
 typedef enum fsdprt_quant_fp8_kind {
@@ -66,39 +69,7 @@ typedef enum fsdprt_quant_fp8_kind {
   FSDPRT_QUANT_E5M2 = 1  /* OCP float8_e5m2, max finite 57344 */
 } fsdprt_quant_fp8_kind;
 
-typedef enum fsdprt_quant_format {
-  /* FP8 per-tensor current scaling: data [rows, cols] u8 + fp32 scale_inv. */
-  FSDPRT_QUANT_FP8_E4M3_TENSOR = 0,
-  FSDPRT_QUANT_FP8_E5M2_TENSOR = 1,
-  /* MXFP8 (E4M3 data, E8M0 scales), blocks of 32 along cols:
-     data [rows, cols] u8 + scales [rows, cols/32] u8. cols % 32 == 0. */
-  FSDPRT_QUANT_MXFP8_ROWWISE = 2,
-  /* MXFP8, blocks of 32 rows: data [rows, cols] u8 (same element order as
-     the input) + scales [rows/32, cols] u8. rows % 32 == 0. */
-  FSDPRT_QUANT_MXFP8_COLWISE = 3,
-  /* NVFP4 (TransformerEngine's operation order): E2M1 data, two per byte
-     (even element in the low nibble): data [rows, cols/2] u8 + E4M3 block
-     scales [rows, cols/16] u8 + the fp32 global amax. Blocks of 1x16.
-     cols % 16 == 0. */
-  FSDPRT_QUANT_NVFP4 = 4,
-  /* FP8 (E4M3) blockwise, 1x128 blocks along cols: data [rows, cols] u8 +
-     fp32 scale_inv [rows, ceil(cols/128)]. A trailing partial block is a
-     block of its own (its amax covers only the elements present). */
-  FSDPRT_QUANT_FP8_BLOCK_1X128 = 5,
-  /* FP8 (E4M3) blockwise, 128x128 tiles: data [rows, cols] u8 + fp32
-     scale_inv [ceil(rows/128), ceil(cols/128)]. Partial edge tiles as above. */
-  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6,
-  /* NVFP4 with 16x16 blocks (TE's default for weights, nvfp4_2d): the
-     layout of FSDPRT_QUANT_NVFP4, each of the 16 rows of a tile repeating
-     the tile's scale (TE's rowwise scale tensor). A trailing partial tile
-     covers the rows present. cols % 16 == 0. */
-  FSDPRT_QUANT_NVFP4_2D = 7,
-  /* FSDPRT_QUANT_FP8_BLOCK_1X128 with TE's scale layout: fp32 scale_inv
-     [ceil(cols/128), rows] (block j of row r at j * rows + r). Gathered
-     row shards give [k, ceil(cols/128), local_rows]; swap_first_dims(k,
-     ceil(cols/128)) makes them the full tensor's [ceil(cols/128), rows]. */
-  FSDPRT_QUANT_FP8_BLOCK_1X128_T = 8
-} fsdprt_quant_format;
+/* fsdprt_quant_format: fsdprt_types.h. */
 
 /* Sizes of the buffers of one quantized tensor. */
 typedef struct fsdprt_quant_layout {

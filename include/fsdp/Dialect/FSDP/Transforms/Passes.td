@@ -180,7 +180,8 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "ModuleOp"> {
   let options = [
     Option<"format", "format", "std::string", /*default=*/"\"fp8_e4m3_tensor\"",
            "fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise, mxfp8_colwise, "
-           "nvfp4, fp8_block_1x128 or fp8_block_128x128">,
+           "nvfp4, fp8_block_1x128, fp8_block_128x128, nvfp4_2d (16x16 "
+           "blocks) or fp8_block_1x128_t (TE's 1x128 scale layout)">,
     Option<"minElements", "min-elements", "int64_t", /*default=*/"1024",
            "Leave parameters with fewer elements (full size) unquantized">,
     ListOption<"dtypes", "dtypes", "std::string",
