@@ -99,6 +99,16 @@ def test_crash_location_is_the_first_project_frame():
         " #5 0x4 fsdp::layout::validate[abi:cxx11](fsdp::layout::Layout const&) (b+0x2)\n"
     )
     assert fuzz.first_frame(stderr) == "fsdp::layout::validate"
+    anonymous = (
+        " #4 0x1 mlir::Type::getIntOrFloatBitWidth() const (/usr/lib/llvm-22/lib/libMLIR.so+0x1)\n"
+        " #5 0x2 (anonymous namespace)::BucketCollectivesPass::runOnOperation() "
+        "BucketCollectives.cpp:0:0\n"
+        " #6 0x3 main (build/bin/fsdp-opt+0x216bb)\n"
+    )
+    assert (
+        fuzz.first_frame(anonymous)
+        == "(anonymous namespace)::BucketCollectivesPass::runOnOperation"
+    )
     assert fuzz.first_frame("LLVM ERROR: out of memory\n") == "LLVM ERROR: out of memory"
     assert (
         fuzz.first_frame("terminate called after throwing an instance of 'std::length_error'")
