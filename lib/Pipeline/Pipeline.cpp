@@ -75,8 +75,8 @@ std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
   // GatherQuantization lists the formats in QuantFormat's order after none.
   return static_cast<QuantFormat>(static_cast<int>(q) - 1);
 }
-static_assert(static_cast<int>(GatherQuantization::fp8_block_128x128) - 1 ==
-                  static_cast<int>(QuantFormat::fp8_block_128x128),
+static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
+                  static_cast<int>(QuantFormat::fp8_block_1x128_t),
               "GatherQuantization follows QuantFormat");
 
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm) {

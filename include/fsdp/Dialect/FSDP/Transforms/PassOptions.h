@@ -135,7 +135,11 @@ enum class ReportFormat { text, json };
       clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128,                   \
                  "fp8_block_1x128", "FP8, 1x128 blocks"),                      \
       clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_128x128,                 \
-                 "fp8_block_128x128", "FP8, 128x128 blocks")
+                 "fp8_block_128x128", "FP8, 128x128 blocks"),                  \
+      clEnumValN(::mlir::fsdp::QuantFormat::nvfp4_2d, "nvfp4_2d",              \
+                 "NVFP4, 16x16 blocks"),                                       \
+      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128_t,                 \
+                 "fp8_block_1x128_t", "FP8, 1x128 blocks, TE's scale layout")
 #define FSDP_QUANT_FORMAT_VALUES ::llvm::cl::values(FSDP_QUANT_FORMAT_CASES)
 
 /// fsdp-pipeline quantize: a format or none.
@@ -147,7 +151,9 @@ enum class GatherQuantization {
   mxfp8_colwise,
   nvfp4,
   fp8_block_1x128,
-  fp8_block_128x128
+  fp8_block_128x128,
+  nvfp4_2d,
+  fp8_block_1x128_t
 };
 #define FSDP_GATHER_QUANTIZATION_VALUES                                        \
   ::llvm::cl::values(                                                          \
@@ -165,7 +171,10 @@ enum class GatherQuantization {
       clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128,            \
                  "fp8_block_1x128", ""),                                       \
       clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_128x128,          \
-                 "fp8_block_128x128", ""))
+                 "fp8_block_128x128", ""),                                     \
+      clEnumValN(::mlir::fsdp::GatherQuantization::nvfp4_2d, "nvfp4_2d", ""),  \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128_t,          \
+                 "fp8_block_1x128_t", ""))
 /// The format of a GatherQuantization; nullopt for none.
 std::optional<QuantFormat> toQuantFormat(GatherQuantization q);
 
