@@ -86,6 +86,8 @@ void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm) {
 
 void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
                                    const FSDPPipelineOptions &o) {
+  // Upstream `shard` annotations become layouts (nothing to do without them).
+  pm.addPass(createFSDPImportShard());
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());
@@ -124,10 +126,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),      createFSDPPartition(),
-      createFSDPExpandCollectives(), createFSDPQuantizeGathers(),
-      createFSDPBucketCollectives(), createFSDPSchedule(),
-      createFSDPCommReport(),        createConvertFSDPToRuntime()};
+      createFSDPLayoutReport(),    createFSDPImportShard(),
+      createFSDPPartition(),       createFSDPExpandCollectives(),
+      createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
+      createFSDPSchedule(),        createFSDPCommReport(),
+      createConvertFSDPToRuntime()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -192,6 +192,28 @@ const char *fsdprt_quant_format_name(int format) {
   }
 }
 
+// The [rows, cols] view of a shape: cols is the last dim, rows the product
+// of the others.
+static int viewAs2D(const char *fn, const int64_t *shape, int ndim,
+                    size_t *rows, size_t *cols) {
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0)
+      return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+                  "%s: negative dim %lld at index %d", fn,
+                  static_cast<long long>(shape[i]), i);
+    const size_t d = static_cast<size_t>(shape[i]);
+    if (i == ndim - 1) {
+      *cols = d;
+    } else {
+      if (d != 0 && *rows > std::numeric_limits<size_t>::max() / d)
+        return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: shape overflows",
+                    fn);
+      *rows *= d;
+    }
+  }
+  return FSDPRT_QUANT_OK;
+}
+
 int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
                             fsdprt_quant_layout *layout) {
   static const char *fn = "fsdprt_quant_get_layout";
@@ -204,23 +226,8 @@ int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
   if (!fsdprt_quant_format_name(format))
     return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: unknown format %d", fn,
                 format);
-  size_t rows = 1, cols = 1;
-  for (int i = 0; i < ndim; ++i) {
-    if (shape[i] < 0)
-      return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
-                  "%s: negative dim %lld at index %d", fn,
-                  static_cast<long long>(shape[i]), i);
-    const size_t d = static_cast<size_t>(shape[i]);
-    if (i == ndim - 1) {
-      cols = d;
-    } else {
-      if (d != 0 && rows > std::numeric_limits<size_t>::max() / d)
-        return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: shape overflows",
-                    fn);
-      rows *= d;
-    }
-  }
-  size_t n = 0;
+  size_t rows = 1, cols = 1, n = 0;
+  FSDPRT_CHECK(viewAs2D(fn, shape, ndim, &rows, &cols));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
   fsdprt_quant_layout out{};
   out.rows = rows;

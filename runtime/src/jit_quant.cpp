@@ -117,40 +117,34 @@ void failLocal(fsdprt_comm *c, fsdprt_status_t code, const std::string &what) {
   c->record_error(st);
 }
 
-void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
-         int32_t fmt, int64_t rows, int64_t cols, int64_t group_mask) {
-  if (c->backend == FSDPRT_BACKEND_NCCL)
-    return failLocal(c, FSDPRT_ERR_UNSUPPORTED,
-                     "the quantized all-gather of compiled code works on host "
-                     "buffers (threads and mpi backends), not on nccl");
+// The arguments the compiler never emits wrong; the reason when they are.
+std::string badArguments(fsdprt_comm *c, const void *send, const void *recv,
+                         int64_t count, int32_t dtype, int32_t fmt,
+                         int64_t rows, int64_t cols, int64_t group_mask) {
   if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("dtype %s: only f32 and bf16 quantize",
-                            fsdprt_dtype_name(dtype)));
+    return format("dtype %s: only f32 and bf16 quantize",
+                  fsdprt_dtype_name(dtype));
   if (!fsdprt_quant_format_name(fmt))
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("unknown format %d", (int)fmt));
+    return format("unknown format %d", (int)fmt);
   if (group_mask < 0 || group_mask >= c->mesh.num_masks())
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("group mask %lld selects axes outside the %d-axis "
-                            "mesh",
-                            (long long)group_mask, (int)c->mesh.ndims));
+    return format("group mask %lld selects axes outside the %d-axis mesh",
+                  (long long)group_mask, (int)c->mesh.ndims);
   if (count < 0 || rows < 0 || cols < 0 || (cols != 0 && rows > count / cols) ||
       rows * cols != count)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("shape [%lld, %lld] does not view %lld elements",
-                            (long long)rows, (long long)cols,
-                            (long long)count));
+    return format("shape [%lld, %lld] does not view %lld elements",
+                  (long long)rows, (long long)cols, (long long)count);
   if (count > 0 && (!send || !recv))
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT, "NULL buffer");
-  const char *fmtName = fsdprt_quant_format_name(fmt);
-  int64_t shape[2] = {rows, cols};
-  fsdprt_quant_layout layout;
-  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("%s: %s", fmtName, fsdprt_quant_last_error()));
-  const int qdtype = dtype; // fsdprt_quant_dtype uses fsdprt_dtype values
+    return "NULL buffer";
+  return "";
+}
 
+// Quantizes this rank's shard with the group's scale, all-gathers the
+// packets and dequantizes every slot into `recv`.
+void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
+              int32_t dtype, int32_t fmt, const fsdprt_quant_layout &layout,
+              int64_t group_mask) {
+  const char *fmtName = fsdprt_quant_format_name(fmt);
+  const int qdtype = dtype; // fsdprt_quant_dtype uses fsdprt_dtype values
   // Every rank must scale with the group's amax.
   float amax = 0;
   if (usesGroupAmax(fmt)) {
@@ -163,7 +157,6 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                           FSDPRT_MAX) != FSDPRT_OK)
       return; // recorded by the collective
   }
-
   const int64_t wire =
       int64_t(layout.data_bytes + layout.scale_bytes + layout.tensor_bytes);
   const int64_t k = c->mesh.group_size(group_mask);
@@ -186,6 +179,25 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                        format("%s: slot %lld: %s", fmtName, (long long)j,
                               fsdprt_quant_last_error()));
   }
+}
+
+void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
+         int32_t fmt, int64_t rows, int64_t cols, int64_t group_mask) {
+  if (c->backend == FSDPRT_BACKEND_NCCL)
+    return failLocal(c, FSDPRT_ERR_UNSUPPORTED,
+                     "the quantized all-gather of compiled code works on host "
+                     "buffers (threads and mpi backends), not on nccl");
+  std::string bad =
+      badArguments(c, send, recv, count, dtype, fmt, rows, cols, group_mask);
+  if (!bad.empty())
+    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT, bad);
+  int64_t shape[2] = {rows, cols};
+  fsdprt_quant_layout layout;
+  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
+    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
+                     format("%s: %s", fsdprt_quant_format_name(fmt),
+                            fsdprt_quant_last_error()));
+  exchange(c, send, recv, count, dtype, fmt, layout, group_mask);
 }
 
 } // namespace

@@ -214,7 +214,14 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
              << what << " is marked as the gradient of argument #" << arg
              << ", but the function has " << func.getNumArguments()
              << " argument(s)";
-    if (!func.getArgAttr(arg, kLayoutAttrName))
+    // An argument still annotated with upstream `shard.shard` gets its layout
+    // from --fsdp-import-shard.
+    bool shardAnnotated =
+        !func.isExternal() &&
+        llvm::any_of(func.getArgument(arg).getUsers(), [](Operation *user) {
+          return user->getName().getStringRef() == "shard.shard";
+        });
+    if (!func.getArgAttr(arg, kLayoutAttrName) && !shardAnnotated)
       return op->emitOpError()
              << what << " is marked as the gradient of "
              << "argument #" << arg

@@ -230,4 +230,24 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
   ];
 }
 
+def FSDPImportShard : Pass<"fsdp-import-shard", "ModuleOp"> {
+  let summary = "Turn upstream shard dialect annotations on arguments into fsdp layouts";
+  let description = [{
+    Every argument annotated with `shard.shard %arg to %sharding` (the
+    `shard.sharding` of a `shard.grid`, as upstream sharding propagation
+    takes them) gets the `fsdp.layout` of that sharding: a dim split over
+    grid axis `a` is `shard<dim>` on mesh axis `a`, an axis that splits no
+    dim is `replicate`. The annotations are removed and every `shard.grid`
+    becomes an `fsdp.mesh` of the same name and sizes. Halo sizes, sharded
+    dims offsets, dynamic grids, axes of one dim out of grid order, a second
+    sharding of one argument, annotations of data arguments or of other
+    values and shard collectives are diagnosed.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+  let options = [
+    ListOption<"axisNames", "axis-names", "std::string",
+               "Names of the mesh axes, one per grid axis (default a0, a1, ...)">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD
