@@ -1,6 +1,6 @@
 // Bad option values fail the pass with one message at the module.
 // RUN: not fsdp-opt %s --fsdp-bucket-collectives=mode=bogus 2>&1 | FileCheck %s --check-prefix=MODE
-// MODE: --{{mode|bucket}} option: 'bogus' is not one of unit, greedy, none
+// MODE: error: option {{mode|bucket}}: 'bogus' is not one of unit, greedy, none
 // RUN: not fsdp-opt %s --fsdp-bucket-collectives=alignment=0 2>&1 | FileCheck %s --check-prefix=ALIGN0
 // RUN: not fsdp-opt %s --fsdp-bucket-collectives=max-count=0 2>&1 | FileCheck %s --check-prefix=POSITIVE
 // RUN: not fsdp-opt %s --fsdp-bucket-collectives=bucket-bytes=-1 2>&1 | FileCheck %s --check-prefix=POSITIVE

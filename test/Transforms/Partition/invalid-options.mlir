@@ -21,15 +21,15 @@
 // RUN: not fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition=reduce-dtype=f32 2>&1 | FileCheck %s --check-prefix=INT-REDUCE-DTYPE
 // RUN: not fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition="reduce-op=sum grad-scale=2.0" 2>&1 | FileCheck %s --check-prefix=INT-SCALE
 
-// REDUCE-OP: for the --reduce-op option: 'max' is not one of avg, sum
+// REDUCE-OP: error: option reduce-op: 'max' is not one of avg, sum
 // SCALE-AVG: error: option grad-scale needs reduce-op=sum
-// PARAM-INT: for the --param-dtype option: 'i32' is not one of none, f32, f64, f16, bf16
-// PARAM-BAD: for the --param-dtype option: 'float16' is not one of none, f32, f64, f16, bf16
+// PARAM-INT: error: option param-dtype: 'i32' is not one of none, f32, f64, f16, bf16
+// PARAM-BAD: error: option param-dtype: 'float16' is not one of none, f32, f64, f16, bf16
 // Only the types the runtime moves: no FP8 (it would not lower).
-// PARAM-F8: for the --param-dtype option: 'f8E4M3FN' is not one of none, f32, f64, f16, bf16
-// REDUCE-F8: for the --reduce-dtype option: 'f8E5M2' is not one of none, f32, f64, f16, bf16
-// REDUCE-DTYPE: for the --reduce-dtype option: 'index' is not one of none, f32, f64, f16, bf16
-// POLICY: for the --uneven-policy option: 'floor' is not one of layout, ceil, balanced
+// PARAM-F8: error: option param-dtype: 'f8E4M3FN' is not one of none, f32, f64, f16, bf16
+// REDUCE-F8: error: option reduce-dtype: 'f8E5M2' is not one of none, f32, f64, f16, bf16
+// REDUCE-DTYPE: error: option reduce-dtype: 'index' is not one of none, f32, f64, f16, bf16
+// POLICY: error: option uneven-policy: 'floor' is not one of layout, ceil, balanced
 // NAN: error: option grad-scale must be a finite number, got {{nan|NAN}}
 // INF: error: option grad-scale must be a finite number, got {{inf|INF}}
 // STEPS: error: option accumulation-steps must be between 1 and 1048576, got 0

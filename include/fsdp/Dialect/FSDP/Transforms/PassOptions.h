@@ -48,15 +48,19 @@ public:
   bool parse(llvm::cl::Option &option, StringRef argName, StringRef arg,
              T &value) {
     StringRef text = Owner.hasArgStr() ? arg : argName;
+    // An empty value selects "none" or "layout" (keep), where that exists.
     for (const OptionInfo &info : Values)
-      if (info.Name == text) {
+      if (info.Name == text ||
+          (text.empty() && (info.Name == "none" || info.Name == "layout"))) {
         value = info.V.getValue();
         return false;
       }
     std::string accepted;
     for (const OptionInfo &info : Values)
       accepted += (accepted.empty() ? "" : ", ") + info.Name.str();
-    return option.error("'" + text + "' is not one of " + accepted);
+    llvm::errs() << "error: option " << option.ArgStr << ": '" << text
+                 << "' is not one of " << accepted << "\n";
+    return true;
   }
 
   template <typename V>

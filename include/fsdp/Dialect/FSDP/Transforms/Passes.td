@@ -100,7 +100,7 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
   let summary = "Fuse flat collectives of one kind, group and dtype into buckets";
   let description = [{
     Runs on expanded IR. Flat collectives that `fsdp-expand-collectives`
-    tagged with a phase (`fsdp.phase`) and unit (`fsdp.unit`) are grouped
+    gave an origin (`fsdp.origin`: phase and unit) are grouped
     by kind, mesh group, element type, reduction and phase — never across
     any of them — and, in `unit` mode, by FSDP unit; groups are split
     greedily in program order at `bucket-bytes` and `max-count`. Each
@@ -143,7 +143,8 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
 def FSDPSchedule : Pass<"fsdp-schedule", "func::FuncOp"> {
   let summary = "Split collectives into start/wait to overlap them with compute";
   let description = [{
-    Every tagged flat collective becomes `*_start` + `fsdp.wait`. The wait
+    Every flat collective with an origin (`fsdp.origin`) becomes `*_start` +
+    `fsdp.wait`. The wait
     stays where the result is first needed. Parameter all-gathers start
     `prefetch` gathers early (the next unit's gather is in flight while the
     current unit computes), unless that would keep more than
@@ -197,7 +198,7 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
   let summary = "Quantize parameter all-gathers (FP8, MXFP8, NVFP4, FP8 blockwise)";
   let description = [{
     Runs on expanded IR, before bucketing. Every flat `fsdp.all_gather`
-    tagged with a phase (`fsdp.phase`) whose input is a parameter's shard (a
+    with an origin (`fsdp.origin`) whose input is a parameter's shard (a
     function argument with `fsdp.layout`, possibly reshaped by
     `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) becomes
     an `fsdp.quantized_all_gather` in `format`. The shard's 2-D view is the
