@@ -66,6 +66,10 @@ static cl::opt<bool>
                cl::desc("Print collectives and bytes per rank"),
                cl::init(false));
 
+#ifdef FSDP_HAVE_OPENBLAS
+extern "C" void openblas_set_num_threads(int);
+#endif
+
 namespace {
 
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -501,6 +505,10 @@ int main(int argc, char **argv) {
                               "every rank of its mesh\n");
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+#ifdef FSDP_HAVE_OPENBLAS
+  // Ranks are the parallelism: one BLAS thread each.
+  openblas_set_num_threads(1);
+#endif
 
   DialectRegistry registry;
   registerAllDialects(registry);

@@ -85,22 +85,55 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
                                     "with fsdprt runtime calls"),
                      llvm::cl::init(false)};
+  Option<std::string> compute{
+      *this, "compute",
+      llvm::cl::desc("With lower=true: fast (BLAS contractions, fused "
+                     "elementwise ops) or loops (scalar reference)"),
+      llvm::cl::init("fast")};
+};
+
+struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
+  Option<std::string> compute{
+      *this, "compute",
+      llvm::cl::desc("fast (BLAS contractions, fused elementwise ops) or "
+                     "loops (scalar reference)"),
+      llvm::cl::init("fast")};
 };
 
 // Upstream passes by name: their textual names are the stable interface.
-constexpr const char *kLowerToLLVM =
-    "func.func(convert-elementwise-to-linalg),"
+// Every linalg op is outlined into a small deduplicated kernel function
+// before loop lowering, so no upstream pass sees one huge function.
+// compute=fast also folds transposes, fuses elementwise chains and turns
+// contractions into BLAS calls (docs/COMPUTE.md).
+constexpr const char *kLowerToLLVMHead =
+    "func.func(convert-elementwise-to-linalg)";
+constexpr const char *kLowerToLLVMFastTensor =
+    "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
+constexpr const char *kLowerToLLVMBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
-    "convert-fsdp-to-runtime,"
+    "convert-fsdp-to-runtime,fsdp-outline-kernels";
+constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
+constexpr const char *kLowerToLLVMTail =
     "func.func(convert-linalg-to-loops),"
     "arith-expand{include-bf16=true},"
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
     "convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
     "reconcile-unrealized-casts";
 
-void buildLowerToLLVM(OpPassManager &pm) {
-  if (failed(parsePassPipeline(kLowerToLLVM, pm, llvm::errs())))
+void buildLowerToLLVM(OpPassManager &pm, StringRef compute) {
+  bool fast = compute == "fast";
+  if (!fast && compute != "loops")
+    llvm::report_fatal_error("fsdp: compute must be fast or loops, not '" +
+                             compute + "'");
+  std::string pipeline = kLowerToLLVMHead;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastTensor;
+  pipeline += std::string(",") + kLowerToLLVMBufferize;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastBuffer;
+  pipeline += std::string(",") + kLowerToLLVMTail;
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("fsdp: malformed built-in lowering pipeline");
 }
 
@@ -136,7 +169,7 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &o) {
     pm.addPass(createFSDPSchedule(schedule));
   }
   if (o.lower)
-    buildLowerToLLVM(pm);
+    buildLowerToLLVM(pm, o.compute);
 }
 } // namespace
 
@@ -148,11 +181,13 @@ void mlir::fsdp::registerFSDPPassesAndPipelines() {
       "Partition a training step, expand its collectives and optionally "
       "lower it to LLVM with runtime calls",
       buildFSDPPipeline);
-  PassPipelineRegistration<>(
+  PassPipelineRegistration<LowerToLLVMOptions>(
       "fsdp-lower-to-llvm",
       "Bufferize an expanded fsdp program and lower it to the LLVM dialect "
       "with fsdprt runtime calls",
-      buildLowerToLLVM);
+      [](OpPassManager &pm, const LowerToLLVMOptions &o) {
+        buildLowerToLLVM(pm, o.compute);
+      });
 }
 
 void mlir::fsdp::registerFSDPExtensions(DialectRegistry &registry) {
