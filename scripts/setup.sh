@@ -29,6 +29,16 @@ if ! .venv/bin/python -c "import numpy, ml_dtypes, lit, pytest" 2>/dev/null; the
   .venv/bin/pip install -q --disable-pip-version-check -r python/requirements.txt
 fi
 
+# The PyTorch frontend (python/fsdp_mlir/torch) and its tests: torch and
+# torch-mlir, pinned in python/requirements-torch.txt. PyTorch's default wheel
+# brings CUDA libraries (about 5 GB); it runs on CPU. FSDP_NO_TORCH=1 skips
+# them (the frontend's tests are then skipped).
+if [ "${FSDP_NO_TORCH:-0}" != 1 ] &&
+  ! .venv/bin/python -c "import torch, torch_mlir" 2>/dev/null; then
+  echo "setup: installing torch and torch-mlir into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-torch.txt
+fi
+
 if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \

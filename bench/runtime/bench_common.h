@@ -48,6 +48,26 @@ inline double median(std::vector<double> v) {
   return v[v.size() / 2];
 }
 
+// Checks the receive buffer of the last collective: all_gather (kind 0)
+// holds rank j's value j + 1 in slot j; reduce_scatter and all_reduce hold
+// the sum 1 + 2 + ... + ranks. Prints what differs and returns false.
+inline bool check_result(const char *impl, int kind, int rank, int ranks,
+                         const float *recv, size_t count) {
+  const size_t slot = kind == 0 ? count / size_t(ranks) : count;
+  for (size_t i = 0; i < count; ++i) {
+    const float want =
+        kind == 0 ? float(i / slot + 1) : float(ranks * (ranks + 1) / 2);
+    if (recv[i] != want) {
+      std::fprintf(stderr,
+                   "%s: wrong result on rank %d (collective kind %d): "
+                   "element %zu is %g, expected %g\n",
+                   impl, rank, kind, i, double(recv[i]), double(want));
+      return false;
+    }
+  }
+  return true;
+}
+
 // One line per measurement: RESULT <impl> <kind> <MiB> <ms per op>.
 inline void report(const char *impl, const char *kind, int mib, double ms) {
   std::printf("RESULT %s %s %d %.4f\n", impl, kind, mib, ms);

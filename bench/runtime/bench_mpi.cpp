@@ -39,6 +39,9 @@ int main(int argc, char **argv) {
         if (b > 0)
           times.push_back((MPI_Wtime() - t0) / iters);
       }
+      if (!bench::check_result("openmpi", kind, rank, ranks, recv.data(),
+                               recv.size()))
+        MPI_Abort(MPI_COMM_WORLD, 1);
       if (rank == 0)
         bench::report("openmpi", kinds[kind], mib, 1e3 * bench::median(times));
     }

@@ -52,8 +52,10 @@ double bench_memcpy(size_t bytes, int iters) {
 double bench_threads(int kind, size_t bytes, int iters) {
   fsdprt_world_t *world = nullptr;
   int64_t shape = kRanks;
-  if (fsdprt_threads_world_create(1, &shape, nullptr, &world) != FSDPRT_OK)
-    std::abort();
+  if (fsdprt_threads_world_create(1, &shape, nullptr, &world) != FSDPRT_OK) {
+    std::fprintf(stderr, "threads: cannot create a %d-rank world\n", kRanks);
+    std::exit(1);
+  }
   const int64_t elems = int64_t(bytes / 4);
   const int nb = bench::batches() + 1;
   std::vector<double> start(static_cast<size_t>(nb)),
@@ -91,13 +93,21 @@ double bench_threads(int kind, size_t bytes, int iters) {
         if (r == 0)
           stop[size_t(b)] = bench::now_s();
       }
+      if (!bench::check_result("threads", kind, r, kRanks, recv.data(),
+                               recv.size()))
+        failures.fetch_add(1);
     });
   }
   for (auto &t : threads)
     t.join();
   fsdprt_world_destroy(world);
-  if (failures.load())
-    std::abort();
+  if (failures.load()) {
+    std::fprintf(stderr,
+                 "threads: %d collectives failed or gave wrong "
+                 "results\n",
+                 failures.load());
+    std::exit(1);
+  }
   std::vector<double> times;
   for (int b = 1; b < nb; ++b)
     times.push_back((stop[size_t(b)] - start[size_t(b)]) / iters);

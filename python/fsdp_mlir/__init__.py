@@ -7,6 +7,7 @@ Modules:
   reference      numpy (float64) forward + hand-derived backward on the global batch
   check          CLI that compares a runner's outputs with the reference
   upstream_exec  runs the generated step with upstream MLIR tools only (no fsdp-opt)
+  torch          PyTorch frontend: export an nn.Module's training step (needs torch, torch-mlir)
 """
 
 __all__ = ["model", "mlir_builder", "gen", "reference", "check", "upstream_exec"]

@@ -131,7 +131,8 @@ void jit_run(const char *entry, const Desc &d, void *send, void *recv) {
   fsdprt_comm *c = jit_comm(entry);
   if (!c || c->first_error() != FSDPRT_OK)
     return;
-  collective(c, d, send, recv, nullptr);
+  if (collective(c, d, send, recv, nullptr) != FSDPRT_OK)
+    c->jit_failed();
 }
 
 int64_t jit_start(const char *entry, const Desc &d, void *send, void *recv) {
@@ -139,8 +140,10 @@ int64_t jit_start(const char *entry, const Desc &d, void *send, void *recv) {
   if (!c || c->first_error() != FSDPRT_OK)
     return 0;
   fsdprt_request_t req = nullptr;
-  if (collective(c, d, send, recv, &req) != FSDPRT_OK || !req)
+  if (collective(c, d, send, recv, &req) != FSDPRT_OK || !req) {
+    c->jit_failed();
     return 0;
+  }
   int64_t handle = c->jit_next_handle++;
   c->jit_requests[handle] = req;
   return handle;
@@ -450,7 +453,8 @@ void fsdprt_jit_wait(int64_t handle) {
   }
   fsdprt_request_t req = it->second;
   c->jit_requests.erase(it);
-  fsdprt_wait(&req); // records a failure on the comm
+  if (fsdprt_wait(&req) != FSDPRT_OK) // records a failure on the comm
+    c->jit_failed();
 }
 
 int64_t fsdprt_jit_pending(fsdprt_comm_t *comm) {

@@ -119,6 +119,11 @@ struct fsdprt_comm {
                              void *recv);
   // Fails every rank of the world fast after a local error.
   virtual void abort(const fsdprt::Status &cause) = 0;
+  // Called after a jit entry point (which cannot return an error to the
+  // compiled code) recorded an error on this comm. The mpi backend ends
+  // the job there; the others let the program run on (later collectives
+  // return at once) so that the caller reads the error.
+  virtual void jit_failed() {}
 
   // Errors (thread safe).
   void record_error(const fsdprt::Status &st);

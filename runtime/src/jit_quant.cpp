@@ -214,6 +214,8 @@ void fsdprt_jit_quantized_all_gather(void *send, void *recv, int64_t count,
   } catch (const std::bad_alloc &) {
     failLocal(c, FSDPRT_ERR_OUT_OF_MEMORY, "out of memory");
   }
+  if (c->first_error() != FSDPRT_OK)
+    c->jit_failed();
 }
 
 } // extern "C"

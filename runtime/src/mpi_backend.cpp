@@ -16,6 +16,8 @@
 #include <mpi.h>
 
 #include <algorithm>
+#include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
@@ -27,6 +29,10 @@ namespace {
 constexpr int kDescTag = 0x4653;  // descriptors, on the group's comm
 constexpr int kAbortTag = 0x4654; // abort notices, on the world comm
 constexpr int kAbortBytes = 1024;
+
+// Set when a collective of any communicator of this process failed or was
+// aborted; the exit handler then ends the job with MPI_Abort.
+std::atomic<bool> job_failed{false};
 
 // Abort notice: the failing collective (mask -1: none) and its message,
 // so members of the same collective report the same status and message.
@@ -109,11 +115,18 @@ public:
   Status wait(fsdprt_request *request) override;
   Status test(fsdprt_request *request, bool *done) override;
   void abort(const Status &cause) override { abort_for(cause, nullptr, 0); }
+  void jit_failed() override;
 
 private:
   Status check(int rc, const char *what);
   void progress();
   void advance(MpiRequest *r);
+  void advance_exchange(MpiRequest *r);
+  void advance_start(MpiRequest *r);
+  int start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type);
+  void advance_phase1(MpiRequest *r);
+  void advance_phase2_start(MpiRequest *r);
+  void advance_phase2(MpiRequest *r);
   void fail(MpiRequest *r, const Status &st);
   /// A data-phase MPI error: the request fails and so does the world, since
   /// peers are already inside the collective.
@@ -245,6 +258,7 @@ bool MpiComm::poll_abort() {
     return false;
   abort_in_.message[sizeof(abort_in_.message) - 1] = '\0';
   aborted_ = true;
+  job_failed = true;
   abort_cause_ = Status(fsdprt_status_t(abort_in_.code), abort_in_.message);
   abort_mask_ = abort_in_.mask;
   abort_group_ = abort_in_.group_id;
@@ -266,6 +280,7 @@ void MpiComm::abort_for(const Status &cause, const Sub *sub, uint64_t seq) {
   if (aborted_)
     return;
   aborted_ = true;
+  job_failed = true;
   abort_cause_ = cause;
   abort_mask_ = sub ? sub->mask : -1;
   abort_group_ = sub ? sub->id : -1;
@@ -336,135 +351,181 @@ void MpiComm::fail(MpiRequest *r, const Status &st) {
     release(r);
 }
 
-void MpiComm::advance(MpiRequest *r) {
+// Exchanging: every member's descriptor has arrived and they all agree.
+void MpiComm::advance_exchange(MpiRequest *r) {
   Sub &s = *r->sub;
+  int flag = 0;
+  Status st = check(MPI_Testall(int(r->recv_req.size()), r->recv_req.data(),
+                                &flag, MPI_STATUSES_IGNORE),
+                    "MPI_Testall");
+  if (!st.ok())
+    return fail(r, st);
+  if (!flag)
+    return;
+  park_sends(r);
+  int bad = -1;
+  for (int j = 1; j < s.k && bad < 0; ++j)
+    if (r->descs[size_t(j)] != r->descs[0])
+      bad = j;
+  if (bad < 0) {
+    r->state = State::Ready;
+    return;
+  }
+  Status err(FSDPRT_ERR_DESYNC,
+             format("desync in collective #%llu on group %s: rank %lld "
+                    "called %s but rank %lld called %s (%s)",
+                    (unsigned long long)(r->seq + 1), s.name.c_str(),
+                    (long long)s.ranks[0], describe(r->descs[0]).c_str(),
+                    (long long)s.ranks[size_t(bad)],
+                    describe(r->descs[size_t(bad)]).c_str(),
+                    s.members.c_str()));
+  fail(r, err);
+  abort_for(err, &s, r->seq);
+}
+
+// all_reduce's first phase: member j reduces chunk j of the buffer
+// (balanced chunks), so each member receives its chunk from every member.
+int MpiComm::start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type) {
+  const Sub &s = *r->sub;
+  const int k = s.k, m = int(r->desc.count);
+  const int b = m / k, rem = m % k;
+  r->counts.resize(size_t(k));
+  r->displs.resize(size_t(k));
+  for (int j = 0; j < k; ++j) {
+    r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
+    r->displs[size_t(j)] = j * b + std::min(j, rem);
+  }
+  const int mine = r->counts[size_t(s.member)];
+  r->tmp.resize(size_t(k) * size_t(mine) * fsdprt_dtype_size(r->desc.dtype));
+  std::vector<int> rcounts(static_cast<size_t>(k), mine),
+      rdispls(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j)
+    rdispls[size_t(j)] = j * mine;
+  return MPI_Ialltoallv(r->send, r->counts.data(), r->displs.data(), type,
+                        r->tmp.data(), rcounts.data(), rdispls.data(), type,
+                        s.main, &r->data_req);
+}
+
+// Ready: start the data exchange once every earlier collective of the group
+// has started (nonblocking collectives must start in the same order).
+void MpiComm::advance_start(MpiRequest *r) {
+  Sub &s = *r->sub;
+  if (s.next_start != r->seq)
+    return;
   const Desc &d = r->desc;
   const size_t es = fsdprt_dtype_size(d.dtype);
   const MPI_Datatype type = elem_type(es);
-  const int k = s.k, me = s.member;
   const int m = int(d.count);
-  if (r->state == State::Exchanging) {
-    int flag = 0;
-    Status st = check(MPI_Testall(int(r->recv_req.size()), r->recv_req.data(),
-                                  &flag, MPI_STATUSES_IGNORE),
-                      "MPI_Testall");
-    if (!st.ok())
-      return fail(r, st);
-    if (!flag)
-      return;
-    park_sends(r);
-    int bad = -1;
-    for (int j = 1; j < k && bad < 0; ++j)
-      if (r->descs[size_t(j)] != r->descs[0])
-        bad = j;
-    if (bad >= 0) {
-      Status err(FSDPRT_ERR_DESYNC,
-                 format("desync in collective #%llu on group %s: rank %lld "
-                        "called %s but rank %lld called %s (%s)",
-                        (unsigned long long)(r->seq + 1), s.name.c_str(),
-                        (long long)s.ranks[0], describe(r->descs[0]).c_str(),
-                        (long long)s.ranks[size_t(bad)],
-                        describe(r->descs[size_t(bad)]).c_str(),
-                        s.members.c_str()));
-      fail(r, err);
-      abort_for(err, &s, r->seq);
-      return;
-    }
-    r->state = State::Ready;
+  int rc = MPI_SUCCESS;
+  if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+    const char *recv = static_cast<const char *>(r->recv);
+    const void *sendp = r->send == recv + size_t(s.member) * size_t(m) * es
+                            ? MPI_IN_PLACE
+                            : r->send;
+    rc = MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main, &r->data_req);
+  } else if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
+    r->tmp.resize(size_t(s.k) * size_t(m) * es);
+    rc = MPI_Ialltoall(r->send, m, type, r->tmp.data(), m, type, s.main,
+                       &r->data_req);
+  } else {
+    rc = start_all_reduce_chunks(r, type);
   }
-  if (r->state == State::Ready) {
-    // Nonblocking collectives must start in the same order on every rank.
-    if (s.next_start != r->seq)
-      return;
-    int rc = MPI_SUCCESS;
-    if (d.kind == FSDPRT_KIND_ALL_GATHER) {
-      const char *recv = static_cast<const char *>(r->recv);
-      const void *sendp = r->send == recv + size_t(me) * size_t(m) * es
-                              ? MPI_IN_PLACE
-                              : r->send;
-      rc = MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main,
-                          &r->data_req);
-    } else if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
-      r->tmp.resize(size_t(k) * size_t(m) * es);
-      rc = MPI_Ialltoall(r->send, m, type, r->tmp.data(), m, type, s.main,
-                         &r->data_req);
-    } else {
-      // Member j reduces chunk j of the buffer (balanced chunks).
-      const int b = m / k, rem = m % k;
-      r->counts.resize(size_t(k));
-      r->displs.resize(size_t(k));
-      for (int j = 0; j < k; ++j) {
-        r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
-        r->displs[size_t(j)] = j * b + std::min(j, rem);
-      }
-      const int mine = r->counts[size_t(me)];
-      r->tmp.resize(size_t(k) * size_t(mine) * es);
-      std::vector<int> rcounts(static_cast<size_t>(k), mine),
-          rdispls(static_cast<size_t>(k));
-      for (int j = 0; j < k; ++j)
-        rdispls[size_t(j)] = j * mine;
-      rc = MPI_Ialltoallv(r->send, r->counts.data(), r->displs.data(), type,
-                          r->tmp.data(), rcounts.data(), rdispls.data(), type,
-                          s.main, &r->data_req);
-    }
-    s.next_start++;
-    Status st = check(rc, "starting the data exchange");
-    if (!st.ok())
-      return fail_and_abort(r, st);
-    r->state = State::Phase1;
+  s.next_start++;
+  Status st = check(rc, "starting the data exchange");
+  if (!st.ok())
+    return fail_and_abort(r, st);
+  r->state = State::Phase1;
+}
+
+// Phase1: the first data phase completed; reduce what arrived locally in
+// group-rank order.
+void MpiComm::advance_phase1(MpiRequest *r) {
+  int flag = 0;
+  Status st =
+      check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!st.ok())
+    return fail_and_abort(r, st);
+  if (!flag)
+    return;
+  const Desc &d = r->desc;
+  if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+    r->state = State::Done;
+    return;
   }
-  if (r->state == State::Phase1) {
-    int flag = 0;
-    Status st =
-        check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!st.ok())
-      return fail_and_abort(r, st);
-    if (!flag)
-      return;
-    if (d.kind == FSDPRT_KIND_ALL_GATHER) {
-      r->state = State::Done;
-      return;
-    }
-    const int n =
-        d.kind == FSDPRT_KIND_REDUCE_SCATTER ? m : r->counts[size_t(me)];
-    std::vector<const void *> srcs(static_cast<size_t>(k));
-    for (int j = 0; j < k; ++j)
-      srcs[size_t(j)] = r->tmp.data() + size_t(j) * size_t(n) * es;
-    void *dst =
-        d.kind == FSDPRT_KIND_REDUCE_SCATTER
-            ? r->recv
-            : static_cast<char *>(r->recv) + size_t(r->displs[size_t(me)]) * es;
-    reduce_elems(&dst, 1, srcs.data(), k, n, d.dtype, d.op);
-    if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
-      r->state = State::Done;
-      std::vector<char>().swap(r->tmp);
-      return;
-    }
+  const int k = r->sub->k, me = r->sub->member;
+  const size_t es = fsdprt_dtype_size(d.dtype);
+  const bool rs = d.kind == FSDPRT_KIND_REDUCE_SCATTER;
+  const int n = rs ? int(d.count) : r->counts[size_t(me)];
+  std::vector<const void *> srcs(static_cast<size_t>(k));
+  for (int j = 0; j < k; ++j)
+    srcs[size_t(j)] = r->tmp.data() + size_t(j) * size_t(n) * es;
+  void *dst =
+      rs ? r->recv
+         : static_cast<char *>(r->recv) + size_t(r->displs[size_t(me)]) * es;
+  reduce_elems(&dst, 1, srcs.data(), k, n, d.dtype, d.op);
+  if (!rs) {
     r->state = State::Phase2Ready;
+    return;
   }
-  if (r->state == State::Phase2Ready) {
-    if (s.next_phase2 != r->ar_ordinal)
-      return;
-    s.next_phase2++;
-    Status st =
-        check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv, r->counts.data(),
-                              r->displs.data(), type, s.phase2, &r->data_req),
-              "MPI_Iallgatherv");
-    if (!st.ok())
-      return fail_and_abort(r, st);
-    r->state = State::Phase2;
+  r->state = State::Done;
+  std::vector<char>().swap(r->tmp);
+}
+
+// Phase2Ready: all_reduce's all-gather of the reduced chunks, in all_reduce
+// order on the group's second communicator.
+void MpiComm::advance_phase2_start(MpiRequest *r) {
+  Sub &s = *r->sub;
+  if (s.next_phase2 != r->ar_ordinal)
+    return;
+  s.next_phase2++;
+  const MPI_Datatype type = elem_type(fsdprt_dtype_size(r->desc.dtype));
+  Status st =
+      check(MPI_Iallgatherv(MPI_IN_PLACE, 0, type, r->recv, r->counts.data(),
+                            r->displs.data(), type, s.phase2, &r->data_req),
+            "MPI_Iallgatherv");
+  if (!st.ok())
+    return fail_and_abort(r, st);
+  r->state = State::Phase2;
+}
+
+// Phase2: the all-gather of the reduced chunks completed.
+void MpiComm::advance_phase2(MpiRequest *r) {
+  int flag = 0;
+  Status st =
+      check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
+  if (!st.ok())
+    return fail_and_abort(r, st);
+  if (flag) {
+    r->state = State::Done;
+    std::vector<char>().swap(r->tmp);
   }
-  if (r->state == State::Phase2) {
-    int flag = 0;
-    Status st =
-        check(MPI_Test(&r->data_req, &flag, MPI_STATUS_IGNORE), "MPI_Test");
-    if (!st.ok())
-      return fail_and_abort(r, st);
-    if (flag) {
-      r->state = State::Done;
-      std::vector<char>().swap(r->tmp);
-    }
+}
+
+// Moves a request through as many states as it can without blocking.
+void MpiComm::advance(MpiRequest *r) {
+  using Step = void (MpiComm::*)(MpiRequest *);
+  static const std::pair<State, Step> steps[] = {
+      {State::Exchanging, &MpiComm::advance_exchange},
+      {State::Ready, &MpiComm::advance_start},
+      {State::Phase1, &MpiComm::advance_phase1},
+      {State::Phase2Ready, &MpiComm::advance_phase2_start},
+      {State::Phase2, &MpiComm::advance_phase2}};
+  for (const auto &[state, step] : steps) {
+    if (r->failed || r->state != state)
+      continue;
+    (this->*step)(r);
   }
+}
+
+// Compiled code cannot act on an error, and peers may wait for this rank
+// forever (stopped, or in another collective): end the whole job now.
+void MpiComm::jit_failed() {
+  std::string msg = first_error_message();
+  if (msg.rfind("rank ", 0) != 0)
+    msg = format("rank %lld: %s", (long long)rank, msg.c_str());
+  std::fprintf(stderr, "fsdprt: error: %s\n", msg.c_str());
+  std::fflush(stderr);
+  MPI_Abort(MPI_COMM_WORLD, 1);
 }
 
 void MpiComm::progress() {
@@ -608,8 +669,14 @@ bool we_initialized_mpi = false;
 void finalize_at_exit() {
   int finalized = 0;
   MPI_Finalized(&finalized);
-  if (!finalized)
-    MPI_Finalize();
+  if (finalized)
+    return;
+  // After a failed collective a peer may never reach MPI_Finalize (it is
+  // stopped, or still waits in a collective), and MPI_Finalize would wait
+  // for it: end the whole job instead.
+  if (job_failed.load())
+    MPI_Abort(MPI_COMM_WORLD, 1);
+  MPI_Finalize();
 }
 
 } // namespace

@@ -1,6 +1,6 @@
 """Independent numpy + ml_dtypes model of the quantization formats.
 
-Written from the formulas in docs/QUANTIZATION.md (and DESIGN.md section 6),
+Written from the formulas in docs/QUANTIZATION.md (and docs/SEMANTICS.md §8),
 not from the C++ code: element casts are ml_dtypes' round-to-nearest-even
 conversions (float8_e4m3fn, float8_e5m2, float4_e2m1fn) applied after
 clipping to the largest finite value; the E8M0 exponent is the smallest power

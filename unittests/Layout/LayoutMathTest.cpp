@@ -1,7 +1,7 @@
 //===- LayoutMathTest.cpp - layout arithmetic vs. element ownership -------===//
 //
 // The model below assigns every element explicitly, list by list, as the
-// definitions in DESIGN.md §3 read; the library computes ranges. They must
+// definitions in docs/SEMANTICS.md §3 read; the library computes ranges. They must
 // agree for every small case.
 //
 //===----------------------------------------------------------------------===//

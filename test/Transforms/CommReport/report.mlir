@@ -6,7 +6,7 @@
 // RUN: FileCheck %s --check-prefix=FILE < %t.txt
 
 // HSDP mesh, 8 ranks (rank = 4 * replicate + shard). Expected numbers, by
-// hand from DESIGN.md:
+// hand from docs/SEMANTICS.md §4:
 //  - all_gather of 48 f32 over shard (4): sends 192 B, receives 768 B;
 //    all_gather_start of 3 f32: 12 B / 48 B (its fsdp.wait is no collective);
 //    all_gather of 18 bf16: 36 B / 144 B. Together 3, 240 B / 960 B.

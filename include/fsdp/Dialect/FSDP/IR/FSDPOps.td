@@ -112,7 +112,7 @@ def FSDP_GradReduceOp : FSDP_Op<"grad_reduce", [
 }
 
 //===----------------------------------------------------------------------===//
-// Flat collectives (NCCL semantics, DESIGN.md §4).
+// Flat collectives (NCCL semantics, docs/SEMANTICS.md §4).
 //===----------------------------------------------------------------------===//
 
 class FSDP_FlatCollectiveOp<string mnemonic, list<Trait> traits = []>

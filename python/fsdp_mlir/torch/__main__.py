@@ -1,0 +1,152 @@
+"""Command line of the PyTorch frontend.
+
+    python -m fsdp_mlir.torch export my_model.py:build --mesh 2x4 -o out/
+    fsdp-opt out/step.mlir --fsdp-pipeline="lower=true all-reduce-loss=true" -o out/lowered.mlir
+    fsdp-run out/lowered.mlir --inputs out --outputs out/results
+    python -m fsdp_mlir.torch check my_model.py:build out out/results
+
+`SPEC` is `FILE.py:FUNCTION` or `package.module:FUNCTION`; the function takes no
+arguments and returns a dict with `module`, `loss_fn` and `batch` (the global
+batch) and optionally `units`, `placement`, `policy`, `mesh`. Options given on
+the command line override the dict's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import os
+import sys
+
+from .export import ExportError, export_step, load_inputs, load_results, reference
+
+KEYS = ("module", "loss_fn", "batch")
+
+
+def load_spec(spec: str) -> dict:
+    if ":" not in spec:
+        raise ExportError(f"'{spec}': expected FILE.py:FUNCTION or package.module:FUNCTION")
+    where, func = spec.rsplit(":", 1)
+    if where.endswith(".py"):
+        if not os.path.isfile(where):
+            raise ExportError(f"{where}: not found")
+        name = "_fsdp_torch_spec_" + os.path.splitext(os.path.basename(where))[0]
+        loader = importlib.util.spec_from_file_location(name, where)
+        mod = importlib.util.module_from_spec(loader)
+        sys.modules[name] = mod
+        loader.loader.exec_module(mod)
+    else:
+        mod = importlib.import_module(where)
+    if not hasattr(mod, func):
+        raise ExportError(f"{where} has no function '{func}'")
+    built = getattr(mod, func)()
+    if not isinstance(built, dict) or any(k not in built for k in KEYS):
+        raise ExportError(f"{spec}() must return a dict with keys {', '.join(KEYS)}")
+    return built
+
+
+def _units_arg(values):
+    return values if values else None
+
+
+def cmd_export(args) -> int:
+    built = load_spec(args.spec)
+    placement = built.get("placement")
+    if args.placement:
+        placement = {}
+        for item in args.placement:
+            if "=" in item:
+                pattern, spec = item.split("=", 1)
+                placement[pattern] = spec
+            elif len(args.placement) == 1:
+                placement = item
+            else:
+                raise ExportError(f"--placement '{item}': expected REGEX=PLACEMENT")
+    model = export_step(
+        built["module"],
+        built["loss_fn"],
+        built["batch"],
+        args.output,
+        mesh=args.mesh or built.get("mesh", "8"),
+        units=_units_arg(args.unit) or built.get("units"),
+        placement=placement,
+        policy=args.policy or built.get("policy", "ceil"),
+        param_dtype=args.param_dtype,
+        reduce_dtype=args.reduce_dtype,
+    )
+    mesh = "x".join(map(str, model["mesh"]["shape"]))
+    units = ", ".join(model["config"]["units"])
+    print(
+        f"wrote {os.path.join(args.output, 'step.mlir')}: {len(model['params'])} parameters "
+        f"in units [{units}], mesh {mesh}, global batch {model['global_batch']} "
+        f"({model['local_batch']} per rank)"
+    )
+    print(
+        f"next: fsdp-opt {os.path.join(args.output, 'step.mlir')} "
+        f'--fsdp-pipeline="{model["config"]["pipeline"]}" -o lowered.mlir'
+    )
+    return 0
+
+
+def cmd_check(args) -> int:
+    built = load_spec(args.spec)
+    module = built["module"]
+    batch = load_inputs(args.exported, module)
+    loss, grads = load_results(args.results, module)
+    ref_loss, ref_grads = reference(module, built["loss_fn"], batch)
+    ok = True
+    rows = [("loss", loss.double(), ref_loss)] + [
+        (f"grad.{n}", grads[n].double(), ref_grads[n]) for n in ref_grads
+    ]
+    width = max(len(r[0]) for r in rows)
+    for name, got, ref in rows:
+        scale = float(ref.abs().max()) if ref.numel() else 0.0
+        err = float((got - ref).abs().max()) if ref.numel() else 0.0
+        rel = err / scale if scale > 0 else err
+        good = bool(got.isfinite().all()) and rel <= args.rtol
+        ok &= good
+        print(f"{name:<{width}}  rel err {rel:9.2e}  {'ok' if good else 'MISMATCH'}")
+    print(f"{'PASS' if ok else 'FAIL'}: {len(rows)} results vs torch autograd (float64)")
+    return 0 if ok else 1
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m fsdp_mlir.torch", description=__doc__.split("\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    ex = sub.add_parser("export", help="write step.mlir, model.json and the global .npy inputs")
+    ex.add_argument("spec", help="FILE.py:FUNCTION or package.module:FUNCTION")
+    ex.add_argument("-o", "--output", required=True, help="output directory")
+    ex.add_argument("--mesh", help="N or RxS (HSDP); default: the spec's, else 8")
+    ex.add_argument(
+        "--unit",
+        action="append",
+        help="regex of the module paths that are FSDP units (repeatable), e.g. 'blocks\\.\\d+'",
+    )
+    ex.add_argument(
+        "--placement",
+        action="append",
+        help="PLACEMENT for every parameter, or REGEX=PLACEMENT (repeatable; first match wins)",
+    )
+    ex.add_argument("--policy", choices=("ceil", "balanced"))
+    ex.add_argument("--param-dtype", help="gather dtype (fsdp-opt param-dtype), e.g. bf16")
+    ex.add_argument("--reduce-dtype", help="reduction dtype (fsdp-opt reduce-dtype)")
+    ex.set_defaults(fn=cmd_export)
+    ch = sub.add_parser("check", help="compare fsdp-run's results with torch autograd (float64)")
+    ch.add_argument("spec")
+    ch.add_argument("exported", help="the export directory (parameters and batch are read there)")
+    ch.add_argument("results", help="fsdp-run --outputs directory")
+    ch.add_argument("--rtol", type=float, default=1e-5, help="max |err| / max |ref| (1e-5)")
+    ch.set_defaults(fn=cmd_check)
+    args = ap.parse_args(argv)
+    try:
+        return args.fn(args)
+    except ExportError as err:
+        print(f"fsdp_mlir.torch: error: {err}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

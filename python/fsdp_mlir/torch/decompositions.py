@@ -1,0 +1,172 @@
+"""Decompositions applied while tracing, on top of torch-mlir's own table.
+
+torch-mlir lowers the scatter-based backward of `nn.Embedding` and of
+`F.cross_entropy` / `F.nll_loss` (`aten.index_put`, `aten.scatter`) to
+`tm_tensor.scatter`, an op of its own dialect that upstream MLIR cannot parse.
+The replacements here express the same gradients with a one-hot matrix
+(`indices == arange(n)`), which imports as upstream `linalg.generic` and
+`linalg.matmul`: O(N * n) work instead of O(N), exact in floating point (each
+one-hot product adds zeros or the value itself).
+"""
+
+from __future__ import annotations
+
+import torch
+
+aten = torch.ops.aten
+
+# torch.nn._reduction values
+_REDUCTION_MEAN = 1
+
+
+class UnsupportedInModel(RuntimeError):
+    """A feature of an op that the decompositions here do not cover."""
+
+
+def _one_hot(indices: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
+    """(..., n) float tensor with a 1 where indices[...] == column."""
+    cols = torch.arange(n, dtype=indices.dtype, device=indices.device)
+    return (indices.unsqueeze(-1) == cols).to(dtype)
+
+
+def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
+    """d(weight) of `embedding(weight, indices)`: one_hot(indices)^T @ grad."""
+    if scale_grad_by_freq:
+        raise UnsupportedInModel(
+            "aten.embedding_dense_backward with scale_grad_by_freq=True is not supported"
+        )
+    flat = indices.reshape(-1)
+    one_hot = _one_hot(flat, num_weights, grad_output.dtype)
+    if padding_idx is not None and padding_idx >= 0:
+        one_hot = one_hot * (flat != padding_idx).unsqueeze(-1).to(grad_output.dtype)
+    tail = tuple(grad_output.shape[indices.dim() :])
+    grad = grad_output.reshape(flat.shape[0], -1)
+    return (one_hot.t() @ grad).reshape((num_weights,) + tail)
+
+
+def nll_loss_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """d(input) of `nll_loss(input, target)`: -one_hot(target) * grad, with the
+    weight, `ignore_index` and mean reduction handled as aten does."""
+    channel_dim = 0 if self.dim() < 2 else 1
+    if reduction == _REDUCTION_MEAN:
+        grad_output = grad_output / total_weight
+    if self.dim() == 1 and target.dim() > 0:
+        target = target[0]
+    valid = target != ignore_index
+    safe = torch.where(valid, target, torch.zeros_like(target))
+    grad_input = -_one_hot(safe, self.shape[channel_dim], self.dtype)
+    if grad_output.dim() > 0:  # reduction='none': one value per row
+        grad_output = grad_output.unsqueeze(-1)
+    if weight is not None:
+        grad_output = grad_output * weight
+    grad_output = torch.where(valid.unsqueeze(-1), grad_output, torch.zeros_like(grad_output))
+    return grad_input * grad_output
+
+
+def nll_loss2d_backward(grad_output, self, target, weight, reduction, ignore_index, total_weight):
+    """Same for (N, C, H, W) inputs: move the class dim last and reuse the above."""
+    n, c = self.shape[0], self.shape[1]
+    flat_self = self.movedim(1, -1).reshape(-1, c)
+    flat_target = target.reshape(-1)
+    if grad_output.dim() > 0:
+        grad_output = grad_output.reshape(-1)
+    grad = nll_loss_backward(
+        grad_output, flat_self, flat_target, weight, reduction, ignore_index, total_weight
+    )
+    return grad.reshape(n, *self.shape[2:], c).movedim(-1, 1)
+
+
+def _pair(v):
+    return (v[0], v[-1]) if isinstance(v, (list, tuple)) and v else (v, v)
+
+
+def avg_pool2d_backward(
+    grad_output, self, kernel_size, stride, padding, ceil_mode, count_include_pad, divisor_override
+):
+    """d(input) of avg_pool2d as grad_output (N*C, Ho*Wo) @ P, where P[o, i] is
+    1/divisor when input pixel i lies in output window o (built from aranges
+    with the CPU kernel's window and divisor rules), so the import is
+    elementwise linalg and a linalg.matmul (torch-mlir has no lowering of the
+    op itself)."""
+    kh, kw = _pair(kernel_size)
+    sh, sw = _pair(stride) if stride else (kh, kw)
+    ph, pw = _pair(padding)
+    h, w = self.shape[-2], self.shape[-1]
+    ho, wo = grad_output.shape[-2], grad_output.shape[-1]
+    dtype = grad_output.dtype
+
+    def windows(n_out, n_in, k, st, pad):
+        start = torch.arange(n_out) * st - pad
+        end = torch.clamp(start + k, max=n_in + pad)
+        first, last = torch.clamp(start, min=0), torch.clamp(end, max=n_in)
+        pos = torch.arange(n_in)
+        inside = (pos.unsqueeze(0) >= first.unsqueeze(1)) & (pos.unsqueeze(0) < last.unsqueeze(1))
+        size = (end - start) if count_include_pad else (last - first)
+        return inside.to(dtype), size.to(dtype)
+
+    in_h, size_h = windows(ho, h, kh, sh, ph)
+    in_w, size_w = windows(wo, w, kw, sw, pw)
+    pool = in_h.reshape(ho, 1, h, 1) * in_w.reshape(1, wo, 1, w)
+    if divisor_override:
+        pool = pool / divisor_override
+    else:
+        pool = pool / (size_h.reshape(ho, 1, 1, 1) * size_w.reshape(1, wo, 1, 1))
+    lead = tuple(grad_output.shape[:-2])
+    grad = grad_output.reshape(-1, ho * wo) @ pool.reshape(ho * wo, h * w)
+    return grad.reshape(lead + (h, w))
+
+
+def max_pool2d_with_indices_backward(
+    grad_output, self, kernel_size, stride, padding, dilation, ceil_mode, indices
+):
+    """d(input) of max_pool2d: each output's gradient goes to the input pixel
+    its index names, as a sum over one-hot rows (indices are flat H*W offsets)."""
+    h, w = self.shape[-2], self.shape[-1]
+    lead = tuple(self.shape[:-2])
+    flat_idx = indices.reshape(lead + (-1,))
+    flat_grad = grad_output.reshape(lead + (-1,))
+    one_hot = _one_hot(flat_idx, h * w, grad_output.dtype)
+    grad = (flat_grad.unsqueeze(-1) * one_hot).sum(-2)
+    return grad.reshape(lead + (h, w))
+
+
+def table() -> dict:
+    """torch-mlir's decomposition table with the replacements above."""
+    from torch_mlir.extras.fx_decomp_util import get_decomposition_table
+
+    ops = get_decomposition_table()
+    ops[aten.avg_pool2d_backward.default] = avg_pool2d_backward
+    ops[aten.max_pool2d_with_indices_backward.default] = max_pool2d_with_indices_backward
+    ops[aten.embedding_dense_backward.default] = embedding_dense_backward
+    ops[aten.nll_loss_backward.default] = nll_loss_backward
+    ops[aten.nll_loss2d_backward.default] = nll_loss2d_backward
+    ops[aten.scaled_dot_product_attention.default] = scaled_dot_product_attention
+    return ops
+
+
+def scaled_dot_product_attention(
+    query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False
+):
+    """softmax(q k^T * scale + mask) v in plain ops, so autograd differentiates
+    the math (the fused CPU kernel's backward has no lowering)."""
+    if dropout_p != 0.0:
+        raise UnsupportedInModel(
+            "aten.scaled_dot_product_attention with dropout_p != 0 is not supported"
+        )
+    if enable_gqa:
+        raise UnsupportedInModel(
+            "aten.scaled_dot_product_attention with enable_gqa=True is not supported"
+        )
+    lq, lk = query.shape[-2], key.shape[-2]
+    if scale is None:
+        scale = 1.0 / (query.shape[-1] ** 0.5)
+    scores = (query @ key.transpose(-2, -1)) * scale
+    if is_causal:
+        keep = torch.ones(lq, lk, dtype=torch.bool, device=query.device).tril()
+        scores = scores.masked_fill(~keep, float("-inf"))
+    if attn_mask is not None:
+        if attn_mask.dtype == torch.bool:
+            scores = scores.masked_fill(~attn_mask, float("-inf"))
+        else:
+            scores = scores + attn_mask
+    return torch.softmax(scores, dim=-1) @ value

@@ -1,0 +1,739 @@
+"""Export a PyTorch training step (forward + backward) as an annotated fsdp step.
+
+    export_step(model, loss_fn, batch, "out/", mesh="2x4", units=[Block])
+
+traces `torch.func.grad_and_value` of `loss_fn(model, *batch)` with `make_fx`
+on one rank's micro-batch, imports it with torch-mlir (linalg on tensors), and
+annotates the function's signature: every parameter gets its name, FSDP unit
+and layout, the first result is the loss and the others are the gradients.
+The global parameters and batch are written as `.npy` next to `model.json`.
+See docs/FRONTENDS.md.
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import re
+from collections.abc import Callable, Mapping
+
+import numpy as np
+import torch
+import torch.fx.traceback as fx_traceback
+
+from .. import model as M
+
+FUNCTION = "step"
+FRONTEND_KIND = "torch"
+
+_PLACEMENT_RE = re.compile(
+    r"^\s*(?:(replicate)|shard\s*[<(]\s*(\d+)\s*[>)]"
+    r"|strided_shard\s*[<(]\s*(\d+)\s*,\s*(\d+)\s*[>)])\s*$",
+    re.I,
+)
+
+_NPY_DTYPES = {
+    torch.float32: ("f32", np.float32),
+    torch.float64: ("f64", np.float64),
+    torch.int64: ("i64", np.int64),
+    torch.int32: ("i32", np.int32),
+}
+
+
+class ExportError(ValueError):
+    """The model, batch or options cannot be exported (the message says why)."""
+
+
+# ---------------------------------------------------------------- options
+
+
+def _parse_mesh(mesh) -> dict:
+    if isinstance(mesh, int):
+        mesh = str(mesh)
+    elif isinstance(mesh, (tuple, list)):
+        mesh = "x".join(str(int(s)) for s in mesh)
+    try:
+        return M.parse_mesh(str(mesh))
+    except M.ModelError as err:
+        raise ExportError(str(err)) from None
+
+
+def parse_placement(spec, name: str = "", ndim: int | None = None) -> dict:
+    """`replicate`, `shard<d>` / `Shard(d)`, `strided_shard<d, sf>` -> placement dict."""
+    m = _PLACEMENT_RE.match(str(spec))
+    if not m:
+        raise ExportError(
+            f"placement {spec!r} for '{name}': expected replicate, shard<d> or strided_shard<d, sf>"
+        )
+    if m.group(1):
+        return {"kind": "replicate"}
+    if m.group(2) is not None:
+        p = {"kind": "shard", "dim": int(m.group(2))}
+    else:
+        p = {"kind": "strided_shard", "dim": int(m.group(3)), "sf": int(m.group(4))}
+        if p["sf"] < 1:
+            raise ExportError(f"placement {spec!r} for '{name}': split factor must be >= 1")
+    if ndim is not None and p["dim"] >= ndim:
+        raise ExportError(
+            f"placement {spec!r} for '{name}': the parameter has {ndim} dim(s), "
+            f"so dim {p['dim']} does not exist"
+        )
+    return p
+
+
+def _placement_for(name: str, param: torch.Tensor, placement) -> str:
+    """The placement spec (text) on the shard axis for one parameter."""
+    spec = None
+    if placement is None:
+        spec = None
+    elif isinstance(placement, str):
+        spec = placement
+    elif isinstance(placement, Mapping):
+        for pattern, value in placement.items():
+            if re.fullmatch(pattern, name):
+                spec = value
+                break
+    elif callable(placement):
+        spec = placement(name, param)
+    else:
+        raise ExportError(
+            "placement: expected None, a placement string, a {regex: placement} dict or a "
+            f"callable (name, param) -> placement; got {type(placement).__name__}"
+        )
+    if spec is None:
+        # FSDP2's default: Shard(0); a scalar parameter cannot be split.
+        spec = "shard<0>" if param.dim() > 0 else "replicate"
+    return spec
+
+
+def _layout(name: str, param: torch.Tensor, mesh: dict, placement, policy: str) -> dict:
+    spec = _placement_for(name, param, placement)
+    p = parse_placement(spec, name, param.dim())
+    if p["kind"] == "strided_shard":
+        k = mesh["shape"][-1]
+        n = param.shape[p["dim"]]
+        if n % (p["sf"] * k) != 0:
+            raise ExportError(
+                f"strided_shard<{p['dim']}, {p['sf']}> on '{name}' "
+                f"({'x'.join(map(str, param.shape))}) needs dim {p['dim']} divisible by "
+                f"sf*k = {p['sf']}*{k} = {p['sf'] * k}; got {n}"
+            )
+    placements = [{"kind": "replicate"}] * (len(mesh["shape"]) - 1) + [p]
+    return {"placements": placements, "policy": "ceil" if p["kind"] == "replicate" else policy}
+
+
+def _unit_matcher(units) -> Callable[[str, torch.nn.Module], bool]:
+    """units: None, a class, a regex string, or a list of those, or a callable
+    (path, module) -> bool. Classes match by isinstance, strings by re.fullmatch
+    on the module path (e.g. r"blocks\\.\\d+")."""
+    if units is None:
+        return lambda path, mod: False
+    if callable(units) and not isinstance(units, type):
+        return lambda path, mod: bool(units(path, mod))
+    items = units if isinstance(units, (list, tuple, set)) else [units]
+    classes = tuple(u for u in items if isinstance(u, type))
+    patterns = []
+    for u in items:
+        if isinstance(u, str):
+            patterns.append(re.compile(u))
+        elif not isinstance(u, type):
+            raise ExportError(
+                f"units: expected module classes or path regexes, got {type(u).__name__}"
+            )
+    return lambda path, mod: (
+        (bool(classes) and isinstance(mod, classes)) or any(p.fullmatch(path) for p in patterns)
+    )
+
+
+def assign_units(module: torch.nn.Module, units) -> dict:
+    """Parameter name -> unit name. Each submodule that `units` matches is one
+    FSDP unit (named by its path) holding the parameters below it that no
+    deeper unit holds; the others belong to the root unit, "root"."""
+    match = _unit_matcher(units)
+    unit_paths = [path for path, mod in module.named_modules() if path and match(path, mod)]
+    out = {}
+    for name, _ in module.named_parameters():
+        holders = [path for path in unit_paths if name.startswith(path + ".")]
+        out[name] = max(holders, key=len) if holders else "root"
+    return out
+
+
+def _batch_entries(loss_fn, batch) -> list:
+    """[(name, tensor)] of the global batch, named by the loss function's
+    parameters after the module (or by the dict keys)."""
+    if isinstance(batch, torch.Tensor):
+        batch = (batch,)
+    if isinstance(batch, Mapping):
+        entries = list(batch.items())
+    else:
+        batch = tuple(batch)
+        names = []
+        try:
+            params = list(inspect.signature(loss_fn).parameters.values())[1:]
+            names = [
+                p.name for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)
+            ]
+        except (TypeError, ValueError):
+            pass
+        if len(names) < len(batch):
+            names = [f"input{i}" for i in range(len(batch))]
+        entries = list(zip(names, batch))
+    for name, t in entries:
+        if not isinstance(t, torch.Tensor):
+            raise ExportError(f"example_batch '{name}': expected a tensor, got {type(t).__name__}")
+        if t.dim() == 0:
+            raise ExportError(f"example_batch '{name}': needs a batch dimension (dim 0)")
+        if t.dtype not in _NPY_DTYPES:
+            raise ExportError(f"example_batch '{name}': dtype {t.dtype} is not supported")
+    return entries
+
+
+# ---------------------------------------------------------------- tracing
+
+
+class _ModulePaths:
+    """Records the module path of every traced op (node.meta["nn_module_stack"])
+    through forward hooks, so errors can name the submodule an op came from."""
+
+    def __init__(self, module: torch.nn.Module):
+        self.handles = []
+        self.stack = []
+        for path, mod in module.named_modules():
+            self.handles.append(mod.register_forward_pre_hook(self._pre(path, mod)))
+            self.handles.append(mod.register_forward_hook(self._post))
+
+    def _set(self):
+        meta = fx_traceback.get_current_meta()
+        if self.stack:
+            path, cls = self.stack[-1]
+            meta["nn_module_stack"] = {path or "<root>": (path, cls)}
+        else:
+            meta.pop("nn_module_stack", None)
+
+    def _pre(self, path, mod):
+        cls = type(mod).__qualname__
+
+        def hook(_mod, _args):
+            self.stack.append((path, cls))
+            self._set()
+
+        return hook
+
+    def _post(self, _mod, _args, _out):
+        if self.stack:
+            self.stack.pop()
+        self._set()
+
+    def remove(self):
+        for h in self.handles:
+            h.remove()
+
+
+def node_module_path(node) -> str | None:
+    stack = node.meta.get("nn_module_stack")
+    if not stack:
+        return None
+    path, _ = list(stack.values())[-1]
+    return path
+
+
+def trace_step(module, loss_fn, param_names, local_batch):
+    """FX graph of (params..., batch...) -> (loss, *grads)."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    from .decompositions import table
+
+    def step(params, *batch):
+        def loss_of(p):
+            return loss_fn(
+                _Bound(module, dict(zip(param_names, p))),
+                *batch,
+            )
+
+        grads, loss = torch.func.grad_and_value(loss_of)(params)
+        return (loss, *grads)
+
+    params = tuple(p.detach() for _, p in module.named_parameters())
+    recorder = _ModulePaths(module)
+    try:
+        # SDPA's math backend: autograd then differentiates plain ops (the
+        # fused CPU kernel's backward has no torch-mlir lowering).
+        from torch.nn.attention import SDPBackend, sdpa_kernel
+
+        with fx_traceback.preserve_node_meta(), sdpa_kernel(SDPBackend.MATH):
+            # functionalize: in-place ops (gradient accumulation, masked_fill_)
+            # become their out-of-place forms, which torch-mlir lowers.
+            fn = torch.func.functionalize(step, remove="mutations")
+            gm = make_fx(fn, decomposition_table=table())(params, *local_batch)
+    finally:
+        recorder.remove()
+    return gm
+
+
+class _Bound:
+    """Calls `module` with the given parameters (torch.func.functional_call);
+    other attributes are the module's."""
+
+    def __init__(self, module, params):
+        self._module = module
+        self._params = params
+
+    def __call__(self, *args, **kwargs):
+        return torch.func.functional_call(self._module, self._params, args, kwargs)
+
+    def __getattr__(self, name):
+        return getattr(self._module, name)
+
+
+# ---------------------------------------------------------------- import
+
+_TORCH_OP_RE = re.compile(r"torch\.((?:aten|prims|torchvision)\.[A-Za-z0-9_.]+)")
+_UPSTREAM_DIALECTS = {
+    "arith",
+    "math",
+    "linalg",
+    "tensor",
+    "func",
+    "cf",
+    "scf",
+    "bufferization",
+    "complex",
+    "affine",
+    "builtin",
+    "ml_program",
+}
+
+
+def _op_name(node) -> str:
+    target = node.target
+    name = getattr(target, "__name__", str(target))
+    if hasattr(target, "name") and callable(target.name):
+        name = target.name().replace("::", ".")
+    return name
+
+
+def _where_ops(gm, op: str) -> list:
+    """Where the nodes whose aten op is `op` (any overload) come from: module
+    paths for ops of a module's forward, else the backward of the module the
+    forward op ran in (`x_backward` of `x`), else the loss / backward."""
+
+    def base(name):
+        return ".".join(name.split(".")[:2])
+
+    def label(path):
+        return "the root module" if path == "" else path
+
+    found, outside = [], False
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and base(_op_name(node)) == base(op):
+            path = node_module_path(node)
+            if path is None:
+                outside = True
+            elif label(path) not in found:
+                found.append(label(path))
+    if found or not outside:
+        return found
+    if base(op).endswith("_backward"):
+        fwd = base(op)[: -len("_backward")]
+        fwd_paths = _where_ops(gm, fwd) or _where_ops(gm, fwd + "_with_indices")
+        if fwd_paths and "the loss function or the backward pass" not in fwd_paths:
+            return [f"the backward of {p}" for p in fwd_paths]
+    return ["the loss function or the backward pass"]
+
+
+def _unsupported(gm, op: str, detail: str) -> ExportError:
+    paths = _where_ops(gm, op)
+    where = f" in {', '.join(paths)}" if paths else ""
+    return ExportError(f"unsupported op '{op}'{where}: {detail}")
+
+
+STAGES = (
+    (
+        "builtin.module(func.func(torch-match-quantized-custom-ops),"
+        " torchdynamo-export-to-torch-backend-pipeline)",
+        "the torch backend",
+    ),
+    (
+        "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline"
+        "{allow-non-finites=true})",
+        "linalg",
+    ),
+)
+
+
+def torch_mlir_opt() -> str:
+    """torch-mlir's own `torch-mlir-opt` (installed next to the interpreter)."""
+    import shutil
+    import sys
+
+    here = os.path.join(os.path.dirname(sys.executable), "torch-mlir-opt")
+    found = here if os.access(here, os.X_OK) else shutil.which("torch-mlir-opt")
+    if not found:
+        raise ExportError("torch-mlir-opt not found (pip install -r python/requirements-torch.txt)")
+    return found
+
+
+_LEGALIZE_RE = re.compile(
+    r"failed to legalize operation "
+    r"'(?:torch\.operator'.*?name = \"torch\.([\w.]+)\"|torch\.([\w.]+)')"
+)
+_CRASH_PATTERN_RE = re.compile(r"ConvertAten(\w+?)Op\b")
+
+
+def _snake(camel: str) -> str:
+    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
+
+
+def _lower_failure(gm, stage: str, stderr: str, crashed: bool) -> ExportError:
+    m = _LEGALIZE_RE.search(stderr)
+    if m:
+        op = m.group(1) or m.group(2)
+        return _unsupported(gm, op, f"torch-mlir cannot lower it to {stage}")
+    m = _CRASH_PATTERN_RE.search(stderr) if crashed else None
+    if m:
+        op = "aten." + _snake(m.group(1))
+        return _unsupported(gm, op, f"torch-mlir crashed lowering it to {stage}")
+    first = next((ln for ln in stderr.splitlines() if "error" in ln), stderr.strip()[:200])
+    what = "crashed" if crashed else "failed"
+    return ExportError(f"torch-mlir {what} lowering the step to {stage}: {first.strip()}")
+
+
+def import_graph(gm, workdir: str | None = None) -> str:
+    """torch-mlir import to linalg on tensors; MLIR text. The FX graph is
+    imported in-process; the lowering runs in torch-mlir-opt, so that a failure
+    (or a crash) becomes an error naming the op."""
+    import subprocess
+    import tempfile
+
+    from torch_mlir import fx as tfx
+
+    opt = torch_mlir_opt()
+    try:
+        text = str(tfx.stateless_fx_import(gm, output_type="raw", model_name=FUNCTION))
+    except Exception as err:  # the importer raises several types
+        msg = str(err).strip()
+        m = _TORCH_OP_RE.search(msg)
+        if m:
+            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it") from None
+        first = msg.splitlines()[0] if msg else repr(err)
+        raise ExportError(f"torch-mlir import failed: {first}") from None
+    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
+        for i, (pipeline, stage) in enumerate(STAGES):
+            src = os.path.join(tmp, f"stage{i}.mlir")
+            with open(src, "w") as f:
+                f.write(text)
+            proc = subprocess.run(
+                [opt, src, f"--pass-pipeline={pipeline}"],
+                capture_output=True,
+                text=True,
+            )
+            if proc.returncode != 0:
+                crashed = proc.returncode < 0 or proc.returncode > 128
+                raise _lower_failure(gm, stage, proc.stderr, crashed)
+            text = proc.stdout
+    for line in text.splitlines():
+        m = re.match(r"\s*(?:%[\w#:, %]+=\s*)?\"?([a-z_]+)\.([a-z_]+)", line)
+        if m and m.group(1) not in _UPSTREAM_DIALECTS:
+            op = f"{m.group(1)}.{m.group(2)}"
+            raise ExportError(
+                f"the import produced '{op}', which is outside the upstream MLIR dialects: "
+                f"{line.strip()[:120]}"
+            )
+    return text
+
+
+# ---------------------------------------------------------------- annotate
+
+_SIG_RE = re.compile(r"func\.func\s+@" + FUNCTION + r"\((?P<args>.*?)\)\s*->\s*(?P<res>.*?)\s*\{$")
+
+
+def _split_types(text: str) -> list:
+    out, depth, cur = [], 0, ""
+    for ch in text:
+        if ch in "<([{":
+            depth += 1
+        elif ch in ">)]}":
+            depth -= 1
+        if ch == "," and depth == 0:
+            out.append(cur.strip())
+            cur = ""
+        else:
+            cur += ch
+    if cur.strip():
+        out.append(cur.strip())
+    return out
+
+
+def annotate(text: str, model: dict) -> str:
+    """Adds the mesh and the fsdp attributes to torch-mlir's `@step`."""
+    lines = text.splitlines()
+    idx = next((i for i, ln in enumerate(lines) if _SIG_RE.search(ln.strip())), None)
+    if idx is None:
+        raise ExportError(f"torch-mlir output has no func.func @{FUNCTION} signature line")
+    m = _SIG_RE.search(lines[idx].strip())
+    arg_types = [a.split(":", 1)[1].strip() for a in _split_types(m.group("args"))]
+    res = m.group("res").strip()
+    if res.startswith("("):
+        res = res[1:-1]
+    res_types = _split_types(res)
+    n_params = len(model["params"])
+    if len(arg_types) != len(model["args"]) or len(res_types) != len(model["results"]):
+        raise ExportError(
+            f"torch-mlir's @{FUNCTION} has {len(arg_types)} arguments and {len(res_types)} "
+            f"results; expected {len(model['args'])} and {len(model['results'])}"
+        )
+    args = []
+    for i, (name, ty) in enumerate(zip(model["args"], arg_types)):
+        if i < n_params:
+            p = model["params"][i]
+            attrs = (
+                f'fsdp.layout = {p["layout_attr"]}, fsdp.name = "{name}", fsdp.unit = "{p["unit"]}"'
+            )
+        else:
+            attrs = f'fsdp.name = "{name}"'
+        args.append(f"%arg{i}: {ty} {{{attrs}}}")
+    results = []
+    for r, ty in zip(model["results"], res_types):
+        if r["kind"] == "loss":
+            attrs = f'fsdp.loss, fsdp.name = "{r["name"]}"'
+        else:
+            attrs = f'fsdp.grad_of = {r["grad_of"]} : i64, fsdp.name = "{r["name"]}"'
+        results.append(f"{ty} {{{attrs}}}")
+    indent = lines[idx][: len(lines[idx]) - len(lines[idx].lstrip())]
+    lines[idx] = (
+        f"{indent}func.func @{FUNCTION}(\n{indent}    "
+        + f",\n{indent}    ".join(args)
+        + f")\n{indent}    -> ("
+        + f",\n{indent}        ".join(results)
+        + ") {"
+    )
+    mod_idx = next((i for i, ln in enumerate(lines) if re.match(r"^module\b.*\{\s*$", ln)), None)
+    if mod_idx is None:
+        raise ExportError("torch-mlir output has no top-level module")
+    lines.insert(mod_idx + 1, "  " + M.mesh_text(model["mesh"]))
+    return "\n".join(lines) + "\n"
+
+
+# ---------------------------------------------------------------- export
+
+
+def export_step(
+    module: torch.nn.Module,
+    loss_fn: Callable,
+    example_batch,
+    out_dir: str | os.PathLike | None = None,
+    *,
+    mesh="8",
+    units=None,
+    placement=None,
+    policy: str = "ceil",
+    param_dtype: str | None = None,
+    reduce_dtype: str | None = None,
+    output: str | os.PathLike | None = None,
+) -> dict:
+    """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
+    parameters and batch as `.npy`; returns the model description.
+
+    loss_fn(model, *batch) -> scalar loss of the micro-batch it is given (a mean
+    over the batch, so that averaging over ranks gives the global-batch mean).
+    example_batch: the GLOBAL batch (tuple, dict or tensor); dim 0 of each
+    tensor is split over the mesh's ranks. mesh: "N" or "RxS" (HSDP).
+    """
+    if not isinstance(module, torch.nn.Module):
+        raise ExportError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
+    mesh_d = _parse_mesh(mesh)
+    world = M.mesh_world(mesh_d)
+    if policy not in M.POLICIES:
+        raise ExportError(f"policy '{policy}': expected one of {M.POLICIES}")
+    for opt, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
+        if value is not None and value not in ("f32", "bf16", "f16", "f64"):
+            raise ExportError(f"{opt} '{value}': expected f32, bf16, f16 or f64")
+
+    entries = _batch_entries(loss_fn, example_batch)
+    sizes = {name: t.shape[0] for name, t in entries}
+    global_batch = next(iter(sizes.values()))
+    if any(s != global_batch for s in sizes.values()):
+        raise ExportError(
+            "example_batch: every tensor needs the same batch size (dim 0); got "
+            + ", ".join(f"{n}: {s}" for n, s in sizes.items())
+        )
+    if global_batch % world != 0:
+        raise ExportError(
+            f"example_batch: batch size {global_batch} does not split over {world} ranks "
+            f"(mesh {'x'.join(map(str, mesh_d['shape']))}): {global_batch} % {world} = "
+            f"{global_batch % world}; use a multiple of {world}"
+        )
+    local = global_batch // world
+
+    named = [(n, p) for n, p in module.named_parameters()]
+    if not named:
+        raise ExportError("module has no parameters")
+    for n, p in named:
+        if p.dtype != torch.float32:
+            raise ExportError(f"parameter '{n}' has dtype {p.dtype}; only float32 is supported")
+    data_names = [n for n, _ in entries]
+    clash = set(data_names) & {n for n, _ in named} | ({"loss"} & set(data_names))
+    if clash:
+        raise ExportError(f"batch names clash with parameter or result names: {sorted(clash)}")
+    unit_of = assign_units(module, units)
+
+    params = []
+    for n, p in named:
+        layout = _layout(n, p, mesh_d, placement, policy)
+        params.append(
+            {
+                "name": n,
+                "shape": list(p.shape),
+                "unit": unit_of[n],
+                "dtype": "f32",
+                "layout": layout,
+                "layout_attr": M.layout_text(mesh_d, layout),
+            }
+        )
+    data = []
+    for n, t in entries:
+        data.append(
+            {
+                "name": n,
+                "dtype": _NPY_DTYPES[t.dtype][0],
+                "local_shape": [local] + list(t.shape[1:]),
+                "shape": list(t.shape),
+            }
+        )
+    results = [{"name": "loss", "kind": "loss", "dtype": "f32", "shape": []}]
+    for i, p in enumerate(params):
+        results.append(
+            {
+                "name": f"grad.{p['name']}",
+                "kind": "grad",
+                "grad_of": i,
+                "param": p["name"],
+                "dtype": "f32",
+                "shape": list(p["shape"]),
+            }
+        )
+    options = ["lower=true", "all-reduce-loss=true"]
+    if param_dtype:
+        options.append(f"param-dtype={param_dtype}")
+    if reduce_dtype:
+        options.append(f"reduce-dtype={reduce_dtype}")
+    model = {
+        "format": M.FORMAT_VERSION,
+        "kind": FRONTEND_KIND,
+        "config": {
+            "module": type(module).__qualname__,
+            "units": sorted({p["unit"] for p in params}, key=[p["unit"] for p in params].index),
+            "param_dtype": param_dtype,
+            "reduce_dtype": reduce_dtype,
+            "pipeline": " ".join(options),
+        },
+        "function": FUNCTION,
+        "dtype": "f32",
+        "seed": None,
+        "mesh": mesh_d,
+        "world": world,
+        "local_batch": local,
+        "global_batch": global_batch,
+        "placement": placement if isinstance(placement, str) or placement is None else "custom",
+        "policy": policy,
+        "args": [p["name"] for p in params] + data_names,
+        "params": params,
+        "data": data,
+        "results": results,
+    }
+
+    local_batch = [t[:local] for _, t in entries]
+    from .decompositions import UnsupportedInModel
+
+    try:
+        gm = trace_step(module, loss_fn, [n for n, _ in named], local_batch)
+    except UnsupportedInModel as err:
+        raise ExportError(str(err)) from None
+    text = annotate(import_graph(gm), model)
+
+    if out_dir is not None:
+        os.makedirs(out_dir, exist_ok=True)
+        path = output or os.path.join(out_dir, FUNCTION + ".mlir")
+        with open(path, "w") as f:
+            f.write(text)
+        for n, p in named:
+            np.save(os.path.join(out_dir, n + ".npy"), p.detach().numpy().astype(np.float32))
+        for n, t in entries:
+            np.save(
+                os.path.join(out_dir, n + ".npy"),
+                t.detach().numpy().astype(_NPY_DTYPES[t.dtype][1]),
+            )
+        with open(os.path.join(out_dir, M.MODEL_JSON), "w") as f:
+            json.dump(model, f, indent=1)
+            f.write("\n")
+    elif output is not None:
+        with open(output, "w") as f:
+            f.write(text)
+    model["mlir"] = text
+    return model
+
+
+def load_results(out_dir, module: torch.nn.Module | None = None, model: dict | None = None):
+    """(loss, {parameter name: gradient tensor}) from a runner's output directory.
+    Gradients are shaped like the parameters; with `module`, every parameter of
+    the module must have one (and the shapes must agree)."""
+    names = None
+    if model is not None:
+        names = [r["param"] for r in model["results"] if r["kind"] == "grad"]
+    elif module is not None:
+        names = [n for n, _ in module.named_parameters()]
+    else:
+        raise ExportError("load_results needs the module or the model description")
+    loss_path = os.path.join(out_dir, "loss.npy")
+    if not os.path.isfile(loss_path):
+        raise ExportError(f"{loss_path}: not found")
+    loss = torch.from_numpy(np.load(loss_path).astype(np.float32))
+    grads = {}
+    shapes = dict(module.named_parameters()) if module is not None else {}
+    for n in names:
+        path = os.path.join(out_dir, f"grad.{n}.npy")
+        if not os.path.isfile(path):
+            raise ExportError(f"{path}: not found (no gradient for '{n}')")
+        g = torch.from_numpy(np.load(path))
+        if n in shapes and tuple(g.shape) != tuple(shapes[n].shape):
+            raise ExportError(
+                f"{path}: shape {tuple(g.shape)}, but parameter '{n}' is {tuple(shapes[n].shape)}"
+            )
+        grads[n] = g
+    return loss, grads
+
+
+def load_inputs(export_dir, module: torch.nn.Module) -> dict:
+    """Copies the exported parameters into `module` and returns the exported
+    global batch as {name: tensor} (in argument order)."""
+    model = M.load_model(str(export_dir))
+    if model.get("kind") != FRONTEND_KIND:
+        raise ExportError(f"{export_dir}: not written by fsdp_mlir.torch")
+    own = dict(module.named_parameters())
+    with torch.no_grad():
+        for p in model["params"]:
+            if p["name"] not in own or list(own[p["name"]].shape) != p["shape"]:
+                raise ExportError(f"{export_dir}: parameter '{p['name']}' does not fit the module")
+            value = np.load(os.path.join(export_dir, p["name"] + ".npy"))
+            own[p["name"]].copy_(torch.from_numpy(value))
+    return {
+        d["name"]: torch.from_numpy(np.load(os.path.join(export_dir, d["name"] + ".npy")))
+        for d in model["data"]
+    }
+
+
+def reference(module: torch.nn.Module, loss_fn: Callable, batch, dtype=torch.float64):
+    """(loss, {name: gradient}) of loss_fn(module, *batch) on the whole batch
+    with torch autograd, computed in `dtype` (float64 by default) on a copy of
+    the module: what the sharded step must reproduce."""
+    import copy
+
+    ref = copy.deepcopy(module).to(dtype)
+    entries = _batch_entries(loss_fn, batch)
+    args = [t.to(dtype) if t.is_floating_point() else t for _, t in entries]
+    ref.zero_grad(set_to_none=True)
+    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        loss = loss_fn(ref, *args)
+    loss.backward()
+    return loss.detach(), {n: p.grad.detach() for n, p in ref.named_parameters()}

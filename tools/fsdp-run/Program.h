@@ -1,0 +1,61 @@
+//===- Program.h - the entry of a lowered module, as fsdp-run sees it -----===//
+//
+// The arguments and results of an entry as `fsdp-opt` recorded them in the
+// module's `fsdp.signatures`, checked against the lowered function before
+// anything is called.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_TOOLS_FSDPRUN_PROGRAM_H
+#define FSDP_TOOLS_FSDPRUN_PROGRAM_H
+
+#include "fsdp/Layout/LayoutMath.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/BuiltinTypes.h"
+#include "llvm/ADT/Twine.h"
+
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdp::run {
+
+/// Prints `fsdp-run: error: <message>` and ends the process with status 1.
+[[noreturn]] void fail(const llvm::Twine &message);
+
+/// One argument or result of the entry, as recorded by the compiler.
+struct Port {
+  std::string name;
+  mlir::RankedTensorType type;       // what the rank's function sees (slot)
+  mlir::RankedTensorType globalType; // the full tensor
+  std::optional<::fsdp::layout::Layout> layout;
+  int64_t elementBytes() const;
+  /// Words of its strided memref descriptor (pointers, offset, sizes,
+  /// strides).
+  int64_t descriptorWords() const { return 3 + 2 * type.getRank(); }
+};
+
+struct Program {
+  std::string entry;
+  std::vector<int64_t> meshShape;
+  std::vector<std::string> axisNames;
+  std::vector<Port> args, results;
+  int64_t meshSize() const { return ::fsdp::layout::product(meshShape); }
+};
+
+/// Reads and checks the signature of `entry` (the only entry when empty),
+/// then strips every fsdp attribute and mesh so that only the LLVM dialect
+/// is left for translation. Fails with a message on a malformed signature.
+Program loadProgram(mlir::ModuleOp module, llvm::StringRef entry);
+
+/// numpy's type string for an element type, "" when fsdp-run has none.
+std::string npyDescr(mlir::Type type);
+
+/// Whether `name` can be a file stem inside --inputs/--outputs: non-empty,
+/// printable, no '/' or '\\', no leading '.', no "..".
+bool isSafeName(llvm::StringRef name);
+
+} // namespace fsdp::run
+
+#endif

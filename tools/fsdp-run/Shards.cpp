@@ -1,0 +1,204 @@
+//===- Shards.cpp - global arrays to rank buffers and back ----------------===//
+
+#include "Shards.h"
+
+#include <cstring>
+
+namespace lm = ::fsdp::layout;
+
+namespace fsdp::run {
+
+namespace {
+
+/// Per dim of a shard: local position -> global index.
+std::vector<std::vector<int64_t>> ownedIndices(const lm::LocalShard &shard) {
+  std::vector<std::vector<int64_t>> index(shard.dims.size());
+  for (size_t d = 0; d < shard.dims.size(); ++d)
+    for (const lm::Range &r : shard.dims[d].ranges)
+      for (int64_t x = r.begin; x < r.end; ++x)
+        index[d].push_back(x);
+  return index;
+}
+
+/// Splits the innermost dim into runs of consecutive global indices.
+template <typename Fn>
+void forEachInnerRun(const std::vector<int64_t> &inner, int64_t slotOff,
+                     int64_t globalOff, Fn &fn) {
+  size_t i = 0;
+  while (i < inner.size()) {
+    size_t j = i + 1;
+    while (j < inner.size() && inner[j] == inner[j - 1] + 1)
+      ++j;
+    fn(slotOff + int64_t(i), globalOff + inner[i], int64_t(j - i));
+    i = j;
+  }
+}
+
+/// Calls `fn(slotOffset, globalOffset, count)` for every contiguous run of
+/// elements this rank owns, in slot (row-major) order.
+template <typename Fn>
+void forEachOwnedRun(const lm::LocalShard &shard,
+                     const std::vector<int64_t> &global, Fn fn) {
+  size_t rank = global.size();
+  if (rank == 0)
+    return fn(0, 0, 1);
+  std::vector<std::vector<int64_t>> index = ownedIndices(shard);
+  for (const auto &idx : index)
+    if (idx.empty())
+      return;
+  std::vector<int64_t> slotStride(rank, 1), globalStride(rank, 1);
+  for (size_t d = rank - 1; d-- > 0;) {
+    slotStride[d] = slotStride[d + 1] * shard.slotShape[d + 1];
+    globalStride[d] = globalStride[d + 1] * global[d + 1];
+  }
+  std::vector<int64_t> pos(rank, 0);
+  while (true) {
+    int64_t slotOff = 0, globalOff = 0;
+    for (size_t d = 0; d + 1 < rank; ++d) {
+      slotOff += pos[d] * slotStride[d];
+      globalOff += index[d][pos[d]] * globalStride[d];
+    }
+    forEachInnerRun(index[rank - 1], slotOff, globalOff, fn);
+    size_t d = rank - 1;
+    while (d-- > 0) {
+      if (++pos[d] < int64_t(index[d].size()))
+        break;
+      pos[d] = 0;
+    }
+    if (d == size_t(-1))
+      return;
+  }
+}
+
+/// Whether `rank` holds the whole of a Partial(sum) value (coordinate 0 on
+/// every partial axis); the other ranks of its group hold zeros.
+bool ownsPartial(const lm::Layout &layout, int64_t rank) {
+  std::vector<int64_t> coords = lm::rankToCoords(layout.meshShape, rank);
+  for (size_t a = 0; a < layout.placements.size(); ++a)
+    if (layout.placements[a].kind == lm::Placement::Kind::Partial &&
+        coords[a] != 0)
+      return false;
+  return true;
+}
+
+bool hasPartial(const lm::Layout &layout) {
+  for (const lm::Placement &p : layout.placements)
+    if (p.kind == lm::Placement::Kind::Partial)
+      return true;
+  return false;
+}
+
+/// Adds (Partial) or places (checking replicas) one element of a piece.
+struct ElementSink {
+  const Port &port;
+  npy::Array &out;
+  std::vector<char> written;
+  bool partial;
+  int64_t bytes;
+
+  void put(const char *src, int64_t g, int64_t rank) {
+    char *dst = out.data.data() + g * bytes;
+    mlir::Type elem = port.type.getElementType();
+    if (partial && elem.isF32())
+      *reinterpret_cast<float *>(dst) += *reinterpret_cast<const float *>(src);
+    else if (partial)
+      *reinterpret_cast<double *>(dst) +=
+          *reinterpret_cast<const double *>(src);
+    else if (written[g] && std::memcmp(dst, src, bytes) != 0)
+      fail("result '" + port.name + "': replicas disagree at element " +
+           llvm::Twine(g) + " (rank " + llvm::Twine(rank) + ")");
+    else
+      std::memcpy(dst, src, bytes);
+    written[g] = 1;
+  }
+};
+
+} // namespace
+
+Descriptor Descriptor::forBuffer(void *data, llvm::ArrayRef<int64_t> shape) {
+  Descriptor d;
+  d.words.push_back(reinterpret_cast<int64_t>(data));
+  d.words.push_back(reinterpret_cast<int64_t>(data));
+  d.words.push_back(0);
+  for (int64_t s : shape)
+    d.words.push_back(s);
+  int64_t stride = 1;
+  std::vector<int64_t> strides(shape.size());
+  for (size_t i = shape.size(); i-- > 0;) {
+    strides[i] = stride;
+    stride *= shape[i];
+  }
+  d.words.insert(d.words.end(), strides.begin(), strides.end());
+  return d;
+}
+
+std::vector<char> shardInput(const Port &p, const npy::Array &global,
+                             int64_t rank) {
+  int64_t bytes = p.elementBytes();
+  std::vector<char> buf(p.type.getNumElements() * bytes, 0);
+  if (p.layout && !ownsPartial(*p.layout, rank))
+    return buf; // a Partial(sum) input: one rank per group holds the value
+  if (!p.layout) {
+    std::memcpy(buf.data(), global.data.data() + rank * buf.size(), buf.size());
+    return buf;
+  }
+  lm::LocalShard s = lm::localShard(*p.layout, global.shape, rank);
+  forEachOwnedRun(s, global.shape, [&](int64_t so, int64_t go, int64_t n) {
+    std::memcpy(buf.data() + so * bytes, global.data.data() + go * bytes,
+                n * bytes);
+  });
+  return buf;
+}
+
+std::vector<char> copyResult(const Port &p, const int64_t *words) {
+  int64_t rank = p.type.getRank(), bytes = p.elementBytes();
+  const char *aligned = reinterpret_cast<const char *>(words[1]);
+  int64_t offset = words[2];
+  std::vector<int64_t> sizes(words + 3, words + 3 + rank),
+      strides(words + 3 + rank, words + 3 + 2 * rank);
+  std::vector<char> out(p.type.getNumElements() * bytes);
+  std::vector<int64_t> idx(rank, 0);
+  for (int64_t e = 0; e < p.type.getNumElements(); ++e) {
+    int64_t src = offset;
+    for (int64_t d = 0; d < rank; ++d)
+      src += idx[d] * strides[d];
+    std::memcpy(out.data() + e * bytes, aligned + src * bytes, bytes);
+    for (int64_t d = rank - 1; d >= 0; --d) {
+      if (++idx[d] < sizes[d])
+        break;
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+npy::Array
+assembleResult(const Port &p,
+               const std::vector<const std::vector<char> *> &pieces) {
+  npy::Array a;
+  a.descr = npyDescr(p.type.getElementType());
+  a.shape = p.globalType.getShape().vec();
+  if (!p.layout) {
+    a.data = *pieces[0];
+    return a;
+  }
+  mlir::Type elem = p.type.getElementType();
+  bool partial = hasPartial(*p.layout);
+  if (partial && !elem.isF32() && !elem.isF64())
+    fail("result '" + p.name + "': partial sums need f32 or f64");
+  int64_t bytes = p.elementBytes();
+  a.data.assign(p.globalType.getNumElements() * bytes, 0);
+  ElementSink sink{p, a, std::vector<char>(p.globalType.getNumElements(), 0),
+                   partial, bytes};
+  for (size_t r = 0; r < pieces.size(); ++r) {
+    lm::LocalShard s = lm::localShard(*p.layout, a.shape, int64_t(r));
+    const char *piece = pieces[r]->data();
+    forEachOwnedRun(s, a.shape, [&](int64_t so, int64_t go, int64_t n) {
+      for (int64_t e = 0; e < n; ++e)
+        sink.put(piece + (so + e) * bytes, go + e, int64_t(r));
+    });
+  }
+  return a;
+}
+
+} // namespace fsdp::run
