@@ -54,7 +54,8 @@ def FSDPOutlineKernels : Pass<"fsdp-outline-kernels", "ModuleOp"> {
   let summary = "Move every bufferized linalg op into a deduplicated "
                 "private function";
   let description = [{
-    Runs after bufferization. Each linalg op on buffers becomes a call to a
+    Runs after bufferization. Each linalg op on buffers (and each
+    `memref.copy`) becomes a call to a
     private `__fsdp_kernel_<n>` function (marked `no_inline`) that holds
     the op, with its operands and captured values as arguments and
     captured constants cloned in. Structurally equal ops share one kernel.

@@ -147,27 +147,67 @@ FailureOr<GemmPlan> plan(linalg::LinalgOp op, std::string &why) {
       linalg::inferContractionDims(op);
   if (failed(dims))
     return fail("not a contraction");
-  if (dims->m.size() != 1 || dims->n.size() != 1 || dims->k.size() != 1)
-    return fail("not exactly one M, one N and one K dimension");
+  if (dims->m.empty() || dims->n.empty() || dims->k.empty())
+    return fail("no M, N or K dimension");
   SmallVector<int64_t> ranges = op.getStaticLoopRanges();
   if (llvm::any_of(ranges, ShapedType::isDynamic))
     return fail("dynamic loop bounds");
 
   OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1),
             *c = op.getDpsInitOperand(0);
-  unsigned m = dims->m[0], n = dims->n[0], k = dims->k[0];
+  // Several M (N, K) dimensions are one matrix dimension when every operand
+  // that reads them lays them out contiguously in the same order, e.g. the
+  // (batch, token) rows of a linear layer on 3-D activations.
+  auto collapse = [&](ArrayRef<unsigned> group, OpOperand *ref,
+                      ArrayRef<OpOperand *> users, int64_t &size,
+                      SmallVector<int64_t, 3> &strides) -> LogicalResult {
+    SmallVector<unsigned> order(group);
+    AffineMap refMap = op.getMatchingIndexingMap(ref);
+    auto pos = [&](unsigned d) {
+      return *refMap.getResultPosition(getAffineDimExpr(d, op.getContext()));
+    };
+    llvm::sort(order, [&](unsigned x, unsigned y) { return pos(x) < pos(y); });
+    size = 1;
+    for (unsigned d : order)
+      size *= ranges[d];
+    strides.clear();
+    for (OpOperand *o : users) {
+      int64_t inner = 0;
+      bool first = true;
+      for (unsigned i = order.size(); i-- > 0;) {
+        FailureOr<int64_t> st = loopStride(op, *o, order[i]);
+        if (failed(st) || *st == 0)
+          return failure();
+        if (ranges[order[i]] == 1)
+          continue;
+        if (!first && *st != inner)
+          return failure();
+        if (first)
+          strides.push_back(*st);
+        first = false;
+        inner = *st * ranges[order[i]];
+      }
+      if (first) // every dimension of the group has size 1
+        strides.push_back(1);
+    }
+    return success();
+  };
+  int64_t sizeM, sizeN, sizeK;
+  SmallVector<int64_t, 3> stM, stN, stK;
+  if (failed(collapse(dims->m, c, {a, c}, sizeM, stM)) ||
+      failed(collapse(dims->n, c, {b, c}, sizeN, stN)) ||
+      failed(collapse(dims->k, a, {a, b}, sizeK, stK)))
+    return fail("M, N or K dimensions are dynamic, broadcast or not "
+                "contiguous in every operand");
+  FailureOr<int64_t> sam = stM[0], sak = stK[0], sbk = stK[1], sbn = stN[0],
+                     scm = stM[1], scn = stN[1];
   auto stride = [&](OpOperand *o, unsigned d) { return loopStride(op, *o, d); };
-  FailureOr<int64_t> sam = stride(a, m), sak = stride(a, k), sbk = stride(b, k),
-                     sbn = stride(b, n), scm = stride(c, m), scn = stride(c, n);
-  if (failed(sam) || failed(sak) || failed(sbk) || failed(sbn) || failed(scm) ||
-      failed(scn))
-    return fail("dynamic strides");
 
   GemmPlan p;
   p.elementType = elem;
-  p.m = ranges[m];
-  p.n = ranges[n];
-  p.k = ranges[k];
+  p.m = sizeM;
+  p.n = sizeN;
+  p.k = sizeK;
   p.a = a->get();
   p.b = b->get();
   p.c = c->get();

@@ -47,20 +47,22 @@ struct FSDPOutlineKernelsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
-    SmallVector<linalg::LinalgOp> ops;
+    SmallVector<Operation *> ops;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr("fsdp.kernel"))
         continue;
-      func.walk([&](linalg::LinalgOp op) {
+      func.walk([&](Operation *op) {
         // Only ops on buffers: a tensor op has results the caller uses.
-        if (op->getNumResults() == 0 &&
-            !op->getParentOfType<linalg::LinalgOp>())
+        // Copies too: each is a memcpy or a strided copy loop.
+        if ((isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
+             !op->getParentOfType<linalg::LinalgOp>()) ||
+            isa<memref::CopyOp>(op))
           ops.push_back(op);
       });
     }
     llvm::StringMap<func::FuncOp> kernels;
     unsigned counter = 0;
-    for (linalg::LinalgOp op : ops) {
+    for (Operation *op : ops) {
       // Operands: the op's own, then values its body captures (constants
       // are cloned into the kernel instead).
       llvm::SetVector<Value> used(op->getOperands().begin(),
@@ -81,7 +83,7 @@ struct FSDPOutlineKernelsPass
       OpBuilder b(module.getContext());
       auto fnType = b.getFunctionType(argTypes, {});
       auto kernel =
-          func::FuncOp::create(b, op.getLoc(), "__fsdp_kernel", fnType);
+          func::FuncOp::create(b, op->getLoc(), "__fsdp_kernel", fnType);
       Block *entry = kernel.addEntryBlock();
       b.setInsertionPointToStart(entry);
       IRMapping map;
@@ -91,7 +93,7 @@ struct FSDPOutlineKernelsPass
         if (!map.contains(c->getResult(0)))
           map.map(c->getResult(0), b.clone(*c)->getResult(0));
       b.clone(*op, map);
-      func::ReturnOp::create(b, op.getLoc());
+      func::ReturnOp::create(b, op->getLoc());
 
       std::string key;
       {
@@ -112,7 +114,7 @@ struct FSDPOutlineKernelsPass
         kernel.erase();
       }
       OpBuilder at(op);
-      func::CallOp::create(at, op.getLoc(), existing, args);
+      func::CallOp::create(at, op->getLoc(), existing, args);
       // The caller is left with calls, allocations and collectives:
       // nothing LLVM's optimizer would speed up, only slow to optimize.
       if (auto caller = op->getParentOfType<func::FuncOp>()) {

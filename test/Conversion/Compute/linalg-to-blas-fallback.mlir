@@ -44,16 +44,17 @@ func.func @no_unit_stride(%a: memref<4x8xf32, strided<[16, 2]>>, %b: memref<8x16
 
 // -----
 
-// Two K dimensions (a contraction over a 2-D window).
+// Two K dimensions that A and B lay out in different orders cannot be
+// one matrix dimension.
 #a = affine_map<(m, n, k0, k1) -> (m, k0, k1)>
-#b = affine_map<(m, n, k0, k1) -> (k0, k1, n)>
+#b = affine_map<(m, n, k0, k1) -> (k1, k0, n)>
 #c = affine_map<(m, n, k0, k1) -> (m, n)>
 // CHECK-LABEL: func.func @two_k
-func.func @two_k(%a: memref<4x2x3xf32>, %b: memref<2x3x5xf32>, %c: memref<4x5xf32>) {
+func.func @two_k(%a: memref<4x2x3xf32>, %b: memref<3x2x5xf32>, %c: memref<4x5xf32>) {
   // CHECK: linalg.generic
-  // expected-remark @+1 {{contraction stays a loop: not exactly one M, one N and one K dimension}}
+  // expected-remark @+1 {{contraction stays a loop: M, N or K dimensions are dynamic, broadcast or not contiguous in every operand}}
   linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
-      ins(%a, %b : memref<4x2x3xf32>, memref<2x3x5xf32>) outs(%c : memref<4x5xf32>) {
+      ins(%a, %b : memref<4x2x3xf32>, memref<3x2x5xf32>) outs(%c : memref<4x5xf32>) {
   ^bb0(%x: f32, %y: f32, %z: f32):
     %p = arith.mulf %x, %y : f32
     %s = arith.addf %z, %p : f32

@@ -68,3 +68,50 @@ func.func @column_major_result(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: me
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32, strided<[1, 4]>>)
   return
 }
+
+// -----
+
+// A linear layer on 3-D activations: the (batch, token) M dimensions are
+// contiguous in x and y, so they form one M of 2 * 3 = 6 rows.
+#x3 = affine_map<(b, t, n, k) -> (b, t, k)>
+#w3 = affine_map<(b, t, n, k) -> (k, n)>
+#y3 = affine_map<(b, t, n, k) -> (b, t, n)>
+// CHECK-LABEL: func.func @linear_3d
+func.func @linear_3d(%x: memref<2x3x8xf32>, %w: memref<8x16xf32>, %y: memref<2x3x16xf32>) {
+  // CHECK-NOT: scf.for
+  // CHECK-DAG: %[[M:.*]] = arith.constant 6 : i32
+  // CHECK-DAG: %[[N:.*]] = arith.constant 16 : i32
+  // CHECK-DAG: %[[K:.*]] = arith.constant 8 : i32
+  // CHECK: call @cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %[[M]], %[[N]], %[[K]], %{{.*}}, %{{.*}}, %[[K]], %{{.*}}, %[[N]], %{{.*}}, %{{.*}}, %[[N]])
+  linalg.generic {indexing_maps = [#x3, #w3, #y3], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<2x3x8xf32>, memref<8x16xf32>) outs(%y : memref<2x3x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// The weight gradient of that layer sums over (batch, token): two K
+// dimensions, contiguous in x and dy, one K of 6.
+#xk = affine_map<(m, n, b, t) -> (b, t, m)>
+#dyk = affine_map<(m, n, b, t) -> (b, t, n)>
+#dw = affine_map<(m, n, b, t) -> (m, n)>
+// CHECK-LABEL: func.func @weight_grad
+func.func @weight_grad(%x: memref<2x3x8xf32>, %dy: memref<2x3x16xf32>, %dw: memref<8x16xf32>) {
+  // CHECK-DAG: %[[T:.*]] = arith.constant 112 : i32
+  // CHECK-DAG: %[[NT:.*]] = arith.constant 111 : i32
+  // CHECK-DAG: %[[K:.*]] = arith.constant 6 : i32
+  // CHECK: call @cblas_sgemm(%{{.*}}, %[[T]], %[[NT]], %{{.*}}, %{{.*}}, %[[K]],
+  linalg.generic {indexing_maps = [#xk, #dyk, #dw], iterator_types = ["parallel", "parallel", "reduction", "reduction"]}
+      ins(%x, %dy : memref<2x3x8xf32>, memref<2x3x16xf32>) outs(%dw : memref<8x16xf32>) {
+  ^bb0(%a: f32, %b: f32, %c: f32):
+    %p = arith.mulf %a, %b : f32
+    %s = arith.addf %c, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}

@@ -22,7 +22,11 @@ func.func @step(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<8x3xf32>, %
     %y = arith.mulf %x, %s : f32
     linalg.yield %y : f32
   }
+  // Copies are kernels too (a memcpy or a strided copy loop each).
+  // CHECK: call @[[COPY:__fsdp_kernel_[0-9]+]](%{{.*}}, %{{.*}}) : (memref<4x8xf32>, memref<4x8xf32>) -> ()
+  memref.copy %a, %b : memref<4x8xf32> to memref<4x8xf32>
   // CHECK-NOT: linalg.
+  // CHECK-NOT: memref.copy
   return
 }
 // CHECK: func.func private @[[FILL]](%[[OUT:.*]]: memref<4x3xf32>)
@@ -34,6 +38,8 @@ func.func @step(%a: memref<4x8xf32>, %b: memref<4x8xf32>, %c: memref<8x3xf32>, %
 // CHECK: linalg.matmul
 // CHECK: func.func private @[[SCALE]](
 // CHECK: linalg.generic
+// CHECK: func.func private @[[COPY]](
+// CHECK: memref.copy
 // CHECK-NOT: func.func private @__fsdp_kernel
 
 // -----
