@@ -1,8 +1,9 @@
-"""Execute a generated step with upstream MLIR tools only (no fsdp-opt).
+"""Execute a generated step with upstream MLIR tools only (no fsdp pass).
 
 The step is a per-rank program, so it can be checked without the project's
-compiler: drop the fsdp bits (the mesh op and the fsdp.* attributes), lower with
-upstream mlir-opt to the LLVM dialect, translate, compile to a shared object,
+passes: drop the fsdp bits (the mesh op and the fsdp.* attributes), lower with
+upstream mlir-opt to the LLVM dialect (the compiler's lowering pipeline, which
+fsdp-opt prints), translate, compile to a shared object,
 and call `_mlir_ciface_<func>` through ctypes. Running it once per rank on that
 rank's micro-batch and averaging over ranks gives what the sharded program must
 produce (the gradient of the global mean loss), so the outputs can be compared
@@ -29,20 +30,9 @@ from . import model as M
 
 DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
-LOWERING = [
-    "--one-shot-bufferize=bufferize-function-boundaries"
-    " function-boundary-type-conversion=identity-layout-map",
-    "--convert-linalg-to-loops",
-    # bf16 extf/truncf as integer ops: the C library has no bf16 conversions.
-    "--arith-expand=include-bf16=true",
-    "--expand-strided-metadata",
-    "--lower-affine",
-    "--convert-scf-to-cf",
-    "--convert-math-to-llvm",
-    "--convert-math-to-libm",
-    "--convert-to-llvm",
-    "--reconcile-unrealized-casts",
-]
+# The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
+# printed by fsdp-opt); see lowering_pipeline().
+PROJECT_PASSES = ("convert-fsdp-to-runtime",)
 
 
 class ToolError(RuntimeError):
@@ -192,6 +182,47 @@ def find_tool(name: str) -> str | None:
     return shutil.which(name) or shutil.which(f"{name}-22")
 
 
+def find_fsdp_opt() -> str | None:
+    """The project's fsdp-opt: FSDP_TOOLS_DIR (set by the ctest hook), the
+    repository's build/bin, or PATH."""
+    repo_bin = os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin")
+    for d in (os.environ.get("FSDP_TOOLS_DIR"), repo_bin):
+        if d and os.access(os.path.join(d, "fsdp-opt"), os.X_OK):
+            return os.path.abspath(os.path.join(d, "fsdp-opt"))
+    return shutil.which("fsdp-opt")
+
+
+_PIPELINE = {}
+
+
+def lowering_pipeline() -> str:
+    """The compiler's lowering to the LLVM dialect as a --pass-pipeline for
+    upstream mlir-opt: fsdp-opt prints its `fsdp-lower-to-llvm` pipeline, and
+    the project's own passes are dropped (a stripped step has no
+    collectives), so the pipeline is written once, in the compiler."""
+    if "text" not in _PIPELINE:
+        fsdp_opt = find_fsdp_opt()
+        if not fsdp_opt:
+            raise ToolError("fsdp-opt not found (it prints the lowering pipeline)")
+        proc = subprocess.run(
+            [fsdp_opt, "--fsdp-lower-to-llvm", "--dump-pass-pipeline", "-o", os.devnull],
+            input="",
+            capture_output=True,
+            text=True,
+            check=False,
+        )
+        lines = proc.stderr.splitlines()
+        if proc.returncode != 0 or not lines or not lines[0].startswith("Pass Manager"):
+            raise ToolError(f"{fsdp_opt} did not print its pipeline:\n{proc.stderr}")
+        # One pass or option list per line: joining the stripped lines gives
+        # the textual pipeline.
+        text = "".join(line.strip() for line in lines[1:])
+        for name in PROJECT_PASSES:
+            text = re.sub(rf"(?<=[(,]){re.escape(name)}(,|(?=\)))", "", text)
+        _PIPELINE["text"] = text
+    return _PIPELINE["text"]
+
+
 def find_c_compiler() -> str | None:
     cc = os.environ.get("CC")
     return shutil.which(cc) if cc else (shutil.which("gcc") or shutil.which("cc"))
@@ -199,6 +230,8 @@ def find_c_compiler() -> str | None:
 
 def missing_tools() -> list:
     missing = [t for t in ("mlir-opt", "mlir-translate", "llc") if not find_tool(t)]
+    if not find_fsdp_opt():
+        missing.append("fsdp-opt")
     if not find_c_compiler():
         missing.append("C compiler (gcc/cc)")
     return missing
@@ -223,7 +256,7 @@ def compile_step(mlir_text: str, workdir: str, func: str = "step") -> str:
     ll = os.path.join(workdir, "step.ll")
     obj = os.path.join(workdir, "step.o")
     so = os.path.join(workdir, "step.so")
-    _run([find_tool("mlir-opt"), src, *LOWERING, "-o", llvm_mlir])
+    _run([find_tool("mlir-opt"), src, f"--pass-pipeline={lowering_pipeline()}", "-o", llvm_mlir])
     _run([find_tool("mlir-translate"), "--mlir-to-llvmir", llvm_mlir, "-o", ll])
     _run([find_tool("llc"), "-O2", "-relocation-model=pic", "-filetype=obj", ll, "-o", obj])
     # -Bsymbolic: the wrapper must call this library's `step`, not glibc's

@@ -161,3 +161,14 @@ def test_cli_export_and_check(tmp_path):
     assert main(["check", f"{spec}:build", out, results]) == 0
     os.remove(os.path.join(results, "grad.layers.0.bias.npy"))
     assert main(["check", f"{spec}:build", out, results]) == 2
+
+
+def test_documented_commands(tmp_path, example="gpt", mesh="2x4"):
+    """docs/FRONTENDS.md and the README: export, fsdp-opt, fsdp-run, check."""
+    from fsdp_mlir.torch.__main__ import main
+
+    out = str(tmp_path / example)
+    spec = f"fsdp_mlir.torch.examples:{example}"
+    assert main(["export", spec, "--mesh", mesh, "-o", out]) == 0
+    results = T.compile_and_run(out)
+    assert main(["check", spec, out, results]) == 0

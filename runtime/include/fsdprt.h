@@ -21,6 +21,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsdprt_types.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
@@ -55,27 +57,7 @@ FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
 /* Element types and reduction operators (stable integer values)            */
 /* ------------------------------------------------------------------------ */
 
-typedef enum fsdprt_dtype {
-  FSDPRT_F32 = 0,
-  FSDPRT_F64 = 1,
-  FSDPRT_F16 = 2,
-  FSDPRT_BF16 = 3,
-  FSDPRT_I32 = 4,
-  FSDPRT_I64 = 5,
-  FSDPRT_U8 = 6,
-  FSDPRT_I8 = 7
-} fsdprt_dtype_t;
-
-#define FSDPRT_NUM_DTYPES 8
-
-typedef enum fsdprt_reduce_op {
-  FSDPRT_SUM = 0,
-  FSDPRT_AVG = 1, /* sum in group-rank order, then divide by group size */
-  FSDPRT_MAX = 2,
-  FSDPRT_MIN = 3
-} fsdprt_reduce_op_t;
-
-#define FSDPRT_NUM_REDUCE_OPS 4
+/* fsdprt_dtype_t and fsdprt_reduce_op_t: fsdprt_types.h. */
 
 /* Size in bytes of one element, or 0 for an unknown dtype. */
 FSDPRT_API size_t fsdprt_dtype_size(int32_t dtype);
@@ -287,69 +269,6 @@ typedef struct fsdprt_stats {
 FSDPRT_API fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
                                                  fsdprt_stats_t *stats);
 FSDPRT_API fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm);
-
-/* ------------------------------------------------------------------------ */
-/* Copy kernels (CPU, any element size)                                     */
-/* ------------------------------------------------------------------------ */
-/*
- * Tensors are viewed as [outer, rows, inner]: `rows` is the dim being
- * sharded, `outer` the product of the dims before it, `inner` the product of
- * the dims after it (in elements of `elem_size` bytes).
- */
-
-typedef enum fsdprt_shard_policy {
-  FSDPRT_SHARD_CEIL = 0, /* slot c = ceil(n/k); rank i: [i*c, min(n,(i+1)c)) */
-  FSDPRT_SHARD_BALANCED =
-      1 /* rank i: n/k + (i < n%k) rows at i*(n/k)+min(i,n%k) */
-} fsdprt_shard_policy_t;
-
-/* Padded slot size ceil(n/k) (0 when n == 0). */
-FSDPRT_API int64_t fsdprt_shard_slot_rows(int64_t n, int64_t k);
-/* Rows [*offset, *offset + *size) of n held by shard i of k. */
-FSDPRT_API fsdprt_status_t fsdprt_shard_extent(int64_t n, int64_t k, int64_t i,
-                                               int32_t policy, int64_t *offset,
-                                               int64_t *size);
-
-/* dst[o, dst_row + r, :] = src[o, src_row + r, :] for o < outer, r < rows.
- * dst has dst_rows rows per outer index, src has src_rows. No overlap. */
-FSDPRT_API fsdprt_status_t fsdprt_copy_rows(void *dst, int64_t dst_rows,
-                                            int64_t dst_row, const void *src,
-                                            int64_t src_rows, int64_t src_row,
-                                            int64_t rows, int64_t outer,
-                                            int64_t inner, int64_t elem_size);
-/* dst[o, row + r, :] = 0 for o < outer, r < rows. */
-FSDPRT_API fsdprt_status_t fsdprt_zero_rows(void *dst, int64_t dst_rows,
-                                            int64_t row, int64_t rows,
-                                            int64_t outer, int64_t inner,
-                                            int64_t elem_size);
-/* Pad or narrow: dst [outer, dst_rows, inner] gets src's first
- * min(dst_rows, src_rows) rows, the remaining dst rows are zeroed. */
-FSDPRT_API fsdprt_status_t fsdprt_resize_rows(void *dst, int64_t dst_rows,
-                                              const void *src, int64_t src_rows,
-                                              int64_t outer, int64_t inner,
-                                              int64_t elem_size);
-
-/* Chunk-cat for a tensor [outer, n, inner] sharded on the middle dim over k
- * ranks with `policy`; slot c = ceil(n/k). The packed buffer holds k slots,
- * slot j at packed + j*slot_stride elements, each laid out as
- * [outer, c, inner] (shard j zero-padded to c rows). slot_stride 0 means
- * outer*c*inner (dense [k, outer, c, inner]); a larger stride addresses one
- * parameter's column block inside a bucket [k, L].
- * pack: full -> packed (the reduce-scatter input);
- * unpack: packed -> full (the all-gather output, narrowed per shard). */
-FSDPRT_API fsdprt_status_t fsdprt_chunk_cat_pack(
-    void *packed, int64_t slot_stride, const void *full, int64_t outer,
-    int64_t n, int64_t inner, int64_t k, int32_t policy, int64_t elem_size);
-FSDPRT_API fsdprt_status_t fsdprt_chunk_cat_unpack(
-    void *full, const void *packed, int64_t slot_stride, int64_t outer,
-    int64_t n, int64_t inner, int64_t k, int32_t policy, int64_t elem_size);
-
-/* out[a][b][:] = in[b][a][:] for in of shape [d0, d1, inner] (out is
- * [d1, d0, inner]): the StridedShard [k, sf] <-> [sf, k] index swap. */
-FSDPRT_API fsdprt_status_t fsdprt_swap_first_dims(void *out, const void *in,
-                                                  int64_t d0, int64_t d1,
-                                                  int64_t inner,
-                                                  int64_t elem_size);
 
 /* ------------------------------------------------------------------------ */
 /* Entry points for compiled code                                           */

@@ -24,6 +24,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "fsdprt_types.h"
+
 #if defined(_WIN32)
 #define FSDPRT_QUANT_API
 #else
@@ -56,9 +58,10 @@ FSDPRT_QUANT_API const char *fsdprt_quant_last_error(void);
 
 /* ---- enums --------------------------------------------------------------- */
 
+/* The input and output element types: fsdprt_dtype values. */
 typedef enum fsdprt_quant_dtype {
-  FSDPRT_QUANT_F32 = 0, /* float */
-  FSDPRT_QUANT_BF16 = 1 /* uint16_t bfloat16 bit pattern */
+  FSDPRT_QUANT_F32 = FSDPRT_F32,  /* float */
+  FSDPRT_QUANT_BF16 = FSDPRT_BF16 /* uint16_t bfloat16 bit pattern */
 } fsdprt_quant_dtype;
 
 typedef enum fsdprt_quant_fp8_kind {
@@ -66,28 +69,7 @@ typedef enum fsdprt_quant_fp8_kind {
   FSDPRT_QUANT_E5M2 = 1  /* OCP float8_e5m2, max finite 57344 */
 } fsdprt_quant_fp8_kind;
 
-typedef enum fsdprt_quant_format {
-  /* FP8 per-tensor current scaling: data [rows, cols] u8 + fp32 scale_inv. */
-  FSDPRT_QUANT_FP8_E4M3_TENSOR = 0,
-  FSDPRT_QUANT_FP8_E5M2_TENSOR = 1,
-  /* MXFP8 (E4M3 data, E8M0 scales), blocks of 32 along cols:
-     data [rows, cols] u8 + scales [rows, cols/32] u8. cols % 32 == 0. */
-  FSDPRT_QUANT_MXFP8_ROWWISE = 2,
-  /* MXFP8, blocks of 32 rows: data [rows, cols] u8 (same element order as
-     the input) + scales [rows/32, cols] u8. rows % 32 == 0. */
-  FSDPRT_QUANT_MXFP8_COLWISE = 3,
-  /* NVFP4: E2M1 data, two per byte (even element in the low nibble):
-     data [rows, cols/2] u8 + E4M3 block scales [rows, cols/16] u8 + the fp32
-     global amax. cols % 16 == 0. */
-  FSDPRT_QUANT_NVFP4 = 4,
-  /* FP8 (E4M3) blockwise, 1x128 blocks along cols: data [rows, cols] u8 +
-     fp32 scale_inv [rows, ceil(cols/128)]. A trailing partial block is a
-     block of its own (its amax covers only the elements present). */
-  FSDPRT_QUANT_FP8_BLOCK_1X128 = 5,
-  /* FP8 (E4M3) blockwise, 128x128 tiles: data [rows, cols] u8 + fp32
-     scale_inv [ceil(rows/128), ceil(cols/128)]. Partial edge tiles as above. */
-  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6
-} fsdprt_quant_format;
+/* fsdprt_quant_format: fsdprt_types.h. */
 
 /* Sizes of the buffers of one quantized tensor. */
 typedef struct fsdprt_quant_layout {

@@ -14,10 +14,6 @@ using namespace fsdprt;
 
 namespace {
 
-int quantDtype(int32_t dtype) {
-  return dtype == FSDPRT_BF16 ? FSDPRT_QUANT_BF16 : FSDPRT_QUANT_F32;
-}
-
 bool usesGroupAmax(int32_t format) {
   return format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
          format == FSDPRT_QUANT_FP8_E5M2_TENSOR || format == FSDPRT_QUANT_NVFP4;
@@ -153,7 +149,7 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
   if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
     return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
                      format("%s: %s", fmtName, fsdprt_quant_last_error()));
-  const int qdtype = quantDtype(dtype);
+  const int qdtype = dtype; // fsdprt_quant_dtype uses fsdprt_dtype values
 
   // Every rank must scale with the group's amax.
   float amax = 0;

@@ -12,6 +12,8 @@
 #ifndef FSDP_LAYOUT_QUANTFORMATS_H
 #define FSDP_LAYOUT_QUANTFORMATS_H
 
+#include "fsdprt_types.h"
+
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -32,6 +34,16 @@ enum class Format : int32_t {
 };
 
 constexpr int32_t kNumFormats = 7;
+static_assert(
+    kNumFormats == FSDPRT_QUANT_NUM_FORMATS &&
+        int32_t(Format::Fp8E4m3Tensor) == FSDPRT_QUANT_FP8_E4M3_TENSOR &&
+        int32_t(Format::Fp8E5m2Tensor) == FSDPRT_QUANT_FP8_E5M2_TENSOR &&
+        int32_t(Format::Mxfp8Rowwise) == FSDPRT_QUANT_MXFP8_ROWWISE &&
+        int32_t(Format::Mxfp8Colwise) == FSDPRT_QUANT_MXFP8_COLWISE &&
+        int32_t(Format::Nvfp4) == FSDPRT_QUANT_NVFP4 &&
+        int32_t(Format::Fp8Block1x128) == FSDPRT_QUANT_FP8_BLOCK_1X128 &&
+        int32_t(Format::Fp8Block128x128) == FSDPRT_QUANT_FP8_BLOCK_128X128,
+    "quant::Format must match fsdprt_quant_format");
 constexpr int64_t kMxfp8Block = 32;
 constexpr int64_t kNvfp4Block = 16;
 constexpr int64_t kFp8Block = 128;

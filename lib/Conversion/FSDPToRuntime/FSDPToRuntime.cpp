@@ -1,6 +1,7 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdprt_types.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -16,25 +17,46 @@ using namespace mlir::fsdp;
 
 namespace {
 
-// Stable codes of fsdprt.h (fsdprt_dtype_t, fsdprt_reduce_op_t).
+// The runtime's codes (fsdprt_types.h): the ODS enums share its values.
+static_assert(static_cast<int32_t>(ReduceKind::sum) == FSDPRT_SUM &&
+                  static_cast<int32_t>(ReduceKind::avg) == FSDPRT_AVG &&
+                  static_cast<int32_t>(ReduceKind::max) == FSDPRT_MAX &&
+                  static_cast<int32_t>(ReduceKind::min) == FSDPRT_MIN,
+              "ReduceKind must match fsdprt_reduce_op");
+static_assert(static_cast<int32_t>(QuantFormat::fp8_e4m3_tensor) ==
+                      FSDPRT_QUANT_FP8_E4M3_TENSOR &&
+                  static_cast<int32_t>(QuantFormat::fp8_e5m2_tensor) ==
+                      FSDPRT_QUANT_FP8_E5M2_TENSOR &&
+                  static_cast<int32_t>(QuantFormat::mxfp8_rowwise) ==
+                      FSDPRT_QUANT_MXFP8_ROWWISE &&
+                  static_cast<int32_t>(QuantFormat::mxfp8_colwise) ==
+                      FSDPRT_QUANT_MXFP8_COLWISE &&
+                  static_cast<int32_t>(QuantFormat::nvfp4) ==
+                      FSDPRT_QUANT_NVFP4 &&
+                  static_cast<int32_t>(QuantFormat::fp8_block_1x128) ==
+                      FSDPRT_QUANT_FP8_BLOCK_1X128 &&
+                  static_cast<int32_t>(QuantFormat::fp8_block_128x128) ==
+                      FSDPRT_QUANT_FP8_BLOCK_128X128,
+              "QuantFormat must match fsdprt_quant_format");
+
 std::optional<int32_t> dtypeCode(Type t) {
   if (t.isF32())
-    return 0;
+    return FSDPRT_F32;
   if (t.isF64())
-    return 1;
+    return FSDPRT_F64;
   if (t.isF16())
-    return 2;
+    return FSDPRT_F16;
   if (t.isBF16())
-    return 3;
+    return FSDPRT_BF16;
   if (t.isInteger(32))
-    return 4;
+    return FSDPRT_I32;
   if (t.isInteger(64))
-    return 5;
+    return FSDPRT_I64;
   if (t.isUnsignedInteger(8) || t.isSignlessInteger(8) ||
       isa<Float8E4M3FNType, Float8E5M2Type, Float8E8M0FNUType>(t))
-    return 6;
+    return FSDPRT_U8;
   if (t.isSignedInteger(8))
-    return 7;
+    return FSDPRT_I8;
   return std::nullopt;
 }
 
@@ -48,15 +70,12 @@ struct ConvertFSDPToRuntimePass
     recordSignatures(module);
     SymbolTableCollection tables;
     // Collect first: lowering a start also rewrites its (later) waits.
-    SmallVector<Operation *> collectives;
+    SmallVector<CollectiveOpInterface> collectives;
     WalkResult result = module.walk([&](Operation *op) {
-      if (isa<BufferAllGatherOp, BufferReduceScatterOp, BufferAllReduceOp,
-              BufferAllGatherStartOp, BufferReduceScatterStartOp,
-              BufferAllReduceStartOp, BufferQuantizedAllGatherOp>(op))
-        collectives.push_back(op);
-      if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp, ParamGatherOp,
-              GradReduceOp, AllGatherStartOp, ReduceScatterStartOp,
-              AllReduceStartOp, WaitOp, QuantizedAllGatherOp>(op)) {
+      auto collective = dyn_cast<CollectiveOpInterface>(op);
+      if (collective && collective.isOnBuffers())
+        collectives.push_back(collective);
+      else if (collective || isa<ParamGatherOp, GradReduceOp, WaitOp>(op)) {
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
@@ -65,7 +84,7 @@ struct ConvertFSDPToRuntimePass
     });
     if (result.wasInterrupted())
       return signalPassFailure();
-    for (Operation *op : collectives)
+    for (CollectiveOpInterface op : collectives)
       if (failed(lower(op, tables)))
         return signalPassFailure();
   }
@@ -97,16 +116,16 @@ struct ConvertFSDPToRuntimePass
         b, loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
   }
 
-  LogicalResult lower(Operation *op, SymbolTableCollection &tables) {
-    auto meshRef = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  LogicalResult lower(CollectiveOpInterface op, SymbolTableCollection &tables) {
+    FlatSymbolRefAttr meshRef = op.getMeshAttr();
+    ArrayAttr axes = op.getAxes();
     MeshOp mesh = lookupMesh(op, meshRef, &tables);
     if (!mesh)
       return op->emitOpError() << "refers to unknown mesh " << meshRef;
     FailureOr<int64_t> mask = mesh.getAxisMask(axes);
     if (failed(mask))
       return op->emitOpError() << "has an invalid mesh axis list " << axes;
-    Value in = op->getOperand(0), out = op->getOperand(1);
+    Value in = op.getCollectiveInput(), out = op.getCollectiveOutput();
     auto inType = cast<MemRefType>(in.getType());
     auto outType = cast<MemRefType>(out.getType());
     std::optional<int32_t> dtype = dtypeCode(inType.getElementType());
@@ -128,11 +147,12 @@ struct ConvertFSDPToRuntimePass
     SmallVector<Value> args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
     std::string callee;
     SmallVector<Type> types = {ptr, ptr, i64, i32};
-    bool isStart = op->getNumResults() == 1;
-    if (isa<BufferAllGatherOp, BufferAllGatherStartOp>(op)) {
+    bool isStart = op.isAsync();
+    CollectiveKind kind = op.getCollectiveKind();
+    if (kind == CollectiveKind::all_gather) {
       callee = "fsdprt_jit_all_gather";
       args.append({c64(inType.getNumElements()), c32(*dtype)});
-    } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(op)) {
+    } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(*op)) {
       // (send, recv, count, dtype, format, rows, cols, mask); the format
       // codes are fsdprt_quant_format's.
       callee = "fsdprt_jit_quantized_all_gather";
@@ -141,13 +161,12 @@ struct ConvertFSDPToRuntimePass
                    c64(q.getShape()[0]), c64(q.getShape()[1])});
       types.append({i32, i64, i64});
     } else {
-      auto reduce = op->getAttrOfType<ReduceKindAttr>("reduce");
-      bool scatter = isa<BufferReduceScatterOp, BufferReduceScatterStartOp>(op);
+      bool scatter = kind == CollectiveKind::reduce_scatter;
       callee = scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
       int64_t count =
           scatter ? outType.getNumElements() : inType.getNumElements();
       args.append(
-          {c64(count), c32(*dtype), c32(reduceCode(reduce.getValue()))});
+          {c64(count), c32(*dtype), c32(reduceCode(*op.getReduction()))});
       types.push_back(i32);
     }
     args.push_back(c64(*mask));
@@ -198,10 +217,10 @@ struct ConvertFSDPToRuntimePass
         if (attrs)
           for (NamedAttribute a : attrs) {
             StringRef key = a.getName().getValue();
-            if (!key.consume_front("fsdp."))
+            if (!key.consume_front(kAttrPrefix))
               continue;
             annotated = true;
-            if (key == "name")
+            if (a.getName() == kNameAttrName)
               name = cast<StringAttr>(a.getValue()).str();
             else
               fields.emplace_back(StringAttr::get(ctx, key), a.getValue());
@@ -225,7 +244,7 @@ struct ConvertFSDPToRuntimePass
         SmallVector<NamedAttribute> kept;
         if (attrs)
           for (NamedAttribute a : attrs)
-            if (!a.getName().getValue().starts_with("fsdp."))
+            if (!a.getName().getValue().starts_with(kAttrPrefix))
               kept.push_back(a);
         return DictionaryAttr::get(ctx, kept);
       };
@@ -243,7 +262,7 @@ struct ConvertFSDPToRuntimePass
                                               ArrayAttr::get(ctx, results))}));
     }
     if (!entries.empty())
-      module->setAttr("fsdp.signatures", DictionaryAttr::get(ctx, entries));
+      module->setAttr(kSignaturesAttrName, DictionaryAttr::get(ctx, entries));
   }
 };
 } // namespace

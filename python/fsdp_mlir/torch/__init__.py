@@ -10,6 +10,22 @@
 Needs `torch` and `torch-mlir` (python/requirements-torch.txt). See docs/FRONTENDS.md.
 """
 
-from .export import ExportError, assign_units, export_step, load_results, parse_placement
+from .export import (
+    ExportError,
+    assign_units,
+    export_step,
+    load_inputs,
+    load_results,
+    parse_placement,
+    reference,
+)
 
-__all__ = ["ExportError", "assign_units", "export_step", "load_results", "parse_placement"]
+__all__ = [
+    "ExportError",
+    "assign_units",
+    "export_step",
+    "load_inputs",
+    "load_results",
+    "parse_placement",
+    "reference",
+]

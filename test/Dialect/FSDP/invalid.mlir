@@ -156,7 +156,7 @@ func.func @typo(%x: tensor<4xf32> {fsdp.layuot = 1}) {
 fsdp.mesh @mesh [shard = 4]
 func.func @gather_wrong_slot(%s: tensor<2x16xf32>) {
   // expected-error @+1 {{shard must have the padded slot type 'tensor<3x16xf32>' for a full tensor of type 'tensor<10x16xf32>', got 'tensor<2x16xf32>'}}
-  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase "forward" : tensor<2x16xf32> -> tensor<10x16xf32>
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase forward : tensor<2x16xf32> -> tensor<10x16xf32>
   return
 }
 
@@ -164,9 +164,45 @@ func.func @gather_wrong_slot(%s: tensor<2x16xf32>) {
 
 fsdp.mesh @mesh [shard = 4]
 func.func @gather_bad_phase(%s: tensor<3x16xf32>) {
-  // expected-error @+1 {{phase must be "forward" or "backward", got "sideways"}}
-  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase "sideways" : tensor<3x16xf32> -> tensor<10x16xf32>
+  // expected-error @+1 {{phase must be forward or backward, got optimizer}}
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase optimizer : tensor<3x16xf32> -> tensor<10x16xf32>
   return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @gather_unknown_phase(%s: tensor<3x16xf32>) {
+  // expected-error @+2 {{expected ::mlir::fsdp::Phase to be one of: forward, backward, optimizer}}
+  // expected-error @+1 {{failed to parse FSDP_PhaseAttr parameter}}
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase sideways : tensor<3x16xf32> -> tensor<10x16xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @origin_not_an_origin(%a: tensor<4xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'fsdp.origin' must be a #fsdp.origin attribute}}
+  %g = fsdp.all_gather %a over @mesh ["shard"] {fsdp.origin = "forward"} : tensor<4xf32> -> tensor<16xf32>
+  return %g : tensor<16xf32>
+}
+
+// -----
+
+func.func @origin_on_other_op(%a: f32) -> f32 {
+  // expected-error @+1 {{'fsdp.origin' is only meaningful on fsdp collectives}}
+  %b = arith.addf %a, %a {fsdp.origin = #fsdp.origin<phase = forward>} : f32
+  return %b : f32
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @bucket_size_not_integer(%a: tensor<4xf32>) -> tensor<16xf32> {
+  // expected-error @+1 {{'fsdp.bucket_size' must be an integer}}
+  %g = fsdp.all_gather %a over @mesh ["shard"] {fsdp.bucket_size = "two"} : tensor<4xf32> -> tensor<16xf32>
+  return %g : tensor<16xf32>
 }
 
 // -----

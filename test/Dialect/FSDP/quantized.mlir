@@ -9,8 +9,8 @@ func.func @formats(%x: tensor<4096xf32>, %y: tensor<4096xbf16>) {
   %0 = fsdp.quantized_all_gather %x over @mesh ["shard"] format fp8_e4m3_tensor shape [64, 64] : tensor<4096xf32> -> tensor<16384xf32>
   // CHECK: format fp8_e5m2_tensor shape [1, 4096]
   %1 = fsdp.quantized_all_gather %x over @mesh ["shard"] format fp8_e5m2_tensor shape [1, 4096] : tensor<4096xf32> -> tensor<16384xf32>
-  // CHECK: format mxfp8_rowwise shape [128, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 4224 : i64}
-  %2 = fsdp.quantized_all_gather %x over @mesh ["shard"] format mxfp8_rowwise shape [128, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 4224 : i64} : tensor<4096xf32> -> tensor<16384xf32>
+  // CHECK: format mxfp8_rowwise shape [128, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 4224 : i64}
+  %2 = fsdp.quantized_all_gather %x over @mesh ["shard"] format mxfp8_rowwise shape [128, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 4224 : i64} : tensor<4096xf32> -> tensor<16384xf32>
   // CHECK: format mxfp8_colwise shape [32, 128]
   %3 = fsdp.quantized_all_gather %x over @mesh ["shard"] format mxfp8_colwise shape [32, 128] : tensor<4096xf32> -> tensor<16384xf32>
   // CHECK: format nvfp4 shape [256, 16] : tensor<4096xbf16> -> tensor<16384xbf16>

@@ -56,8 +56,8 @@ fsdp.mesh @mesh [replicate = 2, shard = 4]
 // CHECK-LABEL: func.func @collectives
 func.func @collectives(%shard: tensor<3x16xf32>, %g: tensor<10x16xf32>,
                        %flat: tensor<48xf32>, %big: tensor<192xf32>) {
-  // CHECK: fsdp.param_gather %{{.*}} layout <@mesh, [replicate, shard<0>]> phase "forward" {unit = "l0"} : tensor<3x16xf32> -> tensor<10x16xf32>
-  %full = fsdp.param_gather %shard layout <@mesh, [replicate, shard<0>]> phase "forward" {unit = "l0"} : tensor<3x16xf32> -> tensor<10x16xf32>
+  // CHECK: fsdp.param_gather %{{.*}} layout <@mesh, [replicate, shard<0>]> phase forward {unit = "l0"} : tensor<3x16xf32> -> tensor<10x16xf32>
+  %full = fsdp.param_gather %shard layout <@mesh, [replicate, shard<0>]> phase forward {unit = "l0"} : tensor<3x16xf32> -> tensor<10x16xf32>
   // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [replicate, shard<0>]> avg : tensor<10x16xf32> -> tensor<3x16xf32>
   %r = fsdp.grad_reduce %g layout #fsdp.layout<@mesh, [replicate, shard<0>]> avg : tensor<10x16xf32> -> tensor<3x16xf32>
   // CHECK: fsdp.grad_reduce %{{.*}} sum {reduce_dtype = f64, scale = 1.250000e-01 : f64}
@@ -68,6 +68,10 @@ func.func @collectives(%shard: tensor<3x16xf32>, %g: tensor<10x16xf32>,
   %ag = fsdp.all_gather %flat over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
   // CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] : tensor<3x16xf32> -> tensor<12x16xf32>
   %ag2 = fsdp.all_gather %shard over @mesh ["shard"] : tensor<3x16xf32> -> tensor<12x16xf32>
+  // CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward, unit = "l0">} : tensor<48xf32> -> tensor<192xf32>
+  %og = fsdp.all_gather %flat over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward, unit = "l0">} : tensor<48xf32> -> tensor<192xf32>
+  // CHECK: fsdp.all_reduce %{{.*}} over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = optimizer>} : tensor<48xf32> -> tensor<48xf32>
+  %oa = fsdp.all_reduce %flat over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = optimizer>} : tensor<48xf32> -> tensor<48xf32>
   // CHECK: fsdp.reduce_scatter %{{.*}} over @mesh ["replicate", "shard"] sum : tensor<192xf32> -> tensor<24xf32>
   %rs = fsdp.reduce_scatter %big over @mesh ["replicate", "shard"] sum : tensor<192xf32> -> tensor<24xf32>
   // CHECK: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg : tensor<48xf32> -> tensor<48xf32>

@@ -6,7 +6,7 @@
     check_quantized.py gathered DATA OUT WORLD FORMAT SPEC... [--dtype bf16]
                        [--stats FILE]
         Every rank's gathered copy `copy.NAME.rank<r>.npy` of each parameter
-        must equal, bit for bit, what test/quant/quant_ref.py predicts: each
+        must equal, bit for bit, what runtime/test/quant/quant_ref.py predicts: each
         group rank's padded slot quantized and dequantized in FORMAT (one
         amax over the whole group for the per-tensor formats and NVFP4), then
         unpacked. A parameter whose slot does not block in FORMAT must arrive
@@ -33,7 +33,7 @@ import ml_dtypes as mld
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
-                                "..", "..", "quant"))
+                                "..", "..", "..", "runtime", "test", "quant"))
 import quant_ref as Q
 
 PER_TENSOR = {"fp8_e4m3_tensor": Q.E4M3, "fp8_e5m2_tensor": Q.E5M2}

@@ -25,7 +25,7 @@ func.func @step(%w0: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [repli
 // Forward, l0: the weight's flat slot and the bias slot, one gather.
 // CHECK:      %[[FW0:.*]] = tensor.collapse_shape %[[W0]] {{\[\[}}0, 1]] : tensor<3x16xf32> into tensor<48xf32>
 // CHECK-NEXT: %[[IN:.*]] = tensor.concat dim(0) %[[FW0]], %[[B0]] : (tensor<48xf32>, tensor<3xf32>) -> tensor<51xf32>
-// CHECK-NEXT: %[[AG:.*]] = fsdp.all_gather %[[IN]] over @mesh ["shard"] {fsdp.bucket_size = 2 : i64, fsdp.phase = "forward", fsdp.unit = "l0"} : tensor<51xf32> -> tensor<204xf32>
+// CHECK-NEXT: %[[AG:.*]] = fsdp.all_gather %[[IN]] over @mesh ["shard"] {fsdp.bucket_size = 2 : i64, fsdp.origin = #fsdp.origin<phase = forward, unit = "l0">} : tensor<51xf32> -> tensor<204xf32>
 // CHECK-NEXT: %[[ROWS:.*]] = tensor.expand_shape %[[AG]] {{\[\[}}0, 1]] output_shape [4, 51]
 // Weight: columns [0, 48) of every rank's row, viewed as 12x16, first 10 rows.
 // CHECK-NEXT: %[[BW:.*]] = tensor.extract_slice %[[ROWS]][0, 0] [4, 48] [1, 1] : tensor<4x51xf32> to tensor<4x48xf32>
@@ -41,21 +41,21 @@ func.func @step(%w0: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [repli
 // CHECK-NEXT: %[[FULLB:.*]] = tensor.concat dim(0) %[[S0]], %[[S1]], %[[S2]], %[[S3]] : {{.*}} -> tensor<10xf32>
 // CHECK-NEXT: "model.layer"(%{{.*}}, %[[FULLW]], %[[FULLB]])
 // l1 alone: its own gathers, no bucket.
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward", fsdp.unit = "l1"} : tensor<18xf32> -> tensor<72xf32>
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "backward", fsdp.unit = "l1"} : tensor<18xf32> -> tensor<72xf32>
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.bucket_size = 2 : i64, fsdp.phase = "backward", fsdp.unit = "l0"} : tensor<51xf32> -> tensor<204xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward, unit = "l1">} : tensor<18xf32> -> tensor<72xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward, unit = "l1">} : tensor<18xf32> -> tensor<72xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.bucket_size = 2 : i64, fsdp.origin = #fsdp.origin<phase = backward, unit = "l0">} : tensor<51xf32> -> tensor<204xf32>
 // Gradients of l0: the weight's padded rows (12x16 -> [4, 48]) and the
 // bias slots ([4, 3]) side by side in a [4, 51] buffer.
 // CHECK:      %[[GW:.*]] = tensor.expand_shape %{{.*}} {{\[\[}}0, 1]] output_shape [4, 48] : tensor<192xf32> into tensor<4x48xf32>
 // CHECK-NEXT: %[[PACK:.*]] = tensor.concat dim(1) %[[GW]], %{{.*}} : (tensor<4x48xf32>, tensor<4x3xf32>) -> tensor<4x51xf32>
 // CHECK-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[PACK]] {{\[\[}}0, 1]] : tensor<4x51xf32> into tensor<204xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[FLAT]] over @mesh ["shard"] avg {fsdp.bucket_size = 2 : i64, fsdp.phase = "backward", fsdp.unit = "l0"} : tensor<204xf32> -> tensor<51xf32>
-// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] avg {fsdp.bucket_size = 2 : i64, fsdp.phase = "backward", fsdp.unit = "l0"} : tensor<51xf32> -> tensor<51xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[FLAT]] over @mesh ["shard"] avg {fsdp.bucket_size = 2 : i64, fsdp.origin = #fsdp.origin<phase = backward, unit = "l0">} : tensor<204xf32> -> tensor<51xf32>
+// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] avg {fsdp.bucket_size = 2 : i64, fsdp.origin = #fsdp.origin<phase = backward, unit = "l0">} : tensor<51xf32> -> tensor<51xf32>
 // CHECK-NEXT: %[[GW0:.*]] = tensor.extract_slice %[[AR]][0] [48] [1]
 // CHECK-NEXT: %[[GB0:.*]] = tensor.extract_slice %[[AR]][48] [3] [1]
 // CHECK-NEXT: %[[GW0S:.*]] = tensor.expand_shape %[[GW0]] {{\[\[}}0, 1]] output_shape [3, 16]
-// CHECK:      %[[RS1:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.phase = "backward", fsdp.unit = "l1"} : tensor<72xf32> -> tensor<18xf32>
-// CHECK-NEXT: %[[AR1:.*]] = fsdp.all_reduce %[[RS1]] over @mesh ["replicate"] avg {fsdp.phase = "backward", fsdp.unit = "l1"}
+// CHECK:      %[[RS1:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "l1">} : tensor<72xf32> -> tensor<18xf32>
+// CHECK-NEXT: %[[AR1:.*]] = fsdp.all_reduce %[[RS1]] over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "l1">}
 // CHECK-NEXT: %[[GW1:.*]] = tensor.expand_shape %[[AR1]]
 // CHECK-NEXT: return %{{.*}}, %[[GW0S]], %[[GB0]], %[[GW1]]
 

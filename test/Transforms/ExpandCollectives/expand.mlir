@@ -30,15 +30,15 @@ func.func @even_shard0(%w: tensor<16x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
 // CHECK-LABEL: func.func @even_shard0(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<4x8xf32>
 // CHECK-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[W]] {{\[\[}}0, 1]] : tensor<4x8xf32> into tensor<32xf32>
-// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<32xf32> -> tensor<128xf32>
+// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<32xf32> -> tensor<128xf32>
 // CHECK-NEXT: %[[FULL:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1]] output_shape [16, 8] : tensor<128xf32> into tensor<16x8xf32>
 // CHECK-NEXT: %[[LOSS:.*]] = "model.forward"(%{{.*}}, %[[FULL]])
 // CHECK-NEXT: tensor.collapse_shape %[[W]]
-// CHECK-NEXT: fsdp.all_gather {{.*}} over @mesh ["shard"] {fsdp.phase = "backward"} : tensor<32xf32> -> tensor<128xf32>
+// CHECK-NEXT: fsdp.all_gather {{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<32xf32> -> tensor<128xf32>
 // CHECK-NEXT: %[[FULL2:.*]] = tensor.expand_shape
 // CHECK-NEXT: %[[DW:.*]] = "model.backward"(%{{.*}}, %[[FULL2]])
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[DW]] {{\[\[}}0, 1]] : tensor<16x8xf32> into tensor<128xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<128xf32> -> tensor<32xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<128xf32> -> tensor<32xf32>
 // CHECK-NEXT: %[[G:.*]] = tensor.expand_shape %[[RS]] {{\[\[}}0, 1]] output_shape [4, 8] : tensor<32xf32> into tensor<4x8xf32>
 // CHECK-NEXT: return %[[LOSS]], %[[G]] : tensor<f32>, tensor<4x8xf32>
 
@@ -53,11 +53,11 @@ func.func @even_1d(%b: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
 }
 // CHECK-LABEL: func.func @even_1d(
 // CHECK-SAME: %[[B:[^:]*]]: tensor<2xf32>
-// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[B]] over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<2xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[B]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<2xf32> -> tensor<8xf32>
 // CHECK-NEXT: "model.forward"(%[[ALL]])
-// CHECK-NEXT: %[[ALL2:.*]] = fsdp.all_gather %[[B]] over @mesh ["shard"] {fsdp.phase = "backward"} : tensor<2xf32> -> tensor<8xf32>
+// CHECK-NEXT: %[[ALL2:.*]] = fsdp.all_gather %[[B]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<2xf32> -> tensor<8xf32>
 // CHECK-NEXT: %[[DB:.*]] = "model.backward"(%[[ALL2]])
-// CHECK-NEXT: %[[G:.*]] = fsdp.reduce_scatter %[[DB]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<8xf32> -> tensor<2xf32>
+// CHECK-NEXT: %[[G:.*]] = fsdp.reduce_scatter %[[DB]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<8xf32> -> tensor<2xf32>
 // CHECK-NEXT: return %{{.*}}, %[[G]]
 
 // -----
@@ -76,7 +76,7 @@ func.func @uneven_ceil(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, 
 // CHECK-LABEL: func.func @uneven_ceil(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<3x16xf32>
 // CHECK-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[W]] {{\[\[}}0, 1]] : tensor<3x16xf32> into tensor<48xf32>
-// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xf32> -> tensor<192xf32>
+// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xf32> -> tensor<192xf32>
 // CHECK-NEXT: %[[ROWS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1]] output_shape [12, 16] : tensor<192xf32> into tensor<12x16xf32>
 // CHECK-NEXT: %[[FULL:.*]] = tensor.extract_slice %[[ROWS]][0, 0] [10, 16] [1, 1] : tensor<12x16xf32> to tensor<10x16xf32>
 // CHECK-NEXT: "model.forward"(%{{.*}}, %[[FULL]])
@@ -87,7 +87,7 @@ func.func @uneven_ceil(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, 
 // CHECK-NEXT:   tensor.yield %[[ZERO]] : f32
 // CHECK-NEXT: } : tensor<10x16xf32> to tensor<12x16xf32>
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[PAD]] {{\[\[}}0, 1]] : tensor<12x16xf32> into tensor<192xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
 // CHECK-NEXT: %[[G:.*]] = tensor.expand_shape %[[RS]] {{\[\[}}0, 1]] output_shape [3, 16] : tensor<48xf32> into tensor<3x16xf32>
 // CHECK-NEXT: return %{{.*}}, %[[G]]
 
@@ -106,7 +106,7 @@ func.func @uneven_balanced(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@me
   return %loss, %dw : tensor<f32>, tensor<10x16xf32>
 }
 // CHECK-LABEL: func.func @uneven_balanced(
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xf32> -> tensor<192xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xf32> -> tensor<192xf32>
 // CHECK-NEXT: %[[SLOTS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2]] output_shape [4, 3, 16] : tensor<192xf32> into tensor<4x3x16xf32>
 // CHECK-NEXT: %[[S0:.*]] = tensor.extract_slice %[[SLOTS]][0, 0, 0] [1, 3, 16] [1, 1, 1] : tensor<4x3x16xf32> to tensor<3x16xf32>
 // CHECK-NEXT: %[[S1:.*]] = tensor.extract_slice %[[SLOTS]][1, 0, 0] [1, 3, 16] [1, 1, 1] : tensor<4x3x16xf32> to tensor<3x16xf32>
@@ -127,7 +127,7 @@ func.func @uneven_balanced(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@me
 // CHECK-NEXT: %[[P3:.*]] = tensor.extract_slice %[[DW]][8, 0] [2, 16] [1, 1]
 // CHECK-NEXT: %[[I3:.*]] = tensor.insert_slice %[[P3]] into %[[I2]][3, 0, 0] [1, 2, 16] [1, 1, 1]
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[I3]] {{\[\[}}0, 1, 2]] : tensor<4x3x16xf32> into tensor<192xf32>
-// CHECK-NEXT: fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
 
 // -----
 
@@ -141,7 +141,7 @@ func.func @even_shard1(%w: tensor<6x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [s
   return %loss, %dw : tensor<f32>, tensor<6x8xf32>
 }
 // CHECK-LABEL: func.func @even_shard1(
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<12xf32> -> tensor<48xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<12xf32> -> tensor<48xf32>
 // CHECK-NEXT: %[[SLOTS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2]] output_shape [4, 6, 2] : tensor<48xf32> into tensor<4x6x2xf32>
 // CHECK-NEXT: %[[S0:.*]] = tensor.extract_slice %[[SLOTS]][0, 0, 0] [1, 6, 2] [1, 1, 1]
 // CHECK-NEXT: %[[S1:.*]] = tensor.extract_slice %[[SLOTS]][1, 0, 0] [1, 6, 2] [1, 1, 1]
@@ -160,7 +160,7 @@ func.func @even_shard1(%w: tensor<6x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [s
 // CHECK-NEXT: %[[P3:.*]] = tensor.extract_slice %[[DW]][0, 6] [6, 2] [1, 1]
 // CHECK-NEXT: %[[I3:.*]] = tensor.insert_slice %[[P3]] into %[[I2]][3, 0, 0] [1, 6, 2] [1, 1, 1]
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[I3]] {{\[\[}}0, 1, 2]] : tensor<4x6x2xf32> into tensor<48xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<12xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<12xf32>
 // CHECK-NEXT: tensor.expand_shape %[[RS]] {{\[\[}}0, 1]] output_shape [6, 2] : tensor<12xf32> into tensor<6x2xf32>
 
 // -----
@@ -176,7 +176,7 @@ func.func @uneven_shard1(%w: tensor<6x10xf32> {fsdp.layout = #fsdp.layout<@mesh,
   return %loss, %dw : tensor<f32>, tensor<6x10xf32>
 }
 // CHECK-LABEL: func.func @uneven_shard1(
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<18xf32> -> tensor<72xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<18xf32> -> tensor<72xf32>
 // CHECK-NEXT: %[[SLOTS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2]] output_shape [4, 6, 3] : tensor<72xf32> into tensor<4x6x3xf32>
 // CHECK-NEXT: %[[S0:.*]] = tensor.extract_slice %[[SLOTS]][0, 0, 0] [1, 6, 3] [1, 1, 1]
 // CHECK-NEXT: %[[S1:.*]] = tensor.extract_slice %[[SLOTS]][1, 0, 0] [1, 6, 3] [1, 1, 1]
@@ -189,7 +189,7 @@ func.func @uneven_shard1(%w: tensor<6x10xf32> {fsdp.layout = #fsdp.layout<@mesh,
 // CHECK:      %[[P3:.*]] = tensor.extract_slice %[[DW]][0, 9] [6, 1] [1, 1] : tensor<6x10xf32> to tensor<6x1xf32>
 // CHECK-NEXT: %[[I3:.*]] = tensor.insert_slice %[[P3]] into %{{.*}}[3, 0, 0] [1, 6, 1] [1, 1, 1] : tensor<6x1xf32> into tensor<4x6x3xf32>
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[I3]] {{\[\[}}0, 1, 2]] : tensor<4x6x3xf32> into tensor<72xf32>
-// CHECK-NEXT: fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<72xf32> -> tensor<18xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<72xf32> -> tensor<18xf32>
 
 // -----
 
@@ -206,7 +206,7 @@ func.func @strided(%w: tensor<16x3xf32> {fsdp.layout = #fsdp.layout<@mesh, [stri
 }
 // CHECK-LABEL: func.func @strided(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<4x3xf32>
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<12xf32> -> tensor<48xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<12xf32> -> tensor<48xf32>
 // CHECK-NEXT: %[[KS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2, 3]] output_shape [4, 2, 2, 3] : tensor<48xf32> into tensor<4x2x2x3xf32>
 // CHECK-NEXT: %[[INIT:.*]] = tensor.empty() : tensor<2x4x2x3xf32>
 // CHECK-NEXT: %[[SK:.*]] = linalg.transpose ins(%[[KS]] : tensor<4x2x2x3xf32>) outs(%[[INIT]] : tensor<2x4x2x3xf32>) permutation = [1, 0, 2, 3]
@@ -217,7 +217,7 @@ func.func @strided(%w: tensor<16x3xf32> {fsdp.layout = #fsdp.layout<@mesh, [stri
 // CHECK-NEXT: %[[GINIT:.*]] = tensor.empty() : tensor<4x2x2x3xf32>
 // CHECK-NEXT: %[[GKS:.*]] = linalg.transpose ins(%[[GSK]] : tensor<2x4x2x3xf32>) outs(%[[GINIT]] : tensor<4x2x2x3xf32>) permutation = [1, 0, 2, 3]
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[GKS]] {{\[\[}}0, 1, 2, 3]] : tensor<4x2x2x3xf32> into tensor<48xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<12xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<12xf32>
 // CHECK-NEXT: tensor.expand_shape %[[RS]] {{\[\[}}0, 1]] output_shape [4, 3] : tensor<12xf32> into tensor<4x3xf32>
 
 // -----
@@ -229,7 +229,7 @@ func.func @strided_dim1(%w: tensor<3x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
   return %y : tensor<3x8xf32>
 }
 // CHECK-LABEL: func.func @strided_dim1(
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<12xf32> -> tensor<24xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<12xf32> -> tensor<24xf32>
 // CHECK-NEXT: %[[KS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2, 3]] output_shape [2, 3, 2, 2] : tensor<24xf32> into tensor<2x3x2x2xf32>
 // CHECK-NEXT: %[[INIT:.*]] = tensor.empty() : tensor<3x2x2x2xf32>
 // CHECK-NEXT: %[[SK:.*]] = linalg.transpose ins(%[[KS]] : tensor<2x3x2x2xf32>) outs(%[[INIT]] : tensor<3x2x2x2xf32>) permutation = [1, 2, 0, 3]
@@ -248,14 +248,14 @@ func.func @hsdp(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
   return %loss, %dw : tensor<f32>, tensor<10x16xf32>
 }
 // CHECK-LABEL: func.func @hsdp(
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xf32> -> tensor<192xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xf32> -> tensor<192xf32>
 // CHECK:      tensor.extract_slice %{{.*}}[0, 0] [10, 16] [1, 1] : tensor<12x16xf32> to tensor<10x16xf32>
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<192xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<192xf32>
 // CHECK:      %[[DW:.*]] = "model.backward"
 // CHECK:      %[[PAD:.*]] = tensor.pad %[[DW]] low[0, 0] high[2, 0]
 // CHECK:      %[[GFLAT:.*]] = tensor.collapse_shape %[[PAD]] {{\[\[}}0, 1]] : tensor<12x16xf32> into tensor<192xf32>
-// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
-// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] avg {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<48xf32>
+// CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
+// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<48xf32>
 // CHECK-NEXT: %[[G:.*]] = tensor.expand_shape %[[AR]] {{\[\[}}0, 1]] output_shape [3, 16] : tensor<48xf32> into tensor<3x16xf32>
 // CHECK-NEXT: return %{{.*}}, %[[G]] : tensor<f32>, tensor<3x16xf32>
 
@@ -275,7 +275,7 @@ func.func @replicate_only(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mes
 // CHECK-NOT:  fsdp.all_gather
 // CHECK:      %[[DW:.*]] = "model.backward"(%{{.*}}, %[[W]])
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[DW]] {{\[\[}}0, 1]] : tensor<10x16xf32> into tensor<160xf32>
-// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[GFLAT]] over @mesh ["replicate", "shard"] avg {fsdp.phase = "backward"} : tensor<160xf32> -> tensor<160xf32>
+// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[GFLAT]] over @mesh ["replicate", "shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<160xf32> -> tensor<160xf32>
 // CHECK-NEXT: %[[G:.*]] = tensor.expand_shape %[[AR]] {{\[\[}}0, 1]] output_shape [10, 16] : tensor<160xf32> into tensor<10x16xf32>
 // CHECK-NEXT: return %{{.*}}, %[[G]]
 
@@ -290,10 +290,10 @@ func.func @nested_even(%w: tensor<16x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [
   return %loss, %dw : tensor<f32>, tensor<16x4xf32>
 }
 // CHECK-LABEL: func.func @nested_even(
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["outer", "inner"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<64xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["outer", "inner"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<64xf32>
 // CHECK-NEXT: %[[FULL:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1]] output_shape [16, 4] : tensor<64xf32> into tensor<16x4xf32>
 // CHECK-NEXT: "model.forward"(%[[FULL]])
-// CHECK:      fsdp.reduce_scatter %{{.*}} over @mesh ["outer", "inner"] avg {fsdp.phase = "backward"} : tensor<64xf32> -> tensor<8xf32>
+// CHECK:      fsdp.reduce_scatter %{{.*}} over @mesh ["outer", "inner"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<64xf32> -> tensor<8xf32>
 
 // -----
 
@@ -309,7 +309,7 @@ func.func @nested_uneven(%w: tensor<12x4xf32> {fsdp.layout = #fsdp.layout<@mesh,
 }
 // CHECK-LABEL: func.func @nested_uneven(
 // CHECK-SAME: tensor<2x4xf32>
-// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["outer", "inner"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<64xf32>
+// CHECK:      %[[ALL:.*]] = fsdp.all_gather %{{.*}} over @mesh ["outer", "inner"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<64xf32>
 // CHECK-NEXT: %[[SLOTS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1, 2]] output_shape [8, 2, 4] : tensor<64xf32> into tensor<8x2x4xf32>
 // CHECK-NEXT: %[[S0:.*]] = tensor.extract_slice %[[SLOTS]][0, 0, 0] [1, 2, 4]
 // CHECK-NEXT: %[[S1:.*]] = tensor.extract_slice %[[SLOTS]][1, 0, 0] [1, 2, 4]
@@ -333,7 +333,7 @@ func.func @nested_uneven(%w: tensor<12x4xf32> {fsdp.layout = #fsdp.layout<@mesh,
 // CHECK-NEXT: tensor.extract_slice %[[DW]][10, 0] [2, 4]
 // CHECK-NEXT: tensor.insert_slice {{.*}}[6, 0, 0] [1, 2, 4]
 // CHECK-NEXT: tensor.collapse_shape
-// CHECK-NEXT: fsdp.reduce_scatter %{{.*}} over @mesh ["outer", "inner"] avg {fsdp.phase = "backward"} : tensor<64xf32> -> tensor<8xf32>
+// CHECK-NEXT: fsdp.reduce_scatter %{{.*}} over @mesh ["outer", "inner"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<64xf32> -> tensor<8xf32>
 
 // -----
 
@@ -351,21 +351,21 @@ func.func @two_dims(%w: tensor<6x10xf32> {fsdp.layout = #fsdp.layout<@mesh, [sha
 // CHECK-LABEL: func.func @two_dims(
 // CHECK-SAME: %[[W:[^:]*]]: tensor<3x3xf32>
 // CHECK-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[W]] {{\[\[}}0, 1]] : tensor<3x3xf32> into tensor<9xf32>
-// CHECK-NEXT: %[[ROWS:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["a"] {fsdp.phase = "forward"} : tensor<9xf32> -> tensor<18xf32>
-// CHECK-NEXT: %[[COLS:.*]] = fsdp.all_gather %[[ROWS]] over @mesh ["b"] {fsdp.phase = "forward"} : tensor<18xf32> -> tensor<72xf32>
+// CHECK-NEXT: %[[ROWS:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["a"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<9xf32> -> tensor<18xf32>
+// CHECK-NEXT: %[[COLS:.*]] = fsdp.all_gather %[[ROWS]] over @mesh ["b"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<18xf32> -> tensor<72xf32>
 // CHECK-NEXT: %[[SLOTS:.*]] = tensor.expand_shape %[[COLS]] {{\[\[}}0, 1, 2]] output_shape [4, 6, 3] : tensor<72xf32> into tensor<4x6x3xf32>
 // CHECK-COUNT-4: tensor.extract_slice %[[SLOTS]]
 // CHECK-NEXT: tensor.concat dim(1) {{.*}} : (tensor<6x3xf32>, tensor<6x3xf32>, tensor<6x3xf32>, tensor<6x1xf32>) -> tensor<6x10xf32>
 // CHECK:      %[[DW:.*]] = "model.backward"
 // CHECK-NEXT: %[[GFLAT:.*]] = tensor.collapse_shape %[[DW]] {{\[\[}}0, 1]] : tensor<6x10xf32> into tensor<60xf32>
-// CHECK-NEXT: %[[RSA:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["a"] avg {fsdp.phase = "backward"} : tensor<60xf32> -> tensor<30xf32>
+// CHECK-NEXT: %[[RSA:.*]] = fsdp.reduce_scatter %[[GFLAT]] over @mesh ["a"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<60xf32> -> tensor<30xf32>
 // CHECK-NEXT: %[[HALF:.*]] = tensor.expand_shape %[[RSA]] {{\[\[}}0, 1]] output_shape [3, 10] : tensor<30xf32> into tensor<3x10xf32>
 // CHECK:      linalg.fill {{.*}} -> tensor<4x3x3xf32>
 // CHECK-NEXT: tensor.extract_slice %[[HALF]][0, 0] [3, 3] [1, 1]
 // CHECK:      tensor.extract_slice %[[HALF]][0, 9] [3, 1] [1, 1]
 // CHECK-NEXT: %[[PACKED:.*]] = tensor.insert_slice {{.*}}[3, 0, 0] [1, 3, 1] [1, 1, 1] : tensor<3x1xf32> into tensor<4x3x3xf32>
 // CHECK-NEXT: %[[PFLAT:.*]] = tensor.collapse_shape %[[PACKED]] {{\[\[}}0, 1, 2]] : tensor<4x3x3xf32> into tensor<36xf32>
-// CHECK-NEXT: %[[RSB:.*]] = fsdp.reduce_scatter %[[PFLAT]] over @mesh ["b"] avg {fsdp.phase = "backward"} : tensor<36xf32> -> tensor<9xf32>
+// CHECK-NEXT: %[[RSB:.*]] = fsdp.reduce_scatter %[[PFLAT]] over @mesh ["b"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<36xf32> -> tensor<9xf32>
 // CHECK-NEXT: tensor.expand_shape %[[RSB]] {{\[\[}}0, 1]] output_shape [3, 3] : tensor<9xf32> into tensor<3x3xf32>
 
 // -----
@@ -378,7 +378,7 @@ func.func @forward_only(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh,
   return %y : tensor<2x10xf32>
 }
 // CHECK-LABEL: func.func @forward_only(
-// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xf32> -> tensor<192xf32>
+// CHECK:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xf32> -> tensor<192xf32>
 // CHECK-NOT:  = fsdp.
 // CHECK:      return
 
@@ -393,7 +393,7 @@ func.func @tags(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [replicat
   return %loss, %dw : tensor<f32>, tensor<8x4xf32>
 }
 // CHECK-LABEL: func.func @tags(
-// CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward", fsdp.unit = "layers.0"} : tensor<8xf32> -> tensor<32xf32>
-// CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "backward", fsdp.unit = "layers.0"} : tensor<8xf32> -> tensor<32xf32>
-// CHECK: fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.phase = "backward", fsdp.unit = "layers.0"} : tensor<32xf32> -> tensor<8xf32>
-// CHECK: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.phase = "backward", fsdp.unit = "layers.0"} : tensor<8xf32> -> tensor<8xf32>
+// CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward, unit = "layers.0">} : tensor<8xf32> -> tensor<32xf32>
+// CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward, unit = "layers.0">} : tensor<8xf32> -> tensor<32xf32>
+// CHECK: fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "layers.0">} : tensor<32xf32> -> tensor<8xf32>
+// CHECK: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "layers.0">} : tensor<8xf32> -> tensor<8xf32>

@@ -35,7 +35,7 @@ func.func @scale_on_integer_gradient(%g: tensor<8x4xi32>) -> tensor<2x4xi32> {
 fsdp.mesh @mesh [shard = 4]
 func.func @gather_wrong_slot(%s: tensor<2x16xf32>) -> tensor<10x16xf32> {
   // expected-error @+1 {{shard must have the padded slot type 'tensor<3x16xf32>' for a full tensor of type 'tensor<10x16xf32>', got 'tensor<2x16xf32>'}}
-  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase "forward" : tensor<2x16xf32> -> tensor<10x16xf32>
+  %0 = fsdp.param_gather %s layout <@mesh, [shard<0>]> phase forward : tensor<2x16xf32> -> tensor<10x16xf32>
   return %0 : tensor<10x16xf32>
 }
 
@@ -43,7 +43,7 @@ func.func @gather_wrong_slot(%s: tensor<2x16xf32>) -> tensor<10x16xf32> {
 
 func.func @gather_unknown_mesh(%s: tensor<3x16xf32>) -> tensor<10x16xf32> {
   // expected-error @+1 {{refers to unknown mesh @nowhere}}
-  %0 = fsdp.param_gather %s layout <@nowhere, [shard<0>]> phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
+  %0 = fsdp.param_gather %s layout <@nowhere, [shard<0>]> phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
   return %0 : tensor<10x16xf32>
 }
 
@@ -61,6 +61,6 @@ func.func @reduce_wrong_slot(%g: tensor<10x16xf32>) -> tensor<10x16xf32> {
 fsdp.mesh @mesh [shard = 4]
 func.func @strided_not_divisible(%s: tensor<3x4xf32>) -> tensor<12x4xf32> {
   // expected-error @+1 {{has an invalid layout: StridedShard(0, 2) on mesh axis 0 needs dim 0 (size 12) to be divisible by split_factor * axis size = 8}}
-  %0 = fsdp.param_gather %s layout <@mesh, [strided_shard<0, 2>]> phase "forward" : tensor<3x4xf32> -> tensor<12x4xf32>
+  %0 = fsdp.param_gather %s layout <@mesh, [strided_shard<0, 2>]> phase forward : tensor<3x4xf32> -> tensor<12x4xf32>
   return %0 : tensor<12x4xf32>
 }

@@ -26,7 +26,7 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 // BF16-SAME: %[[W:[^:]*]]: tensor<3x16xf32>
 // BF16-NEXT: %[[T:.*]] = arith.truncf %[[W]] : tensor<3x16xf32> to tensor<3x16xbf16>
 // BF16-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[T]] {{\[\[}}0, 1]] : tensor<3x16xbf16> into tensor<48xbf16>
-// BF16-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xbf16> -> tensor<192xbf16>
+// BF16-NEXT: %[[ALL:.*]] = fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xbf16> -> tensor<192xbf16>
 // BF16-NEXT: %[[ROWS:.*]] = tensor.expand_shape %[[ALL]] {{\[\[}}0, 1]] output_shape [12, 16] : tensor<192xbf16> into tensor<12x16xbf16>
 // BF16-NEXT: %[[FULL:.*]] = tensor.extract_slice %[[ROWS]][0, 0] [10, 16] [1, 1] : tensor<12x16xbf16> to tensor<10x16xbf16>
 // BF16-NEXT: %[[E:.*]] = arith.extf %[[FULL]] : tensor<10x16xbf16> to tensor<10x16xf32>
@@ -34,8 +34,8 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 // BF16-NEXT: arith.truncf %[[W]] : tensor<3x16xf32> to tensor<3x16xbf16>
 // BF16:      fsdp.all_gather %{{.*}} : tensor<48xbf16> -> tensor<192xbf16>
 // BF16:      arith.extf %{{.*}} : tensor<10x16xbf16> to tensor<10x16xf32>
-// BF16:      fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
-// BF16-NEXT: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<48xf32>
+// BF16:      fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
+// BF16-NEXT: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<48xf32>
 
 // reduce-dtype=f32 on f32 gradients changes nothing.
 // RDT-LABEL: func.func @step(
@@ -45,8 +45,8 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 
 // reduce-op=sum with a scale: sums over both axes, then one multiply.
 // SUM-LABEL: func.func @step(
-// SUM:      %[[RS:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] sum {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
-// SUM-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] sum {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<48xf32>
+// SUM:      %[[RS:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] sum {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
+// SUM-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[RS]] over @mesh ["replicate"] sum {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<48xf32>
 // SUM-NEXT: %[[SLOT:.*]] = tensor.expand_shape %[[AR]] {{\[\[}}0, 1]] output_shape [3, 16] : tensor<48xf32> into tensor<3x16xf32>
 // SUM-NEXT: %[[C:.*]] = arith.constant dense<1.250000e-01> : tensor<3x16xf32>
 // SUM-NEXT: %[[G:.*]] = arith.mulf %[[SLOT]], %[[C]] : tensor<3x16xf32>
@@ -86,8 +86,8 @@ func.func @bf16_step(%w: tensor<10x16xbf16> {fsdp.layout = #fsdp.layout<@mesh, [
 // RDT-NEXT: %[[WIDE:.*]] = arith.extf %[[DW]] : tensor<10x16xbf16> to tensor<10x16xf32>
 // RDT-NEXT: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
 // RDT-NEXT: tensor.pad %[[WIDE]] low[0, 0] high[2, 0]
-// RDT:      fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<192xf32> -> tensor<48xf32>
-// RDT-NEXT: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.phase = "backward"} : tensor<48xf32> -> tensor<48xf32>
+// RDT:      fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<192xf32> -> tensor<48xf32>
+// RDT-NEXT: fsdp.all_reduce %{{.*}} over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<48xf32> -> tensor<48xf32>
 // RDT-NEXT: %[[SLOT:.*]] = tensor.expand_shape %{{.*}} : tensor<48xf32> into tensor<3x16xf32>
 // RDT-NEXT: %[[NARROW:.*]] = arith.truncf %[[SLOT]] : tensor<3x16xf32> to tensor<3x16xbf16>
 // RDT-NEXT: return %{{.*}}, %[[NARROW]] : tensor<f32>, tensor<3x16xbf16>
@@ -111,7 +111,7 @@ func.func @f16_step(%w: tensor<8x4xf16> {fsdp.layout = #fsdp.layout<@mesh, [shar
 // BF16-NEXT: %[[W32:.*]] = arith.extf %[[W]] : tensor<2x4xf16> to tensor<2x4xf32>
 // BF16-NEXT: %[[WB:.*]] = arith.truncf %[[W32]] : tensor<2x4xf32> to tensor<2x4xbf16>
 // BF16-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[WB]]
-// BF16-NEXT: fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<8xbf16> -> tensor<32xbf16>
+// BF16-NEXT: fsdp.all_gather %[[FLAT]] over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xbf16> -> tensor<32xbf16>
 // BF16-NEXT: %[[FULL:.*]] = tensor.expand_shape {{.*}} into tensor<8x4xbf16>
 // BF16-NEXT: %[[F32:.*]] = arith.extf %[[FULL]] : tensor<8x4xbf16> to tensor<8x4xf32>
 // BF16-NEXT: %[[F16:.*]] = arith.truncf %[[F32]] : tensor<8x4xf32> to tensor<8x4xf16>
@@ -122,7 +122,7 @@ func.func @f16_step(%w: tensor<8x4xf16> {fsdp.layout = #fsdp.layout<@mesh, [shar
 // RBF16-NEXT: %[[D32:.*]] = arith.extf %[[DW]] : tensor<8x4xf16> to tensor<8x4xf32>
 // RBF16-NEXT: %[[DB:.*]] = arith.truncf %[[D32]] : tensor<8x4xf32> to tensor<8x4xbf16>
 // RBF16-NEXT: %[[FLAT:.*]] = tensor.collapse_shape %[[DB]]
-// RBF16-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[FLAT]] over @mesh ["shard"] avg {fsdp.phase = "backward"} : tensor<32xbf16> -> tensor<8xbf16>
+// RBF16-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[FLAT]] over @mesh ["shard"] avg {fsdp.origin = #fsdp.origin<phase = backward>} : tensor<32xbf16> -> tensor<8xbf16>
 // RBF16-NEXT: %[[SLOT:.*]] = tensor.expand_shape %[[RS]] {{.*}} into tensor<2x4xbf16>
 // RBF16-NEXT: %[[S32:.*]] = arith.extf %[[SLOT]] : tensor<2x4xbf16> to tensor<2x4xf32>
 // RBF16-NEXT: %[[S16:.*]] = arith.truncf %[[S32]] : tensor<2x4xf32> to tensor<2x4xf16>

@@ -33,10 +33,10 @@
 // OURS-SAME: %[[W1:[^:]*]]: tensor<4x8xf32> {fsdp.global_type = tensor<16x8xf32>
 // OURS-SAME: %[[X:[^:]*]]: tensor<4x8xf32>) -> tensor<4x8xf32>
 // OURS:      tensor.collapse_shape %[[W0]] {{.*}} : tensor<2x16xf32> into tensor<32xf32>
-// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<32xf32> -> tensor<128xf32>
+// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<32xf32> -> tensor<128xf32>
 // OURS-NEXT: tensor.expand_shape {{.*}} : tensor<128xf32> into tensor<8x16xf32>
 // OURS:      tensor.collapse_shape %[[W1]] {{.*}} : tensor<4x8xf32> into tensor<32xf32>
-// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<32xf32> -> tensor<128xf32>
+// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<32xf32> -> tensor<128xf32>
 // OURS-NEXT: tensor.expand_shape {{.*}} : tensor<128xf32> into tensor<16x8xf32>
 // OURS-NOT:  fsdp.all_gather
 // OURS:      return
@@ -68,7 +68,7 @@ func.func @mlp(%w0: tensor<8x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
 // OURS-LABEL: func.func @mlp_uneven(
 // OURS-SAME: %[[W0:[^:]*]]: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>
 // OURS:      tensor.collapse_shape %[[W0]] {{.*}} : tensor<3x16xf32> into tensor<48xf32>
-// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<48xf32> -> tensor<192xf32>
+// OURS-NEXT: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<48xf32> -> tensor<192xf32>
 // OURS-NEXT: tensor.expand_shape {{.*}} : tensor<192xf32> into tensor<12x16xf32>
 // OURS-NEXT: %[[FULL:.*]] = tensor.extract_slice %{{.*}}[0, 0] [10, 16] [1, 1] : tensor<12x16xf32> to tensor<10x16xf32>
 // OURS-NEXT: linalg.matmul ins(%{{.*}}, %[[FULL]] : tensor<4x10xf32>, tensor<10x16xf32>)

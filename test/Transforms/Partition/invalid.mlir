@@ -95,7 +95,7 @@ func.func @two_meshes(%w0: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@dp, [sha
 fsdp.mesh @mesh [shard = 4]
 // expected-error @+1 {{argument #0 is already partitioned (it has fsdp.global_type)}}
 func.func @already_partitioned(%w: tensor<2x4xf32> {fsdp.global_type = tensor<8x4xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) -> tensor<8x4xf32> {
-  %full = fsdp.param_gather %w layout <@mesh, [shard<0>]> phase "forward" : tensor<2x4xf32> -> tensor<8x4xf32>
+  %full = fsdp.param_gather %w layout <@mesh, [shard<0>]> phase forward : tensor<2x4xf32> -> tensor<8x4xf32>
   return %full : tensor<8x4xf32>
 }
 

@@ -19,8 +19,8 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 
 // Defaults: avg, no casts, forward + backward gather, local loss.
 // DEFAULT-LABEL: func.func @step(
-// DEFAULT: fsdp.param_gather %arg0 {{.*}} phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
-// DEFAULT: fsdp.param_gather %arg0 {{.*}} phase "backward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// DEFAULT: fsdp.param_gather %arg0 {{.*}} phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
+// DEFAULT: fsdp.param_gather %arg0 {{.*}} phase backward : tensor<3x16xf32> -> tensor<10x16xf32>
 // DEFAULT: %[[G:.*]] = fsdp.grad_reduce %{{.*}} layout <@mesh, [replicate, shard<0>], policy = balanced> avg : tensor<10x16xf32> -> tensor<3x16xf32>
 // DEFAULT-NEXT: return %{{[0-9]+}}, %[[G]] :
 
@@ -36,11 +36,11 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 // BF16-LABEL: func.func @step(
 // BF16-SAME: %[[W:[^:]*]]: tensor<3x16xf32>
 // BF16:      %[[T0:.*]] = arith.truncf %[[W]] : tensor<3x16xf32> to tensor<3x16xbf16>
-// BF16-NEXT: %[[G0:.*]] = fsdp.param_gather %[[T0]] {{.*}} phase "forward" : tensor<3x16xbf16> -> tensor<10x16xbf16>
+// BF16-NEXT: %[[G0:.*]] = fsdp.param_gather %[[T0]] {{.*}} phase forward : tensor<3x16xbf16> -> tensor<10x16xbf16>
 // BF16-NEXT: %[[E0:.*]] = arith.extf %[[G0]] : tensor<10x16xbf16> to tensor<10x16xf32>
 // BF16-NEXT: "model.forward"(%{{.*}}, %[[E0]])
 // BF16-NEXT: %[[T1:.*]] = arith.truncf %[[W]] : tensor<3x16xf32> to tensor<3x16xbf16>
-// BF16-NEXT: %[[G1:.*]] = fsdp.param_gather %[[T1]] {{.*}} phase "backward" : tensor<3x16xbf16> -> tensor<10x16xbf16>
+// BF16-NEXT: %[[G1:.*]] = fsdp.param_gather %[[T1]] {{.*}} phase backward : tensor<3x16xbf16> -> tensor<10x16xbf16>
 // BF16-NEXT: %[[E1:.*]] = arith.extf %[[G1]] : tensor<10x16xbf16> to tensor<10x16xf32>
 // BF16-NEXT: "model.backward"(%{{.*}}, %[[E1]])
 // BF16-NEXT: fsdp.grad_reduce %{{.*}} avg : tensor<10x16xf32> -> tensor<3x16xf32>
@@ -51,7 +51,7 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 
 // reshard-after-forward=false: a single gather, before the first use.
 // KEEP-LABEL: func.func @step(
-// KEEP-NEXT: %[[G:.*]] = fsdp.param_gather %arg0 {{.*}} phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// KEEP-NEXT: %[[G:.*]] = fsdp.param_gather %arg0 {{.*}} phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
 // KEEP-NEXT: "model.forward"(%arg1, %[[G]])
 // KEEP-NEXT: "model.backward"(%arg1, %[[G]])
 // KEEP-NOT: fsdp.param_gather
@@ -69,8 +69,8 @@ func.func @step(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 // CEIL-LABEL: func.func @step(
 // CEIL-SAME: %arg0: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.layout = #fsdp.layout<@mesh, [replicate, shard<0>]>}
 // CEIL-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [replicate, shard<0>]>}
-// CEIL: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase "forward"
-// CEIL: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase "backward"
+// CEIL: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase forward
+// CEIL: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase backward
 // CEIL: fsdp.grad_reduce %{{.*}} layout <@mesh, [replicate, shard<0>]> avg
 
 // -----
@@ -85,8 +85,8 @@ func.func @ceil_layout(%w: tensor<10xf32> {fsdp.layout = #fsdp.layout<@mesh, [sh
 // BALANCED-LABEL: func.func @ceil_layout(
 // BALANCED-SAME: %arg0: tensor<3xf32> {fsdp.global_type = tensor<10xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>], policy = balanced>}
 // BALANCED-SAME: tensor<3xf32> {fsdp.global_type = tensor<10xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>], policy = balanced>}
-// BALANCED: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase "forward"
-// BALANCED: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase "backward"
+// BALANCED: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase forward
+// BALANCED: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase backward
 // BALANCED: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<0>], policy = balanced> avg
 // CEIL-LABEL: func.func @ceil_layout(
 // CEIL-SAME: fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}
@@ -102,6 +102,6 @@ func.func @int_param(%w: tensor<8xi32> {fsdp.layout = #fsdp.layout<@mesh, [shard
 }
 // BF16-LABEL: func.func @int_param(
 // BF16-NOT: arith.truncf
-// BF16: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase "forward" : tensor<2xi32> -> tensor<8xi32>
+// BF16: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase forward : tensor<2xi32> -> tensor<8xi32>
 // BF16-NOT: arith.extf
 // BF16: return

@@ -18,9 +18,9 @@ func.func @even_shard0(%w: tensor<16x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
 // CHECK-SAME: %[[W:.*]]: tensor<4x8xf32> {fsdp.global_type = tensor<16x8xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}
 // CHECK-SAME: %[[X:.*]]: tensor<2x8xf32>)
 // CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<4x8xf32> {fsdp.global_type = tensor<16x8xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>})
-// CHECK-NEXT: %[[FW:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase "forward" : tensor<4x8xf32> -> tensor<16x8xf32>
+// CHECK-NEXT: %[[FW:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase forward : tensor<4x8xf32> -> tensor<16x8xf32>
 // CHECK-NEXT: %[[LOSS:.*]] = "model.forward"(%[[X]], %[[FW]])
-// CHECK-NEXT: %[[BW:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase "backward" : tensor<4x8xf32> -> tensor<16x8xf32>
+// CHECK-NEXT: %[[BW:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase backward : tensor<4x8xf32> -> tensor<16x8xf32>
 // CHECK-NEXT: %[[DW:.*]] = "model.backward"(%[[X]], %[[BW]])
 // CHECK-NEXT: %[[G:.*]] = fsdp.grad_reduce %[[DW]] layout <@mesh, [shard<0>]> avg : tensor<16x8xf32> -> tensor<4x8xf32>
 // CHECK-NEXT: return %[[LOSS]], %[[G]] : tensor<f32>, tensor<4x8xf32>
@@ -39,8 +39,8 @@ func.func @uneven_ceil(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, 
 // CHECK-LABEL: func.func @uneven_ceil(
 // CHECK-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}
 // CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>})
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase "backward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>]> phase backward : tensor<3x16xf32> -> tensor<10x16xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<0>]> avg : tensor<10x16xf32> -> tensor<3x16xf32>
 
 // -----
@@ -57,8 +57,8 @@ func.func @uneven_balanced(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@me
 // CHECK-LABEL: func.func @uneven_balanced(
 // CHECK-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>], policy = balanced>}
 // CHECK-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>], policy = balanced>}
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase "backward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>], policy = balanced> phase backward : tensor<3x16xf32> -> tensor<10x16xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<0>], policy = balanced> avg : tensor<10x16xf32> -> tensor<3x16xf32>
 
 // -----
@@ -74,8 +74,8 @@ func.func @even_shard1(%w: tensor<6x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [s
 // CHECK-LABEL: func.func @even_shard1(
 // CHECK-SAME: tensor<6x2xf32> {fsdp.global_type = tensor<6x8xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<1>]>}
 // CHECK-SAME: tensor<6x2xf32> {fsdp.global_type = tensor<6x8xf32>, fsdp.grad_of = 0 : i64
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase "forward" : tensor<6x2xf32> -> tensor<6x8xf32>
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase "backward" : tensor<6x2xf32> -> tensor<6x8xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase forward : tensor<6x2xf32> -> tensor<6x8xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase backward : tensor<6x2xf32> -> tensor<6x8xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<1>]> avg : tensor<6x8xf32> -> tensor<6x2xf32>
 
 // -----
@@ -91,7 +91,7 @@ func.func @uneven_shard1(%w: tensor<6x10xf32> {fsdp.layout = #fsdp.layout<@mesh,
 // CHECK-LABEL: func.func @uneven_shard1(
 // CHECK-SAME: tensor<6x3xf32> {fsdp.global_type = tensor<6x10xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<1>]>}
 // CHECK-SAME: tensor<6x3xf32> {fsdp.global_type = tensor<6x10xf32>, fsdp.grad_of = 0 : i64
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase "forward" : tensor<6x3xf32> -> tensor<6x10xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<1>]> phase forward : tensor<6x3xf32> -> tensor<6x10xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<1>]> avg : tensor<6x10xf32> -> tensor<6x3xf32>
 
 // -----
@@ -107,7 +107,7 @@ func.func @strided(%w: tensor<8x3xf32> {fsdp.layout = #fsdp.layout<@mesh, [strid
 }
 // CHECK-LABEL: func.func @strided(
 // CHECK-SAME: tensor<4x3xf32> {fsdp.global_type = tensor<8x3xf32>, fsdp.layout = #fsdp.layout<@mesh, [strided_shard<0, 2>]>}
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [strided_shard<0, 2>]> phase "forward" : tensor<4x3xf32> -> tensor<8x3xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [strided_shard<0, 2>]> phase forward : tensor<4x3xf32> -> tensor<8x3xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [strided_shard<0, 2>]> avg : tensor<8x3xf32> -> tensor<4x3xf32>
 
 // -----
@@ -125,8 +125,8 @@ func.func @hsdp(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [replic
 // CHECK-LABEL: func.func @hsdp(
 // CHECK-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.layout = #fsdp.layout<@mesh, [replicate, shard<0>]>}
 // CHECK-SAME: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [replicate, shard<0>]>}
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase "backward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [replicate, shard<0>]> phase backward : tensor<3x16xf32> -> tensor<10x16xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [replicate, shard<0>]> avg : tensor<10x16xf32> -> tensor<3x16xf32>
 
 // -----
@@ -161,7 +161,7 @@ func.func @nested_axes(%w: tensor<16x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [
 }
 // CHECK-LABEL: func.func @nested_axes(
 // CHECK-SAME: tensor<2x4xf32> {fsdp.global_type = tensor<16x4xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>, shard<0>]>}
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>, shard<0>]> phase "forward" : tensor<2x4xf32> -> tensor<16x4xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>, shard<0>]> phase forward : tensor<2x4xf32> -> tensor<16x4xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<0>, shard<0>]> avg : tensor<16x4xf32> -> tensor<2x4xf32>
 
 // -----
@@ -177,7 +177,7 @@ func.func @two_dims(%w: tensor<6x10xf32> {fsdp.layout = #fsdp.layout<@mesh, [sha
 }
 // CHECK-LABEL: func.func @two_dims(
 // CHECK-SAME: tensor<3x3xf32> {fsdp.global_type = tensor<6x10xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>, shard<1>]>}
-// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>, shard<1>]> phase "forward" : tensor<3x3xf32> -> tensor<6x10xf32>
+// CHECK: fsdp.param_gather %arg0 layout <@mesh, [shard<0>, shard<1>]> phase forward : tensor<3x3xf32> -> tensor<6x10xf32>
 // CHECK: fsdp.grad_reduce %{{.*}} layout <@mesh, [shard<0>, shard<1>]> avg : tensor<6x10xf32> -> tensor<3x3xf32>
 
 // -----
@@ -193,7 +193,7 @@ func.func @forward_only(%w: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh,
 // CHECK-LABEL: func.func @forward_only(
 // CHECK-SAME: %[[W:.*]]: tensor<3x16xf32> {fsdp.global_type = tensor<10x16xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}
 // CHECK-SAME: -> tensor<2x10xf32> {
-// CHECK-NEXT: %[[FULL:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase "forward" : tensor<3x16xf32> -> tensor<10x16xf32>
+// CHECK-NEXT: %[[FULL:.*]] = fsdp.param_gather %[[W]] layout <@mesh, [shard<0>]> phase forward : tensor<3x16xf32> -> tensor<10x16xf32>
 // CHECK-NEXT: %[[H:.*]] = "model.layer"(%{{.*}}, %[[FULL]])
 // CHECK-NEXT: "model.layer"(%[[H]], %[[FULL]])
 // CHECK-NOT: fsdp.
@@ -222,10 +222,10 @@ func.func @units(%w0: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
 // CHECK-SAME: %[[U:[^:]*]]: tensor<1x4xf32> {fsdp.global_type = tensor<4x4xf32>, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}
 // CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<2x4xf32> {fsdp.global_type = tensor<8x4xf32>, fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}, tensor<2xf32> {fsdp.global_type = tensor<6xf32>, fsdp.grad_of = 2 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.name = "grad.l1.bias"})
 // CHECK-NOT: fsdp.param_gather %[[U]]
-// CHECK: %[[G0:.*]] = fsdp.param_gather %[[W0]] layout <@mesh, [shard<0>]> phase "forward" {unit = "l0"} : tensor<2x4xf32> -> tensor<8x4xf32>
+// CHECK: %[[G0:.*]] = fsdp.param_gather %[[W0]] layout <@mesh, [shard<0>]> phase forward {unit = "l0"} : tensor<2x4xf32> -> tensor<8x4xf32>
 // CHECK-NEXT: "model.forward"(%[[X]], %[[G0]])
 // CHECK-NEXT: %[[DW0:.*]] = "model.backward"(%[[X]])
-// CHECK-NEXT: %[[G1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase "backward" {unit = "l1"} : tensor<2xf32> -> tensor<6xf32>
+// CHECK-NEXT: %[[G1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase backward {unit = "l1"} : tensor<2xf32> -> tensor<6xf32>
 // CHECK-NEXT: %[[DW1:.*]] = "model.backward"(%[[X]], %[[G1]])
 // CHECK-NEXT: fsdp.grad_reduce %[[DW0]] layout <@mesh, [shard<0>]> avg {unit = "l0"} : tensor<8x4xf32> -> tensor<2x4xf32>
 // CHECK-NEXT: fsdp.grad_reduce %[[DW1]] layout <@mesh, [shard<0>]> avg {unit = "l1"} : tensor<6xf32> -> tensor<2xf32>

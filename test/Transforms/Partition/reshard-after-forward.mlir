@@ -61,16 +61,16 @@ func.func @mlp(%w0: tensor<6x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
 
 // Each forward gather sits right before the matmul that reads it.
 // CHECK:      %[[F0:.*]] = linalg.fill {{.*}} -> tensor<2x6xf32>
-// CHECK-NEXT: %[[G0:.*]] = fsdp.param_gather %[[W0]] layout <@mesh, [shard<0>]> phase "forward" {unit = "l0"} : tensor<2x8xf32> -> tensor<6x8xf32>
+// CHECK-NEXT: %[[G0:.*]] = fsdp.param_gather %[[W0]] layout <@mesh, [shard<0>]> phase forward {unit = "l0"} : tensor<2x8xf32> -> tensor<6x8xf32>
 // CHECK-NEXT: %[[H:.*]] = linalg.matmul {{.*}} ins(%{{.*}}, %[[G0]] :
 // CHECK:      linalg.fill {{.*}} -> tensor<2x4xf32>
-// CHECK-NEXT: %[[G1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase "forward" {unit = "l1"} : tensor<1x6xf32> -> tensor<4x6xf32>
+// CHECK-NEXT: %[[G1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase forward {unit = "l1"} : tensor<1x6xf32> -> tensor<4x6xf32>
 // CHECK-NEXT: linalg.matmul {{.*}} ins(%[[H]], %[[G1]] :
 
 // The backward gather of l1.weight lands after dW1 (which does not read the
 // weight) and right before dh, its first backward use.
 // CHECK:           %[[DW1:.*]] = linalg.matmul {{.*}} -> tensor<4x6xf32>
-// RESHARD-NEXT:    %[[B1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase "backward" {unit = "l1"} : tensor<1x6xf32> -> tensor<4x6xf32>
+// RESHARD-NEXT:    %[[B1:.*]] = fsdp.param_gather %[[W1]] layout <@mesh, [shard<0>]> phase backward {unit = "l1"} : tensor<1x6xf32> -> tensor<4x6xf32>
 // RESHARD-NEXT:    %[[DH:.*]] = linalg.matmul ins(%{{.*}}, %[[B1]] : tensor<2x4xf32>, tensor<4x6xf32>)
 // KEEP-NEXT:       %[[DH:.*]] = linalg.matmul ins(%{{.*}}, %[[G1]] : tensor<2x4xf32>, tensor<4x6xf32>)
 // CHECK-NOT:       fsdp.param_gather

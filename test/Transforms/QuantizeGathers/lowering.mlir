@@ -15,7 +15,7 @@ fsdp.mesh @mesh [replicate = 2, shard = 4]
 // BUF-SAME: %[[W:.*]]: memref<64x64xf32>, %[[P:.*]]: memref<2048xbf16>
 // BUF: %[[FLAT:.*]] = memref.collapse_shape %[[W]] {{\[\[}}0, 1]] : memref<64x64xf32> into memref<4096xf32>
 // BUF: %[[OUT:.*]] = memref.alloc() {{.*}}: memref<16384xf32>
-// BUF: fsdp.buffer.quantized_all_gather %[[FLAT]] into %[[OUT]] over @mesh ["shard"] format nvfp4 shape [64, 64] {fsdp.phase = "forward", fsdp.wire_bytes = 2308 : i64} : memref<4096xf32>, memref<16384xf32>
+// BUF: fsdp.buffer.quantized_all_gather %[[FLAT]] into %[[OUT]] over @mesh ["shard"] format nvfp4 shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2308 : i64} : memref<4096xf32>, memref<16384xf32>
 // BUF: %[[OUT2:.*]] = memref.alloc() {{.*}}: memref<16384xbf16>
 // BUF: fsdp.buffer.quantized_all_gather %[[P]] into %[[OUT2]] over @mesh ["replicate", "shard"] format mxfp8_colwise shape [64, 32] : memref<2048xbf16>, memref<16384xbf16>
 
@@ -41,7 +41,7 @@ fsdp.mesh @mesh [replicate = 2, shard = 4]
 // UNBUFFERIZED: error: 'fsdp.quantized_all_gather' op must be expanded and bufferized before convert-fsdp-to-runtime
 func.func @gather(%w: tensor<64x64xf32>, %p: tensor<2048xbf16>) -> (tensor<16384xf32>, tensor<16384xbf16>) {
   %flat = tensor.collapse_shape %w [[0, 1]] : tensor<64x64xf32> into tensor<4096xf32>
-  %g = fsdp.quantized_all_gather %flat over @mesh ["shard"] format nvfp4 shape [64, 64] {fsdp.phase = "forward", fsdp.wire_bytes = 2308 : i64} : tensor<4096xf32> -> tensor<16384xf32>
+  %g = fsdp.quantized_all_gather %flat over @mesh ["shard"] format nvfp4 shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2308 : i64} : tensor<4096xf32> -> tensor<16384xf32>
   %h = fsdp.quantized_all_gather %p over @mesh ["replicate", "shard"] format mxfp8_colwise shape [64, 32] : tensor<2048xbf16> -> tensor<16384xbf16>
   return %g, %h : tensor<16384xf32>, tensor<16384xbf16>
 }

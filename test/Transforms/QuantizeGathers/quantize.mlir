@@ -39,62 +39,62 @@ func.func @step(
     %x: tensor<16xf32>)
     -> (tensor<256x64xf32>, tensor<32xf32>, tensor<128x48xf32>, tensor<256x32xbf16>, tensor<256x64xf32>, tensor<64xf32>, tensor<32xf32>) {
   // ALL: %[[WF:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0, 1]] : tensor<64x64xf32> into tensor<4096xf32>
-  // E4M3: fsdp.quantized_all_gather %[[WF]] over @mesh ["shard"] format fp8_e4m3_tensor shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4100 : i64} : tensor<4096xf32> -> tensor<16384xf32>
-  // E5M2: format fp8_e5m2_tensor shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4100 : i64}
-  // ROW: format mxfp8_rowwise shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4224 : i64}
-  // COL: format mxfp8_colwise shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4224 : i64}
-  // NVFP4: format nvfp4 shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 2308 : i64}
-  // B1: format fp8_block_1x128 shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4352 : i64}
-  // B128: format fp8_block_128x128 shape [64, 64] {fsdp.phase = "forward", fsdp.unit = "u0", fsdp.wire_bytes = 4100 : i64}
+  // E4M3: fsdp.quantized_all_gather %[[WF]] over @mesh ["shard"] format fp8_e4m3_tensor shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4100 : i64} : tensor<4096xf32> -> tensor<16384xf32>
+  // E5M2: format fp8_e5m2_tensor shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4100 : i64}
+  // ROW: format mxfp8_rowwise shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4224 : i64}
+  // COL: format mxfp8_colwise shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4224 : i64}
+  // NVFP4: format nvfp4 shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 2308 : i64}
+  // B1: format fp8_block_1x128 shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4352 : i64}
+  // B128: format fp8_block_128x128 shape [64, 64] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">, fsdp.wire_bytes = 4100 : i64}
   %wf = tensor.collapse_shape %w [[0, 1]] : tensor<64x64xf32> into tensor<4096xf32>
-  %wg = fsdp.all_gather %wf over @mesh ["shard"] {fsdp.phase = "forward", fsdp.unit = "u0"} : tensor<4096xf32> -> tensor<16384xf32>
+  %wg = fsdp.all_gather %wf over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward, unit = "u0">} : tensor<4096xf32> -> tensor<16384xf32>
   %wfull = tensor.expand_shape %wg [[0, 1]] output_shape [256, 64] : tensor<16384xf32> into tensor<256x64xf32>
 
   // A bias: one row.
-  // E4M3: fsdp.quantized_all_gather %{{.*}} over @mesh ["shard"] format fp8_e4m3_tensor shape [1, 8] {fsdp.phase = "forward", fsdp.wire_bytes = 12 : i64} : tensor<8xf32> -> tensor<32xf32>
-  // E5M2: format fp8_e5m2_tensor shape [1, 8] {fsdp.phase = "forward", fsdp.wire_bytes = 12 : i64}
-  // ROW: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<32xf32>
-  // COL: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<32xf32>
-  // NVFP4: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<32xf32>
-  // B1: format fp8_block_1x128 shape [1, 8] {fsdp.phase = "forward", fsdp.wire_bytes = 12 : i64}
-  // B128: format fp8_block_128x128 shape [1, 8] {fsdp.phase = "forward", fsdp.wire_bytes = 12 : i64}
-  %bg = fsdp.all_gather %b over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<8xf32> -> tensor<32xf32>
+  // E4M3: fsdp.quantized_all_gather %{{.*}} over @mesh ["shard"] format fp8_e4m3_tensor shape [1, 8] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 12 : i64} : tensor<8xf32> -> tensor<32xf32>
+  // E5M2: format fp8_e5m2_tensor shape [1, 8] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 12 : i64}
+  // ROW: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<32xf32>
+  // COL: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<32xf32>
+  // NVFP4: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<32xf32>
+  // B1: format fp8_block_1x128 shape [1, 8] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 12 : i64}
+  // B128: format fp8_block_128x128 shape [1, 8] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 12 : i64}
+  %bg = fsdp.all_gather %b over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<8xf32> -> tensor<32xf32>
 
   // 48 columns: MXFP8 rowwise does not block, columnwise does.
-  // E4M3: format fp8_e4m3_tensor shape [32, 48] {fsdp.phase = "forward", fsdp.wire_bytes = 1540 : i64}
-  // ROW: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<1536xf32> -> tensor<6144xf32>
-  // COL: format mxfp8_colwise shape [32, 48] {fsdp.phase = "forward", fsdp.wire_bytes = 1584 : i64}
-  // NVFP4: format nvfp4 shape [32, 48] {fsdp.phase = "forward", fsdp.wire_bytes = 868 : i64}
-  // B1: format fp8_block_1x128 shape [32, 48] {fsdp.phase = "forward", fsdp.wire_bytes = 1664 : i64}
-  // B128: format fp8_block_128x128 shape [32, 48] {fsdp.phase = "forward", fsdp.wire_bytes = 1540 : i64}
+  // E4M3: format fp8_e4m3_tensor shape [32, 48] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 1540 : i64}
+  // ROW: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<1536xf32> -> tensor<6144xf32>
+  // COL: format mxfp8_colwise shape [32, 48] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 1584 : i64}
+  // NVFP4: format nvfp4 shape [32, 48] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 868 : i64}
+  // B1: format fp8_block_1x128 shape [32, 48] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 1664 : i64}
+  // B128: format fp8_block_128x128 shape [32, 48] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 1540 : i64}
   %vf = tensor.collapse_shape %v [[0, 1]] : tensor<32x48xf32> into tensor<1536xf32>
-  %vg = fsdp.all_gather %vf over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<1536xf32> -> tensor<6144xf32>
+  %vg = fsdp.all_gather %vf over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<1536xf32> -> tensor<6144xf32>
   %vfull = tensor.expand_shape %vg [[0, 1]] output_shape [128, 48] : tensor<6144xf32> into tensor<128x48xf32>
 
   // param-dtype=bf16: the slot is cast before the gather; the op is bf16.
   // ALL: %[[PT:.*]] = arith.truncf %{{.*}} : tensor<64x32xf32> to tensor<64x32xbf16>
-  // E4M3: format fp8_e4m3_tensor shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 2052 : i64} : tensor<2048xbf16> -> tensor<8192xbf16>
-  // ROW: format mxfp8_rowwise shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 2112 : i64} : tensor<2048xbf16> -> tensor<8192xbf16>
-  // COL: format mxfp8_colwise shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 2112 : i64}
-  // NVFP4: format nvfp4 shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 1156 : i64}
-  // B1: format fp8_block_1x128 shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 2304 : i64}
-  // B128: format fp8_block_128x128 shape [64, 32] {fsdp.phase = "forward", fsdp.wire_bytes = 2052 : i64}
+  // E4M3: format fp8_e4m3_tensor shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2052 : i64} : tensor<2048xbf16> -> tensor<8192xbf16>
+  // ROW: format mxfp8_rowwise shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2112 : i64} : tensor<2048xbf16> -> tensor<8192xbf16>
+  // COL: format mxfp8_colwise shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2112 : i64}
+  // NVFP4: format nvfp4 shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 1156 : i64}
+  // B1: format fp8_block_1x128 shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2304 : i64}
+  // B128: format fp8_block_128x128 shape [64, 32] {fsdp.origin = #fsdp.origin<phase = forward>, fsdp.wire_bytes = 2052 : i64}
   %pt = arith.truncf %p : tensor<64x32xf32> to tensor<64x32xbf16>
   %pf = tensor.collapse_shape %pt [[0, 1]] : tensor<64x32xbf16> into tensor<2048xbf16>
-  %pg = fsdp.all_gather %pf over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<2048xbf16> -> tensor<8192xbf16>
+  %pg = fsdp.all_gather %pf over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<2048xbf16> -> tensor<8192xbf16>
   %pfull = tensor.expand_shape %pg [[0, 1]] output_shape [256, 32] : tensor<8192xbf16> into tensor<256x32xbf16>
 
   // The backward re-gather of %w is quantized like the forward one.
-  // E4M3: format fp8_e4m3_tensor shape [64, 64] {fsdp.phase = "backward", fsdp.unit = "u0", fsdp.wire_bytes = 4100 : i64}
-  // ROW: format mxfp8_rowwise shape [64, 64] {fsdp.phase = "backward", fsdp.unit = "u0", fsdp.wire_bytes = 4224 : i64}
+  // E4M3: format fp8_e4m3_tensor shape [64, 64] {fsdp.origin = #fsdp.origin<phase = backward, unit = "u0">, fsdp.wire_bytes = 4100 : i64}
+  // ROW: format mxfp8_rowwise shape [64, 64] {fsdp.origin = #fsdp.origin<phase = backward, unit = "u0">, fsdp.wire_bytes = 4224 : i64}
   %wf2 = tensor.collapse_shape %w [[0, 1]] : tensor<64x64xf32> into tensor<4096xf32>
-  %wg2 = fsdp.all_gather %wf2 over @mesh ["shard"] {fsdp.phase = "backward", fsdp.unit = "u0"} : tensor<4096xf32> -> tensor<16384xf32>
+  %wg2 = fsdp.all_gather %wf2 over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = backward, unit = "u0">} : tensor<4096xf32> -> tensor<16384xf32>
   %wfull2 = tensor.expand_shape %wg2 [[0, 1]] output_shape [256, 64] : tensor<16384xf32> into tensor<256x64xf32>
 
   // Not a parameter: data, and a gather without a phase tag.
-  // ALL: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<16xf32> -> tensor<64xf32>
+  // ALL: fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<16xf32> -> tensor<64xf32>
   // ALL: fsdp.all_gather %{{.*}} over @mesh ["shard"] : tensor<8xf32> -> tensor<32xf32>
-  %xg = fsdp.all_gather %x over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<16xf32> -> tensor<64xf32>
+  %xg = fsdp.all_gather %x over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<16xf32> -> tensor<64xf32>
   %bu = fsdp.all_gather %b over @mesh ["shard"] : tensor<8xf32> -> tensor<32xf32>
   return %wfull, %bg, %vfull, %pfull, %wfull2, %xg, %bu : tensor<256x64xf32>, tensor<32xf32>, tensor<128x48xf32>, tensor<256x32xbf16>, tensor<256x64xf32>, tensor<64xf32>, tensor<32xf32>
 }

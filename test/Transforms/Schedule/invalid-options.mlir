@@ -6,6 +6,6 @@
 
 fsdp.mesh @mesh [shard = 2]
 func.func @f(%a: tensor<4xf32>) -> tensor<8xf32> {
-  %g = fsdp.all_gather %a over @mesh ["shard"] {fsdp.phase = "forward"} : tensor<4xf32> -> tensor<8xf32>
+  %g = fsdp.all_gather %a over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward>} : tensor<4xf32> -> tensor<8xf32>
   return %g : tensor<8xf32>
 }

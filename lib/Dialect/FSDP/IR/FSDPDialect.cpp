@@ -39,6 +39,32 @@ MeshOp mlir::fsdp::lookupMesh(Operation *from, FlatSymbolRefAttr mesh,
   return SymbolTable::lookupNearestSymbolFrom<MeshOp>(from, mesh.getAttr());
 }
 
+/// The discardable attributes the passes put on operations.
+LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
+                                                    NamedAttribute attr) {
+  StringRef name = attr.getName().getValue();
+  if (name == kOriginAttrName) {
+    if (!isa<OriginAttr>(attr.getValue()))
+      return op->emitOpError()
+             << "'" << name << "' must be a #fsdp.origin attribute";
+    if (!isa<CollectiveOpInterface>(op))
+      return op->emitOpError()
+             << "'" << name << "' is only meaningful on fsdp collectives";
+    return success();
+  }
+  if (name == kBucketSizeAttrName || name == kWireBytesAttrName) {
+    if (!isa<IntegerAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be an integer";
+    return success();
+  }
+  if (name == kSignaturesAttrName) {
+    if (!isa<DictionaryAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' must be a dictionary";
+    return success();
+  }
+  return success();
+}
+
 /// Checks `layout` against its mesh and the shape of the value carrying it.
 static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
                                      Type type, bool isParameter,

@@ -132,9 +132,9 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
 }
 
 LogicalResult ParamGatherOp::verify() {
-  if (getPhase() != "forward" && getPhase() != "backward")
-    return emitOpError() << "phase must be \"forward\" or \"backward\", got \""
-                         << getPhase() << "\"";
+  if (getPhase() != Phase::forward && getPhase() != Phase::backward)
+    return emitOpError() << "phase must be forward or backward, got "
+                         << stringifyPhase(getPhase());
   return success();
 }
 
@@ -219,23 +219,14 @@ static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
   return success();
 }
 
-template <typename OpTy>
-static FailureOr<int64_t> groupSizeOf(OpTy op, SymbolTableCollection &tables) {
-  MeshOp mesh = lookupMesh(op, op.getMeshAttr(), &tables);
+FailureOr<int64_t> mlir::fsdp::groupSizeOf(Operation *op,
+                                           FlatSymbolRefAttr meshRef,
+                                           ArrayAttr axes,
+                                           SymbolTableCollection &tables) {
+  MeshOp mesh = lookupMesh(op, meshRef, &tables);
   if (!mesh)
     return failure();
-  return mesh.getGroupSize(op.getAxes());
-}
-
-FailureOr<int64_t> AllGatherOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-FailureOr<int64_t>
-ReduceScatterOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-FailureOr<int64_t> AllReduceOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
+  return mesh.getGroupSize(axes);
 }
 
 /// An all-gather's group and shapes: `large` concatenates the group's
@@ -360,11 +351,6 @@ LogicalResult QuantizedAllGatherOp::verify() {
                                "result");
 }
 
-FailureOr<int64_t>
-QuantizedAllGatherOp::getGroupSize(SymbolTableCollection &tables) {
-  return groupSizeOf(*this, tables);
-}
-
 FSDP_GATHER_USES(QuantizedAllGatherOp, getInput(), getResult(), "input",
                  "result")
 
@@ -381,6 +367,8 @@ FSDP_GATHER_USES(BufferQuantizedAllGatherOp, getInput(), getOutput(), "input",
 
 #undef FSDP_GATHER_USES
 #undef FSDP_REDUCE_USES
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

@@ -8,7 +8,9 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 
-#include <map>
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPBUCKETCOLLECTIVES
@@ -23,17 +25,52 @@ namespace {
 using mlir::fsdp::detail::BlockOrder;
 using mlir::fsdp::detail::hoistBefore;
 
-constexpr StringLiteral kPhase = "fsdp.phase", kUnit = "fsdp.unit";
-
-enum class Kind { AllGather, ReduceScatter, AllReduce };
-
 struct Member {
-  Operation *op;
-  Kind kind;
+  // Interface methods are not const; a member's op is read and rewritten.
+  mutable CollectiveOpInterface op;
   int64_t length; // elements of the per-rank contribution
 };
 
-Value inputOf(Operation *op) { return op->getOperand(0); }
+/// Everything the collectives of one bucket have in common.
+struct BucketKey {
+  CollectiveKind kind;
+  FlatSymbolRefAttr mesh;
+  ArrayAttr axes;
+  Type elementType;
+  std::optional<ReduceKind> reduce;
+  Phase phase;
+  /// Null unless buckets are per unit.
+  StringAttr unit;
+
+  bool operator==(const BucketKey &o) const {
+    return kind == o.kind && mesh == o.mesh && axes == o.axes &&
+           elementType == o.elementType && reduce == o.reduce &&
+           phase == o.phase && unit == o.unit;
+  }
+};
+
+/// The bucket key of a collective this pass may fuse; nullopt for others:
+/// collectives without an origin, started, on buffers, quantized or not
+/// 1-D static tensors of a sized element type.
+std::optional<BucketKey> bucketKeyOf(CollectiveOpInterface op, bool perUnit) {
+  OriginAttr origin = op.getOrigin();
+  if (!origin || op.isAsync() || op.isOnBuffers() ||
+      op.getCollectiveKind() == CollectiveKind::quantized_all_gather)
+    return std::nullopt;
+  auto in = cast<RankedTensorType>(op.getCollectiveInput().getType());
+  if (in.getRank() != 1 || !in.hasStaticShape() ||
+      !in.getElementType().isIntOrFloat())
+    return std::nullopt;
+  return BucketKey{op.getCollectiveKind(),
+                   op.getMeshAttr(),
+                   op.getAxes(),
+                   in.getElementType(),
+                   op.getReduction(),
+                   origin.getPhase(),
+                   perUnit ? origin.getUnit() : StringAttr()};
+}
+
+Value inputOf(const Member &m) { return m.op.getCollectiveInput(); }
 
 RankedTensorType vectorOf(int64_t n, Type elem) {
   return RankedTensorType::get({n}, elem);
@@ -78,10 +115,21 @@ Value sharedSource(ArrayRef<Value> inputs, ArrayRef<int64_t> offsets,
   return source;
 }
 
+/// Where every member sits in the bucket's flat buffer.
+struct BucketLayout {
+  SmallVector<int64_t> offsets; // per member, in elements
+  SmallVector<int64_t> padded;  // per member: length rounded up to alignment
+  int64_t total = 0;            // per-rank length of the bucket
+  int64_t groupSize = 1;        // k (1 for an all-reduce)
+  Type elementType;
+};
+
 struct BucketCollectivesPass
     : public mlir::fsdp::impl::FSDPBucketCollectivesBase<
           BucketCollectivesPass> {
   using Base::Base;
+
+  using Group = std::pair<BucketKey, SmallVector<Member>>;
 
   void runOnOperation() override {
     if (mode != "unit" && mode != "greedy" && mode != "none") {
@@ -102,197 +150,279 @@ struct BucketCollectivesPass
   }
 
   void bucketFunction(func::FuncOp func) {
-    // Group candidates by everything that must match, in program order.
-    // std::map keeps groups in a stable (key) order; members stay in program
-    // order inside each group.
-    // Reduce-scatter buckets come before all-reduce buckets so that an HSDP
-    // all-reduce bucket sees the reduce-scatter bucket's output slices.
-    std::map<std::pair<int, std::string>, SmallVector<Member>> groups;
-    for (Operation &op : func.getBody().front()) {
-      std::optional<Kind> kind;
-      if (isa<AllGatherOp>(op))
-        kind = Kind::AllGather;
-      else if (isa<ReduceScatterOp>(op))
-        kind = Kind::ReduceScatter;
-      else if (isa<AllReduceOp>(op))
-        kind = Kind::AllReduce;
-      auto phase = op.getAttrOfType<StringAttr>(kPhase);
-      if (!kind || !phase)
-        continue;
-      auto in = cast<RankedTensorType>(inputOf(&op).getType());
-      if (in.getRank() != 1 || !in.hasStaticShape())
-        continue;
-      std::string key;
-      llvm::raw_string_ostream os(key);
-      os << op.getName() << "|" << op.getAttr("mesh") << "|"
-         << op.getAttr("axes") << "|" << in.getElementType() << "|"
-         << op.getAttr("reduce") << "|" << phase.getValue();
-      if (mode == "unit") {
-        // Collectives without a unit bucket together (per phase).
-        if (auto unit = op.getAttrOfType<StringAttr>(kUnit))
-          os << "|unit=" << unit.getValue();
-      }
-      int64_t length = in.getDimSize(0);
-      if (*kind == Kind::ReduceScatter)
-        length =
-            cast<RankedTensorType>(op.getResult(0).getType()).getDimSize(0);
-      groups[{static_cast<int>(*kind), key}].push_back({&op, *kind, length});
-    }
-    BlockOrder order(func.getBody().front());
-    for (auto &[key, members] : groups) {
-      // Split in program order at the byte and count limits.
-      SmallVector<Member> bucket;
-      int64_t bytes = 0;
-      auto flush = [&]() {
+    Block &body = func.getBody().front();
+    BlockOrder order(body);
+    SymbolTableCollection tables;
+    for (Group &group : groupCandidates(body))
+      for (SmallVector<Member> &bucket : splitAtLimits(group.second))
         if (bucket.size() > 1)
-          emitBucket(bucket, order);
-        bucket.clear();
-        bytes = 0;
-      };
-      for (Member &m : members) {
-        auto in = cast<RankedTensorType>(inputOf(m.op).getType());
-        int64_t b = in.getNumElements() *
-                    std::max<int64_t>(1, in.getElementTypeBitWidth() / 8);
-        if (!bucket.empty() &&
-            (bytes + b > bucketBytes || (int64_t)bucket.size() >= maxCount))
-          flush();
-        bucket.push_back(m);
-        bytes += b;
-      }
-      flush();
-    }
+          emitBucket(bucket, order, tables);
   }
 
-  void emitBucket(ArrayRef<Member> members, BlockOrder &order) {
-    Operation *first = members.front().op, *last = members.back().op;
-    Kind kind = members.front().kind;
-    // Gathers feed forward/backward compute spread over the unit: issue the
-    // bucket where the first is needed and bring the (argument-derived)
-    // inputs up to it. Reductions are issued once the last input exists.
-    Operation *point = kind == Kind::AllGather ? first : last;
-    for (const Member &m : members)
-      if (!hoistBefore(inputOf(m.op), point, order)) {
-        point->emitRemark() << "not bucketed: an input cannot be computed "
-                               "before the bucket";
-        return;
-      }
-    // Reductions are issued at the last member; what already reads an
-    // earlier member's result moves after the bucket (it cannot feed an
-    // input of the bucket: every input dominates the last member).
-    SmallVector<Operation *> lateUsers;
-    if (kind != Kind::AllGather) {
-      Block *block = point->getBlock();
-      llvm::SmallPtrSet<Operation *, 16> memberOps;
-      for (const Member &m : members)
-        memberOps.insert(m.op);
-      llvm::SetVector<Operation *> users;
-      for (const Member &m : members)
-        users.insert(m.op);
-      for (size_t i = 0; i < users.size(); ++i)
-        for (Value r : users[i]->getResults())
-          for (Operation *u : r.getUsers()) {
-            Operation *top = block->findAncestorOpInBlock(*u);
-            if (top && top != block->getTerminator() &&
-                order.isBefore(top, point))
-              users.insert(top);
-          }
-      for (Operation *u : users)
-        if (!memberOps.contains(u))
-          lateUsers.push_back(u);
-      order.sort(lateUsers);
-      for (const Member &m : members)
-        if (Operation *def = inputOf(m.op).getDefiningOp())
-          if (users.contains(def)) {
-            point->emitRemark() << "not bucketed: a member's input depends "
-                                   "on another member's result";
-            return;
-          }
+  /// The collectives that may be fused, grouped by everything that must
+  /// match, members in program order. Reduce-scatter groups come before
+  /// all-reduce groups so that an HSDP all-reduce bucket sees the
+  /// reduce-scatter bucket's output slices.
+  SmallVector<Group> groupCandidates(Block &body) {
+    SmallVector<Group> groups;
+    for (Operation &op : body) {
+      auto c = dyn_cast<CollectiveOpInterface>(&op);
+      std::optional<BucketKey> key =
+          c ? bucketKeyOf(c, mode == "unit") : std::nullopt;
+      if (!key)
+        continue;
+      Value perRank = key->kind == CollectiveKind::reduce_scatter
+                          ? c.getCollectiveOutput()
+                          : c.getCollectiveInput();
+      int64_t length = cast<RankedTensorType>(perRank.getType()).getDimSize(0);
+      auto *it = llvm::find_if(groups, [&](const Group &g) {
+        return g.first == *key;
+      });
+      if (it == groups.end())
+        it = &groups.emplace_back(*key, SmallVector<Member>());
+      it->second.push_back({c, length});
     }
+    llvm::stable_sort(groups, [](const Group &a, const Group &b) {
+      return a.first.kind < b.first.kind;
+    });
+    return groups;
+  }
+
+  /// Splits a group in program order at the byte and count limits.
+  SmallVector<SmallVector<Member>> splitAtLimits(ArrayRef<Member> members) {
+    SmallVector<SmallVector<Member>> buckets(1);
+    int64_t bytes = 0;
+    for (const Member &m : members) {
+      auto in = cast<RankedTensorType>(inputOf(m).getType());
+      int64_t b = 0;
+      if (llvm::MulOverflow(in.getNumElements(),
+                            std::max<int64_t>(1,
+                                              in.getElementTypeBitWidth() / 8),
+                            b))
+        b = std::numeric_limits<int64_t>::max();
+      int64_t sum = 0;
+      if (!buckets.back().empty() &&
+          (llvm::AddOverflow(bytes, b, sum) || sum > bucketBytes ||
+           (int64_t)buckets.back().size() >= maxCount)) {
+        buckets.emplace_back();
+        bytes = 0;
+      }
+      buckets.back().push_back(m);
+      if (llvm::AddOverflow(bytes, b, bytes))
+        bytes = std::numeric_limits<int64_t>::max();
+    }
+    return buckets;
+  }
+
+  void emitBucket(ArrayRef<Member> members, BlockOrder &order,
+                  SymbolTableCollection &tables) {
+    CollectiveOpInterface first = members.front().op;
+    FailureOr<BucketLayout> layout = layoutBucket(members, tables);
+    if (failed(layout)) {
+      first->emitRemark() << "not bucketed: the bucket's size overflows "
+                             "64-bit arithmetic";
+      return;
+    }
+    Operation *point = issuePoint(members, order);
+    if (!point)
+      return;
+    FailureOr<SmallVector<Operation *>> lateUsers =
+        usersToDelay(members, point, order);
+    if (failed(lateUsers))
+      return;
 
     OpBuilder b(point);
     Location loc = point->getLoc();
-    auto firstIn =
-        cast<RankedTensorType>(inputOf(members.front().op).getType());
-    Type elem = firstIn.getElementType();
-    auto mesh = first->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    auto axes = first->getAttrOfType<ArrayAttr>("axes");
-    int64_t k = 1;
-    if (kind != Kind::AllReduce) {
-      auto outLen =
-          cast<RankedTensorType>(first->getResult(0).getType()).getDimSize(0);
-      k = kind == Kind::AllGather ? outLen / firstIn.getDimSize(0)
-                                  : firstIn.getDimSize(0) / outLen;
-    }
-    SmallVector<int64_t> offsets;
-    int64_t total = 0;
-    for (const Member &m : members) {
-      offsets.push_back(total);
-      total += (m.length + alignment - 1) / alignment * alignment;
-    }
+    Value packed = packInputs(b, loc, members, *layout);
+    CollectiveOpInterface bucket =
+        createBucket(b, loc, members, packed, *layout);
+    unpackResults(b, loc, members, bucket, *layout);
+    for (Operation *u : *lateUsers)
+      order.moveBefore(u, point);
+    // The builder inserts before one of the members: erase them last.
+    for (const Member &m : members)
+      order.erase(m.op);
+  }
 
+  /// Offsets of the members in the flat buffer and the group size, with
+  /// every product and sum checked.
+  FailureOr<BucketLayout> layoutBucket(ArrayRef<Member> members,
+                                       SymbolTableCollection &tables) {
+    CollectiveOpInterface first = members.front().op;
+    BucketLayout layout;
+    layout.elementType =
+        cast<RankedTensorType>(inputOf(members.front()).getType())
+            .getElementType();
+    if (first.getCollectiveKind() != CollectiveKind::all_reduce) {
+      FailureOr<int64_t> k = first.getGroupSize(tables);
+      if (failed(k))
+        return failure();
+      layout.groupSize = *k;
+    }
+    for (const Member &m : members) {
+      int64_t padded = 0, rounded = 0;
+      if (llvm::AddOverflow(m.length, alignment - 1, rounded) ||
+          llvm::MulOverflow(rounded / alignment, (int64_t)alignment, padded))
+        return failure();
+      layout.offsets.push_back(layout.total);
+      layout.padded.push_back(padded);
+      if (llvm::AddOverflow(layout.total, padded, layout.total))
+        return failure();
+    }
+    int64_t all = 0;
+    if (llvm::MulOverflow(layout.groupSize, layout.total, all))
+      return failure();
+    return layout;
+  }
+
+  /// Where the bucket is issued, with the members' inputs hoisted above it:
+  /// gathers feed forward/backward compute spread over the unit, so the
+  /// bucket goes where the first is needed; reductions go where the last
+  /// input exists. Null (with a remark) if an input cannot be hoisted.
+  Operation *issuePoint(ArrayRef<Member> members, BlockOrder &order) {
+    bool gather =
+        members.front().op.getCollectiveKind() == CollectiveKind::all_gather;
+    Operation *point = gather ? members.front().op : members.back().op;
+    for (const Member &m : members)
+      if (!hoistBefore(inputOf(m), point, order)) {
+        point->emitRemark() << "not bucketed: an input cannot be computed "
+                               "before the bucket";
+        return nullptr;
+      }
+    return point;
+  }
+
+  /// A reduction bucket is issued at its last member: what already reads an
+  /// earlier member's result moves after the bucket (it cannot feed an
+  /// input of the bucket: every input dominates the last member). Fails
+  /// (with a remark) if a member's input depends on another member.
+  FailureOr<SmallVector<Operation *>>
+  usersToDelay(ArrayRef<Member> members, Operation *point, BlockOrder &order) {
+    SmallVector<Operation *> lateUsers;
+    if (members.front().op.getCollectiveKind() == CollectiveKind::all_gather)
+      return lateUsers;
+    Block *block = point->getBlock();
+    llvm::SmallPtrSet<Operation *, 16> memberOps;
+    llvm::SetVector<Operation *> users;
+    for (const Member &m : members) {
+      memberOps.insert(m.op);
+      users.insert(m.op);
+    }
+    for (size_t i = 0; i < users.size(); ++i)
+      for (Value r : users[i]->getResults())
+        for (Operation *u : r.getUsers()) {
+          Operation *top = block->findAncestorOpInBlock(*u);
+          if (top && top != block->getTerminator() &&
+              order.isBefore(top, point))
+            users.insert(top);
+        }
+    for (Operation *u : users)
+      if (!memberOps.contains(u))
+        lateUsers.push_back(u);
+    order.sort(lateUsers);
+    for (const Member &m : members)
+      if (Operation *def = inputOf(m).getDefiningOp())
+        if (users.contains(def)) {
+          point->emitRemark() << "not bucketed: a member's input depends "
+                                 "on another member's result";
+          return failure();
+        }
+    return lateUsers;
+  }
+
+  /// The bucket's per-rank input: every member zero-padded to its aligned
+  /// length, [L] (all-gather, all-reduce) or [k, L] rows of slots
+  /// (reduce-scatter, then flattened). An all-reduce over one reduce-scatter
+  /// bucket's outputs reads that bucket's output as it is.
+  Value packInputs(OpBuilder &b, Location loc, ArrayRef<Member> members,
+                   const BucketLayout &layout) {
+    CollectiveKind kind = members.front().op.getCollectiveKind();
+    Type elem = layout.elementType;
+    int64_t k = layout.groupSize;
     SmallVector<Value> inputs;
     for (const Member &m : members)
-      inputs.push_back(inputOf(m.op));
-    Value packed;
-    if (kind == Kind::AllReduce)
-      packed = sharedSource(inputs, offsets, total);
-    if (!packed) {
-      // Every member zero-padded to its aligned length: [L] (all-gather,
-      // all-reduce) or [k, L] rows of slots (reduce-scatter).
-      SmallVector<Value> pieces;
-      for (const Member &m : members) {
-        int64_t padded = (m.length + alignment - 1) / alignment * alignment;
-        Value in = inputOf(m.op);
-        if (kind == Kind::ReduceScatter)
-          in = tensor::ExpandShapeOp::create(
-              b, loc, RankedTensorType::get({k, m.length}, elem), in,
-              ArrayRef<ReassociationIndices>{{0, 1}});
-        pieces.push_back(padTo(b, loc, in, padded));
-      }
-      packed = tensor::ConcatOp::create(
-          b, loc, kind == Kind::ReduceScatter ? 1 : 0, pieces);
+      inputs.push_back(inputOf(m));
+    if (kind == CollectiveKind::all_reduce)
+      if (Value shared = sharedSource(inputs, layout.offsets, layout.total))
+        return shared;
+    SmallVector<Value> pieces;
+    for (auto [m, padded] : llvm::zip_equal(members, layout.padded)) {
+      Value in = inputOf(m);
+      if (kind == CollectiveKind::reduce_scatter)
+        in = tensor::ExpandShapeOp::create(
+            b, loc, RankedTensorType::get({k, m.length}, elem), in,
+            ArrayRef<ReassociationIndices>{{0, 1}});
+      pieces.push_back(padTo(b, loc, in, padded));
     }
-    if (kind == Kind::ReduceScatter)
+    bool rows = kind == CollectiveKind::reduce_scatter;
+    Value packed = tensor::ConcatOp::create(b, loc, rows ? 1 : 0, pieces);
+    if (rows)
       packed = tensor::CollapseShapeOp::create(
-          b, loc, vectorOf(k * total, elem), packed,
+          b, loc, vectorOf(k * layout.total, elem), packed,
           ArrayRef<ReassociationIndices>{{0, 1}});
+    return packed;
+  }
 
+  /// One collective of the members' kind over the packed buffer, with their
+  /// origin (the unit only if they all share it) and size.
+  CollectiveOpInterface createBucket(OpBuilder &b, Location loc,
+                                     ArrayRef<Member> members, Value packed,
+                                     const BucketLayout &layout) {
+    CollectiveOpInterface first = members.front().op;
+    Type elem = layout.elementType;
+    int64_t k = layout.groupSize, total = layout.total;
+    FlatSymbolRefAttr mesh = first.getMeshAttr();
+    ArrayAttr axes = first.getAxes();
+    ReduceKindAttr reduce;
+    if (std::optional<ReduceKind> r = first.getReduction())
+      reduce = ReduceKindAttr::get(b.getContext(), *r);
     Operation *bucket;
-    if (kind == Kind::AllGather)
+    switch (first.getCollectiveKind()) {
+    case CollectiveKind::all_gather:
       bucket = AllGatherOp::create(b, loc, vectorOf(k * total, elem), packed,
                                    mesh, axes);
-    else if (kind == Kind::ReduceScatter)
-      bucket = ReduceScatterOp::create(
-          b, loc, vectorOf(total, elem), packed, mesh, axes,
-          first->getAttrOfType<ReduceKindAttr>("reduce"));
-    else
-      bucket =
-          AllReduceOp::create(b, loc, vectorOf(total, elem), packed, mesh, axes,
-                              first->getAttrOfType<ReduceKindAttr>("reduce"));
-    bucket->setAttr(kPhase, first->getAttr(kPhase));
-    if (llvm::all_of(members,
-                     [&](const Member &m) {
-                       return m.op->getAttr(kUnit) == first->getAttr(kUnit);
-                     }) &&
-        first->getAttr(kUnit))
-      bucket->setAttr(kUnit, first->getAttr(kUnit));
-    bucket->setAttr("fsdp.bucket_size", b.getI64IntegerAttr(members.size()));
+      break;
+    case CollectiveKind::reduce_scatter:
+      bucket = ReduceScatterOp::create(b, loc, vectorOf(total, elem), packed,
+                                       mesh, axes, reduce);
+      break;
+    default:
+      bucket = AllReduceOp::create(b, loc, vectorOf(total, elem), packed, mesh,
+                                   axes, reduce);
+      break;
+    }
+    OriginAttr origin = first.getOrigin();
+    bool oneUnit = llvm::all_of(members, [&](const Member &m) {
+      return m.op.getOrigin().getUnit() == origin.getUnit();
+    });
+    auto collective = cast<CollectiveOpInterface>(bucket);
+    collective.setOrigin(OriginAttr::get(b.getContext(), origin.getPhase(),
+                                         oneUnit ? origin.getUnit()
+                                                 : StringAttr()));
+    bucket->setAttr(kBucketSizeAttrName, b.getI64IntegerAttr(members.size()));
+    return collective;
+  }
 
-    Value out = bucket->getResult(0);
+  /// Replaces every member's result by its part of the bucket's output: the
+  /// column block [:, off_i : off_i + L_i] of the gathered [k, L] buffer
+  /// (flattened rank-major), or the slice [off_i, off_i + L_i).
+  void unpackResults(OpBuilder &b, Location loc, ArrayRef<Member> members,
+                     CollectiveOpInterface bucket, const BucketLayout &layout) {
+    Type elem = layout.elementType;
+    int64_t k = layout.groupSize;
+    bool gather = bucket.getCollectiveKind() == CollectiveKind::all_gather;
+    Value out = bucket.getCollectiveOutput();
     Value blocks;
-    if (kind == Kind::AllGather)
+    if (gather)
       blocks = tensor::ExpandShapeOp::create(
-          b, loc, RankedTensorType::get({k, total}, elem), out,
+          b, loc, RankedTensorType::get({k, layout.total}, elem), out,
           ArrayRef<ReassociationIndices>{{0, 1}});
-    for (auto [i, m] : llvm::enumerate(members)) {
+    for (auto [m, offset] : llvm::zip_equal(members, layout.offsets)) {
       Value result;
-      SmallVector<OpFoldResult> one = {b.getIndexAttr(1)};
-      if (kind == Kind::AllGather) {
-        // Column block [:, off_i : off_i + L_i], flattened rank-major.
+      if (gather) {
         Value block = tensor::ExtractSliceOp::create(
             b, loc, RankedTensorType::get({k, m.length}, elem), blocks,
-            ArrayRef<OpFoldResult>{b.getIndexAttr(0),
-                                   b.getIndexAttr(offsets[i])},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(offset)},
             ArrayRef<OpFoldResult>{b.getIndexAttr(k), b.getIndexAttr(m.length)},
             ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
         result = tensor::CollapseShapeOp::create(
@@ -301,16 +431,12 @@ struct BucketCollectivesPass
       } else {
         result = tensor::ExtractSliceOp::create(
             b, loc, vectorOf(m.length, elem), out,
-            ArrayRef<OpFoldResult>{b.getIndexAttr(offsets[i])},
-            ArrayRef<OpFoldResult>{b.getIndexAttr(m.length)}, one);
+            ArrayRef<OpFoldResult>{b.getIndexAttr(offset)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(m.length)},
+            ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
       }
-      m.op->getResult(0).replaceAllUsesWith(result);
+      m.op.getCollectiveOutput().replaceAllUsesWith(result);
     }
-    for (Operation *u : lateUsers)
-      order.moveBefore(u, point);
-    // The builder inserts before one of the members: erase them last.
-    for (const Member &m : members)
-      order.erase(m.op);
   }
 };
 } // namespace

@@ -54,6 +54,7 @@ int64_t bytesOf(Type type) {
 }
 
 /// A collective as one rank sees it: what it sends and what it receives.
+/// Quantized gathers are counted by addQuantizedGather.
 struct Collective {
   Kind kind;
   Value input, output;
@@ -61,29 +62,25 @@ struct Collective {
 };
 
 std::optional<Collective> asCollective(Operation *op) {
-  auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-  // Tensor forms: input -> result (a start op's result #1 is the tensor).
-  if (isa<AllGatherOp, ReduceScatterOp, AllReduceOp>(op)) {
-    Kind kind = isa<AllGatherOp>(op)       ? AllGather
-                : isa<ReduceScatterOp>(op) ? ReduceScatter
-                                           : AllReduce;
-    return Collective{kind, op->getOperand(0), op->getResult(0), mesh};
+  auto c = dyn_cast<CollectiveOpInterface>(op);
+  if (!c)
+    return std::nullopt;
+  Kind kind;
+  switch (c.getCollectiveKind()) {
+  case CollectiveKind::all_gather:
+    kind = AllGather;
+    break;
+  case CollectiveKind::reduce_scatter:
+    kind = ReduceScatter;
+    break;
+  case CollectiveKind::all_reduce:
+    kind = AllReduce;
+    break;
+  case CollectiveKind::quantized_all_gather:
+    return std::nullopt;
   }
-  if (isa<AllGatherStartOp, ReduceScatterStartOp, AllReduceStartOp>(op)) {
-    Kind kind = isa<AllGatherStartOp>(op)       ? AllGather
-                : isa<ReduceScatterStartOp>(op) ? ReduceScatter
-                                                : AllReduce;
-    return Collective{kind, op->getOperand(0), op->getResult(1), mesh};
-  }
-  // Buffer forms (after bufferization): input and output operands.
-  if (isa<BufferAllGatherOp, BufferAllGatherStartOp>(op))
-    return Collective{AllGather, op->getOperand(0), op->getOperand(1), mesh};
-  if (isa<BufferReduceScatterOp, BufferReduceScatterStartOp>(op))
-    return Collective{ReduceScatter, op->getOperand(0), op->getOperand(1),
-                      mesh};
-  if (isa<BufferAllReduceOp, BufferAllReduceStartOp>(op))
-    return Collective{AllReduce, op->getOperand(0), op->getOperand(1), mesh};
-  return std::nullopt;
+  return Collective{kind, c.getCollectiveInput(), c.getCollectiveOutput(),
+                    c.getMeshAttr()};
 }
 
 struct Counts {
@@ -113,10 +110,14 @@ std::pair<int64_t, int64_t> peakLiveGathered(Block &block) {
   int64_t n = index.size();
   std::vector<int64_t> bytesDelta(n + 1, 0), buffersDelta(n + 1, 0);
   block.walk([&](Operation *op) {
-    if (!isa<AllGatherOp, AllGatherStartOp, QuantizedAllGatherOp>(op))
+    // Tensor gathers only: a buffer gather's output is an operand.
+    auto c = dyn_cast<CollectiveOpInterface>(op);
+    if (!c || c.isOnBuffers() ||
+        (c.getCollectiveKind() != CollectiveKind::all_gather &&
+         c.getCollectiveKind() != CollectiveKind::quantized_all_gather))
       return;
     Operation *top = block.findAncestorOpInBlock(*op);
-    Value gathered = op->getResult(op->getNumResults() - 1);
+    Value gathered = c.getCollectiveOutput();
     int64_t begin = index.lookup(top), end = begin;
     SmallVector<Value> worklist = {gathered};
     DenseSet<Value> seen;
@@ -166,11 +167,8 @@ bool addQuantizedGather(Operation *op, FunctionReport &report,
   } else {
     return false;
   }
-  MeshOp mesh =
-      lookupMesh(op, op->getAttrOfType<FlatSymbolRefAttr>("mesh"), &tables);
   FailureOr<int64_t> k =
-      mesh ? mesh.getGroupSize(op->getAttrOfType<ArrayAttr>("axes"))
-           : FailureOr<int64_t>(failure());
+      cast<CollectiveOpInterface>(op).getGroupSize(tables);
   if (failed(k) || shape.size() != 2)
     return true; // the verifier reports it
   auto f = ::fsdp::quant::Format(static_cast<int32_t>(format));

@@ -33,19 +33,12 @@ struct Expander {
   FlatSymbolRefAttr meshRef;
   lm::Layout model;
   std::vector<int64_t> global;
-  /// Phase and unit of the semantic op, copied onto every flat collective so
-  /// that bucketing and scheduling know where it belongs.
-  SmallVector<NamedAttribute> tags = {};
-
-  void tagWith(StringAttr phase, StringAttr unit) {
-    tags.push_back(b.getNamedAttr("fsdp.phase", phase));
-    if (unit)
-      tags.push_back(b.getNamedAttr("fsdp.unit", unit));
-  }
+  /// Phase and unit of the semantic op, the origin of every flat collective
+  /// it expands to: bucketing and scheduling know where it belongs.
+  OriginAttr origin = {};
 
   Value tag(Value v) {
-    for (NamedAttribute a : tags)
-      v.getDefiningOp()->setAttr(a.getName(), a.getValue());
+    cast<CollectiveOpInterface>(v.getDefiningOp()).setOrigin(origin);
     return v;
   }
 
@@ -412,7 +405,8 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
-    ex->tagWith(op.getPhaseAttr(), op.getUnitAttr());
+    ex->origin =
+        OriginAttr::get(op.getContext(), op.getPhase(), op.getUnitAttr());
     Value cur = op.getShard();
     for (int64_t d = 0; d < full.getRank(); ++d)
       if (!lm::axesShardingDim(ex->model, d).empty())
@@ -428,7 +422,8 @@ struct ExpandCollectivesPass
     auto ex = makeExpander(b, op, op.getLayout(), full, tables);
     if (failed(ex))
       return failure();
-    ex->tagWith(b.getStringAttr("backward"), op.getUnitAttr());
+    ex->origin =
+        OriginAttr::get(op.getContext(), Phase::backward, op.getUnitAttr());
     Value cur = op.getGrad();
     Type elem = full.getElementType();
     // Casts and the scale multiply are float ops; refuse anything else

@@ -269,7 +269,7 @@ struct PartitionPass
       arg.setType(slot);
       func.setArgAttr(i, FSDPDialect::kGlobalTypeAttrName,
                       TypeAttr::get(global));
-      auto gatherFor = [&](ArrayRef<OpOperand *> uses, StringRef phase) {
+      auto gatherFor = [&](ArrayRef<OpOperand *> uses, Phase phase) {
         if (uses.empty())
           return;
         Operation *first = nullptr;
@@ -284,13 +284,13 @@ struct PartitionPass
         auto fullType = global.clone(
             cast<RankedTensorType>(shard.getType()).getElementType());
         Value full = ParamGatherOp::create(b, loc, fullType, shard, layout,
-                                           b.getStringAttr(phase), unit);
+                                           phase, unit);
         full = castFloatElements(b, loc, full, global.getElementType());
         for (OpOperand *u : uses)
           u->set(full);
       };
-      gatherFor(fwdUses, "forward");
-      gatherFor(bwdUses, "backward");
+      gatherFor(fwdUses, Phase::forward);
+      gatherFor(bwdUses, Phase::backward);
     }
 
     // Gradients: reduce each marked result into the parameter's slot.

@@ -26,8 +26,6 @@ namespace fq = ::fsdp::quant;
 
 namespace {
 
-constexpr StringLiteral kPhase = "fsdp.phase";
-constexpr StringLiteral kWireBytes = "fsdp.wire_bytes";
 
 /// The parameter argument a gather input is a reshaped or cast view of:
 /// exactly the ops fsdp-partition and fsdp-expand-collectives put between a
@@ -106,8 +104,8 @@ struct QuantizeGathersPass
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
     for (AllGatherOp op : gathers) {
-      auto phase = op->getAttrOfType<StringAttr>(kPhase);
-      if (!phase || !phaseSet.contains(phase.getValue()))
+      OriginAttr origin = op.getOrigin();
+      if (!origin || !phaseSet.contains(stringifyPhase(origin.getPhase())))
         continue;
       auto inType = cast<RankedTensorType>(op.getInput().getType());
       Type elem = inType.getElementType();
@@ -163,11 +161,11 @@ struct QuantizeGathersPass
         QuantFormatAttr::get(b.getContext(),
                              static_cast<QuantFormat>(static_cast<int>(fmt))),
         b.getDenseI64ArrayAttr({rows, cols}));
-    // Keep the phase and unit tags for reports; bucketing and scheduling
-    // only look at plain all-gathers.
+    // Keep the origin for reports; bucketing and scheduling leave quantized
+    // gathers alone.
     for (NamedAttribute a : op->getDiscardableAttrs())
       q->setAttr(a.getName(), a.getValue());
-    q->setAttr(kWireBytes, b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
+    q->setAttr(kWireBytesAttrName, b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
     op.getResult().replaceAllUsesWith(q.getResult());
     op.erase();
   }

@@ -7,6 +7,9 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/Support/MathExtras.h"
+
+#include <limits>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPSCHEDULE
@@ -23,11 +26,17 @@ using mlir::fsdp::detail::derivesGathered;
 using mlir::fsdp::detail::hoistBefore;
 using mlir::fsdp::detail::isHoistable;
 
-constexpr StringLiteral kPhase = "fsdp.phase";
-
+/// Bytes of a statically shaped tensor of int or float elements (sub-byte
+/// elements packed); saturates instead of overflowing, 0 for other types.
 int64_t bytesOf(Value v) {
   auto t = cast<RankedTensorType>(v.getType());
-  return (t.getNumElements() * t.getElementTypeBitWidth() + 7) / 8;
+  if (!t.hasStaticShape() || !t.getElementType().isIntOrFloat())
+    return 0;
+  int64_t bits = 0;
+  if (llvm::MulOverflow(t.getNumElements(),
+                        (int64_t)t.getElementTypeBitWidth(), bits))
+    return std::numeric_limits<int64_t>::max();
+  return bits / 8 + (bits % 8 != 0);
 }
 
 struct Gather {
@@ -50,21 +59,24 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
         scheduleFunction(func);
   }
 
-  /// Replaces a tagged collective by start + wait at its position.
-  std::pair<Operation *, Operation *> split(Operation *op, BlockOrder &order) {
+  /// Replaces a collective by start + wait at its position.
+  std::pair<Operation *, Operation *> split(CollectiveOpInterface op,
+                                            BlockOrder &order) {
     OpBuilder b(op);
-    Location loc = op->getLoc();
-    Value in = op->getOperand(0);
-    Type resultType = op->getResult(0).getType();
-    auto mesh = op->getAttrOfType<FlatSymbolRefAttr>("mesh");
-    auto axes = op->getAttrOfType<ArrayAttr>("axes");
-    auto reduce = op->getAttrOfType<ReduceKindAttr>("reduce");
+    Location loc = op.getLoc();
+    Value in = op.getCollectiveInput();
+    Type resultType = op.getCollectiveOutput().getType();
+    FlatSymbolRefAttr mesh = op.getMeshAttr();
+    ArrayAttr axes = op.getAxes();
+    ReduceKindAttr reduce;
+    if (std::optional<ReduceKind> r = op.getReduction())
+      reduce = ReduceKindAttr::get(b.getContext(), *r);
     Type request = RequestType::get(op->getContext());
     Operation *start;
-    if (isa<AllGatherOp>(op))
+    if (op.getCollectiveKind() == CollectiveKind::all_gather)
       start =
           AllGatherStartOp::create(b, loc, request, resultType, in, mesh, axes);
-    else if (isa<ReduceScatterOp>(op))
+    else if (op.getCollectiveKind() == CollectiveKind::reduce_scatter)
       start = ReduceScatterStartOp::create(b, loc, request, resultType, in,
                                            mesh, axes, reduce);
     else
@@ -74,7 +86,7 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
       start->setAttr(a.getName(), a.getValue());
     Operation *wait = WaitOp::create(b, loc, resultType, start->getResult(0),
                                      start->getResult(1));
-    op->getResult(0).replaceAllUsesWith(wait->getResult(0));
+    op.getCollectiveOutput().replaceAllUsesWith(wait->getResult(0));
     order.erase(op);
     return {start, wait};
   }
@@ -179,14 +191,18 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
   void scheduleFunction(func::FuncOp func) {
     Block &body = func.getBody().front();
     BlockOrder order(body);
-    SmallVector<Operation *> gathers, reductions;
+    // Only the blocking tensor collectives the fsdp passes created; a
+    // quantized gather stays blocking.
+    SmallVector<CollectiveOpInterface> gathers, reductions;
     for (Operation &op : body) {
-      if (!op.getAttr(kPhase))
+      auto c = dyn_cast<CollectiveOpInterface>(&op);
+      if (!c || !c.isMovable() || c.isAsync() || c.isOnBuffers())
         continue;
-      if (isa<AllGatherOp>(op))
-        gathers.push_back(&op);
-      else if (isa<ReduceScatterOp, AllReduceOp>(op))
-        reductions.push_back(&op);
+      if (c.getCollectiveKind() == CollectiveKind::all_gather)
+        gathers.push_back(c);
+      else if (c.getCollectiveKind() == CollectiveKind::reduce_scatter ||
+               c.getCollectiveKind() == CollectiveKind::all_reduce)
+        reductions.push_back(c);
     }
 
     // Gradient reductions start once their inputs exist. Waits go to the
@@ -195,8 +211,9 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     // reduce-scatter's result and starts right after its wait) is in flight
     // while later reduce-scatters are waited on.
     SmallVector<std::pair<Operation *, Operation *>> scatters, allReduces;
-    for (Operation *op : reductions)
-      (isa<ReduceScatterOp>(op) ? scatters : allReduces)
+    for (CollectiveOpInterface op : reductions)
+      (op.getCollectiveKind() == CollectiveKind::reduce_scatter ? scatters
+                                                                : allReduces)
           .push_back(split(op, order));
     llvm::SmallPtrSet<Operation *, 32> hoisted;
     for (auto [start, wait] : llvm::concat<std::pair<Operation *, Operation *>>(
@@ -215,7 +232,7 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
 
     // Parameter gathers, in program order (forward, then backward).
     SmallVector<Gather> scheduled;
-    for (Operation *op : gathers) {
+    for (CollectiveOpInterface op : gathers) {
       auto [start, wait] = split(op, order);
       scheduled.push_back({start, wait, bytesOf(wait->getResult(0)), nullptr});
     }

@@ -65,4 +65,22 @@ def FSDP_LayoutAttr : FSDP_Attr<"Layout", "layout"> {
   }];
 }
 
+def FSDP_OriginAttr : FSDP_Attr<"Origin", "origin"> {
+  let summary = "the training phase and FSDP unit a collective belongs to";
+  let description = [{
+    ```mlir
+    fsdp.all_gather %x over @mesh ["shard"]
+        {fsdp.origin = #fsdp.origin<phase = forward, unit = "l0">} : ...
+    ```
+    `fsdp-expand-collectives` sets it (as the discardable attribute
+    `fsdp.origin`) on every flat collective it creates. It is the contract
+    between the passes: only collectives with an origin are the fsdp
+    passes' to bucket, quantize, schedule and move; any other collective
+    (a user's, or the loss all-reduce) stays where it is.
+  }];
+  let parameters = (ins EnumParameter<FSDP_Phase>:$phase,
+                        OptionalParameter<"::mlir::StringAttr">:$unit);
+  let assemblyFormat = "`<` struct(params) `>`";
+}
+
 #endif // FSDP_ATTRS_TD

@@ -27,17 +27,19 @@ def FSDP_Dialect : Dialect {
   let hasRegionArgAttrVerify = 1;
   let hasRegionResultAttrVerify = 1;
   let dependentDialects = ["::mlir::tensor::TensorDialect"];
+  let hasOperationAttrVerify = 1;
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();
-    // Discardable attribute names used on function arguments and results.
-    static constexpr ::llvm::StringLiteral kLayoutAttrName = "fsdp.layout";
-    static constexpr ::llvm::StringLiteral kLossAttrName = "fsdp.loss";
-    static constexpr ::llvm::StringLiteral kGradOfAttrName = "fsdp.grad_of";
-    static constexpr ::llvm::StringLiteral kNameAttrName = "fsdp.name";
-    static constexpr ::llvm::StringLiteral kUnitAttrName = "fsdp.unit";
-    static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
-    static constexpr ::llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
+    // Discardable attribute names on function arguments and results; the
+    // full list lives in FSDPConstants.h.
+    static constexpr ::llvm::StringLiteral kLayoutAttrName = ::mlir::fsdp::kLayoutAttrName;
+    static constexpr ::llvm::StringLiteral kLossAttrName = ::mlir::fsdp::kLossAttrName;
+    static constexpr ::llvm::StringLiteral kGradOfAttrName = ::mlir::fsdp::kGradOfAttrName;
+    static constexpr ::llvm::StringLiteral kNameAttrName = ::mlir::fsdp::kNameAttrName;
+    static constexpr ::llvm::StringLiteral kUnitAttrName = ::mlir::fsdp::kUnitAttrName;
+    static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = ::mlir::fsdp::kGlobalTypeAttrName;
+    static constexpr ::llvm::StringLiteral kAccumulatorAttrName = ::mlir::fsdp::kAccumulatorAttrName;
   }];
 }
 
@@ -88,5 +90,22 @@ def FSDP_QuantFormat : I32EnumAttr<"QuantFormat", "quantized all-gather format",
 }
 def FSDP_QuantFormatAttr
     : EnumAttr<FSDP_Dialect, FSDP_QuantFormat, "quant_format">;
+
+// The part of a training step a collective serves.
+def FSDP_Phase : I32EnumAttr<"Phase", "training phase of a collective", [
+    I32EnumAttrCase<"forward", 0>, I32EnumAttrCase<"backward", 1>,
+    I32EnumAttrCase<"optimizer", 2>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase">;
+
+// What a collective does, whatever its form (tensor, started, buffer).
+def FSDP_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of collective", [
+    I32EnumAttrCase<"all_gather", 0>, I32EnumAttrCase<"reduce_scatter", 1>,
+    I32EnumAttrCase<"all_reduce", 2>, I32EnumAttrCase<"quantized_all_gather", 3>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
 
 #endif // FSDP_BASE_TD

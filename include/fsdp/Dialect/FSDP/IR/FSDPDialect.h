@@ -7,6 +7,8 @@
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Dialect.h"
 
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+
 #include "fsdp/Dialect/FSDP/IR/FSDPOpsDialect.h.inc"
 
 #endif

@@ -23,7 +23,13 @@ class MeshOp;
 /// Resolves the mesh a layout refers to, as seen from `from`.
 MeshOp lookupMesh(Operation *from, FlatSymbolRefAttr mesh,
                   SymbolTableCollection *tables = nullptr);
+/// Size of the group of `op` over `axes` of `mesh`; failure if the mesh or
+/// an axis is unknown, or an axis is listed twice.
+FailureOr<int64_t> groupSizeOf(Operation *op, FlatSymbolRefAttr mesh,
+                               ArrayAttr axes, SymbolTableCollection &tables);
 } // namespace mlir::fsdp
+
+#include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.h.inc"
 
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"

@@ -4,6 +4,7 @@
 #define FSDP_OPS_TD
 
 include "fsdp/Dialect/FSDP/IR/FSDPAttrs.td"
+include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.td"
 include "mlir/IR/SymbolInterfaces.td"
 include "mlir/Interfaces/SideEffectInterfaces.td"
 
@@ -13,6 +14,19 @@ def FSDP_CollectiveResource
     : Resource<"::mlir::fsdp::CollectiveResource">;
 def FSDP_CollectiveEffect : MemoryEffects<[MemRead<FSDP_CollectiveResource>,
                                            MemWrite<FSDP_CollectiveResource>]>;
+
+// The CollectiveOpInterface methods every collective op defines: its kind,
+// its reduction (if any), what it writes and whether it only starts.
+class FSDP_CollectiveDecl<string kind, string output, bit async> {
+  bit hasReduce = !or(!eq(kind, "reduce_scatter"), !eq(kind, "all_reduce"));
+  string decl = !strconcat(
+    "::mlir::fsdp::CollectiveKind getCollectiveKind() {\n"
+    "  return ::mlir::fsdp::CollectiveKind::", kind, ";\n}\n",
+    "std::optional<::mlir::fsdp::ReduceKind> getReduction() {\n  return ",
+    !if(hasReduce, "getReduce()", "std::nullopt"), ";\n}\n",
+    "::mlir::Value getCollectiveOutput() { return ", output, "; }\n",
+    "bool isAsync() { return ", !if(async, "true", "false"), "; }\n");
+}
 
 //===----------------------------------------------------------------------===//
 // Mesh
@@ -57,16 +71,17 @@ def FSDP_ParamGatherOp : FSDP_Op<"param_gather", [
     `shard` is this rank's padded slot of the parameter (its true rows
     followed by zero padding); the result is the full tensor of the layout.
     `phase` records whether the gather feeds forward or backward uses (a
-    backward re-gather exists when the forward copy was freed).
+    backward re-gather exists when the forward copy was freed); with `unit`
+    it becomes the `#fsdp.origin` of the flat collectives it expands to.
     `fsdp-expand-collectives` rewrites it into pads, a flat `fsdp.all_gather`
     and the unpack (view, per-slot narrow, chunk-cat or strided swap).
     ```mlir
-    %w = fsdp.param_gather %w_shard layout <@mesh, [shard<0>]> phase "forward"
+    %w = fsdp.param_gather %w_shard layout <@mesh, [shard<0>]> phase forward
         : tensor<3x16xf32> -> tensor<10x16xf32>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$shard, FSDP_LayoutAttr:$layout,
-                       StrAttr:$phase, OptionalAttr<StrAttr>:$unit);
+                       FSDP_PhaseAttr:$phase, OptionalAttr<StrAttr>:$unit);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $shard `layout` $layout `phase` $phase attr-dict `:` type($shard) `->` type($result)
@@ -115,16 +130,16 @@ def FSDP_GradReduceOp : FSDP_Op<"grad_reduce", [
 // Flat collectives (NCCL semantics, docs/SEMANTICS.md §4).
 //===----------------------------------------------------------------------===//
 
-class FSDP_FlatCollectiveOp<string mnemonic, list<Trait> traits = []>
+class FSDP_FlatCollectiveOp<string mnemonic, FSDP_CollectiveDecl collective,
+                            list<Trait> traits = []>
     : FSDP_Op<mnemonic, !listconcat(traits, [FSDP_CollectiveEffect,
+          FSDP_CollectiveOpInterface,
           DeclareOpInterfaceMethods<SymbolUserOpInterface>])> {
-  code commonExtraClassDeclaration = [{
-    /// Number of ranks in the group, from the mesh.
-    ::mlir::FailureOr<int64_t> getGroupSize(::mlir::SymbolTableCollection &tables);
-  }];
+  let extraClassDeclaration = collective.decl;
 }
 
-def FSDP_AllGatherOp : FSDP_FlatCollectiveOp<"all_gather"> {
+def FSDP_AllGatherOp : FSDP_FlatCollectiveOp<"all_gather",
+    FSDP_CollectiveDecl<"all_gather", "getResult()", 0>> {
   let summary = "concatenate every group rank's buffer along dim 0";
   let description = [{
     Every rank of the group over `axes` of `mesh` sends its tensor; every
@@ -140,10 +155,10 @@ def FSDP_AllGatherOp : FSDP_FlatCollectiveOp<"all_gather"> {
   let assemblyFormat = [{
     $input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)
   }];
-  let extraClassDeclaration = commonExtraClassDeclaration;
 }
 
-def FSDP_ReduceScatterOp : FSDP_FlatCollectiveOp<"reduce_scatter"> {
+def FSDP_ReduceScatterOp : FSDP_FlatCollectiveOp<"reduce_scatter",
+    FSDP_CollectiveDecl<"reduce_scatter", "getResult()", 0>> {
   let summary = "reduce over the group, rank j keeps block j of dim 0";
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce);
@@ -151,10 +166,10 @@ def FSDP_ReduceScatterOp : FSDP_FlatCollectiveOp<"reduce_scatter"> {
   let assemblyFormat = [{
     $input `over` $mesh $axes `` $reduce attr-dict `:` type($input) `->` type($result)
   }];
-  let extraClassDeclaration = commonExtraClassDeclaration;
 }
 
-def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce"> {
+def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce",
+    FSDP_CollectiveDecl<"all_reduce", "getResult()", 0>> {
   let summary = "element-wise reduction over the group";
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                        StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce);
@@ -162,10 +177,10 @@ def FSDP_AllReduceOp : FSDP_FlatCollectiveOp<"all_reduce"> {
   let assemblyFormat = [{
     $input `over` $mesh $axes `` $reduce attr-dict `:` type($input) `->` type($result)
   }];
-  let extraClassDeclaration = commonExtraClassDeclaration;
 }
 
-def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather"> {
+def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather",
+    FSDP_CollectiveDecl<"quantized_all_gather", "getResult()", 0>> {
   let summary = "all-gather of quantized shards, dequantized on arrival";
   let description = [{
     Same result as `fsdp.all_gather` of a 1-D f32 or bf16 tensor, up to the
@@ -191,16 +206,18 @@ def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather"> {
     type($input) `->` type($result)
   }];
   let hasVerifier = 1;
-  let extraClassDeclaration = commonExtraClassDeclaration;
 }
 
 //===----------------------------------------------------------------------===//
 // Asynchronous collectives (after fsdp-schedule).
 //===----------------------------------------------------------------------===//
 
-class FSDP_StartCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
-    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+class FSDP_StartCollectiveOp<string mnemonic, string kind, dag reduceArg,
+                             string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect, FSDP_CollectiveOpInterface,
           DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let extraClassDeclaration =
+      FSDP_CollectiveDecl<kind, "getResult()", 1>.decl;
   let arguments = !con((ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
                             StrArrayAttr:$axes), reduceArg);
   let results = (outs FSDP_RequestType:$request, AnyRankedTensor:$result);
@@ -215,16 +232,16 @@ class FSDP_StartCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
 }
 
 def FSDP_AllGatherStartOp
-    : FSDP_StartCollectiveOp<"all_gather_start", (ins), ""> {
+    : FSDP_StartCollectiveOp<"all_gather_start", "all_gather", (ins), ""> {
   let summary = "start an all-gather";
 }
 def FSDP_ReduceScatterStartOp
-    : FSDP_StartCollectiveOp<"reduce_scatter_start",
+    : FSDP_StartCollectiveOp<"reduce_scatter_start", "reduce_scatter",
                              (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "start a reduce-scatter";
 }
 def FSDP_AllReduceStartOp
-    : FSDP_StartCollectiveOp<"all_reduce_start",
+    : FSDP_StartCollectiveOp<"all_reduce_start", "all_reduce",
                              (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "start an all-reduce";
 }
@@ -248,9 +265,12 @@ def FSDP_WaitOp : FSDP_Op<"wait", [FSDP_CollectiveEffect,
 // Buffer forms (after bufferization), lowered to runtime calls.
 //===----------------------------------------------------------------------===//
 
-class FSDP_BufferCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
-    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+class FSDP_BufferCollectiveOp<string mnemonic, string kind, dag reduceArg,
+                              string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect, FSDP_CollectiveOpInterface,
           DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let extraClassDeclaration =
+      FSDP_CollectiveDecl<kind, "getOutput()", 0>.decl;
   let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
                             FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
                        reduceArg);
@@ -259,9 +279,12 @@ class FSDP_BufferCollectiveOp<string mnemonic, dag reduceArg, string reduceFmt>
   let hasVerifier = 1;
 }
 
-class FSDP_BufferStartOp<string mnemonic, dag reduceArg, string reduceFmt>
-    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect,
+class FSDP_BufferStartOp<string mnemonic, string kind, dag reduceArg,
+                         string reduceFmt>
+    : FSDP_Op<mnemonic, [FSDP_CollectiveEffect, FSDP_CollectiveOpInterface,
           DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let extraClassDeclaration =
+      FSDP_CollectiveDecl<kind, "getOutput()", 1>.decl;
   let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
                             FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
                        reduceArg);
@@ -272,16 +295,16 @@ class FSDP_BufferStartOp<string mnemonic, dag reduceArg, string reduceFmt>
 }
 
 def FSDP_BufferAllGatherStartOp
-    : FSDP_BufferStartOp<"buffer.all_gather_start", (ins), ""> {
+    : FSDP_BufferStartOp<"buffer.all_gather_start", "all_gather", (ins), ""> {
   let summary = "start an all-gather between contiguous buffers";
 }
 def FSDP_BufferReduceScatterStartOp
-    : FSDP_BufferStartOp<"buffer.reduce_scatter_start",
+    : FSDP_BufferStartOp<"buffer.reduce_scatter_start", "reduce_scatter",
                          (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "start a reduce-scatter between contiguous buffers";
 }
 def FSDP_BufferAllReduceStartOp
-    : FSDP_BufferStartOp<"buffer.all_reduce_start",
+    : FSDP_BufferStartOp<"buffer.all_reduce_start", "all_reduce",
                          (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "start an all-reduce between contiguous buffers";
 }
@@ -292,22 +315,22 @@ def FSDP_BufferWaitOp : FSDP_Op<"buffer.wait", [FSDP_CollectiveEffect]> {
 }
 
 def FSDP_BufferAllGatherOp
-    : FSDP_BufferCollectiveOp<"buffer.all_gather", (ins), ""> {
+    : FSDP_BufferCollectiveOp<"buffer.all_gather", "all_gather", (ins), ""> {
   let summary = "all-gather between contiguous buffers";
 }
 def FSDP_BufferReduceScatterOp
-    : FSDP_BufferCollectiveOp<"buffer.reduce_scatter",
+    : FSDP_BufferCollectiveOp<"buffer.reduce_scatter", "reduce_scatter",
                               (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "reduce-scatter between contiguous buffers";
 }
 def FSDP_BufferAllReduceOp
-    : FSDP_BufferCollectiveOp<"buffer.all_reduce",
+    : FSDP_BufferCollectiveOp<"buffer.all_reduce", "all_reduce",
                               (ins FSDP_ReduceKindAttr:$reduce), "`` $reduce"> {
   let summary = "all-reduce between contiguous buffers (may be in place)";
 }
 
 def FSDP_BufferQuantizedAllGatherOp
-    : FSDP_BufferCollectiveOp<"buffer.quantized_all_gather",
+    : FSDP_BufferCollectiveOp<"buffer.quantized_all_gather", "quantized_all_gather",
           (ins FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape),
           "`format` `` $format `shape` $shape"> {
   let summary = "quantized all-gather between contiguous buffers";

@@ -72,4 +72,5 @@ def assert_values_equal(ref, got, what):
 
 
 def out_dtype_of(name):
-    return {"f32": (0, np.float32), "bf16": (1, mld.bfloat16)}[name]
+    # fsdprt_dtype values (fsdprt_types.h)
+    return {"f32": (0, np.float32), "bf16": (3, mld.bfloat16)}[name]

@@ -1,6 +1,6 @@
 """pytest setup for the quantization cross-check.
 
-Run:  FSDPRT_QUANT_LIB=<build>/libfsdprt_quant.so python -m pytest test/quant
+Run:  FSDPRT_QUANT_LIB=<build>/libfsdprt_quant.so python -m pytest runtime/test/quant
 (or --quant-lib=<path>). Without either, a few build directories of this
 repository are searched; if none has the library, every test fails.
 """

@@ -1,5 +1,5 @@
 // Host emulation of the small part of CUDA that runtime/cuda/quant_kernels.cu
-// and test/quant/quant_gpu_test.cpp use, so the kernels' indexing, vector
+// and runtime/test/quant/quant_gpu_test.cpp use, so the kernels' indexing, vector
 // paths, grid-stride loops, block reductions and launch logic run (and get
 // compared with the CPU reference) on machines without a GPU.
 //

@@ -11,7 +11,7 @@ from pathlib import Path
 import ml_dtypes as mld
 import numpy as np
 
-F32, BF16 = 0, 1
+F32, BF16 = 0, 3  # fsdprt_dtype values (fsdprt_types.h)
 E4M3, E5M2 = 0, 1
 OK, ERR_INVALID_ARGUMENT, ERR_SHAPE, ERR_UNSUPPORTED, ERR_CUDA = range(5)
 FORMATS = {

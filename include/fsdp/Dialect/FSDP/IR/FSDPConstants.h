@@ -1,0 +1,60 @@
+//===- FSDPConstants.h - names of the fsdp discardable attributes -*- C++ -*-===//
+//
+// Every discardable attribute the fsdp dialect, its passes and the runner
+// read or write, in one place. Attributes that are part of an op's own
+// definition (its ODS arguments) are not listed: they have accessors.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_FSDP_IR_FSDPCONSTANTS_H
+#define FSDP_DIALECT_FSDP_IR_FSDPCONSTANTS_H
+
+#include "llvm/ADT/StringRef.h"
+
+namespace mlir::fsdp {
+
+/// Prefix of every fsdp discardable attribute.
+inline constexpr llvm::StringLiteral kAttrPrefix = "fsdp.";
+
+//===----------------------------------------------------------------------===//
+// Function arguments and results (written by the user or fsdp-partition)
+//===----------------------------------------------------------------------===//
+
+/// `#fsdp.layout` of a parameter argument, gradient or accumulator.
+inline constexpr llvm::StringLiteral kLayoutAttrName = "fsdp.layout";
+/// Unit attribute on the result that is the loss.
+inline constexpr llvm::StringLiteral kLossAttrName = "fsdp.loss";
+/// Index of the parameter argument a result is the gradient of.
+inline constexpr llvm::StringLiteral kGradOfAttrName = "fsdp.grad_of";
+/// File stem of an argument or result (the runner's `<name>.npy`).
+inline constexpr llvm::StringLiteral kNameAttrName = "fsdp.name";
+/// FSDP unit (wrapping group) of a parameter argument.
+inline constexpr llvm::StringLiteral kUnitAttrName = "fsdp.unit";
+/// Full (unsharded) type of a partitioned argument or result.
+inline constexpr llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
+/// Unit attribute on a gradient accumulation argument.
+inline constexpr llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
+
+//===----------------------------------------------------------------------===//
+// Operations (written by the passes)
+//===----------------------------------------------------------------------===//
+
+/// `#fsdp.origin` of a flat collective that the fsdp passes created: the
+/// phase and unit it belongs to. Only collectives with an origin are moved,
+/// bucketed, scheduled or quantized.
+inline constexpr llvm::StringLiteral kOriginAttrName = "fsdp.origin";
+/// Number of collectives a bucket fused (i64).
+inline constexpr llvm::StringLiteral kBucketSizeAttrName = "fsdp.bucket_size";
+/// Bytes one rank sends in a quantized all-gather (i64).
+inline constexpr llvm::StringLiteral kWireBytesAttrName = "fsdp.wire_bytes";
+
+//===----------------------------------------------------------------------===//
+// Modules (written by convert-fsdp-to-runtime, read by fsdp-run)
+//===----------------------------------------------------------------------===//
+
+/// Dictionary from step name to its argument and result descriptions.
+inline constexpr llvm::StringLiteral kSignaturesAttrName = "fsdp.signatures";
+
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,97 @@
+"""Example models for `python -m fsdp_mlir.torch export fsdp_mlir.torch.examples:gpt`.
+
+Each function returns what the CLI needs: the module, the loss function
+`loss_fn(model, *batch)` (a mean over the micro-batch), the global batch, and
+the FSDP units (the classes `fully_shard` would be applied to).
+"""
+
+from __future__ import annotations
+
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+
+class Block(nn.Module):
+    """Pre-norm transformer block: causal self-attention and a GELU MLP."""
+
+    def __init__(self, dim: int, heads: int, ffn: int):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, ffn)
+        self.out = nn.Linear(ffn, dim)
+
+    def attn(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(x).split(d, dim=-1)
+        q, k, v = (t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v))
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        return self.proj(o.transpose(1, 2).reshape(b, s, d))
+
+    def forward(self, x):
+        x = x + self.attn(self.ln1(x))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab=32, seq=16, dim=32, heads=4, ffn=64, blocks=2):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, ffn) for _ in range(blocks))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        h = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.ln_f(h))
+
+
+def lm_loss(model, tokens, targets):
+    """Mean next-token cross-entropy over the micro-batch."""
+    return F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
+
+
+def gpt(global_batch: int = 16, seed: int = 0) -> dict:
+    """A 2-block GPT and a random token batch (16 sequences of 16 tokens)."""
+    torch.manual_seed(seed)
+    model = GPT()
+    tokens = torch.randint(0, 32, (global_batch, 16))
+    targets = torch.roll(tokens, -1, dims=1)
+    return {"module": model, "loss_fn": lm_loss, "batch": (tokens, targets), "units": [Block]}
+
+
+class CNN(nn.Module):
+    def __init__(self, classes=10):
+        super().__init__()
+        self.conv1 = nn.Conv2d(1, 8, 3, padding=1)
+        self.conv2 = nn.Conv2d(8, 16, 3, padding=1)
+        self.fc = nn.Linear(16 * 2 * 2, classes)
+
+    def forward(self, x):
+        x = F.max_pool2d(F.relu(self.conv1(x)), 2)
+        x = F.avg_pool2d(F.relu(self.conv2(x)), 2)
+        return self.fc(x.flatten(1))
+
+
+def classify_loss(model, images, labels):
+    return F.cross_entropy(model(images), labels)
+
+
+def cnn(global_batch: int = 16, seed: int = 0) -> dict:
+    """A two-conv CNN on 8x8 single-channel images."""
+    torch.manual_seed(seed)
+    images = torch.randn(global_batch, 1, 8, 8)
+    labels = torch.randint(0, 10, (global_batch,))
+    return {
+        "module": CNN(),
+        "loss_fn": classify_loss,
+        "batch": (images, labels),
+        "units": [r"conv\d"],
+    }

@@ -1,0 +1,282 @@
+"""PyTorch frontend without the project's tools: options, units, placements,
+bad input, and the decompositions that replace torch-mlir's scatters."""
+
+import json
+import os
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
+import torch_models as T  # noqa: E402
+
+from fsdp_mlir.torch import (  # noqa: E402
+    ExportError,
+    assign_units,
+    export_step,
+    load_results,
+    parse_placement,
+)
+from fsdp_mlir.torch import decompositions as D  # noqa: E402
+from fsdp_mlir.torch.__main__ import main as cli  # noqa: E402
+
+aten = torch.ops.aten
+
+
+def close(a, b, tol=1e-12):
+    a, b = a.double(), b.double()
+    return float((a - b).abs().max()) <= tol * max(1.0, float(b.abs().max()))
+
+
+# ------------------------------------------------------------------ units
+
+
+def test_units_by_class_regex_and_callable():
+    gpt = T.GPT(blocks=2)
+    by_class = assign_units(gpt, [T.Block])
+    assert by_class["blocks.0.attn.qkv.weight"] == "blocks.0"
+    assert by_class["blocks.1.out.bias"] == "blocks.1"
+    assert by_class["tok.weight"] == by_class["ln_f.bias"] == "root"
+    assert assign_units(gpt, r"blocks\.\d+") == by_class
+    # Nested units: the innermost one holds a parameter (FSDP2 applies
+    # fully_shard bottom-up).
+    nested = assign_units(gpt, [T.Block, T.CausalSelfAttention])
+    assert nested["blocks.0.attn.proj.weight"] == "blocks.0.attn"
+    assert nested["blocks.0.fc.weight"] == "blocks.0"
+    by_fn = assign_units(gpt, lambda path, mod: isinstance(mod, nn.LayerNorm))
+    assert by_fn["blocks.1.ln2.weight"] == "blocks.1.ln2"
+    assert by_fn["head.weight"] == "root"
+    assert set(assign_units(gpt, None).values()) == {"root"}
+    with pytest.raises(ExportError, match="units: expected module classes or path regexes"):
+        assign_units(gpt, [3])
+
+
+def test_placement_parsing():
+    assert parse_placement("replicate") == {"kind": "replicate"}
+    assert parse_placement("shard<1>") == {"kind": "shard", "dim": 1}
+    assert parse_placement("Shard(0)") == {"kind": "shard", "dim": 0}
+    assert parse_placement("strided_shard<0, 2>") == {"kind": "strided_shard", "dim": 0, "sf": 2}
+    with pytest.raises(ExportError, match="expected replicate, shard<d> or strided_shard"):
+        parse_placement("shard", "w")
+    with pytest.raises(ExportError, match="'w': the parameter has 1 dim"):
+        parse_placement("shard<1>", "w", 1)
+
+
+def small_mlp():
+    torch.manual_seed(0)
+    return T.MLP((4, 6, 3)), (torch.randn(8, 4), torch.randn(8, 3))
+
+
+def test_layouts_in_model_json_and_step(tmp_path):
+    module, batch = small_mlp()
+    placement = {r"layers\.0\.weight": "shard<1>", r"layers\.1\..*": "replicate"}
+    model = export_step(
+        module, T.mse_loss, batch, str(tmp_path), mesh="2x2", placement=placement, policy="balanced"
+    )
+    attrs = {p["name"]: p["layout_attr"] for p in model["params"]}
+    assert attrs == {
+        "layers.0.weight": "#fsdp.layout<@mesh, [replicate, shard<1>], policy = balanced>",
+        "layers.0.bias": "#fsdp.layout<@mesh, [replicate, shard<0>], policy = balanced>",
+        "layers.1.weight": "#fsdp.layout<@mesh, [replicate, replicate]>",
+        "layers.1.bias": "#fsdp.layout<@mesh, [replicate, replicate]>",
+    }
+    text = (tmp_path / "step.mlir").read_text()
+    for name, attr in attrs.items():
+        assert f'fsdp.layout = {attr}, fsdp.name = "{name}", fsdp.unit = "root"' in text
+    assert '%arg4: tensor<2x4xf32> {fsdp.name = "x"}' in text
+    assert 'tensor<6x4xf32> {fsdp.grad_of = 0 : i64, fsdp.name = "grad.layers.0.weight"}' in text
+    saved = json.loads((tmp_path / "model.json").read_text())
+    assert saved["kind"] == "torch" and saved["args"][-2:] == ["x", "y"]
+    assert np.array_equal(np.load(tmp_path / "x.npy"), batch[0].numpy())
+    assert np.array_equal(
+        np.load(tmp_path / "layers.0.weight.npy"), module.layers[0].weight.detach().numpy()
+    )
+
+
+def test_mixed_precision_options_go_to_the_pipeline(tmp_path):
+    module, batch = small_mlp()
+    model = export_step(
+        module, T.mse_loss, batch, None, mesh="2", param_dtype="bf16", reduce_dtype="f32"
+    )
+    assert model["config"]["pipeline"] == (
+        "lower=true all-reduce-loss=true param-dtype=bf16 reduce-dtype=f32"
+    )
+    with pytest.raises(ExportError, match="param_dtype 'i8'"):
+        export_step(module, T.mse_loss, batch, None, mesh="2", param_dtype="i8")
+
+
+# -------------------------------------------------------------- bad input
+
+
+def test_batch_that_does_not_split_is_refused():
+    module, _ = small_mlp()
+    batch = (torch.randn(6, 4), torch.randn(6, 3))
+    with pytest.raises(ExportError) as err:
+        export_step(module, T.mse_loss, batch, None, mesh="2x4")
+    assert str(err.value) == (
+        "example_batch: batch size 6 does not split over 8 ranks (mesh 2x4): 6 % 8 = 6; "
+        "use a multiple of 8"
+    )
+    with pytest.raises(ExportError, match="same batch size"):
+        export_step(module, T.mse_loss, (torch.randn(8, 4), torch.randn(4, 3)), None, mesh="2")
+
+
+def test_other_bad_options():
+    module, batch = small_mlp()
+    with pytest.raises(ExportError, match="mesh '3x'"):
+        export_step(module, T.mse_loss, batch, None, mesh="3x")
+    with pytest.raises(ExportError, match="policy 'floor'"):
+        export_step(module, T.mse_loss, batch, None, policy="floor")
+    with pytest.raises(ExportError, match=r"'layers.0.weight' \(6x4\) needs dim 0 divisible"):
+        export_step(module, T.mse_loss, batch, None, mesh="4", placement="strided_shard<0, 2>")
+    with pytest.raises(ExportError, match="only float32"):
+        export_step(module.double(), T.mse_loss, batch, None, mesh="2")
+
+
+class ErfinvAttention(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(torch.erfinv(torch.tanh(x)))
+
+
+def test_unsupported_op_names_op_and_submodule(tmp_path, capsys):
+    torch.manual_seed(0)
+    gpt = T.GPT(blocks=1)
+    gpt.blocks[0].attn = ErfinvAttention(16)
+    with pytest.raises(ExportError) as err:
+        export_step(gpt, T.lm_loss, T.gpt_batch(2), None, mesh="2", units=[T.Block])
+    msg = str(err.value)
+    assert msg == (
+        "unsupported op 'aten.erfinv' in blocks.0.attn: torch-mlir cannot lower it to linalg"
+    )
+    # The CLI: one error line, status 2, no stack dump.
+    spec = tmp_path / "spec.py"
+    spec.write_text(
+        "import torch, torch_models as T, test_torch_frontend as F\n"
+        "def build():\n"
+        "    gpt = T.GPT(blocks=1)\n"
+        "    gpt.blocks[0].attn = F.ErfinvAttention(16)\n"
+        "    return {'module': gpt, 'loss_fn': T.lm_loss, 'batch': T.gpt_batch(2),\n"
+        "            'units': [T.Block]}\n"
+    )
+    capsys.readouterr()
+    assert cli(["export", f"{spec}:build", "--mesh", "2", "-o", str(tmp_path / "o")]) == 2
+    captured = capsys.readouterr()
+    assert captured.err == f"fsdp_mlir.torch: error: {msg}\n"
+    assert not (tmp_path / "o" / "step.mlir").exists()
+
+
+def test_unsupported_backward_op_names_the_module():
+    """sort's backward is a scatter that crashes torch-mlir's lowering: the
+    error still names an op, and there is no crash of this process."""
+
+    class Sorter(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return torch.sort(self.lin(x), dim=-1).values
+
+    with pytest.raises(ExportError, match=r"unsupported op 'aten\.\w+'"):
+        export_step(Sorter(), lambda m, x: m(x).pow(2).mean(), (torch.randn(2, 4),), None, mesh=2)
+
+
+def test_load_results_checks_files_and_shapes(tmp_path):
+    module, _ = small_mlp()
+    np.save(tmp_path / "loss.npy", np.float32(1.5))
+    for name, p in module.named_parameters():
+        np.save(tmp_path / f"grad.{name}.npy", np.ones(tuple(p.shape), np.float32))
+    loss, grads = load_results(str(tmp_path), module)
+    assert float(loss) == 1.5 and set(grads) == {n for n, _ in module.named_parameters()}
+    assert grads["layers.0.weight"].shape == (6, 4)
+    np.save(tmp_path / "grad.layers.1.bias.npy", np.ones((2,), np.float32))
+    with pytest.raises(ExportError, match=r"shape \(2,\), but parameter 'layers.1.bias' is \(3,\)"):
+        load_results(str(tmp_path), module)
+    os.remove(tmp_path / "grad.layers.1.bias.npy")
+    with pytest.raises(ExportError, match="no gradient for 'layers.1.bias'"):
+        load_results(str(tmp_path), module)
+
+
+# --------------------------------------------------------- decompositions
+
+
+def test_embedding_backward_matches_aten():
+    g = torch.Generator().manual_seed(0)
+    grad = torch.randn(3, 5, 4, generator=g, dtype=torch.float64)
+    idx = torch.randint(0, 7, (3, 5), generator=g)
+    for pad in (-1, 2):
+        want = aten.embedding_dense_backward(grad, idx, 7, pad, False)
+        assert close(D.embedding_dense_backward(grad, idx, 7, pad, False), want)
+    with pytest.raises(D.UnsupportedInModel, match="scale_grad_by_freq"):
+        D.embedding_dense_backward(grad, idx, 7, -1, True)
+
+
+@pytest.mark.parametrize("reduction", [0, 1, 2])
+def test_nll_loss_backward_matches_aten(reduction):
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(6, 5, generator=g, dtype=torch.float64).log_softmax(-1)
+    target = torch.tensor([0, 4, 2, -100, 1, 4])
+    weight = torch.rand(5, generator=g, dtype=torch.float64)
+    for w in (None, weight):
+        _, total = aten.nll_loss_forward(x, target, w, reduction, -100)
+        grad_out = torch.randn(6) if reduction == 0 else torch.tensor(0.7)
+        grad_out = grad_out.double()
+        want = aten.nll_loss_backward(grad_out, x, target, w, reduction, -100, total)
+        got = D.nll_loss_backward(grad_out, x, target, w, reduction, -100, total)
+        assert close(got, want)
+    x4 = torch.randn(2, 5, 3, 3, generator=g, dtype=torch.float64)
+    t4 = torch.randint(0, 5, (2, 3, 3), generator=g)
+    _, total = aten.nll_loss2d_forward(x4, t4, None, reduction, -100)
+    grad_out = (torch.randn(2, 3, 3) if reduction == 0 else torch.tensor(0.3)).double()
+    want = aten.nll_loss2d_backward(grad_out, x4, t4, None, reduction, -100, total)
+    assert close(D.nll_loss2d_backward(grad_out, x4, t4, None, reduction, -100, total), want)
+
+
+@pytest.mark.parametrize(
+    "kernel,stride,padding,ceil_mode,include_pad,divisor",
+    [
+        (2, 2, 0, False, True, None),
+        (3, 2, 1, False, True, None),
+        (3, 2, 1, False, False, None),
+        (3, 2, 1, True, False, None),
+        (2, 1, 0, False, True, 3),
+    ],
+)
+def test_avg_pool2d_backward_matches_aten(kernel, stride, padding, ceil_mode, include_pad, divisor):
+    g = torch.Generator().manual_seed(2)
+    x = torch.randn(2, 3, 7, 6, generator=g, dtype=torch.float64)
+    args = ([kernel] * 2, [stride] * 2, [padding] * 2, ceil_mode, include_pad, divisor)
+    out = aten.avg_pool2d(x, *args)
+    grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    want = aten.avg_pool2d_backward(grad, x, *args)
+    assert close(D.avg_pool2d_backward(grad, x, *args), want)
+
+
+def test_max_pool2d_backward_matches_aten():
+    g = torch.Generator().manual_seed(3)
+    x = torch.randn(2, 3, 7, 6, generator=g, dtype=torch.float64)
+    args = ([3, 3], [2, 2], [1, 1], [1, 1], False)
+    out, idx = aten.max_pool2d_with_indices(x, *args)
+    grad = torch.randn(out.shape, generator=g, dtype=torch.float64)
+    want = aten.max_pool2d_with_indices_backward(grad, x, *args, idx)
+    assert close(D.max_pool2d_with_indices_backward(grad, x, *args, idx), want)
+
+
+def test_sdpa_decomposition_matches_torch():
+    g = torch.Generator().manual_seed(4)
+    q, k, v = (torch.randn(2, 3, 5, 4, generator=g, dtype=torch.float64) for _ in range(3))
+    mask = torch.rand(5, 5, generator=g) > 0.3
+    mask.fill_diagonal_(True)
+    for kwargs in ({"is_causal": True}, {"attn_mask": mask}, {"scale": 0.3}):
+        want = F.scaled_dot_product_attention(q, k, v, **kwargs)
+        assert close(D.scaled_dot_product_attention(q, k, v, **kwargs), want, 1e-10)
+    with pytest.raises(D.UnsupportedInModel, match="dropout_p"):
+        D.scaled_dot_product_attention(q, k, v, dropout_p=0.1)

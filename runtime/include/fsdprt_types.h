@@ -1,0 +1,71 @@
+/*
+ * fsdprt_types.h - the values the runtime and the compiler share.
+ *
+ * Element types, reduction operators and quantization formats, defined once.
+ * Compiled code passes them to the runtime as plain integers, so they are
+ * part of the ABI: fsdprt.h and fsdprt_quant.h use them, and the compiler
+ * (lib/Conversion/FSDPToRuntime, include/fsdp/Layout/QuantFormats.h) ties
+ * its own enums to them with static_asserts. Plain C, no dependencies.
+ */
+#ifndef FSDPRT_TYPES_H
+#define FSDPRT_TYPES_H
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Element types. 8-bit float formats travel as FSDPRT_U8. */
+typedef enum fsdprt_dtype {
+  FSDPRT_F32 = 0,
+  FSDPRT_F64 = 1,
+  FSDPRT_F16 = 2,
+  FSDPRT_BF16 = 3,
+  FSDPRT_I32 = 4,
+  FSDPRT_I64 = 5,
+  FSDPRT_U8 = 6,
+  FSDPRT_I8 = 7
+} fsdprt_dtype_t;
+
+#define FSDPRT_NUM_DTYPES 8
+
+/* Reduction operators (the order of the compiler's ReduceKind). */
+typedef enum fsdprt_reduce_op {
+  FSDPRT_SUM = 0,
+  FSDPRT_AVG = 1, /* sum in group-rank order, then divide by group size */
+  FSDPRT_MAX = 2,
+  FSDPRT_MIN = 3
+} fsdprt_reduce_op_t;
+
+#define FSDPRT_NUM_REDUCE_OPS 4
+
+/* Formats of the quantized all-gather (docs/QUANTIZATION.md). */
+typedef enum fsdprt_quant_format {
+  /* FP8 per-tensor current scaling: data [rows, cols] u8 + fp32 scale_inv. */
+  FSDPRT_QUANT_FP8_E4M3_TENSOR = 0,
+  FSDPRT_QUANT_FP8_E5M2_TENSOR = 1,
+  /* MXFP8 (E4M3 data, E8M0 scales), blocks of 32 along cols:
+     data [rows, cols] u8 + scales [rows, cols/32] u8. cols % 32 == 0. */
+  FSDPRT_QUANT_MXFP8_ROWWISE = 2,
+  /* MXFP8, blocks of 32 rows: data [rows, cols] u8 (same element order as
+     the input) + scales [rows/32, cols] u8. rows % 32 == 0. */
+  FSDPRT_QUANT_MXFP8_COLWISE = 3,
+  /* NVFP4: E2M1 data, two per byte (even element in the low nibble):
+     data [rows, cols/2] u8 + E4M3 block scales [rows, cols/16] u8 + the fp32
+     global amax. cols % 16 == 0. */
+  FSDPRT_QUANT_NVFP4 = 4,
+  /* FP8 (E4M3) blockwise, 1x128 blocks along cols: data [rows, cols] u8 +
+     fp32 scale_inv [rows, ceil(cols/128)]. A trailing partial block is a
+     block of its own (its amax covers only the elements present). */
+  FSDPRT_QUANT_FP8_BLOCK_1X128 = 5,
+  /* FP8 (E4M3) blockwise, 128x128 tiles: data [rows, cols] u8 + fp32
+     scale_inv [ceil(rows/128), ceil(cols/128)]. Partial edge tiles as above. */
+  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6
+} fsdprt_quant_format;
+
+#define FSDPRT_QUANT_NUM_FORMATS 7
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* FSDPRT_TYPES_H */
