@@ -15,6 +15,15 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
+/// How fsdp-lower-to-llvm lowers the arithmetic (docs/COMPUTE.md).
+enum class ComputeMode { Fast, Loops };
+
+#define FSDP_COMPUTE_OPTION_VALUES                                             \
+  llvm::cl::values(                                                            \
+      clEnumValN(ComputeMode::Fast, "fast",                                    \
+                 "BLAS contractions, fused elementwise ops"),                  \
+      clEnumValN(ComputeMode::Loops, "loops", "scalar loops (reference)"))
+
 struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<std::string> reduceOp{*this, "reduce-op",
                                llvm::cl::desc("Gradient reduction: avg or sum"),
@@ -85,19 +94,19 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
                                     "with fsdprt runtime calls"),
                      llvm::cl::init(false)};
-  Option<std::string> compute{
+  Option<ComputeMode> compute{
       *this, "compute",
       llvm::cl::desc("With lower=true: fast (BLAS contractions, fused "
                      "elementwise ops) or loops (scalar reference)"),
-      llvm::cl::init("fast")};
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
 };
 
 struct LowerToLLVMOptions : public PassPipelineOptions<LowerToLLVMOptions> {
-  Option<std::string> compute{
+  Option<ComputeMode> compute{
       *this, "compute",
       llvm::cl::desc("fast (BLAS contractions, fused elementwise ops) or "
                      "loops (scalar reference)"),
-      llvm::cl::init("fast")};
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
 };
 
 // Upstream passes by name: their textual names are the stable interface.
@@ -121,11 +130,8 @@ constexpr const char *kLowerToLLVMTail =
     "convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
     "reconcile-unrealized-casts";
 
-void buildLowerToLLVM(OpPassManager &pm, StringRef compute) {
-  bool fast = compute == "fast";
-  if (!fast && compute != "loops")
-    llvm::report_fatal_error("fsdp: compute must be fast or loops, not '" +
-                             compute + "'");
+void buildLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+  bool fast = compute == ComputeMode::Fast;
   std::string pipeline = kLowerToLLVMHead;
   if (fast)
     pipeline += std::string(",") + kLowerToLLVMFastTensor;
