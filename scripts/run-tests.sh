@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# Runs every test: unit, runtime and Python tests (ctest) and the lit suite.
+# Runs every test: unit, runtime and Python tests and the benchmarks' smoke
+# modes (ctest; label bench-smoke), and the lit suite (with test/Docs, the
+# documented commands, and test/Fuzz, a bounded mutation fuzzer run).
 # Prints each runner's summary line; exits non-zero if any test failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."

@@ -8,6 +8,13 @@
 namespace fsdp {
 namespace layout {
 
+std::optional<int64_t> checkedMul(int64_t a, int64_t b) {
+  int64_t r = 0;
+  if (__builtin_mul_overflow(a, b, &r))
+    return std::nullopt;
+  return r;
+}
+
 int64_t ceilDiv(int64_t a, int64_t b) { return b <= 0 ? 0 : (a + b - 1) / b; }
 
 int64_t product(const std::vector<int64_t> &v) {
@@ -82,12 +89,25 @@ Range splitEven(int64_t n, int64_t k, int64_t i, UnevenPolicy policy) {
 std::optional<std::string> validateMesh(const std::vector<int64_t> &meshShape) {
   if (meshShape.empty())
     return std::string("a mesh needs at least one axis");
-  for (size_t a = 0; a < meshShape.size(); ++a)
+  std::ostringstream os;
+  if ((int64_t)meshShape.size() > kMaxMeshAxes) {
+    os << "a mesh has at most " << kMaxMeshAxes << " axes, got "
+       << meshShape.size();
+    return os.str();
+  }
+  int64_t world = 1;
+  for (size_t a = 0; a < meshShape.size(); ++a) {
     if (meshShape[a] <= 0) {
-      std::ostringstream os;
       os << "mesh axis " << a << " has non-positive size " << meshShape[a];
       return os.str();
     }
+    std::optional<int64_t> w = checkedMul(world, meshShape[a]);
+    if (!w || *w > kMaxWorldSize) {
+      os << "a mesh has at most " << kMaxWorldSize << " ranks";
+      return os.str();
+    }
+    world = *w;
+  }
   return std::nullopt;
 }
 
@@ -188,8 +208,10 @@ std::optional<std::string> validate(const Layout &layout,
          << " is out of range for a rank-" << rank << " tensor";
       return os.str();
     }
-    if (p.kind == Placement::Kind::StridedShard && p.splitFactor < 1) {
-      os << "StridedShard split factor must be positive, got " << p.splitFactor;
+    if (p.kind == Placement::Kind::StridedShard &&
+        (p.splitFactor < 1 || p.splitFactor > kMaxSplitFactor)) {
+      os << "StridedShard split factor must be between 1 and "
+         << kMaxSplitFactor << ", got " << p.splitFactor;
       return os.str();
     }
   }
@@ -203,6 +225,7 @@ std::optional<std::string> validate(const Layout &layout,
       const Placement &p = layout.placements[axes[i]];
       int64_t k = layout.meshShape[axes[i]];
       if (p.kind == Placement::Kind::StridedShard) {
+        // Both are bounded (kMaxSplitFactor, kMaxWorldSize): no overflow.
         if (len % (p.splitFactor * k) != 0) {
           os << "StridedShard(" << d << ", " << p.splitFactor
              << ") on mesh axis " << axes[i] << " needs dim " << d << " (size "

@@ -56,6 +56,11 @@ def check(
     """Print the comparison table; True when every result passes."""
     stream = stream or sys.stdout
     model = M.load_model(data_dir)
+    if model.get("kind") == "torch":
+        raise M.ModelError(
+            f"{data_dir}: written by fsdp_mlir.torch; compare with "
+            "python -m fsdp_mlir.torch check SPEC DATA OUT"
+        )
     values = M.load_inputs(model, data_dir)
     ref = reference_results(model, values)
     if loss_rank is not None:

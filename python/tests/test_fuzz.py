@@ -78,6 +78,7 @@ def done(rc, out="", err=""):
         (done(0), False, None),
         (done(1, err="x.mlir:1:1: error: bad"), False, None),
         (done(1, err="something went wrong"), False, "exit 1 without error:"),
+        (done(1, err="fsdp-opt: for the --reduce-dtype option: 'i1' is not one of"), False, None),
         (done(-11), False, "signal SIGSEGV"),
         (done(134, err="LLVM ERROR: out of memory"), False, "exit 134"),
         (done(1, err="error: x\nLLVM ERROR: boom"), False, "exit 1"),
@@ -99,6 +100,16 @@ def test_crash_location_is_the_first_project_frame():
         " #5 0x4 fsdp::layout::validate[abi:cxx11](fsdp::layout::Layout const&) (b+0x2)\n"
     )
     assert fuzz.first_frame(stderr) == "fsdp::layout::validate"
+    anonymous = (
+        " #4 0x1 mlir::Type::getIntOrFloatBitWidth() const (/usr/lib/llvm-22/lib/libMLIR.so+0x1)\n"
+        " #5 0x2 (anonymous namespace)::BucketCollectivesPass::runOnOperation() "
+        "BucketCollectives.cpp:0:0\n"
+        " #6 0x3 main (build/bin/fsdp-opt+0x216bb)\n"
+    )
+    assert (
+        fuzz.first_frame(anonymous)
+        == "(anonymous namespace)::BucketCollectivesPass::runOnOperation"
+    )
     assert fuzz.first_frame("LLVM ERROR: out of memory\n") == "LLVM ERROR: out of memory"
     assert (
         fuzz.first_frame("terminate called after throwing an instance of 'std::length_error'")

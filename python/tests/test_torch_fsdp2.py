@@ -17,6 +17,7 @@ from fsdp_mlir.torch import export_step, load_results  # noqa: E402
 
 WORLD = 2
 GLOBAL_BATCH = 4
+TIMEOUT_S = 300
 
 pytestmark = [
     pytest.mark.skipif(
@@ -66,13 +67,23 @@ def test_gradients_match_fsdp2(tmp_path):
     model = T.GPT(blocks=2)
     batch = T.gpt_batch(GLOBAL_BATCH, seed=12)
     out = str(tmp_path / "fsdp2.pt")
-    # fork: the ranks start without importing torch again (CPU only, so safe).
-    torch.multiprocessing.start_processes(
-        fsdp2_rank,
-        args=(WORLD, free_port(), model.state_dict(), batch, out),
-        nprocs=WORLD,
-        start_method="fork",
-    )
+    # spawn, not fork: forking a process whose torch thread pools already run
+    # can deadlock the children.
+    ctx = torch.multiprocessing.get_context("spawn")
+    port = free_port()
+    procs = [
+        ctx.Process(target=fsdp2_rank, args=(r, WORLD, port, model.state_dict(), batch, out))
+        for r in range(WORLD)
+    ]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(timeout=TIMEOUT_S)
+    hung = [p for p in procs if p.is_alive()]
+    for p in hung:
+        p.kill()
+    assert not hung, f"FSDP2 ranks still running after {TIMEOUT_S} s"
+    assert all(p.exitcode == 0 for p in procs), [p.exitcode for p in procs]
     theirs = torch.load(out)
 
     exported = str(tmp_path / "export")

@@ -2,9 +2,16 @@
 //
 // Quantize / dequantize / swap_first_dims for every format of
 // fsdprt_quant.h, bit-for-bit equal to the CPU reference (quant_reference.cpp):
-// both use the scalar rules of quant_math.h. Kernels move data in 16-byte
-// vectors when the pointers are 16-byte aligned and the row length allows it,
-// with a scalar path otherwise; consecutive threads touch consecutive memory.
+// both use the scalar rules of quant_math.h. The format is a template
+// parameter of every kernel (no runtime switch inside a kernel). Rowwise
+// kernels are warp-cooperative: each lane takes 16 consecutive elements, the
+// lanes of one block exchange their maxima with shuffles, and the data is
+// read once; column-wise kernels keep a whole block in registers (one pass
+// as well). fp8 conversions use the sm_89+ cvt instructions (same rounding
+// as the reference, checked for all 2^32 inputs by bench/gpu/check.sh); E2M1
+// has no conversion instruction before sm_100, so it uses floatToE2m1Fast.
+// Vectors of 16 bytes when the pointers are aligned and the row length
+// allows it, a scalar path otherwise.
 //
 // Work is split into items (a block, a 16-element chunk, a tile) counted in
 // 32 bits; tensors with 2^32 or more items (over 64 Gi elements) are refused.
@@ -15,10 +22,12 @@
 #include "quant_internal.h"
 #include "quant_math.h"
 
+#include <cuda_bf16.h>
 #include <cuda_fp8.h>
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <type_traits>
 
 using namespace fsdprt::quant;
 
@@ -37,7 +46,13 @@ template <> __device__ __forceinline__ float fromFloat<float>(float v) {
   return v;
 }
 template <> __device__ __forceinline__ uint16_t fromFloat<uint16_t>(float v) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 800)
+  // cvt.rn.bf16.f32: round to nearest even like floatToBf16 (NaN payloads
+  // aside: the instruction returns the canonical NaN).
+  return __bfloat16_as_ushort(__float2bfloat16_rn(v));
+#else
   return floatToBf16(v);
+#endif
 }
 
 // 16 consecutive elements; Vec: p is 16-byte aligned.
@@ -278,6 +293,38 @@ __global__ void amaxKernel(const T *__restrict__ x, uint64_t n,
 }
 
 // ===========================================================================
+// warp-level helpers
+// ===========================================================================
+
+// Runs body(item, active) for items [0, items) with every lane of a warp
+// inside the same iteration (grid-stride over whole warps), so the body may
+// use warp shuffles; lanes past the end run with active == false.
+template <typename Body>
+__device__ __forceinline__ void forEachWarpItem(uint64_t items, Body &&body) {
+  const uint64_t lane = threadIdx.x % 32;
+  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
+  for (uint64_t base = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x - lane;
+       base < items; base += stride) {
+    const uint64_t item = base + lane;
+    body(item, item < items);
+  }
+}
+
+// Max over aligned groups of `Width` lanes (a power of two up to 32).
+template <int Width> __device__ __forceinline__ float groupMax(float m) {
+#pragma unroll
+  for (int off = Width / 2; off > 0; off >>= 1)
+    m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+  return m;
+}
+
+// Largest finite value of the input type (TE's value for an infinite
+// blockwise scale).
+template <typename T> constexpr float inputMaxOf() {
+  return sizeof(T) == 2 ? kBf16Max : kFltMax;
+}
+
+// ===========================================================================
 // FP8 per-tensor
 // ===========================================================================
 
@@ -305,77 +352,105 @@ __global__ void fp8TensorQuantKernel(const T *__restrict__ x, uint64_t n,
 // MXFP8
 // ===========================================================================
 
-// Rowwise: one thread per 32-element block, in flat order.
+// Rowwise, warp-cooperative: each lane takes 16 consecutive elements (a warp
+// covers 512 contiguous elements), two neighbouring lanes form a 32-block and
+// exchange their maxima with one shuffle; one pass over the input.
 template <typename T, bool Vec>
-__global__ void mxfp8RowQuantKernel(const T *__restrict__ x, uint64_t blocks,
+__global__ void mxfp8RowQuantKernel(const T *__restrict__ x, uint64_t chunks,
                                     uint8_t *__restrict__ q,
                                     uint8_t *__restrict__ scales) {
-  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t b = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks;
-       b += stride) {
-    const uint64_t base = b * kMxBlock;
-    float f0[16], f1[16];
-    load16<T, Vec>(x + base, f0);
-    load16<T, Vec>(x + base + 16, f1);
-    const float amax = fmaxf(chunkAmax(f0), chunkAmax(f1));
+  forEachWarpItem(chunks, [&](uint64_t c, bool active) {
+    float f[16];
+    if (active)
+      load16<T, Vec>(x + c * 16, f);
+    else
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        f[k] = 0.0f;
+    const float amax = groupMax<2>(chunkAmax(f));
+    if (!active)
+      return;
     const uint8_t e = floatToE8m0(amax / kE4M3Max);
-    scales[b] = e;
-    const float s = e8m0QuantScale(e);
-    fp8StoreUniform<0, Vec>(q + base, 16, f0, s);
-    fp8StoreUniform<0, Vec>(q + base + 16, 16, f1, s);
-  }
+    if ((c & 1) == 0)
+      scales[c / 2] = e;
+    fp8StoreUniform<0, Vec>(q + c * 16, 16, f, e8m0QuantScale(e));
+  });
 }
 
-// Columnwise: one thread per (32-row block, 16-column chunk); threads next to
-// each other take neighbouring column chunks, so every row access is
-// contiguous across the warp. Two passes (amax, then quantize) over data that
-// the first pass brought into cache.
+// Columnwise, single pass: a thread owns Cols (8 bytes of input) adjacent
+// columns of a 32-row block and keeps the whole 32 x Cols block in registers
+// (amax, then quantize without re-reading). A warp reads 256 contiguous bytes
+// of each row and writes 32 * Cols contiguous bytes.
 template <typename T, bool Vec>
 __global__ void mxfp8ColQuantKernel(const T *__restrict__ x, uint64_t cols,
-                                    uint32_t items, FastDiv chunksPerRow,
+                                    uint32_t items, FastDiv groupsPerRow,
                                     uint8_t *__restrict__ q,
                                     uint8_t *__restrict__ scales) {
+  constexpr int Cols = 8 / sizeof(T);
   const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
   for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
        t += stride) {
-    const uint32_t rb = chunksPerRow.div(static_cast<uint32_t>(t));
-    const uint32_t cc = static_cast<uint32_t>(t) - rb * chunksPerRow.d;
-    const uint64_t c0 = uint64_t{cc} * 16;
-    const int count = static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    const uint32_t rb = groupsPerRow.div(static_cast<uint32_t>(t));
+    const uint64_t c0 =
+        uint64_t{static_cast<uint32_t>(t) - rb * groupsPerRow.d} * Cols;
+    const int count = static_cast<int>(cols - c0 < Cols ? cols - c0 : Cols);
     const uint64_t r0 = uint64_t{rb} * kMxBlock;
-    float amax[16];
+    T v[kMxBlock][Cols];
 #pragma unroll
-    for (int k = 0; k < 16; ++k)
-      amax[k] = 0.0f;
     for (int r = 0; r < kMxBlock; ++r) {
-      float f[16];
-      loadChunk<T, Vec>(x + (r0 + r) * cols + c0, count, f);
+      const T *p = x + (r0 + r) * cols + c0;
+      if (Vec) {
+        const uint2 u = __ldg(reinterpret_cast<const uint2 *>(p));
+        memcpy(v[r], &u, sizeof(u));
+      } else {
 #pragma unroll
-      for (int k = 0; k < 16; ++k)
-        amax[k] = fmaxf(amax[k], fabsf(f[k]));
+        for (int k = 0; k < Cols; ++k)
+          v[r][k] = k < count ? p[k] : T(0);
+      }
     }
-    float s[16];
-    uint8_t e[16];
+    float s[Cols];
+    uint8_t e[Cols];
 #pragma unroll
-    for (int k = 0; k < 16; ++k) {
-      e[k] = floatToE8m0(amax[k] / kE4M3Max);
+    for (int k = 0; k < Cols; ++k) {
+      float m = 0.0f;
+#pragma unroll
+      for (int r = 0; r < kMxBlock; ++r)
+        m = fmaxf(m, fabsf(toFloat(v[r][k])));
+      e[k] = floatToE8m0(m / kE4M3Max);
       s[k] = e8m0QuantScale(e[k]);
     }
     uint8_t *scaleRow = scales + uint64_t{rb} * cols + c0;
-    if (Vec && count == 16) {
-      uint4 u;
-      memcpy(&u, e, sizeof(u));
-      *reinterpret_cast<uint4 *>(scaleRow) = u;
-    } else {
 #pragma unroll
-      for (int k = 0; k < 16; ++k)
-        if (k < count)
-          scaleRow[k] = e[k];
-    }
+    for (int k = 0; k < Cols; ++k)
+      if (Vec || k < count)
+        scaleRow[k] = e[k];
+#pragma unroll
     for (int r = 0; r < kMxBlock; ++r) {
-      float f[16];
-      loadChunk<T, Vec>(x + (r0 + r) * cols + c0, count, f);
-      fp8StoreScaled<0, Vec>(q + (r0 + r) * cols + c0, count, f, s);
+      uint8_t *out = q + (r0 + r) * cols + c0;
+      uint8_t b[Cols];
+#pragma unroll
+      for (int k = 0; k < Cols; k += 2) {
+        const uint32_t pair = fp8Pair<0>(toFloat(v[r][k]) * s[k],
+                                         toFloat(v[r][k + 1]) * s[k + 1]);
+        b[k] = static_cast<uint8_t>(pair);
+        b[k + 1] = static_cast<uint8_t>(pair >> 8);
+      }
+      if (Vec) {
+        if constexpr (Cols == 4) {
+          uint32_t w;
+          memcpy(&w, b, 4);
+          *reinterpret_cast<uint32_t *>(out) = w;
+        } else {
+          uint16_t w;
+          memcpy(&w, b, 2);
+          *reinterpret_cast<uint16_t *>(out) = w;
+        }
+      } else {
+#pragma unroll
+        for (int k = 0; k < Cols; ++k)
+          if (k < count)
+            out[k] = b[k];
+      }
     }
   }
 }
@@ -392,49 +467,79 @@ __device__ __forceinline__ uint2 e2m1Pack16(const float (&f)[16], float mult) {
     uint32_t word = 0;
 #pragma unroll
     for (int k = 0; k < 8; ++k)
-      word |= static_cast<uint32_t>(floatToE2m1(f[8 * j + k] * mult))
+      word |= static_cast<uint32_t>(floatToE2m1Fast(f[8 * j + k] * mult))
               << (4 * k);
     w[j] = word;
   }
   return make_uint2(w[0], w[1]);
 }
 
-// One thread per pair of 16-element blocks (flat order; blocks never
-// straddle rows): a 16-byte store of codes and two scale bytes.
+__device__ __forceinline__ void storeCodes(uint8_t *p, uint2 codes, bool vec) {
+  if (vec)
+    *reinterpret_cast<uint2 *>(p) = codes;
+  else
+    memcpy(p, &codes, sizeof(codes));
+}
+
+// 1x16 blocks: one lane per block (flat order; blocks never straddle rows).
+// A warp reads 512 contiguous elements and writes 256 contiguous code bytes
+// and 32 scale bytes.
 template <typename T, bool Vec>
 __global__ void nvfp4QuantKernel(const T *__restrict__ x, uint64_t blocks,
                                  const float *__restrict__ globalAmax,
                                  uint8_t *__restrict__ q,
                                  uint8_t *__restrict__ scales) {
   const float sEnc = nvfp4GlobalScale(*globalAmax);
-  const uint64_t pairs = (blocks + 1) / 2;
+  const float sDec = nvfp4GlobalDecodeScale(sEnc);
   const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t p = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; p < pairs;
-       p += stride) {
-    const uint64_t b0 = 2 * p;
-    const bool two = b0 + 1 < blocks;
+  for (uint64_t b = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; b < blocks;
+       b += stride) {
     float f[16];
-    load16<T, Vec>(x + b0 * 16, f);
-    const uint8_t sb0 = nvfp4BlockScale(chunkAmax(f), sEnc);
-    const uint2 lo = e2m1Pack16(f, nvfp4EncodeMultiplier(sb0, sEnc));
-    scales[b0] = sb0;
-    if (two) {
-      load16<T, Vec>(x + (b0 + 1) * 16, f);
-      const uint8_t sb1 = nvfp4BlockScale(chunkAmax(f), sEnc);
-      const uint2 hi = e2m1Pack16(f, nvfp4EncodeMultiplier(sb1, sEnc));
-      scales[b0 + 1] = sb1;
-      if (Vec) {
-        *reinterpret_cast<uint4 *>(q + b0 * 8) =
-            make_uint4(lo.x, lo.y, hi.x, hi.y);
-      } else {
-        const uint32_t w[4] = {lo.x, lo.y, hi.x, hi.y};
-        memcpy(q + b0 * 8, w, sizeof(w));
-      }
-    } else if (Vec) {
-      *reinterpret_cast<uint2 *>(q + b0 * 8) = lo;
-    } else {
-      memcpy(q + b0 * 8, &lo, sizeof(lo));
-    }
+    load16<T, Vec>(x + b * 16, f);
+    const uint8_t sb = nvfp4BlockScale(chunkAmax(f), sEnc);
+    scales[b] = sb;
+    storeCodes(q + b * 8, e2m1Pack16(f, nvfp4EncodeMultiplier(sb, sDec)), Vec);
+  }
+}
+
+// 16x16 blocks (nvfp4_2d): a warp owns 16 rows x 32 columns; lane = 2 * row
+// + half, so the 16 lanes of one 16x16 tile reduce its amax with four
+// shuffles. Every lane writes its row's copy of the tile scale.
+template <typename T, bool Vec>
+__global__ void
+nvfp4Quant2dKernel(const T *__restrict__ x, uint64_t rows, uint64_t cols,
+                   uint64_t items, uint64_t pairsPerRow,
+                   const float *__restrict__ globalAmax,
+                   uint8_t *__restrict__ q, uint8_t *__restrict__ scales) {
+  const float sEnc = nvfp4GlobalScale(*globalAmax);
+  const float sDec = nvfp4GlobalDecodeScale(sEnc);
+  const uint64_t lane = threadIdx.x % 32;
+  const uint64_t warps = (uint64_t{gridDim.x} * blockDim.x) / 32;
+  for (uint64_t w = (uint64_t{blockIdx.x} * blockDim.x + threadIdx.x) / 32;
+       w < items; w += warps) {
+    const uint64_t tileRow = w / pairsPerRow, pair = w % pairsPerRow;
+    const uint64_t r = tileRow * 16 + lane / 2;
+    const uint64_t blockCol = pair * 2 + lane % 2;
+    const bool active = r < rows && blockCol * 16 < cols;
+    float f[16];
+    if (active)
+      load16<T, Vec>(x + r * cols + blockCol * 16, f);
+    else
+#pragma unroll
+      for (int k = 0; k < 16; ++k)
+        f[k] = 0.0f;
+    // Lanes of one tile differ in bits 1..4 of the lane index.
+    float m = chunkAmax(f);
+#pragma unroll
+    for (int off = 2; off < 32; off <<= 1)
+      m = fmaxf(m, __shfl_xor_sync(0xFFFFFFFFu, m, off));
+    if (!active)
+      continue;
+    const uint8_t sb = nvfp4BlockScale(m, sEnc);
+    const uint64_t blk = r * (cols / 16) + blockCol;
+    scales[blk] = sb;
+    storeCodes(q + blk * 8, e2m1Pack16(f, nvfp4EncodeMultiplier(sb, sDec)),
+               Vec);
   }
 }
 
@@ -442,46 +547,44 @@ __global__ void nvfp4QuantKernel(const T *__restrict__ x, uint64_t blocks,
 // FP8 blockwise
 // ===========================================================================
 
-// 1x128: one thread per block; two passes over its (at most) 8 chunks.
-template <typename T, bool Vec>
-__global__ void block1x128QuantKernel(const T *__restrict__ x, uint64_t cols,
-                                      uint32_t items, FastDiv blocksPerRow,
-                                      bool pow2, uint8_t *__restrict__ q,
-                                      float *__restrict__ scaleInv) {
-  const uint64_t stride = uint64_t{gridDim.x} * blockDim.x;
-  for (uint64_t t = uint64_t{blockIdx.x} * blockDim.x + threadIdx.x; t < items;
-       t += stride) {
-    const uint32_t r = blocksPerRow.div(static_cast<uint32_t>(t));
-    const uint32_t j = static_cast<uint32_t>(t) - r * blocksPerRow.d;
-    const uint64_t c0 = uint64_t{j} * kFp8Block;
-    const uint64_t len = cols - c0 < kFp8Block ? cols - c0 : kFp8Block;
-    const T *in = x + uint64_t{r} * cols + c0;
-    uint8_t *out = q + uint64_t{r} * cols + c0;
-    float amax = 0.0f;
-    for (uint64_t k = 0; k < len; k += 16) {
-      float f[16];
-      loadChunk<T, Vec>(in + k, static_cast<int>(len - k < 16 ? len - k : 16),
-                        f);
-      amax = fmaxf(amax, chunkAmax(f));
-    }
-    const float scale = blockScaleFromAmax(amax, pow2);
-    scaleInv[t] = 1.0f / scale;
-    for (uint64_t k = 0; k < len; k += 16) {
-      const int count = static_cast<int>(len - k < 16 ? len - k : 16);
-      float f[16];
-      loadChunk<T, Vec>(in + k, count, f);
-      fp8StoreUniform<0, Vec>(out + k, count, f, scale);
-    }
-  }
+// 1x128, warp-cooperative and single pass: a block is 8 neighbouring lanes of
+// 16 elements each (its amax is three shuffles); items are numbered
+// (row, block, lane-in-block) with blocks padded to 8 lanes, so the lanes of
+// a partial trailing block past the row end are inactive. Scale of block j
+// of row r at r * blocksPerRow + j, or (Transposed, TE's layout)
+// j * rows + r.
+template <typename T, bool Vec, bool Transposed>
+__global__ void
+block1x128QuantKernel(const T *__restrict__ x, uint64_t rows, uint64_t cols,
+                      uint64_t items, uint64_t blocksPerRow, bool pow2,
+                      uint8_t *__restrict__ q, float *__restrict__ scaleInv) {
+  forEachWarpItem(items, [&](uint64_t item, bool active) {
+    const uint64_t blockId = item / 8; // row * blocksPerRow + j
+    const uint64_t r = blockId / blocksPerRow, j = blockId % blocksPerRow;
+    const uint64_t c0 = j * kFp8Block + (item % 8) * 16;
+    const int count = (!active || c0 >= cols)
+                          ? 0
+                          : static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    float f[16];
+    loadChunk<T, Vec>(x + r * cols + c0, count, f);
+    const float amax = groupMax<8>(chunkAmax(f));
+    const float scale = blockScaleFromAmax(amax, pow2, inputMaxOf<T>());
+    if (active && item % 8 == 0)
+      scaleInv[Transposed ? j * rows + r : blockId] = 1.0f / scale;
+    if (count > 0)
+      fp8StoreUniform<0, Vec>(q + r * cols + c0, count, f, scale);
+  });
 }
 
-// 128x128: one thread block per tile; thread t covers column chunk t % 8 of
-// rows t / 8, t / 8 + 32, ... .
+// 128x128: one thread block per tile, single pass: thread t holds column
+// chunk t % 8 of rows t / 8 + 32 i (i < 4) in registers across the block
+// reduction of the tile's amax.
 template <typename T, bool Vec>
 __global__ void __launch_bounds__(kTileThreads)
     block128QuantKernel(const T *__restrict__ x, uint64_t rows, uint64_t cols,
                         uint32_t tiles, FastDiv tilesPerRow, bool pow2,
                         uint8_t *__restrict__ q, float *__restrict__ scaleInv) {
+  constexpr int kRowsPerThread = kFp8Block / (kTileThreads / 8);
   __shared__ float tileScale;
   const int chunk = threadIdx.x % 8;
   const int rowInTile = threadIdx.x / 8;
@@ -492,30 +595,27 @@ __global__ void __launch_bounds__(kTileThreads)
     const uint64_t c0 = uint64_t{tj} * kFp8Block + chunk * 16;
     const int count =
         c0 >= cols ? 0 : static_cast<int>(cols - c0 < 16 ? cols - c0 : 16);
+    float f[kRowsPerThread][16];
     float amax = 0.0f;
-    for (int i = 0; i < kFp8Block / 32; ++i) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
       const uint64_t r = r0 + rowInTile + 32 * i;
-      if (r < rows && count > 0) {
-        float f[16];
-        loadChunk<T, Vec>(x + r * cols + c0, count, f);
-        amax = fmaxf(amax, chunkAmax(f));
-      }
+      loadChunk<T, Vec>(x + r * cols + c0, r < rows ? count : 0, f[i]);
+      amax = fmaxf(amax, chunkAmax(f[i]));
     }
-    amax = blockMax(amax);
+    amax = blockMax(amax); // complete in thread 0
     if (threadIdx.x == 0) {
-      const float scale = blockScaleFromAmax(amax, pow2);
+      const float scale = blockScaleFromAmax(amax, pow2, inputMaxOf<T>());
       tileScale = scale;
       scaleInv[tile] = 1.0f / scale;
     }
     __syncthreads();
     const float scale = tileScale;
-    for (int i = 0; i < kFp8Block / 32; ++i) {
+#pragma unroll
+    for (int i = 0; i < kRowsPerThread; ++i) {
       const uint64_t r = r0 + rowInTile + 32 * i;
-      if (r < rows && count > 0) {
-        float f[16];
-        loadChunk<T, Vec>(x + r * cols + c0, count, f);
-        fp8StoreUniform<0, Vec>(q + r * cols + c0, count, f, scale);
-      }
+      if (r < rows && count > 0)
+        fp8StoreUniform<0, Vec>(q + r * cols + c0, count, f[i], scale);
     }
     __syncthreads(); // tileScale is rewritten by the next tile
   }
@@ -525,49 +625,73 @@ __global__ void __launch_bounds__(kTileThreads)
 // dequantization: one thread per 16-element chunk of a row
 // ===========================================================================
 
+// 16 fp8 bytes -> floats, two at a time (the sm_89+ cvt to f16x2 is exact).
+template <int Kind>
+__device__ __forceinline__ void fp8Decode16(const uint8_t (&b)[16],
+                                            float (&f)[16]) {
+#pragma unroll
+  for (int k = 0; k < 16; k += 2) {
+#if defined(__CUDA_ARCH__) && (__CUDA_ARCH__ >= 890) &&                        \
+    !defined(FSDPRT_QUANT_SOFTWARE_FP8_CVT)
+    const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
+        static_cast<__nv_fp8x2_storage_t>(b[k] | (b[k + 1] << 8)),
+        Kind == 0 ? __NV_E4M3 : __NV_E5M2);
+    const float2 v = __half22float2(__half2(h));
+    f[k] = v.x;
+    f[k + 1] = v.y;
+#else
+    f[k] = fp8ToFloat(b[k], Kind);
+    f[k + 1] = fp8ToFloat(b[k + 1], Kind);
+#endif
+  }
+}
+
 // Each decoder fills f[0..count) for the chunk starting at (row r, col c0).
-struct Fp8TensorDecoder {
+template <int Kind> struct Fp8TensorDecoder {
   const uint8_t *q;
   const float *scaleInv;
-  int kind;
   uint64_t cols;
   template <bool Vec>
   __device__ void decode(uint64_t r, uint64_t c0, int count,
                          float (&f)[16]) const {
     uint8_t b[16];
     loadBytes16<Vec>(q + r * cols + c0, count, b);
+    fp8Decode16<Kind>(b, f);
     const float s = *scaleInv;
 #pragma unroll
     for (int k = 0; k < 16; ++k)
-      f[k] = fp8ToFloat(b[k], kind) * s;
+      f[k] = f[k] * s;
   }
 };
 
-struct Mxfp8Decoder {
+template <bool Columnwise> struct Mxfp8Decoder {
   const uint8_t *q;
   const uint8_t *scales;
   uint64_t cols;
-  bool columnwise;
   template <bool Vec>
   __device__ void decode(uint64_t r, uint64_t c0, int count,
                          float (&f)[16]) const {
-    uint8_t b[16], e[16];
+    uint8_t b[16];
     loadBytes16<Vec>(q + r * cols + c0, count, b);
-    if (columnwise) {
+    fp8Decode16<0>(b, f);
+    if constexpr (Columnwise) {
+      uint8_t e[16];
       loadBytes16<Vec>(scales + (r / kMxBlock) * cols + c0, count, e);
-    } else {
-      // A 16-chunk lies inside one 32-block (cols % 32 == 0).
-      const uint8_t e0 = scales[(r * cols + c0) / kMxBlock];
 #pragma unroll
       for (int k = 0; k < 16; ++k)
-        e[k] = e0;
-    }
+        f[k] = f[k] * e8m0DequantScale(e[k]);
+    } else {
+      // A 16-chunk lies inside one 32-block (cols % 32 == 0).
+      const float s = e8m0DequantScale(scales[(r * cols + c0) / kMxBlock]);
 #pragma unroll
-    for (int k = 0; k < 16; ++k)
-      f[k] = fp8ToFloat(b[k], 0) * e8m0DequantScale(e[k]);
+      for (int k = 0; k < 16; ++k)
+        f[k] = f[k] * s;
+    }
   }
 };
 
+// TE's order: one factor per block, (float(s_b) * amax) * fl(1/2688), then
+// a multiply per element (no division).
 struct Nvfp4Decoder {
   const uint8_t *q;
   const uint8_t *scales;
@@ -582,31 +706,35 @@ struct Nvfp4Decoder {
       codes = __ldg(reinterpret_cast<const uint2 *>(q + i / 2));
     else
       memcpy(&codes, q + i / 2, sizeof(codes));
-    const float sb = fp8ToFloat(scales[i / kNvfp4Block], 0);
-    const float sEnc = nvfp4GlobalScale(*globalAmax);
+    const float factor =
+        nvfp4DecodeFactor(scales[i / kNvfp4Block], *globalAmax);
     const uint32_t w[2] = {codes.x, codes.y};
 #pragma unroll
     for (int k = 0; k < 16; ++k)
-      f[k] = nvfp4DecodeWith((w[k / 8] >> (4 * (k % 8))) & 0xFu, sb, sEnc);
+      f[k] = nvfp4Decode((w[k / 8] >> (4 * (k % 8))) & 0xFu, factor);
   }
 };
 
+// Scale of the block holding (r, c): scaleInv[(r / blockRows) * rowStride +
+// (c / 128) * colStride] covers row-major and transposed scale arrays.
 struct BlockDecoder {
   const uint8_t *q;
   const float *scaleInv;
   uint64_t cols;
-  uint64_t scaleCols;
+  uint64_t rowStride, colStride;
   int blockRows;
   template <bool Vec>
   __device__ void decode(uint64_t r, uint64_t c0, int count,
                          float (&f)[16]) const {
     uint8_t b[16];
     loadBytes16<Vec>(q + r * cols + c0, count, b);
+    fp8Decode16<0>(b, f);
     // A 16-chunk lies inside one 128-column block.
-    const float s = scaleInv[(r / blockRows) * scaleCols + c0 / kFp8Block];
+    const float s =
+        scaleInv[(r / blockRows) * rowStride + (c0 / kFp8Block) * colStride];
 #pragma unroll
     for (int k = 0; k < 16; ++k)
-      f[k] = fp8ToFloat(b[k], 0) * s;
+      f[k] = f[k] * s;
   }
 };
 
@@ -800,10 +928,11 @@ int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
   FSDPRT_CHECK(checkPtr(fn, "scale_inv_dev", scale_inv_dev, 1));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
   // A flat tensor is one row of n elements.
-  const Fp8TensorDecoder dec{q, scale_inv_dev,
-                             kind == FSDPRT_QUANT_E5M2 ? 1 : 0, n};
-  return launchDequant(fn, dec, 1, n, aligned16(q), y, out_dtype,
-                       asStream(stream));
+  if (kind == FSDPRT_QUANT_E5M2)
+    return launchDequant(fn, Fp8TensorDecoder<1>{q, scale_inv_dev, n}, 1, n,
+                         aligned16(q), y, out_dtype, asStream(stream));
+  return launchDequant(fn, Fp8TensorDecoder<0>{q, scale_inv_dev, n}, 1, n,
+                       aligned16(q), y, out_dtype, asStream(stream));
 }
 
 int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
@@ -821,28 +950,31 @@ int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
     return FSDPRT_QUANT_OK;
   const cudaStream_t s = asStream(stream);
   if (!columnwise) {
-    const uint64_t blocks = n / kMxBlock;
+    const uint64_t chunks = n / 16;
     const bool vec = aligned16(x) && aligned16(q);
-    const unsigned grid = gridFor(blocks, kThreads);
+    const unsigned grid = gridFor(chunks, kThreads);
     withDtype(dtype, [&](auto t) {
       using T = decltype(t);
       const auto *in = static_cast<const T *>(x);
       if (vec)
         mxfp8RowQuantKernel<T, true>
-            <<<grid, kThreads, 0, s>>>(in, blocks, q, scales);
+            <<<grid, kThreads, 0, s>>>(in, chunks, q, scales);
       else
         mxfp8RowQuantKernel<T, false>
-            <<<grid, kThreads, 0, s>>>(in, blocks, q, scales);
+            <<<grid, kThreads, 0, s>>>(in, chunks, q, scales);
     });
     return launchError(fn);
   }
-  const uint64_t chunksPerRow = (cols + 15) / 16;
-  const uint64_t items = (rows / kMxBlock) * chunksPerRow;
+  const uint64_t colsPerThread = 8 / dtypeSize(dtype);
+  const uint64_t groupsPerRow = (cols + colsPerThread - 1) / colsPerThread;
+  const uint64_t items = (rows / kMxBlock) * groupsPerRow;
   FSDPRT_CHECK(checkItems(fn, items));
   const bool vec =
-      aligned16(x) && aligned16(q) && aligned16(scales) && cols % 16 == 0;
+      (reinterpret_cast<uintptr_t>(x) & 7u) == 0 &&
+      (reinterpret_cast<uintptr_t>(q) & (colsPerThread - 1)) == 0 &&
+      cols % colsPerThread == 0;
   const unsigned grid = gridFor(items, kThreads);
-  const FastDiv div(static_cast<uint32_t>(chunksPerRow));
+  const FastDiv div(static_cast<uint32_t>(groupsPerRow));
   withDtype(dtype, [&](auto t) {
     using T = decltype(t);
     const auto *in = static_cast<const T *>(x);
@@ -867,10 +999,12 @@ int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kMxBlock));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
-  const Mxfp8Decoder dec{q, scales, cols, columnwise != 0};
   const bool vec = aligned16(q) && (!columnwise || aligned16(scales));
-  return launchDequant(fn, dec, rows, cols, vec, y, out_dtype,
-                       asStream(stream));
+  if (columnwise)
+    return launchDequant(fn, Mxfp8Decoder<true>{q, scales, cols}, rows, cols,
+                         vec, y, out_dtype, asStream(stream));
+  return launchDequant(fn, Mxfp8Decoder<false>{q, scales, cols}, rows, cols,
+                       vec, y, out_dtype, asStream(stream));
 }
 
 int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
@@ -890,7 +1024,7 @@ int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
     return FSDPRT_QUANT_OK;
   const uint64_t blocks = n / kNvfp4Block;
   const bool vec = aligned16(x) && aligned16(q);
-  const unsigned grid = gridFor((blocks + 1) / 2, kThreads);
+  const unsigned grid = gridFor(blocks, kThreads);
   const cudaStream_t s = asStream(stream);
   withDtype(dtype, [&](auto t) {
     using T = decltype(t);
@@ -901,6 +1035,41 @@ int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
     else
       nvfp4QuantKernel<T, false>
           <<<grid, kThreads, 0, s>>>(in, blocks, global_amax_dev, q, scales);
+  });
+  return launchError(fn);
+}
+
+int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
+                                        size_t cols,
+                                        const float *global_amax_dev,
+                                        uint8_t *q, uint8_t *scales,
+                                        void *stream) {
+  static const char *fn = "fsdprt_quant_cuda_nvfp4_2d_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
+  FSDPRT_CHECK(checkPtr(fn, "global_amax_dev", global_amax_dev, 1));
+  if (n == 0)
+    return FSDPRT_QUANT_OK;
+  // One warp per 16 rows x 32 columns.
+  const uint64_t pairsPerRow = (cols / kNvfp4Block + 1) / 2;
+  const uint64_t items = ceilDiv(rows, kNvfp4Block) * pairsPerRow;
+  const bool vec = aligned16(x) && aligned16(q);
+  const unsigned grid = gridFor(items * 32, kThreads);
+  const cudaStream_t s = asStream(stream);
+  withDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const T *>(x);
+    if (vec)
+      nvfp4Quant2dKernel<T, true><<<grid, kThreads, 0, s>>>(
+          in, rows, cols, items, pairsPerRow, global_amax_dev, q, scales);
+    else
+      nvfp4Quant2dKernel<T, false><<<grid, kThreads, 0, s>>>(
+          in, rows, cols, items, pairsPerRow, global_amax_dev, q, scales);
   });
   return launchError(fn);
 }
@@ -924,73 +1093,295 @@ int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
                        asStream(stream));
 }
 
-int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
-                                         size_t cols, int block_rows, int pow2,
-                                         uint8_t *q, float *scale_inv,
-                                         void *stream) {
-  static const char *fn = "fsdprt_quant_cuda_fp8_block_quantize";
+namespace {
+
+// 1x128 (row-major or transposed scales) and 128x128 quantization.
+int blockQuantize(const char *fn, const void *x, int dtype, size_t rows,
+                  size_t cols, int blockRows, bool transposed, int pow2,
+                  uint8_t *q, float *scale_inv, void *stream) {
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
-  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
-  const uint64_t scaleRows = ceilDiv(rows, static_cast<size_t>(block_rows));
+  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, blockRows));
+  const uint64_t scaleRows = ceilDiv(rows, static_cast<size_t>(blockRows));
   const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
   FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv, scaleRows * scaleCols));
   if (n == 0)
     return FSDPRT_QUANT_OK;
-  const uint64_t items = scaleRows * scaleCols;
-  FSDPRT_CHECK(checkItems(fn, items));
+  const uint64_t tiles = scaleRows * scaleCols;
+  FSDPRT_CHECK(checkItems(fn, tiles * 8));
   const bool vec = aligned16(x) && aligned16(q) && cols % 16 == 0;
   const cudaStream_t s = asStream(stream);
-  const FastDiv div(static_cast<uint32_t>(scaleCols));
   withDtype(dtype, [&](auto t) {
     using T = decltype(t);
     const auto *in = static_cast<const T *>(x);
-    if (block_rows == 1) {
+    if (blockRows == 1) {
+      // Eight lanes per block.
+      const uint64_t items = tiles * 8;
       const unsigned grid = gridFor(items, kThreads);
+      auto launch = [&](auto vecTag, auto transposedTag) {
+        block1x128QuantKernel<T, decltype(vecTag)::value,
+                              decltype(transposedTag)::value>
+            <<<grid, kThreads, 0, s>>>(in, rows, cols, items, scaleCols,
+                                       pow2 != 0, q, scale_inv);
+      };
+      using True = std::true_type;
+      using False = std::false_type;
       if (vec)
-        block1x128QuantKernel<T, true>
-            <<<grid, kThreads, 0, s>>>(in, cols, static_cast<uint32_t>(items),
-                                       div, pow2 != 0, q, scale_inv);
+        transposed ? launch(True{}, True{}) : launch(True{}, False{});
       else
-        block1x128QuantKernel<T, false>
-            <<<grid, kThreads, 0, s>>>(in, cols, static_cast<uint32_t>(items),
-                                       div, pow2 != 0, q, scale_inv);
+        transposed ? launch(False{}, True{}) : launch(False{}, False{});
     } else {
-      const unsigned grid = gridFor(items * kTileThreads, kTileThreads);
+      const unsigned grid = gridFor(tiles * kTileThreads, kTileThreads);
+      const FastDiv div(static_cast<uint32_t>(scaleCols));
       if (vec)
         block128QuantKernel<T, true><<<grid, kTileThreads, 0, s>>>(
-            in, rows, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            in, rows, cols, static_cast<uint32_t>(tiles), div, pow2 != 0, q,
             scale_inv);
       else
         block128QuantKernel<T, false><<<grid, kTileThreads, 0, s>>>(
-            in, rows, cols, static_cast<uint32_t>(items), div, pow2 != 0, q,
+            in, rows, cols, static_cast<uint32_t>(tiles), div, pow2 != 0, q,
             scale_inv);
     }
   });
   return launchError(fn);
 }
 
+int blockDequantize(const char *fn, const uint8_t *q, const float *scale_inv,
+                    size_t rows, size_t cols, int blockRows, bool transposed,
+                    void *y, int out_dtype, void *stream) {
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, blockRows));
+  const uint64_t scaleRows = ceilDiv(rows, static_cast<size_t>(blockRows));
+  const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv, scaleRows * scaleCols));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  const BlockDecoder dec{q,
+                         scale_inv,
+                         cols,
+                         transposed ? 1 : scaleCols,
+                         transposed ? scaleRows : 1,
+                         blockRows};
+  return launchDequant(fn, dec, rows, cols, aligned16(q), y, out_dtype,
+                       asStream(stream));
+}
+
+} // namespace
+
+int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
+                                         size_t cols, int block_rows, int pow2,
+                                         uint8_t *q, float *scale_inv,
+                                         void *stream) {
+  return blockQuantize("fsdprt_quant_cuda_fp8_block_quantize", x, dtype, rows,
+                       cols, block_rows, false, pow2, q, scale_inv, stream);
+}
+
 int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
                                            const float *scale_inv, size_t rows,
                                            size_t cols, int block_rows, void *y,
                                            int out_dtype, void *stream) {
-  static const char *fn = "fsdprt_quant_cuda_fp8_block_dequantize";
-  size_t n = 0;
+  return blockDequantize("fsdprt_quant_cuda_fp8_block_dequantize", q, scale_inv,
+                         rows, cols, block_rows, false, y, out_dtype, stream);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(const void *x, int dtype,
+                                                 size_t rows, size_t cols,
+                                                 int pow2, uint8_t *q,
+                                                 float *scale_inv_t,
+                                                 void *stream) {
+  return blockQuantize("fsdprt_quant_cuda_fp8_block_1x128_t_quantize", x, dtype,
+                       rows, cols, 1, true, pow2, q, scale_inv_t, stream);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(const uint8_t *q,
+                                                   const float *scale_inv_t,
+                                                   size_t rows, size_t cols,
+                                                   void *y, int out_dtype,
+                                                   void *stream) {
+  return blockDequantize("fsdprt_quant_cuda_fp8_block_1x128_t_dequantize", q,
+                         scale_inv_t, rows, cols, 1, true, y, out_dtype,
+                         stream);
+}
+
+// ---- host-buffer entry points (any format) --------------------------------
+
+namespace {
+
+// One device allocation carved into 256-byte aligned pieces; freed on exit.
+struct DeviceArena {
+  char *base = nullptr;
+  ~DeviceArena() {
+    if (base)
+      cudaFree(base);
+  }
+  static size_t round(size_t b) { return (b + 255) / 256 * 256; }
+};
+
+int cudaFail(const char *fn, const char *what, cudaError_t err) {
+  return fail(FSDPRT_QUANT_ERR_CUDA, "%s: %s: %s", fn, what,
+              cudaGetErrorString(err));
+}
+
+int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
+                     size_t cols, const float *amax, uint8_t *q, void *scales,
+                     float *tensor) {
+  auto *s8 = static_cast<uint8_t *>(scales);
+  auto *sf = static_cast<float *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_cuda_fp8_tensor_quantize(
+        x, dtype, rows * cols, amax,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        q, tensor, nullptr);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_cuda_mxfp8_quantize(
+        x, dtype, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, q, s8,
+        nullptr);
+  case FSDPRT_QUANT_NVFP4:
+    return fsdprt_quant_cuda_nvfp4_quantize(x, dtype, rows, cols, amax, q, s8,
+                                            nullptr);
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_cuda_nvfp4_2d_quantize(x, dtype, rows, cols, amax, q,
+                                               s8, nullptr);
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    return fsdprt_quant_cuda_fp8_block_1x128_t_quantize(x, dtype, rows, cols, 1,
+                                                        q, sf, nullptr);
+  default:
+    return fsdprt_quant_cuda_fp8_block_quantize(
+        x, dtype, rows, cols,
+        format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, 1, q, sf, nullptr);
+  }
+}
+
+int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
+                       const float *tensor, size_t rows, size_t cols, void *y,
+                       int outDtype) {
+  const auto *s8 = static_cast<const uint8_t *>(scales);
+  const auto *sf = static_cast<const float *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_cuda_fp8_tensor_dequantize(
+        q, rows * cols,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        tensor, y, outDtype, nullptr);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_cuda_mxfp8_dequantize(
+        q, s8, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, y, outDtype,
+        nullptr);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_cuda_nvfp4_dequantize(q, s8, rows, cols, tensor, y,
+                                              outDtype, nullptr);
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    return fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(q, sf, rows, cols, y,
+                                                          outDtype, nullptr);
+  default:
+    return fsdprt_quant_cuda_fp8_block_dequantize(
+        q, sf, rows, cols, format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
+        y, outDtype, nullptr);
+  }
+}
+
+} // namespace
+
+int fsdprt_quant_cuda_quantize_host(int format, const void *x, int dtype,
+                                    size_t rows, size_t cols, float amax,
+                                    uint8_t *data, void *scales,
+                                    float *tensor_value) {
+  static const char *fn = "fsdprt_quant_cuda_quantize_host";
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  const size_t inBytes = rows * cols * dtypeSize(dtype);
+  FSDPRT_CHECK(checkPtr(fn, "x", x, inBytes));
+  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
+  if (!fsdprt_quant_cuda_available())
+    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+  const size_t oq = DeviceArena::round(inBytes);
+  const size_t os = oq + DeviceArena::round(l.data_bytes);
+  const size_t ov = os + DeviceArena::round(l.scale_bytes);
+  DeviceArena a;
+  cudaError_t err = cudaMalloc(&a.base, ov + 2 * sizeof(float));
+  if (err != cudaSuccess)
+    return cudaFail(fn, "cudaMalloc", err);
+  auto *dAmax = reinterpret_cast<float *>(a.base + ov);
+  if ((err = cudaMemcpy(a.base, x, inBytes, cudaMemcpyHostToDevice)) !=
+          cudaSuccess ||
+      (err = cudaMemcpy(dAmax, &amax, sizeof(float), cudaMemcpyHostToDevice)) !=
+          cudaSuccess)
+    return cudaFail(fn, "copy to the device", err);
+  FSDPRT_CHECK(quantizeOnDevice(format, a.base, dtype, rows, cols, dAmax,
+                                reinterpret_cast<uint8_t *>(a.base + oq),
+                                a.base + os, dAmax + 1));
+  if ((err = cudaMemcpy(data, a.base + oq, l.data_bytes,
+                        cudaMemcpyDeviceToHost)) != cudaSuccess ||
+      (err = cudaMemcpy(scales, a.base + os, l.scale_bytes,
+                        cudaMemcpyDeviceToHost)) != cudaSuccess)
+    return cudaFail(fn, "copy to the host", err);
+  if (format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
+      format == FSDPRT_QUANT_FP8_E5M2_TENSOR) {
+    if ((err = cudaMemcpy(tensor_value, dAmax + 1, sizeof(float),
+                          cudaMemcpyDeviceToHost)) != cudaSuccess)
+      return cudaFail(fn, "copy to the host", err);
+  } else if (l.tensor_bytes) {
+    *tensor_value = amax; // NVFP4 carries the global amax
+  }
+  return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
+                                      const void *scales, float tensor_value,
+                                      size_t rows, size_t cols, void *y,
+                                      int out_dtype) {
+  static const char *fn = "fsdprt_quant_cuda_dequantize_host";
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
-  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
-  FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
-  const uint64_t scaleCols = ceilDiv(cols, kFp8Block);
-  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  const size_t outBytes = rows * cols * dtypeSize(out_dtype);
+  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, outBytes));
+  if (!fsdprt_quant_cuda_available())
+    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+  const size_t os = DeviceArena::round(outBytes);
+  const size_t oq = os + DeviceArena::round(l.scale_bytes);
+  const size_t ov = oq + DeviceArena::round(l.data_bytes);
+  DeviceArena a;
+  cudaError_t err = cudaMalloc(&a.base, ov + sizeof(float));
+  if (err != cudaSuccess)
+    return cudaFail(fn, "cudaMalloc", err);
+  auto *dTensor = reinterpret_cast<float *>(a.base + ov);
+  if ((err = cudaMemcpy(a.base + oq, data, l.data_bytes,
+                        cudaMemcpyHostToDevice)) != cudaSuccess ||
+      (err = cudaMemcpy(a.base + os, scales, l.scale_bytes,
+                        cudaMemcpyHostToDevice)) != cudaSuccess ||
+      (err = cudaMemcpy(dTensor, &tensor_value, sizeof(float),
+                        cudaMemcpyHostToDevice)) != cudaSuccess)
+    return cudaFail(fn, "copy to the device", err);
   FSDPRT_CHECK(
-      checkPtr(fn, "scale_inv", scale_inv,
-               ceilDiv(rows, static_cast<size_t>(block_rows)) * scaleCols));
-  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
-  const BlockDecoder dec{q, scale_inv, cols, scaleCols, block_rows};
-  return launchDequant(fn, dec, rows, cols, aligned16(q), y, out_dtype,
-                       asStream(stream));
+      dequantizeOnDevice(format, reinterpret_cast<uint8_t *>(a.base + oq),
+                         a.base + os, dTensor, rows, cols, a.base, out_dtype));
+  if ((err = cudaMemcpy(y, a.base, outBytes, cudaMemcpyDeviceToHost)) !=
+      cudaSuccess)
+    return cudaFail(fn, "copy to the host", err);
+  return FSDPRT_QUANT_OK;
 }
 
 int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,

@@ -113,9 +113,13 @@ FSDPRT_QUANT_API float fsdprt_quant_bf16_to_float(uint16_t bits);
 /* Per-tensor FP8 scale: fp8_max / amax; amax 0, Inf or NaN (or negative) ->
    1; an infinite quotient -> FLT_MAX. */
 FSDPRT_QUANT_API float fsdprt_quant_fp8_scale_from_amax(float amax, int kind);
-/* Blockwise FP8 scale: as above with fp8_max = 448, then (if pow2 != 0) the
-   mantissa bits are cleared, rounding the scale down to a power of two. */
-FSDPRT_QUANT_API float fsdprt_quant_block_scale_from_amax(float amax, int pow2);
+/* Blockwise FP8 scale of an input of `dtype`: 448 / amax with the rules
+   above, except that an infinite quotient becomes the input type's largest
+   finite value (bf16: 0x7F7F = 3.3895e38, fp32: FLT_MAX), as TE does; then
+   (if pow2 != 0) the mantissa bits are cleared, rounding the scale down to a
+   power of two. */
+FSDPRT_QUANT_API float fsdprt_quant_block_scale_from_amax(float amax, int pow2,
+                                                          int dtype);
 /* NVFP4 global encode scale S_enc = 448*6 / amax clamped to FLT_MAX (fminf:
    a NaN amax gives FLT_MAX); 1 if amax is 0 or S_enc is 0 (amax Inf). */
 FSDPRT_QUANT_API float fsdprt_quant_nvfp4_global_scale(float amax);
@@ -152,11 +156,19 @@ FSDPRT_QUANT_API int fsdprt_quant_mxfp8_dequantize(const uint8_t *q,
                                                    int out_dtype);
 
 /* NVFP4 with the all-reduced global amax. q: rows*cols/2 bytes, scales:
-   rows*cols/16 E4M3 bytes. */
+   rows*cols/16 E4M3 bytes. Dequantization uses the global amax too:
+   y = e2m1(q) * ((float(s_b) * amax) * fl(1/2688)). */
 FSDPRT_QUANT_API int fsdprt_quant_nvfp4_quantize(const void *x, int dtype,
                                                  size_t rows, size_t cols,
                                                  float global_amax, uint8_t *q,
                                                  uint8_t *scales);
+/* NVFP4 with 16x16 blocks (FSDPRT_QUANT_NVFP4_2D); same buffers as above,
+   dequantized with fsdprt_quant_nvfp4_dequantize. */
+FSDPRT_QUANT_API int fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype,
+                                                    size_t rows, size_t cols,
+                                                    float global_amax,
+                                                    uint8_t *q,
+                                                    uint8_t *scales);
 FSDPRT_QUANT_API int fsdprt_quant_nvfp4_dequantize(const uint8_t *q,
                                                    const uint8_t *scales,
                                                    size_t rows, size_t cols,
@@ -176,6 +188,33 @@ FSDPRT_QUANT_API int fsdprt_quant_fp8_block_dequantize(const uint8_t *q,
                                                        int block_rows, void *y,
                                                        int out_dtype);
 
+/* FP8 1x128 blocks with TE's scale layout (FSDPRT_QUANT_FP8_BLOCK_1X128_T):
+   scale_inv_t is [ceil(cols/128), rows]. */
+FSDPRT_QUANT_API int
+fsdprt_quant_fp8_block_1x128_t_quantize(const void *x, int dtype, size_t rows,
+                                        size_t cols, int pow2, uint8_t *q,
+                                        float *scale_inv_t);
+FSDPRT_QUANT_API int
+fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
+                                          const float *scale_inv_t, size_t rows,
+                                          size_t cols, void *y, int out_dtype);
+
+/* Any format through one entry point, on host buffers of the sizes of
+   fsdprt_quant_get_layout for [rows, cols]: `scales` (scale_bytes, any
+   alignment) and `tensor_value` (the fp32 per-tensor value: scale_inv of the
+   per-tensor FP8 formats, the global amax of NVFP4; ignored by the others).
+   `amax` is the all-reduced amax (used by the per-tensor FP8 and NVFP4
+   formats). Power-of-two blockwise scales. */
+FSDPRT_QUANT_API int fsdprt_quant_quantize(int format, const void *x, int dtype,
+                                           size_t rows, size_t cols, float amax,
+                                           uint8_t *data, void *scales,
+                                           float *tensor_value);
+FSDPRT_QUANT_API int fsdprt_quant_dequantize(int format, const uint8_t *data,
+                                             const void *scales,
+                                             float tensor_value, size_t rows,
+                                             size_t cols, void *y,
+                                             int out_dtype);
+
 /* out[a][b][:] = in[b][a][:] for `in` viewed as [d0, d1, inner_bytes] bytes
    and `out` as [d1, d0, inner_bytes]. `in` and `out` must not overlap. */
 FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out,
@@ -192,6 +231,16 @@ FSDPRT_QUANT_API int fsdprt_quant_swap_first_dims(const void *in, void *out,
 
 /* 1 if the CUDA kernels are built and a GPU is visible, else 0. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_available(void);
+/* fsdprt_quant_quantize / fsdprt_quant_dequantize on host buffers, computed
+   by the kernels: the inputs are copied to the current device, the outputs
+   back (synchronously). Bit-identical to the CPU functions;
+   FSDPRT_QUANT_ERR_UNSUPPORTED without kernels or GPU. */
+FSDPRT_QUANT_API int fsdprt_quant_cuda_quantize_host(
+    int format, const void *x, int dtype, size_t rows, size_t cols, float amax,
+    uint8_t *data, void *scales, float *tensor_value);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_dequantize_host(
+    int format, const uint8_t *data, const void *scales, float tensor_value,
+    size_t rows, size_t cols, void *y, int out_dtype);
 /* Writes the local amax (NaN ignored) to *amax_dev. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n,
                                             float *amax_dev, void *stream);
@@ -224,6 +273,16 @@ FSDPRT_QUANT_API int
 fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
                                        size_t rows, size_t cols, int block_rows,
                                        void *y, int out_dtype, void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
+                                    size_t cols, const float *global_amax_dev,
+                                    uint8_t *q, uint8_t *scales, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
+    const void *x, int dtype, size_t rows, size_t cols, int pow2, uint8_t *q,
+    float *scale_inv_t, void *stream);
+FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
+    const uint8_t *q, const float *scale_inv_t, size_t rows, size_t cols,
+    void *y, int out_dtype, void *stream);
 FSDPRT_QUANT_API int
 fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
                                   size_t d1, size_t inner_bytes, void *stream);

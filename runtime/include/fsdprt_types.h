@@ -49,9 +49,10 @@ typedef enum fsdprt_quant_format {
   /* MXFP8, blocks of 32 rows: data [rows, cols] u8 (same element order as
      the input) + scales [rows/32, cols] u8. rows % 32 == 0. */
   FSDPRT_QUANT_MXFP8_COLWISE = 3,
-  /* NVFP4: E2M1 data, two per byte (even element in the low nibble):
-     data [rows, cols/2] u8 + E4M3 block scales [rows, cols/16] u8 + the fp32
-     global amax. cols % 16 == 0. */
+  /* NVFP4 (TransformerEngine's operation order): E2M1 data, two per byte
+     (even element in the low nibble): data [rows, cols/2] u8 + E4M3 block
+     scales [rows, cols/16] u8 + the fp32 global amax. Blocks of 1x16.
+     cols % 16 == 0. */
   FSDPRT_QUANT_NVFP4 = 4,
   /* FP8 (E4M3) blockwise, 1x128 blocks along cols: data [rows, cols] u8 +
      fp32 scale_inv [rows, ceil(cols/128)]. A trailing partial block is a
@@ -59,10 +60,20 @@ typedef enum fsdprt_quant_format {
   FSDPRT_QUANT_FP8_BLOCK_1X128 = 5,
   /* FP8 (E4M3) blockwise, 128x128 tiles: data [rows, cols] u8 + fp32
      scale_inv [ceil(rows/128), ceil(cols/128)]. Partial edge tiles as above. */
-  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6
+  FSDPRT_QUANT_FP8_BLOCK_128X128 = 6,
+  /* NVFP4 with 16x16 blocks (TE's default for weights, nvfp4_2d): the
+     layout of FSDPRT_QUANT_NVFP4, each of the 16 rows of a tile repeating
+     the tile's scale (TE's rowwise scale tensor). A trailing partial tile
+     covers the rows present. cols % 16 == 0. */
+  FSDPRT_QUANT_NVFP4_2D = 7,
+  /* FSDPRT_QUANT_FP8_BLOCK_1X128 with TE's scale layout: fp32 scale_inv
+     [ceil(cols/128), rows] (block j of row r at j * rows + r). Gathered
+     row shards give [k, ceil(cols/128), local_rows]; swap_first_dims(k,
+     ceil(cols/128)) makes them the full tensor's [ceil(cols/128), rows]. */
+  FSDPRT_QUANT_FP8_BLOCK_1X128_T = 8
 } fsdprt_quant_format;
 
-#define FSDPRT_QUANT_NUM_FORMATS 7
+#define FSDPRT_QUANT_NUM_FORMATS 9
 
 #ifdef __cplusplus
 }

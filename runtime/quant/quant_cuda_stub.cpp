@@ -23,6 +23,16 @@ extern "C" {
 
 int fsdprt_quant_cuda_available(void) { return 0; }
 
+int fsdprt_quant_cuda_quantize_host(int, const void *, int, size_t, size_t,
+                                    float, uint8_t *, void *, float *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_dequantize_host(int, const uint8_t *, const void *, float,
+                                      size_t, size_t, void *, int) {
+  return unsupported(__func__);
+}
+
 int fsdprt_quant_cuda_amax(const void *, int, size_t, float *, void *) {
   return unsupported(__func__);
 }
@@ -69,6 +79,25 @@ int fsdprt_quant_cuda_fp8_block_quantize(const void *, int, size_t, size_t, int,
 int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *, const float *,
                                            size_t, size_t, int, void *, int,
                                            void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *, int, size_t, size_t,
+                                        const float *, uint8_t *, uint8_t *,
+                                        void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(const void *, int, size_t,
+                                                 size_t, int, uint8_t *,
+                                                 float *, void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(const uint8_t *,
+                                                   const float *, size_t,
+                                                   size_t, void *, int,
+                                                   void *) {
   return unsupported(__func__);
 }
 

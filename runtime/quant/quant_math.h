@@ -9,6 +9,7 @@
 #ifndef FSDPRT_QUANT_QUANT_MATH_H
 #define FSDPRT_QUANT_QUANT_MATH_H
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -174,6 +175,27 @@ FSDPRT_QHD uint8_t floatToE2m1(float x) {
   return static_cast<uint8_t>(sign | code);
 }
 
+// The same conversion in about a dozen instructions (for the kernels; the
+// unit tests check it against floatToE2m1): codes 0..4 are the multiples of
+// 0.5 up to 2, so below 2 the code is rne(2|x|); in [2, 4) it is
+// 2 + rne(|x|); from 4 on 4 + rne(|x| / 2), capped at 7. Round-half-even on
+// these integers picks the even code at every tie. fminf(NaN, 8) is 8: NaN
+// gives +6, like floatToE2m1.
+FSDPRT_QHD uint8_t floatToE2m1Fast(float x) {
+  const uint32_t sign = isNan(x) ? 0u : (floatBits(x) >> 28) & 0x8u;
+  const float a = minIgnoringNan(absf(x), 8.0f);
+  const bool low = a < 2.0f, mid = a < 4.0f;
+  const float scaled = low ? a * 2.0f : (mid ? a : a * 0.5f);
+  const uint32_t base = low ? 0u : (mid ? 2u : 4u);
+#if defined(__CUDA_ARCH__)
+  const uint32_t k = __float2uint_rn(scaled);
+#else
+  const uint32_t k = static_cast<uint32_t>(std::nearbyint(scaled));
+#endif
+  const uint32_t code = base + k < 7u ? base + k : 7u;
+  return static_cast<uint8_t>(sign | code);
+}
+
 FSDPRT_QHD float e2m1ToFloat(uint8_t code) {
   // Magnitudes of codes 0..7 in units of 0.5: 0 1 2 3 4 6 8 12.
   const uint32_t c = code & 0x7u;
@@ -221,13 +243,17 @@ FSDPRT_QHD float e8m0DequantScale(uint8_t e) {
 
 // ---- scales ---------------------------------------------------------------
 
-// fp8_max / amax; amax 0, negative, Inf or NaN -> 1; Inf quotient -> FLT_MAX.
-FSDPRT_QHD float scaleFromAmax(float amax, float fp8Max) {
+// fp8_max / amax; amax 0, negative, Inf or NaN -> 1; an infinite quotient
+// -> valueForInf (FLT_MAX for per-tensor scaling; the input type's largest
+// finite value for blockwise scaling, as TransformerEngine's
+// compute_scale_from_types).
+FSDPRT_QHD float scaleFromAmax(float amax, float fp8Max,
+                               float valueForInf = kFltMax) {
   if (!(amax > 0.0f) || isInf(amax))
     return 1.0f;
   float scale = fp8Max / amax;
   if (isInf(scale))
-    scale = kFltMax;
+    scale = valueForInf;
   return scale;
 }
 
@@ -235,10 +261,17 @@ FSDPRT_QHD float pow2Floor(float scale) {
   return bitsFloat(floatBits(scale) & 0xFF800000u);
 }
 
-FSDPRT_QHD float blockScaleFromAmax(float amax, bool pow2) {
-  const float scale = scaleFromAmax(amax, kE4M3Max);
+// Largest finite bf16 (0x7F7F), 2^127 * (2 - 2^-7).
+constexpr float kBf16Max = 3.38953138925153547590e+38f;
+
+// Blockwise FP8 (E4M3) scale of a block of an input whose largest finite
+// value is inputMax (FLT_MAX for fp32 input, kBf16Max for bf16).
+FSDPRT_QHD float blockScaleFromAmax(float amax, bool pow2, float inputMax) {
+  const float scale = scaleFromAmax(amax, kE4M3Max, inputMax);
   return pow2 ? pow2Floor(scale) : scale;
 }
+
+// ---- NVFP4 (TransformerEngine's operation order, SEMANTICS.md §8) -------
 
 // S_enc = 448 * 6 / amax, clamped with fminf to FLT_MAX; 1 for amax 0 (or
 // negative) and for amax Inf (S_enc 0).
@@ -252,24 +285,35 @@ FSDPRT_QHD float nvfp4GlobalScale(float amax) {
   return s;
 }
 
-// Per-block decode scale s_b = e4m3_rne((block_amax * S_enc) / 6).
+// fl(1/6), the constant TE multiplies S_enc by.
+constexpr float kInvE2M1Max = 1.0f / 6.0f;
+// fl(1/2688), TE's dequantization factor 1 / (6 * 448).
+constexpr float kInvNvfp4Range = 1.0f / (6.0f * 448.0f);
+
+// S_dec = 1 / S_enc (correctly rounded; a denormal for S_enc near FLT_MAX).
+FSDPRT_QHD float nvfp4GlobalDecodeScale(float sEnc) { return 1.0f / sEnc; }
+
+// Per-block decode scale s_b = e4m3_rne(block_amax * (S_enc * fl(1/6))).
 FSDPRT_QHD uint8_t nvfp4BlockScale(float blockAmax, float sEnc) {
-  return floatToFp8((blockAmax * sEnc) / kE2M1Max, 0);
+  return floatToFp8(blockAmax * (sEnc * kInvE2M1Max), 0);
 }
 
-// Encode multiplier min(1 / (float(s_b) / S_enc), FLT_MAX).
-FSDPRT_QHD float nvfp4EncodeMultiplier(uint8_t sb, float sEnc) {
-  const float dec = fp8ToFloat(sb, 0) / sEnc;
-  return minIgnoringNan(1.0f / dec, kFltMax);
+// Encode multiplier fminf(1 / (float(s_b) * S_dec), FLT_MAX).
+FSDPRT_QHD float nvfp4EncodeMultiplier(uint8_t sb, float sDec) {
+  return minIgnoringNan(1.0f / (fp8ToFloat(sb, 0) * sDec), kFltMax);
 }
 
-// x' = (q * float(s_b)) / S_enc, with float(s_b) already decoded.
-FSDPRT_QHD float nvfp4DecodeWith(uint8_t code, float sbValue, float sEnc) {
-  return (e2m1ToFloat(code) * sbValue) / sEnc;
+// Dequantization (TE's dequantize_nvfp4.cuh): one factor per block,
+// (float(s_b) * amax) * fl(1/2688), from the global amax (not S_enc); then
+// x' = e2m1_value(q) * factor. A negative amax counts as 0.
+FSDPRT_QHD float nvfp4DecodeFactor(uint8_t sb, float globalAmax) {
+  if (globalAmax < 0.0f)
+    globalAmax = 0.0f;
+  return (fp8ToFloat(sb, 0) * globalAmax) * kInvNvfp4Range;
 }
 
-FSDPRT_QHD float nvfp4Decode(uint8_t code, uint8_t sb, float sEnc) {
-  return nvfp4DecodeWith(code, fp8ToFloat(sb, 0), sEnc);
+FSDPRT_QHD float nvfp4Decode(uint8_t code, float factor) {
+  return e2m1ToFloat(code) * factor;
 }
 
 // ---- index arithmetic

@@ -146,6 +146,102 @@ float rangeAmax(const typename T::Storage *x, size_t begin, size_t end) {
   return amax;
 }
 
+// Largest finite value of the input type: TE's blockwise scaling replaces
+// an infinite scale by it (compute_scale_from_types).
+float inputMax(int dtype) {
+  return dtype == FSDPRT_QUANT_BF16 ? kBf16Max : kFltMax;
+}
+
+// NVFP4 quantization with blocks of tileRows x 16 (1: the 1-D format; 16:
+// nvfp4_2d, where a trailing partial tile covers the rows present). Scales
+// are [rows, cols/16] either way; every row of a 2-D tile repeats its scale.
+void nvfp4Quantize(const void *x, int dtype, size_t rows, size_t cols,
+                   float globalAmax, size_t tileRows, uint8_t *q,
+                   uint8_t *scales) {
+  const float sEnc = nvfp4GlobalScale(globalAmax);
+  const float sDec = nvfp4GlobalDecodeScale(sEnc);
+  const size_t blocksPerRow = cols / kNvfp4Block;
+  dispatchDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const typename T::Storage *>(x);
+    for (size_t r0 = 0; r0 < rows; r0 += tileRows) {
+      const size_t r1 = std::min(rows, r0 + tileRows);
+      for (size_t bj = 0; bj < blocksPerRow; ++bj) {
+        const size_t c0 = bj * kNvfp4Block;
+        float amax = 0.0f;
+        for (size_t r = r0; r < r1; ++r)
+          amax =
+              maxIgnoringNan(amax, rangeAmax<T>(in, r * cols + c0,
+                                                r * cols + c0 + kNvfp4Block));
+        const uint8_t sb = nvfp4BlockScale(amax, sEnc);
+        const float mult = nvfp4EncodeMultiplier(sb, sDec);
+        for (size_t r = r0; r < r1; ++r) {
+          scales[r * blocksPerRow + bj] = sb;
+          for (size_t i = r * cols + c0; i < r * cols + c0 + kNvfp4Block;
+               i += 2) {
+            const uint8_t lo = floatToE2m1(T::load(in, i) * mult);
+            const uint8_t hi = floatToE2m1(T::load(in, i + 1) * mult);
+            q[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
+          }
+        }
+      }
+    }
+  });
+}
+
+// Index of block (bi, bj) in a scale array of scaleRows x scaleCols blocks,
+// stored row-major or (transposedScales) as its transpose.
+inline size_t scaleIndex(size_t bi, size_t bj, size_t scaleRows,
+                         size_t scaleCols, bool transposedScales) {
+  return transposedScales ? bj * scaleRows + bi : bi * scaleCols + bj;
+}
+
+void blockQuantize(const void *x, int dtype, size_t rows, size_t cols,
+                   size_t br, bool pow2, bool transposedScales, uint8_t *q,
+                   float *scale_inv) {
+  const size_t scaleRows = ceilDiv(rows, br);
+  const size_t scaleCols = ceilDiv(cols, kFp8Block);
+  const float valueForInf = inputMax(dtype);
+  dispatchDtype(dtype, [&](auto t) {
+    using T = decltype(t);
+    const auto *in = static_cast<const typename T::Storage *>(x);
+    for (size_t bi = 0; bi < scaleRows; ++bi) {
+      const size_t r0 = bi * br, r1 = std::min(rows, r0 + br);
+      for (size_t bj = 0; bj < scaleCols; ++bj) {
+        const size_t c0 = bj * kFp8Block;
+        const size_t c1 = std::min(cols, c0 + kFp8Block);
+        float amax = 0.0f;
+        for (size_t r = r0; r < r1; ++r)
+          amax = maxIgnoringNan(amax,
+                                rangeAmax<T>(in, r * cols + c0, r * cols + c1));
+        const float scale = blockScaleFromAmax(amax, pow2, valueForInf);
+        scale_inv[scaleIndex(bi, bj, scaleRows, scaleCols, transposedScales)] =
+            1.0f / scale;
+        for (size_t r = r0; r < r1; ++r)
+          for (size_t c = c0; c < c1; ++c)
+            q[r * cols + c] = floatToFp8(T::load(in, r * cols + c) * scale, 0);
+      }
+    }
+  });
+}
+
+void blockDequantize(const uint8_t *q, const float *scale_inv, size_t rows,
+                     size_t cols, size_t br, bool transposedScales, void *y,
+                     int out_dtype) {
+  const size_t scaleRows = ceilDiv(rows, br);
+  const size_t scaleCols = ceilDiv(cols, kFp8Block);
+  dispatchDtype(out_dtype, [&](auto t) {
+    using T = decltype(t);
+    auto *out = static_cast<typename T::Storage *>(y);
+    for (size_t r = 0; r < rows; ++r)
+      for (size_t c = 0; c < cols; ++c) {
+        const float s = scale_inv[scaleIndex(r / br, c / kFp8Block, scaleRows,
+                                             scaleCols, transposedScales)];
+        T::store(out, r * cols + c, fp8ToFloat(q[r * cols + c], 0) * s);
+      }
+  });
+}
+
 } // namespace
 
 extern "C" {
@@ -187,9 +283,35 @@ const char *fsdprt_quant_format_name(int format) {
     return "fp8_block_1x128";
   case FSDPRT_QUANT_FP8_BLOCK_128X128:
     return "fp8_block_128x128";
+  case FSDPRT_QUANT_NVFP4_2D:
+    return "nvfp4_2d";
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    return "fp8_block_1x128_t";
   default:
     return nullptr;
   }
+}
+
+// The [rows, cols] view of a shape: cols is the last dim, rows the product
+// of the others.
+static int viewAs2D(const char *fn, const int64_t *shape, int ndim,
+                    size_t *rows, size_t *cols) {
+  for (int i = 0; i < ndim; ++i) {
+    if (shape[i] < 0)
+      return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+                  "%s: negative dim %lld at index %d", fn,
+                  static_cast<long long>(shape[i]), i);
+    const size_t d = static_cast<size_t>(shape[i]);
+    if (i == ndim - 1) {
+      *cols = d;
+    } else {
+      if (d != 0 && *rows > std::numeric_limits<size_t>::max() / d)
+        return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: shape overflows",
+                    fn);
+      *rows *= d;
+    }
+  }
+  return FSDPRT_QUANT_OK;
 }
 
 int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
@@ -204,23 +326,8 @@ int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
   if (!fsdprt_quant_format_name(format))
     return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: unknown format %d", fn,
                 format);
-  size_t rows = 1, cols = 1;
-  for (int i = 0; i < ndim; ++i) {
-    if (shape[i] < 0)
-      return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
-                  "%s: negative dim %lld at index %d", fn,
-                  static_cast<long long>(shape[i]), i);
-    const size_t d = static_cast<size_t>(shape[i]);
-    if (i == ndim - 1) {
-      cols = d;
-    } else {
-      if (d != 0 && rows > std::numeric_limits<size_t>::max() / d)
-        return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: shape overflows",
-                    fn);
-      rows *= d;
-    }
-  }
-  size_t n = 0;
+  size_t rows = 1, cols = 1, n = 0;
+  FSDPRT_CHECK(viewAs2D(fn, shape, ndim, &rows, &cols));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
   fsdprt_quant_layout out{};
   out.rows = rows;
@@ -242,6 +349,7 @@ int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
     break;
   }
   case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
     FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
     out.data_bytes = n / 2;
     out.scale_rows = rows;
@@ -258,6 +366,12 @@ int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
     out.scale_bytes = out.scale_rows * out.scale_cols * sizeof(float);
     break;
   }
+  case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
+    out.data_bytes = n;
+    out.scale_rows = ceilDiv(cols, kFp8Block);
+    out.scale_cols = rows;
+    out.scale_bytes = out.scale_rows * out.scale_cols * sizeof(float);
+    break;
   }
   *layout = out;
   return FSDPRT_QUANT_OK;
@@ -298,8 +412,8 @@ float fsdprt_quant_fp8_scale_from_amax(float amax, int kind) {
   return scaleFromAmax(amax, fp8MaxValue(kind == FSDPRT_QUANT_E5M2 ? 1 : 0));
 }
 
-float fsdprt_quant_block_scale_from_amax(float amax, int pow2) {
-  return blockScaleFromAmax(amax, pow2 != 0);
+float fsdprt_quant_block_scale_from_amax(float amax, int pow2, int dtype) {
+  return blockScaleFromAmax(amax, pow2 != 0, inputMax(dtype));
 }
 
 float fsdprt_quant_nvfp4_global_scale(float amax) {
@@ -446,24 +560,22 @@ int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
   FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
-  const float sEnc = nvfp4GlobalScale(global_amax);
-  dispatchDtype(dtype, [&](auto t) {
-    using T = decltype(t);
-    const auto *in = static_cast<const typename T::Storage *>(x);
-    // Blocks never straddle rows (cols % 16 == 0), so go in flat order.
-    for (size_t b = 0; b < n / kNvfp4Block; ++b) {
-      const size_t begin = b * kNvfp4Block;
-      const float amax = rangeAmax<T>(in, begin, begin + kNvfp4Block);
-      const uint8_t sb = nvfp4BlockScale(amax, sEnc);
-      scales[b] = sb;
-      const float mult = nvfp4EncodeMultiplier(sb, sEnc);
-      for (size_t i = begin; i < begin + kNvfp4Block; i += 2) {
-        const uint8_t lo = floatToE2m1(T::load(in, i) * mult);
-        const uint8_t hi = floatToE2m1(T::load(in, i + 1) * mult);
-        q[i / 2] = static_cast<uint8_t>(lo | (hi << 4));
-      }
-    }
-  });
+  nvfp4Quantize(x, dtype, rows, cols, global_amax, /*tileRows=*/1, q, scales);
+  return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
+                                   size_t cols, float global_amax, uint8_t *q,
+                                   uint8_t *scales) {
+  static const char *fn = "fsdprt_quant_nvfp4_2d_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
+  nvfp4Quantize(x, dtype, rows, cols, global_amax, kNvfp4Block, q, scales);
   return FSDPRT_QUANT_OK;
 }
 
@@ -478,16 +590,15 @@ int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
   FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
-  const float sEnc = nvfp4GlobalScale(global_amax);
   dispatchDtype(out_dtype, [&](auto t) {
     using T = decltype(t);
     auto *out = static_cast<typename T::Storage *>(y);
     for (size_t b = 0; b < n / kNvfp4Block; ++b) {
-      const float sb = fp8ToFloat(scales[b], 0);
+      const float factor = nvfp4DecodeFactor(scales[b], global_amax);
       for (size_t i = b * kNvfp4Block; i < (b + 1) * kNvfp4Block; i += 2) {
         const uint8_t byte = q[i / 2];
-        T::store(out, i, nvfp4DecodeWith(byte & 0xF, sb, sEnc));
-        T::store(out, i + 1, nvfp4DecodeWith(byte >> 4, sb, sEnc));
+        T::store(out, i, nvfp4Decode(byte & 0xF, factor));
+        T::store(out, i + 1, nvfp4Decode(byte >> 4, factor));
       }
     }
   });
@@ -505,31 +616,11 @@ int fsdprt_quant_fp8_block_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
   FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
   const size_t br = static_cast<size_t>(block_rows);
-  const size_t scaleRows = ceilDiv(rows, br);
-  const size_t scaleCols = ceilDiv(cols, kFp8Block);
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
-  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv, scaleRows * scaleCols));
-  dispatchDtype(dtype, [&](auto t) {
-    using T = decltype(t);
-    const auto *in = static_cast<const typename T::Storage *>(x);
-    for (size_t bi = 0; bi < scaleRows; ++bi) {
-      const size_t r0 = bi * br, r1 = std::min(rows, r0 + br);
-      for (size_t bj = 0; bj < scaleCols; ++bj) {
-        const size_t c0 = bj * kFp8Block;
-        const size_t c1 = std::min(cols, c0 + kFp8Block);
-        float amax = 0.0f;
-        for (size_t r = r0; r < r1; ++r)
-          amax = maxIgnoringNan(amax,
-                                rangeAmax<T>(in, r * cols + c0, r * cols + c1));
-        const float scale = blockScaleFromAmax(amax, pow2 != 0);
-        scale_inv[bi * scaleCols + bj] = 1.0f / scale;
-        for (size_t r = r0; r < r1; ++r)
-          for (size_t c = c0; c < c1; ++c)
-            q[r * cols + c] = floatToFp8(T::load(in, r * cols + c) * scale, 0);
-      }
-    }
-  });
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv,
+                        ceilDiv(rows, br) * ceilDiv(cols, kFp8Block)));
+  blockQuantize(x, dtype, rows, cols, br, pow2 != 0, false, q, scale_inv);
   return FSDPRT_QUANT_OK;
 }
 
@@ -542,21 +633,135 @@ int fsdprt_quant_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
   FSDPRT_CHECK(checkBlockShape(fn, rows, cols, block_rows));
   const size_t br = static_cast<size_t>(block_rows);
-  const size_t scaleCols = ceilDiv(cols, kFp8Block);
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
-  FSDPRT_CHECK(
-      checkPtr(fn, "scale_inv", scale_inv, ceilDiv(rows, br) * scaleCols));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv,
+                        ceilDiv(rows, br) * ceilDiv(cols, kFp8Block)));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
-  dispatchDtype(out_dtype, [&](auto t) {
-    using T = decltype(t);
-    auto *out = static_cast<typename T::Storage *>(y);
-    for (size_t r = 0; r < rows; ++r)
-      for (size_t c = 0; c < cols; ++c) {
-        const float s = scale_inv[(r / br) * scaleCols + c / kFp8Block];
-        T::store(out, r * cols + c, fp8ToFloat(q[r * cols + c], 0) * s);
-      }
-  });
+  blockDequantize(q, scale_inv, rows, cols, br, false, y, out_dtype);
   return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_fp8_block_1x128_t_quantize(const void *x, int dtype,
+                                            size_t rows, size_t cols, int pow2,
+                                            uint8_t *q, float *scale_inv_t) {
+  static const char *fn = "fsdprt_quant_fp8_block_1x128_t_quantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv_t", scale_inv_t,
+                        rows * ceilDiv(cols, kFp8Block)));
+  blockQuantize(x, dtype, rows, cols, 1, pow2 != 0, true, q, scale_inv_t);
+  return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
+                                              const float *scale_inv_t,
+                                              size_t rows, size_t cols, void *y,
+                                              int out_dtype) {
+  static const char *fn = "fsdprt_quant_fp8_block_1x128_t_dequantize";
+  size_t n = 0;
+  FSDPRT_CHECK(checkDtype(fn, out_dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
+  FSDPRT_CHECK(checkPtr(fn, "q", q, n));
+  FSDPRT_CHECK(checkPtr(fn, "scale_inv_t", scale_inv_t,
+                        rows * ceilDiv(cols, kFp8Block)));
+  FSDPRT_CHECK(checkPtr(fn, "y", y, n));
+  blockDequantize(q, scale_inv_t, rows, cols, 1, true, y, out_dtype);
+  return FSDPRT_QUANT_OK;
+}
+
+// ---- any format -----------------------------------------------------------
+
+int fsdprt_quant_quantize(int format, const void *x, int dtype, size_t rows,
+                          size_t cols, float amax, uint8_t *data, void *scales,
+                          float *tensor_value) {
+  static const char *fn = "fsdprt_quant_quantize";
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
+  auto *s8 = static_cast<uint8_t *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_fp8_tensor_quantize(
+        x, dtype, rows * cols, amax,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        data, tensor_value);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_mxfp8_quantize(
+        x, dtype, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, data, s8);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    *tensor_value = amax;
+    return format == FSDPRT_QUANT_NVFP4
+               ? fsdprt_quant_nvfp4_quantize(x, dtype, rows, cols, amax, data,
+                                             s8)
+               : fsdprt_quant_nvfp4_2d_quantize(x, dtype, rows, cols, amax,
+                                                data, s8);
+  default: {
+    // Blockwise: fp32 scales, staged for alignment.
+    std::vector<float> s(l.scale_rows * l.scale_cols);
+    const int st = format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
+                       ? fsdprt_quant_fp8_block_1x128_t_quantize(
+                             x, dtype, rows, cols, 1, data, s.data())
+                       : fsdprt_quant_fp8_block_quantize(
+                             x, dtype, rows, cols,
+                             format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
+                             1, data, s.data());
+    if (st == FSDPRT_QUANT_OK && !s.empty())
+      std::memcpy(scales, s.data(), l.scale_bytes);
+    return st;
+  }
+  }
+}
+
+int fsdprt_quant_dequantize(int format, const uint8_t *data, const void *scales,
+                            float tensor_value, size_t rows, size_t cols,
+                            void *y, int out_dtype) {
+  static const char *fn = "fsdprt_quant_dequantize";
+  const int64_t shape[2] = {static_cast<int64_t>(rows),
+                            static_cast<int64_t>(cols)};
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  const auto *s8 = static_cast<const uint8_t *>(scales);
+  switch (format) {
+  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
+  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
+    return fsdprt_quant_fp8_tensor_dequantize(
+        data, rows * cols,
+        format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
+                                               : FSDPRT_QUANT_E4M3,
+        tensor_value, y, out_dtype);
+  case FSDPRT_QUANT_MXFP8_ROWWISE:
+  case FSDPRT_QUANT_MXFP8_COLWISE:
+    return fsdprt_quant_mxfp8_dequantize(data, s8, rows, cols,
+                                         format == FSDPRT_QUANT_MXFP8_COLWISE,
+                                         y, out_dtype);
+  case FSDPRT_QUANT_NVFP4:
+  case FSDPRT_QUANT_NVFP4_2D:
+    return fsdprt_quant_nvfp4_dequantize(data, s8, rows, cols, tensor_value, y,
+                                         out_dtype);
+  default: {
+    std::vector<float> s(l.scale_rows * l.scale_cols);
+    if (!s.empty())
+      std::memcpy(s.data(), scales, l.scale_bytes);
+    return format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
+               ? fsdprt_quant_fp8_block_1x128_t_dequantize(data, s.data(), rows,
+                                                           cols, y, out_dtype)
+               : fsdprt_quant_fp8_block_dequantize(
+                     data, s.data(), rows, cols,
+                     format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, y,
+                     out_dtype);
+  }
+  }
 }
 
 // ---- swap_first_dims ------------------------------------------------------

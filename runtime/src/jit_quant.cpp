@@ -6,6 +6,7 @@
 #include "common.h"
 #include "fsdprt_quant.h"
 
+#include <cstdlib>
 #include <cstring>
 #include <new>
 #include <vector>
@@ -16,16 +17,8 @@ namespace {
 
 bool usesGroupAmax(int32_t format) {
   return format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
-         format == FSDPRT_QUANT_FP8_E5M2_TENSOR || format == FSDPRT_QUANT_NVFP4;
-}
-
-int fp8Kind(int32_t format) {
-  return format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
-                                                : FSDPRT_QUANT_E4M3;
-}
-
-int blockRows(int32_t format) {
-  return format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1;
+         format == FSDPRT_QUANT_FP8_E5M2_TENSOR ||
+         format == FSDPRT_QUANT_NVFP4 || format == FSDPRT_QUANT_NVFP4_2D;
 }
 
 // One rank's packed shard: [data | scales | per-tensor fp32], the sizes of
@@ -41,70 +34,56 @@ struct Packet {
   }
 };
 
+// With the CUDA kernels built and a GPU visible, quantization and
+// dequantization run on the GPU (bit-identical to the CPU reference, which
+// stays the fallback); FSDPRT_QUANT_DEVICE=0 in the environment forces the
+// CPU reference.
+bool useDevice() {
+  static const bool use = [] {
+    const char *env = std::getenv("FSDPRT_QUANT_DEVICE");
+    if (env && std::strcmp(env, "0") == 0)
+      return false;
+    return fsdprt_quant_cuda_available() != 0;
+  }();
+  return use;
+}
+
 int quantize(int32_t format, const void *x, int dtype,
              const fsdprt_quant_layout &l, float amax, const Packet &out) {
-  size_t n = size_t(l.rows * l.cols);
-  switch (format) {
-  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
-  case FSDPRT_QUANT_FP8_E5M2_TENSOR: {
-    float scale_inv = 0;
-    int st = fsdprt_quant_fp8_tensor_quantize(
-        x, dtype, n, amax, fp8Kind(format), out.data(), &scale_inv);
-    std::memcpy(out.tensor(), &scale_inv, sizeof(float));
-    return st;
-  }
-  case FSDPRT_QUANT_MXFP8_ROWWISE:
-  case FSDPRT_QUANT_MXFP8_COLWISE:
-    return fsdprt_quant_mxfp8_quantize(x, dtype, l.rows, l.cols,
-                                       format == FSDPRT_QUANT_MXFP8_COLWISE,
-                                       out.data(), out.scales());
-  case FSDPRT_QUANT_NVFP4: {
-    std::memcpy(out.tensor(), &amax, sizeof(float));
-    return fsdprt_quant_nvfp4_quantize(x, dtype, l.rows, l.cols, amax,
-                                       out.data(), out.scales());
-  }
-  case FSDPRT_QUANT_FP8_BLOCK_1X128:
-  case FSDPRT_QUANT_FP8_BLOCK_128X128: {
-    std::vector<float> scale_inv(l.scale_rows * l.scale_cols);
-    int st = fsdprt_quant_fp8_block_quantize(x, dtype, l.rows, l.cols,
-                                             blockRows(format), /*pow2=*/1,
-                                             out.data(), scale_inv.data());
-    std::memcpy(out.scales(), scale_inv.data(), l.scale_bytes);
-    return st;
-  }
-  }
-  return FSDPRT_QUANT_ERR_INVALID_ARGUMENT;
+  float tensorValue = 0;
+  int st = FSDPRT_QUANT_ERR_UNSUPPORTED;
+  if (useDevice())
+    st =
+        fsdprt_quant_cuda_quantize_host(format, x, dtype, l.rows, l.cols, amax,
+                                        out.data(), out.scales(), &tensorValue);
+  if (st == FSDPRT_QUANT_ERR_UNSUPPORTED)
+    st = fsdprt_quant_quantize(format, x, dtype, l.rows, l.cols, amax,
+                               out.data(), out.scales(), &tensorValue);
+  if (l.tensor_bytes)
+    std::memcpy(out.tensor(), &tensorValue, sizeof(float));
+  return st;
+}
+
+int dequantize(int32_t format, const uint8_t *data, const void *scales,
+               float tensorValue, size_t rows, size_t cols, void *y,
+               int dtype) {
+  int st = FSDPRT_QUANT_ERR_UNSUPPORTED;
+  if (useDevice())
+    st = fsdprt_quant_cuda_dequantize_host(format, data, scales, tensorValue,
+                                           rows, cols, y, dtype);
+  if (st == FSDPRT_QUANT_ERR_UNSUPPORTED)
+    st = fsdprt_quant_dequantize(format, data, scales, tensorValue, rows, cols,
+                                 y, dtype);
+  return st;
 }
 
 int dequantize(int32_t format, const Packet &in, const fsdprt_quant_layout &l,
                void *y, int dtype) {
-  size_t n = size_t(l.rows * l.cols);
-  float tensor_value = 0;
+  float tensorValue = 0;
   if (l.tensor_bytes)
-    std::memcpy(&tensor_value, in.tensor(), sizeof(float));
-  switch (format) {
-  case FSDPRT_QUANT_FP8_E4M3_TENSOR:
-  case FSDPRT_QUANT_FP8_E5M2_TENSOR:
-    return fsdprt_quant_fp8_tensor_dequantize(in.data(), n, fp8Kind(format),
-                                              tensor_value, y, dtype);
-  case FSDPRT_QUANT_MXFP8_ROWWISE:
-  case FSDPRT_QUANT_MXFP8_COLWISE:
-    return fsdprt_quant_mxfp8_dequantize(in.data(), in.scales(), l.rows, l.cols,
-                                         format == FSDPRT_QUANT_MXFP8_COLWISE,
-                                         y, dtype);
-  case FSDPRT_QUANT_NVFP4:
-    return fsdprt_quant_nvfp4_dequantize(in.data(), in.scales(), l.rows, l.cols,
-                                         tensor_value, y, dtype);
-  case FSDPRT_QUANT_FP8_BLOCK_1X128:
-  case FSDPRT_QUANT_FP8_BLOCK_128X128: {
-    std::vector<float> scale_inv(l.scale_rows * l.scale_cols);
-    std::memcpy(scale_inv.data(), in.scales(), l.scale_bytes);
-    return fsdprt_quant_fp8_block_dequantize(in.data(), scale_inv.data(),
-                                             l.rows, l.cols, blockRows(format),
-                                             y, dtype);
-  }
-  }
-  return FSDPRT_QUANT_ERR_INVALID_ARGUMENT;
+    std::memcpy(&tensorValue, in.tensor(), sizeof(float));
+  return dequantize(format, in.data(), in.scales(), tensorValue, l.rows, l.cols,
+                    y, dtype);
 }
 
 // Records a local failure and aborts the world, as the collectives do for a
@@ -117,40 +96,34 @@ void failLocal(fsdprt_comm *c, fsdprt_status_t code, const std::string &what) {
   c->record_error(st);
 }
 
-void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
-         int32_t fmt, int64_t rows, int64_t cols, int64_t group_mask) {
-  if (c->backend == FSDPRT_BACKEND_NCCL)
-    return failLocal(c, FSDPRT_ERR_UNSUPPORTED,
-                     "the quantized all-gather of compiled code works on host "
-                     "buffers (threads and mpi backends), not on nccl");
+// The arguments the compiler never emits wrong; the reason when they are.
+std::string badArguments(fsdprt_comm *c, const void *send, const void *recv,
+                         int64_t count, int32_t dtype, int32_t fmt,
+                         int64_t rows, int64_t cols, int64_t group_mask) {
   if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("dtype %s: only f32 and bf16 quantize",
-                            fsdprt_dtype_name(dtype)));
+    return format("dtype %s: only f32 and bf16 quantize",
+                  fsdprt_dtype_name(dtype));
   if (!fsdprt_quant_format_name(fmt))
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("unknown format %d", (int)fmt));
+    return format("unknown format %d", (int)fmt);
   if (group_mask < 0 || group_mask >= c->mesh.num_masks())
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("group mask %lld selects axes outside the %d-axis "
-                            "mesh",
-                            (long long)group_mask, (int)c->mesh.ndims));
+    return format("group mask %lld selects axes outside the %d-axis mesh",
+                  (long long)group_mask, (int)c->mesh.ndims);
   if (count < 0 || rows < 0 || cols < 0 || (cols != 0 && rows > count / cols) ||
       rows * cols != count)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("shape [%lld, %lld] does not view %lld elements",
-                            (long long)rows, (long long)cols,
-                            (long long)count));
+    return format("shape [%lld, %lld] does not view %lld elements",
+                  (long long)rows, (long long)cols, (long long)count);
   if (count > 0 && (!send || !recv))
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT, "NULL buffer");
-  const char *fmtName = fsdprt_quant_format_name(fmt);
-  int64_t shape[2] = {rows, cols};
-  fsdprt_quant_layout layout;
-  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
-    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("%s: %s", fmtName, fsdprt_quant_last_error()));
-  const int qdtype = dtype; // fsdprt_quant_dtype uses fsdprt_dtype values
+    return "NULL buffer";
+  return "";
+}
 
+// Quantizes this rank's shard with the group's scale, all-gathers the
+// packets and dequantizes every slot into `recv`.
+void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
+              int32_t dtype, int32_t fmt, const fsdprt_quant_layout &layout,
+              int64_t group_mask) {
+  const char *fmtName = fsdprt_quant_format_name(fmt);
+  const int qdtype = dtype; // fsdprt_quant_dtype uses fsdprt_dtype values
   // Every rank must scale with the group's amax.
   float amax = 0;
   if (usesGroupAmax(fmt)) {
@@ -163,7 +136,6 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                           FSDPRT_MAX) != FSDPRT_OK)
       return; // recorded by the collective
   }
-
   const int64_t wire =
       int64_t(layout.data_bytes + layout.scale_bytes + layout.tensor_bytes);
   const int64_t k = c->mesh.group_size(group_mask);
@@ -177,6 +149,29 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                         FSDPRT_U8) != FSDPRT_OK)
     return; // recorded by the collective
   const size_t slotBytes = size_t(count) * fsdprt_dtype_size(dtype);
+  if (fmt == FSDPRT_QUANT_FP8_BLOCK_1X128_T) {
+    // TE's scale layout: the k gathered [nb, rows] arrays, swapped into the
+    // full tensor's [nb, k * rows], dequantize the [k * rows, cols] whole.
+    const size_t sb = size_t(layout.scale_bytes),
+                 db = size_t(layout.data_bytes);
+    std::vector<uint8_t> data(db * size_t(k)), gathered(sb * size_t(k));
+    std::vector<float> scales(gathered.size() / sizeof(float));
+    for (int64_t j = 0; j < k; ++j) {
+      std::memcpy(data.data() + size_t(j) * db, all.data() + j * wire, db);
+      std::memcpy(gathered.data() + size_t(j) * sb, all.data() + j * wire + db,
+                  sb);
+    }
+    if (fsdprt_quant_swap_first_dims(gathered.data(), scales.data(), size_t(k),
+                                     size_t(layout.scale_rows),
+                                     size_t(layout.scale_cols) *
+                                         sizeof(float)) != FSDPRT_QUANT_OK ||
+        dequantize(fmt, data.data(), scales.data(), 0.0f,
+                   size_t(layout.rows) * size_t(k), size_t(layout.cols), recv,
+                   qdtype) != FSDPRT_QUANT_OK)
+      return failLocal(c, FSDPRT_ERR_INTERNAL,
+                       format("%s: %s", fmtName, fsdprt_quant_last_error()));
+    return;
+  }
   for (int64_t j = 0; j < k; ++j) {
     Packet slot{layout, all.data() + j * wire};
     if (dequantize(fmt, slot, layout,
@@ -186,6 +181,25 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
                        format("%s: slot %lld: %s", fmtName, (long long)j,
                               fsdprt_quant_last_error()));
   }
+}
+
+void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
+         int32_t fmt, int64_t rows, int64_t cols, int64_t group_mask) {
+  if (c->backend == FSDPRT_BACKEND_NCCL)
+    return failLocal(c, FSDPRT_ERR_UNSUPPORTED,
+                     "the quantized all-gather of compiled code works on host "
+                     "buffers (threads and mpi backends), not on nccl");
+  std::string bad =
+      badArguments(c, send, recv, count, dtype, fmt, rows, cols, group_mask);
+  if (!bad.empty())
+    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT, bad);
+  int64_t shape[2] = {rows, cols};
+  fsdprt_quant_layout layout;
+  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
+    return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
+                     format("%s: %s", fsdprt_quant_format_name(fmt),
+                            fsdprt_quant_last_error()));
+  exchange(c, send, recv, count, dtype, fmt, layout, group_mask);
 }
 
 } // namespace

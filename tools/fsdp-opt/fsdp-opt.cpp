@@ -2,6 +2,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+#include "fsdp/Pipeline/Pipeline.h"
 
 #include "mlir/IR/DialectRegistry.h"
 #include "mlir/InitAllDialects.h"
@@ -19,7 +20,10 @@ int main(int argc, char **argv) {
   registry.insert<mlir::fsdp::FSDPDialect>();
   mlir::fsdp::registerFSDPExtensions(registry);
   mlir::fsdp::registerFSDPPassesAndPipelines();
-  return mlir::asMainReturnCode(mlir::MlirOptMain(
-      argc, argv, "fsdp-opt: FSDP sharding and collective insertion\n",
-      registry));
+  // The fsdp passes and pipelines head the help, above the upstream ones.
+  std::string overview =
+      "fsdp-opt: FSDP sharding and collective insertion\n\n" +
+      mlir::fsdp::describeFSDPPassesAndPipelines();
+  return mlir::asMainReturnCode(
+      mlir::MlirOptMain(argc, argv, overview, registry));
 }

@@ -95,6 +95,16 @@ struct LocalShard {
   int64_t slotElements() const;
 };
 
+/// Limits every layout rule checks (docs/PASSES.md, "Limits"). They keep
+/// every size, offset and per-rank loop of the compiler and the runner
+/// bounded; the runtime itself supports at most 8 mesh axes.
+constexpr int64_t kMaxMeshAxes = 8;
+constexpr int64_t kMaxWorldSize = int64_t(1) << 20;
+constexpr int64_t kMaxSplitFactor = int64_t(1) << 20;
+
+/// a * b, or nullopt if it does not fit int64_t.
+std::optional<int64_t> checkedMul(int64_t a, int64_t b);
+
 int64_t ceilDiv(int64_t a, int64_t b);
 int64_t product(const std::vector<int64_t> &v);
 
@@ -120,7 +130,8 @@ Range splitEven(int64_t n, int64_t k, int64_t i, UnevenPolicy policy);
 std::optional<std::string> validate(const Layout &layout,
                                     const std::vector<int64_t> &globalShape,
                                     bool isParameter = true);
-/// Checks a mesh: positive sizes, at least one axis.
+/// Checks a mesh: 1 to kMaxMeshAxes axes, positive sizes, at most
+/// kMaxWorldSize ranks.
 std::optional<std::string> validateMesh(const std::vector<int64_t> &meshShape);
 
 /// Mesh axes that shard `dim`, outermost first.

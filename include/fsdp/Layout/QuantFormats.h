@@ -31,9 +31,11 @@ enum class Format : int32_t {
   Nvfp4 = 4,
   Fp8Block1x128 = 5,
   Fp8Block128x128 = 6,
+  Nvfp4_2d = 7,
+  Fp8Block1x128T = 8,
 };
 
-constexpr int32_t kNumFormats = 7;
+constexpr int32_t kNumFormats = 9;
 static_assert(
     kNumFormats == FSDPRT_QUANT_NUM_FORMATS &&
         int32_t(Format::Fp8E4m3Tensor) == FSDPRT_QUANT_FP8_E4M3_TENSOR &&
@@ -42,7 +44,9 @@ static_assert(
         int32_t(Format::Mxfp8Colwise) == FSDPRT_QUANT_MXFP8_COLWISE &&
         int32_t(Format::Nvfp4) == FSDPRT_QUANT_NVFP4 &&
         int32_t(Format::Fp8Block1x128) == FSDPRT_QUANT_FP8_BLOCK_1X128 &&
-        int32_t(Format::Fp8Block128x128) == FSDPRT_QUANT_FP8_BLOCK_128X128,
+        int32_t(Format::Fp8Block128x128) == FSDPRT_QUANT_FP8_BLOCK_128X128 &&
+        int32_t(Format::Nvfp4_2d) == FSDPRT_QUANT_NVFP4_2D &&
+        int32_t(Format::Fp8Block1x128T) == FSDPRT_QUANT_FP8_BLOCK_1X128_T,
     "quant::Format must match fsdprt_quant_format");
 constexpr int64_t kMxfp8Block = 32;
 constexpr int64_t kNvfp4Block = 16;
@@ -64,6 +68,10 @@ inline const char *formatName(Format f) {
     return "fp8_block_1x128";
   case Format::Fp8Block128x128:
     return "fp8_block_128x128";
+  case Format::Nvfp4_2d:
+    return "nvfp4_2d";
+  case Format::Fp8Block1x128T:
+    return "fp8_block_1x128_t";
   }
   return "?";
 }
@@ -79,7 +87,7 @@ inline std::optional<Format> parseFormat(std::string_view name) {
 /// amax is all-reduced with max before quantizing).
 inline bool needsGroupAmax(Format f) {
   return f == Format::Fp8E4m3Tensor || f == Format::Fp8E5m2Tensor ||
-         f == Format::Nvfp4;
+         f == Format::Nvfp4 || f == Format::Nvfp4_2d;
 }
 
 /// Why [rows, cols] cannot be blocked in `f`, or nullopt when it can.
@@ -101,6 +109,7 @@ inline std::optional<std::string> shapeError(Format f, int64_t rows,
       return need("rows", rows, kMxfp8Block);
     break;
   case Format::Nvfp4:
+  case Format::Nvfp4_2d:
     if (cols % kNvfp4Block)
       return need("cols", cols, kNvfp4Block);
     break;
@@ -125,8 +134,10 @@ inline int64_t wireBytes(Format f, int64_t rows, int64_t cols) {
   case Format::Mxfp8Colwise:
     return n + n / kMxfp8Block; // one E8M0 byte per 32 elements
   case Format::Nvfp4:
+  case Format::Nvfp4_2d:
     return n / 2 + n / kNvfp4Block + 4; // E2M1 pairs, E4M3 scales, amax
   case Format::Fp8Block1x128:
+  case Format::Fp8Block1x128T:
     return n + 4 * rows * ceilDiv(cols, kFp8Block);
   case Format::Fp8Block128x128:
     return n + 4 * ceilDiv(rows, kFp8Block) * ceilDiv(cols, kFp8Block);

@@ -36,7 +36,11 @@ static_assert(static_cast<int32_t>(QuantFormat::fp8_e4m3_tensor) ==
                   static_cast<int32_t>(QuantFormat::fp8_block_1x128) ==
                       FSDPRT_QUANT_FP8_BLOCK_1X128 &&
                   static_cast<int32_t>(QuantFormat::fp8_block_128x128) ==
-                      FSDPRT_QUANT_FP8_BLOCK_128X128,
+                      FSDPRT_QUANT_FP8_BLOCK_128X128 &&
+                  static_cast<int32_t>(QuantFormat::nvfp4_2d) ==
+                      FSDPRT_QUANT_NVFP4_2D &&
+                  static_cast<int32_t>(QuantFormat::fp8_block_1x128_t) ==
+                      FSDPRT_QUANT_FP8_BLOCK_1X128_T,
               "QuantFormat must match fsdprt_quant_format");
 
 std::optional<int32_t> dtypeCode(Type t) {

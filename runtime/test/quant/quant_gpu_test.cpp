@@ -31,6 +31,15 @@ namespace {
         << #expr << ": " << fsdprt_quant_last_error();                         \
   } while (0)
 
+#ifdef FSDPRT_QUANT_KERNEL_EMULATION
+// The host emulation runs warp-cooperative kernels with one host thread per
+// CUDA thread, which is slow; value-only variants (special values, exact
+// scales) do not change the indexing it checks, so it runs fewer of them.
+constexpr bool kEmulated = true;
+#else
+constexpr bool kEmulated = false;
+#endif
+
 bool haveGpu() { return fsdprt_quant_cuda_available() != 0; }
 
 #define REQUIRE_GPU()                                                          \
@@ -300,46 +309,53 @@ TEST(GpuQuant, Mxfp8) {
 
 TEST(GpuQuant, Nvfp4) {
   REQUIRE_GPU();
-  const Case cases[] = {
-      {1, 16, 0}, {3, 48, 0}, {5, 16, 0}, {128, 256, 0}, {3, 48, 1}};
-  for (bool specials : {false, true})
-    for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
-      for (const Case &c : cases)
-        for (float scale : {1e-30f, 1.0f, 1e30f}) {
-          const std::string what = label("nvfp4", dtype, c, specials);
-          const size_t n = c.rows * c.cols;
-          const auto v = testValues(n, scale, 4, specials);
-          const auto in = inputBytes(v, dtype);
-          float amax = 0;
-          Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
-          std::vector<uint8_t> q(n / 2), s(n / 16);
-          Q_OK(fsdprt_quant_nvfp4_quantize(in.data(), dtype, c.rows, c.cols,
-                                           amax, q.data(), s.data()));
-          DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
-              dq(n / 2, c.offset), ds(n / 16, c.offset), dAmax(4),
-              dy(n * 4, c.offset * 4);
-          upload(dx.get(), in.data(), in.size());
-          upload(dAmax.get(), &amax, 4);
-          Q_OK(fsdprt_quant_cuda_nvfp4_quantize(
-              dx.get(), dtype, c.rows, c.cols, dAmax.get<float>(),
-              dq.get<uint8_t>(), ds.get<uint8_t>(), nullptr));
-          CUDA_OK(cudaDeviceSynchronize());
-          expectSameBytes(q, download<uint8_t>(dq.get(), n / 2),
-                          what + " data");
-          expectSameBytes(s, download<uint8_t>(ds.get(), n / 16),
-                          what + " scales");
-          for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
-            std::vector<uint8_t> y(n * dsize(outType));
-            Q_OK(fsdprt_quant_nvfp4_dequantize(
-                q.data(), s.data(), c.rows, c.cols, amax, y.data(), outType));
-            Q_OK(fsdprt_quant_cuda_nvfp4_dequantize(
-                dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols,
-                dAmax.get<float>(), dy.get(), outType, nullptr));
+  const Case cases[] = {{1, 16, 0},    {3, 48, 0},  {5, 16, 0},
+                        {128, 256, 0}, {3, 48, 1},  {37, 80, 0},
+                        {33, 48, 1},   {16, 16, 0}, {50, 1040, 0}};
+  for (bool twoD : {false, true})
+    for (bool specials : {false, true})
+      for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
+        for (const Case &c : cases)
+          for (float scale : {1e-30f, 1.0f, 1e30f}) {
+            if (kEmulated && (!specials || scale != 1.0f))
+              continue;
+            const std::string what =
+                label(twoD ? "nvfp4_2d" : "nvfp4", dtype, c, specials);
+            const size_t n = c.rows * c.cols;
+            const auto v = testValues(n, scale, 4, specials);
+            const auto in = inputBytes(v, dtype);
+            float amax = 0;
+            Q_OK(fsdprt_quant_amax(in.data(), dtype, n, &amax));
+            std::vector<uint8_t> q(n / 2), s(n / 16);
+            Q_OK((twoD ? fsdprt_quant_nvfp4_2d_quantize
+                       : fsdprt_quant_nvfp4_quantize)(
+                in.data(), dtype, c.rows, c.cols, amax, q.data(), s.data()));
+            DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
+                dq(n / 2, c.offset), ds(n / 16, c.offset), dAmax(4),
+                dy(n * 4, c.offset * 4);
+            upload(dx.get(), in.data(), in.size());
+            upload(dAmax.get(), &amax, 4);
+            Q_OK((twoD ? fsdprt_quant_cuda_nvfp4_2d_quantize
+                       : fsdprt_quant_cuda_nvfp4_quantize)(
+                dx.get(), dtype, c.rows, c.cols, dAmax.get<float>(),
+                dq.get<uint8_t>(), ds.get<uint8_t>(), nullptr));
             CUDA_OK(cudaDeviceSynchronize());
-            expectSameValues(y, download<uint8_t>(dy.get(), y.size()), outType,
-                             what + " dequant");
+            expectSameBytes(q, download<uint8_t>(dq.get(), n / 2),
+                            what + " data");
+            expectSameBytes(s, download<uint8_t>(ds.get(), n / 16),
+                            what + " scales");
+            for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
+              std::vector<uint8_t> y(n * dsize(outType));
+              Q_OK(fsdprt_quant_nvfp4_dequantize(
+                  q.data(), s.data(), c.rows, c.cols, amax, y.data(), outType));
+              Q_OK(fsdprt_quant_cuda_nvfp4_dequantize(
+                  dq.get<uint8_t>(), ds.get<uint8_t>(), c.rows, c.cols,
+                  dAmax.get<float>(), dy.get(), outType, nullptr));
+              CUDA_OK(cudaDeviceSynchronize());
+              expectSameValues(y, download<uint8_t>(dy.get(), y.size()),
+                               outType, what + " dequant");
+            }
           }
-        }
 }
 
 TEST(GpuQuant, Fp8Blockwise) {
@@ -347,15 +363,21 @@ TEST(GpuQuant, Fp8Blockwise) {
   const Case cases[] = {{1, 1, 0},     {3, 130, 0},   {4, 256, 0},
                         {129, 300, 0}, {256, 256, 0}, {129, 16, 0},
                         {130, 300, 1}, {2, 48, 1}};
+  // variant 0: 1x128, 1: 1x128 with transposed scales, 2: 128x128.
   for (bool specials : {false, true})
-    for (int blockRows : {1, 128})
+    for (int variant : {0, 1, 2})
       for (int pow2 : {1, 0})
         for (int dtype : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16})
           for (const Case &c : cases) {
-            const std::string what =
-                label(blockRows == 1 ? "block1x128" : "block128x128", dtype, c,
-                      specials) +
-                (pow2 ? " pow2" : "");
+            if (kEmulated && (!specials || !pow2))
+              continue;
+            const int blockRows = variant == 2 ? 128 : 1;
+            const bool t = variant == 1;
+            const std::string what = label(variant == 0   ? "block1x128"
+                                           : variant == 1 ? "block1x128_t"
+                                                          : "block128x128",
+                                           dtype, c, specials) +
+                                     (pow2 ? " pow2" : "");
             const size_t n = c.rows * c.cols;
             const size_t ns =
                 ((c.rows + blockRows - 1) / blockRows) * ((c.cols + 127) / 128);
@@ -363,15 +385,24 @@ TEST(GpuQuant, Fp8Blockwise) {
             const auto in = inputBytes(v, dtype);
             std::vector<uint8_t> q(n);
             std::vector<float> s(ns);
-            Q_OK(fsdprt_quant_fp8_block_quantize(in.data(), dtype, c.rows,
-                                                 c.cols, blockRows, pow2,
-                                                 q.data(), s.data()));
+            if (t)
+              Q_OK(fsdprt_quant_fp8_block_1x128_t_quantize(
+                  in.data(), dtype, c.rows, c.cols, pow2, q.data(), s.data()));
+            else
+              Q_OK(fsdprt_quant_fp8_block_quantize(in.data(), dtype, c.rows,
+                                                   c.cols, blockRows, pow2,
+                                                   q.data(), s.data()));
             DeviceBuffer dx(in.size(), c.offset * dsize(dtype)),
                 dq(n, c.offset), ds(ns * 4), dy(n * 4, c.offset * 4);
             upload(dx.get(), in.data(), in.size());
-            Q_OK(fsdprt_quant_cuda_fp8_block_quantize(
-                dx.get(), dtype, c.rows, c.cols, blockRows, pow2,
-                dq.get<uint8_t>(), ds.get<float>(), nullptr));
+            if (t)
+              Q_OK(fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
+                  dx.get(), dtype, c.rows, c.cols, pow2, dq.get<uint8_t>(),
+                  ds.get<float>(), nullptr));
+            else
+              Q_OK(fsdprt_quant_cuda_fp8_block_quantize(
+                  dx.get(), dtype, c.rows, c.cols, blockRows, pow2,
+                  dq.get<uint8_t>(), ds.get<float>(), nullptr));
             CUDA_OK(cudaDeviceSynchronize());
             expectSameBytes(q, download<uint8_t>(dq.get(), n), what + " data");
             std::vector<uint8_t> sBytes(ns * 4);
@@ -380,12 +411,20 @@ TEST(GpuQuant, Fp8Blockwise) {
                             what + " scale_inv");
             for (int outType : {FSDPRT_QUANT_F32, FSDPRT_QUANT_BF16}) {
               std::vector<uint8_t> y(n * dsize(outType));
-              Q_OK(fsdprt_quant_fp8_block_dequantize(q.data(), s.data(), c.rows,
-                                                     c.cols, blockRows,
-                                                     y.data(), outType));
-              Q_OK(fsdprt_quant_cuda_fp8_block_dequantize(
-                  dq.get<uint8_t>(), ds.get<float>(), c.rows, c.cols, blockRows,
-                  dy.get(), outType, nullptr));
+              if (t) {
+                Q_OK(fsdprt_quant_fp8_block_1x128_t_dequantize(
+                    q.data(), s.data(), c.rows, c.cols, y.data(), outType));
+                Q_OK(fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
+                    dq.get<uint8_t>(), ds.get<float>(), c.rows, c.cols,
+                    dy.get(), outType, nullptr));
+              } else {
+                Q_OK(fsdprt_quant_fp8_block_dequantize(
+                    q.data(), s.data(), c.rows, c.cols, blockRows, y.data(),
+                    outType));
+                Q_OK(fsdprt_quant_cuda_fp8_block_dequantize(
+                    dq.get<uint8_t>(), ds.get<float>(), c.rows, c.cols,
+                    blockRows, dy.get(), outType, nullptr));
+              }
               CUDA_OK(cudaDeviceSynchronize());
               expectSameValues(y, download<uint8_t>(dy.get(), y.size()),
                                outType, what + " dequant");

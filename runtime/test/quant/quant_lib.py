@@ -22,6 +22,8 @@ FORMATS = {
     "nvfp4": 4,
     "fp8_block_1x128": 5,
     "fp8_block_128x128": 6,
+    "nvfp4_2d": 7,
+    "fp8_block_1x128_t": 8,
 }
 
 REPO = Path(__file__).resolve().parents[2]
@@ -75,7 +77,7 @@ _SIGNATURES = {
     "fsdprt_quant_float_to_bf16": (ctypes.c_uint16, [FL]),
     "fsdprt_quant_bf16_to_float": (FL, [ctypes.c_uint16]),
     "fsdprt_quant_fp8_scale_from_amax": (FL, [FL, I]),
-    "fsdprt_quant_block_scale_from_amax": (FL, [FL, I]),
+    "fsdprt_quant_block_scale_from_amax": (FL, [FL, I, I]),
     "fsdprt_quant_nvfp4_global_scale": (FL, [FL]),
     "fsdprt_quant_amax": (I, [P, I, SZ, P]),
     "fsdprt_quant_fp8_tensor_quantize": (I, [P, I, SZ, FL, I, P, P]),
@@ -83,10 +85,15 @@ _SIGNATURES = {
     "fsdprt_quant_mxfp8_quantize": (I, [P, I, SZ, SZ, I, P, P]),
     "fsdprt_quant_mxfp8_dequantize": (I, [P, P, SZ, SZ, I, P, I]),
     "fsdprt_quant_nvfp4_quantize": (I, [P, I, SZ, SZ, FL, P, P]),
+    "fsdprt_quant_nvfp4_2d_quantize": (I, [P, I, SZ, SZ, FL, P, P]),
     "fsdprt_quant_nvfp4_dequantize": (I, [P, P, SZ, SZ, FL, P, I]),
+    "fsdprt_quant_fp8_block_1x128_t_quantize": (I, [P, I, SZ, SZ, I, P, P]),
+    "fsdprt_quant_fp8_block_1x128_t_dequantize": (I, [P, P, SZ, SZ, P, I]),
     "fsdprt_quant_fp8_block_quantize": (I, [P, I, SZ, SZ, I, I, P, P]),
     "fsdprt_quant_fp8_block_dequantize": (I, [P, P, SZ, SZ, I, P, I]),
     "fsdprt_quant_swap_first_dims": (I, [P, P, SZ, SZ, SZ]),
+    "fsdprt_quant_quantize": (I, [I, P, I, SZ, SZ, FL, P, P, P]),
+    "fsdprt_quant_dequantize": (I, [I, P, P, FL, SZ, SZ, P, I]),
     "fsdprt_quant_cuda_available": (I, []),
 }
 
@@ -190,13 +197,15 @@ class QuantLib:
             _ptr(q), _ptr(s), rows, cols, int(columnwise), _ptr(y), out_dtype))
         return y
 
-    def nvfp4_quantize(self, x, global_amax, rows=None, cols=None):
+    def nvfp4_quantize(self, x, global_amax, rows=None, cols=None, two_d=False):
         x = np.ascontiguousarray(x)
         if rows is None:
             rows, cols = rows_cols(x.shape)
         q = np.empty(max(rows * cols // 2, 1), dtype=np.uint8)
         s = np.empty(max(rows * cols // 16, 1), dtype=np.uint8)
-        self._check(self.lib.fsdprt_quant_nvfp4_quantize(
+        fn = (self.lib.fsdprt_quant_nvfp4_2d_quantize if two_d
+              else self.lib.fsdprt_quant_nvfp4_quantize)
+        self._check(fn(
             _ptr(x), _dtype_code(x), rows, cols, FL(global_amax), _ptr(q), _ptr(s)))
         return q[:rows * cols // 2], s[:rows * cols // 16]
 
@@ -208,23 +217,57 @@ class QuantLib:
             _ptr(q), _ptr(s), rows, cols, FL(global_amax), _ptr(y), out_dtype))
         return y
 
-    def fp8_block_quantize(self, x, block_rows, pow2=True):
+    def fp8_block_quantize(self, x, block_rows, pow2=True, transposed_scales=False):
+        """transposed_scales: fp8_block_1x128_t (block_rows must be 1)."""
         x = np.ascontiguousarray(x)
         rows, cols = rows_cols(x.shape)
         nbr, nbc = -(-rows // block_rows), -(-cols // 128)
         q = np.empty(max(rows * cols, 1), dtype=np.uint8)
         s = np.empty(max(nbr * nbc, 1), dtype=np.float32)
-        self._check(self.lib.fsdprt_quant_fp8_block_quantize(
-            _ptr(x), _dtype_code(x), rows, cols, block_rows, int(pow2), _ptr(q),
-            _ptr(s)))
+        if transposed_scales:
+            assert block_rows == 1
+            self._check(self.lib.fsdprt_quant_fp8_block_1x128_t_quantize(
+                _ptr(x), _dtype_code(x), rows, cols, int(pow2), _ptr(q), _ptr(s)))
+        else:
+            self._check(self.lib.fsdprt_quant_fp8_block_quantize(
+                _ptr(x), _dtype_code(x), rows, cols, block_rows, int(pow2), _ptr(q),
+                _ptr(s)))
         return q[:rows * cols], s[:nbr * nbc]
 
-    def fp8_block_dequantize(self, q, s, rows, cols, block_rows, out_dtype=F32):
+    def fp8_block_dequantize(self, q, s, rows, cols, block_rows, out_dtype=F32,
+                             transposed_scales=False):
         q = np.ascontiguousarray(q, dtype=np.uint8)
         s = np.ascontiguousarray(s, dtype=np.float32)
         y = _out_array(rows * cols, out_dtype)
-        self._check(self.lib.fsdprt_quant_fp8_block_dequantize(
-            _ptr(q), _ptr(s), rows, cols, block_rows, _ptr(y), out_dtype))
+        if transposed_scales:
+            assert block_rows == 1
+            self._check(self.lib.fsdprt_quant_fp8_block_1x128_t_dequantize(
+                _ptr(q), _ptr(s), rows, cols, _ptr(y), out_dtype))
+        else:
+            self._check(self.lib.fsdprt_quant_fp8_block_dequantize(
+                _ptr(q), _ptr(s), rows, cols, block_rows, _ptr(y), out_dtype))
+        return y
+
+    def quantize_any(self, fmt, x, amax):
+        """fsdprt_quant_quantize: (data, scale bytes, per-tensor value)."""
+        x = np.ascontiguousarray(x)
+        rows, cols = rows_cols(x.shape)
+        lay = self.layout(fmt, (rows, cols))
+        q = np.empty(max(lay.data_bytes, 1), np.uint8)
+        s = np.empty(max(lay.scale_bytes, 1), np.uint8)
+        v = FL()
+        self._check(self.lib.fsdprt_quant_quantize(
+            FORMATS[fmt], _ptr(x), _dtype_code(x), rows, cols, FL(amax), _ptr(q),
+            _ptr(s), ctypes.byref(v)))
+        return q[:lay.data_bytes], s[:lay.scale_bytes], np.float32(v.value)
+
+    def dequantize_any(self, fmt, q, s, value, rows, cols, out_dtype=F32):
+        q = np.ascontiguousarray(q, dtype=np.uint8)
+        s = np.ascontiguousarray(s, dtype=np.uint8)
+        y = _out_array(rows * cols, out_dtype)
+        self._check(self.lib.fsdprt_quant_dequantize(
+            FORMATS[fmt], _ptr(q), _ptr(s), FL(value), rows, cols, _ptr(y),
+            out_dtype))
         return y
 
     def swap_first_dims(self, a, d0, d1):

@@ -1,6 +1,7 @@
 """Independent numpy + ml_dtypes model of the quantization formats.
 
 Written from the formulas in docs/QUANTIZATION.md (and docs/SEMANTICS.md §8),
+which are TransformerEngine's (TE) formulas in TE's fp32 operation order,
 not from the C++ code: element casts are ml_dtypes' round-to-nearest-even
 conversions (float8_e4m3fn, float8_e5m2, float4_e2m1fn) applied after
 clipping to the largest finite value; the E8M0 exponent is the smallest power
@@ -16,6 +17,7 @@ FLT_MAX = np.finfo(np.float32).max
 E4M3, E5M2 = 0, 1
 FP8_MAX = {E4M3: F32(448.0), E5M2: F32(57344.0)}
 FP8_DTYPE = {E4M3: mld.float8_e4m3fn, E5M2: mld.float8_e5m2}
+BF16_MAX = F32(mld.finfo(mld.bfloat16).max)
 
 
 def as_f32(x):
@@ -92,12 +94,13 @@ def pow2_floor(s):
 
 # ---- scales ---------------------------------------------------------------------
 
-def scale_from_amax(a, fp8_max):
-    """fp8_max / amax; 1 for amax 0, negative, Inf or NaN; Inf -> FLT_MAX."""
+def scale_from_amax(a, fp8_max, value_for_inf=FLT_MAX):
+    """fp8_max / amax; 1 for amax 0, negative, Inf or NaN; Inf -> value_for_inf
+    (TE: FLT_MAX per tensor, the input type's max for blockwise scales)."""
     a = np.asarray(a, dtype=np.float32)
     with np.errstate(divide="ignore", over="ignore", invalid="ignore"):
         s = F32(fp8_max) / a
-    s = np.where(np.isinf(s), FLT_MAX, s)
+    s = np.where(np.isinf(s), F32(value_for_inf), s)
     s = np.where((a > 0) & ~np.isinf(a), s, F32(1.0))
     return s.astype(np.float32)
 
@@ -164,32 +167,48 @@ def mxfp8_dequantize(q, e, rows, cols, columnwise):
         return vals * dec
 
 
-def nvfp4_quantize(x, global_amax):
+def nvfp4_quantize(x, global_amax, tile_rows=1):
+    """TE's order: c = S_enc * fl(1/6); s_b = e4m3(block_amax * c);
+    S_dec = 1 / S_enc; inv = fminf(1 / (float(s_b) * S_dec), FLT_MAX).
+    tile_rows 16 gives nvfp4_2d: 16x16 blocks, the scale repeated per row."""
     x = as_f32(x)
     rows, cols = rows_cols(x.shape)
-    blocks = x.reshape(-1, 16)
+    x = x.reshape(rows, cols)
     s_enc = nvfp4_global_scale(global_amax)
-    bamax = np.fmax.reduce(np.abs(blocks), axis=1, initial=F32(0))
+    s_dec = F32(1.0) / s_enc
+    c = s_enc * (F32(1.0) / F32(6.0))
+    tiles = -(-rows // tile_rows)
+    padded = np.zeros((tiles * tile_rows, cols), np.float32)
+    padded[:rows] = x
+    t = np.abs(padded).reshape(tiles, tile_rows, cols // 16, 16)
+    bamax = np.fmax.reduce(np.fmax.reduce(t, axis=3, initial=F32(0)), axis=1,
+                           initial=F32(0))  # [tiles, cols/16]
+    bamax = np.repeat(bamax, tile_rows, axis=0)[:rows].reshape(-1)
+    blocks = x.reshape(-1, 16)
     with np.errstate(over="ignore", invalid="ignore", divide="ignore"):
-        sb = fp8_satfinite((bamax * s_enc) / F32(6.0), E4M3)
-        inv = np.fmin(F32(1.0) / (fp8_decode(sb, E4M3) / s_enc), FLT_MAX)
+        sb = fp8_satfinite(bamax * c, E4M3)
+        inv = np.fmin(F32(1.0) / (fp8_decode(sb, E4M3) * s_dec), FLT_MAX)
         codes = e2m1_satfinite(blocks * inv[:, None])
     packed = (codes[:, 0::2] | (codes[:, 1::2] << 4)).astype(np.uint8)
     return packed.reshape(rows, cols // 2), sb.reshape(rows, cols // 16)
 
 
 def nvfp4_dequantize(packed, sb, rows, cols, global_amax):
+    """TE's dequantize_nvfp4: factor = (float(s_b) * amax) * fl(1/2688) per
+    block, then e2m1(q) * factor (a negative amax counts as 0)."""
     packed = np.asarray(packed, dtype=np.uint8).reshape(-1)
     codes = np.empty(packed.size * 2, dtype=np.uint8)
     codes[0::2] = packed & 0xF
     codes[1::2] = packed >> 4
-    s_enc = nvfp4_global_scale(global_amax)
-    dec = np.repeat(fp8_decode(sb, E4M3).reshape(-1), 16)
+    a = max(F32(global_amax), F32(0)) if not np.isnan(global_amax) else F32(global_amax)
     with np.errstate(over="ignore", invalid="ignore"):
-        return ((e2m1_decode(codes) * dec) / s_enc).reshape(rows, cols)
+        factor = (fp8_decode(sb, E4M3).reshape(-1) * a) * (F32(1.0) / F32(2688.0))
+        return (e2m1_decode(codes) * np.repeat(factor, 16)).reshape(rows, cols)
 
 
-def fp8_block_quantize(x, block_rows, pow2=True):
+def fp8_block_quantize(x, block_rows, pow2=True, transposed_scales=False):
+    """transposed_scales (1x128 only): scale_inv as [ceil(cols/128), rows]."""
+    value_for_inf = BF16_MAX if np.asarray(x).dtype == mld.bfloat16 else FLT_MAX
     x = as_f32(x)
     rows, cols = rows_cols(x.shape)
     x = x.reshape(rows, cols)
@@ -202,16 +221,20 @@ def fp8_block_quantize(x, block_rows, pow2=True):
         for bj in range(nbc):
             c0, c1 = bj * 128, min(cols, (bj + 1) * 128)
             blk = x[r0:r1, c0:c1]
-            s = scale_from_amax(amax(blk), FP8_MAX[E4M3])
+            s = scale_from_amax(amax(blk), FP8_MAX[E4M3], value_for_inf)
             if pow2:
                 s = pow2_floor(s)
             scale_inv[bi, bj] = F32(1.0) / s
             with np.errstate(over="ignore", invalid="ignore"):
                 q[r0:r1, c0:c1] = fp8_satfinite(blk * s, E4M3)
+    if transposed_scales:
+        return q, np.ascontiguousarray(scale_inv.T)
     return q, scale_inv
 
 
-def fp8_block_dequantize(q, scale_inv, rows, cols, block_rows):
+def fp8_block_dequantize(q, scale_inv, rows, cols, block_rows, transposed_scales=False):
+    if transposed_scales:
+        scale_inv = np.asarray(scale_inv).reshape(-(-cols // 128), rows).T
     vals = fp8_decode(q, E4M3).reshape(rows, cols)
     s = np.repeat(np.repeat(scale_inv, block_rows, axis=0)[:rows], 128, axis=1)[:, :cols]
     with np.errstate(over="ignore", invalid="ignore"):
@@ -233,9 +256,9 @@ def wire_bytes(fmt, shape):
         return n + 4
     if fmt in ("mxfp8_rowwise", "mxfp8_colwise"):
         return n + n // 32
-    if fmt == "nvfp4":
+    if fmt in ("nvfp4", "nvfp4_2d"):
         return n // 2 + n // 16 + 4
-    if fmt == "fp8_block_1x128":
+    if fmt in ("fp8_block_1x128", "fp8_block_1x128_t"):
         return n + 4 * rows * -(-cols // 128)
     if fmt == "fp8_block_128x128":
         return n + 4 * -(-rows // 128) * -(-cols // 128)

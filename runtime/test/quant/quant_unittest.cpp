@@ -155,6 +155,33 @@ TEST(E2m1Conversion, ValuesAndTies) {
   EXPECT_EQ(fsdprt_quant_float_to_e2m1(-0.1f), 0x8);
 }
 
+// The kernels' E2M1 conversion equals the reference: every fp32 exponent
+// and leading mantissa bits (all 2^19 of bits 31..13), each with low bits
+// 0, 1 and 0x1FFF, so both neighbours of every tie point are hit, plus
+// random patterns. check.sh repeats this for all 2^32 patterns on a GPU.
+TEST(E2m1Conversion, FastPathMatchesReference) {
+  uint64_t checked = 0;
+  for (uint32_t hi = 0; hi < (1u << 19); ++hi)
+    for (uint32_t lo : {0u, 1u, 0x1FFFu, 0x1000u}) {
+      const uint32_t u = (hi << 13) | lo;
+      float f;
+      std::memcpy(&f, &u, 4);
+      ASSERT_EQ(fsdprt::quant::floatToE2m1Fast(f),
+                fsdprt::quant::floatToE2m1(f))
+          << std::hex << "bits 0x" << u;
+      ++checked;
+    }
+  std::mt19937 rng(7);
+  for (int i = 0; i < (1 << 20); ++i) {
+    const uint32_t u = rng();
+    float f;
+    std::memcpy(&f, &u, 4);
+    ASSERT_EQ(fsdprt::quant::floatToE2m1Fast(f), fsdprt::quant::floatToE2m1(f))
+        << std::hex << "bits 0x" << u;
+  }
+  EXPECT_EQ(checked, 4u << 19);
+}
+
 TEST(E8m0Conversion, RoundsUp) {
   EXPECT_EQ(fsdprt_quant_float_to_e8m0(1.0f), 127);
   EXPECT_EQ(fsdprt_quant_float_to_e8m0(1.5f), 128);
@@ -225,11 +252,19 @@ TEST(Scales, PerTensorRules) {
   EXPECT_EQ(fsdprt_quant_fp8_scale_from_amax(kNan, k), 1.0f);
   EXPECT_EQ(fsdprt_quant_fp8_scale_from_amax(-3.0f, k), 1.0f);
   EXPECT_EQ(fsdprt_quant_fp8_scale_from_amax(1e-45f, k), kFltMax);
-  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(3.0f, 1), 128.0f); // 149.3
-  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(3.0f, 0), 448.0f / 3.0f);
-  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(1e-45f, 1),
+  const int f32 = FSDPRT_QUANT_F32, bf16 = FSDPRT_QUANT_BF16;
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(3.0f, 1, f32), 128.0f); // 149.3
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(3.0f, 0, f32), 448.0f / 3.0f);
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(1e-45f, 1, f32),
             std::ldexp(1.0f, 127));
-  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(0.0f, 1), 1.0f);
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(0.0f, 1, f32), 1.0f);
+  // An infinite scale becomes the input type's max (TE), then pow2 floors
+  // both to 2^127.
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(1e-45f, 0, f32), kFltMax);
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(1e-45f, 0, bf16),
+            std::ldexp(255.0f / 128.0f, 127)); // bf16 0x7F7F
+  EXPECT_EQ(fsdprt_quant_block_scale_from_amax(1e-45f, 1, bf16),
+            std::ldexp(1.0f, 127));
 }
 
 TEST(Scales, Nvfp4Global) {
@@ -369,12 +404,11 @@ TEST(RoundTrip, Nvfp4) {
     ASSERT_EQ(fsdprt_quant_nvfp4_dequantize(q.data(), s.data(), rows, cols,
                                             amax, y.data(), FSDPRT_QUANT_F32),
               FSDPRT_QUANT_OK);
-    const float sEnc = fsdprt_quant_nvfp4_global_scale(amax);
     for (size_t i = 0; i < x.size(); ++i) {
       // E2M1 error is at most a quarter of |v| (or 0.25 below 1) in the
-      // block's scaled domain, d = float(s_b) / S_enc.
-      const double d =
-          fsdprt_quant_fp8_to_float(s[i / 16], FSDPRT_QUANT_E4M3) / sEnc;
+      // block's scaled domain, d = float(s_b) * amax / 2688.
+      const double d = fsdprt_quant_fp8_to_float(s[i / 16], FSDPRT_QUANT_E4M3) *
+                       double(amax) / 2688.0;
       const double bound = 0.25 * std::fabs(double(x[i])) + 0.25 * d;
       // E4M3 rounding of s_b can leave the block max up to 1/16 beyond 6;
       // it saturates, which the bound above covers. The block scale's own
@@ -513,6 +547,25 @@ TEST(Layout, WireBytes) {
       fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_BLOCK_128X128, shape, 2, &bytes),
       FSDPRT_QUANT_OK);
   EXPECT_EQ(bytes, n + 4 * 32 * 32);
+  ASSERT_EQ(fsdprt_quant_wire_bytes(FSDPRT_QUANT_NVFP4_2D, shape, 2, &bytes),
+            FSDPRT_QUANT_OK);
+  EXPECT_EQ(bytes, n / 2 + n / 16 + 4);
+  ASSERT_EQ(
+      fsdprt_quant_wire_bytes(FSDPRT_QUANT_FP8_BLOCK_1X128_T, shape, 2, &bytes),
+      FSDPRT_QUANT_OK);
+  EXPECT_EQ(bytes, n + 4 * 4096 * 32);
+  {
+    const int64_t s2[] = {300, 200};
+    fsdprt_quant_layout l;
+    ASSERT_EQ(
+        fsdprt_quant_get_layout(FSDPRT_QUANT_FP8_BLOCK_1X128_T, s2, 2, &l),
+        FSDPRT_QUANT_OK);
+    EXPECT_EQ(l.scale_rows, 2u); // ceil(200 / 128)
+    EXPECT_EQ(l.scale_cols, 300u);
+    EXPECT_STREQ(fsdprt_quant_format_name(FSDPRT_QUANT_FP8_BLOCK_1X128_T),
+                 "fp8_block_1x128_t");
+    EXPECT_STREQ(fsdprt_quant_format_name(FSDPRT_QUANT_NVFP4_2D), "nvfp4_2d");
+  }
 
   // 3-D: leading dims fold into rows; partial 128-blocks round up.
   const int64_t shape3[] = {2, 3, 200};

@@ -106,11 +106,11 @@ def test_transposed_shards_gather_with_swap(qlib):
     assert_bytes_equal(s_full, fixed_s, "scales")
 
 
-def test_block_scale_follows_the_design_operation_order(qlib):
-    """s_b = e4m3((block_amax * S_enc) / 6) rounds differently from the
-    algebraically equal block_amax * (S_enc / 6) or block_amax * (S_enc * 1/6)
+def test_block_scale_follows_te_operation_order(qlib):
+    """s_b = e4m3(block_amax * (S_enc * fl(1/6))) (TE) rounds differently from
+    the algebraically equal (block_amax * S_enc) / 6 or block_amax * (S_enc / 6)
     when the fp32 value lands next to an E4M3 midpoint. Build blocks whose
-    maxima sit there and check the library follows the stated order."""
+    maxima sit there and check the library's scales are TE's."""
     f32 = np.float32
     g = f32(512.309814453125)  # global amax; S_enc = 2688 / g
     s_enc = ref.nvfp4_global_scale(g)
@@ -123,16 +123,30 @@ def test_block_scale_follows_the_design_operation_order(qlib):
                             for d in range(1, 4)])
     cands = cands[(cands > 0) & (cands < g)]
     with np.errstate(all="ignore"):
-        design = ref.fp8_satfinite((cands * s_enc) / f32(6.0), ref.E4M3)
-        other1 = ref.fp8_satfinite(cands * (s_enc / f32(6.0)), ref.E4M3)
-        other2 = ref.fp8_satfinite(cands * (s_enc * (f32(1.0) / f32(6.0))), ref.E4M3)
-    pick = cands[(design != other1) | (design != other2)]
-    assert pick.size >= 8, "no distinguishing block maxima found"
-    x = np.zeros((pick.size + 1, 16), np.float32)
+        te = ref.fp8_satfinite(cands * (s_enc * (f32(1.0) / f32(6.0))), ref.E4M3)
+        other1 = ref.fp8_satfinite((cands * s_enc) / f32(6.0), ref.E4M3)
+        other2 = ref.fp8_satfinite(cands * (s_enc / f32(6.0)), ref.E4M3)
+    pick = (te != other1) | (te != other2)
+    assert np.count_nonzero(pick) >= 8, "no distinguishing block maxima found"
+    x = np.zeros((np.count_nonzero(pick) + 1, 16), np.float32)
     x[0, 0] = g
-    x[1:, 3] = pick
-    x[1:, 5] = -pick / 3
+    x[1:, 3] = cands[pick]
+    x[1:, 5] = -cands[pick] / 3
     q, s = qlib.nvfp4_quantize(x, g)
+    assert_bytes_equal(te[pick], s[1:], "block scales are TE's")
     q_ref, s_ref = ref.nvfp4_quantize(x, g)
     assert_bytes_equal(s_ref, s, "block scales")
     assert_bytes_equal(q_ref, q, "data")
+
+
+def test_dequantize_uses_te_order(qlib):
+    """y = e2m1(q) * ((float(s_b) * amax) * fl(1/2688)), by hand: amax 1,
+    s_b = 0x7D (416), code 3 (1.5) -> 1.5 * (416 * fl(1/2688)), which is not
+    the correctly rounded (1.5 * 416) / 2688 of the other order."""
+    f32 = np.float32
+    q = np.array([0x03] + [0] * 7, np.uint8)
+    s = np.array([0x7D], np.uint8)
+    y = qlib.nvfp4_dequantize(q, s, 1, 16, 1.0)
+    c = f32(1.0) / f32(2688.0)
+    assert y[0] == f32(1.5) * ((f32(416.0) * f32(1.0)) * c)
+    assert y[0] != (f32(1.5) * f32(416.0)) / f32(2688.0)  # the other order

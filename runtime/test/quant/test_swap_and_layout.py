@@ -44,6 +44,7 @@ def test_wire_bytes(qlib, fmt, shape):
         "mxfp8_rowwise": cols % 32 == 0,
         "mxfp8_colwise": rows % 32 == 0,
         "nvfp4": cols % 16 == 0,
+        "nvfp4_2d": cols % 16 == 0,
     }.get(fmt, True)
     if not blocked_ok:
         with pytest.raises(quant_lib.QuantError) as err:

@@ -70,7 +70,7 @@ func.func @nested_not_divisible(%w: tensor<10x8xf32> {fsdp.layout = #fsdp.layout
 
 // -----
 
-// expected-error @+1 {{strided_shard split factor must be positive, got 0}}
+// expected-error @+1 {{strided_shard split factor must be between 1 and 1048576, got 0}}
 func.func @bad_split_factor() attributes {a = #fsdp.strided_shard<0, 0>} {
   return
 }

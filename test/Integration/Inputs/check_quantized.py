@@ -37,9 +37,10 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)),
 import quant_ref as Q
 
 PER_TENSOR = {"fp8_e4m3_tensor": Q.E4M3, "fp8_e5m2_tensor": Q.E5M2}
-GROUP_AMAX = {"fp8_e4m3_tensor", "fp8_e5m2_tensor", "nvfp4"}
+GROUP_AMAX = {"fp8_e4m3_tensor", "fp8_e5m2_tensor", "nvfp4", "nvfp4_2d"}
 FORMATS = ["fp8_e4m3_tensor", "fp8_e5m2_tensor", "mxfp8_rowwise",
-           "mxfp8_colwise", "nvfp4", "fp8_block_1x128", "fp8_block_128x128"]
+           "mxfp8_colwise", "nvfp4", "fp8_block_1x128", "fp8_block_128x128",
+           "nvfp4_2d", "fp8_block_1x128_t"]
 
 
 def blocks(fmt, rows, cols):
@@ -48,7 +49,7 @@ def blocks(fmt, rows, cols):
         return cols % 32 == 0
     if fmt == "mxfp8_colwise":
         return rows % 32 == 0
-    if fmt == "nvfp4":
+    if fmt in ("nvfp4", "nvfp4_2d"):
         return cols % 16 == 0
     return True
 
@@ -64,8 +65,8 @@ def roundtrip(fmt, x, amax):
         colwise = fmt == "mxfp8_colwise"
         q, e = Q.mxfp8_quantize(x, colwise)
         y = Q.mxfp8_dequantize(q, e, rows, cols, colwise)
-    elif fmt == "nvfp4":
-        packed, sb = Q.nvfp4_quantize(x, amax)
+    elif fmt in ("nvfp4", "nvfp4_2d"):
+        packed, sb = Q.nvfp4_quantize(x, amax, 16 if fmt == "nvfp4_2d" else 1)
         y = Q.nvfp4_dequantize(packed, sb, rows, cols, amax)
     else:
         block_rows = 128 if fmt == "fp8_block_128x128" else 1

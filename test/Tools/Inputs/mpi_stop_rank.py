@@ -1,18 +1,20 @@
 """Stops one rank of an mpirun job and checks that the whole job still ends.
 
-mpi_stop_rank.py RANK TIMEOUT SLACK -- MPIRUN-COMMAND...
+mpi_stop_rank.py RANK SLACK -- MPIRUN-COMMAND...
 
 Starts the command, waits until every rank of it runs (its processes are
-found by the --outputs directory on their command line), sends SIGSTOP to
-RANK and waits for the job to end. Prints the job's output, then "ENDED" if
-every process exited within TIMEOUT + SLACK seconds of the stop, else "HANG"
-(and kills what is left).
+found by the --outputs directory on their command line) and has used 0.5 s of
+CPU (it is inside its collectives), sends SIGSTOP to RANK and waits for the
+job to end. Prints the job's output, then "ENDED" if
+every process exited within SLACK seconds of the first error line (the
+peers' timeout), else "HANG" (and kills what is left after 120 s).
 """
 
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 
@@ -35,39 +37,68 @@ def rank_pids(marker):
     return found
 
 
+def cpu_seconds(pid):
+    try:
+        with open(f"/proc/{pid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+    except OSError:
+        return 0.0
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def wait_until_busy(marker, ranks, seconds, limit=90):
+    """Waits until every rank has used `seconds` of CPU: past MPI start-up
+    and JIT compilation (which cannot time out), inside the collectives."""
+    start = time.time()
+    while time.time() - start < limit:
+        pids = rank_pids(marker)
+        if len(pids) == ranks and all(cpu_seconds(p) >= seconds for p in pids.values()):
+            return pids
+        time.sleep(0.2)
+    return rank_pids(marker)
+
+
+def read_lines(stream, lines):
+    for raw in stream:
+        lines.append((time.time(), raw.decode(errors="replace")))
+
+
 def main():
-    rank, timeout, slack = int(sys.argv[1]), float(sys.argv[2]), float(sys.argv[3])
+    rank, slack = int(sys.argv[1]), float(sys.argv[2])
     cmd = sys.argv[sys.argv.index("--") + 1 :]
     marker = cmd[cmd.index("--outputs") + 1].encode()
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
-    start = time.time()
-    while rank not in rank_pids(marker) and time.time() - start < 60:
-        time.sleep(0.2)
-    time.sleep(1.5)  # let every rank reach the loop of collectives
-    pids = rank_pids(marker)
-    if rank not in pids:
-        print("rank not found; job output:", job.communicate()[0].decode())
-        return 1
-    os.kill(pids[rank], signal.SIGSTOP)
-    stopped = time.time()
+    lines = []
+    reader = threading.Thread(target=read_lines, args=(job.stdout, lines))
+    reader.start()
+    pids = wait_until_busy(marker, int(cmd[cmd.index("-np") + 1]), 0.5)
+    if rank in pids:
+        os.kill(pids[rank], signal.SIGSTOP)
     try:
-        out = job.communicate(timeout=timeout + slack)[0]
-        verdict = "ENDED"
+        job.wait(timeout=120)
     except subprocess.TimeoutExpired:
-        verdict = "HANG"
-        for pid in rank_pids(marker).values():
-            os.kill(pid, signal.SIGKILL)
-        job.kill()
-        out = job.communicate()[0]
+        pass
+    ended = time.time()
     left = rank_pids(marker)
     for pid in left.values():
         os.kill(pid, signal.SIGKILL)
-    if left:
-        verdict = "HANG"
-    sys.stdout.write(out.decode(errors="replace"))
-    print(
-        f"{verdict} (exit status {job.returncode}, {time.time() - stopped:.1f} s after the stop)"
-    )
+    if job.poll() is None:
+        job.kill()
+    job.wait()
+    reader.join()
+    errors = [t for t, line in lines if "error:" in line]
+    sys.stdout.write("".join(line for _, line in lines))
+    if rank not in pids:
+        print("rank not found")
+    elif left or not errors or ended - errors[0] > slack:
+        after = (
+            f"{ended - errors[0]:.1f} s after the first error" if errors else "no error"
+        )
+        print(f"HANG (exit status {job.returncode}, {after})")
+    else:
+        print(
+            f"ENDED (exit status {job.returncode}, {ended - errors[0]:.1f} s after the first error)"
+        )
     return 0
 
 

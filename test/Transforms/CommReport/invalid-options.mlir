@@ -1,5 +1,5 @@
 // RUN: not fsdp-opt %s --fsdp-comm-report=format=xml 2>&1 | FileCheck %s --check-prefix=FORMAT
-// FORMAT: error: option format must be text or json, got 'xml'
+// FORMAT: for the --format option: 'xml' is not one of text, json
 // RUN: not fsdp-opt %s --fsdp-comm-report=output=%t.missing/dir/report.txt 2>&1 | FileCheck %s --check-prefix=FILE
 // FILE: error: cannot open report file:
 

@@ -55,9 +55,9 @@ StridedShardAttr::verify(function_ref<InFlightDiagnostic()> emitError,
                          int64_t dim, int64_t splitFactor) {
   if (dim < 0)
     return emitError() << "strided_shard dim must be non-negative, got " << dim;
-  if (splitFactor < 1)
-    return emitError() << "strided_shard split factor must be positive, got "
-                       << splitFactor;
+  if (splitFactor < 1 || splitFactor > lm::kMaxSplitFactor)
+    return emitError() << "strided_shard split factor must be between 1 and "
+                       << lm::kMaxSplitFactor << ", got " << splitFactor;
   return success();
 }
 

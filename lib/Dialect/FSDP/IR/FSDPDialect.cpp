@@ -74,6 +74,11 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
   if (!tensorType || !tensorType.hasStaticShape())
     return op->emitOpError() << what << " with a layout must be a statically "
                              << "shaped ranked tensor, got " << type;
+  // Collectives move integers and floats; padding needs a zero.
+  if (!tensorType.getElementType().isIntOrFloat())
+    return op->emitOpError()
+           << what << " with a layout must have integer or float elements, "
+           << "got " << tensorType.getElementType();
   MeshOp mesh = lookupMesh(op, layout.getMesh());
   if (!mesh)
     return op->emitOpError()
@@ -93,6 +98,38 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
 
 static FunctionOpInterface asFunction(Operation *op) {
   return dyn_cast<FunctionOpInterface>(op);
+}
+
+/// `fsdp.name` names the runner's `<name>.npy`: a file stem that stays in
+/// its directory, unique among the arguments (or among the results).
+static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
+                                bool isArgument, unsigned index) {
+  auto name = dyn_cast<StringAttr>(value);
+  if (!name)
+    return op->emitOpError()
+           << "'" << kNameAttrName << "' on " << what << " must be a string";
+  StringRef stem = name.getValue();
+  if (stem.empty() || stem.starts_with(".") || stem.contains('/') ||
+      stem.contains('\\') || stem.contains("..") ||
+      stem.contains(StringRef("\0", 1)))
+    return op->emitOpError()
+           << "'" << kNameAttrName << "' on " << what << " is \"" << stem
+           << "\"; a name must be a file stem: not empty, no '/', '\\' or "
+              "'..', no leading '.'";
+  auto func = asFunction(op);
+  if (!func)
+    return success();
+  // Reported once, on the later of the two.
+  for (unsigned other = 0; other < index; ++other) {
+    Attribute otherName = isArgument ? func.getArgAttr(other, kNameAttrName)
+                                     : func.getResultAttr(other, kNameAttrName);
+    if (otherName == name)
+      return op->emitOpError()
+             << "'" << kNameAttrName << "' \"" << stem << "\" on " << what
+             << " is also the name of " << (isArgument ? "argument" : "result")
+             << " #" << other << "; names must be unique";
+  }
+  return success();
 }
 
 LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
@@ -125,7 +162,9 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' is a unit attribute";
     return success();
   }
-  if (name == kNameAttrName || name == kUnitAttrName) {
+  if (name == kNameAttrName)
+    return verifyName(op, attr.getValue(), what, /*isArgument=*/true, argIndex);
+  if (name == kUnitAttrName) {
     if (!isa<StringAttr>(attr.getValue()))
       return op->emitOpError()
              << "'" << name << "' on " << what << " must be a string";
@@ -175,7 +214,14 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
              << what << " is marked as the gradient of argument #" << arg
              << ", but the function has " << func.getNumArguments()
              << " argument(s)";
-    if (!func.getArgAttr(arg, kLayoutAttrName))
+    // An argument still annotated with upstream `shard.shard` gets its layout
+    // from --fsdp-import-shard.
+    bool shardAnnotated =
+        !func.isExternal() &&
+        llvm::any_of(func.getArgument(arg).getUsers(), [](Operation *user) {
+          return user->getName().getStringRef() == "shard.shard";
+        });
+    if (!func.getArgAttr(arg, kLayoutAttrName) && !shardAnnotated)
       return op->emitOpError()
              << what << " is marked as the gradient of "
              << "argument #" << arg
@@ -193,12 +239,9 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
              << " and must have its type " << argType << ", got " << type;
     return success();
   }
-  if (name == kNameAttrName) {
-    if (!isa<StringAttr>(attr.getValue()))
-      return op->emitOpError()
-             << "'" << name << "' on " << what << " must be a string";
-    return success();
-  }
+  if (name == kNameAttrName)
+    return verifyName(op, attr.getValue(), what, /*isArgument=*/false,
+                      resultIndex);
   if (name == kLayoutAttrName) {
     auto layout = dyn_cast<LayoutAttr>(attr.getValue());
     if (!layout)

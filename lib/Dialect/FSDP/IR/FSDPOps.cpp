@@ -68,6 +68,9 @@ LogicalResult MeshOp::verify() {
       return emitOpError() << "axis '" << n
                            << "' must have a positive size, got " << size;
   }
+  // The documented limits (axis count, ranks), as layout math checks them.
+  if (auto err = lm::validateMesh(getAxisSizes().vec()))
+    return emitOpError() << *err;
   return success();
 }
 
@@ -123,6 +126,9 @@ verifyParamLayout(Operation *op, LayoutAttr layout, RankedTensorType globalType,
   if (!globalType.hasStaticShape())
     return op->emitOpError()
            << "needs a statically shaped full tensor, got " << globalType;
+  if (!globalType.getElementType().isIntOrFloat())
+    return op->emitOpError() << "needs integer or float elements, got "
+                             << globalType.getElementType();
   lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
   if (auto err = lm::validate(model, globalType.getShape().vec(), isParameter))
     return op->emitOpError() << "has an invalid layout: " << *err;
@@ -210,12 +216,18 @@ static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
     if (small.getDimSize(d) != large.getDimSize(d))
       return op->emitOpError()
              << smallName << " and " << largeName << " differ in dim " << d;
-  if (!small.isDynamicDim(0) && !large.isDynamicDim(0) &&
-      large.getDimSize(0) != k * small.getDimSize(0))
+  if (small.isDynamicDim(0) || large.isDynamicDim(0))
+    return success();
+  int64_t expected = 0;
+  if (llvm::MulOverflow(k, small.getDimSize(0), expected))
+    return op->emitOpError()
+           << "over a group of " << k << " ranks, " << largeName << " dim 0 ("
+           << k << " x " << small.getDimSize(0) << ") overflows 64 bits";
+  if (large.getDimSize(0) != expected)
     return op->emitOpError()
            << "over a group of " << k << " ranks, " << largeName
            << " dim 0 must be " << k << " x " << small.getDimSize(0) << " = "
-           << k * small.getDimSize(0) << ", got " << large.getDimSize(0);
+           << expected << ", got " << large.getDimSize(0);
   return success();
 }
 

@@ -124,6 +124,9 @@ struct BucketLayout {
   Type elementType;
 };
 
+/// Largest bucket-member alignment, in elements (documented in PASSES.md).
+constexpr int64_t kMaxAlignment = int64_t(1) << 20;
+
 struct BucketCollectivesPass
     : public mlir::fsdp::impl::FSDPBucketCollectivesBase<
           BucketCollectivesPass> {
@@ -131,25 +134,22 @@ struct BucketCollectivesPass
 
   using Group = std::pair<BucketKey, SmallVector<Member>>;
 
-  void runOnOperation() override {
-    if (mode != "unit" && mode != "greedy" && mode != "none") {
-      getOperation().emitError()
-          << "option mode must be unit, greedy or none, got '" << mode << "'";
-      return signalPassFailure();
-    }
-    if (alignment < 1 || maxCount < 1 || bucketBytes < 1) {
-      getOperation().emitError()
-          << "options alignment, max-count and bucket-bytes must be positive";
-      return signalPassFailure();
-    }
-    if (mode == "none")
-      return;
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal())
-        bucketFunction(func);
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (maxCount < 1 || bucketBytes < 1)
+      return emitError(UnknownLoc::get(ctx))
+             << "options max-count and bucket-bytes must be positive";
+    if (alignment < 1 || alignment > kMaxAlignment)
+      return emitError(UnknownLoc::get(ctx))
+             << "option alignment must be between 1 and " << kMaxAlignment
+             << " elements, got " << static_cast<int64_t>(alignment);
+    return success();
   }
 
-  void bucketFunction(func::FuncOp func) {
+  void runOnOperation() override {
+    func::FuncOp func = getOperation();
+    if (mode == BucketMode::none || func.isExternal() ||
+        !func.getBody().hasOneBlock())
+      return;
     Block &body = func.getBody().front();
     BlockOrder order(body);
     SymbolTableCollection tables;
@@ -168,16 +168,15 @@ struct BucketCollectivesPass
     for (Operation &op : body) {
       auto c = dyn_cast<CollectiveOpInterface>(&op);
       std::optional<BucketKey> key =
-          c ? bucketKeyOf(c, mode == "unit") : std::nullopt;
+          c ? bucketKeyOf(c, mode == BucketMode::unit) : std::nullopt;
       if (!key)
         continue;
       Value perRank = key->kind == CollectiveKind::reduce_scatter
                           ? c.getCollectiveOutput()
                           : c.getCollectiveInput();
       int64_t length = cast<RankedTensorType>(perRank.getType()).getDimSize(0);
-      auto *it = llvm::find_if(groups, [&](const Group &g) {
-        return g.first == *key;
-      });
+      auto *it = llvm::find_if(groups,
+                               [&](const Group &g) { return g.first == *key; });
       if (it == groups.end())
         it = &groups.emplace_back(*key, SmallVector<Member>());
       it->second.push_back({c, length});
@@ -195,10 +194,9 @@ struct BucketCollectivesPass
     for (const Member &m : members) {
       auto in = cast<RankedTensorType>(inputOf(m).getType());
       int64_t b = 0;
-      if (llvm::MulOverflow(in.getNumElements(),
-                            std::max<int64_t>(1,
-                                              in.getElementTypeBitWidth() / 8),
-                            b))
+      if (llvm::MulOverflow(
+              in.getNumElements(),
+              std::max<int64_t>(1, in.getElementTypeBitWidth() / 8), b))
         b = std::numeric_limits<int64_t>::max();
       int64_t sum = 0;
       if (!buckets.back().empty() &&
@@ -242,6 +240,8 @@ struct BucketCollectivesPass
     // The builder inserts before one of the members: erase them last.
     for (const Member &m : members)
       order.erase(m.op);
+    ++numBuckets;
+    numBucketed += members.size();
   }
 
   /// Offsets of the members in the flat buffer and the group size, with
@@ -396,9 +396,9 @@ struct BucketCollectivesPass
       return m.op.getOrigin().getUnit() == origin.getUnit();
     });
     auto collective = cast<CollectiveOpInterface>(bucket);
-    collective.setOrigin(OriginAttr::get(b.getContext(), origin.getPhase(),
-                                         oneUnit ? origin.getUnit()
-                                                 : StringAttr()));
+    collective.setOrigin(
+        OriginAttr::get(b.getContext(), origin.getPhase(),
+                        oneUnit ? origin.getUnit() : StringAttr()));
     bucket->setAttr(kBucketSizeAttrName, b.getI64IntegerAttr(members.size()));
     return collective;
   }

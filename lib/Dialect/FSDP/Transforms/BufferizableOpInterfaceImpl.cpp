@@ -2,6 +2,7 @@
 
 #include "fsdp/Dialect/FSDP/Transforms/BufferizableOpInterfaceImpl.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/BufferizableOpInterface.h"
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -151,4 +152,8 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
         CollectiveModel<AllReduceStartOp, BufferAllReduceStartOp>>(*ctx);
     WaitOp::attachInterface<WaitModel>(*ctx);
   });
+}
+
+void mlir::fsdp::registerFSDPExtensions(DialectRegistry &registry) {
+  registerBufferizableOpInterfaceExternalModels(registry);
 }

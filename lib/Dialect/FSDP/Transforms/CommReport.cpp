@@ -167,8 +167,7 @@ bool addQuantizedGather(Operation *op, FunctionReport &report,
   } else {
     return false;
   }
-  FailureOr<int64_t> k =
-      cast<CollectiveOpInterface>(op).getGroupSize(tables);
+  FailureOr<int64_t> k = cast<CollectiveOpInterface>(op).getGroupSize(tables);
   if (failed(k) || shape.size() != 2)
     return true; // the verifier reports it
   auto f = ::fsdp::quant::Format(static_cast<int32_t>(format));
@@ -347,11 +346,6 @@ struct CommReportPass
   using Base::Base;
 
   void runOnOperation() override {
-    if (format != "text" && format != "json") {
-      getOperation().emitError()
-          << "option format must be text or json, got '" << format << "'";
-      return signalPassFailure();
-    }
     std::string error;
     auto out = openOutputFile(outputFile, &error);
     if (!out) {
@@ -364,7 +358,7 @@ struct CommReportPass
       if (!func.isExternal())
         reports.push_back(analyze(func, tables));
     });
-    if (format == "json")
+    if (format == ReportFormat::json)
       printJson(out->os(), reports);
     else
       printText(out->os(), reports);

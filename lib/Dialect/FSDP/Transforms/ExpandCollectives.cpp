@@ -37,8 +37,12 @@ struct Expander {
   /// it expands to: bucketing and scheduling know where it belongs.
   OriginAttr origin = {};
 
+  /// Flat collectives created so far (the pass's statistic).
+  int64_t created = 0;
+
   Value tag(Value v) {
     cast<CollectiveOpInterface>(v.getDefiningOp()).setOrigin(origin);
+    ++created;
     return v;
   }
 
@@ -156,102 +160,127 @@ struct Expander {
     return p.kind == lm::Placement::Kind::StridedShard ? &p : nullptr;
   }
 
+  /// Size of the group over `axes`.
+  int64_t groupSize(ArrayRef<int64_t> axes) {
+    int64_t k = 1;
+    for (int64_t a : axes)
+      k *= model.meshShape[a];
+    return k;
+  }
+
   /// Gathers dim `d` of `cur` (every other sharded dim already handled or
   /// still in slot form) and unpacks it to the full size.
   Value gatherDim(Value cur, int64_t d) {
     std::vector<int64_t> axes = lm::axesShardingDim(model, d);
-    int64_t k = 1;
-    for (int64_t a : axes)
-      k *= model.meshShape[a];
+    int64_t k = groupSize(axes);
     auto t = typeOf(cur);
     Shape slotShape(t.getShape());
-    int64_t c = slotShape[d], n = global[d];
-    Type elem = t.getElementType();
     std::vector<lm::DimShard> slots = lm::slotsAlongDim(model, global, d);
-
-    Value flat = flatten(cur);
-    auto gatheredType = RankedTensorType::get({k * t.getNumElements()}, elem);
-    Value gathered = tag(AllGatherOp::create(b, loc, gatheredType, flat,
+    auto gatheredType =
+        RankedTensorType::get({k * t.getNumElements()}, t.getElementType());
+    Value gathered = tag(AllGatherOp::create(b, loc, gatheredType, flatten(cur),
                                              meshRef, axisNames(axes)));
-    Shape full = slotShape;
-    full[d] = n;
-
-    // Shard(0), ceil or even: the first n rows of [k*c, ...] (a view).
-    if (d == 0 && isPaddedPrefix(slots, c)) {
-      Shape rows = slotShape;
-      rows[0] = k * c;
-      Value all = reshapeFlat(gathered, rows);
-      if (k * c == n)
-        return all;
-      return slice(all, Shape(full.size(), 0), full, /*dropLeading=*/false);
-    }
+    if (d == 0 && isPaddedPrefix(slots, slotShape[d]))
+      return unpackPaddedPrefix(gathered, slotShape, k);
+    if (const lm::Placement *p = soleStrided(axes))
+      return unpackStrided(gathered, slotShape, d, k, p->splitFactor);
     Shape blocked = {k};
     blocked.append(slotShape.begin(), slotShape.end());
-    // StridedShard: [k, sf, m, ...] -> [sf, k, m, ...] -> [n, ...].
-    if (const lm::Placement *p = soleStrided(axes)) {
-      int64_t sf = p->splitFactor, m = c / sf;
-      Shape split = {k};
-      for (int64_t i = 0; i < (int64_t)slotShape.size(); ++i) {
-        if (i == d) {
-          split.push_back(sf);
-          split.push_back(m);
-        } else {
-          split.push_back(slotShape[i]);
-        }
-      }
-      Value v = reshapeFlat(gathered, split);
-      // Move k next to m: dims [k, pre..., sf, m, post...] ->
-      // [pre..., sf, k, m, post...].
-      SmallVector<int64_t> perm;
-      for (int64_t i = 1; i <= d; ++i)
-        perm.push_back(i);
-      perm.push_back(d + 1);
-      perm.push_back(0);
-      for (int64_t i = d + 2; i < (int64_t)split.size(); ++i)
-        perm.push_back(i);
-      Shape permuted;
-      for (int64_t i : perm)
-        permuted.push_back(split[i]);
-      Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
-      Value tr =
-          linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
-      SmallVector<ReassociationIndices> groups;
-      for (int64_t i = 0; i < (int64_t)full.size(); ++i) {
-        if (i < d)
-          groups.push_back({i});
-        else if (i == d)
-          groups.push_back({d, d + 1, d + 2});
-        else
-          groups.push_back({i + 2});
-      }
-      return tensor::CollapseShapeOp::create(
-          b, loc, RankedTensorType::get(full, elem), tr, groups);
-    }
     Value blocks = reshapeFlat(gathered, blocked);
-    auto slotPiece = [&](int64_t j, int64_t pos, int64_t len) {
-      Shape offsets(blocked.size(), 0), sizes = blocked;
-      offsets[0] = j;
-      sizes[0] = 1;
-      offsets[d + 1] = pos;
-      sizes[d + 1] = len;
-      return slice(blocks, offsets, sizes, /*dropLeading=*/true);
-    };
-    // Chunk-cat: concatenate the slots, each narrowed to its true size.
-    if (isInOrder(slots)) {
-      SmallVector<Value> pieces;
-      for (auto [j, s] : llvm::enumerate(slots))
-        if (s.localSize > 0)
-          pieces.push_back(slotPiece(j, 0, s.localSize));
-      if (pieces.size() == 1)
-        return pieces.front();
-      return tensor::ConcatOp::create(b, loc, d, pieces);
+    if (isInOrder(slots))
+      return unpackChunkCat(blocks, blocked, slots, d);
+    return unpackRanges(blocks, blocked, slots, d);
+  }
+
+  /// Shard(0), ceil or even: the first n rows of [k*c, ...] (a view).
+  Value unpackPaddedPrefix(Value gathered, ArrayRef<int64_t> slotShape,
+                           int64_t k) {
+    Shape rows(slotShape);
+    rows[0] = k * slotShape[0];
+    Value all = reshapeFlat(gathered, rows);
+    if (rows[0] == global[0])
+      return all;
+    Shape full(slotShape);
+    full[0] = global[0];
+    return slice(all, Shape(full.size(), 0), full, /*dropLeading=*/false);
+  }
+
+  /// StridedShard: [k, sf, m, ...] -> [sf, k, m, ...] -> [n, ...].
+  Value unpackStrided(Value gathered, ArrayRef<int64_t> slotShape, int64_t d,
+                      int64_t k, int64_t sf) {
+    Type elem = typeOf(gathered).getElementType();
+    int64_t m = slotShape[d] / sf;
+    Shape split = {k};
+    for (int64_t i = 0; i < (int64_t)slotShape.size(); ++i) {
+      if (i == d)
+        split.append({sf, m});
+      else
+        split.push_back(slotShape[i]);
     }
-    // General (nested axes): place every owned range where it belongs.
-    Value dest = tensor::EmptyOp::create(b, loc, full, elem);
+    Value v = reshapeFlat(gathered, split);
+    // Move k next to m: dims [k, pre..., sf, m, post...] ->
+    // [pre..., sf, k, m, post...].
+    SmallVector<int64_t> perm;
+    for (int64_t i = 1; i <= d; ++i)
+      perm.push_back(i);
+    perm.append({d + 1, 0});
+    for (int64_t i = d + 2; i < (int64_t)split.size(); ++i)
+      perm.push_back(i);
+    Shape permuted;
+    for (int64_t i : perm)
+      permuted.push_back(split[i]);
+    Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
+    Value tr =
+        linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t i = 0; i < (int64_t)slotShape.size(); ++i) {
+      if (i < d)
+        groups.push_back({i});
+      else if (i == d)
+        groups.push_back({d, d + 1, d + 2});
+      else
+        groups.push_back({i + 2});
+    }
+    Shape full(slotShape);
+    full[d] = global[d];
+    return tensor::CollapseShapeOp::create(
+        b, loc, RankedTensorType::get(full, elem), tr, groups);
+  }
+
+  /// Slot j's [pos, pos + len) along dim d of the gathered [k, slot...].
+  Value slotPiece(Value blocks, ArrayRef<int64_t> blocked, int64_t d, int64_t j,
+                  int64_t pos, int64_t len) {
+    Shape offsets(blocked.size(), 0), sizes(blocked);
+    offsets[0] = j;
+    sizes[0] = 1;
+    offsets[d + 1] = pos;
+    sizes[d + 1] = len;
+    return slice(blocks, offsets, sizes, /*dropLeading=*/true);
+  }
+
+  /// Chunk-cat: concatenate the slots, each narrowed to its true size.
+  Value unpackChunkCat(Value blocks, ArrayRef<int64_t> blocked,
+                       ArrayRef<lm::DimShard> slots, int64_t d) {
+    SmallVector<Value> pieces;
+    for (auto [j, s] : llvm::enumerate(slots))
+      if (s.localSize > 0)
+        pieces.push_back(slotPiece(blocks, blocked, d, j, 0, s.localSize));
+    if (pieces.size() == 1)
+      return pieces.front();
+    return tensor::ConcatOp::create(b, loc, d, pieces);
+  }
+
+  /// General (nested axes): place every owned range where it belongs.
+  Value unpackRanges(Value blocks, ArrayRef<int64_t> blocked,
+                     ArrayRef<lm::DimShard> slots, int64_t d) {
+    Shape full(blocked.begin() + 1, blocked.end());
+    full[d] = global[d];
+    Value dest =
+        tensor::EmptyOp::create(b, loc, full, typeOf(blocks).getElementType());
     for (auto [j, s] : llvm::enumerate(slots)) {
       int64_t pos = 0;
       for (const lm::Range &r : s.ranges) {
-        Value piece = slotPiece(j, pos, r.size());
+        Value piece = slotPiece(blocks, blocked, d, j, pos, r.size());
         Shape offsets(full.size(), 0), sizes = full;
         offsets[d] = r.begin;
         sizes[d] = r.size();
@@ -266,89 +295,98 @@ struct Expander {
   /// gatherDim's unpack), reduce-scatters it and returns this rank's slot.
   Value reduceScatterDim(Value cur, int64_t d, ReduceKind reduce) {
     std::vector<int64_t> axes = lm::axesShardingDim(model, d);
-    int64_t k = 1;
-    for (int64_t a : axes)
-      k *= model.meshShape[a];
+    int64_t k = groupSize(axes);
     auto t = typeOf(cur);
-    Type elem = t.getElementType();
     Shape fullShape(t.getShape());
-    int64_t n = fullShape[d];
     std::vector<lm::DimShard> slots = lm::slotsAlongDim(model, global, d);
-    int64_t c = slots.empty() ? n : slots[0].slotSize;
+    int64_t c = slots.empty() ? fullShape[d] : slots[0].slotSize;
     Shape slotShape = fullShape;
     slotShape[d] = c;
-    Shape blocked = {k};
-    blocked.append(slotShape.begin(), slotShape.end());
-
     Value packed;
-    if (d == 0 && isPaddedPrefix(slots, c)) {
-      // Pad the trailing rows with zeros: [k*c, ...] is already [k, slot].
-      packed = cur;
-      if (k * c != n) {
-        Shape low(fullShape.size(), 0), high(fullShape.size(), 0);
-        high[0] = k * c - n;
-        Shape padded = fullShape;
-        padded[0] = k * c;
-        Value zero = arith::ConstantOp::create(b, loc, b.getZeroAttr(elem));
-        packed =
-            tensor::PadOp::create(b, loc, RankedTensorType::get(padded, elem),
-                                  cur, indexAttrs(low), indexAttrs(high), zero);
-      }
-    } else if (const lm::Placement *p = soleStrided(axes)) {
-      // [n, ...] -> [sf, k, m, ...] -> [k, sf, m, ...].
-      int64_t sf = p->splitFactor, m = c / sf;
-      Shape split;
-      SmallVector<ReassociationIndices> groups;
-      for (int64_t i = 0; i < (int64_t)fullShape.size(); ++i) {
-        if (i == d) {
-          groups.push_back({(int64_t)split.size(), (int64_t)split.size() + 1,
-                            (int64_t)split.size() + 2});
-          split.append({sf, k, m});
-        } else {
-          groups.push_back({(int64_t)split.size()});
-          split.push_back(fullShape[i]);
-        }
-      }
-      Value v = tensor::ExpandShapeOp::create(
-          b, loc, RankedTensorType::get(split, elem), cur, groups);
-      SmallVector<int64_t> perm = {d + 1};
-      for (int64_t i = 0; i < (int64_t)split.size(); ++i)
-        if (i != d + 1)
-          perm.push_back(i);
-      Shape permuted;
-      for (int64_t i : perm)
-        permuted.push_back(split[i]);
-      Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
-      packed =
-          linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
-    } else {
-      // Chunk-cat's inverse: every slot narrowed from the gradient, padded
-      // with zeros to c, stacked along a new leading dim.
-      packed = zeros(blocked, elem);
-      for (auto [j, s] : llvm::enumerate(slots)) {
-        int64_t pos = 0;
-        for (const lm::Range &r : s.ranges) {
-          Shape offsets(fullShape.size(), 0), sizes = fullShape;
-          offsets[d] = r.begin;
-          sizes[d] = r.size();
-          Value piece = slice(cur, offsets, sizes, /*dropLeading=*/false);
-          Shape dstOffsets(blocked.size(), 0), dstSizes = blocked;
-          dstOffsets[0] = j;
-          dstSizes[0] = 1;
-          dstOffsets[d + 1] = pos;
-          dstSizes[d + 1] = r.size();
-          packed = insert(piece, packed, dstOffsets, dstSizes);
-          pos += r.size();
-        }
-      }
-    }
+    if (d == 0 && isPaddedPrefix(slots, c))
+      packed = packPaddedPrefix(cur, k * c);
+    else if (const lm::Placement *p = soleStrided(axes))
+      packed = packStrided(cur, d, k, c / p->splitFactor, p->splitFactor);
+    else
+      packed = packSlots(cur, slotShape, slots, d, k);
     Value flat = flatten(packed);
-    auto outType =
-        RankedTensorType::get({typeOf(flat).getNumElements() / k}, elem);
+    auto outType = RankedTensorType::get({typeOf(flat).getNumElements() / k},
+                                         t.getElementType());
     Value scattered = tag(
         ReduceScatterOp::create(b, loc, outType, flat, meshRef, axisNames(axes),
                                 ReduceKindAttr::get(b.getContext(), reduce)));
     return reshapeFlat(scattered, slotShape);
+  }
+
+  /// Pads the trailing rows with zeros: [k*c, ...] is already [k, slot].
+  Value packPaddedPrefix(Value cur, int64_t rows) {
+    auto t = typeOf(cur);
+    if (rows == t.getDimSize(0))
+      return cur;
+    Shape low(t.getRank(), 0), high(t.getRank(), 0);
+    high[0] = rows - t.getDimSize(0);
+    Shape padded(t.getShape());
+    padded[0] = rows;
+    Value zero =
+        arith::ConstantOp::create(b, loc, b.getZeroAttr(t.getElementType()));
+    return tensor::PadOp::create(b, loc, t.clone(padded), cur, indexAttrs(low),
+                                 indexAttrs(high), zero);
+  }
+
+  /// [n, ...] -> [sf, k, m, ...] -> [k, sf, m, ...].
+  Value packStrided(Value cur, int64_t d, int64_t k, int64_t m, int64_t sf) {
+    auto t = typeOf(cur);
+    Type elem = t.getElementType();
+    Shape split;
+    SmallVector<ReassociationIndices> groups;
+    for (int64_t i = 0; i < t.getRank(); ++i) {
+      int64_t at = split.size();
+      if (i == d) {
+        groups.push_back({at, at + 1, at + 2});
+        split.append({sf, k, m});
+      } else {
+        groups.push_back({at});
+        split.push_back(t.getDimSize(i));
+      }
+    }
+    Value v = tensor::ExpandShapeOp::create(
+        b, loc, RankedTensorType::get(split, elem), cur, groups);
+    SmallVector<int64_t> perm = {d + 1};
+    for (int64_t i = 0; i < (int64_t)split.size(); ++i)
+      if (i != d + 1)
+        perm.push_back(i);
+    Shape permuted;
+    for (int64_t i : perm)
+      permuted.push_back(split[i]);
+    Value init = tensor::EmptyOp::create(b, loc, permuted, elem);
+    return linalg::TransposeOp::create(b, loc, v, init, perm).getResult()[0];
+  }
+
+  /// Chunk-cat's inverse: every slot narrowed from the gradient, padded
+  /// with zeros to the slot size, stacked along a new leading dim.
+  Value packSlots(Value cur, ArrayRef<int64_t> slotShape,
+                  ArrayRef<lm::DimShard> slots, int64_t d, int64_t k) {
+    Shape fullShape(typeOf(cur).getShape());
+    Shape blocked = {k};
+    blocked.append(slotShape.begin(), slotShape.end());
+    Value packed = zeros(blocked, typeOf(cur).getElementType());
+    for (auto [j, s] : llvm::enumerate(slots)) {
+      int64_t pos = 0;
+      for (const lm::Range &r : s.ranges) {
+        Shape offsets(fullShape.size(), 0), sizes = fullShape;
+        offsets[d] = r.begin;
+        sizes[d] = r.size();
+        Value piece = slice(cur, offsets, sizes, /*dropLeading=*/false);
+        Shape dstOffsets(blocked.size(), 0), dstSizes = blocked;
+        dstOffsets[0] = j;
+        dstSizes[0] = 1;
+        dstOffsets[d + 1] = pos;
+        dstSizes[d + 1] = r.size();
+        packed = insert(piece, packed, dstOffsets, dstSizes);
+        pos += r.size();
+      }
+    }
+    return packed;
   }
 
   Value allReduce(Value cur, ArrayRef<int64_t> axes, ReduceKind reduce) {
@@ -413,6 +451,8 @@ struct ExpandCollectivesPass
         cur = ex->gatherDim(cur, d);
     op.getResult().replaceAllUsesWith(cur);
     op.erase();
+    ++numGathers;
+    numCollectives += ex->created;
     return success();
   }
 
@@ -469,6 +509,8 @@ struct ExpandCollectivesPass
     cur = ex->castTo(cur, elem);
     op.getResult().replaceAllUsesWith(cur);
     op.erase();
+    ++numReductions;
+    numCollectives += ex->created;
     return success();
   }
 };

@@ -13,7 +13,6 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "llvm/ADT/StringSet.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPQUANTIZEGATHERS
@@ -25,7 +24,6 @@ using namespace mlir::fsdp;
 namespace fq = ::fsdp::quant;
 
 namespace {
-
 
 /// The parameter argument a gather input is a reshaped or cast view of:
 /// exactly the ops fsdp-partition and fsdp-expand-collectives put between a
@@ -60,59 +58,52 @@ struct QuantizeGathersPass
     : public mlir::fsdp::impl::FSDPQuantizeGathersBase<QuantizeGathersPass> {
   using Base::Base;
 
-  void runOnOperation() override {
-    std::optional<fq::Format> parsed = fq::parseFormat(format);
-    if (!parsed) {
-      getOperation().emitError()
-          << "fsdp-quantize-gathers: unknown format '" << format
-          << "' (fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise, "
-             "mxfp8_colwise, nvfp4, fp8_block_1x128, fp8_block_128x128)";
-      return signalPassFailure();
-    }
-    llvm::StringSet<> types, phaseSet;
-    for (const std::string &t : dtypes) {
-      if (t != "f32" && t != "bf16") {
-        getOperation().emitError() << "fsdp-quantize-gathers: dtypes lists '"
-                                   << t << "'; only f32 and bf16 quantize";
-        return signalPassFailure();
-      }
-      types.insert(t);
-    }
-    for (const std::string &p : phases) {
-      if (p != "forward" && p != "backward") {
-        getOperation().emitError() << "fsdp-quantize-gathers: phases lists '"
-                                   << p << "'; expected forward or backward";
-        return signalPassFailure();
-      }
-      phaseSet.insert(p);
-    }
-    if (types.empty())
-      for (StringRef t : {"f32", "bf16"})
-        types.insert(t);
-    if (phaseSet.empty())
-      for (StringRef p : {"forward", "backward"})
-        phaseSet.insert(p);
-    if (minElements < 0) {
-      getOperation().emitError()
-          << "fsdp-quantize-gathers: min-elements must be >= 0, got "
-          << static_cast<int64_t>(minElements);
-      return signalPassFailure();
-    }
+  /// The element types and phases selected (dtypes, phases).
+  bool quantizeF32 = true, quantizeBF16 = true;
+  DenseSet<Phase> phaseSet;
 
+  LogicalResult initialize(MLIRContext *ctx) override {
+    auto error = [&]() {
+      return emitError(UnknownLoc::get(ctx)) << "fsdp-quantize-gathers: ";
+    };
+    for (const std::string &t : dtypes)
+      if (t != "f32" && t != "bf16")
+        return error() << "dtypes lists '" << t
+                       << "'; only f32 and bf16 quantize";
+    quantizeF32 = dtypes.empty() || llvm::is_contained(dtypes, "f32");
+    quantizeBF16 = dtypes.empty() || llvm::is_contained(dtypes, "bf16");
+    phaseSet.clear();
+    for (const std::string &p : phases) {
+      std::optional<Phase> phase = symbolizePhase(p);
+      if (!phase || *phase == Phase::optimizer)
+        return error() << "phases lists '" << p
+                       << "'; expected forward or backward";
+      phaseSet.insert(*phase);
+    }
+    if (phaseSet.empty())
+      phaseSet = {Phase::forward, Phase::backward};
+    if (minElements < 0)
+      return emitError(UnknownLoc::get(ctx))
+             << "fsdp-quantize-gathers: min-elements must be >= 0, got "
+             << static_cast<int64_t>(minElements);
+    return success();
+  }
+
+  void runOnOperation() override {
     SymbolTableCollection tables;
     reported.clear();
     SmallVector<AllGatherOp> gathers;
     getOperation().walk([&](AllGatherOp op) { gathers.push_back(op); });
     for (AllGatherOp op : gathers) {
       OriginAttr origin = op.getOrigin();
-      if (!origin || !phaseSet.contains(stringifyPhase(origin.getPhase())))
+      if (!origin || !phaseSet.contains(origin.getPhase()))
         continue;
-      auto inType = cast<RankedTensorType>(op.getInput().getType());
-      Type elem = inType.getElementType();
-      if (!(elem.isF32() && types.contains("f32")) &&
-          !(elem.isBF16() && types.contains("bf16")))
+      Type elem = op.getInput().getType().getElementType();
+      if (!(elem.isF32() && quantizeF32) && !(elem.isBF16() && quantizeBF16))
         continue;
-      quantize(op, *parsed, tables);
+      quantize(op,
+               ::fsdp::quant::Format(static_cast<int32_t>(format.getValue())),
+               tables);
     }
   }
 
@@ -165,9 +156,11 @@ struct QuantizeGathersPass
     // gathers alone.
     for (NamedAttribute a : op->getDiscardableAttrs())
       q->setAttr(a.getName(), a.getValue());
-    q->setAttr(kWireBytesAttrName, b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
+    q->setAttr(kWireBytesAttrName,
+               b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
     op.getResult().replaceAllUsesWith(q.getResult());
     op.erase();
+    ++numQuantized;
   }
 };
 

@@ -33,8 +33,8 @@ int64_t bytesOf(Value v) {
   if (!t.hasStaticShape() || !t.getElementType().isIntOrFloat())
     return 0;
   int64_t bits = 0;
-  if (llvm::MulOverflow(t.getNumElements(),
-                        (int64_t)t.getElementTypeBitWidth(), bits))
+  if (llvm::MulOverflow(t.getNumElements(), (int64_t)t.getElementTypeBitWidth(),
+                        bits))
     return std::numeric_limits<int64_t>::max();
   return bits / 8 + (bits % 8 != 0);
 }
@@ -48,15 +48,17 @@ struct Gather {
 struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
   using Base::Base;
 
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (prefetch < 0 || memoryLimit < 0)
+      return emitError(UnknownLoc::get(ctx))
+             << "options prefetch and memory-limit must not be negative";
+    return success();
+  }
+
   void runOnOperation() override {
-    if (prefetch < 0 || memoryLimit < 0) {
-      getOperation().emitError()
-          << "options prefetch and memory-limit must not be negative";
-      return signalPassFailure();
-    }
-    for (auto func : getOperation().getOps<func::FuncOp>())
-      if (!func.isExternal())
-        scheduleFunction(func);
+    func::FuncOp func = getOperation();
+    if (!func.isExternal() && func.getBody().hasOneBlock())
+      scheduleFunction(func);
   }
 
   /// Replaces a collective by start + wait at its position.
@@ -88,6 +90,7 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
                                      start->getResult(1));
     op.getCollectiveOutput().replaceAllUsesWith(wait->getResult(0));
     order.erase(op);
+    ++numStarted;
     return {start, wait};
   }
 
@@ -261,6 +264,7 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
       if (memoryLimit > 0)
         target = boundedStart(scheduled, i, target, order);
       order.moveBefore(g.start, target);
+      ++numPrefetched;
     }
   }
 };

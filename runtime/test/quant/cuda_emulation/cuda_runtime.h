@@ -13,9 +13,11 @@
 #define FSDPRT_QUANT_CUDA_EMULATION_RUNTIME_H
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -210,6 +212,9 @@ inline cudaError_t cudaMalloc(void **p, size_t bytes) {
   *p = std::malloc(bytes ? bytes : 1);
   return *p ? cudaSuccess : cudaErrorInvalidValue;
 }
+template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
 inline cudaError_t cudaFree(void *p) {
   std::free(p);
   return cudaSuccess;
@@ -228,5 +233,60 @@ inline cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes,
   return cudaSuccess;
 }
 inline cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
+                                   cudaMemcpyKind k, cudaStream_t = nullptr) {
+  return cudaMemcpy(d, s, bytes, k);
+}
+
+// For bench/gpu/gpu_check.cu: device properties, 64-bit atomics and events
+// (host clock; emulated timings mean nothing).
+struct cudaDeviceProp {
+  char name[256];
+  int major, minor, multiProcessorCount;
+};
+inline cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int) {
+  std::snprintf(p->name, sizeof(p->name), "host emulation");
+  p->major = 0;
+  p->minor = 0;
+  p->multiProcessorCount = cuda_emulation::smCount();
+  return cudaSuccess;
+}
+inline unsigned long long atomicAdd(unsigned long long *p,
+                                    unsigned long long v) {
+  std::lock_guard<std::mutex> lock(cuda_emulation::atomicMutex);
+  const unsigned long long old = *p;
+  *p += v;
+  return old;
+}
+inline unsigned int atomicMin(unsigned int *p, unsigned int v) {
+  std::lock_guard<std::mutex> lock(cuda_emulation::atomicMutex);
+  const unsigned int old = *p;
+  if (v < old)
+    *p = v;
+  return old;
+}
+typedef struct CUevent_st *cudaEvent_t;
+inline cudaError_t cudaEventCreate(cudaEvent_t *e) {
+  *e = reinterpret_cast<cudaEvent_t>(new double(0));
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventDestroy(cudaEvent_t e) {
+  delete reinterpret_cast<double *>(e);
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t = nullptr) {
+  *reinterpret_cast<double *>(e) =
+      std::chrono::duration<double, std::milli>(
+          std::chrono::steady_clock::now().time_since_epoch())
+          .count();
+  return cudaSuccess;
+}
+inline cudaError_t cudaEventSynchronize(cudaEvent_t) { return cudaSuccess; }
+inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a,
+                                        cudaEvent_t b) {
+  *ms = static_cast<float>(*reinterpret_cast<double *>(b) -
+                           *reinterpret_cast<double *>(a));
+  return cudaSuccess;
+}
 
 #endif

@@ -13,7 +13,8 @@ thread); the rest run their threads in a loop.
 import re
 import sys
 
-COOPERATIVE = ("amaxKernel", "block128QuantKernel")
+COOPERATIVE = ("amaxKernel", "block128QuantKernel", "mxfp8RowQuantKernel",
+               "nvfp4Quant2dKernel", "block1x128QuantKernel")
 LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 
 

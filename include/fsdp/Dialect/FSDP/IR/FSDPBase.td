@@ -84,7 +84,8 @@ def FSDP_QuantFormat : I32EnumAttr<"QuantFormat", "quantized all-gather format",
     I32EnumAttrCase<"fp8_e4m3_tensor", 0>, I32EnumAttrCase<"fp8_e5m2_tensor", 1>,
     I32EnumAttrCase<"mxfp8_rowwise", 2>, I32EnumAttrCase<"mxfp8_colwise", 3>,
     I32EnumAttrCase<"nvfp4", 4>, I32EnumAttrCase<"fp8_block_1x128", 5>,
-    I32EnumAttrCase<"fp8_block_128x128", 6>]> {
+    I32EnumAttrCase<"fp8_block_128x128", 6>, I32EnumAttrCase<"nvfp4_2d", 7>,
+    I32EnumAttrCase<"fp8_block_1x128_t", 8>]> {
   let cppNamespace = "::mlir::fsdp";
   let genSpecializedAttr = 0;
 }

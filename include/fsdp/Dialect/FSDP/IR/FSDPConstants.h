@@ -1,4 +1,5 @@
-//===- FSDPConstants.h - names of the fsdp discardable attributes -*- C++ -*-===//
+//===- FSDPConstants.h - names of the fsdp discardable attributes -*- C++
+//-*-===//
 //
 // Every discardable attribute the fsdp dialect, its passes and the runner
 // read or write, in one place. Attributes that are part of an op's own

@@ -4,7 +4,9 @@
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSES_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/Transforms/PassOptions.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/Pass/Pass.h"
@@ -17,9 +19,8 @@ namespace mlir::fsdp {
 #define GEN_PASS_REGISTRATION
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h.inc"
 
-/// Registers every fsdp pass and the `fsdp-pipeline` and
-/// `fsdp-lower-to-llvm` pass pipelines.
-void registerFSDPPassesAndPipelines();
+// The pipeline (and registerFSDPPassesAndPipelines) lives in
+// fsdp/Pipeline/Pipeline.h, library MLIRFSDPPipeline.
 
 /// Registers the interfaces fsdp ops implement for upstream passes
 /// (bufferization).

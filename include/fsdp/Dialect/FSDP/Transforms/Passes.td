@@ -35,31 +35,45 @@ def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];
   let options = [
-    Option<"reduceOp", "reduce-op", "std::string", /*default=*/"\"avg\"",
-           "Gradient reduction: avg (mean over data-parallel ranks) or sum">,
+    Option<"reduceOp", "reduce-op", "::mlir::fsdp::ReduceKind",
+           /*default=*/"::mlir::fsdp::ReduceKind::avg",
+           "Gradient reduction", [{FSDP_GRADIENT_REDUCE_VALUES}]>,
     Option<"gradScale", "grad-scale", "double", /*default=*/"0.0",
-           "Multiply summed gradients by this factor (needs reduce-op=sum; 0 = off)">,
-    Option<"paramDtype", "param-dtype", "std::string", /*default=*/"\"\"",
-           "Cast shards to this element type before gathering (e.g. bf16)">,
-    Option<"reduceDtype", "reduce-dtype", "std::string", /*default=*/"\"\"",
-           "Element type the gradient reduction runs in (e.g. f32)">,
+           "Multiply summed gradients by this finite factor (needs "
+           "reduce-op=sum; 0 = off)">,
+    Option<"paramDtype", "param-dtype", "::mlir::fsdp::FloatDtype",
+           /*default=*/"::mlir::fsdp::FloatDtype::none",
+           "Cast float shards to this element type before gathering",
+           [{FSDP_FLOAT_DTYPE_VALUES}]>,
+    Option<"reduceDtype", "reduce-dtype", "::mlir::fsdp::FloatDtype",
+           /*default=*/"::mlir::fsdp::FloatDtype::none",
+           "Element type the gradient reduction runs in",
+           [{FSDP_FLOAT_DTYPE_VALUES}]>,
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
            "Free gathered parameters after forward and gather again for backward">,
     Option<"allReduceLoss", "all-reduce-loss", "bool", /*default=*/"false",
            "All-reduce the loss to the mean over all data-parallel ranks">,
-    Option<"unevenPolicy", "uneven-policy", "std::string", /*default=*/"\"\"",
-           "Override every layout's uneven policy (ceil or balanced)">,
+    Option<"unevenPolicy", "uneven-policy", "::mlir::fsdp::PolicyOverride",
+           /*default=*/"::mlir::fsdp::PolicyOverride::layout",
+           "Override every layout's uneven policy",
+           [{FSDP_POLICY_OVERRIDE_VALUES}]>,
     Option<"accumulationSteps", "accumulation-steps", "int64_t",
            /*default=*/"1",
            "Gradient accumulation over this many micro-steps: also emit "
            "@<step>_accumulate, which adds its reduce-scattered gradients to "
            "running partial sums and skips the replicate all-reduce; @<step> "
-           "then finishes the last micro-step and averages">,
+           "then finishes the last micro-step and averages (1 to 2^20)">,
+  ];
+  let statistics = [
+    Statistic<"numParameters", "parameters",
+              "Parameter arguments that became shards">,
+    Statistic<"numGathers", "param-gathers", "fsdp.param_gather ops created">,
+    Statistic<"numGradients", "grad-reduces", "fsdp.grad_reduce ops created">,
   ];
 }
 
-def FSDPExpandCollectives : Pass<"fsdp-expand-collectives", "ModuleOp"> {
+def FSDPExpandCollectives : Pass<"fsdp-expand-collectives", "func::FuncOp"> {
   let summary = "Rewrite parameter gathers and gradient reductions into flat collectives";
   let description = [{
     `fsdp.param_gather` becomes a flat 1-D `fsdp.all_gather` of the padded
@@ -74,9 +88,15 @@ def FSDPExpandCollectives : Pass<"fsdp-expand-collectives", "ModuleOp"> {
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
                            "::mlir::linalg::LinalgDialect"];
+  let statistics = [
+    Statistic<"numGathers", "param-gathers", "fsdp.param_gather ops expanded">,
+    Statistic<"numReductions", "grad-reduces", "fsdp.grad_reduce ops expanded">,
+    Statistic<"numCollectives", "flat-collectives",
+              "Flat collectives created">,
+  ];
 }
 
-def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "ModuleOp"> {
+def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
   let summary = "Fuse flat collectives of one kind, group and dtype into buckets";
   let description = [{
     Runs on expanded IR. Flat collectives that `fsdp-expand-collectives`
@@ -101,20 +121,26 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "ModuleOp"> {
   let dependentDialects = ["::mlir::tensor::TensorDialect",
                            "::mlir::arith::ArithDialect"];
   let options = [
-    Option<"mode", "mode", "std::string", /*default=*/"\"unit\"",
-           "unit: one bucket per FSDP unit and phase; greedy: program order "
-           "up to the limits; none: no bucketing">,
+    Option<"mode", "mode", "::mlir::fsdp::BucketMode",
+           /*default=*/"::mlir::fsdp::BucketMode::unit",
+           "How collectives are grouped", [{FSDP_BUCKET_MODE_VALUES}]>,
     Option<"bucketBytes", "bucket-bytes", "int64_t",
            /*default=*/"30 * 1024 * 1024",
            "Largest bucket, in bytes of one rank's input (XLA's combiner default)">,
     Option<"maxCount", "max-count", "int64_t", /*default=*/"256",
            "Most collectives in one bucket">,
     Option<"alignment", "alignment", "int64_t", /*default=*/"1",
-           "Round every member's length up to a multiple of this many elements">,
+           "Round every member's length up to a multiple of this many "
+           "elements (1 to 2^20)">,
+  ];
+  let statistics = [
+    Statistic<"numBuckets", "buckets", "Buckets created">,
+    Statistic<"numBucketed", "bucketed-collectives",
+              "Collectives fused into buckets">,
   ];
 }
 
-def FSDPSchedule : Pass<"fsdp-schedule", "ModuleOp"> {
+def FSDPSchedule : Pass<"fsdp-schedule", "func::FuncOp"> {
   let summary = "Split collectives into start/wait to overlap them with compute";
   let description = [{
     Every tagged flat collective becomes `*_start` + `fsdp.wait`. The wait
@@ -131,6 +157,12 @@ def FSDPSchedule : Pass<"fsdp-schedule", "ModuleOp"> {
            "How many all-gathers ahead to start">,
     Option<"memoryLimit", "memory-limit", "int64_t", /*default=*/"0",
            "Bytes of gathered parameters allowed alive at once (0 = no limit)">,
+  ];
+  let statistics = [
+    Statistic<"numStarted", "started-collectives",
+              "Collectives split into start and wait">,
+    Statistic<"numPrefetched", "prefetched-gathers",
+              "All-gathers started earlier than their program position">,
   ];
 }
 
@@ -153,14 +185,15 @@ def FSDPCommReport : Pass<"fsdp-comm-report", "ModuleOp"> {
     differ only in padding.
   }];
   let options = [
-    Option<"format", "format", "std::string", /*default=*/"\"text\"",
-           "Report format: text or json">,
+    Option<"format", "format", "::mlir::fsdp::ReportFormat",
+           /*default=*/"::mlir::fsdp::ReportFormat::text",
+           "Report format", [{FSDP_REPORT_FORMAT_VALUES}]>,
     Option<"outputFile", "output", "std::string", /*default=*/"\"-\"",
            "Where to write the report (- for stdout)">,
   ];
 }
 
-def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "ModuleOp"> {
+def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
   let summary = "Quantize parameter all-gathers (FP8, MXFP8, NVFP4, FP8 blockwise)";
   let description = [{
     Runs on expanded IR, before bucketing. Every flat `fsdp.all_gather`
@@ -178,15 +211,41 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "ModuleOp"> {
     shard does not block in the format (both with a remark).
   }];
   let options = [
-    Option<"format", "format", "std::string", /*default=*/"\"fp8_e4m3_tensor\"",
-           "fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise, mxfp8_colwise, "
-           "nvfp4, fp8_block_1x128 or fp8_block_128x128">,
+    Option<"format", "format", "::mlir::fsdp::QuantFormat",
+           /*default=*/"::mlir::fsdp::QuantFormat::fp8_e4m3_tensor",
+           "Quantized format", [{FSDP_QUANT_FORMAT_VALUES}]>,
     Option<"minElements", "min-elements", "int64_t", /*default=*/"1024",
            "Leave parameters with fewer elements (full size) unquantized">,
+    // Lists of strings, checked by the pass: MLIR's ListOption parses its
+    // elements with a parser that never sees cl::values.
     ListOption<"dtypes", "dtypes", "std::string",
-               "Element types to quantize (f32, bf16; default both)">,
+               "Element types to quantize: f32, bf16 (default both)">,
     ListOption<"phases", "phases", "std::string",
                "Gathers to quantize: forward, backward (default both)">,
+  ];
+  let statistics = [
+    Statistic<"numQuantized", "quantized-gathers",
+              "All-gathers made quantized">,
+  ];
+}
+
+def FSDPImportShard : Pass<"fsdp-import-shard", "ModuleOp"> {
+  let summary = "Turn upstream shard dialect annotations on arguments into fsdp layouts";
+  let description = [{
+    Every argument annotated with `shard.shard %arg to %sharding` (the
+    `shard.sharding` of a `shard.grid`, as upstream sharding propagation
+    takes them) gets the `fsdp.layout` of that sharding: a dim split over
+    grid axis `a` is `shard<dim>` on mesh axis `a`, an axis that splits no
+    dim is `replicate`. The annotations are removed and every `shard.grid`
+    becomes an `fsdp.mesh` of the same name and sizes. Halo sizes, sharded
+    dims offsets, dynamic grids, axes of one dim out of grid order, a second
+    sharding of one argument, annotations of data arguments or of other
+    values and shard collectives are diagnosed.
+  }];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
+  let options = [
+    ListOption<"axisNames", "axis-names", "std::string",
+               "Names of the mesh axes, one per grid axis (default a0, a1, ...)">,
   ];
 }
 

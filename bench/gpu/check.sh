@@ -1,0 +1,233 @@
+#!/usr/bin/env bash
+# The GPU check of the quantization kernels and the NCCL backend, one command.
+#
+#   bench/gpu/check.sh [--dry-run] [--build] [--emulate] [--quick] [--smoke]
+#                      [--arch sm_XY] [--out DIR] [--help]
+#
+# On a machine with a GPU and the CUDA toolkit (nothing else: no CMake, no
+# GoogleTest; the test files build against bench/gpu/mini_gtest) it
+#   1. builds libfsdprt_quant (kernels + CPU reference), the runtime with its
+#      NCCL backend, bench/gpu/gpu_check and the GPU test programs;
+#   2. runs gpu_check: the device fp8 / E2M1 / bf16 conversions against the
+#      CPU rules for all 2^32 fp32 patterns, every kernel bit for bit against
+#      the CPU reference (4096 x 4096 and uneven shapes, bf16 and fp32), and
+#      every kernel's bandwidth on a 256 MiB input next to a device copy;
+#   3. runs runtime/test/quant/quant_gpu_test.cpp, the NCCL backend's tests
+#      (runtime/test/test_nccl.cpp: world size 1 on one GPU, more with more
+#      GPUs) and several NCCL ranks on one GPU (bench/gpu/nccl_one_gpu_test,
+#      skipped before NCCL 2.30);
+#   4. prints one summary table. Exit status 0 when nothing failed.
+# About 2 minutes on an H200 (at most 5).
+#
+# --dry-run (automatic when no GPU is visible): runs what needs no device
+#   (finds the toolchain, NCCL and the sources, shows the build commands) and
+#   reports every GPU step as skipped with the reason; exits 0. Quick.
+# --build: with a dry run, run the builds too (nvcc compiles and links
+#   everything without a GPU; a few minutes on 2 cores).
+# --emulate: also builds gpu_check and the kernels for the host emulation of
+#   CUDA (runtime/test/quant/cuda_emulation, host compiler and python3 only) and runs
+#   gpu_check --quick on it, which exercises the check program itself without
+#   a GPU (1-3 minutes on 2 cores).
+# --quick: smaller shapes and strided conversions on the GPU.
+# --smoke: what the bench smoke tests run: --quick on a GPU (small
+#   shapes, short timings), the dry run without one (seconds).
+# --arch: CUDA architecture (default: the GPU's, else sm_90).
+# --out: build directory (default build-gpu-check in the repository).
+# Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
+# include/nccl.h and lib/libnccl.so; default: the CUDA toolkit's), CXX.
+set -u -o pipefail
+
+ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
+CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
+CXX=${CXX:-g++}
+DRY=0 BUILD=0 EMULATE=0 QUICK=0 ARCH="" OUT="$ROOT/build-gpu-check"
+
+usage() { sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
+
+while [ $# -gt 0 ]; do
+  case "$1" in
+  --dry-run) DRY=1 ;;
+  --build) BUILD=1 ;;
+  --emulate) EMULATE=1 ;;
+  --quick) QUICK=1 ;;
+  --smoke) QUICK=1 ;;
+  --arch) ARCH=$2; shift ;;
+  --out) OUT=$2; shift ;;
+  -h | --help) usage; exit 0 ;;
+  *) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
+  esac
+  shift
+done
+
+SUMMARY=()
+FAILED=0
+note() { # step result detail
+  SUMMARY+=("$(printf '%-34s %-8s %s' "$1" "$2" "$3")")
+  printf '== %-31s %-8s %s\n' "$1" "$2" "$3"
+  [ "$2" = FAIL ] && FAILED=$((FAILED + 1))
+  return 0
+}
+
+# ---- toolchain and device ---------------------------------------------------
+NVCC=""
+if [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC="$CUDA_HOME/bin/nvcc"
+elif command -v nvcc >/dev/null 2>&1; then NVCC=$(command -v nvcc); fi
+if [ -n "$NVCC" ]; then
+  note "CUDA toolkit" ok "$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($NVCC)"
+else
+  note "CUDA toolkit" FAIL "nvcc not found (set CUDA_HOME)"
+fi
+
+NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
+NCCL_INC="" NCCL_LIB=""
+for d in "$NCCL_HOME/include" "$CUDA_HOME/include" /usr/include; do
+  [ -f "$d/nccl.h" ] && { NCCL_INC=$d; break; }
+done
+for d in "$NCCL_HOME/lib" "$NCCL_HOME/lib64" "$CUDA_HOME/lib64" /usr/lib/x86_64-linux-gnu; do
+  ls "$d"/libnccl.so* >/dev/null 2>&1 && { NCCL_LIB=$d; break; }
+done
+if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then
+  NCCL_VER=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$NCCL_INC/nccl.h" | paste -sd. -)
+  note "NCCL" ok "$NCCL_VER ($NCCL_INC/nccl.h, $NCCL_LIB)"
+else
+  note "NCCL" skipped "nccl.h / libnccl.so not found (set NCCL_HOME): NCCL steps skipped"
+fi
+
+GPU=""
+if [ "$DRY" = 0 ] && command -v nvidia-smi >/dev/null 2>&1; then
+  GPU=$(nvidia-smi --query-gpu=name,compute_cap --format=csv,noheader 2>/dev/null | head -1)
+fi
+if [ -z "$GPU" ]; then
+  [ "$DRY" = 1 ] && why="--dry-run" || why="no GPU visible (nvidia-smi)"
+  DRY=1
+  note "GPU" skipped "$why: dry run"
+else
+  note "GPU" ok "$GPU"
+  if [ -z "$ARCH" ]; then
+    cc=$(echo "$GPU" | sed -n 's/.*, *\([0-9]*\)\.\([0-9]*\)$/\1\2/p')
+    ARCH=sm_${cc:-90}
+  fi
+fi
+ARCH=${ARCH:-sm_90}
+
+# ---- build commands -----------------------------------------------------------
+mkdir -p "$OUT"
+EXACT="--fmad=false -ftz=false -prec-div=true -prec-sqrt=true"
+INC="-I$ROOT/runtime/include -I$ROOT/runtime/quant"
+NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -ffp-contract=off $INC"
+GT="-I$ROOT/bench/gpu/mini_gtest"
+RPATH="-Xlinker -rpath=$OUT"
+RT_SRC="api common copy kernels stubs threads_backend jit_quant"
+
+BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
+BUILD_CHECK="$NVCC $NVFLAGS -o $OUT/gpu_check $ROOT/bench/gpu/gpu_check.cu -L$OUT -lfsdprt_quant $RPATH"
+BUILD_QTEST="$NVCC $NVFLAGS $GT -o $OUT/quant_gpu_test $ROOT/runtime/test/quant/quant_gpu_test.cpp -L$OUT -lfsdprt_quant $RPATH"
+rt_files=""
+for f in $RT_SRC; do rt_files="$rt_files $ROOT/runtime/src/$f.cpp"; done
+BUILD_RT="$NVCC -O2 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
+
+run_logged() { # name log command...
+  local name=$1 log=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then return 0; fi
+  echo "---- $name failed; last lines of $log:"; tail -20 "$log"
+  return 1
+}
+
+rt_ok=0
+if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then rt_ok=1; fi
+do_builds() {
+  # One compile at a time (a build machine may be shared); about 1-2 minutes.
+  local t0
+  t0=$(date +%s)
+  if ! run_logged libfsdprt_quant "$OUT/build-quant.log" $BUILD_QUANT; then
+    note "build: libfsdprt_quant ($ARCH)" FAIL "see $OUT/build-quant.log"
+    return
+  fi
+  note "build: libfsdprt_quant ($ARCH)" ok "$(( $(date +%s) - t0 )) s"
+  run_logged gpu_check "$OUT/build-check.log" $BUILD_CHECK &&
+    note "build: gpu_check" ok "" || note "build: gpu_check" FAIL "see $OUT/build-check.log"
+  run_logged quant_gpu_test "$OUT/build-qtest.log" $BUILD_QTEST &&
+    note "build: quant_gpu_test" ok "" || note "build: quant_gpu_test" FAIL "see $OUT/build-qtest.log"
+  if [ $rt_ok = 1 ]; then
+    if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
+       run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST; then
+      note "build: runtime + NCCL tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
+    else
+      note "build: runtime + NCCL tests" FAIL "see $OUT/build-rt.log, build-nccl.log"; rt_ok=0
+    fi
+  else
+    note "build: runtime + NCCL tests" skipped "no NCCL"
+  fi
+}
+
+if [ "$DRY" = 1 ]; then
+  if [ "$BUILD" = 1 ] && [ -n "$NVCC" ]; then
+    do_builds
+  else
+    note "builds" skipped "dry run without --build (commands below)"
+    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST"
+  fi
+  for s in "conversions (2^32 patterns)" "kernels vs CPU reference" \
+           "bandwidth (256 MiB bf16/fp32)" "quant_gpu_test" "NCCL tests"; do
+    note "$s" skipped "needs a GPU"
+  done
+else
+  do_builds
+
+  if [ -x "$OUT/gpu_check" ]; then
+    q=""; [ "$QUICK" = 1 ] && q="--quick"
+    "$OUT/gpu_check" $q | tee "$OUT/gpu_check.txt"
+    rc=${PIPESTATUS[0]}
+    [ "$rc" = 0 ] && note "gpu_check" ok "$(tail -1 "$OUT/gpu_check.txt")" \
+                  || note "gpu_check" FAIL "exit $rc: $(tail -1 "$OUT/gpu_check.txt")"
+  fi
+  if [ -x "$OUT/quant_gpu_test" ]; then
+    "$OUT/quant_gpu_test" >"$OUT/quant_gpu_test.txt" 2>&1
+    rc=$?
+    [ "$rc" = 0 ] && note "quant_gpu_test" ok "$(tail -1 "$OUT/quant_gpu_test.txt")" \
+                  || { tail -30 "$OUT/quant_gpu_test.txt"; note "quant_gpu_test" FAIL "exit $rc"; }
+  fi
+  if [ $rt_ok = 1 ] && [ -x "$OUT/nccl_tests" ]; then
+    timeout 240 "$OUT/nccl_tests" >"$OUT/nccl_tests.txt" 2>&1
+    rc=$?
+    grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|skipped:' "$OUT/nccl_tests.txt" | sed 's/^/   /'
+    [ "$rc" = 0 ] && note "NCCL tests" ok "$(tail -1 "$OUT/nccl_tests.txt")" \
+                  || { tail -30 "$OUT/nccl_tests.txt"; note "NCCL tests" FAIL "exit $rc"; }
+  elif [ $rt_ok = 0 ]; then
+    note "NCCL tests" skipped "no NCCL build"
+  fi
+fi
+
+# ---- host emulation of the check program -------------------------------------------
+if [ "$EMULATE" = 1 ]; then
+  EMU="$ROOT/runtime/test/quant/cuda_emulation"
+  if ! command -v python3 >/dev/null 2>&1; then
+    note "emulated gpu_check" skipped "python3 not found"
+  else
+    python3 "$EMU/rewrite_launches.py" "$ROOT/runtime/cuda/quant_kernels.cu" "$OUT/kernels_emu.cpp" &&
+    python3 "$EMU/rewrite_launches.py" "$ROOT/bench/gpu/gpu_check.cu" "$OUT/gpu_check_emu.cpp" &&
+    run_logged "emulated build" "$OUT/build-emu.log" \
+      $CXX -O1 -std=c++17 -ffp-contract=off -pthread -I"$EMU" $INC \
+      -o "$OUT/gpu_check_emu" "$OUT/kernels_emu.cpp" "$OUT/gpu_check_emu.cpp" \
+      "$ROOT/runtime/quant/quant_reference.cpp"
+    if [ -x "$OUT/gpu_check_emu" ] && "$OUT/gpu_check_emu" --quick >"$OUT/gpu_check_emu.txt" 2>&1; then
+      note "emulated gpu_check --quick" ok "$(tail -1 "$OUT/gpu_check_emu.txt") (host emulation; timings meaningless)"
+    else
+      tail -30 "$OUT/gpu_check_emu.txt" 2>/dev/null
+      note "emulated gpu_check --quick" FAIL "see $OUT/gpu_check_emu.txt"
+    fi
+  fi
+fi
+
+echo
+echo "summary"
+printf '%s\n' "${SUMMARY[@]}"
+if [ -f "$OUT/gpu_check.txt" ] && [ "$DRY" = 0 ]; then
+  echo
+  echo "gpu_check table ($OUT/gpu_check.txt):"
+  sed -n '/^section /,$p' "$OUT/gpu_check.txt"
+fi
+[ "$FAILED" = 0 ] && echo "check.sh: passed" || echo "check.sh: $FAILED step(s) failed"
+[ "$FAILED" = 0 ]

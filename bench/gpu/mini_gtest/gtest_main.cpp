@@ -1,0 +1,7 @@
+// main() for test files written without one (gtest_main's role).
+#include <gtest/gtest.h>
+
+int main(int argc, char **argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,199 @@
+//===- PassOptions.h - fixed-value options of the fsdp passes ---*- C++ -*-===//
+//
+// The enums behind the options that take one of a fixed set of values, and
+// their command-line spellings. Each pass option (Passes.td) and the
+// matching `fsdp-pipeline` option use the same FSDP_*_VALUES list, so a value
+// is spelled, accepted and documented in one place.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_DIALECT_FSDP_TRANSFORMS_PASSOPTIONS_H
+#define FSDP_DIALECT_FSDP_TRANSFORMS_PASSOPTIONS_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
+
+#include "mlir/IR/Types.h"
+#include "llvm/Support/CommandLine.h"
+
+#include <optional>
+
+namespace mlir::fsdp {
+
+/// The command-line parser of every enum option: like llvm::cl::parser, but
+/// a value it does not know is reported with the accepted ones.
+template <typename T>
+class EnumOptionParser : public llvm::cl::generic_parser_base {
+public:
+  struct OptionInfo : public GenericOptionInfo {
+    OptionInfo(StringRef name, T value, StringRef help)
+        : GenericOptionInfo(name, help), V(value) {}
+    llvm::cl::OptionValue<T> V;
+  };
+  SmallVector<OptionInfo, 8> Values;
+  using parser_data_type = T;
+
+  explicit EnumOptionParser(llvm::cl::Option &owner)
+      : generic_parser_base(owner) {}
+
+  unsigned getNumOptions() const override { return Values.size(); }
+  StringRef getOption(unsigned n) const override { return Values[n].Name; }
+  StringRef getDescription(unsigned n) const override {
+    return Values[n].HelpStr;
+  }
+  const llvm::cl::GenericOptionValue &
+  getOptionValue(unsigned n) const override {
+    return Values[n].V;
+  }
+
+  bool parse(llvm::cl::Option &option, StringRef argName, StringRef arg,
+             T &value) {
+    StringRef text = Owner.hasArgStr() ? arg : argName;
+    for (const OptionInfo &info : Values)
+      if (info.Name == text) {
+        value = info.V.getValue();
+        return false;
+      }
+    std::string accepted;
+    for (const OptionInfo &info : Values)
+      accepted += (accepted.empty() ? "" : ", ") + info.Name.str();
+    return option.error("'" + text + "' is not one of " + accepted);
+  }
+
+  template <typename V>
+  void addLiteralOption(StringRef name, const V &value, StringRef help) {
+    Values.emplace_back(name, static_cast<T>(value), help);
+    llvm::cl::AddLiteralOption(Owner, name);
+  }
+  void removeLiteralOption(StringRef name) {
+    for (unsigned i = 0; i < Values.size(); ++i)
+      if (Values[i].Name == name) {
+        Values.erase(Values.begin() + i);
+        return;
+      }
+  }
+};
+
+/// fsdp-partition reduce-op: how gradients are reduced.
+#define FSDP_GRADIENT_REDUCE_VALUES                                            \
+  ::llvm::cl::values(clEnumValN(::mlir::fsdp::ReduceKind::avg, "avg",          \
+                                "mean over the data-parallel ranks"),          \
+                     clEnumValN(::mlir::fsdp::ReduceKind::sum, "sum", "sum"))
+
+/// fsdp-partition uneven-policy: keep each layout's policy or override it.
+enum class PolicyOverride { layout, ceil, balanced };
+#define FSDP_POLICY_OVERRIDE_VALUES                                            \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::PolicyOverride::layout, "layout",               \
+                 "keep every layout's own policy"),                            \
+      clEnumValN(::mlir::fsdp::PolicyOverride::ceil, "ceil",                   \
+                 "ceil(n/k) rows per rank, trailing ranks hold fewer"),        \
+      clEnumValN(::mlir::fsdp::PolicyOverride::balanced, "balanced",           \
+                 "the first n%k ranks hold one extra row"))
+
+/// fsdp-partition param-dtype / reduce-dtype: the float types the runtime
+/// moves (fsdprt dtypes), or none (keep the parameter's type).
+enum class FloatDtype { none, f32, f64, f16, bf16 };
+#define FSDP_FLOAT_DTYPE_VALUES                                                \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::FloatDtype::none, "none",                       \
+                 "keep the element type"),                                     \
+      clEnumValN(::mlir::fsdp::FloatDtype::f32, "f32", "32-bit float"),        \
+      clEnumValN(::mlir::fsdp::FloatDtype::f64, "f64", "64-bit float"),        \
+      clEnumValN(::mlir::fsdp::FloatDtype::f16, "f16", "16-bit IEEE float"),   \
+      clEnumValN(::mlir::fsdp::FloatDtype::bf16, "bf16", "bfloat16"))
+/// The element type of a FloatDtype; null for none.
+Type toType(FloatDtype dtype, MLIRContext *ctx);
+
+/// fsdp-bucket-collectives mode.
+enum class BucketMode { unit, greedy, none };
+#define FSDP_BUCKET_MODE_VALUES                                                \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::BucketMode::unit, "unit",                       \
+                 "one bucket per FSDP unit and phase"),                        \
+      clEnumValN(::mlir::fsdp::BucketMode::greedy, "greedy",                   \
+                 "program order up to the limits"),                            \
+      clEnumValN(::mlir::fsdp::BucketMode::none, "none", "no bucketing"))
+
+/// fsdp-comm-report format.
+enum class ReportFormat { text, json };
+#define FSDP_REPORT_FORMAT_VALUES                                              \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::ReportFormat::text, "text", "text"),            \
+      clEnumValN(::mlir::fsdp::ReportFormat::json, "json", "JSON"))
+
+/// fsdp-quantize-gathers format (fsdp-pipeline quantize adds `none`).
+#define FSDP_QUANT_FORMAT_CASES                                                \
+  clEnumValN(::mlir::fsdp::QuantFormat::fp8_e4m3_tensor, "fp8_e4m3_tensor",    \
+             "FP8 E4M3, one scale per tensor"),                                \
+      clEnumValN(::mlir::fsdp::QuantFormat::fp8_e5m2_tensor,                   \
+                 "fp8_e5m2_tensor", "FP8 E5M2, one scale per tensor"),         \
+      clEnumValN(::mlir::fsdp::QuantFormat::mxfp8_rowwise, "mxfp8_rowwise",    \
+                 "MXFP8, 32-element row blocks"),                              \
+      clEnumValN(::mlir::fsdp::QuantFormat::mxfp8_colwise, "mxfp8_colwise",    \
+                 "MXFP8, 32-element column blocks"),                           \
+      clEnumValN(::mlir::fsdp::QuantFormat::nvfp4, "nvfp4", "NVFP4"),          \
+      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128,                   \
+                 "fp8_block_1x128", "FP8, 1x128 blocks"),                      \
+      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_128x128,                 \
+                 "fp8_block_128x128", "FP8, 128x128 blocks"),                  \
+      clEnumValN(::mlir::fsdp::QuantFormat::nvfp4_2d, "nvfp4_2d",              \
+                 "NVFP4, 16x16 blocks"),                                       \
+      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128_t,                 \
+                 "fp8_block_1x128_t", "FP8, 1x128 blocks, TE's scale layout")
+#define FSDP_QUANT_FORMAT_VALUES ::llvm::cl::values(FSDP_QUANT_FORMAT_CASES)
+
+/// fsdp-pipeline quantize: a format or none.
+enum class GatherQuantization {
+  none,
+  fp8_e4m3_tensor,
+  fp8_e5m2_tensor,
+  mxfp8_rowwise,
+  mxfp8_colwise,
+  nvfp4,
+  fp8_block_1x128,
+  fp8_block_128x128,
+  nvfp4_2d,
+  fp8_block_1x128_t
+};
+#define FSDP_GATHER_QUANTIZATION_VALUES                                        \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::GatherQuantization::none, "none",               \
+                 "gather in the parameter's type"),                            \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_e4m3_tensor,            \
+                 "fp8_e4m3_tensor", ""),                                       \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_e5m2_tensor,            \
+                 "fp8_e5m2_tensor", ""),                                       \
+      clEnumValN(::mlir::fsdp::GatherQuantization::mxfp8_rowwise,              \
+                 "mxfp8_rowwise", ""),                                         \
+      clEnumValN(::mlir::fsdp::GatherQuantization::mxfp8_colwise,              \
+                 "mxfp8_colwise", ""),                                         \
+      clEnumValN(::mlir::fsdp::GatherQuantization::nvfp4, "nvfp4", ""),        \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128,            \
+                 "fp8_block_1x128", ""),                                       \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_128x128,          \
+                 "fp8_block_128x128", ""),                                     \
+      clEnumValN(::mlir::fsdp::GatherQuantization::nvfp4_2d, "nvfp4_2d", ""),  \
+      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128_t,          \
+                 "fp8_block_1x128_t", ""))
+/// The format of a GatherQuantization; nullopt for none.
+std::optional<QuantFormat> toQuantFormat(GatherQuantization q);
+
+} // namespace mlir::fsdp
+
+// Every enum option parses with EnumOptionParser.
+#define FSDP_ENUM_OPTION_PARSER(T)                                             \
+  template <>                                                                  \
+  class llvm::cl::parser<T> : public ::mlir::fsdp::EnumOptionParser<T> {       \
+  public:                                                                      \
+    using EnumOptionParser::EnumOptionParser;                                  \
+  };
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::ReduceKind)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::PolicyOverride)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::FloatDtype)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::BucketMode)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::ReportFormat)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::QuantFormat)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::GatherQuantization)
+#undef FSDP_ENUM_OPTION_PARSER
+
+#endif

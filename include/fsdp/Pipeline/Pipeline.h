@@ -1,0 +1,156 @@
+//===- Pipeline.h - the fsdp pass pipeline ----------------------*- C++ -*-===//
+//
+// The whole compilation, from one rank's training step to the sharded SPMD
+// program (optionally lowered to LLVM with runtime calls), for compilers
+// that embed fsdp-opt: fill FSDPPipelineOptions and call buildFSDPPipeline.
+// `fsdp-opt --fsdp-pipeline=...` parses the same options.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_PIPELINE_PIPELINE_H
+#define FSDP_PIPELINE_PIPELINE_H
+
+#include "fsdp/Dialect/FSDP/Transforms/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassOptions.h"
+
+namespace mlir::fsdp {
+
+/// How fsdp-lower-to-llvm lowers the arithmetic (docs/COMPUTE.md).
+enum class ComputeMode { Fast, Loops };
+
+#define FSDP_COMPUTE_OPTION_VALUES                                             \
+  llvm::cl::values(                                                            \
+      clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",                      \
+                 "BLAS contractions, fused elementwise ops"),                  \
+      clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",                    \
+                 "scalar loops (reference)"))
+
+/// Options of `fsdp-lower-to-llvm`.
+struct FSDPLowerToLLVMOptions
+    : public PassPipelineOptions<FSDPLowerToLLVMOptions> {
+  Option<ComputeMode> compute{
+      *this, "compute",
+      llvm::cl::desc("fast (BLAS contractions, fused elementwise ops) or "
+                     "loops (scalar reference)"),
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
+};
+
+/// Options of `fsdp-pipeline`. Each forwards to the option of one pass; its
+/// default and accepted values are that pass option's (Passes.td,
+/// PassOptions.h).
+struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
+  // fsdp-partition
+  Option<ReduceKind> reduceOp{*this, "reduce-op",
+                              llvm::cl::desc("Gradient reduction"),
+                              llvm::cl::init(FSDPPartitionOptions().reduceOp),
+                              FSDP_GRADIENT_REDUCE_VALUES};
+  Option<double> gradScale{
+      *this, "grad-scale",
+      llvm::cl::desc("Multiply summed gradients by this finite factor "
+                     "(0 = off)"),
+      llvm::cl::init(FSDPPartitionOptions().gradScale)};
+  Option<FloatDtype> paramDtype{
+      *this, "param-dtype",
+      llvm::cl::desc("Gather float parameters in this element type"),
+      llvm::cl::init(FSDPPartitionOptions().paramDtype),
+      FSDP_FLOAT_DTYPE_VALUES};
+  Option<FloatDtype> reduceDtype{
+      *this, "reduce-dtype",
+      llvm::cl::desc("Reduce gradients in this element type"),
+      llvm::cl::init(FSDPPartitionOptions().reduceDtype),
+      FSDP_FLOAT_DTYPE_VALUES};
+  Option<bool> reshardAfterForward{
+      *this, "reshard-after-forward",
+      llvm::cl::desc("Free gathered parameters after forward, re-gather "
+                     "for backward"),
+      llvm::cl::init(FSDPPartitionOptions().reshardAfterForward)};
+  Option<bool> allReduceLoss{
+      *this, "all-reduce-loss",
+      llvm::cl::desc("All-reduce the loss to the global mean"),
+      llvm::cl::init(FSDPPartitionOptions().allReduceLoss)};
+  Option<PolicyOverride> unevenPolicy{
+      *this, "uneven-policy",
+      llvm::cl::desc("Override every layout's uneven policy"),
+      llvm::cl::init(FSDPPartitionOptions().unevenPolicy),
+      FSDP_POLICY_OVERRIDE_VALUES};
+  Option<int64_t> accumulationSteps{
+      *this, "accumulation-steps",
+      llvm::cl::desc("Gradient accumulation over this many micro-steps "
+                     "(also emits @<step>_accumulate; 1 to 2^20)"),
+      llvm::cl::init(FSDPPartitionOptions().accumulationSteps)};
+  // fsdp-quantize-gathers
+  Option<GatherQuantization> quantize{
+      *this, "quantize",
+      llvm::cl::desc("Quantize parameter all-gathers in this format"),
+      llvm::cl::init(GatherQuantization::none),
+      FSDP_GATHER_QUANTIZATION_VALUES};
+  Option<int64_t> quantizeMinElements{
+      *this, "quantize-min-elements",
+      llvm::cl::desc("Leave parameters with fewer elements unquantized"),
+      llvm::cl::init(FSDPQuantizeGathersOptions().minElements)};
+  // fsdp-bucket-collectives
+  Option<BucketMode> bucket{*this, "bucket",
+                            llvm::cl::desc("How collectives are bucketed"),
+                            llvm::cl::init(FSDPBucketCollectivesOptions().mode),
+                            FSDP_BUCKET_MODE_VALUES};
+  Option<int64_t> bucketBytes{
+      *this, "bucket-bytes", llvm::cl::desc("Largest bucket in bytes"),
+      llvm::cl::init(FSDPBucketCollectivesOptions().bucketBytes)};
+  Option<int64_t> bucketAlignment{
+      *this, "bucket-alignment",
+      llvm::cl::desc("Align every bucket member to this many elements "
+                     "(1 to 2^20)"),
+      llvm::cl::init(FSDPBucketCollectivesOptions().alignment)};
+  // fsdp-schedule
+  Option<bool> schedule{*this, "schedule",
+                        llvm::cl::desc("Overlap collectives with compute"),
+                        llvm::cl::init(true)};
+  Option<int64_t> prefetch{*this, "prefetch",
+                           llvm::cl::desc("All-gathers started ahead"),
+                           llvm::cl::init(FSDPScheduleOptions().prefetch)};
+  Option<int64_t> memoryLimit{
+      *this, "memory-limit",
+      llvm::cl::desc("Bytes of gathered parameters alive at once (0 = no "
+                     "limit)"),
+      llvm::cl::init(FSDPScheduleOptions().memoryLimit)};
+  // fsdp-lower-to-llvm
+  Option<bool> lower{*this, "lower",
+                     llvm::cl::desc("Bufferize and lower to the LLVM dialect "
+                                    "with fsdprt runtime calls"),
+                     llvm::cl::init(false)};
+  Option<ComputeMode> compute{
+      *this, "compute",
+      llvm::cl::desc("With lower=true: fast (BLAS contractions, fused "
+                     "elementwise ops) or loops (scalar reference)"),
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
+
+  FSDPPartitionOptions partitionOptions() const;
+  FSDPQuantizeGathersOptions quantizeOptions() const;
+  FSDPBucketCollectivesOptions bucketOptions() const;
+  FSDPScheduleOptions scheduleOptions() const;
+};
+
+/// Appends the fsdp pipeline to `pm` (a pass manager on builtin.module):
+/// partition, expand, canonicalize, [quantize], bucket, canonicalize,
+/// [schedule], [lower to LLVM].
+void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
+
+/// Appends the lowering of an expanded fsdp program to the LLVM dialect
+/// with fsdprt runtime calls (bufferization, convert-fsdp-to-runtime, ...).
+void buildFSDPLowerToLLVM(OpPassManager &pm,
+                          ComputeMode compute = ComputeMode::Fast);
+
+/// Registers the `fsdp-pipeline` and `fsdp-lower-to-llvm` pipelines.
+void registerFSDPPipelines();
+
+/// Registers every fsdp pass (transforms and conversion) and both pipelines.
+void registerFSDPPassesAndPipelines();
+
+/// One line per fsdp pass and pipeline (`--name: summary`), for tool help.
+std::string describeFSDPPassesAndPipelines();
+
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,160 @@
+//===- Pipeline.cpp - the fsdp pass pipeline ------------------------------===//
+
+#include "fsdp/Pipeline/Pipeline.h"
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/Support/raw_ostream.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+// Upstream passes by name: their textual names are the stable interface.
+// Every linalg op is outlined into a small deduplicated kernel function
+// before loop lowering, so no upstream pass sees one huge function.
+// compute=fast also folds transposes, fuses elementwise chains and turns
+// contractions into BLAS calls (docs/COMPUTE.md).
+constexpr const char *kLowerToLLVMHead =
+    "func.func(convert-elementwise-to-linalg)";
+constexpr const char *kLowerToLLVMFastTensor =
+    "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
+constexpr const char *kLowerToLLVMBufferize =
+    "one-shot-bufferize{bufferize-function-boundaries "
+    "function-boundary-type-conversion=identity-layout-map},"
+    "convert-fsdp-to-runtime,fsdp-outline-kernels";
+constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
+constexpr const char *kLowerToLLVMTail =
+    "func.func(convert-linalg-to-loops),"
+    "arith-expand{include-bf16=true},"
+    "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
+    "convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
+    "reconcile-unrealized-casts";
+
+constexpr const char *kPipelineName = "fsdp-pipeline";
+constexpr const char *kPipelineSummary =
+    "Partition a training step, expand its collectives and optionally "
+    "lower it to LLVM with runtime calls";
+constexpr const char *kLowerName = "fsdp-lower-to-llvm";
+constexpr const char *kLowerSummary =
+    "Bufferize an expanded fsdp program and lower it to the LLVM dialect "
+    "with fsdprt runtime calls";
+} // namespace
+
+FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
+  FSDPPartitionOptions o;
+  o.reduceOp = reduceOp;
+  o.gradScale = gradScale;
+  o.paramDtype = paramDtype;
+  o.reduceDtype = reduceDtype;
+  o.reshardAfterForward = reshardAfterForward;
+  o.allReduceLoss = allReduceLoss;
+  o.unevenPolicy = unevenPolicy;
+  o.accumulationSteps = accumulationSteps;
+  return o;
+}
+
+FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
+  FSDPQuantizeGathersOptions o;
+  if (std::optional<QuantFormat> format = toQuantFormat(quantize))
+    o.format = *format;
+  o.minElements = quantizeMinElements;
+  return o;
+}
+
+FSDPBucketCollectivesOptions FSDPPipelineOptions::bucketOptions() const {
+  FSDPBucketCollectivesOptions o;
+  o.mode = bucket;
+  o.bucketBytes = bucketBytes;
+  o.alignment = bucketAlignment;
+  return o;
+}
+
+FSDPScheduleOptions FSDPPipelineOptions::scheduleOptions() const {
+  FSDPScheduleOptions o;
+  o.prefetch = prefetch;
+  o.memoryLimit = memoryLimit;
+  return o;
+}
+
+std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
+  if (q == GatherQuantization::none)
+    return std::nullopt;
+  // GatherQuantization lists the formats in QuantFormat's order after none.
+  return static_cast<QuantFormat>(static_cast<int>(q) - 1);
+}
+static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
+                  static_cast<int>(QuantFormat::fp8_block_1x128_t),
+              "GatherQuantization follows QuantFormat");
+
+void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+  bool fast = compute == ComputeMode::Fast;
+  std::string pipeline = kLowerToLLVMHead;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastTensor;
+  pipeline += std::string(",") + kLowerToLLVMBufferize;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastBuffer;
+  pipeline += std::string(",") + kLowerToLLVMTail;
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
+    llvm::report_fatal_error("fsdp: malformed built-in lowering pipeline");
+}
+
+void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
+                                   const FSDPPipelineOptions &o) {
+  // Upstream `shard` annotations become layouts (nothing to do without them).
+  pm.addPass(createFSDPImportShard());
+  pm.addPass(createFSDPPartition(o.partitionOptions()));
+  pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
+  pm.addPass(createCanonicalizerPass());
+  if (o.quantize != GatherQuantization::none)
+    pm.addNestedPass<func::FuncOp>(
+        createFSDPQuantizeGathers(o.quantizeOptions()));
+  pm.addNestedPass<func::FuncOp>(
+      createFSDPBucketCollectives(o.bucketOptions()));
+  pm.addPass(createCanonicalizerPass());
+  if (o.schedule)
+    pm.addNestedPass<func::FuncOp>(createFSDPSchedule(o.scheduleOptions()));
+  if (o.lower)
+    buildFSDPLowerToLLVM(pm, o.compute);
+}
+
+void mlir::fsdp::registerFSDPPipelines() {
+  PassPipelineRegistration<FSDPPipelineOptions>(kPipelineName, kPipelineSummary,
+                                                buildFSDPPipeline);
+  PassPipelineRegistration<FSDPLowerToLLVMOptions>(
+      kLowerName, kLowerSummary,
+      [](OpPassManager &pm, const FSDPLowerToLLVMOptions &o) {
+        buildFSDPLowerToLLVM(pm, o.compute);
+      });
+}
+
+void mlir::fsdp::registerFSDPPassesAndPipelines() {
+  registerFSDPPasses();
+  registerFSDPConversionPasses();
+  registerFSDPPipelines();
+}
+
+std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  auto line = [&](StringRef name, StringRef summary) {
+    os << "  --" << name << ": " << summary << "\n";
+  };
+  os << "FSDP pipelines (options: --<name>=\"opt=value ...\"):\n";
+  line(kPipelineName, kPipelineSummary);
+  line(kLowerName, kLowerSummary);
+  os << "FSDP passes:\n";
+  std::unique_ptr<Pass> passes[] = {
+      createFSDPLayoutReport(),    createFSDPImportShard(),
+      createFSDPPartition(),       createFSDPExpandCollectives(),
+      createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
+      createFSDPSchedule(),        createFSDPCommReport(),
+      createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
+      createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
+      createFSDPLinalgToBlas()};
+  for (const std::unique_ptr<Pass> &pass : passes)
+    line(pass->getArgument(), pass->getDescription());
+  return text;
+}
