@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev
   llvm-22-tools openmpi-bin libopenmpi-dev libgtest-dev libbenchmark-dev
-  python3-venv)
+  libopenblas-dev python3-venv)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do

@@ -20,6 +20,8 @@ config.substitutions.insert(0, ("%python", config.python_executable))
 config.substitutions.append(("%fsdp_src", config.fsdp_src_root))
 config.substitutions.append(("%fsdp_obj", config.fsdp_obj_root))
 config.environment["PYTHONPATH"] = os.path.join(config.fsdp_src_root, "python")
+# fsdp-run's JIT object cache: inside the build tree, not the user's home.
+config.environment["FSDP_JIT_CACHE_DIR"] = os.path.join(config.fsdp_obj_root, "test", "jit-cache")
 
 tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
 tools = [

@@ -6,14 +6,12 @@ For transformer stacks of several depths (the generator's `transformer
 
 1. collectives per step, bucketed (`--fsdp-pipeline`, one bucket per unit and
    phase) vs unbucketed (`bucket=none`), from `--fsdp-comm-report`;
-2. step time on fsdp-run's threads backend, bucketed / unbucketed: each
-   compiled module gets an entry calling the step R times
-   (repeat_step.py); running it and the step itself from the same module
-   costs the same JIT work, so the difference is R - 1 steps (fsdp-run's
-   wall time is mostly JIT compilation); R = 1 + block-steps / blocks keeps the
-   timed steps about equally long for every depth; runs alternate between
-   the variants and the minimum over rounds is kept; the step's own results are
-   checked against the numpy reference;
+2. step time on fsdp-run's threads backend, bucketed / unbucketed: the
+   median of R steps that `fsdp-run --steps R --warmup 1 --json` times
+   itself; R = 1 + block-steps / blocks keeps the timed steps about equally
+   long for every depth; runs alternate between the variants and the
+   minimum over rounds is kept; the last step's results are checked against
+   the numpy reference;
 3. `fsdp-opt --fsdp-pipeline` compile time against the number of parameters
    (wall time of the whole tool, minimum over rounds), with the per-pass
    breakdown (-mlir-timing) of the largest.
@@ -103,42 +101,27 @@ def runner(args, backend):
 
 
 def step_times(args, model, data, work, repeat, backend):
-    """Seconds per step for each variant, measured in alternating rounds."""
+    """Seconds per step for each variant: fsdp-run's own median over
+    `repeat` timed steps after one warmup step, minimum over rounds."""
     lowered = {}
     for name, variant in VARIANTS:
-        generic = work / f"{name}.generic.mlir"
-        run(
-            [args.fsdp_opt, str(model), f"--fsdp-pipeline={pipeline(variant)}"]
-            + ["-mlir-print-op-generic", "-o", str(generic)]
-        )
-        wrapped = work / f"{name}.repeat.mlir"
-        run(
-            [sys.executable, str(HERE / "repeat_step.py"), str(generic), str(wrapped)]
-            + ["--repeat", str(repeat)]
-        )
         lowered[name] = work / f"{name}.lowered.mlir"
         run(
-            [
-                args.fsdp_opt,
-                str(wrapped),
-                "--fsdp-lower-to-llvm",
-                "-o",
-                str(lowered[name]),
-            ]
+            [args.fsdp_opt, str(model)]
+            + [f"--fsdp-pipeline={pipeline(variant)} lower=true"]
+            + ["-o", str(lowered[name])]
         )
     best = {}
     for _ in range(args.run_rounds):
         for name, _variant in VARIANTS:
-            for r in (1, repeat):
-                out = work / f"out-{backend}-{name}-{r}"
-                entry = "step" if r == 1 else f"step_x{r}"
-                seconds = timed(
-                    runner(args, backend)
-                    + [str(lowered[name]), "--entry", entry]
-                    + ["--inputs", str(data), "--outputs", str(out)]
-                )
-                key = (name, r)
-                best[key] = min(best.get(key, seconds), seconds)
+            out = work / f"out-{backend}-{name}"
+            proc = run(
+                runner(args, backend)
+                + [str(lowered[name]), "--inputs", str(data), "--outputs", str(out)]
+                + ["--steps", str(repeat), "--warmup", "1", "--json"]
+            )
+            seconds = json.loads(proc.stdout.strip().splitlines()[-1])["step_median_s"]
+            best[name] = min(best.get(name, seconds), seconds)
     for name, _variant in VARIANTS:
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         check = subprocess.run(
@@ -147,7 +130,7 @@ def step_times(args, model, data, work, repeat, backend):
                 "-m",
                 "fsdp_mlir.check",
                 str(data),
-                str(work / f"out-{backend}-{name}-1"),
+                str(work / f"out-{backend}-{name}"),
             ],
             check=False,
             text=True,
@@ -159,10 +142,7 @@ def step_times(args, model, data, work, repeat, backend):
                 f"{name} ({backend}) results do not match the reference:\n"
                 f"{check.stdout}{check.stderr}"
             )
-    return {
-        name: (best[(name, repeat)] - best[(name, 1)]) / (repeat - 1)
-        for name, _variant in VARIANTS
-    }
+    return best
 
 
 def compile_time(args, model, variant):

@@ -12,11 +12,20 @@ using namespace mlir::fsdp;
 
 namespace {
 // Upstream passes by name: their textual names are the stable interface.
-constexpr const char *kLowerToLLVM =
-    "func.func(convert-elementwise-to-linalg),"
+// Every linalg op is outlined into a small deduplicated kernel function
+// before loop lowering, so no upstream pass sees one huge function.
+// compute=fast also folds transposes, fuses elementwise chains and turns
+// contractions into BLAS calls (docs/COMPUTE.md).
+constexpr const char *kLowerToLLVMHead =
+    "func.func(convert-elementwise-to-linalg)";
+constexpr const char *kLowerToLLVMFastTensor =
+    "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
+constexpr const char *kLowerToLLVMBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
-    "convert-fsdp-to-runtime,"
+    "convert-fsdp-to-runtime,fsdp-outline-kernels";
+constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
+constexpr const char *kLowerToLLVMTail =
     "func.func(convert-linalg-to-loops),"
     "arith-expand{include-bf16=true},"
     "expand-strided-metadata,lower-affine,convert-scf-to-cf,"
@@ -79,8 +88,16 @@ static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
                   static_cast<int>(QuantFormat::fp8_block_1x128_t),
               "GatherQuantization follows QuantFormat");
 
-void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm) {
-  if (failed(parsePassPipeline(kLowerToLLVM, pm, llvm::errs())))
+void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+  bool fast = compute == ComputeMode::Fast;
+  std::string pipeline = kLowerToLLVMHead;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastTensor;
+  pipeline += std::string(",") + kLowerToLLVMBufferize;
+  if (fast)
+    pipeline += std::string(",") + kLowerToLLVMFastBuffer;
+  pipeline += std::string(",") + kLowerToLLVMTail;
+  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
     llvm::report_fatal_error("fsdp: malformed built-in lowering pipeline");
 }
 
@@ -100,13 +117,17 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   if (o.schedule)
     pm.addNestedPass<func::FuncOp>(createFSDPSchedule(o.scheduleOptions()));
   if (o.lower)
-    buildFSDPLowerToLLVM(pm);
+    buildFSDPLowerToLLVM(pm, o.compute);
 }
 
 void mlir::fsdp::registerFSDPPipelines() {
   PassPipelineRegistration<FSDPPipelineOptions>(kPipelineName, kPipelineSummary,
                                                 buildFSDPPipeline);
-  PassPipelineRegistration<>(kLowerName, kLowerSummary, buildFSDPLowerToLLVM);
+  PassPipelineRegistration<FSDPLowerToLLVMOptions>(
+      kLowerName, kLowerSummary,
+      [](OpPassManager &pm, const FSDPLowerToLLVMOptions &o) {
+        buildFSDPLowerToLLVM(pm, o.compute);
+      });
 }
 
 void mlir::fsdp::registerFSDPPassesAndPipelines() {
@@ -130,7 +151,9 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPPartition(),       createFSDPExpandCollectives(),
       createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
       createFSDPSchedule(),        createFSDPCommReport(),
-      createConvertFSDPToRuntime()};
+      createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
+      createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
+      createFSDPLinalgToBlas()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

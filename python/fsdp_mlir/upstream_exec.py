@@ -32,7 +32,7 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
 # The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
 # printed by fsdp-opt); see lowering_pipeline().
-PROJECT_PASSES = ("convert-fsdp-to-runtime",)
+PROJECT_PASSES = ("convert-fsdp-to-runtime", "fsdp-outline-kernels")
 
 
 class ToolError(RuntimeError):
@@ -205,7 +205,8 @@ def lowering_pipeline() -> str:
         if not fsdp_opt:
             raise ToolError("fsdp-opt not found (it prints the lowering pipeline)")
         proc = subprocess.run(
-            [fsdp_opt, "--fsdp-lower-to-llvm", "--dump-pass-pipeline", "-o", os.devnull],
+            # The scalar reference (compute=loops): no BLAS calls to link.
+            [fsdp_opt, "--fsdp-lower-to-llvm=compute=loops", "--dump-pass-pipeline", "-o", os.devnull],
             input="",
             capture_output=True,
             text=True,

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Jit.h"
 #include "Npy.h"
 #include "Program.h"
 #include "Shards.h"
@@ -24,10 +25,13 @@
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <algorithm>
+#include <chrono>
 #include <functional>
 #include <system_error>
 #include <thread>
@@ -74,6 +78,33 @@ static cl::opt<bool>
     printStats("print-comm-stats",
                cl::desc("Print collectives and bytes per rank"),
                cl::init(false), cl::cat(runCategory));
+
+static cl::opt<int64_t>
+    stepCount("steps",
+              cl::desc("Run the step this many times on the same inputs and "
+                       "print the JIT time and the median and minimum step "
+                       "time (results: the last step's)"),
+              cl::init(1), cl::cat(runCategory));
+static cl::opt<int64_t>
+    warmupCount("warmup",
+                cl::desc("Untimed steps before the --steps timed ones"),
+                cl::init(0), cl::cat(runCategory));
+static cl::opt<bool>
+    printJson("json",
+              cl::desc("Print the timings as one JSON object on stdout"),
+              cl::init(false), cl::cat(runCategory));
+static cl::opt<std::string> jitCacheDir(
+    "jit-cache-dir",
+    cl::desc("Directory of compiled objects (default: $FSDP_JIT_CACHE_DIR, "
+             "$XDG_CACHE_HOME/fsdp-run or ~/.cache/fsdp-run)"),
+    cl::init(""), cl::cat(runCategory));
+static cl::opt<bool> noJitCache("no-jit-cache",
+                                cl::desc("Neither read nor write the cache"),
+                                cl::init(false), cl::cat(runCategory));
+
+#ifdef FSDP_HAVE_OPENBLAS
+extern "C" void openblas_set_num_threads(int);
+#endif
 
 /// Most ranks the threads backend starts (one thread each).
 constexpr int64_t kMaxThreadRanks = 16384;
@@ -138,29 +169,6 @@ std::vector<npy::Array> loadInputs(const Program &prog, int64_t world) {
   return inputs;
 }
 
-OwningOpRef<ModuleOp> parseModule(MLIRContext &context) {
-  OwningOpRef<ModuleOp> module = parseSourceFile<ModuleOp>(inputFile, &context);
-  if (!module)
-    fail("cannot parse " + inputFile);
-  return module;
-}
-
-std::unique_ptr<ExecutionEngine> createEngine(ModuleOp module) {
-  // The options hold a function_ref: the transformer must outlive create().
-  std::function<llvm::Error(llvm::Module *)> transformer =
-      makeOptimizingTransformer(2, 0, nullptr);
-  ExecutionEngineOptions options;
-  options.transformer = transformer;
-#ifdef FSDP_C_RUNNER_UTILS
-  SmallVector<StringRef> libs = {FSDP_C_RUNNER_UTILS};
-  options.sharedLibPaths = libs;
-#endif
-  auto engineOr = ExecutionEngine::create(module, options);
-  if (!engineOr)
-    fail("JIT compilation failed: " + llvm::toString(engineOr.takeError()));
-  return std::move(*engineOr);
-}
-
 /// The argument buffers and packed pointers of one rank's call.
 class RankCall {
 public:
@@ -183,7 +191,7 @@ public:
       packed.push_back(&p);
   }
 
-  llvm::Error invoke(ExecutionEngine &engine, const std::string &entry) {
+  llvm::Error invoke(Jit &engine, const std::string &entry) {
     return engine.invokePacked("_mlir_ciface_" + entry, packed);
   }
 
@@ -206,24 +214,36 @@ private:
 
 struct RankRun {
   std::vector<std::vector<char>> results;
+  std::vector<double> stepSeconds; // the timed steps
   fsdprt_stats_t stats{};
   std::string error;
 };
 
-void runRank(ExecutionEngine &engine, const Program &prog,
+void runRank(Jit &engine, const Program &prog,
              const std::vector<npy::Array> &inputs, fsdprt_comm_t *comm,
              int64_t rank, RankRun &out) {
   fsdprt_set_thread_comm(comm);
-  RankCall call(prog, inputs, rank);
-  if (llvm::Error err = call.invoke(engine, prog.entry)) {
-    out.error = llvm::toString(std::move(err));
-    return;
+  // Every step gets fresh copies of the inputs (a step may update its
+  // arguments in place); only the call is timed.
+  std::unique_ptr<RankCall> call;
+  for (int64_t s = 0; s < warmupCount + stepCount; ++s) {
+    call = std::make_unique<RankCall>(prog, inputs, rank);
+    auto t0 = std::chrono::steady_clock::now();
+    if (llvm::Error err = call->invoke(engine, prog.entry)) {
+      out.error = llvm::toString(std::move(err));
+      return;
+    }
+    double dt =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+            .count();
+    if (fsdprt_comm_error(comm) != FSDPRT_OK) {
+      out.error = fsdprt_comm_error_message(comm);
+      return;
+    }
+    if (s >= warmupCount)
+      out.stepSeconds.push_back(dt);
   }
-  if (fsdprt_comm_error(comm) != FSDPRT_OK) {
-    out.error = fsdprt_comm_error_message(comm);
-    return;
-  }
-  out.results = call.results(prog);
+  out.results = call->results(prog);
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 
@@ -297,7 +317,7 @@ void startRankThreads(std::vector<std::thread> &threads, fsdprt_world_t *world,
   }
 }
 
-std::vector<RankRun> runThreads(ExecutionEngine &engine, const Program &prog,
+std::vector<RankRun> runThreads(Jit &engine, const Program &prog,
                                 const std::vector<npy::Array> &inputs,
                                 const RuntimeOptions &rt) {
   int64_t size = prog.meshSize();
@@ -351,7 +371,49 @@ std::vector<RankRun> gatherResults(const Program &prog, RankRun &mine,
   return runs;
 }
 
-int runMpi(ExecutionEngine &engine, const Program &prog,
+/// The JIT and step times: human-readable or one JSON object. A step's
+/// time is the slowest rank's (this process's ranks).
+void printTimings(const Jit &jit, const std::vector<RankRun> &runs) {
+  bool timed = printJson || stepCount > 1 || warmupCount > 0;
+  if (!timed)
+    return;
+  std::vector<double> steps;
+  for (size_t s = 0; s < size_t(stepCount); ++s) {
+    double worst = 0;
+    for (const RankRun &r : runs)
+      if (s < r.stepSeconds.size())
+        worst = std::max(worst, r.stepSeconds[s]);
+    steps.push_back(worst);
+  }
+  std::vector<double> sorted = steps;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  double median =
+      n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  double minimum = sorted.front();
+  if (printJson) {
+    llvm::outs() << "{\"parse_s\": " << jit.parseSeconds
+                 << ", \"jit_s\": " << jit.compileSeconds
+                 << ", \"jit_cached\": " << (jit.cacheHit ? "true" : "false")
+                 << ", \"warmup\": " << warmupCount.getValue()
+                 << ", \"steps\": " << stepCount.getValue()
+                 << ", \"step_median_s\": " << median
+                 << ", \"step_min_s\": " << minimum << ", \"step_s\": [";
+    for (size_t i = 0; i < steps.size(); ++i)
+      llvm::outs() << (i ? ", " : "") << steps[i];
+    llvm::outs() << "]}\n";
+    return;
+  }
+  llvm::outs() << llvm::format(
+      "parse %.3f s, jit %.3f s%s; step over %lld "
+      "run(s) after %lld warmup: median %.3f ms, "
+      "min %.3f ms\n",
+      jit.parseSeconds, jit.compileSeconds, jit.cacheHit ? " (cached)" : "",
+      (long long)stepCount.getValue(), (long long)warmupCount.getValue(),
+      median * 1e3, minimum * 1e3);
+}
+
+int runMpi(Jit &engine, const Program &prog,
            const std::vector<npy::Array> &inputs, const RuntimeOptions &rt) {
   fsdprt_comm_t *comm = nullptr;
   if (fsdprt_mpi_comm_create(prog.meshShape.size(), prog.meshShape.data(),
@@ -367,6 +429,7 @@ int runMpi(ExecutionEngine &engine, const Program &prog,
   std::vector<RankRun> runs = gatherResults(prog, mine, rank, rt);
   if (rank == 0) {
     writeOutputs(prog, runs);
+    printTimings(engine, {mine});
     if (printStats)
       printRankStats(0, mine.stats);
   }
@@ -400,6 +463,10 @@ void parseOptions(int argc, char **argv) {
                               "every rank of its mesh\n");
   if (backendName != "threads" && backendName != "mpi")
     fail("unknown backend '" + backendName + "' (threads or mpi)");
+  if (stepCount < 1)
+    fail("--steps must be at least 1");
+  if (warmupCount < 0)
+    fail("--warmup must not be negative");
 }
 
 void registerDialects(DialectRegistry &registry) {
@@ -416,20 +483,34 @@ int main(int argc, char **argv) {
   parseOptions(argc, argv);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+#ifdef FSDP_HAVE_OPENBLAS
+  // Ranks are the parallelism: one BLAS thread each.
+  openblas_set_num_threads(1);
+#endif
 
   DialectRegistry registry;
   registerDialects(registry);
   MLIRContext context(registry);
-  OwningOpRef<ModuleOp> module = parseModule(context);
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<Jit> jit =
+      Jit::open(inputFile,
+                noJitCache ? ""
+                           : (jitCacheDir.empty() ? defaultCacheDir()
+                                                  : jitCacheDir.getValue()),
+                context, module);
   Program prog = loadProgram(*module, entryName);
   int64_t meshSize = prog.meshSize();
   if (worldSize != 0 && worldSize != meshSize)
     fail("world size " + llvm::Twine(worldSize.getValue()) +
          " does not match the mesh size " + llvm::Twine(meshSize));
   std::vector<npy::Array> inputs = loadInputs(prog, meshSize);
-  std::unique_ptr<ExecutionEngine> engine = createEngine(*module);
+  jit->compile(*module);
   RuntimeOptions rt(prog, timeoutSeconds);
   if (backendName == "mpi")
-    return runMpi(*engine, prog, inputs, rt);
-  return reportThreads(prog, runThreads(*engine, prog, inputs, rt));
+    return runMpi(*jit, prog, inputs, rt);
+  std::vector<RankRun> runs = runThreads(*jit, prog, inputs, rt);
+  int rc = reportThreads(prog, runs);
+  if (rc == 0)
+    printTimings(*jit, runs);
+  return rc;
 }

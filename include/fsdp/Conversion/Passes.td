@@ -23,4 +23,76 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Compute lowering for CPU (the `compute=fast` path of fsdp-lower-to-llvm)
+//===----------------------------------------------------------------------===//
+
+def FSDPFoldTransposes : Pass<"fsdp-fold-transposes"> {
+  let summary = "Fold linalg.transpose on tensors into the indexing maps of "
+                "the linalg ops that read it";
+  let description = [{
+    A consumer that reads a transposed tensor is made a `linalg.generic`
+    (named ops are generalized) whose indexing map for that input reads
+    the transpose's source with permuted indices; transposes left without
+    a use are erased. `x @ w.T` then needs no transposed copy of `w`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
+}
+
+def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
+  let summary = "Fuse elementwise linalg producers into their consumers";
+  let description = [{
+    Upstream elementwise fusion on tensors, restricted to producers with a
+    single use and to consumers that are not contractions (so that
+    multiply-accumulate bodies stay whole for `fsdp-linalg-to-blas`).
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::arith::ArithDialect"];
+}
+
+def FSDPOutlineKernels : Pass<"fsdp-outline-kernels", "ModuleOp"> {
+  let summary = "Move every bufferized linalg op into a deduplicated "
+                "private function";
+  let description = [{
+    Runs after bufferization. Each linalg op on buffers (and each
+    `memref.copy`) becomes a call to a
+    private `__fsdp_kernel_<n>` function (marked `no_inline`) that holds
+    the op, with its operands and captured values as arguments and
+    captured constants cloned in. Structurally equal ops share one kernel.
+    The step function is left with calls, allocations and collectives, so
+    the cost of loop lowering, `convert-scf-to-cf` and LLVM's optimizer
+    grows with the number of distinct kernels, not with the size of one
+    function.
+  }];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
+def FSDPLinalgToBlas : Pass<"fsdp-linalg-to-blas", "ModuleOp"> {
+  let summary = "Lower contractions on buffers to cblas_sgemm/cblas_dgemm "
+                "calls";
+  let description = [{
+    A linalg op on buffers whose body is a single multiply-accumulate and
+    whose iteration space has one M, one N and one K dimension (plus any
+    batch dimensions) -- `linalg.matmul`, `linalg.batch_matmul`, their
+    transposed variants, generic contractions -- becomes one `cblas_?gemm`
+    call per batch index (an `scf.for` nest over the batch dimensions).
+    Operands are passed in place: the unit-stride dimension decides
+    CblasNoTrans/CblasTrans, the other stride is the leading dimension, a
+    column-major result swaps the operands. f32 and f64 only; other element
+    types, dynamic shapes or strides, broadcast (zero-stride) matrix
+    operands and several M/N/K dimensions stay linalg ops for the loop
+    lowering. With `report`, every contraction gets a remark saying which
+    way it went and why.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per contraction: lowered to BLAS, or why not">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
 #endif // FSDP_CONVERSION_PASSES_TD

@@ -17,6 +17,26 @@
 
 namespace mlir::fsdp {
 
+/// How fsdp-lower-to-llvm lowers the arithmetic (docs/COMPUTE.md).
+enum class ComputeMode { Fast, Loops };
+
+#define FSDP_COMPUTE_OPTION_VALUES                                             \
+  llvm::cl::values(                                                            \
+      clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",                      \
+                 "BLAS contractions, fused elementwise ops"),                  \
+      clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",                    \
+                 "scalar loops (reference)"))
+
+/// Options of `fsdp-lower-to-llvm`.
+struct FSDPLowerToLLVMOptions
+    : public PassPipelineOptions<FSDPLowerToLLVMOptions> {
+  Option<ComputeMode> compute{
+      *this, "compute",
+      llvm::cl::desc("fast (BLAS contractions, fused elementwise ops) or "
+                     "loops (scalar reference)"),
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
+};
+
 /// Options of `fsdp-pipeline`. Each forwards to the option of one pass; its
 /// default and accepted values are that pass option's (Passes.td,
 /// PassOptions.h).
@@ -100,6 +120,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
                                     "with fsdprt runtime calls"),
                      llvm::cl::init(false)};
+  Option<ComputeMode> compute{
+      *this, "compute",
+      llvm::cl::desc("With lower=true: fast (BLAS contractions, fused "
+                     "elementwise ops) or loops (scalar reference)"),
+      llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
 
   FSDPPartitionOptions partitionOptions() const;
   FSDPQuantizeGathersOptions quantizeOptions() const;
@@ -114,7 +139,8 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect
 /// with fsdprt runtime calls (bufferization, convert-fsdp-to-runtime, ...).
-void buildFSDPLowerToLLVM(OpPassManager &pm);
+void buildFSDPLowerToLLVM(OpPassManager &pm,
+                          ComputeMode compute = ComputeMode::Fast);
 
 /// Registers the `fsdp-pipeline` and `fsdp-lower-to-llvm` pipelines.
 void registerFSDPPipelines();

@@ -1,0 +1,109 @@
+"""The benchmark's PyTorch models, as specs of the PyTorch frontend
+(`python -m fsdp_mlir.torch export bench/compute/models.py:mlp512`)."""
+
+import itertools
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+class MLP(nn.Module):
+    def __init__(self, widths):
+        super().__init__()
+        self.layers = nn.ModuleList(
+            nn.Linear(a, b) for a, b in itertools.pairwise(widths)
+        )
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = F.relu(x)
+        return x
+
+
+def mse_loss(model, x, y):
+    return F.mse_loss(model(x), y)
+
+
+class Block(nn.Module):
+    def __init__(self, dim, heads, ffn):
+        super().__init__()
+        self.heads = heads
+        self.ln1 = nn.LayerNorm(dim)
+        self.qkv = nn.Linear(dim, 3 * dim)
+        self.proj = nn.Linear(dim, dim)
+        self.ln2 = nn.LayerNorm(dim)
+        self.fc = nn.Linear(dim, ffn)
+        self.out = nn.Linear(ffn, dim)
+
+    def forward(self, x):
+        b, s, d = x.shape
+        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
+        q, k, v = (
+            t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v)
+        )
+        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+        x = x + self.proj(o.transpose(1, 2).reshape(b, s, d))
+        return x + self.out(F.gelu(self.fc(self.ln2(x))))
+
+
+class GPT(nn.Module):
+    def __init__(self, vocab, seq, dim, heads, ffn, blocks):
+        super().__init__()
+        self.tok = nn.Embedding(vocab, dim)
+        self.pos = nn.Embedding(seq, dim)
+        self.blocks = nn.ModuleList(Block(dim, heads, ffn) for _ in range(blocks))
+        self.ln_f = nn.LayerNorm(dim)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        h = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1]))
+        for block in self.blocks:
+            h = block(h)
+        return self.head(self.ln_f(h))
+
+
+def lm_loss(model, tokens, targets):
+    return F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
+
+
+def mlp512():
+    """MLP 512-512-512-512, batch 512: 3 x 512^3 multiply-adds per pass."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(512, 512, generator=g)
+    y = torch.randn(512, 512, generator=g)
+    return {
+        "module": MLP((512, 512, 512, 512)),
+        "loss_fn": mse_loss,
+        "batch": (x, y),
+        "mesh": "1",
+    }
+
+
+def gpt128():
+    """2-block GPT, D=128, T=32, V=256, 4 heads, batch 16."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 256, (16, 32), generator=g)
+    targets = torch.randint(0, 256, (16, 32), generator=g)
+    return {
+        "module": GPT(vocab=256, seq=32, dim=128, heads=4, ffn=512, blocks=2),
+        "loss_fn": lm_loss,
+        "batch": (tokens, targets),
+        "mesh": "1",
+    }
+
+
+# Multiply-adds of matrix products per training step (forward + backward =
+# 3 x forward), for GFLOP/s.
+def flops(name):
+    if name == "mlp512":
+        return 3 * 2 * 512 * (3 * 512 * 512)
+    if name == "gpt128":
+        b, t, d, f, v, blocks = 16, 32, 128, 512, 256, 2
+        per_block = 2 * b * t * (3 * d * d + d * d + 2 * d * f) + 2 * 2 * b * t * t * d
+        return 3 * (blocks * per_block + 2 * b * t * d * v)
+    raise KeyError(name)

@@ -1,0 +1,352 @@
+//===- LinalgToBlas.cpp - contractions on buffers to cblas_?gemm calls ----===//
+//
+// A linalg op on buffers that multiplies and accumulates (`linalg.matmul`,
+// `batch_matmul`, their transposed variants and `linalg.generic`
+// contractions with one M, one N and one K dimension and any number of
+// batch dimensions) becomes one `cblas_sgemm` / `cblas_dgemm` call per batch
+// index. Operands are passed in place: a unit stride on either matrix
+// dimension selects CblasNoTrans or CblasTrans, the other stride is the
+// leading dimension; a column-major result swaps the operands. Anything
+// else (other element types, mixed precision, dynamic shapes or strides,
+// broadcast operands, several M/N/K dimensions) stays a linalg op and is
+// lowered to loops; `report` says why with a remark on the op.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPLINALGTOBLAS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+// cblas.h enum values.
+constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
+
+/// How one matrix operand is passed: transposed or not, leading dimension.
+struct MatrixLayout {
+  bool trans = false;
+  int64_t ld = 0;
+};
+
+/// A rows x cols matrix with element strides (sr, sc), as cblas row-major
+/// sees it: a unit column stride is CblasNoTrans, a unit row stride
+/// CblasTrans; the other stride must be a valid leading dimension.
+std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols, int64_t sr,
+                                         int64_t sc) {
+  if (sc == 1 || cols == 1) {
+    int64_t ld = rows == 1 ? std::max<int64_t>(cols, 1) : sr;
+    if (ld >= std::max<int64_t>(cols, 1))
+      return MatrixLayout{false, ld};
+  }
+  if (sr == 1 || rows == 1) {
+    int64_t ld = cols == 1 ? std::max<int64_t>(rows, 1) : sc;
+    if (ld >= std::max<int64_t>(rows, 1))
+      return MatrixLayout{true, ld};
+  }
+  return std::nullopt;
+}
+
+/// Whether the body is `out + in0 * in1` (either order of the add) in one
+/// element type, with nothing else.
+bool isMulAddBody(linalg::LinalgOp op) {
+  Block *body = op.getBlock();
+  if (!body || body->getNumArguments() != 3 ||
+      !llvm::hasNItems(body->getOperations(), 3))
+    return false;
+  auto mul = dyn_cast<arith::MulFOp>(&body->front());
+  if (!mul)
+    return false;
+  auto add = dyn_cast<arith::AddFOp>(mul->getNextNode());
+  if (!add)
+    return false;
+  auto yield = cast<linalg::YieldOp>(body->getTerminator());
+  Value a = body->getArgument(0), b = body->getArgument(1),
+        c = body->getArgument(2);
+  bool mulOk = (mul.getLhs() == a && mul.getRhs() == b) ||
+               (mul.getLhs() == b && mul.getRhs() == a);
+  bool addOk = (add.getLhs() == c && add.getRhs() == mul.getResult()) ||
+               (add.getRhs() == c && add.getLhs() == mul.getResult());
+  return mulOk && addOk && yield.getNumOperands() == 1 &&
+         yield.getOperand(0) == add.getResult();
+}
+
+/// Everything one gemm call per batch index needs.
+struct GemmPlan {
+  Value a, b, c;
+  int64_t m = 0, n = 0, k = 0;
+  MatrixLayout la, lb;
+  int64_t ldc = 0;
+  // Per batch loop: trip count and the element stride of A, B and C.
+  SmallVector<int64_t> batchSizes;
+  SmallVector<std::array<int64_t, 3>> batchStrides;
+  Type elementType;
+};
+
+/// Element stride of loop dimension `dim` in `operand` (0: not indexed).
+FailureOr<int64_t> loopStride(linalg::LinalgOp op, OpOperand &operand,
+                              unsigned dim) {
+  auto type = cast<MemRefType>(operand.get().getType());
+  auto [strides, offset] = type.getStridesAndOffset();
+  AffineMap map = op.getMatchingIndexingMap(&operand);
+  std::optional<unsigned> pos =
+      map.getResultPosition(getAffineDimExpr(dim, op.getContext()));
+  if (!pos)
+    return int64_t(0);
+  if (ShapedType::isDynamic(strides[*pos]))
+    return failure();
+  return strides[*pos];
+}
+
+/// Plans the call or says why the op stays a loop.
+FailureOr<GemmPlan> plan(linalg::LinalgOp op, std::string &why) {
+  auto fail = [&](const llvm::Twine &reason) {
+    why = reason.str();
+    return failure();
+  };
+  if (!op.hasPureBufferSemantics())
+    return fail("operands are not buffers");
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+    return fail("not two inputs and one output");
+  if (!isMulAddBody(op))
+    return fail("the body is not a single multiply-accumulate");
+  Type elem;
+  for (OpOperand &o : op->getOpOperands()) {
+    auto t = dyn_cast<MemRefType>(o.get().getType());
+    if (!t)
+      return fail("an operand is not a memref");
+    if (elem && t.getElementType() != elem)
+      return fail("mixed element types");
+    elem = t.getElementType();
+    if (!t.isStrided())
+      return fail("an operand has a non-strided layout");
+  }
+  if (!elem.isF32() && !elem.isF64())
+    return fail("element type " + llvm::Twine([&] {
+                  std::string s;
+                  llvm::raw_string_ostream os(s);
+                  os << elem;
+                  return s;
+                }()) +
+                " has no BLAS gemm (only f32 and f64)");
+  for (AffineMap map : op.getIndexingMapsArray())
+    if (!map.isProjectedPermutation())
+      return fail("an indexing map is not a projected permutation");
+  FailureOr<linalg::ContractionDimensions> dims =
+      linalg::inferContractionDims(op);
+  if (failed(dims))
+    return fail("not a contraction");
+  if (dims->m.empty() || dims->n.empty() || dims->k.empty())
+    return fail("no M, N or K dimension");
+  SmallVector<int64_t> ranges = op.getStaticLoopRanges();
+  if (llvm::any_of(ranges, ShapedType::isDynamic))
+    return fail("dynamic loop bounds");
+
+  OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1),
+            *c = op.getDpsInitOperand(0);
+  // Several M (N, K) dimensions are one matrix dimension when every operand
+  // that reads them lays them out contiguously in the same order, e.g. the
+  // (batch, token) rows of a linear layer on 3-D activations.
+  auto collapse = [&](ArrayRef<unsigned> group, OpOperand *ref,
+                      ArrayRef<OpOperand *> users, int64_t &size,
+                      SmallVector<int64_t, 3> &strides) -> LogicalResult {
+    SmallVector<unsigned> order(group);
+    AffineMap refMap = op.getMatchingIndexingMap(ref);
+    auto pos = [&](unsigned d) {
+      return *refMap.getResultPosition(getAffineDimExpr(d, op.getContext()));
+    };
+    llvm::sort(order, [&](unsigned x, unsigned y) { return pos(x) < pos(y); });
+    size = 1;
+    for (unsigned d : order)
+      size *= ranges[d];
+    strides.clear();
+    for (OpOperand *o : users) {
+      int64_t inner = 0;
+      bool first = true;
+      for (unsigned i = order.size(); i-- > 0;) {
+        FailureOr<int64_t> st = loopStride(op, *o, order[i]);
+        if (failed(st) || *st == 0)
+          return failure();
+        if (ranges[order[i]] == 1)
+          continue;
+        if (!first && *st != inner)
+          return failure();
+        if (first)
+          strides.push_back(*st);
+        first = false;
+        inner = *st * ranges[order[i]];
+      }
+      if (first) // every dimension of the group has size 1
+        strides.push_back(1);
+    }
+    return success();
+  };
+  int64_t sizeM, sizeN, sizeK;
+  SmallVector<int64_t, 3> stM, stN, stK;
+  if (failed(collapse(dims->m, c, {a, c}, sizeM, stM)) ||
+      failed(collapse(dims->n, c, {b, c}, sizeN, stN)) ||
+      failed(collapse(dims->k, a, {a, b}, sizeK, stK)))
+    return fail("M, N or K dimensions are dynamic, broadcast or not "
+                "contiguous in every operand");
+  FailureOr<int64_t> sam = stM[0], sak = stK[0], sbk = stK[1], sbn = stN[0],
+                     scm = stM[1], scn = stN[1];
+  auto stride = [&](OpOperand *o, unsigned d) { return loopStride(op, *o, d); };
+
+  GemmPlan p;
+  p.elementType = elem;
+  p.m = sizeM;
+  p.n = sizeN;
+  p.k = sizeK;
+  p.a = a->get();
+  p.b = b->get();
+  p.c = c->get();
+  std::optional<MatrixLayout> lc = matrixLayout(p.m, p.n, *scm, *scn);
+  std::optional<MatrixLayout> la = matrixLayout(p.m, p.k, *sam, *sak);
+  std::optional<MatrixLayout> lb = matrixLayout(p.k, p.n, *sbk, *sbn);
+  if (!lc || !la || !lb)
+    return fail("an operand has no unit stride in its matrix dimensions");
+  if (lc->trans) {
+    // C^T = B^T A^T: swap the operands and transpose each.
+    std::swap(p.a, p.b);
+    std::swap(p.m, p.n);
+    MatrixLayout na{!lb->trans, lb->ld}, nb{!la->trans, la->ld};
+    la = na;
+    lb = nb;
+  }
+  p.la = *la;
+  p.lb = *lb;
+  p.ldc = lc->ld;
+  for (int64_t v : {p.m, p.n, p.k, p.la.ld, p.lb.ld, p.ldc})
+    if (v > std::numeric_limits<int32_t>::max())
+      return fail("a size or leading dimension exceeds 32 bits");
+  for (unsigned d : dims->batch) {
+    FailureOr<int64_t> ba = stride(a, d), bb = stride(b, d), bc = stride(c, d);
+    if (failed(ba) || failed(bb) || failed(bc))
+      return fail("dynamic strides");
+    if (lc->trans)
+      std::swap(ba, bb);
+    p.batchSizes.push_back(ranges[d]);
+    p.batchStrides.push_back({*ba, *bb, *bc});
+  }
+  return p;
+}
+
+func::FuncOp declareGemm(ModuleOp module, Type elem) {
+  StringRef name = elem.isF32() ? "cblas_sgemm" : "cblas_dgemm";
+  if (auto f = module.lookupSymbol<func::FuncOp>(name))
+    return f;
+  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
+  Type i32 = b.getI32Type(), ptr = LLVM::LLVMPointerType::get(b.getContext());
+  auto type = b.getFunctionType(
+      {i32, i32, i32, i32, i32, i32, elem, ptr, i32, ptr, i32, elem, ptr, i32},
+      {});
+  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
+  f.setPrivate();
+  return f;
+}
+
+/// Address of element `offset` (plus the view's own offset) of `memref`.
+Value elementPointer(OpBuilder &b, Location loc, Value memref, Value offset,
+                     int64_t bytes) {
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, memref);
+  Value elems =
+      arith::AddIOp::create(b, loc, meta.getOffset(), offset).getResult();
+  Value byteOff = arith::MulIOp::create(
+      b, loc, elems, arith::ConstantIndexOp::create(b, loc, bytes));
+  Value addr = arith::AddIOp::create(b, loc, base, byteOff);
+  Value i64 =
+      arith::IndexCastOp::create(b, loc, b.getI64Type(), addr).getResult();
+  return LLVM::IntToPtrOp::create(
+      b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
+}
+
+void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
+              const GemmPlan &p) {
+  int64_t bytes = p.elementType.getIntOrFloatBitWidth() / 8;
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  Value offA = zero, offB = zero, offC = zero;
+  // One loop per batch dimension, each advancing the three offsets.
+  for (auto [size, strides] : llvm::zip(p.batchSizes, p.batchStrides)) {
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value ub = arith::ConstantIndexOp::create(b, loc, size);
+    auto loop = scf::ForOp::create(b, loc, zero, ub, one);
+    b.setInsertionPointToStart(loop.getBody());
+    Value iv = loop.getInductionVar();
+    auto advance = [&](Value off, int64_t stride) -> Value {
+      if (stride == 0)
+        return off;
+      Value s = arith::ConstantIndexOp::create(b, loc, stride);
+      return arith::AddIOp::create(b, loc, off,
+                                   arith::MulIOp::create(b, loc, iv, s));
+    };
+    offA = advance(offA, strides[0]);
+    offB = advance(offB, strides[1]);
+    offC = advance(offC, strides[2]);
+  }
+  auto i32 = [&](int64_t v) -> Value {
+    return arith::ConstantIntOp::create(b, loc, v, 32);
+  };
+  Value one =
+      arith::ConstantOp::create(b, loc, b.getFloatAttr(p.elementType, 1.0));
+  SmallVector<Value> args = {i32(kRowMajor),
+                             i32(p.la.trans ? kTrans : kNoTrans),
+                             i32(p.lb.trans ? kTrans : kNoTrans),
+                             i32(p.m),
+                             i32(p.n),
+                             i32(p.k),
+                             one,
+                             elementPointer(b, loc, p.a, offA, bytes),
+                             i32(p.la.ld),
+                             elementPointer(b, loc, p.b, offB, bytes),
+                             i32(p.lb.ld),
+                             one,
+                             elementPointer(b, loc, p.c, offC, bytes),
+                             i32(p.ldc)};
+  func::CallOp::create(b, loc, gemm, args);
+}
+
+struct FSDPLinalgToBlasPass
+    : public mlir::fsdp::impl::FSDPLinalgToBlasBase<FSDPLinalgToBlasPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SmallVector<linalg::LinalgOp> ops;
+    module.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
+    for (linalg::LinalgOp op : ops) {
+      // Only ops that compute a contraction are worth a word.
+      bool contraction =
+          isa<linalg::ContractionOpInterface>(op.getOperation()) ||
+          succeeded(linalg::inferContractionDims(op));
+      std::string why;
+      FailureOr<GemmPlan> p = plan(op, why);
+      if (failed(p)) {
+        if (report && contraction)
+          op->emitRemark() << "contraction stays a loop: " << why;
+        continue;
+      }
+      if (report)
+        op->emitRemark() << "contraction becomes "
+                         << (p->elementType.isF32() ? "cblas_sgemm"
+                                                    : "cblas_dgemm");
+      func::FuncOp gemm = declareGemm(module, p->elementType);
+      OpBuilder b(op);
+      emitGemm(b, op.getLoc(), gemm, *p);
+      op->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,129 @@
+//===- OutlineKernels.cpp - one function per bufferized linalg op ---------===//
+//
+// Moves every linalg op of a bufferized function into a private function of
+// its own (`__fsdp_kernel_<n>`) and calls it. Structurally equal ops (same
+// op, attributes, operand types and body) share one kernel, so a model of L
+// identical blocks compiles each kernel once. The step function keeps only
+// calls, allocations and collectives: loop lowering, control-flow
+// conversion and LLVM's optimizer then see many small functions instead of
+// one that grows with the model.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Transforms/RegionUtils.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPOUTLINEKERNELS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// Whether `v` is a constant that the kernel can rematerialize itself.
+Operation *constantDef(Value v) {
+  Operation *def = v.getDefiningOp();
+  if (def && def->hasTrait<OpTrait::ConstantLike>() &&
+      def->getNumOperands() == 0 && def->getNumRegions() == 0)
+    return def;
+  return nullptr;
+}
+
+struct FSDPOutlineKernelsPass
+    : public mlir::fsdp::impl::FSDPOutlineKernelsBase<FSDPOutlineKernelsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    SmallVector<Operation *> ops;
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || func->hasAttr("fsdp.kernel"))
+        continue;
+      func.walk([&](Operation *op) {
+        // Only ops on buffers: a tensor op has results the caller uses.
+        // Copies too: each is a memcpy or a strided copy loop.
+        if ((isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
+             !op->getParentOfType<linalg::LinalgOp>()) ||
+            isa<memref::CopyOp>(op))
+          ops.push_back(op);
+      });
+    }
+    llvm::StringMap<func::FuncOp> kernels;
+    unsigned counter = 0;
+    for (Operation *op : ops) {
+      // Operands: the op's own, then values its body captures (constants
+      // are cloned into the kernel instead).
+      llvm::SetVector<Value> used(op->getOperands().begin(),
+                                  op->getOperands().end());
+      getUsedValuesDefinedAbove(op->getRegions(), used);
+      SmallVector<Value> args;
+      SmallVector<Operation *> constants;
+      for (Value v : used) {
+        if (Operation *c = constantDef(v))
+          constants.push_back(c);
+        else
+          args.push_back(v);
+      }
+      SmallVector<Type> argTypes =
+          llvm::map_to_vector(args, [](Value v) { return v.getType(); });
+
+      // Build the candidate kernel detached, print it as the dedup key.
+      OpBuilder b(module.getContext());
+      auto fnType = b.getFunctionType(argTypes, {});
+      auto kernel =
+          func::FuncOp::create(b, op->getLoc(), "__fsdp_kernel", fnType);
+      Block *entry = kernel.addEntryBlock();
+      b.setInsertionPointToStart(entry);
+      IRMapping map;
+      for (auto [from, to] : llvm::zip(args, entry->getArguments()))
+        map.map(from, to);
+      for (Operation *c : constants)
+        if (!map.contains(c->getResult(0)))
+          map.map(c->getResult(0), b.clone(*c)->getResult(0));
+      b.clone(*op, map);
+      func::ReturnOp::create(b, op->getLoc());
+
+      std::string key;
+      {
+        llvm::raw_string_ostream os(key);
+        OpPrintingFlags flags;
+        flags.printGenericOpForm().elideLargeElementsAttrs(1 << 30);
+        kernel->print(os, flags);
+      }
+      func::FuncOp &existing = kernels[key];
+      if (!existing) {
+        kernel.setSymName(("__fsdp_kernel_" + llvm::Twine(counter++)).str());
+        kernel.setPrivate();
+        kernel->setAttr("fsdp.kernel", UnitAttr::get(module.getContext()));
+        kernel->setAttr("passthrough", b.getStrArrayAttr({"noinline"}));
+        symbols.insert(kernel);
+        existing = kernel;
+      } else {
+        kernel.erase();
+      }
+      OpBuilder at(op);
+      func::CallOp::create(at, op->getLoc(), existing, args);
+      // The caller is left with calls, allocations and collectives:
+      // nothing LLVM's optimizer would speed up, only slow to optimize.
+      if (auto caller = op->getParentOfType<func::FuncOp>()) {
+        caller->setAttr("passthrough",
+                        b.getStrArrayAttr({"noinline", "optnone"}));
+      }
+      op->erase();
+    }
+  }
+};
+
+} // namespace
