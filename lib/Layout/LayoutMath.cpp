@@ -176,76 +176,100 @@ std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
   return shape;
 }
 
+namespace {
+/// One placement per mesh axis; anything else is ambiguous.
+std::optional<std::string> checkPlacementCount(const Layout &layout) {
+  if (layout.placements.size() == layout.meshShape.size())
+    return std::nullopt;
+  std::ostringstream os;
+  os << "layout has " << layout.placements.size()
+     << " placement(s) but its mesh has " << layout.meshShape.size()
+     << " axis/axes; give exactly one placement per mesh axis";
+  return os.str();
+}
+
+/// Checks the placement on mesh axis `a` on its own: Partial only off
+/// parameters, and a sharding placement names a dim of the tensor and a
+/// bounded split factor.
+std::optional<std::string> checkPlacement(const Placement &p, size_t a,
+                                          int64_t rank, bool isParameter) {
+  std::ostringstream os;
+  if (p.kind == Placement::Kind::Partial && isParameter) {
+    os << "Partial placement on mesh axis " << a
+       << " is not allowed on a parameter (only gradients are partial)";
+    return os.str();
+  }
+  if (!p.isSharding())
+    return std::nullopt;
+  if (rank == 0) {
+    os << "a scalar (rank-0) tensor cannot be sharded (mesh axis " << a << ")";
+    return os.str();
+  }
+  if (p.dim < 0 || p.dim >= rank) {
+    os << "shard dim " << p.dim << " on mesh axis " << a
+       << " is out of range for a rank-" << rank << " tensor";
+    return os.str();
+  }
+  if (p.kind == Placement::Kind::StridedShard &&
+      (p.splitFactor < 1 || p.splitFactor > kMaxSplitFactor)) {
+    os << "StridedShard split factor must be between 1 and " << kMaxSplitFactor
+       << ", got " << p.splitFactor;
+    return os.str();
+  }
+  return std::nullopt;
+}
+
+/// Walks dim `d` (of size `len`) through its nested sharding axes, outer
+/// first. Every level but the innermost must split evenly so that the slot,
+/// and thus the collective's size, is the same in every group.
+std::optional<std::string> checkNestedSplits(const Layout &layout, int64_t d,
+                                             int64_t len) {
+  std::vector<int64_t> axes = axesShardingDim(layout, d);
+  std::ostringstream os;
+  for (size_t i = 0; i < axes.size(); ++i) {
+    const Placement &p = layout.placements[axes[i]];
+    int64_t k = layout.meshShape[axes[i]];
+    if (p.kind == Placement::Kind::StridedShard) {
+      // Both are bounded (kMaxSplitFactor, kMaxWorldSize): no overflow.
+      if (len % (p.splitFactor * k) != 0) {
+        os << "StridedShard(" << d << ", " << p.splitFactor << ") on mesh axis "
+           << axes[i] << " needs dim " << d << " (size " << len
+           << ") to be divisible by split_factor * "
+           << "axis size = " << p.splitFactor * k;
+        return os.str();
+      }
+      len /= k;
+      continue;
+    }
+    bool innermost = i + 1 == axes.size();
+    if (!innermost && len % k != 0) {
+      os << "dim " << d << " (size " << len
+         << ") is sharded by nested mesh axes; the outer axis " << axes[i]
+         << " (size " << k << ") must divide it evenly";
+      return os.str();
+    }
+    len = innermost ? len : len / k;
+  }
+  return std::nullopt;
+}
+} // namespace
+
 std::optional<std::string> validate(const Layout &layout,
                                     const std::vector<int64_t> &globalShape,
                                     bool isParameter) {
   if (auto err = validateMesh(layout.meshShape))
     return err;
-  std::ostringstream os;
-  if (layout.placements.size() != layout.meshShape.size()) {
-    os << "layout has " << layout.placements.size()
-       << " placement(s) but its mesh has " << layout.meshShape.size()
-       << " axis/axes; give exactly one placement per mesh axis";
-    return os.str();
-  }
+  if (auto err = checkPlacementCount(layout))
+    return err;
   int64_t rank = globalShape.size();
-  for (size_t a = 0; a < layout.placements.size(); ++a) {
-    const Placement &p = layout.placements[a];
-    if (p.kind == Placement::Kind::Partial && isParameter) {
-      os << "Partial placement on mesh axis " << a
-         << " is not allowed on a parameter (only gradients are partial)";
-      return os.str();
-    }
-    if (!p.isSharding())
-      continue;
-    if (rank == 0) {
-      os << "a scalar (rank-0) tensor cannot be sharded (mesh axis " << a
-         << ")";
-      return os.str();
-    }
-    if (p.dim < 0 || p.dim >= rank) {
-      os << "shard dim " << p.dim << " on mesh axis " << a
-         << " is out of range for a rank-" << rank << " tensor";
-      return os.str();
-    }
-    if (p.kind == Placement::Kind::StridedShard &&
-        (p.splitFactor < 1 || p.splitFactor > kMaxSplitFactor)) {
-      os << "StridedShard split factor must be between 1 and "
-         << kMaxSplitFactor << ", got " << p.splitFactor;
-      return os.str();
-    }
-  }
-  // Walk every sharded dim through its nested axes (outer first); every
-  // level but the innermost must split evenly so that the slot, and thus
-  // the collective's size, is the same in every group.
-  for (int64_t d = 0; d < rank; ++d) {
-    std::vector<int64_t> axes = axesShardingDim(layout, d);
-    int64_t len = globalShape[d];
-    for (size_t i = 0; i < axes.size(); ++i) {
-      const Placement &p = layout.placements[axes[i]];
-      int64_t k = layout.meshShape[axes[i]];
-      if (p.kind == Placement::Kind::StridedShard) {
-        // Both are bounded (kMaxSplitFactor, kMaxWorldSize): no overflow.
-        if (len % (p.splitFactor * k) != 0) {
-          os << "StridedShard(" << d << ", " << p.splitFactor
-             << ") on mesh axis " << axes[i] << " needs dim " << d << " (size "
-             << len << ") to be divisible by split_factor * "
-             << "axis size = " << p.splitFactor * k;
-          return os.str();
-        }
-        len /= k;
-        continue;
-      }
-      bool innermost = i + 1 == axes.size();
-      if (!innermost && len % k != 0) {
-        os << "dim " << d << " (size " << len
-           << ") is sharded by nested mesh axes; the outer axis " << axes[i]
-           << " (size " << k << ") must divide it evenly";
-        return os.str();
-      }
-      len = innermost ? len : len / k;
-    }
-  }
+  // Each placement on its own first, so that the nested walk below only
+  // sees in-range dims and bounded split factors.
+  for (size_t a = 0; a < layout.placements.size(); ++a)
+    if (auto err = checkPlacement(layout.placements[a], a, rank, isParameter))
+      return err;
+  for (int64_t d = 0; d < rank; ++d)
+    if (auto err = checkNestedSplits(layout, d, globalShape[d]))
+      return err;
   return std::nullopt;
 }
 

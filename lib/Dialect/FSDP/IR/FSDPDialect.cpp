@@ -180,6 +180,85 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
                            << "' on " << what;
 }
 
+/// `fsdp.loss` marks the scalar the step minimizes.
+static LogicalResult verifyLossResult(Operation *op, NamedAttribute attr,
+                                      Type type, StringRef what) {
+  StringRef name = attr.getName().getValue();
+  if (!isa<UnitAttr>(attr.getValue()))
+    return op->emitOpError() << "'" << name << "' is a unit attribute";
+  auto tensorType = dyn_cast<ShapedType>(type);
+  bool scalar =
+      (tensorType && tensorType.hasRank() && tensorType.getRank() == 0) ||
+      isa<FloatType>(type);
+  if (!scalar)
+    return op->emitOpError()
+           << "the loss (" << what << ") must be a scalar, got " << type;
+  return success();
+}
+
+/// An argument still annotated with upstream `shard.shard` gets its layout
+/// from --fsdp-import-shard.
+static bool isShardAnnotated(FunctionOpInterface func, unsigned arg) {
+  return !func.isExternal() &&
+         llvm::any_of(func.getArgument(arg).getUsers(), [](Operation *user) {
+           return user->getName().getStringRef() == "shard.shard";
+         });
+}
+
+/// Same type, or ranked shaped types (tensor or memref) with equal shape
+/// and element type.
+static bool haveSameShape(Type a, Type b) {
+  auto sa = dyn_cast<ShapedType>(a), sb = dyn_cast<ShapedType>(b);
+  return a == b || (sa && sb && sa.hasRank() && sb.hasRank() &&
+                    sa.getShape() == sb.getShape() &&
+                    sa.getElementType() == sb.getElementType());
+}
+
+/// `fsdp.grad_of = N` says this result is the gradient of parameter #N.
+static LogicalResult verifyGradOfResult(Operation *op, FunctionOpInterface func,
+                                        NamedAttribute attr, Type type,
+                                        StringRef what) {
+  StringRef name = attr.getName().getValue();
+  auto index = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!index)
+    return op->emitOpError() << "'" << name << "' on " << what
+                             << " must be an integer argument index";
+  int64_t arg = index.getInt();
+  if (arg < 0 || arg >= (int64_t)func.getNumArguments())
+    return op->emitOpError()
+           << what << " is marked as the gradient of argument #" << arg
+           << ", but the function has " << func.getNumArguments()
+           << " argument(s)";
+  if (!func.getArgAttr(arg, kLayoutAttrName) && !isShardAnnotated(func, arg))
+    return op->emitOpError() << what << " is marked as the gradient of "
+                             << "argument #" << arg
+                             << ", which has no fsdp.layout (not a parameter)";
+  Type argType = func.getArgumentTypes()[arg];
+  if (!haveSameShape(argType, type))
+    return op->emitOpError()
+           << what << " is the gradient of argument #" << arg
+           << " and must have its type " << argType << ", got " << type;
+  return success();
+}
+
+/// A result layout is checked against the recorded global type once the
+/// result has been partitioned into a shard.
+static LogicalResult verifyResultLayout(Operation *op, FunctionOpInterface func,
+                                        unsigned resultIndex,
+                                        NamedAttribute attr, Type type,
+                                        StringRef what) {
+  StringRef name = attr.getName().getValue();
+  auto layout = dyn_cast<LayoutAttr>(attr.getValue());
+  if (!layout)
+    return op->emitOpError() << "'" << name << "' on " << what
+                             << " must be a #fsdp.layout attribute";
+  Type global = type;
+  if (auto g =
+          func.getResultAttrOfType<TypeAttr>(resultIndex, kGlobalTypeAttrName))
+    global = g.getValue();
+  return verifyLayoutFor(op, layout, global, /*isParameter=*/false, what);
+}
+
 LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
                                                        unsigned regionIndex,
                                                        unsigned resultIndex,
@@ -191,68 +270,15 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
     return op->emitOpError()
            << "'" << name << "' is only meaningful on function results";
   Type type = func.getResultTypes()[resultIndex];
-  if (name == kLossAttrName) {
-    if (!isa<UnitAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' is a unit attribute";
-    auto tensorType = dyn_cast<ShapedType>(type);
-    bool scalar =
-        (tensorType && tensorType.hasRank() && tensorType.getRank() == 0) ||
-        isa<FloatType>(type);
-    if (!scalar)
-      return op->emitOpError()
-             << "the loss (" << what << ") must be a scalar, got " << type;
-    return success();
-  }
-  if (name == kGradOfAttrName) {
-    auto index = dyn_cast<IntegerAttr>(attr.getValue());
-    if (!index)
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be an integer argument index";
-    int64_t arg = index.getInt();
-    if (arg < 0 || arg >= (int64_t)func.getNumArguments())
-      return op->emitOpError()
-             << what << " is marked as the gradient of argument #" << arg
-             << ", but the function has " << func.getNumArguments()
-             << " argument(s)";
-    // An argument still annotated with upstream `shard.shard` gets its layout
-    // from --fsdp-import-shard.
-    bool shardAnnotated =
-        !func.isExternal() &&
-        llvm::any_of(func.getArgument(arg).getUsers(), [](Operation *user) {
-          return user->getName().getStringRef() == "shard.shard";
-        });
-    if (!func.getArgAttr(arg, kLayoutAttrName) && !shardAnnotated)
-      return op->emitOpError()
-             << what << " is marked as the gradient of "
-             << "argument #" << arg
-             << ", which has no fsdp.layout (not a parameter)";
-    Type argType = func.getArgumentTypes()[arg];
-    auto sameShape = [](Type a, Type b) {
-      auto sa = dyn_cast<ShapedType>(a), sb = dyn_cast<ShapedType>(b);
-      return a == b || (sa && sb && sa.hasRank() && sb.hasRank() &&
-                        sa.getShape() == sb.getShape() &&
-                        sa.getElementType() == sb.getElementType());
-    };
-    if (!sameShape(argType, type))
-      return op->emitOpError()
-             << what << " is the gradient of argument #" << arg
-             << " and must have its type " << argType << ", got " << type;
-    return success();
-  }
+  if (name == kLossAttrName)
+    return verifyLossResult(op, attr, type, what);
+  if (name == kGradOfAttrName)
+    return verifyGradOfResult(op, func, attr, type, what);
   if (name == kNameAttrName)
     return verifyName(op, attr.getValue(), what, /*isArgument=*/false,
                       resultIndex);
-  if (name == kLayoutAttrName) {
-    auto layout = dyn_cast<LayoutAttr>(attr.getValue());
-    if (!layout)
-      return op->emitOpError() << "'" << name << "' on " << what
-                               << " must be a #fsdp.layout attribute";
-    Type global = type;
-    if (auto g = func.getResultAttrOfType<TypeAttr>(resultIndex,
-                                                    kGlobalTypeAttrName))
-      global = g.getValue();
-    return verifyLayoutFor(op, layout, global, /*isParameter=*/false, what);
-  }
+  if (name == kLayoutAttrName)
+    return verifyResultLayout(op, func, resultIndex, attr, type, what);
   if (name == kGlobalTypeAttrName) {
     if (!isa<TypeAttr>(attr.getValue()))
       return op->emitOpError()
