@@ -120,26 +120,21 @@ struct ConvertFSDPToRuntimePass
         b, loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
   }
 
-  LogicalResult lower(CollectiveOpInterface op, SymbolTableCollection &tables) {
-    FlatSymbolRefAttr meshRef = op.getMeshAttr();
-    ArrayAttr axes = op.getAxes();
-    MeshOp mesh = lookupMesh(op, meshRef, &tables);
-    if (!mesh)
-      return op->emitOpError() << "refers to unknown mesh " << meshRef;
-    FailureOr<int64_t> mask = mesh.getAxisMask(axes);
-    if (failed(mask))
-      return op->emitOpError() << "has an invalid mesh axis list " << axes;
+  /// A runtime entry point with its argument values and types.
+  struct RuntimeCall {
+    std::string callee;
+    SmallVector<Value> args;
+    SmallVector<Type> types;
+  };
+
+  /// Builds the call to the blocking runtime entry for `op`:
+  /// (send, recv, count, dtype, [kind-specific...], mask).
+  RuntimeCall buildRuntimeCall(OpBuilder &b, Location loc,
+                               CollectiveOpInterface op, int32_t dtype,
+                               int64_t mask) {
     Value in = op.getCollectiveInput(), out = op.getCollectiveOutput();
     auto inType = cast<MemRefType>(in.getType());
     auto outType = cast<MemRefType>(out.getType());
-    std::optional<int32_t> dtype = dtypeCode(inType.getElementType());
-    if (!dtype)
-      return op->emitOpError() << "element type " << inType.getElementType()
-                               << " has no runtime dtype";
-
-    OpBuilder b(op);
-    Location loc = op->getLoc();
-    auto module = op->getParentOfType<ModuleOp>();
     Type ptr = LLVM::LLVMPointerType::get(b.getContext());
     Type i64 = b.getI64Type(), i32 = b.getI32Type();
     auto c64 = [&](int64_t v) {
@@ -148,44 +143,46 @@ struct ConvertFSDPToRuntimePass
     auto c32 = [&](int64_t v) {
       return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
     };
-    SmallVector<Value> args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
-    std::string callee;
-    SmallVector<Type> types = {ptr, ptr, i64, i32};
-    bool isStart = op.isAsync();
+    RuntimeCall call;
+    call.args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
+    call.types = {ptr, ptr, i64, i32};
     CollectiveKind kind = op.getCollectiveKind();
     if (kind == CollectiveKind::all_gather) {
-      callee = "fsdprt_jit_all_gather";
-      args.append({c64(inType.getNumElements()), c32(*dtype)});
+      call.callee = "fsdprt_jit_all_gather";
+      call.args.append({c64(inType.getNumElements()), c32(dtype)});
     } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(*op)) {
       // (send, recv, count, dtype, format, rows, cols, mask); the format
       // codes are fsdprt_quant_format's.
-      callee = "fsdprt_jit_quantized_all_gather";
-      args.append({c64(inType.getNumElements()), c32(*dtype),
-                   c32(static_cast<int32_t>(q.getFormat())),
-                   c64(q.getShape()[0]), c64(q.getShape()[1])});
-      types.append({i32, i64, i64});
+      call.callee = "fsdprt_jit_quantized_all_gather";
+      call.args.append({c64(inType.getNumElements()), c32(dtype),
+                        c32(static_cast<int32_t>(q.getFormat())),
+                        c64(q.getShape()[0]), c64(q.getShape()[1])});
+      call.types.append({i32, i64, i64});
     } else {
       bool scatter = kind == CollectiveKind::reduce_scatter;
-      callee = scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
+      call.callee =
+          scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
       int64_t count =
           scatter ? outType.getNumElements() : inType.getNumElements();
-      args.append(
-          {c64(count), c32(*dtype), c32(reduceCode(*op.getReduction()))});
-      types.push_back(i32);
+      call.args.append(
+          {c64(count), c32(dtype), c32(reduceCode(*op.getReduction()))});
+      call.types.push_back(i32);
     }
-    args.push_back(c64(*mask));
-    types.push_back(i64);
-    if (!isStart) {
-      func::FuncOp fn = declare(module, callee, types, {});
-      func::CallOp::create(b, loc, fn, args);
-      op->erase();
-      return success();
-    }
-    // Started collectives: the runtime returns a handle that each
-    // fsdp.buffer.wait on the request hands back.
-    func::FuncOp fn = declare(module, callee + "_start", types, {i64});
-    Value handle = func::CallOp::create(b, loc, fn, args).getResult(0);
-    func::FuncOp waitFn = declare(module, "fsdprt_jit_wait", {i64}, {});
+    call.args.push_back(c64(mask));
+    call.types.push_back(i64);
+    return call;
+  }
+
+  /// Replaces a started collective by the `_start` entry, whose handle each
+  /// fsdp.buffer.wait on the request hands back to fsdprt_jit_wait.
+  LogicalResult lowerStarted(CollectiveOpInterface op, OpBuilder &b,
+                             Location loc, ModuleOp module,
+                             const RuntimeCall &call) {
+    func::FuncOp fn =
+        declare(module, call.callee + "_start", call.types, {b.getI64Type()});
+    Value handle = func::CallOp::create(b, loc, fn, call.args).getResult(0);
+    func::FuncOp waitFn =
+        declare(module, "fsdprt_jit_wait", {b.getI64Type()}, {});
     for (Operation *user : llvm::to_vector(op->getResult(0).getUsers())) {
       auto wait = dyn_cast<BufferWaitOp>(user);
       if (!wait)
@@ -199,6 +196,105 @@ struct ConvertFSDPToRuntimePass
     return success();
   }
 
+  LogicalResult lower(CollectiveOpInterface op, SymbolTableCollection &tables) {
+    FlatSymbolRefAttr meshRef = op.getMeshAttr();
+    ArrayAttr axes = op.getAxes();
+    MeshOp mesh = lookupMesh(op, meshRef, &tables);
+    if (!mesh)
+      return op->emitOpError() << "refers to unknown mesh " << meshRef;
+    FailureOr<int64_t> mask = mesh.getAxisMask(axes);
+    if (failed(mask))
+      return op->emitOpError() << "has an invalid mesh axis list " << axes;
+    Type elementType =
+        cast<MemRefType>(op.getCollectiveInput().getType()).getElementType();
+    std::optional<int32_t> dtype = dtypeCode(elementType);
+    if (!dtype)
+      return op->emitOpError()
+             << "element type " << elementType << " has no runtime dtype";
+
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    RuntimeCall call = buildRuntimeCall(b, loc, op, *dtype, *mask);
+    if (op.isAsync())
+      return lowerStarted(op, b, loc, module, call);
+    func::FuncOp fn = declare(module, call.callee, call.types, {});
+    func::CallOp::create(b, loc, fn, call.args);
+    op->erase();
+    return success();
+  }
+
+  /// The signature entry of one argument or result: its tensor type, its
+  /// fsdp.* attributes (prefix dropped) and its name. Sets `annotated` when
+  /// it has any fsdp.* attribute.
+  DictionaryAttr describeValue(MLIRContext *ctx, Type type,
+                               DictionaryAttr attrs, unsigned index,
+                               StringRef prefix, bool &annotated) {
+    SmallVector<NamedAttribute> fields;
+    auto shaped = dyn_cast<ShapedType>(type);
+    Type tensor = shaped ? RankedTensorType::get(shaped.getShape(),
+                                                 shaped.getElementType())
+                         : type;
+    fields.emplace_back(StringAttr::get(ctx, "type"), TypeAttr::get(tensor));
+    std::string name = (prefix + Twine(index)).str();
+    if (attrs)
+      for (NamedAttribute a : attrs) {
+        StringRef key = a.getName().getValue();
+        if (!key.consume_front(kAttrPrefix))
+          continue;
+        annotated = true;
+        if (a.getName() == kNameAttrName)
+          name = cast<StringAttr>(a.getValue()).str();
+        else
+          fields.emplace_back(StringAttr::get(ctx, key), a.getValue());
+      }
+    fields.emplace_back(StringAttr::get(ctx, "name"),
+                        StringAttr::get(ctx, name));
+    return DictionaryAttr::get(ctx, fields);
+  }
+
+  /// Drops the fsdp.* attributes of the function's arguments and results:
+  /// the signature now lives in fsdp.signatures, and the lowered function's
+  /// arguments are no longer the tensors the attributes describe.
+  void stripFsdpAttrs(func::FuncOp func) {
+    MLIRContext *ctx = func.getContext();
+    auto withoutFsdp = [&](DictionaryAttr attrs) {
+      SmallVector<NamedAttribute> kept;
+      if (attrs)
+        for (NamedAttribute a : attrs)
+          if (!a.getName().getValue().starts_with(kAttrPrefix))
+            kept.push_back(a);
+      return DictionaryAttr::get(ctx, kept);
+    };
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      func.setArgAttrs(i, withoutFsdp(func.getArgAttrDict(i)));
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      func.setResultAttrs(i, withoutFsdp(func.getResultAttrDict(i)));
+  }
+
+  /// The {args, results} signature of `func`, or null when none of its
+  /// arguments and results carries an fsdp.* attribute.
+  DictionaryAttr signatureOf(func::FuncOp func) {
+    MLIRContext *ctx = func.getContext();
+    bool annotated = false;
+    SmallVector<Attribute> args, results;
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      args.push_back(describeValue(ctx, func.getArgumentTypes()[i],
+                                   func.getArgAttrDict(i), i, "arg",
+                                   annotated));
+    for (unsigned i = 0; i < func.getNumResults(); ++i)
+      results.push_back(describeValue(ctx, func.getResultTypes()[i],
+                                      func.getResultAttrDict(i), i, "result",
+                                      annotated));
+    if (!annotated)
+      return nullptr;
+    return DictionaryAttr::get(ctx,
+                               {NamedAttribute(StringAttr::get(ctx, "args"),
+                                               ArrayAttr::get(ctx, args)),
+                                NamedAttribute(StringAttr::get(ctx, "results"),
+                                               ArrayAttr::get(ctx, results))});
+  }
+
   /// Records each step's signature for the runner, which sees only the
   /// lowered LLVM function.
   void recordSignatures(ModuleOp module) {
@@ -207,63 +303,12 @@ struct ConvertFSDPToRuntimePass
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      bool annotated = false;
-      auto describe = [&](Type type, DictionaryAttr attrs, unsigned index,
-                          StringRef prefix) {
-        SmallVector<NamedAttribute> fields;
-        auto shaped = dyn_cast<ShapedType>(type);
-        Type tensor = shaped ? RankedTensorType::get(shaped.getShape(),
-                                                     shaped.getElementType())
-                             : type;
-        fields.emplace_back(StringAttr::get(ctx, "type"),
-                            TypeAttr::get(tensor));
-        std::string name = (prefix + Twine(index)).str();
-        if (attrs)
-          for (NamedAttribute a : attrs) {
-            StringRef key = a.getName().getValue();
-            if (!key.consume_front(kAttrPrefix))
-              continue;
-            annotated = true;
-            if (a.getName() == kNameAttrName)
-              name = cast<StringAttr>(a.getValue()).str();
-            else
-              fields.emplace_back(StringAttr::get(ctx, key), a.getValue());
-          }
-        fields.emplace_back(StringAttr::get(ctx, "name"),
-                            StringAttr::get(ctx, name));
-        return DictionaryAttr::get(ctx, fields);
-      };
-      SmallVector<Attribute> args, results;
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        args.push_back(describe(func.getArgumentTypes()[i],
-                                func.getArgAttrDict(i), i, "arg"));
-      for (unsigned i = 0; i < func.getNumResults(); ++i)
-        results.push_back(describe(func.getResultTypes()[i],
-                                   func.getResultAttrDict(i), i, "result"));
-      if (!annotated)
+      DictionaryAttr signature = signatureOf(func);
+      if (!signature)
         continue;
-      // The signature now lives in fsdp.signatures; the lowered function's
-      // arguments are no longer the tensors the attributes describe.
-      auto withoutFsdp = [&](DictionaryAttr attrs) {
-        SmallVector<NamedAttribute> kept;
-        if (attrs)
-          for (NamedAttribute a : attrs)
-            if (!a.getName().getValue().starts_with(kAttrPrefix))
-              kept.push_back(a);
-        return DictionaryAttr::get(ctx, kept);
-      };
-      for (unsigned i = 0; i < func.getNumArguments(); ++i)
-        func.setArgAttrs(i, withoutFsdp(func.getArgAttrDict(i)));
-      for (unsigned i = 0; i < func.getNumResults(); ++i)
-        func.setResultAttrs(i, withoutFsdp(func.getResultAttrDict(i)));
+      stripFsdpAttrs(func);
       func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-      entries.emplace_back(
-          func.getSymNameAttr(),
-          DictionaryAttr::get(ctx,
-                              {NamedAttribute(StringAttr::get(ctx, "args"),
-                                              ArrayAttr::get(ctx, args)),
-                               NamedAttribute(StringAttr::get(ctx, "results"),
-                                              ArrayAttr::get(ctx, results))}));
+      entries.emplace_back(func.getSymNameAttr(), signature);
     }
     if (!entries.empty())
       module->setAttr(kSignaturesAttrName, DictionaryAttr::get(ctx, entries));

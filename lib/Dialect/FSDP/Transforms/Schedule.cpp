@@ -191,12 +191,13 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     return lastBad ? lastBad->getNextNode() : target;
   }
 
-  void scheduleFunction(func::FuncOp func) {
-    Block &body = func.getBody().front();
-    BlockOrder order(body);
+  /// Splits the body's blocking tensor collectives into parameter gathers
+  /// and gradient reductions, in program order.
+  void collectCollectives(Block &body,
+                          SmallVectorImpl<CollectiveOpInterface> &gathers,
+                          SmallVectorImpl<CollectiveOpInterface> &reductions) {
     // Only the blocking tensor collectives the fsdp passes created; a
     // quantized gather stays blocking.
-    SmallVector<CollectiveOpInterface> gathers, reductions;
     for (Operation &op : body) {
       auto c = dyn_cast<CollectiveOpInterface>(&op);
       if (!c || !c.isMovable() || c.isAsync() || c.isOnBuffers())
@@ -207,12 +208,15 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
                c.getCollectiveKind() == CollectiveKind::all_reduce)
         reductions.push_back(c);
     }
+  }
 
-    // Gradient reductions start once their inputs exist. Waits go to the
-    // end of the step in the order the collectives started: reduce-scatters
-    // first, then all-reduces, so that an HSDP all-reduce (which reads a
-    // reduce-scatter's result and starts right after its wait) is in flight
-    // while later reduce-scatters are waited on.
+  /// Gradient reductions start once their inputs exist. Waits go to the
+  /// end of the step in the order the collectives started: reduce-scatters
+  /// first, then all-reduces, so that an HSDP all-reduce (which reads a
+  /// reduce-scatter's result and starts right after its wait) is in flight
+  /// while later reduce-scatters are waited on.
+  void scheduleReductions(ArrayRef<CollectiveOpInterface> reductions,
+                          BlockOrder &order) {
     SmallVector<std::pair<Operation *, Operation *>> scatters, allReduces;
     for (CollectiveOpInterface op : reductions)
       (op.getCollectiveKind() == CollectiveKind::reduce_scatter ? scatters
@@ -232,8 +236,12 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     llvm::stable_sort(allReduces, byStart);
     for (auto [start, wait] : allReduces)
       sinkToEnd(wait, order);
+  }
 
-    // Parameter gathers, in program order (forward, then backward).
+  /// Splits the parameter gathers (in program order: forward, then
+  /// backward) into start + wait and records their sizes and last uses.
+  SmallVector<Gather> splitGathers(ArrayRef<CollectiveOpInterface> gathers,
+                                   BlockOrder &order) {
     SmallVector<Gather> scheduled;
     for (CollectiveOpInterface op : gathers) {
       auto [start, wait] = split(op, order);
@@ -241,31 +249,47 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     }
     for (Gather &g : scheduled)
       g.lastUse = lastUseOf(g.wait, order);
+    return scheduled;
+  }
+
+  /// Moves the start of gather `i` up to `prefetch` gathers ahead, within
+  /// what its input and the memory limit allow.
+  void prefetchGather(MutableArrayRef<Gather> scheduled, size_t i, Block &body,
+                      BlockOrder &order) {
+    Gather &g = scheduled[i];
+    // Start `prefetch` gathers ahead: before the wait of gather
+    // i - prefetch, i.e. while that unit computes; the first ones at the
+    // top of the step. Never before the previous gather's start: gathers
+    // are issued in program order, the order in which they are needed.
+    Operation *target =
+        i >= (size_t)prefetch ? scheduled[i - prefetch].wait : &body.front();
+    if (i > 0 && !order.isBefore(scheduled[i - 1].start, target))
+      target = scheduled[i - 1].start->getNextNode();
+    if (!order.isBefore(target, g.start))
+      return;
+    // Bring the input's (argument-derived) computation up to the target;
+    // if that is impossible, start right after the input exists.
+    if (!hoistBefore(g.start->getOperand(0), target, order))
+      target = g.start->getOperand(0).getDefiningOp()->getNextNode();
+    if (!order.isBefore(target, g.start))
+      return; // already as early as allowed
+    if (memoryLimit > 0)
+      target = boundedStart(scheduled, i, target, order);
+    order.moveBefore(g.start, target);
+    ++numPrefetched;
+  }
+
+  void scheduleFunction(func::FuncOp func) {
+    Block &body = func.getBody().front();
+    BlockOrder order(body);
+    SmallVector<CollectiveOpInterface> gathers, reductions;
+    collectCollectives(body, gathers, reductions);
+    scheduleReductions(reductions, order);
+    SmallVector<Gather> scheduled = splitGathers(gathers, order);
     if (prefetch == 0)
       return;
-    for (size_t i = 0; i < scheduled.size(); ++i) {
-      Gather &g = scheduled[i];
-      // Start `prefetch` gathers ahead: before the wait of gather
-      // i - prefetch, i.e. while that unit computes; the first ones at the
-      // top of the step. Never before the previous gather's start: gathers
-      // are issued in program order, the order in which they are needed.
-      Operation *target =
-          i >= (size_t)prefetch ? scheduled[i - prefetch].wait : &body.front();
-      if (i > 0 && !order.isBefore(scheduled[i - 1].start, target))
-        target = scheduled[i - 1].start->getNextNode();
-      if (!order.isBefore(target, g.start))
-        continue;
-      // Bring the input's (argument-derived) computation up to the target;
-      // if that is impossible, start right after the input exists.
-      if (!hoistBefore(g.start->getOperand(0), target, order))
-        target = g.start->getOperand(0).getDefiningOp()->getNextNode();
-      if (!order.isBefore(target, g.start))
-        continue; // already as early as allowed
-      if (memoryLimit > 0)
-        target = boundedStart(scheduled, i, target, order);
-      order.moveBefore(g.start, target);
-      ++numPrefetched;
-    }
+    for (size_t i = 0; i < scheduled.size(); ++i)
+      prefetchGather(scheduled, i, body, order);
   }
 };
 } // namespace
