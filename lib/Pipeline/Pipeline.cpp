@@ -147,10 +147,10 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),    createFSDPImportShard(),
-      createFSDPPartition(),       createFSDPExpandCollectives(),
-      createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
-      createFSDPSchedule(),        createFSDPCommReport(),
+      createFSDPLayoutReport(),     createFSDPImportShard(),
+      createFSDPPartition(),        createFSDPExpandCollectives(),
+      createFSDPQuantizeGathers(),  createFSDPBucketCollectives(),
+      createFSDPSchedule(),         createFSDPCommReport(),
       createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
       createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
       createFSDPLinalgToBlas()};

@@ -1,8 +1,8 @@
 //===- LayoutMathTest.cpp - layout arithmetic vs. element ownership -------===//
 //
 // The model below assigns every element explicitly, list by list, as the
-// definitions in docs/SEMANTICS.md §3 read; the library computes ranges. They must
-// agree for every small case.
+// definitions in docs/SEMANTICS.md §3 read; the library computes ranges. They
+// must agree for every small case.
 //
 //===----------------------------------------------------------------------===//
 

@@ -1,9 +1,9 @@
 //===- LayoutMath.h - Shard layout arithmetic without MLIR ------*- C++ -*-===//
 //
-// The exact meaning of a layout (docs/SEMANTICS.md §3): which global elements every
-// rank of a device mesh owns, the padded slot used for communication, and the
-// validity rules. Shared by the compiler passes, the runner and the tests; it
-// depends on nothing but the C++ standard library.
+// The exact meaning of a layout (docs/SEMANTICS.md §3): which global elements
+// every rank of a device mesh owns, the padded slot used for communication, and
+// the validity rules. Shared by the compiler passes, the runner and the tests;
+// it depends on nothing but the C++ standard library.
 //
 //===----------------------------------------------------------------------===//
 
@@ -125,8 +125,8 @@ int64_t indexInGroup(const std::vector<int64_t> &meshShape,
 /// 1-D split of n indices over k ranks: the [offset, offset+size) of part i.
 Range splitEven(int64_t n, int64_t k, int64_t i, UnevenPolicy policy);
 
-/// Checks the layout rules of docs/SEMANTICS.md §3 for a parameter of `globalShape`.
-/// Returns a human-readable message for the first violated rule.
+/// Checks the layout rules of docs/SEMANTICS.md §3 for a parameter of
+/// `globalShape`. Returns a human-readable message for the first violated rule.
 std::optional<std::string> validate(const Layout &layout,
                                     const std::vector<int64_t> &globalShape,
                                     bool isParameter = true);

@@ -2,8 +2,8 @@
 //-*-===//
 //
 // Names, blocking rules and bytes on the wire of the formats of the
-// quantized parameter all-gather (docs/SEMANTICS.md §8, docs/QUANTIZATION.md). The
-// codes equal `fsdprt_quant_format` and the byte counts equal
+// quantized parameter all-gather (docs/SEMANTICS.md §8, docs/QUANTIZATION.md).
+// The codes equal `fsdprt_quant_format` and the byte counts equal
 // `fsdprt_quant_wire_bytes` for a tensor viewed as [rows, cols], so the
 // compiler can report them without linking the runtime.
 //

@@ -21,11 +21,10 @@ namespace mlir::fsdp {
 enum class ComputeMode { Fast, Loops };
 
 #define FSDP_COMPUTE_OPTION_VALUES                                             \
-  llvm::cl::values(                                                            \
-      clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",                      \
-                 "BLAS contractions, fused elementwise ops"),                  \
-      clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",                    \
-                 "scalar loops (reference)"))
+  llvm::cl::values(clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",         \
+                              "BLAS contractions, fused elementwise ops"),     \
+                   clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",       \
+                              "scalar loops (reference)"))
 
 /// Options of `fsdp-lower-to-llvm`.
 struct FSDPLowerToLLVMOptions

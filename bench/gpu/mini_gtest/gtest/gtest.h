@@ -1,6 +1,6 @@
 // A minimal stand-in for GoogleTest, enough to build the project's GPU test
-// files (runtime/test/quant/quant_gpu_test.cpp, runtime/test/test_nccl.cpp) on a
-// machine that has only the CUDA toolkit: TEST, EXPECT_/ASSERT_ comparisons
+// files (runtime/test/quant/quant_gpu_test.cpp, runtime/test/test_nccl.cpp) on
+// a machine that has only the CUDA toolkit: TEST, EXPECT_/ASSERT_ comparisons
 // with streamed messages, ADD_FAILURE, GTEST_SKIP, InitGoogleTest and
 // RUN_ALL_TESTS. Used by bench/gpu/check.sh only.
 #ifndef FSDP_MINI_GTEST_H

@@ -1,7 +1,7 @@
 // Host emulation of the small part of CUDA that runtime/cuda/quant_kernels.cu
-// and runtime/test/quant/quant_gpu_test.cpp use, so the kernels' indexing, vector
-// paths, grid-stride loops, block reductions and launch logic run (and get
-// compared with the CPU reference) on machines without a GPU.
+// and runtime/test/quant/quant_gpu_test.cpp use, so the kernels' indexing,
+// vector paths, grid-stride loops, block reductions and launch logic run (and
+// get compared with the CPU reference) on machines without a GPU.
 //
 // "Device" memory is host memory. A launch runs its blocks one after another;
 // kernels that synchronize (__syncthreads, warp shuffles) get one std::thread
