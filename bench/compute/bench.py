@@ -27,7 +27,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(HERE))
+# models.py (here) builds on fsdp_mlir (python/).
+sys.path[:0] = [str(HERE), str(ROOT / "python")]
 
 
 def fail(message):

@@ -5,6 +5,9 @@ import itertools
 
 import torch
 import torch.nn.functional as F
+
+# The transformer is the frontend's example GPT, at benchmark sizes.
+from fsdp_mlir.torch.examples import GPT, lm_loss
 from torch import nn
 
 
@@ -25,48 +28,6 @@ class MLP(nn.Module):
 
 def mse_loss(model, x, y):
     return F.mse_loss(model(x), y)
-
-
-class Block(nn.Module):
-    def __init__(self, dim, heads, ffn):
-        super().__init__()
-        self.heads = heads
-        self.ln1 = nn.LayerNorm(dim)
-        self.qkv = nn.Linear(dim, 3 * dim)
-        self.proj = nn.Linear(dim, dim)
-        self.ln2 = nn.LayerNorm(dim)
-        self.fc = nn.Linear(dim, ffn)
-        self.out = nn.Linear(ffn, dim)
-
-    def forward(self, x):
-        b, s, d = x.shape
-        q, k, v = self.qkv(self.ln1(x)).split(d, dim=-1)
-        q, k, v = (
-            t.view(b, s, self.heads, d // self.heads).transpose(1, 2) for t in (q, k, v)
-        )
-        o = F.scaled_dot_product_attention(q, k, v, is_causal=True)
-        x = x + self.proj(o.transpose(1, 2).reshape(b, s, d))
-        return x + self.out(F.gelu(self.fc(self.ln2(x))))
-
-
-class GPT(nn.Module):
-    def __init__(self, vocab, seq, dim, heads, ffn, blocks):
-        super().__init__()
-        self.tok = nn.Embedding(vocab, dim)
-        self.pos = nn.Embedding(seq, dim)
-        self.blocks = nn.ModuleList(Block(dim, heads, ffn) for _ in range(blocks))
-        self.ln_f = nn.LayerNorm(dim)
-        self.head = nn.Linear(dim, vocab, bias=False)
-
-    def forward(self, tokens):
-        h = self.tok(tokens) + self.pos(torch.arange(tokens.shape[1]))
-        for block in self.blocks:
-            h = block(h)
-        return self.head(self.ln_f(h))
-
-
-def lm_loss(model, tokens, targets):
-    return F.cross_entropy(model(tokens).flatten(0, 1), targets.flatten())
 
 
 def mlp512():
