@@ -549,10 +549,11 @@ int fsdprt_quant_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
 
 // ---- NVFP4 ----------------------------------------------------------------
 
-int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
-                                size_t cols, float global_amax, uint8_t *q,
-                                uint8_t *scales) {
-  static const char *fn = "fsdprt_quant_nvfp4_quantize";
+// Both NVFP4 layouts take the same arguments; they differ only in how many
+// rows share one block scale (1 for 1x16 blocks, 16 for 16x16 blocks).
+static int nvfp4QuantizeChecked(const char *fn, const void *x, int dtype,
+                                size_t rows, size_t cols, float global_amax,
+                                size_t tileRows, uint8_t *q, uint8_t *scales) {
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
@@ -560,23 +561,22 @@ int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
   FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
-  nvfp4Quantize(x, dtype, rows, cols, global_amax, /*tileRows=*/1, q, scales);
+  nvfp4Quantize(x, dtype, rows, cols, global_amax, tileRows, q, scales);
   return FSDPRT_QUANT_OK;
+}
+
+int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
+                                size_t cols, float global_amax, uint8_t *q,
+                                uint8_t *scales) {
+  return nvfp4QuantizeChecked("fsdprt_quant_nvfp4_quantize", x, dtype, rows,
+                              cols, global_amax, /*tileRows=*/1, q, scales);
 }
 
 int fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
                                    size_t cols, float global_amax, uint8_t *q,
                                    uint8_t *scales) {
-  static const char *fn = "fsdprt_quant_nvfp4_2d_quantize";
-  size_t n = 0;
-  FSDPRT_CHECK(checkDtype(fn, dtype));
-  FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
-  FSDPRT_CHECK(checkNvfp4Shape(fn, rows, cols));
-  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
-  FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
-  FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
-  nvfp4Quantize(x, dtype, rows, cols, global_amax, kNvfp4Block, q, scales);
-  return FSDPRT_QUANT_OK;
+  return nvfp4QuantizeChecked("fsdprt_quant_nvfp4_2d_quantize", x, dtype, rows,
+                              cols, global_amax, kNvfp4Block, q, scales);
 }
 
 int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
