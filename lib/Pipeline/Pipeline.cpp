@@ -42,6 +42,12 @@ constexpr const char *kLowerSummary =
     "with fsdprt runtime calls";
 } // namespace
 
+FSDPRecomputeOptions FSDPPipelineOptions::recomputeOptions() const {
+  FSDPRecomputeOptions o;
+  o.units.assign(recompute.begin(), recompute.end());
+  return o;
+}
+
 FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
   FSDPPartitionOptions o;
   o.reduceOp = reduceOp;
@@ -105,6 +111,10 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
                                    const FSDPPipelineOptions &o) {
   // Upstream `shard` annotations become layouts (nothing to do without them).
   pm.addPass(createFSDPImportShard());
+  // Before partitioning: the recomputed forward reads the parameters in the
+  // backward, so fsdp-partition gathers them there.
+  if (!o.recompute.empty())
+    pm.addPass(createFSDPRecompute(o.recomputeOptions()));
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
   pm.addPass(createCanonicalizerPass());
@@ -147,13 +157,13 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),     createFSDPImportShard(),
-      createFSDPPartition(),        createFSDPExpandCollectives(),
-      createFSDPQuantizeGathers(),  createFSDPBucketCollectives(),
-      createFSDPSchedule(),         createFSDPCommReport(),
-      createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
-      createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas()};
+      createFSDPLayoutReport(),      createFSDPImportShard(),
+      createFSDPRecompute(),         createFSDPPartition(),
+      createFSDPExpandCollectives(), createFSDPQuantizeGathers(),
+      createFSDPBucketCollectives(), createFSDPSchedule(),
+      createFSDPCommReport(),        createConvertFSDPToRuntime(),
+      createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
+      createFSDPOutlineKernels(),    createFSDPLinalgToBlas()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

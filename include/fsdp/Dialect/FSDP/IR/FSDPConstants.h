@@ -48,6 +48,9 @@ inline constexpr llvm::StringLiteral kOriginAttrName = "fsdp.origin";
 inline constexpr llvm::StringLiteral kBucketSizeAttrName = "fsdp.bucket_size";
 /// Bytes one rank sends in a quantized all-gather (i64).
 inline constexpr llvm::StringLiteral kWireBytesAttrName = "fsdp.wire_bytes";
+/// FSDP unit whose forward an op recomputes in the backward (string), set
+/// by fsdp-recompute on every op it clones.
+inline constexpr llvm::StringLiteral kRecomputeAttrName = "fsdp.recompute";
 
 //===----------------------------------------------------------------------===//
 // Modules (written by convert-fsdp-to-runtime, read by fsdp-run)
