@@ -38,7 +38,7 @@ if [ "${1:-}" = "--quick" ]; then
     "${launcher[@]}" >/dev/null
   targets=(fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests NpyTest LayoutMathTest)
   if grep -q '^fsdprt_mpi_tests:' <<<"$(ninja -C "$dir" -t targets all)"; then
-    targets+=(fsdprt_mpi_tests)
+    targets+=(fsdprt_mpi_tests fsdprt_mpi_startup_test)
   fi
   ninja -C "$dir" -j"$jobs" "${targets[@]}" >/dev/null
   status=0
@@ -68,7 +68,7 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
 targets=(fsdp-opt fsdp-run fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests FSDPNpyTests)
 all_targets=$(ninja -C "$dir" -t targets all)
 if grep -q '^fsdprt_mpi_tests:' <<<"$all_targets"; then
-  targets+=(fsdprt_mpi_tests)
+  targets+=(fsdprt_mpi_tests fsdprt_mpi_startup_test)
 fi
 ninja -C "$dir" -j"$jobs" "${targets[@]}"
 
