@@ -5,6 +5,7 @@
 #include "Program.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Pipeline/InputGuard.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -22,6 +23,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/TargetParser/Host.h"
 
@@ -195,6 +197,16 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
     t0 = std::chrono::steady_clock::now();
   }
 
+  {
+    // Inputs that crash upstream parsers get an error (InputGuard.h).
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBuffer((*bytes)->getMemBufferRef(),
+                                         /*RequiresNullTerminator=*/false),
+        llvm::SMLoc());
+    if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
+      fail("cannot parse " + inputFile);
+  }
   module =
       parseSourceString<ModuleOp>((*bytes)->getBuffer(), &context, inputFile);
   if (!module)
