@@ -163,9 +163,9 @@ static LogicalResult verifyArgIndex(Operation *op, FunctionOpInterface func,
            << ", but the function has " << func.getNumArguments()
            << " argument(s)";
   if (needsLayout && !func.getArgAttr(arg, kLayoutAttrName))
-    return op->emitOpError() << "'" << name << "' on " << what
-                             << " refers to argument #" << arg
-                             << ", which has no fsdp.layout (not a parameter)";
+    return op->emitOpError()
+           << "'" << name << "' on " << what << " refers to argument #" << arg
+           << ", which has no fsdp.layout (not a parameter)";
   Type argType = func.getArgumentTypes()[arg];
   if (!haveSameShape(argType, type))
     return op->emitOpError()
