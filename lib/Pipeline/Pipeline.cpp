@@ -12,8 +12,10 @@ using namespace mlir::fsdp;
 
 namespace {
 // Upstream passes by name: their textual names are the stable interface.
-// Every linalg op is outlined into a small deduplicated kernel function
-// before loop lowering, so no upstream pass sees one huge function.
+// The compute between collectives is outlined into deduplicated segment
+// functions before bufferization, and every linalg op into a small
+// deduplicated kernel function before loop lowering, so no upstream pass
+// and no part of LLVM sees one function that grows with the model.
 // compute=fast also folds transposes, fuses elementwise chains and turns
 // contractions into BLAS calls (docs/COMPUTE.md).
 constexpr const char *kLowerToLLVMHead =
@@ -21,7 +23,7 @@ constexpr const char *kLowerToLLVMHead =
 constexpr const char *kLowerToLLVMFastTensor =
     "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
 constexpr const char *kLowerToLLVMBufferize =
-    "one-shot-bufferize{bufferize-function-boundaries "
+    "fsdp-outline-segments,one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
@@ -152,8 +154,8 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPQuantizeGathers(),  createFSDPBucketCollectives(),
       createFSDPSchedule(),         createFSDPCommReport(),
       createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
-      createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas()};
+      createFSDPFuseElementwise(),  createFSDPOutlineSegments(),
+      createFSDPOutlineKernels(),   createFSDPLinalgToBlas()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;
