@@ -30,6 +30,7 @@ tools = [
     "mlir-opt",
     "FileCheck",
     "not",
+    "split-file",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
 for name in ["fsdp-run", "fsdp-embed-example"]:

@@ -22,9 +22,22 @@ constexpr const char *kLowerToLLVMHead =
     "func.func(convert-elementwise-to-linalg)";
 constexpr const char *kLowerToLLVMFastTensor =
     "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
+// Ownership-based deallocation frees every buffer the step allocates at
+// the end of its block (after every collective's wait); results are handed
+// to the caller, which owns them (fsdp-run frees them). It runs before the
+// collectives become runtime calls on raw pointers, which it cannot see.
+// This is upstream's buffer-deallocation-pipeline without
+// buffer-deallocation-simplification: that pass compares every pair of
+// memrefs of a dealloc op, and the step's last one holds every buffer the
+// segments return (326 s at 300 parameters); the lowered deallocs check
+// aliasing at run time instead (microseconds per step).
 constexpr const char *kLowerToLLVMBufferize =
     "fsdp-outline-segments,one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
+    "expand-realloc{emit-deallocs=false},canonicalize,"
+    "ownership-based-buffer-deallocation,canonicalize,"
+    "bufferization-lower-deallocations,cse,canonicalize,"
+    "convert-bufferization-to-memref,"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
 constexpr const char *kLowerToLLVMTail =
@@ -80,6 +93,28 @@ FSDPScheduleOptions FSDPPipelineOptions::scheduleOptions() const {
   return o;
 }
 
+FSDPOptimizerOptions FSDPPipelineOptions::optimizerOptions() const {
+  FSDPOptimizerOptions o;
+  o.optimizer = optimizer;
+  o.momentum = momentum;
+  o.dampening = dampening;
+  o.nesterov = nesterov;
+  o.weightDecay = weightDecay;
+  o.betas.assign(betas.begin(), betas.end());
+  o.eps = eps;
+  o.maxGradNorm = maxGradNorm;
+  o.keepGrads = keepGrads;
+  return o;
+}
+
+bool FSDPPipelineOptions::wantsOptimizer() const {
+  FSDPOptimizerOptions d;
+  return optimizer != OptimizerKind::none || momentum != d.momentum ||
+         dampening != d.dampening || nesterov != d.nesterov ||
+         weightDecay != d.weightDecay || !betas.empty() || eps != d.eps ||
+         maxGradNorm != d.maxGradNorm || keepGrads != d.keepGrads;
+}
+
 std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
   if (q == GatherQuantization::none)
     return std::nullopt;
@@ -118,6 +153,9 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   if (o.schedule)
     pm.addNestedPass<func::FuncOp>(createFSDPSchedule(o.scheduleOptions()));
+  // The update reads the reduced gradient slots, after their waits.
+  if (o.wantsOptimizer())
+    pm.addPass(createFSDPOptimizer(o.optimizerOptions()));
   if (o.lower)
     buildFSDPLowerToLLVM(pm, o.compute);
 }
@@ -149,13 +187,14 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),     createFSDPImportShard(),
-      createFSDPPartition(),        createFSDPExpandCollectives(),
-      createFSDPQuantizeGathers(),  createFSDPBucketCollectives(),
-      createFSDPSchedule(),         createFSDPCommReport(),
-      createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
-      createFSDPFuseElementwise(),  createFSDPOutlineSegments(),
-      createFSDPOutlineKernels(),   createFSDPLinalgToBlas()};
+      createFSDPLayoutReport(),    createFSDPImportShard(),
+      createFSDPPartition(),       createFSDPExpandCollectives(),
+      createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
+      createFSDPSchedule(),        createFSDPOptimizer(),
+      createFSDPCommReport(),      createConvertFSDPToRuntime(),
+      createFSDPFoldTransposes(),  createFSDPFuseElementwise(),
+      createFSDPOutlineSegments(), createFSDPOutlineKernels(),
+      createFSDPLinalgToBlas()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

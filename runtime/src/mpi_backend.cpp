@@ -17,11 +17,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <sched.h>
+#include <thread>
+#include <unistd.h>
 
 namespace fsdprt {
 namespace {
@@ -45,6 +50,70 @@ struct AbortNotice {
   char message[kAbortBytes - 32];
 };
 static_assert(sizeof(AbortNotice) == kAbortBytes, "abort notice size");
+
+// MPI_Init_thread, the world-wide MPI_Comm_dup/MPI_Comm_split of a new
+// communicator and MPI_Finalize block until every peer process takes part,
+// with no timeout of their own: a peer that is stopped, died or never
+// reached them would keep this process waiting forever. A Watchdog armed
+// around such a call ends the process after `seconds` (no timeout when
+// <= 0) with an error naming the rank and the call; the launcher (mpirun)
+// then ends the rest of the job, the stopped peer included. MPI_Abort
+// cannot be used: MPI may not be initialized yet, or be inside the call.
+class Watchdog {
+public:
+  Watchdog(double seconds, const char *what) {
+    if (!(seconds > 0))
+      return;
+    thread_ = std::thread([this, seconds, what] {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (cv_.wait_for(lock, std::chrono::duration<double>(seconds),
+                       [this] { return done_; }))
+        return;
+      std::fprintf(stderr,
+                   "fsdprt: error: rank %s: timeout after %.3g s in %s: a "
+                   "peer process is stopped, died or did not start\n",
+                   rank_name().c_str(), seconds, what);
+      std::fflush(stderr);
+      _exit(1);
+    });
+  }
+  ~Watchdog() {
+    if (!thread_.joinable())
+      return;
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      done_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  Watchdog(const Watchdog &) = delete;
+  Watchdog &operator=(const Watchdog &) = delete;
+
+  // This process's rank: from MPI when it is initialized, else from the
+  // launcher's environment.
+  static std::string rank_name() {
+    int initialized = 0, finalized = 0, rank = 0;
+    MPI_Initialized(&initialized);
+    MPI_Finalized(&finalized);
+    if (initialized && !finalized &&
+        MPI_Comm_rank(MPI_COMM_WORLD, &rank) == MPI_SUCCESS)
+      return std::to_string(rank);
+    for (const char *var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK"})
+      if (const char *v = std::getenv(var))
+        return v;
+    return "?";
+  }
+
+private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  bool done_ = false;
+  std::thread thread_;
+};
+
+// The longest timeout of the communicators created so far: MPI_Finalize's.
+double finalize_timeout_s = 0;
 
 std::string mpi_error(int rc) {
   char buf[MPI_MAX_ERROR_STRING];
@@ -676,6 +745,7 @@ void finalize_at_exit() {
   // for it: end the whole job instead.
   if (job_failed.load())
     MPI_Abort(MPI_COMM_WORLD, 1);
+  Watchdog watchdog(finalize_timeout_s, "MPI_Finalize");
   MPI_Finalize();
 }
 
@@ -700,8 +770,11 @@ fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
   MPI_Finalized(&finalized);
   if (finalized)
     return FSDPRT_ERR_BACKEND;
+  Options resolved = resolve_options(options);
+  finalize_timeout_s = std::max(finalize_timeout_s, resolved.timeout_s);
   if (!initialized) {
     int provided = 0;
+    Watchdog watchdog(resolved.timeout_s, "MPI_Init_thread");
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
         MPI_SUCCESS)
       return FSDPRT_ERR_BACKEND;
@@ -719,9 +792,14 @@ fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
   auto c = std::make_unique<MpiComm>();
   c->backend = FSDPRT_BACKEND_MPI;
   c->mesh = mesh;
-  c->options = resolve_options(options);
+  c->options = resolved;
   c->rank = world_rank;
-  st = c->init();
+  {
+    Watchdog watchdog(resolved.timeout_s,
+                      "creating the communicator (MPI_Comm_dup/MPI_Comm_split "
+                      "over MPI_COMM_WORLD)");
+    st = c->init();
+  }
   if (!st.ok())
     return st.code;
   *comm = c.release();

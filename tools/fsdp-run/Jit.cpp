@@ -1,9 +1,11 @@
 //===- Jit.cpp - compile a lowered module, or load it from the cache ------===//
 
 #include "Jit.h"
+#include "Memory.h"
 #include "Program.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Pipeline/InputGuard.h"
 
 #include "mlir/Bytecode/BytecodeWriter.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -13,10 +15,12 @@
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/AbsoluteSymbols.h"
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
@@ -25,6 +29,7 @@
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
+#include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
@@ -95,6 +100,19 @@ bool writeFile(const std::string &path, llvm::StringRef bytes) {
     os << bytes;
   }
   return !llvm::sys::fs::rename(tmp, path);
+}
+
+/// The JIT'd code's malloc and free, bound to the counting wrappers of
+/// Memory.h (they take precedence over the process's own).
+llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle) {
+  llvm::orc::SymbolMap map;
+  auto bind = [&](llvm::StringRef name, void *fn) {
+    map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                         llvm::JITSymbolFlags::Exported};
+  };
+  bind("malloc", reinterpret_cast<void *>(&memory::fsdp_run_jit_malloc));
+  bind("free", reinterpret_cast<void *>(&memory::fsdp_run_jit_free));
+  return map;
 }
 
 void addRunnerLibraries(llvm::orc::LLJIT &jit) {
@@ -256,6 +274,11 @@ makeJit(llvm::MutableArrayRef<std::unique_ptr<llvm::MemoryBuffer>> objects) {
     return nullptr;
   }
   addRunnerLibraries(**lljit);
+  llvm::orc::MangleAndInterner mangle((*lljit)->getExecutionSession(),
+                                      (*lljit)->getDataLayout());
+  if (llvm::Error err = (*lljit)->getMainJITDylib().define(
+          llvm::orc::absoluteSymbols(allocatorSymbols(mangle))))
+    fail("cannot bind the JIT's allocator: " + llvm::toString(std::move(err)));
   for (std::unique_ptr<llvm::MemoryBuffer> &object : objects)
     if (llvm::Error e = (*lljit)->addObjectFile(std::move(object))) {
       llvm::consumeError(std::move(e));
@@ -323,6 +346,16 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
     t0 = std::chrono::steady_clock::now();
   }
 
+  {
+    // Inputs that crash upstream parsers get an error (InputGuard.h).
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBuffer((*bytes)->getMemBufferRef(),
+                                         /*RequiresNullTerminator=*/false),
+        llvm::SMLoc());
+    if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
+      fail("cannot parse " + inputFile);
+  }
   module =
       parseSourceString<ModuleOp>((*bytes)->getBuffer(), &context, inputFile);
   if (!module)

@@ -1,13 +1,17 @@
 """Stops one rank of an mpirun job and checks that the whole job still ends.
 
-mpi_stop_rank.py RANK SLACK -- MPIRUN-COMMAND...
+mpi_stop_rank.py RANK SLACK [--at busy|start] [--signal STOP|KILL] -- MPIRUN-COMMAND...
 
-Starts the command, waits until every rank of it runs (its processes are
-found by the --outputs directory on their command line) and has used 0.5 s of
-CPU (it is inside its collectives), sends SIGSTOP to RANK and waits for the
-job to end. Prints the job's output, then "ENDED" if
-every process exited within SLACK seconds of the first error line (the
-peers' timeout), else "HANG" (and kills what is left after 120 s).
+Starts the command and waits until every rank of it runs (its processes are
+found by the --outputs directory on their command line). With `--at busy`
+(the default) it then waits until every rank has used 0.5 s of CPU (it is
+inside its collectives); with `--at start` it signals at once, while the
+rank is still starting (loading, JIT compilation, MPI initialization). It
+sends the signal (default SIGSTOP) to RANK and waits for the job to end.
+Prints the job's output, then "ENDED" if every process exited within SLACK
+seconds of the first error line (the peers' timeout), or of the signal when
+no error is printed (`--at start --signal KILL`: mpirun ends the job); else
+"HANG" (and kills what is left after 120 s).
 """
 
 import os
@@ -65,15 +69,28 @@ def read_lines(stream, lines):
 
 def main():
     rank, slack = int(sys.argv[1]), float(sys.argv[2])
+    opts = sys.argv[3 : sys.argv.index("--")]
+    at = opts[opts.index("--at") + 1] if "--at" in opts else "busy"
+    sig = opts[opts.index("--signal") + 1] if "--signal" in opts else "STOP"
     cmd = sys.argv[sys.argv.index("--") + 1 :]
     marker = cmd[cmd.index("--outputs") + 1].encode()
     job = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     lines = []
     reader = threading.Thread(target=read_lines, args=(job.stdout, lines))
     reader.start()
-    pids = wait_until_busy(marker, int(cmd[cmd.index("-np") + 1]), 0.5)
+    ranks = int(cmd[cmd.index("-np") + 1])
+    if at == "start":
+        # The rank's own process, as soon as it is there.
+        start = time.time()
+        pids = rank_pids(marker)
+        while rank not in pids and time.time() - start < 90:
+            time.sleep(0.01)
+            pids = rank_pids(marker)
+    else:
+        pids = wait_until_busy(marker, ranks, 0.5)
+    signalled = time.time()
     if rank in pids:
-        os.kill(pids[rank], signal.SIGSTOP)
+        os.kill(pids[rank], getattr(signal, "SIG" + sig))
     try:
         job.wait(timeout=120)
     except subprocess.TimeoutExpired:
@@ -87,6 +104,8 @@ def main():
     job.wait()
     reader.join()
     errors = [t for t, line in lines if "error:" in line]
+    if not errors and at == "start":
+        errors = [signalled]  # a killed rank: mpirun ends the job itself
     sys.stdout.write("".join(line for _, line in lines))
     if rank not in pids:
         print("rank not found")

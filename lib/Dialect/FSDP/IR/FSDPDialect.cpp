@@ -100,6 +100,8 @@ static FunctionOpInterface asFunction(Operation *op) {
   return dyn_cast<FunctionOpInterface>(op);
 }
 
+static bool haveSameShape(Type a, Type b);
+
 /// `fsdp.name` names the runner's `<name>.npy`: a file stem that stays in
 /// its directory, unique among the arguments (or among the results).
 static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
@@ -129,6 +131,46 @@ static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
              << " is also the name of " << (isArgument ? "argument" : "result")
              << " #" << other << "; names must be unique";
   }
+  return success();
+}
+
+/// `fsdp.optim` names the role of an optimizer input: "lr" or "step".
+static LogicalResult verifyOptimArg(Operation *op, NamedAttribute attr,
+                                    StringRef what) {
+  auto role = dyn_cast<StringAttr>(attr.getValue());
+  if (!role || (role.getValue() != "lr" && role.getValue() != "step"))
+    return op->emitOpError() << "'" << attr.getName().getValue() << "' on "
+                             << what << " must be \"lr\" or \"step\"";
+  return success();
+}
+
+/// An argument index (`fsdp.state_of`, `fsdp.update_of`) that must name an
+/// argument of `func` whose type `type` shares.
+static LogicalResult verifyArgIndex(Operation *op, FunctionOpInterface func,
+                                    NamedAttribute attr, Type type,
+                                    StringRef what, bool needsLayout) {
+  StringRef name = attr.getName().getValue();
+  auto index = dyn_cast<IntegerAttr>(attr.getValue());
+  if (!index)
+    return op->emitOpError() << "'" << name << "' on " << what
+                             << " must be an integer argument index";
+  if (!func)
+    return success();
+  int64_t arg = index.getInt();
+  if (arg < 0 || arg >= (int64_t)func.getNumArguments())
+    return op->emitOpError()
+           << "'" << name << "' on " << what << " refers to argument #" << arg
+           << ", but the function has " << func.getNumArguments()
+           << " argument(s)";
+  if (needsLayout && !func.getArgAttr(arg, kLayoutAttrName))
+    return op->emitOpError()
+           << "'" << name << "' on " << what << " refers to argument #" << arg
+           << ", which has no fsdp.layout (not a parameter)";
+  Type argType = func.getArgumentTypes()[arg];
+  if (!haveSameShape(argType, type))
+    return op->emitOpError()
+           << "'" << name << "' on " << what << " refers to argument #" << arg
+           << " and must have its type " << argType << ", got " << type;
   return success();
 }
 
@@ -176,6 +218,12 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
              << "'" << name << "' on " << what << " must be a type";
     return success();
   }
+  if (name == kOptimAttrName)
+    return verifyOptimArg(op, attr, what);
+  if (name == kStateOfAttrName)
+    return verifyArgIndex(op, func, attr,
+                          func ? func.getArgumentTypes()[argIndex] : Type(),
+                          what, /*needsLayout=*/true);
   return op->emitOpError() << "unknown fsdp argument attribute '" << name
                            << "' on " << what;
 }
@@ -285,6 +333,8 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
              << "'" << name << "' on " << what << " must be a type";
     return success();
   }
+  if (name == kUpdateOfAttrName)
+    return verifyArgIndex(op, func, attr, type, what, /*needsLayout=*/false);
   return op->emitOpError() << "unknown fsdp result attribute '" << name
                            << "' on " << what;
 }

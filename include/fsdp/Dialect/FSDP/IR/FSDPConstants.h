@@ -36,6 +36,14 @@ inline constexpr llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
 /// Unit attribute on a gradient accumulation argument.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
 
+/// Role of an optimizer input argument: "lr" or "step" (fsdp-optimizer).
+inline constexpr llvm::StringLiteral kOptimAttrName = "fsdp.optim";
+/// Index of the parameter argument an optimizer state argument belongs to.
+inline constexpr llvm::StringLiteral kStateOfAttrName = "fsdp.state_of";
+/// Index of the argument a result is the next value of (fed back by a
+/// training loop).
+inline constexpr llvm::StringLiteral kUpdateOfAttrName = "fsdp.update_of";
+
 //===----------------------------------------------------------------------===//
 // Operations (written by the passes)
 //===----------------------------------------------------------------------===//
