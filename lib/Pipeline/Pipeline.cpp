@@ -75,6 +75,7 @@ FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
   if (std::optional<QuantFormat> format = toQuantFormat(quantize))
     o.format = *format;
   o.minElements = quantizeMinElements;
+  o.split = quantizeSplit;
   return o;
 }
 
