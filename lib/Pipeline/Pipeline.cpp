@@ -83,6 +83,28 @@ FSDPScheduleOptions FSDPPipelineOptions::scheduleOptions() const {
   return o;
 }
 
+FSDPOptimizerOptions FSDPPipelineOptions::optimizerOptions() const {
+  FSDPOptimizerOptions o;
+  o.optimizer = optimizer;
+  o.momentum = momentum;
+  o.dampening = dampening;
+  o.nesterov = nesterov;
+  o.weightDecay = weightDecay;
+  o.betas.assign(betas.begin(), betas.end());
+  o.eps = eps;
+  o.maxGradNorm = maxGradNorm;
+  o.keepGrads = keepGrads;
+  return o;
+}
+
+bool FSDPPipelineOptions::wantsOptimizer() const {
+  FSDPOptimizerOptions d;
+  return optimizer != OptimizerKind::none || momentum != d.momentum ||
+         dampening != d.dampening || nesterov != d.nesterov ||
+         weightDecay != d.weightDecay || !betas.empty() || eps != d.eps ||
+         maxGradNorm != d.maxGradNorm || keepGrads != d.keepGrads;
+}
+
 std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
   if (q == GatherQuantization::none)
     return std::nullopt;
@@ -121,6 +143,9 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   pm.addPass(createCanonicalizerPass());
   if (o.schedule)
     pm.addNestedPass<func::FuncOp>(createFSDPSchedule(o.scheduleOptions()));
+  // The update reads the reduced gradient slots, after their waits.
+  if (o.wantsOptimizer())
+    pm.addPass(createFSDPOptimizer(o.optimizerOptions()));
   if (o.lower)
     buildFSDPLowerToLLVM(pm, o.compute);
 }
@@ -152,13 +177,13 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),     createFSDPImportShard(),
-      createFSDPPartition(),        createFSDPExpandCollectives(),
-      createFSDPQuantizeGathers(),  createFSDPBucketCollectives(),
-      createFSDPSchedule(),         createFSDPCommReport(),
-      createConvertFSDPToRuntime(), createFSDPFoldTransposes(),
-      createFSDPFuseElementwise(),  createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas()};
+      createFSDPLayoutReport(),    createFSDPImportShard(),
+      createFSDPPartition(),       createFSDPExpandCollectives(),
+      createFSDPQuantizeGathers(), createFSDPBucketCollectives(),
+      createFSDPSchedule(),        createFSDPOptimizer(),
+      createFSDPCommReport(),      createConvertFSDPToRuntime(),
+      createFSDPFoldTransposes(),  createFSDPFuseElementwise(),
+      createFSDPOutlineKernels(),  createFSDPLinalgToBlas()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -14,6 +14,7 @@ import math
 import numpy as np
 
 from . import model as M
+from .optim import OptimizerConfig, optimizer_step
 
 GELU_C0 = math.sqrt(2.0 / math.pi)
 GELU_C1 = 0.044715
@@ -174,10 +175,11 @@ def transformer_step(model, p, data, want_grads=True):
 # --------------------------------------------------------------------- API
 
 
-def loss_and_grads(model: dict, params: dict, data: dict):
-    """(mean loss, {param name: gradient}) in float64 for the rows in data."""
-    params = {k: np.asarray(v, dtype=np.float64) for k, v in params.items()}
-    data = {k: np.asarray(v, dtype=np.float64) for k, v in data.items()}
+def loss_and_grads(model: dict, params: dict, data: dict, dtype=np.float64):
+    """(mean loss, {param name: gradient}) for the rows in data, computed in
+    `dtype` (float64 by default)."""
+    params = {k: np.asarray(v, dtype=dtype) for k, v in params.items()}
+    data = {k: np.asarray(v, dtype=dtype) for k, v in data.items()}
     step = mlp_step if model["kind"] == "mlp" else transformer_step
     return step(model, params, data)
 
@@ -213,3 +215,66 @@ def reference_results(model: dict, values: dict, rank: int | None = None) -> dic
 def reference_from_dir(data_dir: str) -> dict:
     model = M.load_model(data_dir)
     return reference_results(model, M.load_inputs(model, data_dir))
+
+
+# ---------------------------------------------------------------- training
+
+
+def _step_slice(value, global_shape, s: int):
+    """A per-step input: the value itself, or slice s of a leading step dim."""
+    value = np.asarray(value)
+    if list(value.shape) == list(global_shape):
+        return value
+    if value.ndim == len(global_shape) + 1 and list(value.shape[1:]) == list(global_shape):
+        return value[s]
+    raise M.ModelError(
+        f"input of shape {list(value.shape)}: expected {list(global_shape)} "
+        f"or [steps, {', '.join(map(str, global_shape))}]"
+    )
+
+
+def train(
+    model: dict,
+    values: dict,
+    cfg: OptimizerConfig,
+    steps: int,
+    lr,
+    state: dict | None = None,
+    step: int = 0,
+    dtype=np.float32,
+) -> dict:
+    """`steps` training steps on the global batch: forward and backward
+    (mean loss over the global batch, `dtype` arithmetic) and the optimizer
+    step of `fsdp-optimizer` (optim.optimizer_step).
+
+    `values` holds the initial parameters and the data by name, as
+    `M.load_inputs` returns them; a data array with a leading step dimension
+    `[steps, ...global shape]` gives step s its slice s (the same rule as
+    fsdp-run's training mode). `lr` is a number or an array `[steps]`.
+    `state` holds initial optimizer state by argument name (missing: zeros)
+    and `step` the steps already taken. Returns a dict with `loss` [steps],
+    `grad_norm` [steps] (None without clipping), and the final `params`,
+    `state` (including `step`).
+    """
+    params = {p["name"]: np.asarray(values[p["name"]], dtype) for p in model["params"]}
+    state = dict(state or {})
+    lrs = np.broadcast_to(np.asarray(lr, np.float64), (steps,))
+    losses, norms = [], []
+    count = float(step)
+    for s in range(steps):
+        data = {d["name"]: _step_slice(values[d["name"]], d["shape"], s) for d in model["data"]}
+        loss, grads = loss_and_grads(model, params, data, dtype=dtype)
+        losses.append(float(loss))
+        # torch (and fsdp-run) keep lr as a float32 value.
+        lr_s = float(np.float32(lrs[s]))
+        params, new_state, norm = optimizer_step(cfg, params, grads, state, lr_s, count, dtype)
+        state.update(new_state)
+        count = float(new_state["step"])
+        if norm is not None:
+            norms.append(float(norm))
+    return {
+        "loss": np.asarray(losses),
+        "grad_norm": np.asarray(norms) if cfg.max_grad_norm > 0.0 else None,
+        "params": params,
+        "state": state,
+    }

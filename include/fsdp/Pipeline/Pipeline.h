@@ -114,6 +114,40 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Bytes of gathered parameters alive at once (0 = no "
                      "limit)"),
       llvm::cl::init(FSDPScheduleOptions().memoryLimit)};
+  // fsdp-optimizer
+  Option<OptimizerKind> optimizer{
+      *this, "optimizer",
+      llvm::cl::desc("Append the optimizer update of every parameter shard "
+                     "(none: return the gradients)"),
+      llvm::cl::init(OptimizerKind::none), FSDP_PIPELINE_OPTIMIZER_VALUES};
+  Option<double> momentum{*this, "momentum",
+                          llvm::cl::desc("SGD momentum factor (>= 0)"),
+                          llvm::cl::init(FSDPOptimizerOptions().momentum)};
+  Option<double> dampening{*this, "dampening",
+                           llvm::cl::desc("SGD dampening of the momentum"),
+                           llvm::cl::init(FSDPOptimizerOptions().dampening)};
+  Option<bool> nesterov{*this, "nesterov",
+                        llvm::cl::desc("SGD Nesterov momentum"),
+                        llvm::cl::init(FSDPOptimizerOptions().nesterov)};
+  Option<double> weightDecay{
+      *this, "weight-decay",
+      llvm::cl::desc("Weight decay (SGD: L2 on the gradient; AdamW: "
+                     "decoupled)"),
+      llvm::cl::init(FSDPOptimizerOptions().weightDecay)};
+  ListOption<double> betas{*this, "betas",
+                           llvm::cl::desc("AdamW beta1,beta2 (default "
+                                          "0.9,0.999)")};
+  Option<double> eps{*this, "eps",
+                     llvm::cl::desc("AdamW denominator term (>= 0)"),
+                     llvm::cl::init(FSDPOptimizerOptions().eps)};
+  Option<double> maxGradNorm{
+      *this, "max-grad-norm",
+      llvm::cl::desc("Clip gradients to this global 2-norm (0 = off)"),
+      llvm::cl::init(FSDPOptimizerOptions().maxGradNorm)};
+  Option<bool> keepGrads{
+      *this, "keep-grads",
+      llvm::cl::desc("With an optimizer, keep the gradient results"),
+      llvm::cl::init(FSDPOptimizerOptions().keepGrads)};
   // fsdp-lower-to-llvm
   Option<bool> lower{*this, "lower",
                      llvm::cl::desc("Bufferize and lower to the LLVM dialect "
@@ -129,11 +163,15 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   FSDPQuantizeGathersOptions quantizeOptions() const;
   FSDPBucketCollectivesOptions bucketOptions() const;
   FSDPScheduleOptions scheduleOptions() const;
+  FSDPOptimizerOptions optimizerOptions() const;
+  /// Whether an optimizer runs or an optimizer option was set (which then
+  /// needs optimizer=sgd|adamw).
+  bool wantsOptimizer() const;
 };
 
 /// Appends the fsdp pipeline to `pm` (a pass manager on builtin.module):
 /// partition, expand, canonicalize, [quantize], bucket, canonicalize,
-/// [schedule], [lower to LLVM].
+/// [schedule], [optimizer], [lower to LLVM].
 void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect

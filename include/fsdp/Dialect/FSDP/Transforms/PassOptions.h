@@ -118,6 +118,19 @@ enum class BucketMode { unit, greedy, none };
                  "program order up to the limits"),                            \
       clEnumValN(::mlir::fsdp::BucketMode::none, "none", "no bucketing"))
 
+/// fsdp-optimizer optimizer (fsdp-pipeline optimizer adds `none`).
+enum class OptimizerKind { none, sgd, adamw };
+#define FSDP_OPTIMIZER_CASES                                                   \
+  clEnumValN(::mlir::fsdp::OptimizerKind::sgd, "sgd",                          \
+             "torch.optim.SGD (momentum, dampening, nesterov, weight decay)"), \
+      clEnumValN(::mlir::fsdp::OptimizerKind::adamw, "adamw",                  \
+                 "torch.optim.AdamW (bias correction, decoupled decay)")
+#define FSDP_OPTIMIZER_VALUES ::llvm::cl::values(FSDP_OPTIMIZER_CASES)
+#define FSDP_PIPELINE_OPTIMIZER_VALUES                                         \
+  ::llvm::cl::values(clEnumValN(::mlir::fsdp::OptimizerKind::none, "none",     \
+                                "no update (the gradients are the results)"),  \
+                     FSDP_OPTIMIZER_CASES)
+
 /// fsdp-comm-report format.
 enum class ReportFormat { text, json };
 #define FSDP_REPORT_FORMAT_VALUES                                              \
@@ -198,6 +211,7 @@ FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::BucketMode)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::ReportFormat)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::QuantFormat)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::GatherQuantization)
+FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::OptimizerKind)
 #undef FSDP_ENUM_OPTION_PARSER
 
 #endif

@@ -250,4 +250,70 @@ def FSDPImportShard : Pass<"fsdp-import-shard", "ModuleOp"> {
   ];
 }
 
+def FSDPOptimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
+  let summary = "Append the optimizer update of every parameter shard "
+                "(SGD or AdamW, optional global-norm clipping)";
+  let description = [{
+    Runs on a partitioned step (after `fsdp-partition`, at any later stage
+    before bufferization). For every function with `fsdp.grad_of` results,
+    each reduced gradient slot updates its parameter's slot in place of
+    returning it, with `torch.optim` single-tensor semantics:
+
+    * `sgd`: weight decay `g += wd * p`, momentum `buf = m * buf +
+      (1 - dampening) * g` (`buf = g` on the first step), nesterov
+      `g += m * buf`, then `p -= lr * g`;
+    * `adamw`: `p *= 1 - lr * wd`, `m = lerp(m, g, 1 - beta1)`,
+      `v = beta2 * v + (1 - beta2) * g * g`, and
+      `p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)`
+      with `t = step + 1` (bias corrections in f64).
+
+    With `max-grad-norm > 0` the gradients are first clipped by their
+    global norm (`torch.nn.utils.clip_grad_norm_`): sums of squares of the
+    local slots (f64), all-reduced over the axes that shard each parameter
+    (a parameter replicated on an axis is counted once), scaled by
+    `min(1, max / (norm + 1e-6))`; the norm is returned as `grad_norm`.
+
+    Appended arguments: `lr` and `step` (`tensor<f32>`, replicated), then
+    per parameter its state (`momentum_buffer.<name>` for SGD with
+    momentum; `exp_avg.<name>`, `exp_avg_sq.<name>` for AdamW) with the
+    parameter's slot type and layout. Results: the loss and other results
+    stay, the gradients are dropped (kept with `keep-grads`), then the
+    updated parameters, the updated states, the incremented step and
+    `grad_norm`; each fed-back result has `fsdp.update_of = <argument>`.
+    The update runs in f32 (f64 for f64 parameters) and is rounded once to
+    the parameter's type. docs/SEMANTICS.md §5.5.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::tensor::TensorDialect"];
+  let options = [
+    Option<"optimizer", "optimizer", "::mlir::fsdp::OptimizerKind",
+           /*default=*/"::mlir::fsdp::OptimizerKind::sgd",
+           "The update rule", [{FSDP_OPTIMIZER_VALUES}]>,
+    Option<"momentum", "momentum", "double", /*default=*/"0.0",
+           "SGD momentum factor (>= 0; 0 = no momentum buffer)">,
+    Option<"dampening", "dampening", "double", /*default=*/"0.0",
+           "SGD dampening of the momentum (finite)">,
+    Option<"nesterov", "nesterov", "bool", /*default=*/"false",
+           "SGD Nesterov momentum (needs momentum > 0 and dampening = 0)">,
+    Option<"weightDecay", "weight-decay", "double", /*default=*/"0.0",
+           "Weight decay (>= 0): L2 added to the gradient for SGD, "
+           "decoupled for AdamW">,
+    ListOption<"betas", "betas", "double",
+               "AdamW coefficients beta1,beta2, each in [0, 1) "
+               "(default 0.9,0.999)">,
+    Option<"eps", "eps", "double", /*default=*/"1e-8",
+           "AdamW term added to the denominator (>= 0)">,
+    Option<"maxGradNorm", "max-grad-norm", "double", /*default=*/"0.0",
+           "Clip gradients to this global 2-norm (> 0; 0 = no clipping)">,
+    Option<"keepGrads", "keep-grads", "bool", /*default=*/"false",
+           "Keep the reduced (unclipped) gradient results">,
+  ];
+  let statistics = [
+    Statistic<"numUpdated", "updated-parameters",
+              "Parameter shards given an update">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD
