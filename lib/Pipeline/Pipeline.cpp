@@ -21,13 +21,16 @@ constexpr const char *kLowerToLLVMHead =
 constexpr const char *kLowerToLLVMFastTensor =
     "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
 // Ownership-based deallocation frees every buffer the step allocates at
-// the end of its block (after every collective's wait); results are handed
-// to the caller, which owns them (fsdp-run frees them). It runs before the
-// collectives become runtime calls on raw pointers, which it cannot see.
+// the end of its block; fsdp-early-dealloc moves each free up to just after
+// the buffer's last use (after the wait of a collective that uses it).
+// Results are handed to the caller, which owns them (fsdp-run frees them).
+// Both run before the collectives become runtime calls on raw pointers,
+// which they could not follow.
 constexpr const char *kLowerToLLVMBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
+    "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
 constexpr const char *kLowerToLLVMTail =
@@ -183,7 +186,8 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPSchedule(),        createFSDPOptimizer(),
       createFSDPCommReport(),      createConvertFSDPToRuntime(),
       createFSDPFoldTransposes(),  createFSDPFuseElementwise(),
-      createFSDPOutlineKernels(),  createFSDPLinalgToBlas()};
+      createFSDPOutlineKernels(),  createFSDPLinalgToBlas(),
+      createFSDPEarlyDealloc()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;
