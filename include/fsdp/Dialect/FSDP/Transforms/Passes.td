@@ -19,6 +19,39 @@ def FSDPLayoutReport : Pass<"fsdp-layout-report", "ModuleOp"> {
   ];
 }
 
+def FSDPRecompute : Pass<"fsdp-recompute", "ModuleOp"> {
+  let summary = "Recompute the selected FSDP units' forward in the backward "
+                "instead of keeping their activations";
+  let description = [{
+    Activation checkpointing (PyTorch's `checkpoint_wrapper`,
+    TransformerEngine's `checkpoint`) on the step before partitioning. The
+    forward is everything the `fsdp.loss` result depends on, the backward
+    the rest. A forward op belongs to the unit of the parameters it reads
+    directly (the latest of them in forward order); one reading none to the
+    one unit of its forward users if they agree, otherwise to the latest
+    unit of its operands (docs/SEMANTICS.md, §5.6).
+    For each selected unit, its values that are used by the backward and by
+    no forward op of another unit are recomputed: the unit's ops computing
+    them (and the constants, empties and fills they use) are cloned, marked
+    `fsdp.recompute = "<unit>"`, each right before its first user in the
+    backward, and the backward reads the clones. The clones read the
+    unit's inputs (values of other units, data) and its parameter arguments,
+    which fsdp-partition then gathers in the backward. The values are
+    bit-identical; only what is kept alive changes.
+  }];
+  let options = [
+    ListOption<"units", "units", "std::string",
+               "FSDP units (fsdp.unit names) to recompute; empty or `all`: "
+               "every unit">,
+  ];
+  let statistics = [
+    Statistic<"numUnits", "recomputed-units", "Units recomputed">,
+    Statistic<"numValues", "recomputed-values",
+              "Forward values the backward now recomputes">,
+    Statistic<"numCloned", "cloned-ops", "Forward ops cloned into the backward">,
+  ];
+}
+
 def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
   let summary = "Turn one rank's step with full-size parameters into the sharded SPMD program";
   let description = [{
@@ -194,17 +227,56 @@ def FSDPCommReport : Pass<"fsdp-comm-report", "ModuleOp"> {
   ];
 }
 
+def FSDPMemoryReport : Pass<"fsdp-memory-report", "ModuleOp"> {
+  let summary = "Report every rank's static peak memory by kind: parameter "
+                "shards, gathered parameters, activations, gradients, "
+                "optimizer state";
+  let description = [{
+    An analysis of the partitioned (typically scheduled) tensor program: the
+    IR is not changed. Every tensor value is a buffer of its type's bytes
+    alive from its defining op to the last use of it or of a value sharing
+    its buffer: views (reshapes, slices, casts, `fsdp.wait`) and
+    destination-passing results written in place into an init that is not
+    used afterwards share the buffer (an empty tensor holds no data, nor
+    does a constant). Arguments are alive the whole step.
+    Each buffer has one kind: parameter shards and optimizer state
+    (arguments: `fsdp.layout`, `fsdp.state_of`/`fsdp.optim`, updated values
+    `fsdp.update_of`), inputs (other arguments), gathered parameters
+    (all-gather outputs, what unpacks them and their packed inputs),
+    gradients (gradient collectives' outputs, what they were packed from,
+    values computed from gradients only, accumulators, `fsdp.grad_of`
+    results), activations (values the forward computes that the backward
+    reads, and the recomputed ones, `fsdp.recompute`) and temporaries (the
+    rest). Prints each kind's peak and the total peak with its breakdown;
+    the buffers are the same on every rank (SPMD), the padding in the
+    parameter slots differs per rank.
+  }];
+  let options = [
+    Option<"format", "format", "::mlir::fsdp::ReportFormat",
+           /*default=*/"::mlir::fsdp::ReportFormat::text",
+           "Report format", [{FSDP_REPORT_FORMAT_VALUES}]>,
+    Option<"outputFile", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (- for stdout)">,
+  ];
+}
+
 def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
   let summary = "Quantize parameter all-gathers (FP8, MXFP8, NVFP4, FP8 blockwise)";
   let description = [{
     Runs on expanded IR, before bucketing. Every flat `fsdp.all_gather`
     with an origin (`fsdp.origin`) whose input is a parameter's shard (a
     function argument with `fsdp.layout`, possibly reshaped by
-    `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) becomes
-    an `fsdp.quantized_all_gather` in `format`. The shard's 2-D view is the
-    argument's slot shape: `cols` = its last dim, `rows` = the product of
-    the others. Each quantized gather records `fsdp.wire_bytes`, the bytes
-    one rank sends (fsdprt_quant_wire_bytes of its shard).
+    `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) is
+    quantized in `format`. With `split` (the default) it becomes
+    `fsdp.quantize` (after `fsdp.quant_amax` and an all-reduce (max) of the
+    amax for the per-tensor formats and NVFP4), a plain all-gather of the
+    packets' bytes (i8, keeping the origin: `fsdp-bucket-collectives` and
+    `fsdp-schedule` bucket and start it like any parameter gather) and
+    `fsdp.dequantize`; without, one `fsdp.quantized_all_gather`. The
+    shard's 2-D view is the argument's slot shape: `cols` = its last dim,
+    `rows` = the product of the others. The gather records
+    `fsdp.wire_bytes`, the bytes one rank sends (fsdprt_quant_wire_bytes of
+    its shard).
 
     Left as they are: gathers of other phases or element types than the
     options select, parameters with fewer than `min-elements` elements
@@ -223,6 +295,10 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
                "Element types to quantize: f32, bf16 (default both)">,
     ListOption<"phases", "phases", "std::string",
                "Gathers to quantize: forward, backward (default both)">,
+    Option<"split", "split", "bool", /*default=*/"true",
+           "Quantize, gather the bytes with a plain (bucketable, "
+           "schedulable) all-gather, dequantize; false: one "
+           "fsdp.quantized_all_gather">,
   ];
   let statistics = [
     Statistic<"numQuantized", "quantized-gathers",
