@@ -1,5 +1,6 @@
 # lit configuration for the fsdp-opt test suite.
 import os
+import subprocess
 
 import lit.formats
 from lit.llvm import llvm_config
@@ -36,6 +37,10 @@ llvm_config.add_tool_substitutions(tools, tool_dirs)
 for name in ["fsdp-run", "fsdp-embed-example"]:
     if os.path.exists(os.path.join(config.fsdp_tools_dir, name)):
         config.available_features.add(name)
+# torch in the tests' interpreter (python -m fsdp_mlir.checkpoint to-torch).
+has_torch = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
+if subprocess.run([config.python_executable, "-c", has_torch], check=False).returncode == 0:
+    config.available_features.add("torch")
 if config.mpirun and "fsdp-run" in config.available_features:
     config.available_features.add("mpi")
     # OpenMPI refuses to run as root unless told, and the CI machine has

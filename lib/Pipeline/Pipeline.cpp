@@ -31,6 +31,9 @@ constexpr const char *kLowerToLLVMFastTensor =
 // memrefs of a dealloc op, and the step's last one holds every buffer the
 // segments return (326 s at 300 parameters); the lowered deallocs check
 // aliasing at run time instead (microseconds per step).
+// fsdp-early-dealloc then moves each plain free of a buffer allocated in
+// the same block up to just after the buffer's last use (after the wait of
+// a collective that uses it).
 constexpr const char *kLowerToLLVMBufferize =
     "fsdp-outline-segments,one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
@@ -38,6 +41,7 @@ constexpr const char *kLowerToLLVMBufferize =
     "ownership-based-buffer-deallocation,canonicalize,"
     "bufferization-lower-deallocations,cse,canonicalize,"
     "convert-bufferization-to-memref,"
+    "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
 constexpr const char *kLowerToLLVMTail =
@@ -206,7 +210,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPMemoryReport(),      createConvertFSDPToRuntime(),
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
       createFSDPOutlineSegments(),   createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas()};
+      createFSDPLinalgToBlas(),      createFSDPEarlyDealloc()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import re
 import sys
@@ -93,7 +94,7 @@ def _shard(path: str, tensor: dict, shard: dict, cache: dict) -> np.ndarray:
         )
     dtype = np.dtype(DTYPES[tensor["dtype"]])
     slot = tuple(shard["slot_shape"])
-    if size != int(np.prod(slot, dtype=np.int64)) * dtype.itemsize:
+    if size != math.prod(slot) * dtype.itemsize:
         raise CheckpointError(
             f"{path}: the shard of '{tensor['name']}' in {name} has the wrong size"
         )

@@ -32,7 +32,12 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
 # The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
 # printed by fsdp-opt); see lowering_pipeline().
-PROJECT_PASSES = ("convert-fsdp-to-runtime", "fsdp-outline-segments", "fsdp-outline-kernels")
+PROJECT_PASSES = (
+    "convert-fsdp-to-runtime",
+    "fsdp-outline-segments",
+    "fsdp-outline-kernels",
+    "fsdp-early-dealloc",
+)
 
 
 class ToolError(RuntimeError):
@@ -220,6 +225,8 @@ def lowering_pipeline() -> str:
         text = "".join(line.strip() for line in lines[1:])
         for name in PROJECT_PASSES:
             text = re.sub(rf"(?<=[(,]){re.escape(name)}(\{{[^}}]*\}})?(,|(?=\)))", "", text)
+        # A nest left empty (func.func() of a function pass) is no pipeline.
+        text = re.sub(r"(?<=[(,])func\.func\(\)(,|(?=\)))", "", text)
         _PIPELINE["text"] = text
     return _PIPELINE["text"]
 

@@ -292,16 +292,16 @@ assemble(const std::string &dir, const TensorRecord &t, const Port &p,
                         buf.getError().message());
       file = std::move(*buf);
     }
-    int64_t slotElements = 1;
+    int64_t slotBytes = bytes;
+    bool overflow = false;
     for (int64_t d : s.slotShape)
-      slotElements *= d;
-    if (s.bytes != slotElements * bytes)
+      overflow |= __builtin_mul_overflow(slotBytes, d, &slotBytes);
+    if (overflow || s.bytes != slotBytes)
       refuse(dir, "metadata.json: the shard of '" + t.name + "' in " + s.file +
                       " has " + llvm::Twine(s.bytes) +
-                      " bytes, its slot shape needs " +
-                      llvm::Twine(slotElements * bytes));
+                      " bytes, which is not the size of its slot shape");
     int64_t size = int64_t(file->getBufferSize());
-    if (s.offset + s.bytes > size)
+    if (s.offset > size || s.bytes > size - s.offset)
       refuse(dir, "shard file " + s.file + " is truncated: it holds " +
                       llvm::Twine(size) + " bytes, the shard of '" + t.name +
                       "' ends at byte " + llvm::Twine(s.offset + s.bytes));

@@ -190,6 +190,18 @@ std::vector<char> copyResult(const Port &p, const int64_t *words) {
   std::vector<int64_t> sizes(words + 3, words + 3 + rank),
       strides(words + 3 + rank, words + 3 + 2 * rank);
   std::vector<char> out(p.type.getNumElements() * bytes);
+  // A row-major buffer (what the lowering returns) is one copy.
+  int64_t expect = 1;
+  bool contiguous = true;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    contiguous &= sizes[d] == 1 || strides[d] == expect;
+    expect *= sizes[d];
+  }
+  if (contiguous) {
+    if (!out.empty())
+      std::memcpy(out.data(), aligned + offset * bytes, out.size());
+    return out;
+  }
   std::vector<int64_t> idx(rank, 0);
   for (int64_t e = 0; e < p.type.getNumElements(); ++e) {
     int64_t src = offset;

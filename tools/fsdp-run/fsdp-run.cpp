@@ -365,7 +365,46 @@ struct RunContext {
   const std::vector<StepInput> &inputs;
   const std::vector<Output> &outputs;
   int64_t firstStep; // global steps taken before this run (--resume)
+  bool liveSteps;    // rank 0 prints each step's scalars as it ends
 };
+
+/// Whether rank 0's copy of every per-step scalar is its global value (no
+/// partial sums), so that rank 0 can print each step as it ends.
+bool ranksHoldScalars(const std::vector<Output> &outputs) {
+  for (const Output &o : outputs)
+    if (o.stacked && o.port->layout)
+      for (const lm::Placement &p : o.port->layout->placements)
+        if (p.kind == lm::Placement::Kind::Partial)
+          return false;
+  return true;
+}
+
+/// An f32 or f64 element as a double.
+double scalarValue(const Port &p, const char *data) {
+  mlir::Type t = p.type.getElementType();
+  if (t.isF64())
+    return *reinterpret_cast<const double *>(data);
+  if (t.isF32())
+    return *reinterpret_cast<const float *>(data);
+  return std::nan("");
+}
+
+/// `step 3: loss 2.345 grad_norm 0.5`: rank 0's scalars of the step that
+/// just ended (the last slot of each stacked piece).
+void printStepLine(const RunContext &cx, const RankRun &out, int64_t step) {
+  llvm::outs() << "step " << step << ":";
+  for (size_t k = 0; k < cx.outputs.size(); ++k) {
+    const Output &o = cx.outputs[k];
+    if (!o.stacked)
+      continue;
+    const char *last = out.pieces[k].data() + out.pieces[k].size() -
+                       size_t(o.port->slotBytes());
+    llvm::outs() << " " << o.port->name << " "
+                 << llvm::format("%.8g", scalarValue(*o.port, last));
+  }
+  llvm::outs() << "\n";
+  llvm::outs().flush();
+}
 
 /// Whether every rank of `runner` reports `ok`; names the first that did
 /// not in `error`.
@@ -493,6 +532,8 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
         out.pieces[k] = call.result(prog, size_t(o.result));
       }
     }
+    if (training && cx.liveSteps && rank == 0 && !printJson)
+      printStepLine(cx, out, g + 1);
     for (size_t i = 0; i < prog.results.size(); ++i)
       if (prog.results[i].updateOf)
         fed[*prog.results[i].updateOf] = call.result(prog, i);
@@ -826,7 +867,7 @@ void report(const RunContext &cx, const std::vector<RankRun> &runs,
             bool withStats) {
   std::vector<npy::Array> arrays = assembleOutputs(cx.outputs, runs);
   writeOutputs(cx.outputs, arrays, runs);
-  if (cx.prog.training() && !printJson)
+  if (cx.prog.training() && !printJson && !cx.liveSteps)
     printSteps(cx.outputs, arrays, cx.firstStep);
   if (withStats && printStats) {
     llvm::outs() << "collectives and bytes moved per rank:\n";
@@ -994,7 +1035,8 @@ int main(int argc, char **argv) {
   std::vector<Output> outputs = outputsOf(prog);
   jit->compile(*module);
   RuntimeOptions rt(prog, timeoutSeconds);
-  RunContext cx{*jit, prog, inputs, outputs, firstStep};
+  RunContext cx{*jit,    prog,      inputs,
+                outputs, firstStep, ranksHoldScalars(outputs)};
   if (backendName == "mpi")
     return runMpi(cx, rt);
   std::vector<RankRun> runs = runThreads(cx, rt);

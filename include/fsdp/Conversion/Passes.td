@@ -23,6 +23,26 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "::mlir::func::FuncOp"> {
+  let summary = "Move each buffer's deallocation up to just after its last "
+                "use (after the wait of a collective that uses it)";
+  let description = [{
+    Runs after upstream ownership-based buffer deallocation (and
+    `convert-bufferization-to-memref`), which frees a block's buffers at the
+    end of the block. A `memref.dealloc` of a `memref.alloc` of the same
+    block moves up to just after the last operation of the block that uses
+    the buffer or a view of it (`ViewLikeOpInterface`,
+    `memref.extract_strided_metadata`), counting an operation whose
+    non-buffer result (a collective's request) is used later as used until
+    that later use (the `fsdp.buffer.wait`). A buffer that escapes in a way
+    the pass cannot follow (returned, yielded, passed through an operation
+    that returns a buffer it does not know, or its address taken) keeps its
+    deallocation where it is. A gathered parameter is then freed after its
+    last use, not at the end of the step.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Compute lowering for CPU (the `compute=fast` path of fsdp-lower-to-llvm)
 //===----------------------------------------------------------------------===//
