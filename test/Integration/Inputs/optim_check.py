@@ -2,10 +2,10 @@
 
     optim_check.py options VARIANT
         prints the --fsdp-pipeline options of VARIANT (keep-grads=true)
-    optim_check.py inputs DATA OPT VARIANT
-        writes lr.npy, step.npy and the optimizer state of every parameter
-        of DATA/model.json into OPT: random state when the variant starts
-        after step 0; zeros on a first step
+    optim_check.py inputs DATA ROOT VARIANT...
+        for each VARIANT writes lr.npy, step.npy and the optimizer state of
+        every parameter of DATA/model.json into ROOT/VARIANT.in: random
+        state when the variant starts after step 0; zeros on a first step
     optim_check.py check DATA ROOT VARIANT... [--grad-rtol R]
         for each VARIANT, compares ROOT/VARIANT.out (fsdp-run's outputs run
         on ROOT/VARIANT.in) with torch.optim (float32, foreach=False) and
@@ -13,7 +13,8 @@
         state and to the gradients the program returned (grad.<name>.npy,
         from keep-grads=true), which are checked against the numpy
         reference with rtol R; without them (keep-grads=false) the update is
-        computed from the numpy reference gradients and compared with rtol R.
+        computed from the numpy reference gradients and compared with rtol
+        1e-5.
 
 A tensor passes when max|got - ref| <= 1e-6 * max|ref| (the acceptance
 tolerance of one step against torch.optim). Prints one line per tensor, and
@@ -33,6 +34,9 @@ from fsdp_mlir import reference
 from fsdp_mlir.optim import OptimizerConfig, optimizer_step, torch_step
 
 TOL = 1e-6
+# The update from the reference's float64 gradients (rounded to float32)
+# instead of the program's own.
+REFERENCE_GRAD_TOL = 1e-5
 
 # name: (hyper-parameters, steps already taken, lr)
 VARIANTS = {
@@ -120,7 +124,7 @@ def check_variant(data: str, root: str, variant: str, grad_rtol: float) -> bool:
         tol = TOL
     else:
         grads = {n: ref[f"grad.{n}"] for n in names}
-        tol = grad_rtol
+        tol = REFERENCE_GRAD_TOL
     grads = {n: g.astype(np.float32) for n, g in grads.items()}
     expected = {
         "torch": torch_step(cfg, params, grads, state, lr, step),
@@ -162,8 +166,9 @@ def main(argv=None) -> int:
         print(VARIANTS[variant][0].pipeline_options() + " keep-grads=true")
         return 0
     if args.command == "inputs":
-        data, opt, variant = args.args
-        make_inputs(data, opt, variant, args.seed)
+        data, root, *variants = args.args
+        for variant in variants:
+            make_inputs(data, os.path.join(root, variant + ".in"), variant, args.seed)
         return 0
     data, root, *variants = args.args
     ok = True
