@@ -20,9 +20,14 @@ constexpr const char *kLowerToLLVMHead =
     "func.func(convert-elementwise-to-linalg)";
 constexpr const char *kLowerToLLVMFastTensor =
     "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
+// Ownership-based deallocation frees every buffer the step allocates at
+// the end of its block (after every collective's wait); results are handed
+// to the caller, which owns them (fsdp-run frees them). It runs before the
+// collectives become runtime calls on raw pointers, which it cannot see.
 constexpr const char *kLowerToLLVMBufferize =
     "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
+    "buffer-deallocation-pipeline,convert-bufferization-to-memref,"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
 constexpr const char *kLowerToLLVMTail =

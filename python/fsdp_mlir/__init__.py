@@ -7,7 +7,8 @@ Modules:
   reference      numpy (float64) forward + hand-derived backward on the global batch
   check          CLI that compares a runner's outputs with the reference
   upstream_exec  runs the generated step with upstream MLIR tools only (no fsdp-opt)
+  checkpoint     reads fsdp-run's sharded checkpoints; converts them to .npy or a torch state_dict
   torch          PyTorch frontend: export an nn.Module's training step (needs torch, torch-mlir)
 """
 
-__all__ = ["model", "mlir_builder", "gen", "reference", "check", "upstream_exec"]
+__all__ = ["model", "mlir_builder", "gen", "reference", "check", "upstream_exec", "checkpoint"]

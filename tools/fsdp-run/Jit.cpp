@@ -1,6 +1,7 @@
 //===- Jit.cpp - compile a lowered module, or load it from the cache ------===//
 
 #include "Jit.h"
+#include "Memory.h"
 #include "Program.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -13,9 +14,11 @@
 #include "mlir/IR/Builders.h"
 #include "mlir/Parser/Parser.h"
 #include "llvm/Config/llvm-config.h"
+#include "llvm/ExecutionEngine/Orc/AbsoluteSymbols.h"
 #include "llvm/ExecutionEngine/Orc/ExecutionUtils.h"
 #include "llvm/ExecutionEngine/Orc/JITTargetMachineBuilder.h"
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
+#include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -89,6 +92,19 @@ bool writeFile(const std::string &path, llvm::StringRef bytes) {
   return !llvm::sys::fs::rename(tmp, path);
 }
 
+/// The JIT'd code's malloc and free, bound to the counting wrappers of
+/// Memory.h (they take precedence over the process's own).
+llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle) {
+  llvm::orc::SymbolMap map;
+  auto bind = [&](llvm::StringRef name, void *fn) {
+    map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
+                         llvm::JITSymbolFlags::Exported};
+  };
+  bind("malloc", reinterpret_cast<void *>(&memory::fsdp_run_jit_malloc));
+  bind("free", reinterpret_cast<void *>(&memory::fsdp_run_jit_free));
+  return map;
+}
+
 void addRunnerLibraries(llvm::orc::LLJIT &jit) {
   llvm::orc::JITDylib &dylib = jit.getMainJITDylib();
   char prefix = jit.getDataLayout().getGlobalPrefix();
@@ -159,6 +175,12 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
                        .create();
       if (lljit) {
         addRunnerLibraries(**lljit);
+        llvm::orc::MangleAndInterner mangle((*lljit)->getExecutionSession(),
+                                            (*lljit)->getDataLayout());
+        if (llvm::Error err = (*lljit)->getMainJITDylib().define(
+                llvm::orc::absoluteSymbols(allocatorSymbols(mangle))))
+          fail("cannot bind the JIT's allocator: " +
+               llvm::toString(std::move(err)));
         if (!(*lljit)->addObjectFile(std::move(*object))) {
           jit->lljit = std::move(*lljit);
           jit->cacheHit = true;
@@ -229,6 +251,7 @@ void Jit::compile(ModuleOp module) {
   if (!engineOr)
     fail("JIT compilation failed: " + llvm::toString(engineOr.takeError()));
   engine = std::move(*engineOr);
+  engine->registerSymbols(allocatorSymbols);
   // Compile now (lookups are lazy), so that the time and the cache see it.
   module.walk([&](LLVM::LLVMFuncOp f) {
     if (!f.getSymName().starts_with("_mlir_ciface_") || f.isExternal())

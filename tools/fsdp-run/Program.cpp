@@ -97,6 +97,31 @@ void attachLayout(Port &p, Program &prog, ModuleOp module,
     fail(where + ": 'type' is not the slot of 'global_type' under its layout");
 }
 
+/// An optional non-negative integer field (an index).
+std::optional<int64_t> indexField(DictionaryAttr dict, StringRef key,
+                                  const Twine &where) {
+  Attribute a = dict.get(key);
+  if (!a)
+    return std::nullopt;
+  auto i = dyn_cast<IntegerAttr>(a);
+  if (!i || i.getValue().isNegative() || i.getValue().getActiveBits() > 62)
+    fail(where + ": '" + key + "' must be a non-negative integer");
+  return i.getInt();
+}
+
+/// update_of, state_of, optim and loss (docs/SEMANTICS.md, training).
+void readTrainingFields(Port &p, DictionaryAttr dict, const Twine &where) {
+  p.updateOf = indexField(dict, "update_of", where);
+  p.stateOf = indexField(dict, "state_of", where);
+  if (Attribute o = dict.get("optim")) {
+    auto s = dyn_cast<StringAttr>(o);
+    if (!s)
+      fail(where + ": 'optim' must be a string");
+    p.optim = s.str();
+  }
+  p.isLoss = dict.get("loss") != nullptr;
+}
+
 Port readPort(Attribute attr, Program &prog, ModuleOp module,
               const Twine &where) {
   auto dict = dyn_cast<DictionaryAttr>(attr);
@@ -117,11 +142,14 @@ Port readPort(Attribute attr, Program &prog, ModuleOp module,
   if (p.globalType.getElementType() != p.type.getElementType() ||
       p.globalType.getRank() != p.type.getRank())
     fail(where + ": 'global_type' and 'type' differ in element type or rank");
+  readTrainingFields(p, dict, where);
   if (Attribute l = dict.get("layout")) {
     auto layout = dyn_cast<mlir::fsdp::LayoutAttr>(l);
     if (!layout)
       fail(where + ": 'layout' is not an #fsdp.layout");
     attachLayout(p, prog, module, layout, where);
+    llvm::raw_string_ostream os(p.layoutText);
+    os << layout;
   } else if (p.globalType != p.type) {
     fail(where + ": 'global_type' differs from 'type' without a layout");
   }
@@ -278,6 +306,30 @@ void stripFSDP(ModuleOp module) {
   });
 }
 
+/// Each fsdp.update_of result names an argument of the same slot type,
+/// global type and layout; no argument is fed by two results.
+void linkUpdates(Program &prog) {
+  prog.fedBy.assign(prog.args.size(), -1);
+  for (auto [i, r] : llvm::enumerate(prog.results)) {
+    if (!r.updateOf)
+      continue;
+    std::string where = "signature of '" + prog.entry + "': result " +
+                        std::to_string(i) + " ('" + r.name + "')";
+    int64_t j = *r.updateOf;
+    if (j >= int64_t(prog.args.size()))
+      fail(where + ": update_of = " + Twine(j) + " is not an argument index");
+    const Port &a = prog.args[j];
+    if (a.type != r.type || a.globalType != r.globalType ||
+        a.layoutText != r.layoutText)
+      fail(where + ": its type or layout differs from argument " + Twine(j) +
+           " ('" + a.name + "') that it updates");
+    if (prog.fedBy[j] >= 0)
+      fail(where + ": argument " + Twine(j) + " ('" + a.name +
+           "') is already updated by result " + Twine(prog.fedBy[j]));
+    prog.fedBy[j] = int64_t(i);
+  }
+}
+
 } // namespace
 
 Program loadProgram(ModuleOp module, StringRef entry) {
@@ -285,6 +337,7 @@ Program loadProgram(ModuleOp module, StringRef entry) {
   DictionaryAttr sig = chooseEntry(module, entry, prog);
   prog.args = readPorts(sig, "args", prog, module);
   prog.results = readPorts(sig, "results", prog, module);
+  linkUpdates(prog);
   defaultMesh(module, prog);
   checkMesh(prog);
   checkFunction(module, prog);

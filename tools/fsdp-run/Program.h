@@ -30,7 +30,14 @@ struct Port {
   mlir::RankedTensorType type;       // what the rank's function sees (slot)
   mlir::RankedTensorType globalType; // the full tensor
   std::optional<::fsdp::layout::Layout> layout;
+  std::string layoutText; // the #fsdp.layout as written ("" without one)
+  // The training contract (docs/SEMANTICS.md): a result that becomes an
+  // argument of the next step, an optimizer state argument, "lr"/"step".
+  std::optional<int64_t> updateOf, stateOf;
+  std::string optim;
+  bool isLoss = false;
   int64_t elementBytes() const;
+  int64_t slotBytes() const { return type.getNumElements() * elementBytes(); }
   /// Words of its strided memref descriptor (pointers, offset, sizes,
   /// strides).
   int64_t descriptorWords() const { return 3 + 2 * type.getRank(); }
@@ -41,7 +48,17 @@ struct Program {
   std::vector<int64_t> meshShape;
   std::vector<std::string> axisNames;
   std::vector<Port> args, results;
+  /// Per argument: the result fed back into it after each training step,
+  /// or -1.
+  std::vector<int64_t> fedBy;
   int64_t meshSize() const { return ::fsdp::layout::product(meshShape); }
+  /// A training step: some result has fsdp.update_of.
+  bool training() const {
+    for (int64_t r : fedBy)
+      if (r >= 0)
+        return true;
+    return false;
+  }
 };
 
 /// Reads and checks the signature of `entry` (the only entry when empty),

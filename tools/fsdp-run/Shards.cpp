@@ -134,20 +134,53 @@ Descriptor Descriptor::forBuffer(void *data, llvm::ArrayRef<int64_t> shape) {
 
 std::vector<char> shardInput(const Port &p, const npy::Array &global,
                              int64_t rank) {
+  return shardInput(p, global.data.data(), rank);
+}
+
+std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
   int64_t bytes = p.elementBytes();
   std::vector<char> buf(p.type.getNumElements() * bytes, 0);
   if (p.layout && !ownsPartial(*p.layout, rank))
     return buf; // a Partial(sum) input: one rank per group holds the value
-  if (!p.layout) {
-    std::memcpy(buf.data(), global.data.data() + rank * buf.size(), buf.size());
+  if (!p.layout && p.type.getRank() == 0) {
+    std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
     return buf;
   }
-  lm::LocalShard s = lm::localShard(*p.layout, global.shape, rank);
-  forEachOwnedRun(s, global.shape, [&](int64_t so, int64_t go, int64_t n) {
-    std::memcpy(buf.data() + so * bytes, global.data.data() + go * bytes,
-                n * bytes);
+  if (!p.layout) {
+    std::memcpy(buf.data(), global + rank * buf.size(), buf.size());
+    return buf;
+  }
+  std::vector<int64_t> shape = p.globalType.getShape().vec();
+  lm::LocalShard s = lm::localShard(*p.layout, shape, rank);
+  forEachOwnedRun(s, shape, [&](int64_t so, int64_t go, int64_t n) {
+    std::memcpy(buf.data() + so * bytes, global + go * bytes, n * bytes);
   });
   return buf;
+}
+
+bool isPrimaryReplica(const Port &p, int64_t rank) {
+  if (!p.layout)
+    return rank == 0;
+  std::vector<int64_t> coords = lm::rankToCoords(p.layout->meshShape, rank);
+  for (size_t a = 0; a < p.layout->placements.size(); ++a)
+    if (!p.layout->placements[a].isSharding() && coords[a] != 0)
+      return false;
+  return true;
+}
+
+void placeOwned(const std::vector<std::vector<lm::Range>> &ranges,
+                const std::vector<int64_t> &slotShape,
+                const std::vector<int64_t> &globalShape, int64_t elementBytes,
+                const char *slot, char *global) {
+  lm::LocalShard s;
+  s.slotShape = slotShape;
+  s.dims.resize(ranges.size());
+  for (size_t d = 0; d < ranges.size(); ++d)
+    s.dims[d].ranges = ranges[d];
+  forEachOwnedRun(s, globalShape, [&](int64_t so, int64_t go, int64_t n) {
+    std::memcpy(global + go * elementBytes, slot + so * elementBytes,
+                n * elementBytes);
+  });
 }
 
 std::vector<char> copyResult(const Port &p, const int64_t *words) {

@@ -25,6 +25,21 @@ struct Descriptor {
 /// This rank's buffer of input `p`: its padded slot, or its batch rows.
 std::vector<char> shardInput(const Port &p, const npy::Array &global,
                              int64_t rank);
+/// The same from the bytes of a global array of `p`'s global shape (the
+/// batch times the world size for an input without a layout).
+std::vector<char> shardInput(const Port &p, const char *global, int64_t rank);
+
+/// Whether `rank` writes `p`'s shard to a checkpoint: the first replica
+/// (coordinate 0 on every axis that does not shard it; rank 0 without a
+/// layout).
+bool isPrimaryReplica(const Port &p, int64_t rank);
+
+/// Copies the elements a slot owns (per dim, the global indices of
+/// `ranges` in slot order) into a row-major global array.
+void placeOwned(const std::vector<std::vector<::fsdp::layout::Range>> &ranges,
+                const std::vector<int64_t> &slotShape,
+                const std::vector<int64_t> &globalShape, int64_t elementBytes,
+                const char *slot, char *global);
 
 /// Reads one result out of the C interface's result struct (`words` points
 /// at its descriptor).

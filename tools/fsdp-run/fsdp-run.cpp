@@ -7,7 +7,9 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "Checkpoint.h"
 #include "Jit.h"
+#include "Memory.h"
 #include "Npy.h"
 #include "Program.h"
 #include "Shards.h"
@@ -27,14 +29,18 @@
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Format.h"
 #include "llvm/Support/InitLLVM.h"
+#include "llvm/Support/JSON.h"
 #include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/raw_ostream.h"
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <functional>
 #include <system_error>
 #include <thread>
+#include <unistd.h>
 
 using namespace mlir;
 using namespace ::fsdp::run;
@@ -79,12 +85,14 @@ static cl::opt<bool>
                cl::desc("Print collectives and bytes per rank"),
                cl::init(false), cl::cat(runCategory));
 
-static cl::opt<int64_t>
-    stepCount("steps",
-              cl::desc("Run the step this many times on the same inputs and "
-                       "print the JIT time and the median and minimum step "
-                       "time (results: the last step's)"),
-              cl::init(1), cl::cat(runCategory));
+static cl::opt<int64_t> stepCount(
+    "steps",
+    cl::desc("A training step (results with fsdp.update_of): run this many "
+             "training steps, feeding the updates back. Otherwise: run the "
+             "step this many times on the same inputs and print the JIT time "
+             "and the median and minimum step time (results: the last "
+             "step's)"),
+    cl::init(1), cl::cat(runCategory));
 static cl::opt<int64_t>
     warmupCount("warmup",
                 cl::desc("Untimed steps before the --steps timed ones"),
@@ -93,6 +101,26 @@ static cl::opt<bool>
     printJson("json",
               cl::desc("Print the timings as one JSON object on stdout"),
               cl::init(false), cl::cat(runCategory));
+static cl::opt<bool> printMemory(
+    "print-memory",
+    cl::desc("Print each rank's measured allocation high-water mark of the "
+             "compiled step and the process's resident set"),
+    cl::init(false), cl::cat(runCategory));
+static cl::opt<std::string>
+    saveDir("save",
+            cl::desc("Training: write sharded checkpoints into "
+                     "<dir>/step-<K> (at the end, and every --save-every "
+                     "steps)"),
+            cl::init(""), cl::cat(runCategory));
+static cl::opt<int64_t>
+    saveEvery("save-every",
+              cl::desc("Training: also save after every K-th global step"),
+              cl::init(0), cl::cat(runCategory));
+static cl::opt<std::string> resumeDir(
+    "resume",
+    cl::desc("Training: start from a checkpoint (a step-<K> directory, or "
+             "the newest complete one in a --save directory), on any mesh"),
+    cl::init(""), cl::cat(runCategory));
 static cl::opt<std::string> jitCacheDir(
     "jit-cache-dir",
     cl::desc("Directory of compiled objects (default: $FSDP_JIT_CACHE_DIR, "
@@ -169,19 +197,83 @@ std::vector<npy::Array> loadInputs(const Program &prog, int64_t world) {
   return inputs;
 }
 
+/// A global input: the same value every step, or one value per step along
+/// a leading dimension (global step g reads slice g).
+struct StepInput {
+  npy::Array array;
+  int64_t stepBytes = 0; // > 0: a leading step dimension
+  const char *at(int64_t step) const {
+    return array.data.data() + step * stepBytes;
+  }
+};
+
+/// Whether a fed-back argument without a file starts at zeros: optimizer
+/// state and the step count (docs/SEMANTICS.md, training).
+bool startsAtZero(const Port &p) { return p.stateOf || p.optim == "step"; }
+
+npy::Array zeros(const Port &p) {
+  npy::Array a;
+  a.descr = npyDescr(p.type.getElementType());
+  a.shape = p.globalType.getShape().vec();
+  a.data.assign(size_t(p.globalType.getNumElements() * p.elementBytes()), 0);
+  return a;
+}
+
+/// One input of a training run. A fed-back argument has its global shape
+/// (or is zeros, see startsAtZero); any other input may also carry a
+/// leading step dimension covering global steps [0, `endStep`).
+StepInput loadStepInput(const Port &p, int64_t world, bool fed,
+                        int64_t endStep) {
+  StepInput in;
+  std::string path = inputPath(p), error;
+  if (fed && startsAtZero(p) && !llvm::sys::fs::exists(path)) {
+    in.array = zeros(p);
+    return in;
+  }
+  npy::Header h;
+  if (!npy::readHeader(path, h, error))
+    fail("input '" + p.name + "': " + error);
+  std::string want = npyDescr(p.type.getElementType());
+  if (h.descr != want && !(want == "<u2" && h.descr == "|V2"))
+    fail("input '" + p.name + "' (" + path + ") has dtype " + h.descr +
+         ", expected " + want);
+  std::vector<int64_t> expect = p.globalType.getShape().vec();
+  if (!p.layout && !expect.empty() &&
+      __builtin_mul_overflow(expect[0], world, &expect[0]))
+    fail("input '" + p.name + "': the global batch is too large");
+  bool perStep = !fed && h.shape.size() == expect.size() + 1 &&
+                 std::equal(expect.begin(), expect.end(), h.shape.begin() + 1);
+  if (!perStep && h.shape != expect)
+    fail("input '" + p.name + "' (" + path + ") has shape " +
+         shapeString(h.shape) + ", expected " + shapeString(expect) +
+         (fed ? " (it is fed back: no step dimension)"
+              : " or [ steps ... ] with one slice per step"));
+  if (perStep && h.shape[0] < endStep)
+    fail("input '" + p.name + "' (" + path + ") has " +
+         llvm::Twine(h.shape[0]) +
+         " step slice(s); this run reads steps up "
+         "to " +
+         llvm::Twine(endStep - 1) + " (counted from 0)");
+  if (!npy::read(path, in.array, error))
+    fail("input '" + p.name + "': " + error);
+  if (perStep)
+    in.stepBytes = int64_t(in.array.data.size()) / h.shape[0];
+  return in;
+}
+
 /// The argument buffers and packed pointers of one rank's call.
 class RankCall {
 public:
-  RankCall(const Program &prog, const std::vector<npy::Array> &inputs,
-           int64_t rank) {
-    for (size_t i = 0; i < prog.args.size(); ++i) {
-      buffers.push_back(shardInput(prog.args[i], inputs[i], rank));
-      descs.push_back(Descriptor::forBuffer(buffers.back().data(),
+  RankCall(const Program &prog, std::vector<std::vector<char>> args)
+      : buffers(std::move(args)) {
+    for (size_t i = 0; i < prog.args.size(); ++i)
+      descs.push_back(Descriptor::forBuffer(buffers[i].data(),
                                             prog.args[i].type.getShape()));
-    }
     size_t words = 0;
-    for (const Port &p : prog.results)
+    for (const Port &p : prog.results) {
+      offsets.push_back(words);
       words += p.descriptorWords();
+    }
     resultStruct.assign(words, 0);
     if (!prog.results.empty())
       pointers.push_back(resultStruct.data());
@@ -195,41 +287,190 @@ public:
     return engine.invokePacked("_mlir_ciface_" + entry, packed);
   }
 
-  std::vector<std::vector<char>> results(const Program &prog) const {
-    std::vector<std::vector<char>> out;
-    size_t w = 0;
-    for (const Port &p : prog.results) {
-      out.push_back(copyResult(p, resultStruct.data() + w));
-      w += p.descriptorWords();
+  /// A copy of result `i`'s elements.
+  std::vector<char> result(const Program &prog, size_t i) const {
+    return copyResult(prog.results[i], resultStruct.data() + offsets[i]);
+  }
+
+  /// Frees the buffers the step returned, each once (results may share a
+  /// buffer). Only live allocations of the step are freed: a result that is
+  /// an argument or a constant is left alone.
+  void releaseResults() {
+    std::vector<void *> done;
+    for (size_t off : offsets) {
+      void *allocated = reinterpret_cast<void *>(resultStruct[off]);
+      if (std::find(done.begin(), done.end(), allocated) != done.end())
+        continue;
+      done.push_back(allocated);
+      memory::release(allocated);
     }
-    return out;
   }
 
 private:
   std::vector<std::vector<char>> buffers;
   std::vector<Descriptor> descs;
   std::vector<int64_t> resultStruct;
+  std::vector<size_t> offsets;
   std::vector<void *> pointers, packed;
 };
 
+/// A file written at the end: a result (its last step's value), the final
+/// value of a fed-back argument, or a scalar result of every step stacked
+/// along a leading dimension (the loss of a training run).
+struct Output {
+  const Port *port;
+  int64_t result;
+  int64_t arg; // >= 0: the fed-back argument
+  bool stacked;
+};
+
+std::vector<Output> outputsOf(const Program &prog) {
+  std::vector<Output> outs;
+  bool training = prog.training();
+  for (size_t i = 0; i < prog.results.size(); ++i) {
+    const Port &r = prog.results[i];
+    if (training && r.updateOf)
+      outs.push_back({&prog.args[*r.updateOf], int64_t(i), *r.updateOf, false});
+    else
+      outs.push_back({&r, int64_t(i), -1, training && r.type.getRank() == 0});
+  }
+  return outs;
+}
+
 struct RankRun {
-  std::vector<std::vector<char>> results;
-  std::vector<double> stepSeconds; // the timed steps
+  std::vector<std::vector<char>> pieces; // per output
+  std::vector<double> stepSeconds;       // the timed steps
   fsdprt_stats_t stats{};
+  memory::Counters memory;
+  int64_t heldAfterStep = 0; // most bytes still allocated after a step
+  std::vector<int64_t> rss;  // rank 0: resident bytes after each step
   std::string error;
 };
 
-void runRank(Jit &engine, const Program &prog,
-             const std::vector<npy::Array> &inputs, fsdprt_comm_t *comm,
+/// The process's resident set size in bytes (0 where unknown).
+int64_t residentBytes() {
+  FILE *f = std::fopen("/proc/self/statm", "r");
+  if (!f)
+    return 0;
+  long long size = 0, resident = 0;
+  int n = std::fscanf(f, "%lld %lld", &size, &resident);
+  std::fclose(f);
+  return n == 2 ? resident * int64_t(sysconf(_SC_PAGESIZE)) : 0;
+}
+
+/// What every rank of a run shares.
+struct RunContext {
+  Jit &engine;
+  const Program &prog;
+  const std::vector<StepInput> &inputs;
+  const std::vector<Output> &outputs;
+  int64_t firstStep; // global steps taken before this run (--resume)
+};
+
+/// Whether every rank of `runner` reports `ok`; names the first that did
+/// not in `error`.
+bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
+           std::string &error) {
+  int64_t size = 1;
+  fsdprt_comm_size(runner, &size);
+  char mine = ok ? 1 : 0;
+  std::vector<char> all(size_t(size), 0);
+  if (fsdprt_all_gather(runner, 1, &mine, all.data(), 1, FSDPRT_U8) !=
+      FSDPRT_OK) {
+    error = what + ": " + fsdprt_comm_error_message(runner);
+    return false;
+  }
+  for (int64_t r = 0; r < size; ++r)
+    if (!all[r]) {
+      if (error.empty())
+        error = what + ": rank " + std::to_string(r) + " failed";
+      return false;
+    }
+  return true;
+}
+
+/// Writes the checkpoint of global step `step` (docs/RUNTIME.md): each
+/// rank its own file into the partial directory, then rank 0 the metadata
+/// and the rename, once every rank has written.
+bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
+                    const std::vector<std::vector<char>> &fed, int64_t rank,
+                    int64_t step, std::string &error) {
+  std::string part = checkpoint::partialDir(saveDir, step),
+              done = checkpoint::finalDir(saveDir, step);
+  std::string what = "saving " + done;
+  bool ok = true;
+  if (rank == 0) {
+    llvm::sys::fs::remove_directories(part);
+    if (std::error_code ec = llvm::sys::fs::create_directories(part)) {
+      error = "cannot create " + part + ": " + ec.message();
+      ok = false;
+    }
+  }
+  if (!agree(runner, ok, what, error))
+    return false;
+  std::vector<uint32_t> crcs;
+  ok = checkpoint::writeRankFile(part, cx.prog, fed, rank, crcs, error);
+  int64_t size = cx.prog.meshSize();
+  std::vector<uint32_t> mine = {ok ? 1u : 0u};
+  mine.insert(mine.end(), crcs.begin(), crcs.end());
+  mine.resize(checkpoint::savedArgs(cx.prog).size() + 1, 0);
+  std::vector<uint32_t> all(mine.size() * size_t(size));
+  if (fsdprt_all_gather(runner, 1, mine.data(), all.data(), mine.size() * 4,
+                        FSDPRT_U8) != FSDPRT_OK) {
+    error = what + ": " + fsdprt_comm_error_message(runner);
+    return false;
+  }
+  std::vector<std::vector<uint32_t>> perRank;
+  for (int64_t r = 0; r < size; ++r) {
+    auto first = all.begin() + r * int64_t(mine.size());
+    if (!*first) {
+      if (error.empty())
+        error = what + ": rank " + std::to_string(r) + " could not write";
+      if (rank == 0)
+        llvm::sys::fs::remove_directories(part);
+      return false;
+    }
+    perRank.emplace_back(first + 1, first + int64_t(mine.size()));
+  }
+  if (rank == 0) {
+    ok = checkpoint::writeMetadata(part, cx.prog, step, perRank, error) &&
+         checkpoint::publish(part, done, error);
+    if (!ok)
+      llvm::sys::fs::remove_directories(part);
+    else if (!printJson)
+      llvm::outs() << "saved checkpoint " << done << "\n";
+  }
+  return agree(runner, ok, what, error);
+}
+
+/// Runs the steps of one rank: a training run feeds the update_of results
+/// back into their arguments (kept in this rank's memory); otherwise the
+/// same inputs every step (--warmup, --steps timing).
+void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
              int64_t rank, RankRun &out) {
   fsdprt_set_thread_comm(comm);
-  // Every step gets fresh copies of the inputs (a step may update its
-  // arguments in place); only the call is timed.
-  std::unique_ptr<RankCall> call;
-  for (int64_t s = 0; s < warmupCount + stepCount; ++s) {
-    call = std::make_unique<RankCall>(prog, inputs, rank);
+  const Program &prog = cx.prog;
+  bool training = prog.training();
+  int64_t total = training ? stepCount : warmupCount + stepCount;
+  bool trackRss = rank == 0 && (printMemory || printJson);
+  std::vector<std::vector<char>> fed(prog.args.size());
+  for (size_t i = 0; i < prog.args.size(); ++i)
+    if (prog.fedBy[i] >= 0)
+      fed[i] = shardInput(prog.args[i], cx.inputs[i].at(0), rank);
+  out.pieces.assign(cx.outputs.size(), {});
+  for (int64_t s = 0; s < total; ++s) {
+    int64_t g = cx.firstStep + s;
+    std::vector<std::vector<char>> args;
+    for (size_t i = 0; i < prog.args.size(); ++i)
+      args.push_back(prog.fedBy[i] >= 0
+                         ? std::move(fed[i])
+                         : shardInput(prog.args[i],
+                                      cx.inputs[i].at(training ? g : 0), rank));
+    // Every step gets fresh input buffers (a step may update its arguments
+    // in place); only the call is timed.
+    RankCall call(prog, std::move(args));
     auto t0 = std::chrono::steady_clock::now();
-    if (llvm::Error err = call->invoke(engine, prog.entry)) {
+    if (llvm::Error err = call.invoke(cx.engine, prog.entry)) {
       out.error = llvm::toString(std::move(err));
       return;
     }
@@ -240,10 +481,35 @@ void runRank(Jit &engine, const Program &prog,
       out.error = fsdprt_comm_error_message(comm);
       return;
     }
-    if (s >= warmupCount)
+    if (training || s >= warmupCount)
       out.stepSeconds.push_back(dt);
+    bool last = s + 1 == total;
+    for (size_t k = 0; k < cx.outputs.size(); ++k) {
+      const Output &o = cx.outputs[k];
+      if (o.stacked) {
+        std::vector<char> v = call.result(prog, size_t(o.result));
+        out.pieces[k].insert(out.pieces[k].end(), v.begin(), v.end());
+      } else if (last && o.arg < 0) {
+        out.pieces[k] = call.result(prog, size_t(o.result));
+      }
+    }
+    for (size_t i = 0; i < prog.results.size(); ++i)
+      if (prog.results[i].updateOf)
+        fed[*prog.results[i].updateOf] = call.result(prog, i);
+    call.releaseResults();
+    out.heldAfterStep =
+        std::max(out.heldAfterStep, memory::current().liveBytes);
+    if (trackRss)
+      out.rss.push_back(residentBytes());
+    bool due = saveEvery > 0 && (g + 1) % saveEvery == 0;
+    if (training && !saveDir.empty() && (due || last) &&
+        !saveCheckpoint(cx, runner, fed, rank, g + 1, out.error))
+      return;
   }
-  out.results = call->results(prog);
+  for (size_t k = 0; k < cx.outputs.size(); ++k)
+    if (cx.outputs[k].arg >= 0)
+      out.pieces[k] = std::move(fed[cx.outputs[k].arg]);
+  out.memory = memory::current();
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 
@@ -254,21 +520,93 @@ void writeResult(const std::string &stem, const npy::Array &a) {
     fail(error);
 }
 
-void writeOutputs(const Program &prog, const std::vector<RankRun> &runs) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(outputsDir))
-    fail("cannot create " + outputsDir + ": " + ec.message());
-  for (size_t i = 0; i < prog.results.size(); ++i) {
-    const Port &p = prog.results[i];
+/// The global value of an output from every rank's piece; a stacked
+/// output gets a leading step dimension.
+npy::Array
+assembleOutput(const Output &o,
+               const std::vector<const std::vector<char> *> &pieces) {
+  if (!o.stacked)
+    return assembleResult(*o.port, pieces);
+  size_t slot = size_t(o.port->slotBytes());
+  size_t steps = slot ? pieces.front()->size() / slot : 0;
+  npy::Array all;
+  for (size_t s = 0; s < steps; ++s) {
+    std::vector<std::vector<char>> slices;
+    for (const std::vector<char> *p : pieces)
+      slices.emplace_back(p->begin() + s * slot, p->begin() + (s + 1) * slot);
+    std::vector<const std::vector<char> *> ptrs;
+    for (const std::vector<char> &v : slices)
+      ptrs.push_back(&v);
+    npy::Array a = assembleResult(*o.port, ptrs);
+    if (s == 0) {
+      all.descr = a.descr;
+      all.shape = a.shape;
+      all.shape.insert(all.shape.begin(), int64_t(steps));
+    }
+    all.data.insert(all.data.end(), a.data.begin(), a.data.end());
+  }
+  if (steps == 0) {
+    all.descr = npyDescr(o.port->type.getElementType());
+    all.shape = o.port->globalType.getShape().vec();
+    all.shape.insert(all.shape.begin(), 0);
+  }
+  return all;
+}
+
+std::vector<npy::Array> assembleOutputs(const std::vector<Output> &outputs,
+                                        const std::vector<RankRun> &runs) {
+  std::vector<npy::Array> arrays;
+  for (size_t k = 0; k < outputs.size(); ++k) {
     std::vector<const std::vector<char> *> pieces;
     for (const RankRun &run : runs)
-      pieces.push_back(&run.results[i]);
-    npy::Array a = assembleResult(p, pieces);
-    for (size_t r = 0; !p.layout && writeAllRanks && r < runs.size(); ++r) {
-      npy::Array copy = a;
-      copy.data = *pieces[r];
+      pieces.push_back(&run.pieces[k]);
+    arrays.push_back(assembleOutput(outputs[k], pieces));
+  }
+  return arrays;
+}
+
+void writeOutputs(const std::vector<Output> &outputs,
+                  const std::vector<npy::Array> &arrays,
+                  const std::vector<RankRun> &runs) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(outputsDir))
+    fail("cannot create " + outputsDir + ": " + ec.message());
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    const Port &p = *outputs[k].port;
+    for (size_t r = 0;
+         !p.layout && !outputs[k].stacked && writeAllRanks && r < runs.size();
+         ++r) {
+      npy::Array copy = arrays[k];
+      copy.data = runs[r].pieces[k];
       writeResult(p.name + ".rank" + std::to_string(r), copy);
     }
-    writeResult(p.name, a);
+    writeResult(p.name, arrays[k]);
+  }
+}
+
+/// An f32 or f64 scalar as a double.
+double scalarAt(const npy::Array &a, size_t i) {
+  if (a.descr == "<f8")
+    return reinterpret_cast<const double *>(a.data.data())[i];
+  if (a.descr == "<f4")
+    return reinterpret_cast<const float *>(a.data.data())[i];
+  return std::nan("");
+}
+
+/// One line per training step with its scalar results (the loss, ...).
+void printSteps(const std::vector<Output> &outputs,
+                const std::vector<npy::Array> &arrays, int64_t firstStep) {
+  std::vector<size_t> scalars;
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (outputs[k].stacked)
+      scalars.push_back(k);
+  if (scalars.empty())
+    return;
+  for (int64_t s = 0; s < stepCount; ++s) {
+    llvm::outs() << "step " << firstStep + s + 1 << ":";
+    for (size_t k : scalars)
+      llvm::outs() << " " << outputs[k].port->name << " "
+                   << llvm::format("%.8g", scalarAt(arrays[k], size_t(s)));
+    llvm::outs() << "\n";
   }
 }
 
@@ -279,6 +617,26 @@ void printRankStats(int64_t rank, const fsdprt_stats_t &s) {
                << ", all_reduce " << s.calls[FSDPRT_KIND_ALL_REDUCE]
                << "), sent " << s.total_bytes_sent << " B, received "
                << s.total_bytes_received << " B\n";
+}
+
+/// The measured memory of the compiled step per rank (--print-memory).
+void printMemoryReport(const std::vector<RankRun> &runs, int64_t steps) {
+  llvm::outs() << "measured memory of the compiled step (malloc/free of the "
+                  "JIT'd code, per rank):\n";
+  for (size_t r = 0; r < runs.size(); ++r) {
+    const RankRun &run = runs[r];
+    llvm::outs() << "  rank " << r << ": peak " << run.memory.peakBytes
+                 << " B, "
+                 << run.memory.allocations / std::max<int64_t>(1, steps)
+                 << " allocations per step, held after a step "
+                 << run.heldAfterStep << " B\n";
+  }
+  const std::vector<int64_t> &rss = runs.front().rss;
+  if (!rss.empty())
+    llvm::outs() << llvm::format(
+        "  resident set of the process: %.1f MiB after step 1, %.1f MiB "
+        "after step %zu\n",
+        rss.front() / 1048576.0, rss.back() / 1048576.0, rss.size());
 }
 
 /// Runtime options: the timeout and the mesh's axis names for messages.
@@ -292,88 +650,111 @@ struct RuntimeOptions {
     options.timeout_s = timeout;
     options.axis_names = names.empty() ? nullptr : names.data();
   }
+  /// The runner's own exchanges (checkpoints, results) wait longer than the
+  /// program's collectives: a rank that skipped one of those is reported by
+  /// its peers' timeout first.
+  fsdprt_options_t runnerOptions() const {
+    fsdprt_options_t o = options;
+    o.axis_names = nullptr;
+    if (o.timeout_s > 0)
+      o.timeout_s = 2 * o.timeout_s + 2;
+    return o;
+  }
 };
 
 /// Starts one thread per rank; a failure to start one aborts the world so
 /// that the started ranks return, then fails.
-void startRankThreads(std::vector<std::thread> &threads, fsdprt_world_t *world,
-                      int64_t size,
-                      const std::function<void(fsdprt_comm_t *, int64_t)> &fn) {
+void startRankThreads(
+    std::vector<std::thread> &threads, fsdprt_world_t *world,
+    fsdprt_world_t *runnerWorld, int64_t size,
+    const std::function<void(fsdprt_comm_t *, fsdprt_comm_t *, int64_t)> &fn) {
   threads.reserve(size_t(size));
   try {
     for (int64_t r = 0; r < size; ++r) {
-      fsdprt_comm_t *comm = nullptr;
+      fsdprt_comm_t *comm = nullptr, *runner = nullptr;
       fsdprt_threads_comm(world, r, &comm);
-      threads.emplace_back(fn, comm, r);
+      fsdprt_threads_comm(runnerWorld, r, &runner);
+      threads.emplace_back(fn, comm, runner, r);
     }
   } catch (const std::system_error &e) {
     fsdprt_world_abort(world, "fsdp-run could not start every rank");
+    fsdprt_world_abort(runnerWorld, "fsdp-run could not start every rank");
     for (auto &t : threads)
       t.join();
     fsdprt_world_destroy(world);
+    fsdprt_world_destroy(runnerWorld);
     fail("cannot start thread " + llvm::Twine(threads.size()) + " of " +
          llvm::Twine(size) + " for the threads backend (" + e.what() +
          "); use fewer ranks or the mpi backend");
   }
 }
 
-std::vector<RankRun> runThreads(Jit &engine, const Program &prog,
-                                const std::vector<npy::Array> &inputs,
+std::vector<RankRun> runThreads(const RunContext &cx,
                                 const RuntimeOptions &rt) {
+  const Program &prog = cx.prog;
   int64_t size = prog.meshSize();
   if (size > kMaxThreadRanks)
     fail("the mesh has " + llvm::Twine(size) +
          " ranks; the threads backend runs at most " +
          llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
-  fsdprt_world_t *world = nullptr;
+  fsdprt_world_t *world = nullptr, *runnerWorld = nullptr;
+  fsdprt_options_t runnerOptions = rt.runnerOptions();
   if (fsdprt_threads_world_create(prog.meshShape.size(), prog.meshShape.data(),
-                                  &rt.options, &world) != FSDPRT_OK)
+                                  &rt.options, &world) != FSDPRT_OK ||
+      fsdprt_threads_world_create(1, &size, &runnerOptions, &runnerWorld) !=
+          FSDPRT_OK)
     fail("cannot create the threads world");
   std::vector<RankRun> runs(size);
   std::vector<std::thread> threads;
-  startRankThreads(threads, world, size, [&](fsdprt_comm_t *comm, int64_t r) {
-    runRank(engine, prog, inputs, comm, r, runs[r]);
-  });
+  startRankThreads(threads, world, runnerWorld, size,
+                   [&](fsdprt_comm_t *comm, fsdprt_comm_t *runner, int64_t r) {
+                     runRank(cx, comm, runner, r, runs[r]);
+                   });
   for (auto &t : threads)
     t.join();
   fsdprt_world_destroy(world);
+  fsdprt_world_destroy(runnerWorld);
   return runs;
 }
 
-/// Every rank's result pieces, gathered on a communicator of the runner's
-/// own, so that this exchange never pairs with one of the program's
-/// collectives. It waits longer than the program's collectives: a rank that
-/// skipped one of those is reported by its peers' timeout first.
-std::vector<RankRun> gatherResults(const Program &prog, RankRun &mine,
-                                   int64_t rank, const RuntimeOptions &rt) {
-  int64_t size = prog.meshSize();
-  fsdprt_options_t options = rt.options;
-  options.axis_names = nullptr;
-  if (options.timeout_s > 0)
-    options.timeout_s = 2 * options.timeout_s + 2;
-  fsdprt_comm_t *comm = nullptr;
-  if (fsdprt_mpi_comm_create(1, &size, &options, &comm) != FSDPRT_OK)
-    fail("rank " + llvm::Twine(rank) +
-         ": cannot create the communicator for the results");
+/// Every rank's output pieces and memory counters, gathered on the
+/// runner's communicator, so that this exchange never pairs with one of
+/// the program's collectives.
+std::vector<RankRun> gatherResults(RankRun &mine, int64_t rank, int64_t size,
+                                   fsdprt_comm_t *comm) {
   std::vector<RankRun> runs(size);
-  for (const std::vector<char> &piece : mine.results) {
-    std::vector<char> all(piece.size() * size);
-    if (fsdprt_all_gather(comm, 1, piece.data(), all.data(), piece.size(),
-                          FSDPRT_U8) != FSDPRT_OK)
+  auto gather = [&](const void *data, void *all, size_t bytes) {
+    if (fsdprt_all_gather(comm, 1, data, all, bytes, FSDPRT_U8) != FSDPRT_OK)
       fail("rank " + llvm::Twine(rank) + ": gathering the results failed: " +
            fsdprt_comm_error_message(comm));
+  };
+  for (const std::vector<char> &piece : mine.pieces) {
+    std::vector<char> all(piece.size() * size);
+    gather(piece.data(), all.data(), piece.size());
     for (int64_t r = 0; r < size; ++r)
-      runs[r].results.emplace_back(all.begin() + r * piece.size(),
-                                   all.begin() + (r + 1) * piece.size());
+      runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
+                                  all.begin() + (r + 1) * piece.size());
+  }
+  int64_t counters[3] = {mine.memory.peakBytes, mine.memory.allocations,
+                         mine.heldAfterStep};
+  std::vector<int64_t> all(3 * size_t(size));
+  gather(counters, all.data(), sizeof(counters));
+  for (int64_t r = 0; r < size; ++r) {
+    runs[r].memory.peakBytes = all[3 * r];
+    runs[r].memory.allocations = all[3 * r + 1];
+    runs[r].heldAfterStep = all[3 * r + 2];
   }
   runs[rank].stats = mine.stats;
-  fsdprt_comm_destroy(comm);
+  runs[rank].rss = mine.rss;
+  runs[rank].stepSeconds = mine.stepSeconds;
   return runs;
 }
 
 /// The JIT and step times: human-readable or one JSON object. A step's
 /// time is the slowest rank's (this process's ranks).
-void printTimings(const Jit &jit, const std::vector<RankRun> &runs) {
+void printTimings(const Jit &jit, const std::vector<RankRun> &runs,
+                  const std::vector<Output> &outputs,
+                  const std::vector<npy::Array> &arrays, bool training) {
   bool timed = printJson || stepCount > 1 || warmupCount > 0;
   if (!timed)
     return;
@@ -392,16 +773,43 @@ void printTimings(const Jit &jit, const std::vector<RankRun> &runs) {
       n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
   double minimum = sorted.front();
   if (printJson) {
+    auto list = [](const auto &v) {
+      std::string s = "[";
+      for (size_t i = 0; i < v.size(); ++i) {
+        llvm::raw_string_ostream os(s);
+        os << (i ? ", " : "") << v[i];
+      }
+      return s + "]";
+    };
+    std::vector<int64_t> peaks, held, allocs;
+    for (const RankRun &r : runs) {
+      peaks.push_back(r.memory.peakBytes);
+      held.push_back(r.heldAfterStep);
+      allocs.push_back(r.memory.allocations);
+    }
     llvm::outs() << "{\"parse_s\": " << jit.parseSeconds
                  << ", \"jit_s\": " << jit.compileSeconds
                  << ", \"jit_cached\": " << (jit.cacheHit ? "true" : "false")
                  << ", \"warmup\": " << warmupCount.getValue()
                  << ", \"steps\": " << stepCount.getValue()
                  << ", \"step_median_s\": " << median
-                 << ", \"step_min_s\": " << minimum << ", \"step_s\": [";
-    for (size_t i = 0; i < steps.size(); ++i)
-      llvm::outs() << (i ? ", " : "") << steps[i];
-    llvm::outs() << "]}\n";
+                 << ", \"step_min_s\": " << minimum
+                 << ", \"step_s\": " << list(steps)
+                 << ", \"training\": " << (training ? "true" : "false")
+                 << ", \"jit_peak_bytes\": " << list(peaks)
+                 << ", \"jit_held_after_step_bytes\": " << list(held)
+                 << ", \"jit_allocations\": " << list(allocs)
+                 << ", \"rss_bytes\": " << list(runs.front().rss);
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      if (!outputs[k].stacked)
+        continue;
+      std::vector<double> values;
+      for (int64_t s = 0; s < arrays[k].shape[0]; ++s)
+        values.push_back(scalarAt(arrays[k], size_t(s)));
+      llvm::outs() << ", \"" << llvm::json::fixUTF8(outputs[k].port->name)
+                   << "\": " << list(values);
+    }
+    llvm::outs() << "}\n";
     return;
   }
   llvm::outs() << llvm::format(
@@ -413,31 +821,57 @@ void printTimings(const Jit &jit, const std::vector<RankRun> &runs) {
       median * 1e3, minimum * 1e3);
 }
 
-int runMpi(Jit &engine, const Program &prog,
-           const std::vector<npy::Array> &inputs, const RuntimeOptions &rt) {
-  fsdprt_comm_t *comm = nullptr;
+/// Everything rank 0 (or the threads process) reports after a run.
+void report(const RunContext &cx, const std::vector<RankRun> &runs,
+            bool withStats) {
+  std::vector<npy::Array> arrays = assembleOutputs(cx.outputs, runs);
+  writeOutputs(cx.outputs, arrays, runs);
+  if (cx.prog.training() && !printJson)
+    printSteps(cx.outputs, arrays, cx.firstStep);
+  if (withStats && printStats) {
+    llvm::outs() << "collectives and bytes moved per rank:\n";
+    for (size_t r = 0; r < runs.size(); ++r)
+      printRankStats(int64_t(r), runs[r].stats);
+  }
+  if (printMemory && !printJson)
+    printMemoryReport(runs, cx.prog.training() ? stepCount.getValue()
+                                               : stepCount.getValue() +
+                                                     warmupCount.getValue());
+  printTimings(cx.engine, runs, cx.outputs, arrays, cx.prog.training());
+}
+
+int runMpi(const RunContext &cx, const RuntimeOptions &rt) {
+  const Program &prog = cx.prog;
+  fsdprt_comm_t *comm = nullptr, *runner = nullptr;
   if (fsdprt_mpi_comm_create(prog.meshShape.size(), prog.meshShape.data(),
                              &rt.options, &comm) != FSDPRT_OK)
     fail("cannot create the MPI communicator (is the world size " +
          llvm::Twine(prog.meshSize()) + " under mpirun?)");
-  int64_t rank = 0;
+  int64_t rank = 0, size = prog.meshSize();
   fsdprt_comm_rank(comm, &rank);
+  fsdprt_options_t runnerOptions = rt.runnerOptions();
+  if (fsdprt_mpi_comm_create(1, &size, &runnerOptions, &runner) != FSDPRT_OK)
+    fail("rank " + llvm::Twine(rank) +
+         ": cannot create the communicator for the results");
   RankRun mine;
-  runRank(engine, prog, inputs, comm, rank, mine);
+  runRank(cx, comm, runner, rank, mine);
   if (!mine.error.empty())
     fail("rank " + llvm::Twine(rank) + ": " + mine.error);
-  std::vector<RankRun> runs = gatherResults(prog, mine, rank, rt);
+  std::vector<RankRun> runs = gatherResults(mine, rank, size, runner);
   if (rank == 0) {
-    writeOutputs(prog, runs);
-    printTimings(engine, {mine});
-    if (printStats)
+    // Timings and statistics are this process's (rank 0's).
+    bool stats = printStats;
+    printStats = false;
+    report(cx, runs, false);
+    if (stats)
       printRankStats(0, mine.stats);
   }
+  fsdprt_comm_destroy(runner);
   fsdprt_comm_destroy(comm);
   return 0;
 }
 
-int reportThreads(const Program &prog, const std::vector<RankRun> &runs) {
+int reportThreads(const RunContext &cx, const std::vector<RankRun> &runs) {
   bool failed = false;
   for (size_t r = 0; r < runs.size(); ++r)
     if (!runs[r].error.empty()) {
@@ -447,12 +881,7 @@ int reportThreads(const Program &prog, const std::vector<RankRun> &runs) {
     }
   if (failed)
     return 1;
-  writeOutputs(prog, runs);
-  if (printStats) {
-    llvm::outs() << "collectives and bytes moved per rank:\n";
-    for (size_t r = 0; r < runs.size(); ++r)
-      printRankStats(int64_t(r), runs[r].stats);
-  }
+  report(cx, runs, true);
   return 0;
 }
 
@@ -467,6 +896,62 @@ void parseOptions(int argc, char **argv) {
     fail("--steps must be at least 1");
   if (warmupCount < 0)
     fail("--warmup must not be negative");
+  if (saveEvery < 0)
+    fail("--save-every must not be negative");
+  if (saveEvery > 0 && saveDir.empty())
+    fail("--save-every needs --save DIR");
+}
+
+/// Training-only options on a module that is not a training step, and
+/// fed-back arguments fsdp-run cannot keep.
+void checkTraining(const Program &prog) {
+  if (!prog.training()) {
+    if (!saveDir.empty() || !resumeDir.empty())
+      fail("--save and --resume need a training step (a result with "
+           "fsdp.update_of); '" +
+           prog.entry + "' has none");
+    return;
+  }
+  if (warmupCount > 0)
+    fail("--warmup times a step on the same inputs; a training step "
+         "feeds its updates back (use --steps)");
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    const Port &p = prog.args[i];
+    if (prog.fedBy[i] >= 0 && !p.layout && p.type.getRank() > 0 &&
+        prog.meshSize() > 1)
+      fail("argument '" + p.name +
+           "' is fed back but has no layout; give it one (a replicated "
+           "layout for a value every rank holds)");
+  }
+}
+
+/// The inputs of every step: from --inputs, or from the checkpoint for
+/// the fed-back arguments with --resume.
+std::vector<StepInput> loadRunInputs(const Program &prog, int64_t &firstStep) {
+  std::vector<StepInput> inputs;
+  firstStep = 0;
+  if (!prog.training()) {
+    for (npy::Array &a : loadInputs(prog, prog.meshSize()))
+      inputs.push_back(StepInput{std::move(a), 0});
+    return inputs;
+  }
+  std::optional<checkpoint::Loaded> loaded;
+  if (!resumeDir.empty()) {
+    loaded = checkpoint::load(resumeDir, prog);
+    firstStep = loaded->step;
+    if (!printJson)
+      llvm::outs() << "resumed from " << loaded->dir << " after step "
+                   << firstStep << "\n";
+  }
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    bool fed = prog.fedBy[i] >= 0;
+    if (fed && loaded)
+      inputs.push_back(StepInput{std::move(loaded->values[i]), 0});
+    else
+      inputs.push_back(loadStepInput(prog.args[i], prog.meshSize(), fed,
+                                     firstStep + stepCount));
+  }
+  return inputs;
 }
 
 void registerDialects(DialectRegistry &registry) {
@@ -503,14 +988,15 @@ int main(int argc, char **argv) {
   if (worldSize != 0 && worldSize != meshSize)
     fail("world size " + llvm::Twine(worldSize.getValue()) +
          " does not match the mesh size " + llvm::Twine(meshSize));
-  std::vector<npy::Array> inputs = loadInputs(prog, meshSize);
+  checkTraining(prog);
+  int64_t firstStep = 0;
+  std::vector<StepInput> inputs = loadRunInputs(prog, firstStep);
+  std::vector<Output> outputs = outputsOf(prog);
   jit->compile(*module);
   RuntimeOptions rt(prog, timeoutSeconds);
+  RunContext cx{*jit, prog, inputs, outputs, firstStep};
   if (backendName == "mpi")
-    return runMpi(*jit, prog, inputs, rt);
-  std::vector<RankRun> runs = runThreads(*jit, prog, inputs, rt);
-  int rc = reportThreads(prog, runs);
-  if (rc == 0)
-    printTimings(*jit, runs);
-  return rc;
+    return runMpi(cx, rt);
+  std::vector<RankRun> runs = runThreads(cx, rt);
+  return reportThreads(cx, runs);
 }
