@@ -16,6 +16,14 @@
         computed from the numpy reference gradients and compared with rtol
         1e-5.
 
+    optim_check.py train DATA ROOT VARIANT STEPS
+        writes per-step data (a leading step dimension) and a learning-rate
+        schedule into ROOT/train.in
+    optim_check.py train-check DATA ROOT VARIANT STEPS
+        compares fsdp-run's training outputs ROOT/train.out (loss.npy,
+        grad_norm.npy, the final parameters, state and step) with
+        fsdp_mlir.reference.train in float32, within 1e-5 of max|ref|
+
 A tensor passes when max|got - ref| <= 1e-6 * max|ref| (the acceptance
 tolerance of one step against torch.optim). Prints one line per tensor, and
 PASS or FAIL.
@@ -154,9 +162,45 @@ def check_variant(data: str, root: str, variant: str, grad_rtol: float) -> bool:
     return ok
 
 
+TRAIN_TOL = 1e-5
+
+
+def train_inputs(data: str, root: str, variant: str, steps: int) -> None:
+    model = M.load_model(data)
+    _, _, lr = VARIANTS[variant]
+    rng = np.random.default_rng(2)
+    opt = os.path.join(root, "train.in")
+    os.makedirs(opt, exist_ok=True)
+    for d in model["data"]:
+        batch = rng.standard_normal([steps] + d["shape"]).astype(np.float32)
+        np.save(os.path.join(opt, d["name"] + ".npy"), batch)
+    # A linear decay to a tenth.
+    np.save(os.path.join(opt, "lr.npy"), np.linspace(lr, lr / 10, steps).astype(np.float32))
+
+
+def train_check(data: str, root: str, variant: str, steps: int) -> bool:
+    model = M.load_model(data)
+    cfg, _, _ = VARIANTS[variant]
+    opt, out = os.path.join(root, "train.in"), os.path.join(root, "train.out")
+    values = M.load_inputs(model, data)
+    for d in model["data"]:
+        values[d["name"]] = load(os.path.join(opt, d["name"] + ".npy"))
+    lr = load(os.path.join(opt, "lr.npy"))
+    ref = reference.train(model, values, cfg, steps, lr, dtype=np.float32)
+    print(f"train {variant}: {steps} steps, {cfg.pipeline_options()}")
+    ok = compare("loss", load(os.path.join(out, "loss.npy")), ref["loss"], TRAIN_TOL)
+    if cfg.max_grad_norm > 0.0:
+        got = load(os.path.join(out, "grad_norm.npy"))
+        ok &= compare("grad_norm", got, ref["grad_norm"], TRAIN_TOL)
+    for name, value in list(ref["params"].items()) + list(ref["state"].items()):
+        ok &= compare(name, load(os.path.join(out, name + ".npy")), value, TRAIN_TOL)
+    print("PASS" if ok else "FAIL")
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=("options", "inputs", "check"))
+    ap.add_argument("command", choices=("options", "inputs", "check", "train", "train-check"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--grad-rtol", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=1)
@@ -170,6 +214,12 @@ def main(argv=None) -> int:
         for variant in variants:
             make_inputs(data, os.path.join(root, variant + ".in"), variant, args.seed)
         return 0
+    if args.command in ("train", "train-check"):
+        data, root, variant, steps = args.args
+        if args.command == "train":
+            train_inputs(data, root, variant, int(steps))
+            return 0
+        return 0 if train_check(data, root, variant, int(steps)) else 1
     data, root, *variants = args.args
     ok = True
     for variant in variants:
