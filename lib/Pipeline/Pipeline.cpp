@@ -65,6 +65,7 @@ FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
   if (std::optional<QuantFormat> format = toQuantFormat(quantize))
     o.format = *format;
   o.minElements = quantizeMinElements;
+  o.split = quantizeSplit;
   return o;
 }
 

@@ -333,6 +333,30 @@ FSDPRT_API void fsdprt_jit_quantized_all_gather(void *send, void *recv,
                                                 int64_t cols,
                                                 int64_t group_mask);
 
+/*
+ * The same gather in local steps, so that the compiler can move the bytes
+ * with a plain (bucketed, started-early) FSDPRT_U8 all-gather in between
+ * (fsdp.buffer.quant_amax / quantize / dequantize). Results are bit-identical
+ * to fsdprt_jit_quantized_all_gather's.
+ *
+ * fsdprt_jit_quant_amax: *amax = max |x| over `count` elements (NaN
+ * propagates), the value the per-tensor formats and NVFP4 all-reduce (max).
+ * fsdprt_jit_quantize: this rank's packet [data | scales | per-tensor fp32]
+ * (fsdprt_quant_wire_bytes of [rows, cols]) into `packet`; `amax` points to
+ * the group's amax for the formats that use it, else is ignored (may be
+ * NULL). fsdprt_jit_dequantize: `k` gathered packets into k * rows * cols
+ * elements, slot after slot. No communication; errors are recorded like
+ * those of the other jit entry points.
+ */
+FSDPRT_API void fsdprt_jit_quant_amax(const void *x, void *amax, int64_t count,
+                                      int32_t dtype);
+FSDPRT_API void fsdprt_jit_quantize(const void *x, const void *amax,
+                                    void *packet, int64_t count, int32_t dtype,
+                                    int32_t format, int64_t rows, int64_t cols);
+FSDPRT_API void fsdprt_jit_dequantize(const void *packets, void *y, int64_t k,
+                                      int32_t dtype, int32_t format,
+                                      int64_t rows, int64_t cols);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

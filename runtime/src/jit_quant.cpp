@@ -117,6 +117,10 @@ std::string badArguments(fsdprt_comm *c, const void *send, const void *recv,
   return "";
 }
 
+void dequantizeAll(fsdprt_comm *c, const uint8_t *all, void *recv, int64_t k,
+                   int64_t count, int32_t dtype, int32_t fmt,
+                   const fsdprt_quant_layout &layout);
+
 // Quantizes this rank's shard with the group's scale, all-gathers the
 // packets and dequantizes every slot into `recv`.
 void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
@@ -148,6 +152,17 @@ void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
   if (fsdprt_all_gather(c, group_mask, mine.data(), all.data(), wire,
                         FSDPRT_U8) != FSDPRT_OK)
     return; // recorded by the collective
+  dequantizeAll(c, all.data(), recv, k, count, dtype, fmt, layout);
+}
+
+// Dequantizes `k` gathered packets into `recv`, slot after slot.
+void dequantizeAll(fsdprt_comm *c, const uint8_t *all, void *recv, int64_t k,
+                   int64_t count, int32_t dtype, int32_t fmt,
+                   const fsdprt_quant_layout &layout) {
+  const char *fmtName = fsdprt_quant_format_name(fmt);
+  const int qdtype = dtype;
+  const int64_t wire =
+      int64_t(layout.data_bytes + layout.scale_bytes + layout.tensor_bytes);
   const size_t slotBytes = size_t(count) * fsdprt_dtype_size(dtype);
   if (fmt == FSDPRT_QUANT_FP8_BLOCK_1X128_T) {
     // TE's scale layout: the k gathered [nb, rows] arrays, swapped into the
@@ -157,9 +172,8 @@ void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
     std::vector<uint8_t> data(db * size_t(k)), gathered(sb * size_t(k));
     std::vector<float> scales(gathered.size() / sizeof(float));
     for (int64_t j = 0; j < k; ++j) {
-      std::memcpy(data.data() + size_t(j) * db, all.data() + j * wire, db);
-      std::memcpy(gathered.data() + size_t(j) * sb, all.data() + j * wire + db,
-                  sb);
+      std::memcpy(data.data() + size_t(j) * db, all + j * wire, db);
+      std::memcpy(gathered.data() + size_t(j) * sb, all + j * wire + db, sb);
     }
     if (fsdprt_quant_swap_first_dims(gathered.data(), scales.data(), size_t(k),
                                      size_t(layout.scale_rows),
@@ -173,7 +187,7 @@ void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
     return;
   }
   for (int64_t j = 0; j < k; ++j) {
-    Packet slot{layout, all.data() + j * wire};
+    Packet slot{layout, const_cast<uint8_t *>(all) + j * wire};
     if (dequantize(fmt, slot, layout,
                    static_cast<char *>(recv) + size_t(j) * slotBytes,
                    qdtype) != FSDPRT_QUANT_OK)
@@ -202,9 +216,113 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
   exchange(c, send, recv, count, dtype, fmt, layout, group_mask);
 }
 
+// The checks and layout of the local steps; the reason when they fail.
+std::string localLayout(int32_t dtype, int32_t fmt, int64_t rows, int64_t cols,
+                        fsdprt_quant_layout *layout) {
+  if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
+    return format("dtype %s: only f32 and bf16 quantize",
+                  fsdprt_dtype_name(dtype));
+  if (!fsdprt_quant_format_name(fmt))
+    return format("unknown format %d", (int)fmt);
+  int64_t shape[2] = {rows, cols};
+  if (rows <= 0 || cols <= 0 ||
+      fsdprt_quant_get_layout(fmt, shape, 2, layout) != FSDPRT_QUANT_OK)
+    return format("%s: shape [%lld, %lld]: %s", fsdprt_quant_format_name(fmt),
+                  (long long)rows, (long long)cols,
+                  rows <= 0 || cols <= 0 ? "not positive"
+                                         : fsdprt_quant_last_error());
+  return "";
+}
+
+// Runs a local step on the thread's comm: nothing after an earlier error,
+// the error recorded (and the job ended on mpi) after a failing one.
+template <typename F> void localStep(const char *entry, F &&step) {
+  fsdprt_comm *c = fsdprt_get_thread_comm();
+  if (!c) {
+    // The process-level "no communicator" error of the other entry points.
+    fsdprt_jit_all_gather(nullptr, nullptr, 0, FSDPRT_U8, 0);
+    return;
+  }
+  if (c->first_error() != FSDPRT_OK)
+    return;
+  std::string bad;
+  try {
+    bad = step();
+  } catch (const std::bad_alloc &) {
+    bad = "out of memory";
+  }
+  if (!bad.empty()) {
+    Status st(
+        FSDPRT_ERR_INVALID_ARGUMENT,
+        format("rank %lld: %s: %s", (long long)c->rank, entry, bad.c_str()));
+    c->abort(st);
+    c->record_error(st);
+  }
+  if (c->first_error() != FSDPRT_OK)
+    c->jit_failed();
+}
+
 } // namespace
 
 extern "C" {
+
+void fsdprt_jit_quant_amax(const void *x, void *amax, int64_t count,
+                           int32_t dtype) {
+  localStep("quant_amax", [&]() -> std::string {
+    if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
+      return format("dtype %s: only f32 and bf16 quantize",
+                    fsdprt_dtype_name(dtype));
+    if (count < 0 || (count > 0 && !x) || !amax)
+      return "bad buffer or count";
+    float value = 0;
+    if (fsdprt_quant_amax(x, dtype, size_t(count), &value) != FSDPRT_QUANT_OK)
+      return fsdprt_quant_last_error();
+    std::memcpy(amax, &value, sizeof(float));
+    return "";
+  });
+}
+
+void fsdprt_jit_quantize(const void *x, const void *amax, void *packet,
+                         int64_t count, int32_t dtype, int32_t fmt,
+                         int64_t rows, int64_t cols) {
+  localStep("quantize", [&]() -> std::string {
+    fsdprt_quant_layout layout;
+    std::string bad = localLayout(dtype, fmt, rows, cols, &layout);
+    if (!bad.empty())
+      return bad;
+    if (rows * cols != count || !x || !packet)
+      return "bad buffer or count";
+    float groupAmax = 0;
+    if (usesGroupAmax(fmt)) {
+      if (!amax)
+        return "the format needs the group's amax";
+      std::memcpy(&groupAmax, amax, sizeof(float));
+    }
+    if (quantize(fmt, x, dtype, layout, groupAmax,
+                 Packet{layout, static_cast<uint8_t *>(packet)}) !=
+        FSDPRT_QUANT_OK)
+      return std::string(fsdprt_quant_format_name(fmt)) + ": " +
+             fsdprt_quant_last_error();
+    return "";
+  });
+}
+
+void fsdprt_jit_dequantize(const void *packets, void *y, int64_t k,
+                           int32_t dtype, int32_t fmt, int64_t rows,
+                           int64_t cols) {
+  localStep("dequantize", [&]() -> std::string {
+    fsdprt_quant_layout layout;
+    std::string bad = localLayout(dtype, fmt, rows, cols, &layout);
+    if (!bad.empty())
+      return bad;
+    if (k < 1 || !packets || !y)
+      return "bad buffer or packet count";
+    fsdprt_comm *c = fsdprt_get_thread_comm();
+    dequantizeAll(c, static_cast<const uint8_t *>(packets), y, k, rows * cols,
+                  dtype, fmt, layout);
+    return "";
+  });
+}
 
 void fsdprt_jit_quantized_all_gather(void *send, void *recv, int64_t count,
                                      int32_t dtype, int32_t format,

@@ -89,6 +89,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       *this, "quantize-min-elements",
       llvm::cl::desc("Leave parameters with fewer elements unquantized"),
       llvm::cl::init(FSDPQuantizeGathersOptions().minElements)};
+  Option<bool> quantizeSplit{
+      *this, "quantize-split",
+      llvm::cl::desc("Quantized gathers as quantize + byte all-gather + "
+                     "dequantize, bucketed and scheduled (false: one "
+                     "synchronous fsdp.quantized_all_gather each)"),
+      llvm::cl::init(FSDPQuantizeGathersOptions().split)};
   // fsdp-bucket-collectives
   Option<BucketMode> bucket{*this, "bucket",
                             llvm::cl::desc("How collectives are bucketed"),

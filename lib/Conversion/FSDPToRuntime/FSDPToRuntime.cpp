@@ -75,11 +75,15 @@ struct ConvertFSDPToRuntimePass
     SymbolTableCollection tables;
     // Collect first: lowering a start also rewrites its (later) waits.
     SmallVector<CollectiveOpInterface> collectives;
+    SmallVector<Operation *> quantSteps;
     WalkResult result = module.walk([&](Operation *op) {
       auto collective = dyn_cast<CollectiveOpInterface>(op);
       if (collective && collective.isOnBuffers())
         collectives.push_back(collective);
-      else if (collective || isa<ParamGatherOp, GradReduceOp, WaitOp>(op)) {
+      else if (isa<BufferQuantAmaxOp, BufferQuantizeOp, BufferDequantizeOp>(op))
+        quantSteps.push_back(op);
+      else if (collective || isa<ParamGatherOp, GradReduceOp, WaitOp,
+                                 QuantAmaxOp, QuantizeOp, DequantizeOp>(op)) {
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
@@ -91,6 +95,72 @@ struct ConvertFSDPToRuntimePass
     for (CollectiveOpInterface op : collectives)
       if (failed(lower(op, tables)))
         return signalPassFailure();
+    for (Operation *op : quantSteps)
+      if (failed(lowerQuantStep(op)))
+        return signalPassFailure();
+  }
+
+  /// fsdp.buffer.quant_amax / quantize / dequantize to their fsdprt_jit_*
+  /// entry points (local work, no communication).
+  LogicalResult lowerQuantStep(Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    auto module = op->getParentOfType<ModuleOp>();
+    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
+    Type i64 = b.getI64Type(), i32 = b.getI32Type();
+    auto c64 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
+    };
+    auto c32 = [&](int64_t v) {
+      return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
+    };
+    auto dtypeOf = [&](Value v) -> std::optional<int32_t> {
+      return dtypeCode(cast<MemRefType>(v.getType()).getElementType());
+    };
+    RuntimeCall call;
+    if (auto a = dyn_cast<BufferQuantAmaxOp>(op)) {
+      // (x, amax, count, dtype)
+      call.callee = "fsdprt_jit_quant_amax";
+      call.args = {
+          pointerOf(b, loc, a.getInput()), pointerOf(b, loc, a.getOutput()),
+          c64(cast<MemRefType>(a.getInput().getType()).getNumElements()),
+          c32(*dtypeOf(a.getInput()))};
+      call.types = {ptr, ptr, i64, i32};
+    } else if (auto q = dyn_cast<BufferQuantizeOp>(op)) {
+      // (x, amax or null, packet, count, dtype, format, rows, cols)
+      Value amax = q.getAmax() ? pointerOf(b, loc, q.getAmax())
+                               : LLVM::ZeroOp::create(b, loc, ptr).getResult();
+      call.callee = "fsdprt_jit_quantize";
+      call.args = {
+          pointerOf(b, loc, q.getInput()),
+          amax,
+          pointerOf(b, loc, q.getOutput()),
+          c64(cast<MemRefType>(q.getInput().getType()).getNumElements()),
+          c32(*dtypeOf(q.getInput())),
+          c32(static_cast<int32_t>(q.getFormat())),
+          c64(q.getShape()[0]),
+          c64(q.getShape()[1])};
+      call.types = {ptr, ptr, ptr, i64, i32, i32, i64, i64};
+    } else {
+      // (packets, y, k, dtype, format, rows, cols)
+      auto d = cast<BufferDequantizeOp>(op);
+      int64_t m = d.getShape()[0] * d.getShape()[1];
+      int64_t k =
+          cast<MemRefType>(d.getOutput().getType()).getNumElements() / m;
+      call.callee = "fsdprt_jit_dequantize";
+      call.args = {pointerOf(b, loc, d.getInput()),
+                   pointerOf(b, loc, d.getOutput()),
+                   c64(k),
+                   c32(*dtypeOf(d.getOutput())),
+                   c32(static_cast<int32_t>(d.getFormat())),
+                   c64(d.getShape()[0]),
+                   c64(d.getShape()[1])};
+      call.types = {ptr, ptr, i64, i32, i32, i64, i64};
+    }
+    func::FuncOp fn = declare(module, call.callee, call.types, {});
+    func::CallOp::create(b, loc, fn, call.args);
+    op->erase();
+    return success();
   }
 
   /// Declares `name(types...)` once.

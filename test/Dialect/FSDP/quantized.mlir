@@ -44,3 +44,38 @@ func.func @buffers(%a: memref<4096xf32>, %b: memref<16384xf32>, %c: memref<4096x
 func.func @attr() attributes {f = #fsdp<quant_format mxfp8_rowwise>} {
   return
 }
+
+// -----
+
+// The local steps of a split quantized gather, tensor and buffer forms.
+fsdp.mesh @mesh [shard = 4]
+// CHECK-LABEL: func.func @steps
+func.func @steps(%x: tensor<4096xf32>, %y: tensor<2048xbf16>) -> (tensor<16384xf32>, tensor<8192xbf16>) {
+  // CHECK: %[[A:.*]] = fsdp.quant_amax %{{.*}} : tensor<4096xf32> -> tensor<1xf32>
+  // CHECK: %[[G:.*]] = fsdp.all_reduce %[[A]] over @mesh ["shard"] max {fsdp.movable} : tensor<1xf32> -> tensor<1xf32>
+  // CHECK: %[[Q:.*]] = fsdp.quantize %{{.*}} amax %[[G]] format nvfp4 shape [64, 64] : tensor<4096xf32>, tensor<1xf32> -> tensor<2308xi8>
+  // CHECK: %[[P:.*]] = fsdp.all_gather %[[Q]]
+  // CHECK: fsdp.dequantize %[[P]] format nvfp4 shape [64, 64] : tensor<9232xi8> -> tensor<16384xf32>
+  %a = fsdp.quant_amax %x : tensor<4096xf32> -> tensor<1xf32>
+  %g = fsdp.all_reduce %a over @mesh ["shard"] max {fsdp.movable} : tensor<1xf32> -> tensor<1xf32>
+  %q = fsdp.quantize %x amax %g format nvfp4 shape [64, 64] : tensor<4096xf32>, tensor<1xf32> -> tensor<2308xi8>
+  %p = fsdp.all_gather %q over @mesh ["shard"] : tensor<2308xi8> -> tensor<9232xi8>
+  %r = fsdp.dequantize %p format nvfp4 shape [64, 64] : tensor<9232xi8> -> tensor<16384xf32>
+  // CHECK: fsdp.quantize %{{.*}} format mxfp8_rowwise shape [64, 32] : tensor<2048xbf16> -> tensor<2112xi8>
+  // CHECK: fsdp.dequantize %{{.*}} format mxfp8_rowwise shape [64, 32] : tensor<8448xi8> -> tensor<8192xbf16>
+  %qy = fsdp.quantize %y format mxfp8_rowwise shape [64, 32] : tensor<2048xbf16> -> tensor<2112xi8>
+  %py = fsdp.all_gather %qy over @mesh ["shard"] : tensor<2112xi8> -> tensor<8448xi8>
+  %ry = fsdp.dequantize %py format mxfp8_rowwise shape [64, 32] : tensor<8448xi8> -> tensor<8192xbf16>
+  return %r, %ry : tensor<16384xf32>, tensor<8192xbf16>
+}
+
+// CHECK-LABEL: func.func @buffer_steps
+func.func @buffer_steps(%x: memref<4096xf32>, %a: memref<1xf32>, %q: memref<2308xi8>, %p: memref<9232xi8>, %y: memref<16384xf32>) {
+  // CHECK: fsdp.buffer.quant_amax %{{.*}} into %{{.*}} : memref<4096xf32>, memref<1xf32>
+  // CHECK: fsdp.buffer.quantize %{{.*}} amax %{{.*}} into %{{.*}} format nvfp4 shape [64, 64] : memref<4096xf32>, memref<1xf32> -> memref<2308xi8>
+  // CHECK: fsdp.buffer.dequantize %{{.*}} into %{{.*}} format nvfp4 shape [64, 64] : memref<9232xi8>, memref<16384xf32>
+  fsdp.buffer.quant_amax %x into %a : memref<4096xf32>, memref<1xf32>
+  fsdp.buffer.quantize %x amax %a into %q format nvfp4 shape [64, 64] : memref<4096xf32>, memref<1xf32> -> memref<2308xi8>
+  fsdp.buffer.dequantize %p into %y format nvfp4 shape [64, 64] : memref<9232xi8>, memref<16384xf32>
+  return
+}

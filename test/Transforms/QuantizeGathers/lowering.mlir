@@ -45,3 +45,4 @@ func.func @gather(%w: tensor<64x64xf32>, %p: tensor<2048xbf16>) -> (tensor<16384
   %h = fsdp.quantized_all_gather %p over @mesh ["replicate", "shard"] format mxfp8_colwise shape [64, 32] : tensor<2048xbf16> -> tensor<16384xbf16>
   return %g, %h : tensor<16384xf32>, tensor<16384xbf16>
 }
+

@@ -2,14 +2,14 @@
 // dtypes, phases, and the defaults (fp8_e4m3_tensor, min-elements 1024, f32
 // and bf16, forward and backward).
 
-// RUN: fsdp-opt %s --fsdp-quantize-gathers | FileCheck %s --check-prefix=DEFAULT
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="min-elements=0" | FileCheck %s --check-prefix=MIN0
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="min-elements=16384" | FileCheck %s --check-prefix=MIN16K
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="min-elements=16385" | FileCheck %s --check-prefix=NONE
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="dtypes=bf16 min-elements=0" | FileCheck %s --check-prefix=BF16
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="dtypes=f32 min-elements=0" | FileCheck %s --check-prefix=F32
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="dtypes=f32,bf16 phases=forward min-elements=0" | FileCheck %s --check-prefix=FWD
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="phases=backward format=nvfp4 min-elements=0" | FileCheck %s --check-prefix=BWD
+// RUN: fsdp-opt %s --fsdp-quantize-gathers=split=false | FileCheck %s --check-prefix=DEFAULT
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false min-elements=0" | FileCheck %s --check-prefix=MIN0
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false min-elements=16384" | FileCheck %s --check-prefix=MIN16K
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false min-elements=16385" | FileCheck %s --check-prefix=NONE
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false dtypes=bf16 min-elements=0" | FileCheck %s --check-prefix=BF16
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false dtypes=f32 min-elements=0" | FileCheck %s --check-prefix=F32
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false dtypes=f32,bf16 phases=forward min-elements=0" | FileCheck %s --check-prefix=FWD
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false phases=backward format=nvfp4 min-elements=0" | FileCheck %s --check-prefix=BWD
 
 fsdp.mesh @mesh [shard = 4]
 

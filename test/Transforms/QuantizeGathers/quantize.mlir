@@ -12,21 +12,21 @@
 //   1x128           n + 4*rows*ceil(c/128) w 4352 b 12   v 1664  p 2304
 //   128x128         n + 4*tiles           w 4100  b 12   v 1540  p 2052
 
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=fp8_e4m3_tensor min-elements=0" | FileCheck %s --check-prefixes=ALL,E4M3
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=fp8_e5m2_tensor min-elements=0" | FileCheck %s --check-prefixes=ALL,E5M2
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=mxfp8_rowwise min-elements=0" | FileCheck %s --check-prefixes=ALL,ROW
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=mxfp8_colwise min-elements=0" | FileCheck %s --check-prefixes=ALL,COL
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=nvfp4 min-elements=0" | FileCheck %s --check-prefixes=ALL,NVFP4
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=fp8_block_1x128 min-elements=0" | FileCheck %s --check-prefixes=ALL,B1
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=fp8_block_128x128 min-elements=0" | FileCheck %s --check-prefixes=ALL,B128
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=fp8_e4m3_tensor min-elements=0" | FileCheck %s --check-prefixes=ALL,E4M3
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=fp8_e5m2_tensor min-elements=0" | FileCheck %s --check-prefixes=ALL,E5M2
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=mxfp8_rowwise min-elements=0" | FileCheck %s --check-prefixes=ALL,ROW
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=mxfp8_colwise min-elements=0" | FileCheck %s --check-prefixes=ALL,COL
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=nvfp4 min-elements=0" | FileCheck %s --check-prefixes=ALL,NVFP4
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=fp8_block_1x128 min-elements=0" | FileCheck %s --check-prefixes=ALL,B1
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=fp8_block_128x128 min-elements=0" | FileCheck %s --check-prefixes=ALL,B128
 // The op carries the amax all-reduce: no collective is added.
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=fp8_e4m3_tensor min-elements=0" | FileCheck %s --check-prefix=NO-REDUCE
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=nvfp4 min-elements=0" | FileCheck %s --check-prefix=NO-REDUCE
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=fp8_e4m3_tensor min-elements=0" | FileCheck %s --check-prefix=NO-REDUCE
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=nvfp4 min-elements=0" | FileCheck %s --check-prefix=NO-REDUCE
 // NO-REDUCE-NOT: all_reduce
 // Remarks, once per parameter:
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=mxfp8_rowwise min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ROW-REMARK
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=mxfp8_colwise min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=COL-REMARK
-// RUN: fsdp-opt %s --fsdp-quantize-gathers="format=nvfp4 min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVFP4-REMARK
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=mxfp8_rowwise min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=ROW-REMARK
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=mxfp8_colwise min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=COL-REMARK
+// RUN: fsdp-opt %s --fsdp-quantize-gathers="split=false format=nvfp4 min-elements=0" -o /dev/null 2>&1 | FileCheck %s --check-prefix=NVFP4-REMARK
 
 fsdp.mesh @mesh [replicate = 2, shard = 4]
 

@@ -57,6 +57,15 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' must be an integer";
     return success();
   }
+  if (name == kMovableAttrName) {
+    auto c = dyn_cast<CollectiveOpInterface>(op);
+    if (!isa<UnitAttr>(attr.getValue()) || !c || c.isAsync() ||
+        op->hasAttr(kOriginAttrName))
+      return op->emitOpError()
+             << "'" << name << "' must be a unit attribute on a blocking "
+             << "collective without an origin";
+    return success();
+  }
   if (name == kSignaturesAttrName) {
     if (!isa<DictionaryAttr>(attr.getValue()))
       return op->emitOpError() << "'" << name << "' must be a dictionary";

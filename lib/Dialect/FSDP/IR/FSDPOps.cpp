@@ -377,6 +377,170 @@ LogicalResult BufferQuantizedAllGatherOp::verify() {
 FSDP_GATHER_USES(BufferQuantizedAllGatherOp, getInput(), getOutput(), "input",
                  "output")
 
+//===----------------------------------------------------------------------===//
+// Local quantization steps
+//===----------------------------------------------------------------------===//
+
+/// A 1-D static f32 or bf16 type (`what` names it in the message).
+static LogicalResult checkQuantValues(Operation *op, ShapedType t,
+                                      StringRef what) {
+  if (!t.getElementType().isF32() && !t.getElementType().isBF16())
+    return op->emitOpError() << what << " must hold f32 or bf16 elements, got "
+                             << t.getElementType();
+  if (t.getRank() != 1 || !t.hasStaticShape())
+    return op->emitOpError() << what << " must be statically shaped and 1-D";
+  return success();
+}
+
+/// The [rows, cols] view of `m` elements in `format`: its packet size (bytes
+/// of one rank's fsdp.quantize result).
+static FailureOr<int64_t> checkQuantView(Operation *op, int64_t m,
+                                         QuantFormat format,
+                                         ArrayRef<int64_t> shape) {
+  if (shape.size() != 2)
+    return op->emitOpError()
+           << "shape must be [rows, cols], got " << shape.size() << " entries";
+  int64_t rows = shape[0], cols = shape[1], n = 0;
+  if (rows <= 0 || cols <= 0)
+    return op->emitOpError() << "shape entries must be positive, got [" << rows
+                             << ", " << cols << "]";
+  if (llvm::MulOverflow(rows, cols, n) || n != m)
+    return op->emitOpError() << "shape [" << rows << ", " << cols
+                             << "] does not view the " << m << " elements";
+  auto fmt = ::fsdp::quant::Format(static_cast<int32_t>(format));
+  if (auto err = ::fsdp::quant::shapeError(fmt, rows, cols))
+    return op->emitOpError()
+           << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
+  // Packets are at most a little over the data (1 byte per element at most,
+  // plus scales): keep every size far from overflow.
+  if (n > (int64_t(1) << 60))
+    return op->emitOpError() << "shape [" << rows << ", " << cols
+                             << "] is too large (at most 2^60 elements)";
+  return ::fsdp::quant::wireBytes(fmt, rows, cols);
+}
+
+static LogicalResult checkAmaxType(Operation *op, ShapedType t,
+                                   StringRef what) {
+  if (!t.getElementType().isF32() || t.getRank() != 1 || !t.hasStaticShape() ||
+      t.getDimSize(0) != 1)
+    return op->emitOpError() << what << " must be 1xf32, got " << t;
+  return success();
+}
+
+static LogicalResult checkPacketType(Operation *op, ShapedType t,
+                                     StringRef what) {
+  if (!t.getElementType().isInteger(8) || t.getRank() != 1 ||
+      !t.hasStaticShape())
+    return op->emitOpError()
+           << what << " must be statically shaped 1-D i8 bytes, got " << t;
+  return success();
+}
+
+static LogicalResult verifyAmax(Operation *op, ShapedType in, ShapedType out) {
+  if (failed(checkQuantValues(op, in, "input")))
+    return failure();
+  return checkAmaxType(op, out, "result");
+}
+
+static LogicalResult verifyQuantize(Operation *op, ShapedType in,
+                                    ShapedType amax, ShapedType out,
+                                    QuantFormat format,
+                                    ArrayRef<int64_t> shape) {
+  if (failed(checkQuantValues(op, in, "input")))
+    return failure();
+  FailureOr<int64_t> wire = checkQuantView(op, in.getDimSize(0), format, shape);
+  if (failed(wire))
+    return failure();
+  bool needs = ::fsdp::quant::needsGroupAmax(
+      ::fsdp::quant::Format(static_cast<int32_t>(format)));
+  if (needs && !amax)
+    return op->emitOpError() << stringifyQuantFormat(format)
+                             << " scales with the group's amax: it needs an "
+                                "amax operand";
+  if (!needs && amax)
+    return op->emitOpError() << stringifyQuantFormat(format)
+                             << " has per-block scales only: it takes no amax";
+  if (amax && failed(checkAmaxType(op, amax, "amax")))
+    return failure();
+  if (failed(checkPacketType(op, out, "result")))
+    return failure();
+  if (out.getDimSize(0) != *wire)
+    return op->emitOpError()
+           << "result must hold the " << *wire << "-byte packet of shape ["
+           << shape[0] << ", " << shape[1] << "] in "
+           << stringifyQuantFormat(format) << ", got " << out.getDimSize(0);
+  return success();
+}
+
+static LogicalResult verifyDequantize(Operation *op, ShapedType in,
+                                      ShapedType out, QuantFormat format,
+                                      ArrayRef<int64_t> shape) {
+  if (failed(checkPacketType(op, in, "input")) ||
+      failed(checkQuantValues(op, out, "result")))
+    return failure();
+  if (shape.size() != 2)
+    return op->emitOpError()
+           << "shape must be [rows, cols], got " << shape.size() << " entries";
+  int64_t m = 0;
+  if (llvm::MulOverflow(shape[0], shape[1], m))
+    m = -1;
+  FailureOr<int64_t> wire = checkQuantView(op, m, format, shape);
+  if (failed(wire))
+    return failure();
+  int64_t bytes = in.getDimSize(0), k = bytes / *wire, total = 0;
+  if (k < 1 || bytes % *wire)
+    return op->emitOpError() << "input must be a whole number of " << *wire
+                             << "-byte packets, got " << bytes << " bytes";
+  if (llvm::MulOverflow(k, m, total) || out.getDimSize(0) != total)
+    return op->emitOpError()
+           << "result must hold the " << k << " x " << m
+           << " dequantized elements, got " << out.getDimSize(0);
+  return success();
+}
+
+LogicalResult QuantAmaxOp::verify() {
+  return verifyAmax(*this, getInput().getType(), getResult().getType());
+}
+LogicalResult QuantizeOp::verify() {
+  return verifyQuantize(*this, getInput().getType(),
+                        getAmax() ? cast<ShapedType>(getAmax().getType())
+                                  : ShapedType(),
+                        getResult().getType(), getFormat(), getShape());
+}
+LogicalResult DequantizeOp::verify() {
+  return verifyDequantize(*this, getInput().getType(), getResult().getType(),
+                          getFormat(), getShape());
+}
+
+/// Contiguous buffers, as the runtime reads and writes them.
+static LogicalResult checkContiguous(Operation *op, ValueRange buffers) {
+  for (Value v : buffers)
+    if (!cast<MemRefType>(v.getType()).isLastDimUnitStride() &&
+        cast<MemRefType>(v.getType()).getRank() > 0)
+      return op->emitOpError() << "buffers must be contiguous";
+  return success();
+}
+
+LogicalResult BufferQuantAmaxOp::verify() {
+  if (failed(checkContiguous(*this, {getInput(), getOutput()})))
+    return failure();
+  return verifyAmax(*this, getInput().getType(), getOutput().getType());
+}
+LogicalResult BufferQuantizeOp::verify() {
+  if (failed(checkContiguous(*this, getOperands())))
+    return failure();
+  return verifyQuantize(*this, getInput().getType(),
+                        getAmax() ? cast<ShapedType>(getAmax().getType())
+                                  : ShapedType(),
+                        getOutput().getType(), getFormat(), getShape());
+}
+LogicalResult BufferDequantizeOp::verify() {
+  if (failed(checkContiguous(*this, {getInput(), getOutput()})))
+    return failure();
+  return verifyDequantize(*this, getInput().getType(), getOutput().getType(),
+                          getFormat(), getShape());
+}
+
 #undef FSDP_GATHER_USES
 #undef FSDP_REDUCE_USES
 

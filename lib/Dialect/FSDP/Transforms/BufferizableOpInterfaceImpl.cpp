@@ -98,6 +98,49 @@ struct CollectiveModel : public BufferizableOpInterface::ExternalModel<
   }
 };
 
+/// `fsdp.quantize` reads its input and the amax and writes a fresh packet.
+struct QuantizeModel
+    : public BufferizableOpInterface::ExternalModel<QuantizeModel, QuantizeOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto quantize = cast<QuantizeOp>(op);
+    auto buffers = prepareBuffers(quantize, rewriter, options, state);
+    if (failed(buffers))
+      return failure();
+    SmallVector<Value> operands = {buffers->first};
+    if (Value amax = quantize.getAmax()) {
+      FailureOr<Value> buffer = getBuffer(rewriter, amax, options, state);
+      if (failed(buffer))
+        return failure();
+      FailureOr<Value> flat =
+          contiguousBuffer(rewriter, op->getLoc(), *buffer, options);
+      if (failed(flat))
+        return failure();
+      operands.push_back(*flat);
+    }
+    operands.push_back(buffers->second);
+    BufferQuantizeOp::create(rewriter, op->getLoc(), TypeRange{}, operands,
+                             op->getAttrs());
+    replaceOpWithBufferizedValues(rewriter, op, buffers->second);
+    return success();
+  }
+};
+
 /// `fsdp.wait` returns the started collective's buffer itself.
 struct WaitModel
     : public BufferizableOpInterface::ExternalModel<WaitModel, WaitOp> {
@@ -151,6 +194,12 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
     AllReduceStartOp::attachInterface<
         CollectiveModel<AllReduceStartOp, BufferAllReduceStartOp>>(*ctx);
     WaitOp::attachInterface<WaitModel>(*ctx);
+    // The local quantization steps: no communication, same buffer rules.
+    QuantAmaxOp::attachInterface<
+        CollectiveModel<QuantAmaxOp, BufferQuantAmaxOp>>(*ctx);
+    QuantizeOp::attachInterface<QuantizeModel>(*ctx);
+    DequantizeOp::attachInterface<
+        CollectiveModel<DequantizeOp, BufferDequantizeOp>>(*ctx);
   });
 }
 

@@ -1,9 +1,12 @@
 //===- QuantizeGathers.cpp - quantized parameter all-gathers --------------===//
 //
-// Rewrites the flat parameter all-gathers of expanded IR into
-// fsdp.quantized_all_gather: each rank sends its shard in a compact format
-// (FP8, MXFP8, NVFP4, FP8 blockwise) and dequantizes what it receives, so
-// the unpack code after the gather is unchanged.
+// Rewrites the flat parameter all-gathers of expanded IR into quantized
+// ones: each rank sends its shard in a compact format (FP8, MXFP8, NVFP4,
+// FP8 blockwise) and dequantizes what it receives, so the unpack code after
+// the gather is unchanged. By default as local steps around a plain byte
+// all-gather (quantize, gather, dequantize), which bucketing and scheduling
+// treat like any parameter gather; with split=false as one
+// fsdp.quantized_all_gather.
 //
 //===----------------------------------------------------------------------===//
 
@@ -13,6 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/MathExtras.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPQUANTIZEGATHERS
@@ -146,6 +150,10 @@ struct QuantizeGathersPass
       return;
     }
     OpBuilder b(op);
+    if (split) {
+      splitGather(b, op, fmt, rows, cols, *k);
+      return;
+    }
     auto q = QuantizedAllGatherOp::create(
         b, op.getLoc(), op.getResult().getType(), op.getInput(),
         op.getMeshAttr(), op.getAxes(),
@@ -159,6 +167,51 @@ struct QuantizeGathersPass
     q->setAttr(kWireBytesAttrName,
                b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
     op.getResult().replaceAllUsesWith(q.getResult());
+    op.erase();
+    ++numQuantized;
+  }
+
+  /// quant_amax + all_reduce(max) (formats scaled by the group's amax),
+  /// quantize, a plain all-gather of the packets' bytes, dequantize: the
+  /// bits of fsdp.quantized_all_gather, with a gather the bucketing and
+  /// scheduling passes treat like any parameter gather.
+  void splitGather(OpBuilder &b, AllGatherOp op, fq::Format fmt, int64_t rows,
+                   int64_t cols, int64_t k) {
+    Location loc = op.getLoc();
+    Value in = op.getInput();
+    int64_t wire = fq::wireBytes(fmt, rows, cols), gathered = 0;
+    if (llvm::MulOverflow(k, wire, gathered)) {
+      op->emitRemark() << "not quantized: " << k << " packets of " << wire
+                       << " bytes overflow 64 bits";
+      return;
+    }
+    auto formatAttr = QuantFormatAttr::get(
+        b.getContext(), static_cast<QuantFormat>(static_cast<int>(fmt)));
+    DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr({rows, cols});
+    Value amax;
+    if (fq::needsGroupAmax(fmt)) {
+      auto amaxType = RankedTensorType::get({1}, b.getF32Type());
+      Value local = QuantAmaxOp::create(b, loc, amaxType, in);
+      auto reduce = AllReduceOp::create(
+          b, loc, amaxType, local, op.getMeshAttr(), op.getAxes(),
+          ReduceKindAttr::get(b.getContext(), ReduceKind::max));
+      // No origin: not a gradient reduction. The passes may move it up
+      // with the gather that needs it.
+      reduce->setAttr(kMovableAttrName, b.getUnitAttr());
+      amax = reduce.getResult();
+    }
+    auto packetType = RankedTensorType::get({wire}, b.getI8Type());
+    Value packet =
+        QuantizeOp::create(b, loc, packetType, in, amax, formatAttr, shape);
+    auto gather = AllGatherOp::create(
+        b, loc, RankedTensorType::get({gathered}, b.getI8Type()), packet,
+        op.getMeshAttr(), op.getAxes());
+    for (NamedAttribute a : op->getDiscardableAttrs())
+      gather->setAttr(a.getName(), a.getValue());
+    gather->setAttr(kWireBytesAttrName, b.getI64IntegerAttr(wire));
+    Value result = DequantizeOp::create(b, loc, op.getResult().getType(),
+                                        gather.getResult(), formatAttr, shape);
+    op.getResult().replaceAllUsesWith(result);
     op.erase();
     ++numQuantized;
   }

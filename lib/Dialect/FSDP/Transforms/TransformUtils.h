@@ -110,7 +110,11 @@ private:
 
 /// Whether `op` can move freely: no regions, no memory effects.
 inline bool isHoistable(Operation *op) {
-  return op->getNumRegions() == 0 && isMemoryEffectFree(op);
+  if (op->getNumRegions() == 0 && isMemoryEffectFree(op))
+    return true;
+  // A blocking collective the passes marked movable (a quantized gather's
+  // amax all-reduce): every rank runs the same program and moves it alike.
+  return isa<AllReduceOp>(op) && op->hasAttr(kMovableAttrName);
 }
 
 /// Moves the pure ops computing `v` before `point` when they come after it.

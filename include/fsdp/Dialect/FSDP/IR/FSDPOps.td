@@ -209,6 +209,76 @@ def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather",
 }
 
 //===----------------------------------------------------------------------===//
+// Local quantization steps: a quantized gather as a plain byte all-gather
+// (bucketed and scheduled like any other) between quantize and dequantize.
+//===----------------------------------------------------------------------===//
+
+def FSDP_QuantAmaxOp : FSDP_Op<"quant_amax", [Pure]> {
+  let summary = "largest magnitude of a shard (the quantization amax)";
+  let description = [{
+    `max |x|` over the 1-D f32 or bf16 input as the quantization reference
+    computes it (NaN propagates), as a `tensor<1xf32>`. Before a per-tensor
+    format or NVFP4 is quantized it is all-reduced (max) over the group, so
+    every rank scales with one value (`fsdp-quantize-gathers`).
+    ```mlir
+    %a = fsdp.quant_amax %x : tensor<4096xf32> -> tensor<1xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def FSDP_QuantizeOp : FSDP_Op<"quantize", [Pure]> {
+  let summary = "one rank's shard as the bytes of a quantized gather";
+  let description = [{
+    Views the `M` input elements (f32 or bf16) as the row-major matrix
+    `shape = [rows, cols]`, quantizes it in `format` and returns the packet
+    `fsdp.quantized_all_gather` sends: data, scales and per-tensor value
+    (`W = fsdprt_quant_wire_bytes` bytes, `i8`). Formats that scale with the
+    group's amax (per-tensor FP8, NVFP4) take it as `amax`
+    (`tensor<1xf32>`); the others take none.
+    ```mlir
+    %q = fsdp.quantize %x amax %g format fp8_e4m3_tensor shape [64, 64]
+        : tensor<4096xf32>, tensor<1xf32> -> tensor<4100xi8>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       Optional<AnyRankedTensor>:$amax,
+                       FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input (`amax` $amax^)? `format` `` $format `shape` $shape attr-dict `:`
+    type($input) (`,` type($amax)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_DequantizeOp : FSDP_Op<"dequantize", [Pure]> {
+  let summary = "the gathered packets of a quantized gather, dequantized";
+  let description = [{
+    The input is `k` packets of `fsdp.quantize` (`k * W` bytes, group order),
+    the result the `k * M` dequantized elements (f32 or bf16), slot after
+    slot: exactly what `fsdp.quantized_all_gather` returns for the same
+    shards. `fp8_block_1x128_t` swaps the gathered scale arrays into the
+    full tensor's layout first, as TransformerEngine does.
+    ```mlir
+    %y = fsdp.dequantize %all format fp8_e4m3_tensor shape [64, 64]
+        : tensor<16400xi8> -> tensor<16384xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input, FSDP_QuantFormatAttr:$format,
+                       DenseI64ArrayAttr:$shape);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input `format` `` $format `shape` $shape attr-dict `:` type($input) `->`
+    type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Asynchronous collectives (after fsdp-schedule).
 //===----------------------------------------------------------------------===//
 
@@ -334,6 +404,39 @@ def FSDP_BufferQuantizedAllGatherOp
           (ins FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape),
           "`format` `` $format `shape` $shape"> {
   let summary = "quantized all-gather between contiguous buffers";
+}
+
+def FSDP_BufferQuantAmaxOp : FSDP_Op<"buffer.quant_amax"> {
+  let summary = "fsdp.quant_amax between contiguous buffers";
+  let arguments = (ins AnyStridedMemRef:$input, AnyStridedMemRef:$output);
+  let assemblyFormat = [{
+    $input `into` $output attr-dict `:` type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferQuantizeOp : FSDP_Op<"buffer.quantize"> {
+  let summary = "fsdp.quantize between contiguous buffers";
+  let arguments = (ins AnyStridedMemRef:$input,
+                       Optional<AnyStridedMemRef>:$amax,
+                       AnyStridedMemRef:$output,
+                       FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape);
+  let assemblyFormat = [{
+    $input (`amax` $amax^)? `into` $output `format` `` $format `shape` $shape
+    attr-dict `:` type($input) (`,` type($amax)^)? `->` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferDequantizeOp : FSDP_Op<"buffer.dequantize"> {
+  let summary = "fsdp.dequantize between contiguous buffers";
+  let arguments = (ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
+                       FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape);
+  let assemblyFormat = [{
+    $input `into` $output `format` `` $format `shape` $shape attr-dict `:`
+    type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
 }
 
 #endif // FSDP_OPS_TD

@@ -200,11 +200,17 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
     Runs on expanded IR, before bucketing. Every flat `fsdp.all_gather`
     with an origin (`fsdp.origin`) whose input is a parameter's shard (a
     function argument with `fsdp.layout`, possibly reshaped by
-    `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) becomes
-    an `fsdp.quantized_all_gather` in `format`. The shard's 2-D view is the
-    argument's slot shape: `cols` = its last dim, `rows` = the product of
-    the others. Each quantized gather records `fsdp.wire_bytes`, the bytes
-    one rank sends (fsdprt_quant_wire_bytes of its shard).
+    `tensor.collapse_shape` or cast by `arith.truncf`/`arith.extf`) is
+    quantized in `format`. With `split` (the default) it becomes
+    `fsdp.quantize` (after `fsdp.quant_amax` and an all-reduce (max) of the
+    amax for the per-tensor formats and NVFP4), a plain all-gather of the
+    packets' bytes (i8, keeping the origin: `fsdp-bucket-collectives` and
+    `fsdp-schedule` bucket and start it like any parameter gather) and
+    `fsdp.dequantize`; without, one `fsdp.quantized_all_gather`. The
+    shard's 2-D view is the argument's slot shape: `cols` = its last dim,
+    `rows` = the product of the others. The gather records
+    `fsdp.wire_bytes`, the bytes one rank sends (fsdprt_quant_wire_bytes of
+    its shard).
 
     Left as they are: gathers of other phases or element types than the
     options select, parameters with fewer than `min-elements` elements
@@ -223,6 +229,10 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
                "Element types to quantize: f32, bf16 (default both)">,
     ListOption<"phases", "phases", "std::string",
                "Gathers to quantize: forward, backward (default both)">,
+    Option<"split", "split", "bool", /*default=*/"true",
+           "Quantize, gather the bytes with a plain (bucketable, "
+           "schedulable) all-gather, dequantize; false: one "
+           "fsdp.quantized_all_gather">,
   ];
   let statistics = [
     Statistic<"numQuantized", "quantized-gathers",
