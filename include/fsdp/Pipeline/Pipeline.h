@@ -40,6 +40,11 @@ struct FSDPLowerToLLVMOptions
 /// default and accepted values are that pass option's (Passes.td,
 /// PassOptions.h).
 struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
+  // fsdp-recompute
+  ListOption<std::string> recompute{
+      *this, "recompute",
+      llvm::cl::desc("Recompute these FSDP units' forward in the backward "
+                     "(unit names, or all; default none)")};
   // fsdp-partition
   Option<ReduceKind> reduceOp{*this, "reduce-op",
                               llvm::cl::desc("Gradient reduction"),
@@ -165,6 +170,7 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "elementwise ops) or loops (scalar reference)"),
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
 
+  FSDPRecomputeOptions recomputeOptions() const;
   FSDPPartitionOptions partitionOptions() const;
   FSDPQuantizeGathersOptions quantizeOptions() const;
   FSDPBucketCollectivesOptions bucketOptions() const;
@@ -176,8 +182,8 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
 };
 
 /// Appends the fsdp pipeline to `pm` (a pass manager on builtin.module):
-/// partition, expand, canonicalize, [quantize], bucket, canonicalize,
-/// [schedule], [optimizer], [lower to LLVM].
+/// [recompute], partition, expand, canonicalize, [quantize], bucket,
+/// canonicalize, [schedule], [optimizer], [lower to LLVM].
 void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect

@@ -56,6 +56,9 @@ inline constexpr llvm::StringLiteral kOriginAttrName = "fsdp.origin";
 inline constexpr llvm::StringLiteral kBucketSizeAttrName = "fsdp.bucket_size";
 /// Bytes one rank sends in a quantized all-gather (i64).
 inline constexpr llvm::StringLiteral kWireBytesAttrName = "fsdp.wire_bytes";
+/// FSDP unit whose forward an op recomputes in the backward (string), set
+/// by fsdp-recompute on every op it clones.
+inline constexpr llvm::StringLiteral kRecomputeAttrName = "fsdp.recompute";
 /// Unit attribute on a blocking collective without an origin (the amax
 /// all-reduce of a quantized gather): the fsdp passes may move it earlier,
 /// with the gather whose input it computes. Every rank moves it alike.

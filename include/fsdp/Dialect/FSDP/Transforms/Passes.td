@@ -19,6 +19,39 @@ def FSDPLayoutReport : Pass<"fsdp-layout-report", "ModuleOp"> {
   ];
 }
 
+def FSDPRecompute : Pass<"fsdp-recompute", "ModuleOp"> {
+  let summary = "Recompute the selected FSDP units' forward in the backward "
+                "instead of keeping their activations";
+  let description = [{
+    Activation checkpointing (PyTorch's `checkpoint_wrapper`,
+    TransformerEngine's `checkpoint`) on the step before partitioning. The
+    forward is everything the `fsdp.loss` result depends on, the backward
+    the rest. A forward op belongs to the unit of the parameters it reads
+    directly (the latest of them in forward order); one reading none to the
+    one unit of its forward users if they agree, otherwise to the latest
+    unit of its operands (docs/SEMANTICS.md, §5.6).
+    For each selected unit, its values that are used by the backward and by
+    no forward op of another unit are recomputed: the unit's ops computing
+    them (and the constants, empties and fills they use) are cloned, marked
+    `fsdp.recompute = "<unit>"`, each right before its first user in the
+    backward, and the backward reads the clones. The clones read the
+    unit's inputs (values of other units, data) and its parameter arguments,
+    which fsdp-partition then gathers in the backward. The values are
+    bit-identical; only what is kept alive changes.
+  }];
+  let options = [
+    ListOption<"units", "units", "std::string",
+               "FSDP units (fsdp.unit names) to recompute; empty or `all`: "
+               "every unit">,
+  ];
+  let statistics = [
+    Statistic<"numUnits", "recomputed-units", "Units recomputed">,
+    Statistic<"numValues", "recomputed-values",
+              "Forward values the backward now recomputes">,
+    Statistic<"numCloned", "cloned-ops", "Forward ops cloned into the backward">,
+  ];
+}
+
 def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
   let summary = "Turn one rank's step with full-size parameters into the sharded SPMD program";
   let description = [{
@@ -184,6 +217,39 @@ def FSDPCommReport : Pass<"fsdp-comm-report", "ModuleOp"> {
     last use of its result or of anything derived from it by waits,
     reshapes, slices, concatenations, transposes and float casts). Ranks
     differ only in padding.
+  }];
+  let options = [
+    Option<"format", "format", "::mlir::fsdp::ReportFormat",
+           /*default=*/"::mlir::fsdp::ReportFormat::text",
+           "Report format", [{FSDP_REPORT_FORMAT_VALUES}]>,
+    Option<"outputFile", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (- for stdout)">,
+  ];
+}
+
+def FSDPMemoryReport : Pass<"fsdp-memory-report", "ModuleOp"> {
+  let summary = "Report every rank's static peak memory by kind: parameter "
+                "shards, gathered parameters, activations, gradients, "
+                "optimizer state";
+  let description = [{
+    An analysis of the partitioned (typically scheduled) tensor program: the
+    IR is not changed. Every tensor value is a buffer of its type's bytes
+    alive from its defining op to the last use of it or of a value sharing
+    its buffer: views (reshapes, slices, casts, `fsdp.wait`) and
+    destination-passing results written in place into an init that is not
+    used afterwards share the buffer (an empty tensor holds no data, nor
+    does a constant). Arguments are alive the whole step.
+    Each buffer has one kind: parameter shards and optimizer state
+    (arguments: `fsdp.layout`, `fsdp.state_of`/`fsdp.optim`, updated values
+    `fsdp.update_of`), inputs (other arguments), gathered parameters
+    (all-gather outputs, what unpacks them and their packed inputs),
+    gradients (gradient collectives' outputs, what they were packed from,
+    values computed from gradients only, accumulators, `fsdp.grad_of`
+    results), activations (values the forward computes that the backward
+    reads, and the recomputed ones, `fsdp.recompute`) and temporaries (the
+    rest). Prints each kind's peak and the total peak with its breakdown;
+    the buffers are the same on every rank (SPMD), the padding in the
+    parameter slots differs per rank.
   }];
   let options = [
     Option<"format", "format", "::mlir::fsdp::ReportFormat",

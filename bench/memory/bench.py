@@ -1,0 +1,230 @@
+#!/usr/bin/env python3
+"""Memory benchmark (see bench/memory/run.sh).
+
+For the generator's transformer (`transformer --attention`, one FSDP unit
+per block, the same local batch on every rank) on W = 1, 2, 4, 8 ranks:
+
+1. the static peak bytes per rank by kind from `--fsdp-memory-report`
+   (scheduled pipeline), without and with `recompute=all`;
+2. the step run by `fsdp-run` (threads backend) with and without
+   recompute: the results must be bit-identical; where fsdp-run reports an
+   allocation high-water mark per rank (its `--json` output), it is printed
+   next to the static total.
+
+Parameter shards, their gradients and optimizer state are sharded: their
+bytes per rank scale as 1/W, which the script checks for the parameter
+shards. Activations depend on the local batch only.
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+KINDS = [
+    "parameter_shards",
+    "gathered_parameters",
+    "activations",
+    "gradients",
+    "optimizer_state",
+    "inputs",
+    "temporaries",
+]
+
+
+def fail(message):
+    sys.exit(f"bench/memory: {message}")
+
+
+def run(cmd, **kw):
+    proc = subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
+    if proc.returncode != 0:
+        fail(
+            f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
+            f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
+        )
+    return proc
+
+
+def generate(args, world, path, data):
+    cmd = [args.python, "-m", "fsdp_mlir.gen", "transformer", "--attention"]
+    cmd += [
+        "--blocks",
+        str(args.blocks),
+        "--dim",
+        str(args.dim),
+        "--ffn",
+        str(args.ffn),
+    ]
+    cmd += ["--seq", str(args.seq), "--batch", str(args.batch), "--mesh", str(world)]
+    cmd += ["-o", str(path), "--data", str(data)]
+    env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+    run(cmd, env=env)
+
+
+def report(args, mlir, pipeline):
+    proc = run(
+        [
+            args.fsdp_opt,
+            str(mlir),
+            f"--fsdp-pipeline={pipeline}",
+            "--fsdp-memory-report=format=json",
+            "-o",
+            os.devnull,
+        ]
+    )
+    return json.loads(proc.stdout)["functions"][0]
+
+
+def measured_peak(stdout):
+    """The largest per-rank allocation high-water mark in fsdp-run's JSON
+    output, if it reports one (any key naming a peak or high-water mark in
+    bytes); None otherwise."""
+    try:
+        data = json.loads(stdout.strip().splitlines()[-1])
+    except (json.JSONDecodeError, IndexError):
+        return None
+    found = []
+
+    def walk(x, key=""):
+        if isinstance(x, dict):
+            for k, v in x.items():
+                walk(v, k)
+        elif isinstance(x, list):
+            for v in x:
+                walk(v, key)
+        elif (
+            isinstance(x, (int, float))
+            and ("high_water" in key or "peak" in key)
+            and ("bytes" in key)
+        ):
+            found.append(x)
+
+    walk(data)
+    return max(found) if found else None
+
+
+def run_step(args, lowered, data, out):
+    proc = run(
+        [
+            args.fsdp_run,
+            str(lowered),
+            "--inputs",
+            str(data),
+            "--outputs",
+            str(out),
+            "--json",
+        ]
+    )
+    return measured_peak(proc.stdout)
+
+
+def identical(a, b):
+    names = sorted(n for n in os.listdir(a) if n.endswith(".npy"))
+    if sorted(n for n in os.listdir(b) if n.endswith(".npy")) != names or not names:
+        return False
+    return all(
+        np.load(os.path.join(a, n)).tobytes() == np.load(os.path.join(b, n)).tobytes()
+        for n in names
+    )
+
+
+def kib(b):
+    return "n/a" if b is None else f"{b / 1024:,.1f}"
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--fsdp-opt", default=str(ROOT / "build/bin/fsdp-opt"))
+    ap.add_argument("--fsdp-run", default=str(ROOT / "build/bin/fsdp-run"))
+    ap.add_argument("--python", default=sys.executable)
+    ap.add_argument("--blocks", type=int, default=4)
+    ap.add_argument("--dim", type=int, default=64)
+    ap.add_argument("--ffn", type=int, default=128)
+    ap.add_argument("--seq", type=int, default=32)
+    ap.add_argument("--batch", type=int, default=4, help="local batch per rank")
+    ap.add_argument("--worlds", default="1,2,4,8", help="world sizes")
+    ap.add_argument("--no-run", action="store_true", help="static reports only")
+    ap.add_argument("--smoke", action="store_true", help="tiny model, W = 1, 2")
+    args = ap.parse_args()
+    if args.smoke:
+        args.blocks, args.dim, args.ffn, args.seq, args.batch = 2, 8, 16, 4, 2
+        args.worlds = "1,2"
+    worlds = [int(w) for w in args.worlds.split(",")]
+
+    print(
+        f"transformer --attention: {args.blocks} blocks, dim {args.dim}, ffn {args.ffn}, "
+        f"seq {args.seq}, local batch {args.batch}; fsdp-run threads backend\n"
+    )
+    print("Static peak per rank (KiB), fsdp-memory-report after --fsdp-pipeline:\n")
+    print(
+        "| W | parameter shards | gathered | gradients | activations | activations, "
+        "recompute | ratio | total | total, recompute | measured | measured, recompute "
+        "| bit-identical |"
+    )
+    print("|---|---|---|---|---|---|---|---|---|---|---|---|")
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        for w in worlds:
+            mlir, data = tmp / f"w{w}.mlir", tmp / f"data{w}"
+            generate(args, w, mlir, data)
+            off = report(args, mlir, "")
+            on = report(args, mlir, "recompute=all")
+            measured = {}
+            same = "not run"
+            if not args.no_run:
+                for name, pipeline in (
+                    ("off", "lower=true all-reduce-loss=true"),
+                    ("on", "lower=true all-reduce-loss=true recompute=all"),
+                ):
+                    lowered = tmp / f"w{w}-{name}.ll.mlir"
+                    run(
+                        [
+                            args.fsdp_opt,
+                            str(mlir),
+                            f"--fsdp-pipeline={pipeline}",
+                            "-o",
+                            str(lowered),
+                        ]
+                    )
+                    measured[name] = run_step(
+                        args, lowered, data, tmp / f"out{w}-{name}"
+                    )
+                if not identical(tmp / f"out{w}-off", tmp / f"out{w}-on"):
+                    fail(f"W={w}: results with recompute differ from those without")
+                same = "yes"
+            p, q = off["peak_bytes"], on["peak_bytes"]
+            for kind in ("parameter_shards", "gathered_parameters", "inputs"):
+                if p[kind] != q[kind]:
+                    fail(f"W={w}: recompute changed {kind}: {p[kind]} -> {q[kind]}")
+            if q["activations"] >= p["activations"]:
+                fail(f"W={w}: recompute did not lower the activation peak")
+            rows.append((w, p))
+            print(
+                f"| {w} | {kib(p['parameter_shards'])} | {kib(p['gathered_parameters'])} "
+                f"| {kib(p['gradients'])} | {kib(p['activations'])} | {kib(q['activations'])} "
+                f"| {p['activations'] / q['activations']:.2f}x "
+                f"| {kib(off['peak_total_bytes'])} | {kib(on['peak_total_bytes'])} "
+                f"| {kib(measured.get('off'))} | {kib(measured.get('on'))} | {same} |",
+                flush=True,
+            )
+    w0, p0 = rows[0]
+    for w, p in rows[1:]:
+        if p["parameter_shards"] * w != p0["parameter_shards"] * w0:
+            fail(
+                f"parameter shards do not scale as 1/W: W={w0} {p0['parameter_shards']}, "
+                f"W={w} {p['parameter_shards']}"
+            )
+    print("\nparameter shards scale as 1/W: yes")
+
+
+if __name__ == "__main__":
+    main()
