@@ -2,10 +2,10 @@
 
     optim_check.py options VARIANT
         prints the --fsdp-pipeline options of VARIANT (keep-grads=true)
-    optim_check.py inputs DATA OPT VARIANT
-        writes lr.npy, step.npy and the optimizer state of every parameter
-        of DATA/model.json into OPT: random state when the variant starts
-        after step 0; zeros on a first step
+    optim_check.py inputs DATA ROOT VARIANT...
+        for each VARIANT writes lr.npy, step.npy and the optimizer state of
+        every parameter of DATA/model.json into ROOT/VARIANT.in: random
+        state when the variant starts after step 0; zeros on a first step
     optim_check.py check DATA ROOT VARIANT... [--grad-rtol R]
         for each VARIANT, compares ROOT/VARIANT.out (fsdp-run's outputs run
         on ROOT/VARIANT.in) with torch.optim (float32, foreach=False) and
@@ -13,7 +13,16 @@
         state and to the gradients the program returned (grad.<name>.npy,
         from keep-grads=true), which are checked against the numpy
         reference with rtol R; without them (keep-grads=false) the update is
-        computed from the numpy reference gradients and compared with rtol R.
+        computed from the numpy reference gradients and compared with rtol
+        1e-5.
+
+    optim_check.py train DATA ROOT VARIANT STEPS
+        writes per-step data (a leading step dimension) and a learning-rate
+        schedule into ROOT/train.in
+    optim_check.py train-check DATA ROOT VARIANT STEPS
+        compares fsdp-run's training outputs ROOT/train.out (loss.npy,
+        grad_norm.npy, the final parameters, state and step) with
+        fsdp_mlir.reference.train in float32, within 1e-5 of max|ref|
 
 A tensor passes when max|got - ref| <= 1e-6 * max|ref| (the acceptance
 tolerance of one step against torch.optim). Prints one line per tensor, and
@@ -33,6 +42,9 @@ from fsdp_mlir import reference
 from fsdp_mlir.optim import OptimizerConfig, optimizer_step, torch_step
 
 TOL = 1e-6
+# The update from the reference's float64 gradients (rounded to float32)
+# instead of the program's own.
+REFERENCE_GRAD_TOL = 1e-5
 
 # name: (hyper-parameters, steps already taken, lr)
 VARIANTS = {
@@ -84,6 +96,13 @@ def load(path: str) -> np.ndarray:
     return np.load(path).astype(np.float64)
 
 
+def last(path: str) -> np.ndarray:
+    """A per-step scalar result: fsdp-run's training mode writes the value of
+    every step ([N]); the value of the last one."""
+    value = load(path)
+    return value.reshape(-1)[-1] if value.ndim == 1 else value
+
+
 def compare(name: str, got, ref, tol: float) -> bool:
     got, ref = np.asarray(got, np.float64), np.asarray(ref, np.float64)
     if got.shape != ref.shape:
@@ -120,7 +139,7 @@ def check_variant(data: str, root: str, variant: str, grad_rtol: float) -> bool:
         tol = TOL
     else:
         grads = {n: ref[f"grad.{n}"] for n in names}
-        tol = grad_rtol
+        tol = REFERENCE_GRAD_TOL
     grads = {n: g.astype(np.float32) for n, g in grads.items()}
     expected = {
         "torch": torch_step(cfg, params, grads, state, lr, step),
@@ -134,13 +153,12 @@ def check_variant(data: str, root: str, variant: str, grad_rtol: float) -> bool:
             ok &= compare(f"{key} vs {who}", load(os.path.join(out, f"{key}.npy")), value, tol)
         norm_file = os.path.join(out, "grad_norm.npy")
         if norm is not None:
-            # fsdp-run writes one grad_norm per training step: shape [1].
-            ok &= compare(f"grad_norm vs {who}", load(norm_file), np.reshape(norm, (1,)), tol)
+            ok &= compare(f"grad_norm vs {who}", last(norm_file), norm, tol)
         elif os.path.isfile(norm_file):
             print("  grad_norm.npy written without clipping  FAIL")
             ok = False
     if cfg.max_grad_norm > 0.0:
-        norm = float(load(os.path.join(out, "grad_norm.npy"))[0])
+        norm = float(last(os.path.join(out, "grad_norm.npy")))
         active = "active" if norm > cfg.max_grad_norm else "inactive"
         print(f"  clipping {active}: norm {norm:.6g}, max {cfg.max_grad_norm:g}")
     # The step did change every parameter.
@@ -151,9 +169,45 @@ def check_variant(data: str, root: str, variant: str, grad_rtol: float) -> bool:
     return ok
 
 
+TRAIN_TOL = 1e-5
+
+
+def train_inputs(data: str, root: str, variant: str, steps: int) -> None:
+    model = M.load_model(data)
+    _, _, lr = VARIANTS[variant]
+    rng = np.random.default_rng(2)
+    opt = os.path.join(root, "train.in")
+    os.makedirs(opt, exist_ok=True)
+    for d in model["data"]:
+        batch = rng.standard_normal([steps] + d["shape"]).astype(np.float32)
+        np.save(os.path.join(opt, d["name"] + ".npy"), batch)
+    # A linear decay to a tenth.
+    np.save(os.path.join(opt, "lr.npy"), np.linspace(lr, lr / 10, steps).astype(np.float32))
+
+
+def train_check(data: str, root: str, variant: str, steps: int) -> bool:
+    model = M.load_model(data)
+    cfg, _, _ = VARIANTS[variant]
+    opt, out = os.path.join(root, "train.in"), os.path.join(root, "train.out")
+    values = M.load_inputs(model, data)
+    for d in model["data"]:
+        values[d["name"]] = load(os.path.join(opt, d["name"] + ".npy"))
+    lr = load(os.path.join(opt, "lr.npy"))
+    ref = reference.train(model, values, cfg, steps, lr, dtype=np.float32)
+    print(f"train {variant}: {steps} steps, {cfg.pipeline_options()}")
+    ok = compare("loss", load(os.path.join(out, "loss.npy")), ref["loss"], TRAIN_TOL)
+    if cfg.max_grad_norm > 0.0:
+        got = load(os.path.join(out, "grad_norm.npy"))
+        ok &= compare("grad_norm", got, ref["grad_norm"], TRAIN_TOL)
+    for name, value in list(ref["params"].items()) + list(ref["state"].items()):
+        ok &= compare(name, load(os.path.join(out, name + ".npy")), value, TRAIN_TOL)
+    print("PASS" if ok else "FAIL")
+    return ok
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("command", choices=("options", "inputs", "check"))
+    ap.add_argument("command", choices=("options", "inputs", "check", "train", "train-check"))
     ap.add_argument("args", nargs="+")
     ap.add_argument("--grad-rtol", type=float, default=1e-5)
     ap.add_argument("--seed", type=int, default=1)
@@ -163,9 +217,16 @@ def main(argv=None) -> int:
         print(VARIANTS[variant][0].pipeline_options() + " keep-grads=true")
         return 0
     if args.command == "inputs":
-        data, opt, variant = args.args
-        make_inputs(data, opt, variant, args.seed)
+        data, root, *variants = args.args
+        for variant in variants:
+            make_inputs(data, os.path.join(root, variant + ".in"), variant, args.seed)
         return 0
+    if args.command in ("train", "train-check"):
+        data, root, variant, steps = args.args
+        if args.command == "train":
+            train_inputs(data, root, variant, int(steps))
+            return 0
+        return 0 if train_check(data, root, variant, int(steps)) else 1
     data, root, *variants = args.args
     ok = True
     for variant in variants:

@@ -32,3 +32,17 @@ func.func @gradient_type(%w: tensor<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [s
   %dw = "model.backward"(%w) : (tensor<2xf32>) -> tensor<2xbf16>
   return %dw : tensor<2xbf16>
 }
+
+// -----
+
+// A gradient slot whose parameter has no layout (an upstream shard
+// annotation not yet imported).
+fsdp.mesh @mesh [shard = 4]
+shard.grid @grid(shape = 4)
+// expected-error @+1 {{fsdp-optimizer: parameter argument #0 has no fsdp.layout; run fsdp-import-shard and fsdp-partition before fsdp-optimizer}}
+func.func @annotated(%w: tensor<2xf32>) -> (tensor<2xf32> {fsdp.grad_of = 0, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<8xf32>}) {
+  %sharding = shard.sharding @grid split_axes = [[0]] : !shard.sharding
+  %s = shard.shard %w to %sharding annotate_for_users : tensor<2xf32>
+  %dw = "model.backward"(%s) : (tensor<2xf32>) -> tensor<2xf32>
+  return %dw : tensor<2xf32>
+}

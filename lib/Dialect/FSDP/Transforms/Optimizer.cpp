@@ -219,6 +219,11 @@ struct OptimizerPass
       p.gradIndex = r;
       p.grad = ret.getOperand(r);
       p.layout = func.getArgAttrOfType<LayoutAttr>(arg, kLayoutAttrName);
+      if (!p.layout)
+        return func.emitError()
+               << "fsdp-optimizer: parameter argument #" << arg
+               << " has no fsdp.layout; run fsdp-import-shard and "
+                  "fsdp-partition before fsdp-optimizer";
       auto name = func.getArgAttrOfType<StringAttr>(arg, kNameAttrName);
       p.name = name ? name.str() : "arg" + std::to_string(arg);
       params.push_back(p);
