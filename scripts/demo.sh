@@ -2,7 +2,9 @@
 # The main job, end to end: generate one rank's training step for an MLP with
 # widths that do not divide the shard count, partition and lower it with
 # fsdp-opt, run it on 8 ranks (2x4 HSDP mesh, threads backend) and compare
-# every gradient with the unsharded numpy reference.
+# every gradient with the unsharded numpy reference; then train it for 20
+# AdamW steps on the same mesh (sharded optimizer state, sharded checkpoints)
+# and compare every step's loss with numpy.
 #
 # `--quantize FORMAT` (fp8_e4m3_tensor, fp8_e5m2_tensor, mxfp8_rowwise,
 # mxfp8_colwise, nvfp4, fp8_block_1x128, fp8_block_128x128) gathers parameters
@@ -63,8 +65,22 @@ echo "== 3. fsdp-run: 8 ranks, threads backend"
 echo "== 4. check against the unsharded numpy reference (rtol $rtol)"
 $PY -m fsdp_mlir.check "$out/data" "$out/out" --rtol "$rtol"
 
+echo "== 5. train: 20 AdamW steps (warmup + cosine learning rate, a fresh batch each step),"
+echo "   parameters and optimizer state sharded in memory, a sharded checkpoint every 10 steps"
+topts="optimizer=adamw betas=0.9,0.95 eps=1e-8 weight-decay=0.1 max-grad-norm=1.0"
+$PY test/Integration/Inputs/train_check.py inputs "$out/data" "$out/train_in" 20
+"$bin/fsdp-opt" "$out/model.mlir" \
+  --fsdp-pipeline="all-reduce-loss=true lower=true $topts$qopts" -o "$out/train.mlir" 2>/dev/null
+"$bin/fsdp-run" "$out/train.mlir" --inputs "$out/train_in" --inputs "$out/data" \
+  --outputs "$out/train_out" --steps 20 --save "$out/checkpoints" --save-every 10 \
+  --print-memory | grep -E '^step (1|5|10|15|20):|^saved|measured|rank 0:|resident|^parse'
+echo "   checkpoints: $(ls "$out/checkpoints" | tr '\n' ' ')"
+echo "== 6. every step's loss against the same training in numpy on the global batch"
+$PY test/Integration/Inputs/train_check.py check "$out/data" "$out/train_in" \
+  "$out/train_out" 20 "$topts" --rtol "$( [ -n "$quant" ] && echo 0.25 || echo 1e-4)"
+
 if [ -n "$quant" ]; then
-  echo "== 5. gathered parameters in $quant vs unquantized, and bit for bit vs the format's model"
+  echo "== 7. gathered parameters in $quant vs unquantized, and bit for bit vs the format's model"
   q=examples/quantized_gather_params.mlir
   $PY test/Integration/Inputs/check_quantized.py inputs "$q" "$out/qdata"
   "$bin/fsdp-opt" "$q" --fsdp-pipeline="lower=true$qopts" -o "$out/qlowered.mlir" 2>/dev/null
