@@ -408,7 +408,8 @@ def FSDP_BufferQuantizedAllGatherOp
 
 def FSDP_BufferQuantAmaxOp : FSDP_Op<"buffer.quant_amax"> {
   let summary = "fsdp.quant_amax between contiguous buffers";
-  let arguments = (ins AnyStridedMemRef:$input, AnyStridedMemRef:$output);
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
+                       Arg<AnyStridedMemRef, "", [MemWrite]>:$output);
   let assemblyFormat = [{
     $input `into` $output attr-dict `:` type($input) `,` type($output)
   }];
@@ -417,9 +418,9 @@ def FSDP_BufferQuantAmaxOp : FSDP_Op<"buffer.quant_amax"> {
 
 def FSDP_BufferQuantizeOp : FSDP_Op<"buffer.quantize"> {
   let summary = "fsdp.quantize between contiguous buffers";
-  let arguments = (ins AnyStridedMemRef:$input,
-                       Optional<AnyStridedMemRef>:$amax,
-                       AnyStridedMemRef:$output,
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
+                       Arg<Optional<AnyStridedMemRef>, "", [MemRead]>:$amax,
+                       Arg<AnyStridedMemRef, "", [MemWrite]>:$output,
                        FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape);
   let assemblyFormat = [{
     $input (`amax` $amax^)? `into` $output `format` `` $format `shape` $shape
@@ -430,7 +431,8 @@ def FSDP_BufferQuantizeOp : FSDP_Op<"buffer.quantize"> {
 
 def FSDP_BufferDequantizeOp : FSDP_Op<"buffer.dequantize"> {
   let summary = "fsdp.dequantize between contiguous buffers";
-  let arguments = (ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
+                       Arg<AnyStridedMemRef, "", [MemWrite]>:$output,
                        FSDP_QuantFormatAttr:$format, DenseI64ArrayAttr:$shape);
   let assemblyFormat = [{
     $input `into` $output `format` `` $format `shape` $shape attr-dict `:`
