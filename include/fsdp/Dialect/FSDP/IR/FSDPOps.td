@@ -408,7 +408,6 @@ def FSDP_BufferQuantizedAllGatherOp
 
 def FSDP_BufferQuantAmaxOp : FSDP_Op<"buffer.quant_amax"> {
   let summary = "fsdp.quant_amax between contiguous buffers";
-  // Declared effects: buffer deallocation and aliasing analyses need them.
   let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
                        Arg<AnyStridedMemRef, "", [MemWrite]>:$output);
   let assemblyFormat = [{
