@@ -32,7 +32,7 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
 # The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
 # printed by fsdp-opt); see lowering_pipeline().
-PROJECT_PASSES = ("convert-fsdp-to-runtime", "fsdp-outline-kernels")
+PROJECT_PASSES = ("convert-fsdp-to-runtime", "fsdp-outline-segments", "fsdp-outline-kernels")
 
 
 class ToolError(RuntimeError):
@@ -219,7 +219,7 @@ def lowering_pipeline() -> str:
         # the textual pipeline.
         text = "".join(line.strip() for line in lines[1:])
         for name in PROJECT_PASSES:
-            text = re.sub(rf"(?<=[(,]){re.escape(name)}(,|(?=\)))", "", text)
+            text = re.sub(rf"(?<=[(,]){re.escape(name)}(\{{[^}}]*\}})?(,|(?=\)))", "", text)
         _PIPELINE["text"] = text
     return _PIPELINE["text"]
 

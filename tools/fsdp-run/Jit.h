@@ -1,8 +1,11 @@
 //===- Jit.h - compile a lowered module, or load it from the cache -*- C++
 //-*-===//
 //
-// The JIT of fsdp-run. A module is compiled once (MLIR ExecutionEngine,
-// LLVM -O2 for the host CPU) and its object file is kept in a cache
+// The JIT of fsdp-run. A module is translated to LLVM IR and compiled into
+// two objects: the kernels (`fsdp.kernel` functions) optimized at -O2 for
+// the host CPU, and the rest (the step, its segments and the entry
+// wrappers: calls and argument shuffling) at -O0, whose code generation is
+// linear in the size of the step. Both objects are kept in a cache
 // directory, keyed by a hash of the input file, the host CPU and the LLVM
 // version, together with a small "stub" module that holds only what the
 // runner reads (signatures, meshes, entry declarations). A second run of
@@ -22,20 +25,18 @@
 #include <memory>
 #include <string>
 
-namespace mlir {
-class ExecutionEngine;
-} // namespace mlir
 namespace llvm::orc {
 class LLJIT;
 } // namespace llvm::orc
 
 namespace fsdp::run {
 
-/// Compiled code of one module, from the ExecutionEngine or the cache.
+/// Compiled code of one module, compiled now or loaded from the cache.
 class Jit {
 public:
   ~Jit();
-  /// Calls the packed wrapper of `name` (as ExecutionEngine::invokePacked).
+  /// Calls the packed wrapper `_mlir_<name>(void **args)` of `name` (the
+  /// convention of ExecutionEngine::invokePacked).
   llvm::Error invokePacked(llvm::StringRef name,
                            llvm::MutableArrayRef<void *> args);
 
@@ -58,7 +59,6 @@ public:
 
 private:
   Jit();
-  std::unique_ptr<mlir::ExecutionEngine> engine;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   mlir::OwningOpRef<mlir::ModuleOp> stub;
   std::string cacheDir, cacheBase;

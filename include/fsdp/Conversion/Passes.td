@@ -50,6 +50,30 @@ def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
                            "::mlir::arith::ArithDialect"];
 }
 
+def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
+  let summary = "Move the compute between collectives into deduplicated "
+                "private functions";
+  let description = [{
+    Runs on tensors, before bufferization. Every maximal run of
+    side-effect-free, non-`fsdp` ops in a function's body (the forward or
+    backward compute of an FSDP unit between its collectives, the loss, the
+    packing of a bucket) becomes a call to a private `__fsdp_segment_<n>`
+    function that takes the values the run reads and returns the values
+    used after it; captured constants are cloned in. Structurally equal
+    runs (the same code on other tensors: the identical blocks of a model)
+    share one function. The step function is left with collectives and
+    one call per run, so bufferization, lowering and LLVM's code
+    generation see a step that grows by a few calls per unit and a number
+    of functions that does not grow with the depth of the model.
+  }];
+  let options = [
+    Option<"minOps", "min-ops", "unsigned", /*default=*/"8",
+           "Outline a run only if it holds at least this many ops "
+           "(constants not counted)">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def FSDPOutlineKernels : Pass<"fsdp-outline-kernels", "ModuleOp"> {
   let summary = "Move every bufferized linalg op into a deduplicated "
                 "private function";

@@ -1,0 +1,110 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-outline-segments="min-ops=1" | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-outline-segments | FileCheck %s --check-prefix=DEFAULT
+
+// The compute between collectives becomes one call per run; two runs that
+// are the same code on other tensors share one function. Inputs come in
+// first-use order, outputs are the values used after the run, constants
+// are cloned in.
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @step
+// CHECK-SAME: (%[[A:.*]]: tensor<4xf32>, %[[B:.*]]: tensor<4xf32>)
+func.func @step(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %c2 = arith.constant 2.0 : f32
+  // CHECK: %[[R0:.*]] = call @[[SEG:__fsdp_segment_[0-9]+]](%[[A]], %[[B]]) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %e0 = tensor.empty() : tensor<4xf32>
+  %m0 = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%a, %b : tensor<4xf32>, tensor<4xf32>) outs(%e0 : tensor<4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %q = arith.mulf %p, %c2 : f32
+    linalg.yield %q : f32
+  } -> tensor<4xf32>
+  // CHECK: %[[G0:.*]] = fsdp.all_reduce %[[R0]]
+  %g0 = fsdp.all_reduce %m0 over @mesh ["shard"] sum : tensor<4xf32> -> tensor<4xf32>
+  // The same code on other operands: the same function.
+  // CHECK: %[[R1:.*]] = call @[[SEG]](%[[G0]], %[[A]]) : (tensor<4xf32>, tensor<4xf32>) -> tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %m1 = linalg.generic {indexing_maps = [affine_map<(i) -> (i)>, affine_map<(i) -> (i)>, affine_map<(i) -> (i)>], iterator_types = ["parallel"]}
+      ins(%g0, %a : tensor<4xf32>, tensor<4xf32>) outs(%e1 : tensor<4xf32>) {
+  ^bb0(%x: f32, %y: f32, %o: f32):
+    %p = arith.mulf %x, %y : f32
+    %q = arith.mulf %p, %c2 : f32
+    linalg.yield %q : f32
+  } -> tensor<4xf32>
+  // CHECK: %[[G1:.*]] = fsdp.all_reduce %[[R1]]
+  %g1 = fsdp.all_reduce %m1 over @mesh ["shard"] sum : tensor<4xf32> -> tensor<4xf32>
+  // CHECK: return %[[G1]], %[[R1]]
+  return %g1, %m1 : tensor<4xf32>, tensor<4xf32>
+}
+// CHECK: func.func private @[[SEG]](%[[X:.*]]: tensor<4xf32>, %[[Y:.*]]: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-SAME: fsdp.segment
+// CHECK: arith.constant 2.000000e+00
+// CHECK: tensor.empty
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[X]], %[[Y]] :
+// CHECK: return
+// CHECK-NOT: func.func private @__fsdp_segment
+
+// The default threshold (8 ops) leaves these short runs in place.
+// DEFAULT-LABEL: func.func @step
+// DEFAULT-NOT: call
+// DEFAULT-NOT: __fsdp_segment
+
+// -----
+
+// A run ends at an op with side effects; a run with several outputs
+// returns each value used after it.
+// CHECK-LABEL: func.func @effects
+func.func @effects(%a: tensor<4xf32>, %m: memref<4xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
+  // CHECK: %[[R:.*]]:2 = call @[[S:__fsdp_segment_[0-9]+]](%{{.*}}) : (tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>)
+  %lo = tensor.extract_slice %a[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %hi = tensor.extract_slice %a[2] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  // CHECK: memref.store
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %m[%c0] : memref<4xf32>
+  // CHECK: return %[[R]]#0, %[[R]]#1
+  return %lo, %hi : tensor<2xf32>, tensor<2xf32>
+}
+// CHECK: func.func private @[[S]](
+// CHECK-COUNT-2: tensor.extract_slice
+// CHECK: return
+
+// -----
+
+// Outlined functions are not outlined again; external functions are left
+// alone.
+// CHECK-LABEL: func.func private @ext
+// CHECK-NOT: call
+func.func private @ext(tensor<4xf32>) -> tensor<4xf32>
+// CHECK-LABEL: func.func private @done
+// CHECK-NOT: call
+func.func private @done(%a: tensor<4xf32>) -> tensor<4xf32> attributes {fsdp.segment} {
+  %0 = tensor.empty() : tensor<4xf32>
+  %1 = linalg.copy ins(%a : tensor<4xf32>) outs(%0 : tensor<4xf32>) -> tensor<4xf32>
+  return %1 : tensor<4xf32>
+}
+
+// -----
+
+// A tensor.empty defined outside a run is cloned into it like a constant,
+// never passed in: a shared empty tensor would be one buffer that several
+// segments write in place and return.
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @shared_empty
+func.func @shared_empty(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e = tensor.empty() : tensor<4xf32>
+  %one = arith.constant 1.0 : f32
+  // CHECK: %[[R0:.*]] = call @[[F:__fsdp_segment_[0-9]+]](%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
+  %f0 = linalg.fill ins(%one : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s0 = linalg.add ins(%a, %f0 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %g = fsdp.all_reduce %s0 over @mesh ["shard"] sum : tensor<4xf32> -> tensor<4xf32>
+  // CHECK: call @[[F]](%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
+  %f1 = linalg.fill ins(%one : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s1 = linalg.add ins(%g, %f1 : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %s1 : tensor<4xf32>
+}
+// CHECK: func.func private @[[F]](%{{.*}}: tensor<4xf32>) -> tensor<4xf32>
+// CHECK: tensor.empty
+// CHECK: linalg.fill
+// CHECK: linalg.add
