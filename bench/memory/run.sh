@@ -5,7 +5,7 @@
 # measures where it reports one; every recompute run is checked
 # bit-identical to the run without. Results: docs/BENCHMARKS.md, "Memory".
 #
-#   bench/memory/run.sh                 # 4 blocks, dim 64, W = 1, 2, 4, 8
+#   bench/memory/run.sh                 # 4 blocks, dim 32, W = 1, 2, 4, 8
 #   bench/memory/run.sh --smoke         # seconds: tiny model, W = 1, 2
 #   bench/memory/run.sh --help          # every option of bench.py
 #
