@@ -109,6 +109,44 @@ public:
     return negative ? value.ule(limit) : value.ult(limit);
   }
 
+  /// Scans a dynamic index list `[ (int | %ssa) (, ...)* ]` up to its `]`.
+  /// Returns the position of an element that is the literal
+  /// -9223372036854775808 (MLIR's marker for a dynamic entry, which the
+  /// printer then looks up among the SSA operands), or npos.
+  size_t findDynamicMarker() {
+    if (peek() != '[')
+      return StringRef::npos;
+    ++pos;
+    while (true) {
+      skipTrivia();
+      if (atEnd() || peek() == ']')
+        return StringRef::npos;
+      if (peek() == '%') {
+        ++pos;
+        lexIdentifier();
+        continue;
+      }
+      if (peek() == '-') {
+        size_t element = pos;
+        ++pos;
+        skipTrivia();
+        size_t start = pos;
+        while (!atEnd() && isIdChar(peek()))
+          ++pos;
+        StringRef digits = text.slice(start, pos);
+        unsigned radix = digits.starts_with("0x") ? 16 : 10;
+        if (radix == 16)
+          digits = digits.drop_front(2);
+        llvm::APInt value;
+        if (!digits.getAsInteger(radix, value) && value.getActiveBits() <= 64 &&
+            value.zextOrTrunc(64) == llvm::APInt::getOneBitSet(64, 63))
+          return element;
+        continue;
+      }
+      ++pos;
+    }
+  }
+
   /// Reads `[ int (, int)* ]` or `[ ]`.
   bool lexInt64List() {
     if (peek() != '[')
@@ -178,6 +216,32 @@ LogicalResult mlir::fsdp::checkParserHazards(llvm::SourceMgr &sourceMgr) {
       op = id;
       keyword = awaited;
       continue;
+    }
+    if (id == "shard.sharding") {
+      op = id;
+      keyword = "";
+      continue;
+    }
+    // shard.sharding's static offsets and halo sizes: the marker value
+    // parses as a dynamic entry without an operand and the printer crashes.
+    if (op == "shard.sharding" &&
+        (id == "sharded_dims_offsets" || id == "halo_sizes")) {
+      s.skipTrivia();
+      if (s.peek() != '=')
+        continue;
+      ++s.pos;
+      s.skipTrivia();
+      size_t at = s.findDynamicMarker();
+      if (at == StringRef::npos)
+        continue;
+      sourceMgr.PrintMessage(
+          llvm::SMLoc::getFromPointer(text.data() + at),
+          llvm::SourceMgr::DK_Error,
+          "'shard.sharding' " + id +
+              ": -9223372036854775808 is MLIR's marker for a dynamic value, "
+              "not a static size (rejected before parsing: MLIR crashes "
+              "printing it)");
+      return failure();
     }
     if (keyword.empty() || id != keyword)
       continue;

@@ -9,7 +9,10 @@
 // fsdp-run scan textual input for these lists before parsing and report the
 // first bad one as an error at its location instead. Bytecode input and the
 // generic form (`<{permutation = array<i64: ...>}>`) are parsed safely by
-// MLIR and are not scanned.
+// MLIR and are not scanned. Likewise `shard.sharding`'s
+// `sharded_dims_offsets` and `halo_sizes`: the literal -9223372036854775808
+// (MLIR's marker for a dynamic entry) parses as a dynamic entry without an
+// operand, and printing the op then crashes.
 //
 //===----------------------------------------------------------------------===//
 
