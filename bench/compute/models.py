@@ -1,33 +1,10 @@
 """The benchmark's PyTorch models, as specs of the PyTorch frontend
 (`python -m fsdp_mlir.torch export bench/compute/models.py:mlp512`)."""
 
-import itertools
-
 import torch
-import torch.nn.functional as F
 
-# The transformer is the frontend's example GPT, at benchmark sizes.
-from fsdp_mlir.torch.examples import GPT, lm_loss
-from torch import nn
-
-
-class MLP(nn.Module):
-    def __init__(self, widths):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            nn.Linear(a, b) for a, b in itertools.pairwise(widths)
-        )
-
-    def forward(self, x):
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i + 1 < len(self.layers):
-                x = F.relu(x)
-        return x
-
-
-def mse_loss(model, x, y):
-    return F.mse_loss(model(x), y)
+# The frontend's example models, at benchmark sizes.
+from fsdp_mlir.torch.examples import GPT, MLP, lm_loss, mse_loss
 
 
 def mlp512():

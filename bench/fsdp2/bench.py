@@ -64,6 +64,7 @@ def _fsdp2_rank(rank, world, spec, steps, warmup, init_file, result_file):
     import models
     import torch
     import torch.distributed as dist
+    from fsdp_mlir.torch.export import _unit_matcher
     from torch.distributed.device_mesh import init_device_mesh
     from torch.distributed.fsdp import fully_shard
 
@@ -74,8 +75,11 @@ def _fsdp2_rank(rank, world, spec, steps, warmup, init_file, result_file):
     mesh = init_device_mesh("cpu", (world,))
     built = getattr(models, spec)()
     module, loss_fn, batch = built["module"], built["loss_fn"], built["batch"]
-    for unit in models.units(module):
-        fully_shard(unit, mesh=mesh)
+    # The submodules the frontend's export makes FSDP units (same rule).
+    is_unit = _unit_matcher(built["units"])
+    for path, unit in module.named_modules():
+        if path and is_unit(path, unit):
+            fully_shard(unit, mesh=mesh)
     fully_shard(module, mesh=mesh)
     # This rank's micro-batch: the global batch split along dim 0, as
     # fsdp-run splits data arguments.
@@ -95,6 +99,9 @@ def _fsdp2_rank(rank, world, spec, steps, warmup, init_file, result_file):
     if rank == 0:
         worst = [max(t[s] for t in gathered) for s in range(steps)]
         Path(result_file).write_text(json.dumps(worst))
+    # Tear gloo down together: a rank leaving while a peer's gloo threads
+    # still talk to it aborts that peer.
+    dist.barrier()
     dist.destroy_process_group()
 
 

@@ -1,37 +1,14 @@
 """The 8-rank benchmark's models, as specs of the PyTorch frontend
 (`python -m fsdp_mlir.torch export bench/fsdp2/models.py:gpt128x8 --mesh 8`).
 
-Each spec names its FSDP units (`units`); `units(module)` returns the
-submodules FSDP2's `fully_shard` is applied to, matched by the same rule as
-the frontend's export, so both sides shard the same groups of parameters.
+Each spec names its FSDP units (`units`): FSDP2's `fully_shard` is applied to
+the submodules the frontend's export makes units, so both sides shard the
+same groups of parameters.
 """
 
-import itertools
-
 import torch
-import torch.nn.functional as F
-from fsdp_mlir.torch.examples import GPT, Block, lm_loss
-from fsdp_mlir.torch.export import _unit_matcher
+from fsdp_mlir.torch.examples import GPT, MLP, Block, lm_loss, mse_loss
 from torch import nn
-
-
-class MLP(nn.Module):
-    def __init__(self, widths):
-        super().__init__()
-        self.layers = nn.ModuleList(
-            nn.Linear(a, b) for a, b in itertools.pairwise(widths)
-        )
-
-    def forward(self, x):
-        for i, layer in enumerate(self.layers):
-            x = layer(x)
-            if i + 1 < len(self.layers):
-                x = F.relu(x)
-        return x
-
-
-def mse_loss(model, x, y):
-    return F.mse_loss(model(x), y)
 
 
 def _mlp(widths, global_batch):
@@ -69,10 +46,3 @@ def gpt128x8():
         "batch": (tokens, targets),
         "units": [Block],
     }
-
-
-def units(module):
-    """The submodules that are FSDP units of `module` under its spec's rule."""
-    rule = [Block] if isinstance(module, GPT) else [nn.Linear]
-    match = _unit_matcher(rule)
-    return [mod for path, mod in module.named_modules() if path and match(path, mod)]

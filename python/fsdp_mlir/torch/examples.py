@@ -7,6 +7,8 @@ the FSDP units (the classes `fully_shard` would be applied to).
 
 from __future__ import annotations
 
+import itertools
+
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
@@ -95,3 +97,22 @@ def cnn(global_batch: int = 16, seed: int = 0) -> dict:
         "batch": (images, labels),
         "units": [r"conv\d"],
     }
+
+
+class MLP(nn.Module):
+    """Linear layers with ReLU between them (`widths`: input, hidden..., output)."""
+
+    def __init__(self, widths):
+        super().__init__()
+        self.layers = nn.ModuleList(nn.Linear(a, b) for a, b in itertools.pairwise(widths))
+
+    def forward(self, x):
+        for i, layer in enumerate(self.layers):
+            x = layer(x)
+            if i + 1 < len(self.layers):
+                x = F.relu(x)
+        return x
+
+
+def mse_loss(model, x, y):
+    return F.mse_loss(model(x), y)
