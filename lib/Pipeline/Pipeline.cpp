@@ -43,7 +43,8 @@ constexpr const char *kLowerToLLVMBufferize =
     "convert-bufferization-to-memref,"
     "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
-constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
+constexpr const char *kLowerToLLVMFastBuffer =
+    "fsdp-linalg-to-blas,fsdp-reduction-loops,fsdp-approximate-math";
 constexpr const char *kLowerToLLVMTail =
     "func.func(convert-linalg-to-loops),"
     "arith-expand{include-bf16=true},"

@@ -53,7 +53,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 /// Hash of the file's bytes and of everything the object depends on.
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v2 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v3 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)

@@ -38,6 +38,9 @@
 #include <cmath>
 #include <cstdio>
 #include <functional>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 #include <system_error>
 #include <thread>
 #include <unistd.h>
@@ -1009,6 +1012,13 @@ int main(int argc, char **argv) {
   parseOptions(argc, argv);
   llvm::InitializeNativeTarget();
   llvm::InitializeNativeTargetAsmPrinter();
+#ifdef __GLIBC__
+  // Every step allocates and frees the same buffers: keep freed memory in
+  // the process (no munmap or heap trim after a step, whose next step
+  // would fault every page in again).
+  mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
 #ifdef FSDP_HAVE_OPENBLAS
   // Ranks are the parallelism: one BLAS thread each.
   openblas_set_num_threads(1);

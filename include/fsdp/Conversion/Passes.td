@@ -65,9 +65,15 @@ def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
     Upstream elementwise fusion on tensors, restricted to producers with a
     single use and to consumers that are not contractions (so that
     multiply-accumulate bodies stay whole for `fsdp-linalg-to-blas`).
+    Before it, a `linalg.fill` of a `tensor.empty` with several uses is
+    duplicated (fill and empty tensor) for every use after the first: each
+    matmul or reduction that accumulates into a shared zero (or -inf)
+    tensor then fills its own buffer in place instead of copying a shared
+    filled one.
   }];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
-                           "::mlir::arith::ArithDialect"];
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect"];
 }
 
 def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
@@ -137,6 +143,50 @@ def FSDPLinalgToBlas : Pass<"fsdp-linalg-to-blas", "ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
+}
+
+def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
+  let summary = "Lower linalg reductions on buffers to loops that keep the "
+                "accumulator in a register";
+  let description = [{
+    A linalg op on buffers whose innermost loops are all its reduction loops
+    (a row sum, the max and sum of a softmax, a norm's mean and variance,
+    a cross-entropy's log-sum-exp) becomes `scf.for` loops: its parallel
+    loops outside, then its reduction loops carrying the output elements as
+    iteration arguments, loaded once before and stored once after. The
+    body's f32/f64 arithmetic gets the `reassoc` and `contract` fast-math
+    flags, so LLVM vectorizes the innermost loop as a reduction (it may sum
+    in another order: the fast path's results differ from the reference
+    loops by rounding only). Other ops -- no reduction loop, a parallel loop
+    inside a reduction loop (a column sum, which vectorizes along its
+    parallel loop as it is), outputs indexed by a reduction dimension,
+    tensors -- stay linalg ops for `convert-linalg-to-loops`. With
+    `report`, every reduction gets a remark saying which way it went.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per reduction: lowered here, or why not">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def FSDPApproximateMath : Pass<"fsdp-approximate-math"> {
+  let summary = "Replace f32 exp, erf, log and tanh by polynomial "
+                "approximations that vectorize";
+  let description = [{
+    Upstream's polynomial approximations (Cephes/Eigen style, accurate to a
+    few ulp of f32, infinities and NaN handled) for `math.exp`, `expm1`,
+    `log`, `log1p`, `log2`, `erf`, `erfc` and `tanh` on f32 scalars and
+    vectors: plain arithmetic that LLVM vectorizes with the loop around it,
+    where a call to libm keeps the loop scalar. Other element types keep
+    their math ops (and libm calls).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::math::MathDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 #endif // FSDP_CONVERSION_PASSES_TD

@@ -59,3 +59,29 @@ func.func @into_contraction(%x: tensor<4x8xf32>, %w: tensor<8x16xf32>, %y: tenso
   } -> tensor<4x16xf32>
   return %r : tensor<4x16xf32>
 }
+
+// -----
+
+// A zero fill shared by two matmuls is duplicated, one fill of its own
+// empty tensor per matmul (each accumulates into its own buffer, no copy);
+// a fill with one use and a fill of a function argument stay as they are.
+// CHECK-LABEL: func.func @shared_fill
+func.func @shared_fill(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x16xf32>) -> (tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>) {
+  // CHECK: %[[Z:.*]] = arith.constant 0.0
+  // CHECK: %[[E1:.*]] = tensor.empty() : tensor<4x16xf32>
+  // CHECK: %[[F1:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%[[E1]] : tensor<4x16xf32>)
+  // CHECK: %[[E2:.*]] = tensor.empty() : tensor<4x16xf32>
+  // CHECK: %[[F2:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%[[E2]] : tensor<4x16xf32>)
+  // CHECK: linalg.matmul ins({{.*}}) outs(%[[F2]] : tensor<4x16xf32>)
+  // CHECK: linalg.matmul ins({{.*}}) outs(%[[F1]] : tensor<4x16xf32>)
+  // CHECK: %[[F3:.*]] = linalg.fill ins(%[[Z]] : f32) outs(%{{.*}} : tensor<4x16xf32>)
+  // CHECK-NOT: linalg.fill
+  // CHECK: return {{.*}}, %[[F3]], %[[F3]]
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %m1 = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %m2 = linalg.matmul ins(%a, %b : tensor<4x8xf32>, tensor<8x16xf32>) outs(%f : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %g = linalg.fill ins(%zero : f32) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
+  return %m1, %m2, %g, %g : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
+}
