@@ -44,7 +44,8 @@ constexpr const char *kLowerToLLVMBufferize =
     "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer =
-    "fsdp-linalg-to-blas,fsdp-reduction-loops,fsdp-approximate-math";
+    "fsdp-linalg-to-blas,fsdp-copies-to-loops,fsdp-reduction-loops,"
+    "fsdp-approximate-math";
 constexpr const char *kLowerToLLVMTail =
     "func.func(convert-linalg-to-loops),"
     "arith-expand{include-bf16=true},"

@@ -145,6 +145,22 @@ def FSDPLinalgToBlas : Pass<"fsdp-linalg-to-blas", "ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPCopiesToLoops : Pass<"fsdp-copies-to-loops"> {
+  let summary = "Turn strided memref.copy ops into linalg.copy (vectorized "
+                "loops instead of the generic memrefCopy runtime function)";
+  let description = [{
+    A `memref.copy` of static shape between buffers that are not both
+    contiguous (a row of a gathered bucket, a column block of a packed
+    gradient) would lower to a call of MLIR's `memrefCopy`, which copies
+    one element at a time. It becomes a `linalg.copy`, lowered to a loop
+    nest whose innermost, unit-stride loop LLVM vectorizes. Contiguous
+    copies (one `memcpy`), dynamic shapes and unranked or rank-0 buffers
+    keep their `memref.copy`.
+  }];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
   let summary = "Lower linalg reductions on buffers to loops that keep the "
                 "accumulator in a register";
