@@ -143,6 +143,17 @@ def measure(args, lowered, inputs, outputs):
 ADAMW = "optimizer=adamw betas=0.9,0.95 eps=1e-8 weight-decay=0.1"
 
 
+def print_loss_curve(loss, steps):
+    """The loss every steps/10 steps and at the last, as a Markdown table."""
+    every = max(1, steps // 10)
+    cols = list(range(0, steps, every))
+    if cols[-1] != steps - 1:
+        cols.append(steps - 1)
+    print("| step | " + " | ".join(str(s + 1) for s in cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    print("| loss | " + " | ".join(f"{loss[s]:.4f}" for s in cols) + " |")
+
+
 def adamw(args, tmp):
     """The AdamW acceptance run against numpy (see the module docstring)."""
     steps = args.adamw_steps
@@ -219,13 +230,7 @@ def adamw(args, tmp):
     )
     print(proc.stdout.strip())
     loss = r["loss"]
-    every = max(1, steps // 10)
-    cols = list(range(0, steps, every))
-    if cols[-1] != steps - 1:
-        cols.append(steps - 1)
-    print("| step | " + " | ".join(str(s + 1) for s in cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    print("| loss | " + " | ".join(f"{loss[s]:.4f}" for s in cols) + " |")
+    print_loss_curve(loss, steps)
     print(
         f"median step {r['step_median_s'] * 1e3:.2f} ms, JIT {r['jit_s']:.2f} s, "
         f"measured peak per rank {max(r['jit_peak_bytes'])} B"
@@ -298,13 +303,7 @@ def gpt(args, tmp):
         f"final-parameter difference {worst_param[1]:.2e} ({worst_param[0]}; key biases excluded)"
     )
     loss = errors["losses"]
-    every = max(1, steps // 10)
-    cols = list(range(0, steps, every))
-    if cols[-1] != steps - 1:
-        cols.append(steps - 1)
-    print("| step | " + " | ".join(str(s + 1) for s in cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    print("| loss | " + " | ".join(f"{loss[s]:.4f}" for s in cols) + " |")
+    print_loss_curve(loss, steps)
     print(f"median step {r['step_median_s'] * 1e3:.2f} ms")
     if errors["loss"].max() >= 1e-4:
         fail("the GPT's losses differ from torch.optim's by more than 1e-4")
