@@ -361,6 +361,12 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
   if (!module)
     fail("cannot parse " + inputFile);
   jit->parseSeconds = secondsSince(t0);
+  // Which functions are kernels, the only code worth optimizing: recorded
+  // now, the runner strips the `fsdp.kernel` attributes before compile().
+  module->walk([&](LLVM::LLVMFuncOp f) {
+    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
+      jit->kernelNames.insert(f.getSymName());
+  });
   if (!base.empty()) {
     jit->stub = makeStub(*module);
     jit->cacheDir = cacheDir;
@@ -373,12 +379,6 @@ void Jit::compile(ModuleOp module) {
   if (lljit)
     return;
   auto t1 = std::chrono::steady_clock::now();
-  // Which functions are kernels: the only code worth optimizing.
-  llvm::StringSet<> kernelNames;
-  module.walk([&](LLVM::LLVMFuncOp f) {
-    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
-      kernelNames.insert(f.getSymName());
-  });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> glue =
       translateModuleToLLVMIR(module, llvmContext);
