@@ -51,7 +51,9 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// Hash of the file's bytes and of everything the object depends on.
+/// Hash of the file's bytes and of everything the object depends on. The
+/// version tag changes whenever the code generation does (v3: kernels at -O2
+/// again; v2 objects hold kernels compiled at -O0).
 std::string cacheKey(llvm::StringRef bytes) {
   std::string salt = "fsdp-run-jit-v3 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
