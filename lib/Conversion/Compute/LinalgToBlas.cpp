@@ -6,7 +6,9 @@
 // batch dimensions) becomes one `cblas_sgemm` / `cblas_dgemm` call per batch
 // index. Operands are passed in place: a unit stride on either matrix
 // dimension selects CblasNoTrans or CblasTrans, the other stride is the
-// leading dimension; a column-major result swaps the operands. Anything
+// leading dimension; a column-major result swaps the operands. A zero
+// `linalg.fill` of the output right before the op becomes beta = 0 (the
+// gemm overwrites C instead of adding to it). Anything
 // else (other element types, mixed precision, dynamic shapes or strides,
 // broadcast operands, several M/N/K dimensions) stays a linalg op and is
 // lowered to loops; `report` says why with a remark on the op.
@@ -19,6 +21,7 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Matchers.h"
 #include "mlir/IR/SymbolTable.h"
 
 namespace mlir::fsdp {
@@ -92,6 +95,8 @@ struct GemmPlan {
   SmallVector<int64_t> batchSizes;
   SmallVector<std::array<int64_t, 3>> batchStrides;
   Type elementType;
+  /// C is all zeros before the op: beta = 0.
+  bool zeroC = false;
 };
 
 /// Element stride of loop dimension `dim` in `operand` (0: not indexed).
@@ -300,6 +305,9 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
   };
   Value one =
       arith::ConstantOp::create(b, loc, b.getFloatAttr(p.elementType, 1.0));
+  Value beta = p.zeroC ? arith::ConstantOp::create(
+                             b, loc, b.getFloatAttr(p.elementType, 0.0))
+                       : one;
   SmallVector<Value> args = {i32(kRowMajor),
                              i32(p.la.trans ? kTrans : kNoTrans),
                              i32(p.lb.trans ? kTrans : kNoTrans),
@@ -311,7 +319,7 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
                              i32(p.la.ld),
                              elementPointer(b, loc, p.b, offB, bytes),
                              i32(p.lb.ld),
-                             one,
+                             beta,
                              elementPointer(b, loc, p.c, offC, bytes),
                              i32(p.ldc)};
   func::CallOp::create(b, loc, gemm, args);
@@ -337,14 +345,25 @@ struct FSDPLinalgToBlasPass
           op->emitRemark() << "contraction stays a loop: " << why;
         continue;
       }
+      // A zero fill of exactly C right before: the gemm overwrites C.
+      auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+      if (fill && fill.hasPureBufferSemantics() &&
+          fill.getOutputs()[0] == op.getDpsInitOperand(0)->get() &&
+          matchPattern(fill.getInputs()[0], m_AnyZeroFloat()))
+        p->zeroC = true;
+      else
+        fill = nullptr;
       if (report)
         op->emitRemark() << "contraction becomes "
                          << (p->elementType.isF32() ? "cblas_sgemm"
-                                                    : "cblas_dgemm");
+                                                    : "cblas_dgemm")
+                         << (fill ? " (beta = 0, the zero fill removed)" : "");
       func::FuncOp gemm = declareGemm(module, p->elementType);
       OpBuilder b(op);
       emitGemm(b, op.getLoc(), gemm, *p);
       op->erase();
+      if (fill)
+        fill->erase();
     }
   }
 };

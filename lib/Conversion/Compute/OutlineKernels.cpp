@@ -3,7 +3,10 @@
 // Moves every linalg op of a bufferized function into a private function of
 // its own (`__fsdp_kernel_<n>`) and calls it. Structurally equal ops (same
 // op, attributes, operand types and body) share one kernel, so a model of L
-// identical blocks compiles each kernel once. The step function keeps only
+// identical blocks compiles each kernel once. A `linalg.fill` directly
+// followed by a linalg op that accumulates into the filled buffer (a matmul
+// into zeros, a max into -inf) shares that op's kernel, so that the BLAS
+// lowering can see the zeros (beta = 0, no fill). The step function keeps only
 // calls, allocations and collectives: loop lowering, control-flow
 // conversion and LLVM's optimizer then see many small functions instead of
 // one that grows with the model.
@@ -47,27 +50,44 @@ struct FSDPOutlineKernelsPass
   void runOnOperation() override {
     ModuleOp module = getOperation();
     SymbolTable symbols(module);
-    SmallVector<Operation *> ops;
+    // Only ops on buffers: a tensor op has results the caller uses.
+    // Copies too: each is a memcpy or a strided copy loop.
+    auto outlined = [](Operation *op) {
+      return (isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
+              !op->getParentOfType<linalg::LinalgOp>()) ||
+             isa<memref::CopyOp>(op);
+    };
+    SmallVector<SmallVector<Operation *, 2>> groups;
+    llvm::DenseSet<Operation *> grouped;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal() || func->hasAttr("fsdp.kernel"))
         continue;
       func.walk([&](Operation *op) {
-        // Only ops on buffers: a tensor op has results the caller uses.
-        // Copies too: each is a memcpy or a strided copy loop.
-        if ((isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
-             !op->getParentOfType<linalg::LinalgOp>()) ||
-            isa<memref::CopyOp>(op))
-          ops.push_back(op);
+        if (!outlined(op) || grouped.contains(op))
+          return;
+        groups.push_back({op});
+        // A fill and the op that accumulates into the filled buffer.
+        auto fill = dyn_cast<linalg::FillOp>(op);
+        auto next = dyn_cast_or_null<linalg::LinalgOp>(op->getNextNode());
+        if (fill && next && !isa<linalg::FillOp>(next.getOperation()) &&
+            outlined(next.getOperation()) &&
+            llvm::is_contained(next.getDpsInits(), fill.getOutputs()[0])) {
+          groups.back().push_back(next);
+          grouped.insert(next);
+        }
       });
     }
     llvm::StringMap<func::FuncOp> kernels;
     unsigned counter = 0;
-    for (Operation *op : ops) {
-      // Operands: the op's own, then values its body captures (constants
+    for (ArrayRef<Operation *> group : groups) {
+      Operation *op = group.front();
+      // Operands: the ops' own, then values their bodies capture (constants
       // are cloned into the kernel instead).
-      llvm::SetVector<Value> used(op->getOperands().begin(),
-                                  op->getOperands().end());
-      getUsedValuesDefinedAbove(op->getRegions(), used);
+      llvm::SetVector<Value> used;
+      for (Operation *member : group) {
+        used.insert(member->getOperands().begin(), member->getOperands().end());
+        getUsedValuesDefinedAbove(member->getRegions(), used);
+      }
       SmallVector<Value> args;
       SmallVector<Operation *> constants;
       for (Value v : used) {
@@ -92,7 +112,8 @@ struct FSDPOutlineKernelsPass
       for (Operation *c : constants)
         if (!map.contains(c->getResult(0)))
           map.map(c->getResult(0), b.clone(*c)->getResult(0));
-      b.clone(*op, map);
+      for (Operation *member : group)
+        b.clone(*member, map);
       func::ReturnOp::create(b, op->getLoc());
 
       std::string key;
@@ -121,7 +142,8 @@ struct FSDPOutlineKernelsPass
         caller->setAttr("passthrough",
                         b.getStrArrayAttr({"noinline", "optnone"}));
       }
-      op->erase();
+      for (Operation *member : llvm::reverse(group))
+        member->erase();
     }
   }
 };

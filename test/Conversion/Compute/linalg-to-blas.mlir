@@ -115,3 +115,29 @@ func.func @weight_grad(%x: memref<2x3x8xf32>, %dy: memref<2x3x16xf32>, %dw: memr
   }
   return
 }
+
+// -----
+
+// A zero fill of C right before the contraction: beta = 0 and no fill (the
+// gemm overwrites C). A fill of another value, or of another buffer, stays
+// and the gemm accumulates (beta = 1).
+// CHECK-LABEL: func.func @zero_fill
+func.func @zero_fill(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16xf32>, %d: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %one = arith.constant 1.0 : f32
+  // CHECK-DAG: %[[ZERO:.*]] = arith.constant 0.000000e+00 : f32
+  // CHECK-DAG: %[[ONE:.*]] = arith.constant 1.000000e+00 : f32
+  // CHECK-NOT: linalg.fill
+  // CHECK: call @cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ZERO]], %{{.*}}, %{{.*}})
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  // CHECK: linalg.fill ins(%[[ONE]] : f32) outs(%{{.*}} : memref<4x16xf32>)
+  // CHECK-NEXT: call @cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
+  linalg.fill ins(%one : f32) outs(%c : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  // CHECK: linalg.fill ins(%[[ZERO]] : f32) outs(%{{.*}} : memref<4x16xf32>)
+  // CHECK-NEXT: call @cblas_sgemm(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[ONE]], %{{.*}}, %{{.*}})
+  linalg.fill ins(%zero : f32) outs(%d : memref<4x16xf32>)
+  linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
+  return
+}
