@@ -51,9 +51,11 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// Hash of the file's bytes and of everything the object depends on.
+/// Hash of the file's bytes and of everything the object depends on. The
+/// version tag changes whenever the code generation does (v3: kernels at -O2
+/// again; v2 objects hold kernels compiled at -O0).
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v2 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v3 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
@@ -361,6 +363,12 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
   if (!module)
     fail("cannot parse " + inputFile);
   jit->parseSeconds = secondsSince(t0);
+  // Which functions are kernels, the only code worth optimizing: recorded
+  // now, the runner strips the `fsdp.kernel` attributes before compile().
+  module->walk([&](LLVM::LLVMFuncOp f) {
+    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
+      jit->kernelNames.insert(f.getSymName());
+  });
   if (!base.empty()) {
     jit->stub = makeStub(*module);
     jit->cacheDir = cacheDir;
@@ -373,12 +381,6 @@ void Jit::compile(ModuleOp module) {
   if (lljit)
     return;
   auto t1 = std::chrono::steady_clock::now();
-  // Which functions are kernels: the only code worth optimizing.
-  llvm::StringSet<> kernelNames;
-  module.walk([&](LLVM::LLVMFuncOp f) {
-    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
-      kernelNames.insert(f.getSymName());
-  });
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> glue =
       translateModuleToLLVMIR(module, llvmContext);

@@ -20,6 +20,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 
 #include <memory>
@@ -62,6 +63,9 @@ private:
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   mlir::OwningOpRef<mlir::ModuleOp> stub;
   std::string cacheDir, cacheBase;
+  /// The `fsdp.kernel` functions, recorded when the module is parsed (the
+  /// runner strips fsdp attributes before compile()).
+  llvm::StringSet<> kernelNames;
 };
 
 /// The default cache directory: $FSDP_JIT_CACHE_DIR, else
