@@ -212,3 +212,25 @@ func.func @unfollowable(%x: memref<4xf32>, %c: i1) {
   bufferization.dealloc (%a, %bv, %b, %c2, %d : memref<8xf32>, memref<f32>, memref<4xf32>, memref<4xf32>, memref<4xf32>) if (%true, %true, %true, %c, %true)
   return
 }
+
+// -----
+
+// A plain free of a segment's result moves up after its last use too.
+// CHECK-LABEL: func.func @plain_free_of_result
+// CHECK: %[[S:.*]] = call @fresh
+// CHECK-NEXT: linalg.copy ins(%[[S]]
+// CHECK-NEXT: memref.dealloc %[[S]]
+// CHECK-NEXT: linalg.fill
+func.func private @fresh(%a: memref<4xf32>) -> memref<4xf32> {
+  %r = memref.alloc() : memref<4xf32>
+  linalg.copy ins(%a : memref<4xf32>) outs(%r : memref<4xf32>)
+  return %r : memref<4xf32>
+}
+func.func @plain_free_of_result(%x: memref<4xf32>) {
+  %cst = arith.constant 0.0 : f32
+  %s = call @fresh(%x) : (memref<4xf32>) -> memref<4xf32>
+  linalg.copy ins(%s : memref<4xf32>) outs(%x : memref<4xf32>)
+  linalg.fill ins(%cst : f32) outs(%x : memref<4xf32>)
+  memref.dealloc %s : memref<4xf32>
+  return
+}
