@@ -63,6 +63,8 @@ struct CalleeInfo {
   /// Per result: the index of the first result with the same buffer (a
   /// result's own index when no earlier one shares it); -1 for non-buffers.
   SmallVector<int> allocation;
+  /// The results of each buffer that more than one result holds.
+  llvm::DenseMap<int, SmallVector<unsigned>> shared;
 };
 
 CalleeInfo analyzeCallee(func::FuncOp func) {
@@ -84,6 +86,13 @@ CalleeInfo analyzeCallee(func::FuncOp func) {
       return info;
     info.allocation.push_back(first.try_emplace(root, i).first->second);
   }
+  for (auto [i, a] : llvm::enumerate(info.allocation))
+    if (a >= 0 && a != static_cast<int>(i)) {
+      SmallVector<unsigned> &results = info.shared[a];
+      if (results.empty())
+        results.push_back(a);
+      results.push_back(i);
+    }
   info.fresh = true;
   return info;
 }
@@ -122,11 +131,12 @@ struct FSDPEarlyDeallocPass
     if (!isa<func::CallOp>(key.first))
       return {key.first->getResult(0)};
     const CalleeInfo *info = calleeOf(cast<func::CallOp>(key.first));
-    SmallVector<Value> members;
-    for (auto [i, r] : llvm::enumerate(key.first->getResults()))
-      if (info->allocation[i] == key.second)
-        members.push_back(r);
-    return members;
+    auto it = info->shared.find(key.second);
+    if (it == info->shared.end())
+      return {key.first->getResult(key.second)};
+    return llvm::map_to_vector(it->second, [&](unsigned i) -> Value {
+      return key.first->getResult(i);
+    });
   }
 
   /// How an allocation is used, seen from the dealloc op `dealloc`.
