@@ -124,6 +124,9 @@ def FSDPOutlineKernels : Pass<"fsdp-outline-kernels", "ModuleOp"> {
     private `__fsdp_kernel_<n>` function (marked `no_inline`) that holds
     the op, with its operands and captured values as arguments and
     captured constants cloned in. Structurally equal ops share one kernel.
+    A `linalg.fill` directly followed by a linalg op that accumulates into
+    the filled buffer shares that op's kernel (`fsdp-linalg-to-blas` then
+    turns a zero fill and a contraction into one gemm with beta = 0).
     The step function is left with calls, allocations and collectives, so
     the cost of loop lowering, `convert-scf-to-cf` and LLVM's optimizer
     grows with the number of distinct kernels, not with the size of one
@@ -143,7 +146,9 @@ def FSDPLinalgToBlas : Pass<"fsdp-linalg-to-blas", "ModuleOp"> {
     call per batch index (an `scf.for` nest over the batch dimensions).
     Operands are passed in place: the unit-stride dimension decides
     CblasNoTrans/CblasTrans, the other stride is the leading dimension, a
-    column-major result swaps the operands. f32 and f64 only; other element
+    column-major result swaps the operands; a zero `linalg.fill` of the
+    output right before the op is removed and the gemm gets beta = 0.
+    f32 and f64 only; other element
     types, dynamic shapes or strides, broadcast (zero-stride) matrix
     operands and several M/N/K dimensions stay linalg ops for the loop
     lowering. With `report`, every contraction gets a remark saying which
