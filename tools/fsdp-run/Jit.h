@@ -20,10 +20,13 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
 #include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringSet.h"
 #include "llvm/Support/Error.h"
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace llvm::orc {
 class LLJIT;
@@ -55,6 +58,8 @@ public:
 
   /// Seconds spent parsing and compiling (or loading from the cache).
   double parseSeconds = 0, compileSeconds = 0;
+  /// compileSeconds by phase, in order (empty on a cache hit).
+  std::vector<std::pair<std::string, double>> compilePhases;
   bool cacheHit = false;
 
 private:
@@ -62,6 +67,9 @@ private:
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   mlir::OwningOpRef<mlir::ModuleOp> stub;
   std::string cacheDir, cacheBase;
+  /// The `fsdp.kernel` functions, read before the runner strips fsdp
+  /// attributes from the module.
+  llvm::StringSet<> kernelNames;
 };
 
 /// The default cache directory: $FSDP_JIT_CACHE_DIR, else
