@@ -44,14 +44,16 @@ constexpr const char *kLowerToLLVMBufferize =
     "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
-// The dialect conversions run without pattern rollback: with it, every
-// block split (one per scf.if of the step's run-time dealloc checks) logs
-// each operation it moves, so convert-scf-to-cf is quadratic in the
-// length of the step (1.7 s of 5 s at 1,000 parameters).
+// fsdp-lower-ifs lowers the scf.if ops of the functions' bodies (one per
+// run-time alias check of the step's deallocations) in linear time: the
+// dialect conversion of convert-scf-to-cf moves every operation after each
+// one, quadratic in the length of the step (1.7 s of 5 s at 1,000
+// parameters). The dialect conversions run without pattern rollback, which
+// records every change for a rollback nothing here needs.
 constexpr const char *kLowerToLLVMTail =
     "func.func(convert-linalg-to-loops),"
     "arith-expand{include-bf16=true},"
-    "expand-strided-metadata,lower-affine,"
+    "expand-strided-metadata,lower-affine,func.func(fsdp-lower-ifs),"
     "convert-scf-to-cf{allow-pattern-rollback=false},"
     "convert-math-to-llvm,convert-math-to-libm,"
     "convert-to-llvm{allow-pattern-rollback=false},"
@@ -216,7 +218,8 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPMemoryReport(),      createConvertFSDPToRuntime(),
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
       createFSDPOutlineSegments(),   createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas(),      createFSDPEarlyDealloc()};
+      createFSDPLinalgToBlas(),      createFSDPEarlyDealloc(),
+      createFSDPLowerIfs()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;
