@@ -24,6 +24,14 @@ steps by `fsdp-run --steps A` with a learning-rate schedule (warmup, cosine
 decay; test/Integration/Inputs/train_check.py), and the same training in
 numpy float32 on the global batch (fsdp_mlir.reference.train): the largest
 relative difference of a step's loss, and the loss curve every A/10 steps.
+
+A PyTorch GPT against torch.optim (--gpt-steps G, 200 by default; needs
+torch and torch-mlir): `fsdp_mlir.torch.examples.gpt_training` (2 blocks,
+uneven widths vocab 30 / dim 36 / ffn 70, counting sequences, AdamW with a
+schedule) exported by `fsdp_mlir.torch.train.export_training` for HSDP 2x4
+with one batch file per step, trained by `fsdp-run --steps G`, and the same
+training with torch.optim.AdamW in float32 on the global batch: the largest
+relative difference of a step's loss and of a final parameter.
 """
 
 import argparse
@@ -135,6 +143,17 @@ def measure(args, lowered, inputs, outputs):
 ADAMW = "optimizer=adamw betas=0.9,0.95 eps=1e-8 weight-decay=0.1"
 
 
+def print_loss_curve(loss, steps):
+    """The loss every steps/10 steps and at the last, as a Markdown table."""
+    every = max(1, steps // 10)
+    cols = list(range(0, steps, every))
+    if cols[-1] != steps - 1:
+        cols.append(steps - 1)
+    print("| step | " + " | ".join(str(s + 1) for s in cols) + " |")
+    print("|---" * (len(cols) + 1) + "|")
+    print("| loss | " + " | ".join(f"{loss[s]:.4f}" for s in cols) + " |")
+
+
 def adamw(args, tmp):
     """The AdamW acceptance run against numpy (see the module docstring)."""
     steps = args.adamw_steps
@@ -211,19 +230,83 @@ def adamw(args, tmp):
     )
     print(proc.stdout.strip())
     loss = r["loss"]
-    every = max(1, steps // 10)
-    cols = list(range(0, steps, every))
-    if cols[-1] != steps - 1:
-        cols.append(steps - 1)
-    print("| step | " + " | ".join(str(s + 1) for s in cols) + " |")
-    print("|---" * (len(cols) + 1) + "|")
-    print("| loss | " + " | ".join(f"{loss[s]:.4f}" for s in cols) + " |")
+    print_loss_curve(loss, steps)
     print(
         f"median step {r['step_median_s'] * 1e3:.2f} ms, JIT {r['jit_s']:.2f} s, "
         f"measured peak per rank {max(r['jit_peak_bytes'])} B"
     )
     if proc.returncode != 0:
         fail("the AdamW run does not match numpy:\n" + proc.stdout + proc.stderr)
+
+
+def gpt(args, tmp):
+    """The PyTorch GPT against torch.optim (see the module docstring)."""
+    sys.path.insert(0, str(ROOT / "python"))
+    from fsdp_mlir.torch.examples import gpt_training
+    from fsdp_mlir.torch.train import compare_training, export_training, train_reference
+
+    steps = args.gpt_steps
+    t = gpt_training(steps)
+    out = tmp / "gpt"
+    model = export_training(
+        t["module"],
+        t["loss_fn"],
+        t["batches"],
+        out,
+        t["optimizer"],
+        t["lrs"],
+        mesh="2x4",
+        units=t["units"],
+        policy="balanced",
+    )
+    lowered = str(tmp / "gpt.mlir")
+    run(
+        [
+            args.fsdp_opt,
+            str(out / "step.mlir"),
+            f"--fsdp-pipeline={model['train_pipeline']}",
+            "-o",
+            lowered,
+        ]
+    )
+    r = json.loads(
+        run(
+            [
+                args.fsdp_run,
+                lowered,
+                "--inputs",
+                str(out),
+                "--outputs",
+                str(tmp / "gpt-out"),
+                "--steps",
+                str(steps),
+                "--json",
+            ]
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+    )
+    reference = train_reference(
+        t["module"], t["loss_fn"], t["batches"], t["optimizer"], t["lrs"]
+    )
+    errors = compare_training(tmp / "gpt-out", reference, t["exclude"])
+    worst_step = int(errors["loss"].argmax())
+    worst_param = max(errors["params"].items(), key=lambda kv: kv[1])
+    print(
+        f"\nAdamW, PyTorch GPT (2 blocks, vocab 30, dim 36, ffn 70), HSDP 2x4, {steps} steps with a "
+        "learning-rate schedule, one batch file per step, against torch.optim.AdamW float32 on the "
+        "global batch"
+    )
+    print(
+        f"largest loss difference {errors['loss'].max():.2e} relative (step {worst_step + 1}: "
+        f"{errors['losses'][worst_step]:.6f} vs {errors['ref_losses'][worst_step]:.6f}); largest "
+        f"final-parameter difference {worst_param[1]:.2e} ({worst_param[0]}; key biases excluded)"
+    )
+    loss = errors["losses"]
+    print_loss_curve(loss, steps)
+    print(f"median step {r['step_median_s'] * 1e3:.2f} ms")
+    if errors["loss"].max() >= 1e-4:
+        fail("the GPT's losses differ from torch.optim's by more than 1e-4")
 
 
 def main():
@@ -235,11 +318,18 @@ def main():
     p.add_argument("--python", default=sys.executable)
     p.add_argument("--steps", type=int, default=1000)
     p.add_argument("--adamw-steps", type=int, default=200, help="0: skip the AdamW run")
+    p.add_argument(
+        "--gpt-steps",
+        type=int,
+        default=200,
+        help="0: skip the PyTorch GPT run (needs torch, torch-mlir)",
+    )
     p.add_argument("--smoke", action="store_true", help="20 steps, to check the script")
     args = p.parse_args()
     if args.smoke:
         args.steps = 20
         args.adamw_steps = min(args.adamw_steps, 5)
+        args.gpt_steps = 0
     if 0 < args.steps < 20:
         fail("--steps must be 0 (skip the resident-set runs) or at least 20")
     if args.steps:
@@ -273,6 +363,8 @@ def main():
                     fail(f"{name}: the step still holds {held} B after it")
         if args.adamw_steps > 0:
             adamw(args, tmp)
+        if args.gpt_steps > 0:
+            gpt(args, tmp)
     return 0
 
 

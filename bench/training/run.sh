@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Training-loop benchmarks: resident memory over many steps (with and
-# without buffer deallocation) and the AdamW acceptance run against numpy
-# (200 steps). Results: docs/BENCHMARKS.md, "Training-loop memory" and
+# without buffer deallocation), the AdamW acceptance run against numpy
+# (200 steps) and a PyTorch GPT trained against torch.optim (200 steps;
+# needs torch). Results: docs/BENCHMARKS.md, "Training-loop memory" and
 # "Training: AdamW against numpy".
 #
 #   bench/training/run.sh                 # 1,000 steps (resident memory)

@@ -211,7 +211,13 @@ def lowering_pipeline() -> str:
             raise ToolError("fsdp-opt not found (it prints the lowering pipeline)")
         proc = subprocess.run(
             # The scalar reference (compute=loops): no BLAS calls to link.
-            [fsdp_opt, "--fsdp-lower-to-llvm=compute=loops", "--dump-pass-pipeline", "-o", os.devnull],
+            [
+                fsdp_opt,
+                "--fsdp-lower-to-llvm=compute=loops",
+                "--dump-pass-pipeline",
+                "-o",
+                os.devnull,
+            ],
             input="",
             capture_output=True,
             text=True,

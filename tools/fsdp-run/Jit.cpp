@@ -53,9 +53,11 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-/// Hash of the file's bytes and of everything the object depends on.
+/// Hash of the file's bytes and of everything the object depends on. The
+/// version tag changes whenever the code generation does (v3: kernels at -O2
+/// again; v2 objects hold kernels compiled at -O0).
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v2 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v4 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
@@ -611,7 +613,8 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
   if (!module)
     fail("cannot parse " + inputFile);
   jit->parseSeconds = secondsSince(t0);
-  // The only code worth optimizing.
+  // Which functions are kernels, the only code worth optimizing: recorded
+  // now, the runner strips the `fsdp.kernel` attributes before compile().
   module->walk([&](LLVM::LLVMFuncOp f) {
     if (f->hasAttr("fsdp.kernel") && !f.isExternal())
       jit->kernelNames.insert(f.getSymName());

@@ -67,8 +67,8 @@ private:
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   mlir::OwningOpRef<mlir::ModuleOp> stub;
   std::string cacheDir, cacheBase;
-  /// The `fsdp.kernel` functions, read before the runner strips fsdp
-  /// attributes from the module.
+  /// The `fsdp.kernel` functions, recorded when the module is parsed (the
+  /// runner strips fsdp attributes before compile()).
   llvm::StringSet<> kernelNames;
 };
 

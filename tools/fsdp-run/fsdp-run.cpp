@@ -166,16 +166,24 @@ std::string inputPath(const Port &p) {
   return inputsDirs.front() + "/" + p.name + ".npy";
 }
 
-/// Reads one global input after checking its header against the port.
-npy::Array loadInput(const Port &p, int64_t world) {
-  std::string path = inputPath(p), error;
+/// Checks the header of an input file against the port (dtype) and returns
+/// it.
+npy::Header checkedHeader(const Port &p, const std::string &path) {
   npy::Header h;
+  std::string error;
   if (!npy::readHeader(path, h, error))
     fail("input '" + p.name + "': " + error);
   std::string want = npyDescr(p.type.getElementType());
   if (h.descr != want && !(want == "<u2" && h.descr == "|V2"))
     fail("input '" + p.name + "' (" + path + ") has dtype " + h.descr +
          ", expected " + want);
+  return h;
+}
+
+/// Reads one global input after checking its header against the port.
+npy::Array loadInput(const Port &p, int64_t world) {
+  std::string path = inputPath(p), error;
+  npy::Header h = checkedHeader(p, path);
   std::vector<int64_t> expect = p.globalType.getShape().vec();
   if (!p.layout && !expect.empty() &&
       __builtin_mul_overflow(expect[0], world, &expect[0]))
@@ -197,13 +205,37 @@ std::vector<npy::Array> loadInputs(const Program &prog, int64_t world) {
   return inputs;
 }
 
-/// A global input: the same value every step, or one value per step along
-/// a leading dimension (global step g reads slice g).
+/// A global input: the same value every step, one value per step along a
+/// leading dimension (global step g reads slice g), or one file per step
+/// (`<name>/<g>.npy`, read when the step runs so a data set need not fit in
+/// memory).
 struct StepInput {
   npy::Array array;
   int64_t stepBytes = 0; // > 0: a leading step dimension
-  const char *at(int64_t step) const {
-    return array.data.data() + step * stepBytes;
+  std::string stepDir;   // not empty: one file per step in this directory
+  std::string name;      // the argument, for messages
+
+  /// The global value of step `step`; a per-step file is read into
+  /// `scratch`. Returns null with a message in `error` when it cannot be
+  /// read (the file changed since its header was checked).
+  const char *at(int64_t step, npy::Array &scratch, std::string &error) const {
+    if (stepDir.empty())
+      return array.data.data() + step * stepBytes;
+    std::string path = stepFile(stepDir, step);
+    if (!npy::read(path, scratch, error) || scratch.shape != array.shape ||
+        npy::elementSize(scratch.descr) != npy::elementSize(array.descr)) {
+      if (error.empty())
+        error = path + " changed while the run read it";
+      error = "input '" + name + "': " + error;
+      return nullptr;
+    }
+    return scratch.data.data();
+  }
+  /// The value of a fed-back argument or of an input without steps.
+  const char *first() const { return array.data.data(); }
+
+  static std::string stepFile(const std::string &dir, int64_t step) {
+    return dir + "/" + std::to_string(step) + ".npy";
   }
 };
 
@@ -219,28 +251,75 @@ npy::Array zeros(const Port &p) {
   return a;
 }
 
+/// The directory `<dir>/<name>` of per-step files of `p` in the first
+/// --inputs directory that has either it or `<name>.npy`; empty if that
+/// directory has the file (or neither exists).
+std::string stepDirOf(const Port &p) {
+  for (const std::string &dir : inputsDirs) {
+    std::string file = dir + "/" + p.name + ".npy", steps = dir + "/" + p.name;
+    bool hasFile = llvm::sys::fs::exists(file);
+    bool hasSteps = llvm::sys::fs::is_directory(steps);
+    if (hasFile && hasSteps)
+      fail("input '" + p.name + "': both " + file + " and " + steps +
+           "/ exist; keep one (a file for every step, or a directory of "
+           "per-step files)");
+    if (hasFile)
+      return "";
+    if (hasSteps)
+      return steps;
+  }
+  return "";
+}
+
 /// One input of a training run. A fed-back argument has its global shape
 /// (or is zeros, see startsAtZero); any other input may also carry a
-/// leading step dimension covering global steps [0, `endStep`).
+/// leading step dimension, or be a directory of one file per step, covering
+/// global steps [`firstStep`, `endStep`).
 StepInput loadStepInput(const Port &p, int64_t world, bool fed,
-                        int64_t endStep) {
+                        int64_t firstStep, int64_t endStep) {
   StepInput in;
+  in.name = p.name;
   std::string path = inputPath(p), error;
+  std::string stepDir = stepDirOf(p);
   if (fed && startsAtZero(p) && !llvm::sys::fs::exists(path)) {
+    if (!stepDir.empty())
+      fail("input '" + p.name + "' is fed back from step to step: it takes " +
+           path +
+           " (or nothing: it starts at zeros), not a directory of "
+           "per-step files");
     in.array = zeros(p);
     return in;
   }
-  npy::Header h;
-  if (!npy::readHeader(path, h, error))
-    fail("input '" + p.name + "': " + error);
-  std::string want = npyDescr(p.type.getElementType());
-  if (h.descr != want && !(want == "<u2" && h.descr == "|V2"))
-    fail("input '" + p.name + "' (" + path + ") has dtype " + h.descr +
-         ", expected " + want);
   std::vector<int64_t> expect = p.globalType.getShape().vec();
   if (!p.layout && !expect.empty() &&
       __builtin_mul_overflow(expect[0], world, &expect[0]))
     fail("input '" + p.name + "': the global batch is too large");
+  if (!stepDir.empty()) {
+    if (fed)
+      fail("input '" + p.name + "' is fed back from step to step: it takes " +
+           path + ", not a directory of per-step files");
+    // Every file of the run is checked now (headers and sizes only), so a
+    // missing or wrong one stops the run before its first step.
+    for (int64_t g = firstStep; g < endStep; ++g) {
+      std::string file = StepInput::stepFile(stepDir, g);
+      if (!llvm::sys::fs::exists(file))
+        fail("input '" + p.name + "': " + file +
+             " is missing; a directory "
+             "of per-step files needs <step>.npy for every step this run "
+             "reads (" +
+             llvm::Twine(firstStep) + " to " + llvm::Twine(endStep - 1) +
+             ", counted from 0)");
+      npy::Header h = checkedHeader(p, file);
+      if (h.shape != expect)
+        fail("input '" + p.name + "' (" + file + ") has shape " +
+             shapeString(h.shape) + ", expected " + shapeString(expect));
+    }
+    in.stepDir = stepDir;
+    in.array.shape = expect;
+    in.array.descr = npyDescr(p.type.getElementType());
+    return in;
+  }
+  npy::Header h = checkedHeader(p, path);
   bool perStep = !fed && h.shape.size() == expect.size() + 1 &&
                  std::equal(expect.begin(), expect.end(), h.shape.begin() + 1);
   if (!perStep && h.shape != expect)
@@ -495,16 +574,34 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   std::vector<std::vector<char>> fed(prog.args.size());
   for (size_t i = 0; i < prog.args.size(); ++i)
     if (prog.fedBy[i] >= 0)
-      fed[i] = shardInput(prog.args[i], cx.inputs[i].at(0), rank);
+      fed[i] = shardInput(prog.args[i], cx.inputs[i].first(), rank);
+  bool stepFiles = llvm::any_of(
+      cx.inputs, [](const StepInput &in) { return !in.stepDir.empty(); });
+  npy::Array scratch;
   out.pieces.assign(cx.outputs.size(), {});
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
     std::vector<std::vector<char>> args;
-    for (size_t i = 0; i < prog.args.size(); ++i)
-      args.push_back(prog.fedBy[i] >= 0
-                         ? std::move(fed[i])
-                         : shardInput(prog.args[i],
-                                      cx.inputs[i].at(training ? g : 0), rank));
+    std::string readError;
+    for (size_t i = 0; i < prog.args.size() && readError.empty(); ++i) {
+      if (prog.fedBy[i] >= 0) {
+        args.push_back(std::move(fed[i]));
+        continue;
+      }
+      const char *global =
+          cx.inputs[i].at(training ? g : 0, scratch, readError);
+      if (global)
+        args.push_back(shardInput(prog.args[i], global, rank));
+    }
+    // A per-step file that cannot be read stops every rank together, before
+    // the step's collectives (a lone rank leaving would make the others
+    // wait for it).
+    if (stepFiles &&
+        !agree(runner, readError.empty(),
+               "step " + std::to_string(g) + " inputs", readError)) {
+      out.error = readError;
+      return;
+    }
     // Every step gets fresh input buffers (a step may update its arguments
     // in place); only the call is timed.
     RankCall call(prog, std::move(args));
@@ -997,7 +1094,7 @@ std::vector<StepInput> loadRunInputs(const Program &prog, int64_t &firstStep) {
       inputs.push_back(StepInput{std::move(loaded->values[i]), 0});
     else
       inputs.push_back(loadStepInput(prog.args[i], prog.meshSize(), fed,
-                                     firstStep + stepCount));
+                                     firstStep, firstStep + stepCount));
   }
   return inputs;
 }

@@ -116,3 +116,47 @@ class MLP(nn.Module):
 
 def mse_loss(model, x, y):
     return F.mse_loss(model(x), y)
+
+
+def counting_batches(
+    steps: int, global_batch: int = 16, vocab: int = 30, seq: int = 8, seed: int = 12
+) -> list:
+    """`steps` language-model batches (tokens, targets) a GPT can learn: each
+    sequence counts from a random start by a random stride of 1 to 3 (mod
+    `vocab`), the targets are the next tokens."""
+    g = torch.Generator().manual_seed(seed)
+    batches = []
+    for _ in range(steps):
+        start = torch.randint(0, vocab, (global_batch, 1), generator=g)
+        stride = torch.randint(1, 4, (global_batch, 1), generator=g)
+        tokens = (start + stride * torch.arange(seq)) % vocab
+        batches.append((tokens, torch.roll(tokens, -1, dims=1)))
+    return batches
+
+
+def gpt_training(steps: int, global_batch: int = 16, seed: int = 11) -> dict:
+    """A GPT with uneven widths for 4 shards (30 vocabulary rows, a 36-wide
+    model: 108 qkv rows, 70 hidden units), `steps` counting batches, AdamW
+    and a learning-rate schedule (warmup, cosine decay): the training that
+    tests and benchmarks run with the compiled step and with torch.optim.
+
+    `exclude` names the entries not compared after training: the key bias
+    (entries 36..71 of each qkv.bias) has a zero gradient in exact
+    arithmetic, and Adam turns its rounding noise into steps of size lr."""
+    from fsdp_mlir.optim import OptimizerConfig
+    from fsdp_mlir.torch.train import lr_schedule
+
+    torch.manual_seed(seed)
+    blocks, dim = 2, 36
+    module = GPT(vocab=30, seq=8, dim=dim, heads=4, ffn=70, blocks=blocks)
+    key_bias = torch.zeros(3 * dim, dtype=torch.bool)
+    key_bias[dim : 2 * dim] = True
+    return {
+        "module": module,
+        "loss_fn": lm_loss,
+        "batches": counting_batches(steps, global_batch),
+        "optimizer": OptimizerConfig("adamw", betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1),
+        "lrs": lr_schedule(steps, peak=1e-2, floor=1e-3, warmup=max(1, steps // 4)),
+        "units": [Block],
+        "exclude": {f"blocks.{b}.qkv.bias": key_bias.numpy() for b in range(blocks)},
+    }

@@ -9,6 +9,8 @@ momentum, the learning rate an input (one value per step):
 
   train_sgd.py mlir W [--rows R] [--state-name NAME]   (the module, on stdout)
   train_sgd.py make DIR STEPS [--same-batch] [--with-state]
+  train_sgd.py split DIR OUT   DIR's inputs with x, y and lr as directories
+                               of one file per step (OUT/x/<g>.npy, ...)
   train_sgd.py check OUT DIR FIRST STEPS   (OUT from fsdp-run; steps
                                             FIRST..FIRST+STEPS-1 of DIR's data)
   train_sgd.py same FULL FIRST SECOND [--rtol R]
@@ -139,6 +141,19 @@ def make(out, steps, same_batch, with_state):
         np.save(os.path.join(out, "step.npy"), np.array(3.0, np.float32))
 
 
+def split(inputs, out):
+    os.makedirs(out, exist_ok=True)
+    for name in ("w", "momentum_buffer.w", "step"):
+        path = os.path.join(inputs, name + ".npy")
+        if os.path.exists(path):
+            np.save(os.path.join(out, name + ".npy"), np.load(path))
+    for name in ("x", "y", "lr"):
+        values = np.load(os.path.join(inputs, name + ".npy"))
+        os.makedirs(os.path.join(out, name), exist_ok=True)
+        for g, value in enumerate(values):
+            np.save(os.path.join(out, name, "%d.npy" % g), value)
+
+
 def reference(inputs, first, steps):
     """Float32 training of the same model on the global batch."""
     w = np.load(os.path.join(inputs, "w.npy"))
@@ -246,6 +261,8 @@ if __name__ == "__main__":
             "--same-batch" in sys.argv,
             "--with-state" in sys.argv,
         )
+    elif sys.argv[1] == "split":
+        split(sys.argv[2], sys.argv[3])
     elif sys.argv[1] == "check":
         check(sys.argv[2], sys.argv[3], int(sys.argv[4]), int(sys.argv[5]))
     elif sys.argv[1] == "same":
