@@ -57,7 +57,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 /// version tag changes whenever the code generation does (v3: kernels at -O2
 /// again; v2 objects hold kernels compiled at -O0).
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v4 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v5 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
@@ -480,7 +480,7 @@ void scalarizeAggregates(llvm::Function &f) {
       extract->replaceAllUsesWith(v);
       extract->eraseFromParent();
     }
-  llvm::RecursivelyDeleteTriviallyDeadInstructions(dead);
+  llvm::RecursivelyDeleteTriviallyDeadInstructionsPermissive(dead);
   for (llvm::Instruction &i : llvm::instructions(f))
     if (auto *load = dyn_cast<llvm::LoadInst>(&i);
         load && load->isSimple() && load->getType()->isAggregateType())
