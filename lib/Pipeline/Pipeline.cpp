@@ -22,26 +22,27 @@ constexpr const char *kLowerToLLVMHead =
     "func.func(convert-elementwise-to-linalg)";
 constexpr const char *kLowerToLLVMFastTensor =
     "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise,canonicalize)";
-// Ownership-based deallocation frees every buffer the step allocates at
-// the end of its block (after every collective's wait); results are handed
-// to the caller, which owns them (fsdp-run frees them). It runs before the
-// collectives become runtime calls on raw pointers, which it cannot see.
+// Ownership-based deallocation frees every buffer the step allocates or
+// gets from a segment call in one dealloc op at the end of its block (after
+// every collective's wait); results are handed to the caller, which owns
+// them (fsdp-run frees them). It runs before the collectives become runtime
+// calls on raw pointers, which it cannot see.
 // This is upstream's buffer-deallocation-pipeline without
 // buffer-deallocation-simplification: that pass compares every pair of
 // memrefs of a dealloc op, and the step's last one holds every buffer the
-// segments return (326 s at 300 parameters); the lowered deallocs check
-// aliasing at run time instead (microseconds per step).
-// fsdp-early-dealloc then moves each plain free of a buffer allocated in
-// the same block up to just after the buffer's last use (after the wait of
-// a collective that uses it).
+// segments return (326 s at 300 parameters). fsdp-early-dealloc instead
+// takes each buffer it can follow (an allocation, or a segment's result:
+// segments return only buffers they allocate) out of those ops, walking its
+// uses once, and frees it right after its last use (after the wait of a
+// collective that uses it), before the ops are lowered; a step result is
+// never freed. Only what it cannot follow keeps the run-time alias checks.
 constexpr const char *kLowerToLLVMBufferize =
     "fsdp-outline-segments,one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "expand-realloc{emit-deallocs=false},canonicalize,"
-    "ownership-based-buffer-deallocation,canonicalize,"
+    "ownership-based-buffer-deallocation,canonicalize,fsdp-early-dealloc,"
     "bufferization-lower-deallocations,cse,canonicalize,"
     "convert-bufferization-to-memref,"
-    "func.func(fsdp-early-dealloc),"
     "convert-fsdp-to-runtime,fsdp-outline-kernels";
 constexpr const char *kLowerToLLVMFastBuffer = "fsdp-linalg-to-blas";
 // fsdp-lower-ifs lowers the scf.if ops of the functions' bodies (one per

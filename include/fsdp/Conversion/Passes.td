@@ -23,22 +23,37 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
-def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "::mlir::func::FuncOp"> {
-  let summary = "Move each buffer's deallocation up to just after its last "
-                "use (after the wait of a collective that uses it)";
+def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "ModuleOp"> {
+  let summary = "Free each buffer right after its last use (after the wait "
+                "of a collective that uses it)";
   let description = [{
-    Runs after upstream ownership-based buffer deallocation (and
-    `convert-bufferization-to-memref`), which frees a block's buffers at the
-    end of the block. A `memref.dealloc` of a `memref.alloc` of the same
-    block moves up to just after the last operation of the block that uses
-    the buffer or a view of it (`ViewLikeOpInterface`,
-    `memref.extract_strided_metadata`), counting an operation whose
+    Runs after upstream ownership-based buffer deallocation, before
+    `bufferization-lower-deallocations`: ownership-based deallocation frees
+    the buffers of a block in one `bufferization.dealloc` at its end, with
+    run-time alias checks. For each memref of such an op the pass finds the
+    allocation it belongs to: a `memref.alloc` or `bufferization.clone`, or
+    the results of a call to a function that returns only buffers it
+    allocates itself (`func.return` operands that are, through views,
+    `memref.alloc` or `bufferization.clone` results: such results never
+    alias the call's arguments, and results that share one buffer are one
+    allocation). It then follows every alias of the allocation (views,
+    `ViewLikeOpInterface`) to its uses, counting an operation whose
     non-buffer result (a collective's request) is used later as used until
-    that later use (the `fsdp.buffer.wait`). A buffer that escapes in a way
-    the pass cannot follow (returned, yielded, passed through an operation
-    that returns a buffer it does not know, or its address taken) keeps its
-    deallocation where it is. A gathered parameter is then freed after its
-    last use, not at the end of the step.
+    that later use (the `fsdp.buffer.wait`), and:
+
+    - when an alias is a retained value of the op (a result of the
+      function), drops the memref from the op, which never frees it;
+    - when every use is followed and the op frees it unconditionally,
+      removes it from the op and frees the allocation once with a
+      `memref.dealloc` right after its last use;
+    - otherwise (returned or yielded, passed to an operation that returns a
+      buffer the pass does not know, address taken, freed elsewhere,
+      conditional ownership) leaves it in the op, freed at the end.
+
+    An op left without memrefs is erased. A plain `memref.dealloc` of a
+    known allocation moves up to just after its last use the same way. The
+    work is linear in the size of the function (each allocation's uses are
+    walked once). Module pass: it reads the callees' bodies.
   }];
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }

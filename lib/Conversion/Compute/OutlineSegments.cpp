@@ -156,10 +156,23 @@ struct FSDPOutlineSegmentsPass
     IRMapping map;
     for (auto [from, to] : llvm::zip(iface.inputs, entry->getArguments()))
       map.map(from, to);
-    for (Operation *c : iface.constants)
-      map.map(c->getResult(0), b.clone(*c)->getResult(0));
-    for (Operation *op : run)
+    // Each constant or empty tensor is cloned right before its first use,
+    // not at the top: an empty tensor becomes the allocation of the op that
+    // fills it, which then lives from that op on, not from the segment's
+    // start (the temporaries of a long backward segment would all be
+    // allocated at once).
+    llvm::DenseSet<Operation *> constants(iface.constants.begin(),
+                                          iface.constants.end());
+    for (Operation *op : run) {
+      op->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (def && constants.contains(def) && !map.contains(v))
+            map.map(v, b.clone(*def)->getResult(0));
+        }
+      });
       b.clone(*op, map);
+    }
     SmallVector<Value> returned = llvm::map_to_vector(
         iface.outputs, [&](Value v) { return map.lookup(v); });
     func::ReturnOp::create(b, loc, returned);

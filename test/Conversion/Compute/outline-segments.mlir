@@ -108,3 +108,34 @@ func.func @shared_empty(%a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK: tensor.empty
 // CHECK: linalg.fill
 // CHECK: linalg.add
+
+// -----
+
+// Constants and empty tensors are cloned right before their first use in
+// the segment, not at its top: each empty tensor becomes the buffer of the
+// op that fills it, allocated there and not when the segment starts.
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @first_use
+func.func @first_use(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %e0 = tensor.empty() : tensor<4xf32>
+  %e1 = tensor.empty() : tensor<4xf32>
+  %one = arith.constant 1.0 : f32
+  %two = arith.constant 2.0 : f32
+  // CHECK: call @[[F:__fsdp_segment_[0-9]+]]
+  %f0 = linalg.fill ins(%one : f32) outs(%e0 : tensor<4xf32>) -> tensor<4xf32>
+  %s0 = linalg.add ins(%a, %f0 : tensor<4xf32>, tensor<4xf32>) outs(%e0 : tensor<4xf32>) -> tensor<4xf32>
+  %f1 = linalg.fill ins(%two : f32) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %s1 = linalg.mul ins(%s0, %f1 : tensor<4xf32>, tensor<4xf32>) outs(%e1 : tensor<4xf32>) -> tensor<4xf32>
+  %g = fsdp.all_reduce %s1 over @mesh ["shard"] sum : tensor<4xf32> -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+// CHECK: func.func private @[[F]](%{{.*}}: tensor<4xf32>) -> tensor<4xf32>
+// CHECK-NEXT: arith.constant 1.000000e+00
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: linalg.fill
+// CHECK-NEXT: linalg.add
+// CHECK-NEXT: arith.constant 2.000000e+00
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: linalg.fill
+// CHECK-NEXT: linalg.mul
+// CHECK-NEXT: return
