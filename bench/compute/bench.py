@@ -152,6 +152,7 @@ def compile_table(args, work):
         "| parameters | fsdp-opt lower=true | fsdp-run parse + JIT (cold) | total cold | parse + JIT (cached) |"
     )
     print("|---|---|---|---|---|")
+    phases = []
     for blocks in map(int, args.blocks.split(",")):
         model, data = work / f"t{blocks}.mlir", work / f"t{blocks}"
         run(
@@ -223,7 +224,16 @@ def compile_table(args, work):
             f"| {9 * blocks + 3} | {opt_s:.2f} s | {cold_s:.2f} s | {opt_s + cold_s:.2f} s | "
             f"{warm['parse_s'] + warm['jit_s']:.3f} s |"
         )
+        phases.append((9 * blocks + 3, cold.get("jit_phases_s", {})))
         sys.stdout.flush()
+    # fsdp-run's cold JIT by phase (kernels_beside runs on a second thread,
+    # beside prepare_glue and codegen_glue).
+    for params, p in phases:
+        if p:
+            print(
+                f"- {params} parameters, cold JIT phases: "
+                + ", ".join(f"{k} {v:.3f} s" for k, v in p.items())
+            )
 
 
 def main():

@@ -32,8 +32,10 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
 # The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
 # printed by fsdp-opt); see lowering_pipeline().
+# fsdp-lower-ifs only makes convert-scf-to-cf's work linear (same output).
 PROJECT_PASSES = (
     "convert-fsdp-to-runtime",
+    "fsdp-lower-ifs",
     "fsdp-outline-segments",
     "fsdp-outline-kernels",
     "fsdp-early-dealloc",

@@ -14,6 +14,8 @@
 #include "mlir/Parser/Parser.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Bitcode/BitcodeReader.h"
+#include "llvm/Bitcode/BitcodeWriter.h"
 #include "llvm/Config/llvm-config.h"
 #include "llvm/ExecutionEngine/Orc/AbsoluteSymbols.h"
 #include "llvm/ExecutionEngine/Orc/CompileUtils.h"
@@ -22,9 +24,9 @@
 #include "llvm/ExecutionEngine/Orc/LLJIT.h"
 #include "llvm/ExecutionEngine/Orc/Mangling.h"
 #include "llvm/IR/IRBuilder.h"
+#include "llvm/IR/InstIterator.h"
 #include "llvm/IR/LLVMContext.h"
 #include "llvm/IR/Module.h"
-#include "llvm/Passes/PassBuilder.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/MemoryBuffer.h"
 #include "llvm/Support/Path.h"
@@ -33,12 +35,12 @@
 #include "llvm/Support/xxhash.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
-#include "llvm/Transforms/IPO/AlwaysInliner.h"
-#include "llvm/Transforms/InstCombine/InstCombine.h"
 #include "llvm/Transforms/Utils/Cloning.h"
+#include "llvm/Transforms/Utils/Local.h"
 
 #include <chrono>
 #include <functional>
+#include <thread>
 
 using namespace mlir;
 
@@ -55,7 +57,7 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 /// version tag changes whenever the code generation does (v3: kernels at -O2
 /// again; v2 objects hold kernels compiled at -O0).
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v3 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v5 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
@@ -183,81 +185,329 @@ void addPackedWrappers(llvm::Module &m) {
 /// Splits the basic blocks of `f` into pieces of at most `limit`
 /// instructions. At -O0, an instruction FastISel cannot select sends its
 /// whole block to SelectionDAG, whose cost grows faster than the block.
+/// Splits from the end of a block, so that each split moves one piece.
 void splitLongBlocks(llvm::Function &f, unsigned limit) {
   SmallVector<llvm::BasicBlock *> work;
   for (llvm::BasicBlock &bb : f)
     work.push_back(&bb);
+  SmallVector<llvm::Instruction *> cuts;
   for (llvm::BasicBlock *bb : work) {
-    // Allocas stay in their block (the entry's are static).
-    unsigned count = 0;
+    // Allocas and phis stay in their block (the entry's are static).
     llvm::Instruction *start = nullptr;
     for (llvm::Instruction &i : *bb)
       if (isa<llvm::AllocaInst, llvm::PHINode>(i))
-        start = nullptr, count = 0;
+        start = nullptr;
       else if (!start)
         start = &i;
-    for (llvm::Instruction *i = start; i && !i->isTerminator();) {
-      if (++count < limit) {
-        i = i->getNextNode();
-        continue;
+    cuts.clear();
+    unsigned count = 0;
+    for (llvm::Instruction *i = start; i && !i->isTerminator();
+         i = i->getNextNode())
+      if (++count == limit) {
+        cuts.push_back(i);
+        count = 0;
       }
-      bb = bb->splitBasicBlock(i);
-      count = 0;
-      i = i->getNextNode();
-    }
+    for (llvm::Instruction *cut : llvm::reverse(cuts))
+      bb->splitBasicBlock(cut);
   }
 }
 
-/// Inlines each entry into its C interface wrapper and folds the
-/// descriptor traffic between them. The entry takes every memref as 3 + 2 x
-/// rank scalars and returns all results as one aggregate; the wrapper
-/// loads the arguments and stores the aggregate. Code generation of those
-/// calls and of the aggregate return grows faster than their size; once
-/// inlined, every field is one load or one store.
-void inlineEntries(llvm::Module &m, llvm::TargetMachine &tm) {
-  SmallVector<llvm::Function *> wrappers;
+/// Rewrites each function of `names` that returns an aggregate (the
+/// segments return every result's descriptor in one struct) to store it
+/// through a pointer argument instead, and each call to read the fields
+/// it uses from that memory. -O0's FastISel selects neither a call that
+/// returns a large aggregate nor an extractvalue of one, and sends their
+/// whole block to SelectionDAG.
+void returnThroughMemory(llvm::Module &m, const llvm::StringSet<> &names) {
+  llvm::LLVMContext &ctx = m.getContext();
+  llvm::IRBuilder<> b(ctx);
+  SmallVector<llvm::Function *> work;
+  for (llvm::Function &f : m)
+    if (!f.isDeclaration() && names.contains(f.getName()) &&
+        f.getReturnType()->isAggregateType() && !f.isVarArg() &&
+        llvm::all_of(f.users(), [&](llvm::User *u) {
+          auto *call = dyn_cast<llvm::CallInst>(u);
+          return call && call->getCalledFunction() == &f;
+        }))
+      work.push_back(&f);
+  for (llvm::Function *f : work) {
+    llvm::Type *resultType = f->getReturnType();
+    SmallVector<llvm::Type *> params{b.getPtrTy()};
+    llvm::append_range(params, f->getFunctionType()->params());
+    auto *nf = llvm::Function::Create(
+        llvm::FunctionType::get(b.getVoidTy(), params, false), f->getLinkage(),
+        f->getAddressSpace(), "", &m);
+    nf->copyAttributesFrom(f);
+    nf->setAttributes(llvm::AttributeList::get(
+        ctx, f->getAttributes().getFnAttrs(), llvm::AttributeSet(), [&] {
+          SmallVector<llvm::AttributeSet> args{llvm::AttributeSet()};
+          for (unsigned i = 0; i < f->arg_size(); ++i)
+            args.push_back(f->getAttributes().getParamAttrs(i));
+          return args;
+        }()));
+    nf->takeName(f);
+    nf->splice(nf->begin(), f);
+    llvm::Argument *out = nf->getArg(0);
+    for (auto [from, to] : llvm::zip(f->args(), llvm::drop_begin(nf->args())))
+      from.replaceAllUsesWith(&to);
+    for (llvm::BasicBlock &bb : *nf)
+      if (auto *ret = dyn_cast<llvm::ReturnInst>(bb.getTerminator())) {
+        b.SetInsertPoint(ret);
+        b.CreateStore(ret->getReturnValue(), out);
+        b.CreateRetVoid();
+        ret->eraseFromParent();
+      }
+    // One result slot per caller: every field is read right after the call.
+    llvm::DenseMap<llvm::Function *, llvm::AllocaInst *> slots;
+    for (llvm::User *u : llvm::make_early_inc_range(f->users())) {
+      auto *call = cast<llvm::CallInst>(u);
+      llvm::Function *caller = call->getFunction();
+      llvm::AllocaInst *&slot = slots[caller];
+      if (!slot) {
+        b.SetInsertPoint(&caller->getEntryBlock(),
+                         caller->getEntryBlock().begin());
+        slot = b.CreateAlloca(resultType);
+      }
+      b.SetInsertPoint(call);
+      SmallVector<llvm::Value *> args{slot};
+      llvm::append_range(args, call->args());
+      llvm::CallInst *nc = b.CreateCall(nf, args);
+      nc->setCallingConv(call->getCallingConv());
+      // Fields used through (nested) extractvalues become loads; any other
+      // use reads the whole aggregate.
+      b.SetInsertPoint(nc->getNextNode());
+      auto load = [&](llvm::Type *type, ArrayRef<unsigned> path) {
+        if (path.empty())
+          return b.CreateLoad(type, slot);
+        SmallVector<llvm::Value *> indices{b.getInt32(0)};
+        for (unsigned i : path)
+          indices.push_back(b.getInt32(i));
+        return b.CreateLoad(type,
+                            b.CreateInBoundsGEP(resultType, slot, indices));
+      };
+      std::function<void(llvm::Value *, SmallVector<unsigned>)> replace =
+          [&](llvm::Value *v, SmallVector<unsigned> path) {
+            llvm::Value *whole = nullptr;
+            for (llvm::Use &use : llvm::make_early_inc_range(v->uses())) {
+              auto *ev = dyn_cast<llvm::ExtractValueInst>(use.getUser());
+              if (!ev) {
+                if (!whole)
+                  whole = load(v->getType(), path);
+                use.set(whole);
+                continue;
+              }
+              SmallVector<unsigned> sub = path;
+              llvm::append_range(sub, ev->getIndices());
+              if (ev->getType()->isAggregateType())
+                replace(ev, sub);
+              else
+                ev->replaceAllUsesWith(load(ev->getType(), sub));
+              ev->eraseFromParent();
+            }
+          };
+      replace(call, {});
+      call->eraseFromParent();
+    }
+    f->eraseFromParent();
+  }
+}
+
+/// Moves the body of the callee of `call`, which has no other caller,
+/// into the caller at the call: no copy, linear in the callee's size.
+void inlineBySplice(llvm::CallInst *call) {
+  llvm::Function *callee = call->getCalledFunction();
+  llvm::Function *caller = call->getFunction();
+  llvm::BasicBlock *head = call->getParent();
+  llvm::BasicBlock *tail = head->splitBasicBlock(call);
+  for (auto [formal, actual] : llvm::zip(callee->args(), call->args()))
+    formal.replaceAllUsesWith(actual);
+  llvm::BasicBlock *body = &callee->getEntryBlock();
+  llvm::BasicBlock &entry = caller->getEntryBlock();
+  for (llvm::Instruction &i : llvm::make_early_inc_range(*body))
+    if (auto *alloca = dyn_cast<llvm::AllocaInst>(&i);
+        alloca && alloca->isStaticAlloca())
+      alloca->moveBefore(entry, entry.getFirstInsertionPt());
+  SmallVector<llvm::ReturnInst *> returns;
+  for (llvm::BasicBlock &bb : *callee)
+    if (auto *ret = dyn_cast<llvm::ReturnInst>(bb.getTerminator()))
+      returns.push_back(ret);
+  caller->splice(tail->getIterator(), callee);
+  head->getTerminator()->setSuccessor(0, body);
+  if (!call->getType()->isVoidTy()) {
+    llvm::Value *result;
+    if (returns.size() == 1) {
+      result = returns.front()->getReturnValue();
+    } else {
+      auto *phi = llvm::PHINode::Create(call->getType(), returns.size(), "",
+                                        tail->begin());
+      for (llvm::ReturnInst *ret : returns)
+        phi->addIncoming(ret->getReturnValue(), ret->getParent());
+      result = phi;
+    }
+    call->replaceAllUsesWith(result);
+  }
+  for (llvm::ReturnInst *ret : returns) {
+    llvm::BranchInst::Create(tail, ret->getIterator());
+    ret->eraseFromParent();
+  }
+  call->eraseFromParent();
+  callee->eraseFromParent();
+}
+
+/// Inlines each entry into its C interface wrapper. The entry takes every
+/// memref as 3 + 2 x rank scalars and returns all results as one
+/// aggregate; the wrapper loads the arguments and stores the aggregate.
+/// Code generation of those calls and of the aggregate return grows faster
+/// than their size; once inlined (and scalarizeAggregates has run), every
+/// field is one load or one store.
+void inlineEntries(llvm::Module &m) {
+  SmallVector<llvm::CallInst *> calls;
   for (llvm::Function &f : m) {
     if (f.isDeclaration() || !f.getName().starts_with("_mlir_ciface_"))
       continue;
     llvm::Function *entry =
         m.getFunction(f.getName().drop_front(strlen("_mlir_ciface_")));
-    if (!entry || entry->isDeclaration() ||
-        !llvm::all_of(entry->users(), [&](llvm::User *u) {
-          auto *call = dyn_cast<llvm::CallInst>(u);
-          return call && call->getFunction() == &f;
+    if (!entry || entry->isDeclaration() || entry->isVarArg() ||
+        !entry->hasOneUse())
+      continue;
+    auto *call = dyn_cast<llvm::CallInst>(entry->user_back());
+    if (call && call->getFunction() == &f && call->getCalledOperand() == entry)
+      calls.push_back(call);
+  }
+  for (llvm::CallInst *call : calls)
+    inlineBySplice(call);
+}
+
+/// Stores the aggregate `v` field by field through `ptr` (of type
+/// `type`, at `path`): the fields of an insertvalue chain directly, in the
+/// order they were inserted, the others through extractvalue.
+void storeFields(llvm::IRBuilder<> &b, llvm::Value *v, llvm::Type *type,
+                 llvm::Value *ptr, SmallVector<unsigned> path) {
+  if (!v->getType()->isAggregateType()) {
+    SmallVector<llvm::Value *> indices{b.getInt32(0)};
+    for (unsigned i : path)
+      indices.push_back(b.getInt32(i));
+    b.CreateStore(v,
+                  path.empty() ? ptr : b.CreateInBoundsGEP(type, ptr, indices));
+    return;
+  }
+  if (isa<llvm::UndefValue>(v)) // and poison: nothing defined to store
+    return;
+  if (isa<llvm::InsertValueInst>(v)) {
+    SmallVector<llvm::InsertValueInst *> chain;
+    llvm::Value *base = v;
+    while (auto *insert = dyn_cast<llvm::InsertValueInst>(base)) {
+      chain.push_back(insert);
+      base = insert->getAggregateOperand();
+    }
+    storeFields(b, base, type, ptr, path);
+    for (llvm::InsertValueInst *insert : llvm::reverse(chain)) {
+      SmallVector<unsigned> sub = path;
+      llvm::append_range(sub, insert->getIndices());
+      storeFields(b, insert->getInsertedValueOperand(), type, ptr, sub);
+    }
+    return;
+  }
+  unsigned n = isa<llvm::StructType>(v->getType())
+                   ? v->getType()->getStructNumElements()
+                   : v->getType()->getArrayNumElements();
+  for (unsigned i = 0; i < n; ++i) {
+    SmallVector<unsigned> sub = path;
+    sub.push_back(i);
+    llvm::Value *field = nullptr;
+    if (auto *c = dyn_cast<llvm::Constant>(v))
+      field = c->getAggregateElement(i);
+    else
+      field = b.CreateExtractValue(v, i);
+    storeFields(b, field, type, ptr, sub);
+  }
+}
+
+/// The value an extractvalue reads from an insertvalue chain, or null.
+llvm::Value *insertedValue(llvm::ExtractValueInst *extract) {
+  llvm::Value *v = extract->getAggregateOperand();
+  SmallVector<unsigned> path(extract->getIndices());
+  // Descriptors are short chains; the bound keeps this linear.
+  for (int steps = 0; steps < 64; ++steps) {
+    auto *insert = dyn_cast<llvm::InsertValueInst>(v);
+    if (!insert)
+      return nullptr;
+    ArrayRef<unsigned> at = insert->getIndices();
+    size_t common = std::min(at.size(), path.size());
+    if (!llvm::equal(at.take_front(common),
+                     ArrayRef(path).take_front(common))) {
+      v = insert->getAggregateOperand();
+      continue;
+    }
+    if (at.size() > path.size())
+      return nullptr; // reads an aggregate that holds the inserted field
+    v = insert->getInsertedValueOperand();
+    path.erase(path.begin(), path.begin() + at.size());
+    if (path.empty())
+      return v;
+  }
+  return nullptr;
+}
+
+/// Replaces the loads and stores of aggregates in `f` (descriptors and
+/// result structs) by loads and stores of their fields, which -O0's
+/// FastISel selects; an aggregate value sends its block to SelectionDAG.
+void scalarizeAggregates(llvm::Function &f) {
+  SmallVector<llvm::StoreInst *> stores;
+  SmallVector<llvm::LoadInst *> loads;
+  for (llvm::Instruction &i : llvm::instructions(f))
+    if (auto *store = dyn_cast<llvm::StoreInst>(&i);
+        store && store->isSimple() &&
+        store->getValueOperand()->getType()->isAggregateType())
+      stores.push_back(store);
+  llvm::IRBuilder<> b(f.getContext());
+  for (llvm::StoreInst *store : stores) {
+    b.SetInsertPoint(store);
+    llvm::Value *v = store->getValueOperand();
+    storeFields(b, v, v->getType(), store->getPointerOperand(), {});
+    store->eraseFromParent();
+    llvm::RecursivelyDeleteTriviallyDeadInstructions(v);
+  }
+  // Fields of descriptors built in the function are read directly.
+  SmallVector<llvm::ExtractValueInst *> extracts;
+  for (llvm::Instruction &i : llvm::instructions(f))
+    if (auto *extract = dyn_cast<llvm::ExtractValueInst>(&i))
+      extracts.push_back(extract);
+  SmallVector<llvm::WeakTrackingVH> dead;
+  for (llvm::ExtractValueInst *extract : extracts)
+    if (llvm::Value *v = insertedValue(extract)) {
+      dead.push_back(extract->getAggregateOperand());
+      extract->replaceAllUsesWith(v);
+      extract->eraseFromParent();
+    }
+  llvm::RecursivelyDeleteTriviallyDeadInstructionsPermissive(dead);
+  for (llvm::Instruction &i : llvm::instructions(f))
+    if (auto *load = dyn_cast<llvm::LoadInst>(&i);
+        load && load->isSimple() && load->getType()->isAggregateType())
+      loads.push_back(load);
+  while (!loads.empty()) {
+    llvm::LoadInst *load = loads.pop_back_val();
+    if (!llvm::all_of(load->users(), [](llvm::User *u) {
+          return isa<llvm::ExtractValueInst>(u);
         }))
       continue;
-    entry->removeFnAttr(llvm::Attribute::OptimizeNone);
-    entry->removeFnAttr(llvm::Attribute::NoInline);
-    entry->addFnAttr(llvm::Attribute::AlwaysInline);
-    f.removeFnAttr(llvm::Attribute::OptimizeNone);
-    wrappers.push_back(&f);
+    b.SetInsertPoint(load);
+    for (llvm::User *u : llvm::make_early_inc_range(load->users())) {
+      auto *extract = cast<llvm::ExtractValueInst>(u);
+      SmallVector<llvm::Value *> indices{b.getInt32(0)};
+      for (unsigned i : extract->getIndices())
+        indices.push_back(b.getInt32(i));
+      llvm::LoadInst *field =
+          b.CreateLoad(extract->getType(),
+                       b.CreateInBoundsGEP(load->getType(),
+                                           load->getPointerOperand(), indices));
+      if (field->getType()->isAggregateType())
+        loads.push_back(field);
+      extract->replaceAllUsesWith(field);
+      extract->eraseFromParent();
+    }
+    load->eraseFromParent();
   }
-  if (wrappers.empty())
-    return;
-  llvm::LoopAnalysisManager lam;
-  llvm::FunctionAnalysisManager fam;
-  llvm::CGSCCAnalysisManager cgam;
-  llvm::ModuleAnalysisManager mam;
-  llvm::PassBuilder pb(&tm);
-  pb.registerModuleAnalyses(mam);
-  pb.registerCGSCCAnalyses(cgam);
-  pb.registerFunctionAnalyses(fam);
-  pb.registerLoopAnalyses(lam);
-  pb.crossRegisterProxies(lam, fam, cgam, mam);
-  llvm::ModulePassManager inliner;
-  inliner.addPass(llvm::AlwaysInlinerPass(/*InsertLifetime=*/false));
-  inliner.run(m, mam);
-  llvm::FunctionPassManager fold;
-  fold.addPass(llvm::InstCombinePass());
-  for (llvm::Function *f : wrappers)
-    fold.run(*f, fam);
-  // The entries themselves are not called any more.
-  for (llvm::Function *f : wrappers)
-    if (llvm::Function *entry =
-            m.getFunction(f->getName().drop_front(strlen("_mlir_ciface_"))))
-      if (entry->use_empty())
-        entry->eraseFromParent();
 }
 
 /// An LLJIT for the host holding `objects`, or null.
@@ -381,52 +631,104 @@ void Jit::compile(ModuleOp module) {
   if (lljit)
     return;
   auto t1 = std::chrono::steady_clock::now();
+  auto tPhase = t1;
+  auto phase = [&](const char *name) {
+    compilePhases.emplace_back(name, secondsSince(tPhase));
+    tPhase = std::chrono::steady_clock::now();
+  };
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> glue =
       translateModuleToLLVMIR(module, llvmContext);
   if (!glue)
     fail("JIT compilation failed: cannot translate the module to LLVM IR");
+  phase("translate");
   std::unique_ptr<llvm::TargetMachine> tmO2 = hostTargetMachine(true);
   std::unique_ptr<llvm::TargetMachine> tmO0 = hostTargetMachine(false);
   glue->setDataLayout(tmO2->createDataLayout());
   glue->setTargetTriple(tmO2->getTargetTriple());
-  addPackedWrappers(*glue);
-  inlineEntries(*glue, *tmO0);
 
   // Two objects: the kernels at -O2 for the host CPU, everything else (the
   // step, the segments and the wrappers: calls, allocations and argument
   // shuffling, one long basic block each) at -O0, whose instruction
   // selection and register allocation are linear in the function's size;
-  // -O2's schedulers are quadratic in a basic block's length.
+  // -O2's schedulers are quadratic in a basic block's length. The kernels
+  // move to a context of their own and compile on a second thread.
   for (llvm::GlobalValue &g : glue->global_values())
     if (g.hasLocalLinkage() && !g.isDeclaration()) {
       g.setLinkage(llvm::GlobalValue::ExternalLinkage);
       g.setVisibility(llvm::GlobalValue::DefaultVisibility);
     }
-  llvm::ValueToValueMapTy map;
-  std::unique_ptr<llvm::Module> kernels =
-      llvm::CloneModule(*glue, map, [&](const llvm::GlobalValue *g) {
-        return isa<llvm::Function>(g) && kernelNames.contains(g->getName());
-      });
-  for (llvm::Function &f : *glue) {
+  llvm::SmallString<0> kernelBitcode;
+  {
+    llvm::ValueToValueMapTy map;
+    std::unique_ptr<llvm::Module> kernels =
+        llvm::CloneModule(*glue, map, [&](const llvm::GlobalValue *g) {
+          return isa<llvm::Function>(g) && kernelNames.contains(g->getName());
+        });
+    llvm::raw_svector_ostream os(kernelBitcode);
+    llvm::WriteBitcodeToFile(*kernels, os);
+  }
+  for (llvm::Function &f : *glue)
     if (kernelNames.contains(f.getName()))
       f.deleteBody();
-    else if (!f.isDeclaration())
-      splitLongBlocks(f, 256);
-  }
-  std::function<llvm::Error(llvm::Module *)> optimize =
-      makeOptimizingTransformer(2, 0, tmO2.get());
-  if (llvm::Error e = optimize(kernels.get()))
-    fail("JIT compilation failed: " + llvm::toString(std::move(e)));
+  phase("split_kernels");
   std::unique_ptr<llvm::MemoryBuffer> objects[2];
-  for (auto [i, m, tm] : {std::tuple(0, kernels.get(), tmO2.get()),
-                          std::tuple(1, glue.get(), tmO0.get())}) {
-    llvm::orc::SimpleCompiler compiler(*tm);
-    auto object = compiler(*m);
-    if (!object)
+  std::string kernelError;
+  double kernelSeconds = 0;
+  std::thread kernelThread([&] {
+    auto t = std::chrono::steady_clock::now();
+    llvm::LLVMContext context;
+    auto kernels = llvm::parseBitcodeFile(
+        llvm::MemoryBufferRef(kernelBitcode, "kernels"), context);
+    if (!kernels) {
+      kernelError = llvm::toString(kernels.takeError());
+      return;
+    }
+    std::function<llvm::Error(llvm::Module *)> optimize =
+        makeOptimizingTransformer(2, 0, tmO2.get());
+    if (llvm::Error e = optimize(kernels->get())) {
+      kernelError = llvm::toString(std::move(e));
+      return;
+    }
+    llvm::orc::SimpleCompiler compiler(*tmO2);
+    auto object = compiler(**kernels);
+    if (!object) {
+      kernelError = llvm::toString(object.takeError());
+      return;
+    }
+    objects[0] = std::move(*object);
+    kernelSeconds = secondsSince(t);
+  });
+
+  addPackedWrappers(*glue);
+  inlineEntries(*glue);
+  llvm::StringSet<> internal;
+  for (llvm::Function &f : *glue)
+    if (!f.isDeclaration() && !f.use_empty() &&
+        !f.getName().starts_with("_mlir_"))
+      internal.insert(f.getName());
+  returnThroughMemory(*glue, internal);
+  for (llvm::Function &f : *glue)
+    if (!f.isDeclaration()) {
+      scalarizeAggregates(f);
+      splitLongBlocks(f, 256);
+    }
+  phase("prepare_glue");
+  {
+    llvm::orc::SimpleCompiler compiler(*tmO0);
+    auto object = compiler(*glue);
+    if (!object) {
+      kernelThread.join();
       fail("JIT compilation failed: " + llvm::toString(object.takeError()));
-    objects[i] = std::move(*object);
+    }
+    objects[1] = std::move(*object);
   }
+  phase("codegen_glue");
+  kernelThread.join();
+  if (!objects[0])
+    fail("JIT compilation failed: " + kernelError);
+  phase("wait_kernels");
+  compilePhases.emplace_back("kernels_beside", kernelSeconds);
   std::string names[] = {cacheBase + ".o", cacheBase + ".glue.o"};
   std::string copies[2];
   if (!cacheBase.empty())
@@ -443,6 +745,7 @@ void Jit::compile(ModuleOp module) {
     if (!fn)
       llvm::consumeError(fn.takeError()); // reported when it is called
   });
+  phase("link");
   compileSeconds = secondsSince(t1);
   if (!cacheBase.empty() && !llvm::sys::fs::create_directories(cacheDir)) {
     std::string stubBytes;

@@ -25,6 +25,8 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace llvm::orc {
 class LLJIT;
@@ -56,6 +58,8 @@ public:
 
   /// Seconds spent parsing and compiling (or loading from the cache).
   double parseSeconds = 0, compileSeconds = 0;
+  /// compileSeconds by phase, in order (empty on a cache hit).
+  std::vector<std::pair<std::string, double>> compilePhases;
   bool cacheHit = false;
 
 private:

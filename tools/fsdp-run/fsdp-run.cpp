@@ -930,8 +930,15 @@ void printTimings(const Jit &jit, const std::vector<RankRun> &runs,
     }
     llvm::outs() << "{\"parse_s\": " << jit.parseSeconds
                  << ", \"jit_s\": " << jit.compileSeconds
-                 << ", \"jit_cached\": " << (jit.cacheHit ? "true" : "false")
-                 << ", \"warmup\": " << warmupCount.getValue()
+                 << ", \"jit_cached\": " << (jit.cacheHit ? "true" : "false");
+    if (!jit.compilePhases.empty()) {
+      llvm::outs() << ", \"jit_phases_s\": {";
+      for (auto [i, p] : llvm::enumerate(jit.compilePhases))
+        llvm::outs() << (i ? ", " : "") << "\"" << p.first
+                     << "\": " << p.second;
+      llvm::outs() << "}";
+    }
+    llvm::outs() << ", \"warmup\": " << warmupCount.getValue()
                  << ", \"steps\": " << stepCount.getValue()
                  << ", \"step_median_s\": " << median
                  << ", \"step_min_s\": " << minimum

@@ -130,15 +130,32 @@ static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
   auto func = asFunction(op);
   if (!func)
     return success();
-  // Reported once, on the later of the two.
-  for (unsigned other = 0; other < index; ++other) {
-    Attribute otherName = isArgument ? func.getArgAttr(other, kNameAttrName)
-                                     : func.getResultAttr(other, kNameAttrName);
-    if (otherName == name)
+  // Uniqueness is checked once, while verifying the first named argument
+  // (result): linear in their number, where comparing each name with the
+  // earlier ones made every verification of a 1,000-parameter step
+  // quadratic. A duplicate is reported on the later of the two.
+  ArrayAttr all = isArgument ? func.getArgAttrsAttr() : func.getResAttrsAttr();
+  if (!all)
+    return success();
+  auto nameAt = [&](unsigned i) -> StringAttr {
+    auto dict = dyn_cast_or_null<DictionaryAttr>(all[i]);
+    return dict ? dict.getAs<StringAttr>(kNameAttrName) : StringAttr();
+  };
+  for (unsigned other = 0; other < index; ++other)
+    if (nameAt(other))
+      return success();
+  llvm::DenseMap<StringAttr, unsigned> first;
+  for (unsigned i = index, e = all.size(); i < e; ++i) {
+    StringAttr other = nameAt(i);
+    if (!other)
+      continue;
+    auto [it, inserted] = first.try_emplace(other, i);
+    if (!inserted)
       return op->emitOpError()
-             << "'" << kNameAttrName << "' \"" << stem << "\" on " << what
+             << "'" << kNameAttrName << "' \"" << other.getValue() << "\" on "
+             << (isArgument ? "argument #" : "result #") << i
              << " is also the name of " << (isArgument ? "argument" : "result")
-             << " #" << other << "; names must be unique";
+             << " #" << it->second << "; names must be unique";
   }
   return success();
 }

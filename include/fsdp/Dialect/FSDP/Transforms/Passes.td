@@ -392,4 +392,24 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
   ];
 }
 
+def FSDPLowerIfs : Pass<"fsdp-lower-ifs", "func::FuncOp"> {
+  let summary = "Lower the function-level scf.if ops to cf branches in linear time";
+  let description = [{
+    Every `scf.if` directly in a function body (and, once those are
+    lowered, the ones that were nested in them) becomes a `cf.cond_br` to
+    its then and else blocks, which branch to the block after it (its
+    results become that block's arguments), as `convert-scf-to-cf` lowers
+    it. `convert-scf-to-cf` splits the block through the dialect
+    conversion's rewriter, which moves every operation after the `scf.if`
+    one by one: quadratic in a block holding thousands of them (the run-time
+    alias checks of the step's deallocations). Here a block's `scf.if` ops
+    are lowered from its end, so each operation moves once. `scf.if` ops inside other regions (loop bodies) are left to
+    `convert-scf-to-cf`, since those regions must stay single blocks.
+  }];
+  let dependentDialects = ["::mlir::cf::ControlFlowDialect"];
+  let statistics = [
+    Statistic<"numIfs", "ifs", "scf.if ops lowered">,
+  ];
+}
+
 #endif // FSDP_TRANSFORMS_PASSES_TD
