@@ -43,8 +43,13 @@ constexpr const char *kLowerToLLVMFastTensor =
 // uses once, and frees it right after its last use (after the wait of a
 // collective that uses it), before the ops are lowered; a step result is
 // never freed. Only what it cannot follow keeps the run-time alias checks.
+// Outlining comes first: the tensor-level passes after it (elementwise to
+// linalg, the fast path's folding and fusion) then run on the deduplicated
+// segment functions, about ten for a transformer of any depth, instead of
+// on one step that grows with the model.
+constexpr const char *kLowerToLLVMOutline = "fsdp-outline-segments";
 constexpr const char *kLowerToLLVMBufferize =
-    "fsdp-outline-segments,one-shot-bufferize{bufferize-function-boundaries "
+    "one-shot-bufferize{bufferize-function-boundaries "
     "function-boundary-type-conversion=identity-layout-map},"
     "expand-realloc{emit-deallocs=false}," FSDP_CANONICALIZE
     ",ownership-based-buffer-deallocation," FSDP_CANONICALIZE
@@ -157,7 +162,8 @@ static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
 
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
   bool fast = compute == ComputeMode::Fast;
-  std::string pipeline = kLowerToLLVMHead;
+  std::string pipeline = kLowerToLLVMOutline;
+  pipeline += std::string(",") + kLowerToLLVMHead;
   if (fast)
     pipeline += std::string(",") + kLowerToLLVMFastTensor;
   pipeline += std::string(",") + kLowerToLLVMBufferize;
