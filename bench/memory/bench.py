@@ -7,7 +7,11 @@ per block, the same local batch on every rank) on W = 1, 2, 4, 8 ranks:
 1. the static peak bytes per rank by kind from `--fsdp-memory-report`
    (scheduled pipeline), without and with `recompute=all`;
 2. the step run by `fsdp-run` (threads backend) with and without
-   recompute: the results must be bit-identical; the largest per-rank
+   recompute: the results must agree bit for bit, or within 1e-6 of each
+   tensor's largest value where a reduction sums in another order
+   (compute=fast lets LLVM reorder a reduction's sum, and recompute can fuse
+   another producer into it; docs/PASSES.md, fsdp-recompute); the largest
+   per-rank
    allocation high-water mark of the compiled step (`jit_peak_bytes` of
    `fsdp-run --json`: what the step mallocs, not the arguments the runner
    holds) is printed next to the static peaks; it must be lower with
@@ -128,14 +132,23 @@ def run_step(args, lowered, data, out):
     return measured_peak(proc.stdout)
 
 
-def identical(a, b):
+def difference(a, b):
+    """0.0 if the outputs in `a` and `b` are bit-identical, else the largest
+    difference of a tensor relative to its largest value (inf if the files
+    differ)."""
     names = sorted(n for n in os.listdir(a) if n.endswith(".npy"))
     if sorted(n for n in os.listdir(b) if n.endswith(".npy")) != names or not names:
-        return False
-    return all(
-        np.load(os.path.join(a, n)).tobytes() == np.load(os.path.join(b, n)).tobytes()
-        for n in names
-    )
+        return float("inf")
+    worst = 0.0
+    for n in names:
+        x, y = np.load(os.path.join(a, n)), np.load(os.path.join(b, n))
+        if x.shape != y.shape:
+            return float("inf")
+        if x.tobytes() != y.tobytes():
+            x, y = x.astype(np.float64), y.astype(np.float64)
+            scale = float(np.abs(x).max()) or 1.0
+            worst = max(worst, float(np.abs(x - y).max()) / scale, 1e-300)
+    return worst
 
 
 def kib(b):
@@ -169,7 +182,7 @@ def main():
     print(
         "| W | parameter shards | gathered | gradients | activations | activations, "
         "recompute | ratio | total | total, recompute | step's buffers | measured "
-        "| step's buffers, recompute | measured, recompute | bit-identical |"
+        "| step's buffers, recompute | measured, recompute | results with recompute |"
     )
     print("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|")
     rows = []
@@ -201,9 +214,12 @@ def main():
                     measured[name] = run_step(
                         args, lowered, data, tmp / f"out{w}-{name}"
                     )
-                if not identical(tmp / f"out{w}-off", tmp / f"out{w}-on"):
-                    fail(f"W={w}: results with recompute differ from those without")
-                same = "yes"
+                diff = difference(tmp / f"out{w}-off", tmp / f"out{w}-on")
+                if diff > 1e-6:
+                    fail(
+                        f"W={w}: results with recompute differ from those without ({diff:.2e})"
+                    )
+                same = "bit-identical" if diff == 0.0 else f"within {diff:.1e}"
             p, q = off["peak_bytes"], on["peak_bytes"]
             for kind in ("parameter_shards", "gathered_parameters", "inputs"):
                 if p[kind] != q[kind]:

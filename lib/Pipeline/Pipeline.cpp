@@ -177,6 +177,7 @@ void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
 /// The canonicalizer of FSDP_CANONICALIZE.
 static std::unique_ptr<Pass> createStepCanonicalizer() {
   GreedyRewriteConfig config;
+  config.setUseTopDownTraversal(true); // the canonicalize pass's default
   config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   return createCanonicalizerPass(config);
 }
