@@ -9,15 +9,13 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ReportUtils.h"
 #include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 #include "fsdp/Layout/QuantFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCOMMREPORT
@@ -27,6 +25,8 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
+using mlir::fsdp::detail::openReport;
+using mlir::fsdp::detail::ReportMesh;
 
 namespace {
 
@@ -89,11 +89,7 @@ struct Counts {
 
 struct FunctionReport {
   std::string name;
-  // The function's mesh (empty name: none).
-  std::string meshName;
-  std::vector<std::string> axisNames;
-  std::vector<int64_t> meshShape;
-  int64_t ranks = 1;
+  ReportMesh mesh;
   Counts kinds[NumKinds];
   Counts total;
   int64_t peakBytes = 0, peakBuffers = 0;
@@ -211,15 +207,8 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
       counts->received += received;
     }
   });
-  if (funcMesh) {
-    report.meshName = funcMesh.getSymName().str();
-    for (Attribute n : funcMesh.getAxisNames())
-      report.axisNames.push_back(cast<StringAttr>(n).str());
-    report.meshShape.assign(funcMesh.getAxisSizes().begin(),
-                            funcMesh.getAxisSizes().end());
-    report.ranks = funcMesh.getWorldSize();
-  }
-  report.padding.assign(report.ranks, 0);
+  report.mesh = ReportMesh::of(funcMesh);
+  report.padding.assign(report.mesh.ranks, 0);
 
   // Padding: slot minus true shard of every sharded parameter, per rank.
   for (unsigned i = 0; i < func.getNumArguments(); ++i) {
@@ -239,7 +228,8 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
       continue; // the verifier reports it
     int64_t elementBytes =
         bytesOf(RankedTensorType::get({1}, type.getElementType()));
-    for (int64_t r = 0; r < std::min(report.ranks, mesh.getWorldSize()); ++r) {
+    for (int64_t r = 0; r < std::min(report.mesh.ranks, mesh.getWorldSize());
+         ++r) {
       lm::LocalShard s = lm::localShard(model, shape, r);
       report.padding[r] +=
           (s.slotElements() - s.localElements()) * elementBytes;
@@ -262,15 +252,8 @@ void printCounts(llvm::raw_ostream &os, const FunctionReport &r) {
 void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
   for (const FunctionReport &r : reports) {
     os << "@" << r.name << ": ";
-    if (!r.meshName.empty()) {
-      os << "mesh @" << r.meshName << " [";
-      for (auto [i, n] : llvm::enumerate(r.axisNames))
-        os << (i ? ", " : "") << n << " = " << r.meshShape[i];
-      os << "], ";
-    } else {
-      os << "no mesh, ";
-    }
-    os << r.ranks << " rank" << (r.ranks == 1 ? "" : "s") << "\n";
+    r.mesh.print(os);
+    os << "\n";
     os << "  every rank: ";
     printCounts(os, r);
     os << "\n";
@@ -279,7 +262,7 @@ void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
          << r.kinds[k].sent << " B, received " << r.kinds[k].received << " B\n";
     os << "  peak live gathered: " << r.peakBytes << " B (" << r.peakBuffers
        << " buffer" << (r.peakBuffers == 1 ? "" : "s") << ")\n";
-    for (int64_t rank = 0; rank < r.ranks; ++rank) {
+    for (int64_t rank = 0; rank < r.mesh.ranks; ++rank) {
       os << "  rank " << rank << ": ";
       printCounts(os, r);
       os << ", padding " << r.padding[rank] << " B\n";
@@ -301,18 +284,7 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
       for (const FunctionReport &r : reports)
         j.object([&] {
           j.attribute("name", r.name);
-          if (!r.meshName.empty()) {
-            j.attribute("mesh", r.meshName);
-            j.attributeArray("mesh_axes", [&] {
-              for (const std::string &n : r.axisNames)
-                j.value(n);
-            });
-            j.attributeArray("mesh_shape", [&] {
-              for (int64_t size : r.meshShape)
-                j.value(size);
-            });
-          }
-          j.attribute("ranks", r.ranks);
+          r.mesh.writeJson(j);
           j.attributeObject("collectives", [&] {
             for (int k = 0; k < NumKinds; ++k) {
               j.attributeBegin(kKindNames[k]);
@@ -326,7 +298,7 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           j.attribute("peak_live_gathered_bytes", r.peakBytes);
           j.attribute("peak_live_gathered_buffers", r.peakBuffers);
           j.attributeArray("per_rank", [&] {
-            for (int64_t rank = 0; rank < r.ranks; ++rank)
+            for (int64_t rank = 0; rank < r.mesh.ranks; ++rank)
               j.object([&] {
                 j.attribute("rank", rank);
                 j.attribute("collectives", r.total.count);
@@ -346,12 +318,9 @@ struct CommReportPass
   using Base::Base;
 
   void runOnOperation() override {
-    std::string error;
-    auto out = openOutputFile(outputFile, &error);
-    if (!out) {
-      getOperation().emitError() << "cannot open report file: " << error;
+    auto out = openReport(getOperation(), outputFile);
+    if (!out)
       return signalPassFailure();
-    }
     SymbolTableCollection tables;
     SmallVector<FunctionReport> reports;
     getOperation().walk([&](func::FuncOp func) {

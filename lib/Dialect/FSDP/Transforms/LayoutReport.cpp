@@ -1,11 +1,10 @@
 //===- LayoutReport.cpp - print every rank's shard ------------------------===//
 
+#include "ReportUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
-#include "mlir/Support/FileUtilities.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPLAYOUTREPORT
@@ -71,12 +70,9 @@ struct LayoutReportPass
     : public mlir::fsdp::impl::FSDPLayoutReportBase<LayoutReportPass> {
   using Base::Base;
   void runOnOperation() override {
-    std::string error;
-    auto out = openOutputFile(outputFile, &error);
-    if (!out) {
-      getOperation().emitError() << "cannot open report file: " << error;
+    auto out = mlir::fsdp::detail::openReport(getOperation(), outputFile);
+    if (!out)
       return signalPassFailure();
-    }
     llvm::raw_ostream &os = out->os();
     SymbolTableCollection tables;
     getOperation().walk([&](FunctionOpInterface func) {

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "ReportUtils.h"
 #include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
@@ -15,10 +16,7 @@
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Interfaces/DestinationStyleOpInterface.h"
-#include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SetVector.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/ToolOutputFile.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPMEMORYREPORT
@@ -28,6 +26,8 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
+using mlir::fsdp::detail::openReport;
+using mlir::fsdp::detail::ReportMesh;
 
 namespace {
 
@@ -113,10 +113,7 @@ struct Buffer {
 
 struct FunctionReport {
   std::string name;
-  std::string meshName;
-  std::vector<std::string> axisNames;
-  std::vector<int64_t> meshShape;
-  int64_t ranks = 1;
+  ReportMesh mesh;
   int64_t peak[NumKinds] = {};
   int64_t total = 0;
   int64_t atTotal[NumKinds] = {};
@@ -409,15 +406,8 @@ private:
     for (unsigned i = 0; i < func.getNumArguments() && !mesh; ++i)
       if (auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName))
         mesh = lookupMesh(func, layout.getMesh(), &tables);
-    if (mesh) {
-      report.meshName = mesh.getSymName().str();
-      for (Attribute a : mesh.getAxisNames())
-        report.axisNames.push_back(cast<StringAttr>(a).str());
-      report.meshShape.assign(mesh.getAxisSizes().begin(),
-                              mesh.getAxisSizes().end());
-      report.ranks = mesh.getWorldSize();
-    }
-    report.padding.assign(report.ranks, 0);
+    report.mesh = ReportMesh::of(mesh);
+    report.padding.assign(report.mesh.ranks, 0);
     for (unsigned i = 0; i < func.getNumArguments(); ++i) {
       auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName);
       auto global = func.getArgAttrOfType<TypeAttr>(i, kGlobalTypeAttrName);
@@ -433,7 +423,8 @@ private:
         continue; // the verifier reports it
       int64_t elementBytes =
           bytesOf(RankedTensorType::get({1}, type.getElementType()));
-      for (int64_t r = 0; r < std::min(report.ranks, m.getWorldSize()); ++r) {
+      for (int64_t r = 0; r < std::min(report.mesh.ranks, m.getWorldSize());
+           ++r) {
         lm::LocalShard s = lm::localShard(model, shape, r);
         report.padding[r] +=
             (s.slotElements() - s.localElements()) * elementBytes;
@@ -445,15 +436,8 @@ private:
 void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
   for (const FunctionReport &r : reports) {
     os << "@" << r.name << ": ";
-    if (!r.meshName.empty()) {
-      os << "mesh @" << r.meshName << " [";
-      for (auto [i, n] : llvm::enumerate(r.axisNames))
-        os << (i ? ", " : "") << n << " = " << r.meshShape[i];
-      os << "], ";
-    } else {
-      os << "no mesh, ";
-    }
-    os << r.ranks << " rank" << (r.ranks == 1 ? "" : "s") << "\n";
+    r.mesh.print(os);
+    os << "\n";
     os << "  every rank, peak of each kind:\n";
     for (int k = 0; k < NumKinds; ++k)
       os << "    " << kKindNames[k] << ": " << r.peak[k] << " B\n";
@@ -463,7 +447,7 @@ void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
     os << "\n";
     for (int k = 0; k < NumKinds; ++k)
       os << "    " << kKindNames[k] << ": " << r.atTotal[k] << " B\n";
-    for (int64_t rank = 0; rank < r.ranks; ++rank)
+    for (int64_t rank = 0; rank < r.mesh.ranks; ++rank)
       os << "  rank " << rank << ": peak total " << r.total
          << " B, parameter shards " << r.peak[ParamShards] << " B (padding "
          << r.padding[rank] << " B)\n";
@@ -483,18 +467,7 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
       for (const FunctionReport &r : reports)
         j.object([&] {
           j.attribute("name", r.name);
-          if (!r.meshName.empty()) {
-            j.attribute("mesh", r.meshName);
-            j.attributeArray("mesh_axes", [&] {
-              for (const std::string &n : r.axisNames)
-                j.value(n);
-            });
-            j.attributeArray("mesh_shape", [&] {
-              for (int64_t size : r.meshShape)
-                j.value(size);
-            });
-          }
-          j.attribute("ranks", r.ranks);
+          r.mesh.writeJson(j);
           j.attributeBegin("peak_bytes");
           kinds(r.peak);
           j.attributeEnd();
@@ -504,7 +477,7 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           kinds(r.atTotal);
           j.attributeEnd();
           j.attributeArray("per_rank", [&] {
-            for (int64_t rank = 0; rank < r.ranks; ++rank)
+            for (int64_t rank = 0; rank < r.mesh.ranks; ++rank)
               j.object([&] {
                 j.attribute("rank", rank);
                 j.attribute("peak_total_bytes", r.total);
@@ -525,12 +498,9 @@ struct MemoryReportPass
   using Base::Base;
 
   void runOnOperation() override {
-    std::string error;
-    auto out = openOutputFile(outputFile, &error);
-    if (!out) {
-      getOperation().emitError() << "cannot open report file: " << error;
+    auto out = openReport(getOperation(), outputFile);
+    if (!out)
       return signalPassFailure();
-    }
     SymbolTableCollection tables;
     std::vector<FunctionReport> reports;
     WalkResult walk = getOperation().walk([&](func::FuncOp func) {
