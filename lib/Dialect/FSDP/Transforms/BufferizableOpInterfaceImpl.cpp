@@ -55,12 +55,11 @@ prepareBuffers(TensorOp collective, RewriterBase &rewriter,
   return std::make_pair(*flatInput, *output);
 }
 
-/// A collective reads its input and writes a fresh buffer. The blocking
-/// form has the tensor as its only result; a `*_start` form also returns its
-/// request (result 0), which the buffer form returns too.
-template <typename TensorOp, typename BufferOp>
-struct CollectiveModel : public BufferizableOpInterface::ExternalModel<
-                             CollectiveModel<TensorOp, BufferOp>, TensorOp> {
+/// An op that only reads its operands and writes fresh buffers: what the
+/// collectives and `fsdp.quantize` share.
+template <typename Model, typename Op>
+struct ReadsOperandsAllocatesResults
+    : public BufferizableOpInterface::ExternalModel<Model, Op> {
   bool bufferizesToMemoryRead(Operation *, OpOperand &,
                               const AnalysisState &) const {
     return true;
@@ -74,6 +73,15 @@ struct CollectiveModel : public BufferizableOpInterface::ExternalModel<
     return {};
   }
   bool bufferizesToAllocation(Operation *, Value) const { return true; }
+};
+
+/// A collective reads its input and writes a fresh buffer. The blocking
+/// form has the tensor as its only result; a `*_start` form also returns its
+/// request (result 0), which the buffer form returns too.
+template <typename TensorOp, typename BufferOp>
+struct CollectiveModel
+    : public ReadsOperandsAllocatesResults<CollectiveModel<TensorOp, BufferOp>,
+                                           TensorOp> {
 
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
@@ -100,20 +108,7 @@ struct CollectiveModel : public BufferizableOpInterface::ExternalModel<
 
 /// `fsdp.quantize` reads its input and the amax and writes a fresh packet.
 struct QuantizeModel
-    : public BufferizableOpInterface::ExternalModel<QuantizeModel, QuantizeOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+    : public ReadsOperandsAllocatesResults<QuantizeModel, QuantizeOp> {
 
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
