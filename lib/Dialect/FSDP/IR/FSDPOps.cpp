@@ -322,6 +322,34 @@ FSDP_REDUCE_USES(BufferAllReduceStartOp, getInput(), getOutput())
 // Quantized all-gather
 //===----------------------------------------------------------------------===//
 
+/// The [rows, cols] view of `m` elements in `format`: its packet size (bytes
+/// of one rank's fsdp.quantize result).
+static FailureOr<int64_t> checkQuantView(Operation *op, int64_t m,
+                                         QuantFormat format,
+                                         ArrayRef<int64_t> shape,
+                                         StringRef elements = "elements") {
+  if (shape.size() != 2)
+    return op->emitOpError()
+           << "shape must be [rows, cols], got " << shape.size() << " entries";
+  int64_t rows = shape[0], cols = shape[1], n = 0;
+  if (rows <= 0 || cols <= 0)
+    return op->emitOpError() << "shape entries must be positive, got [" << rows
+                             << ", " << cols << "]";
+  if (llvm::MulOverflow(rows, cols, n) || n != m)
+    return op->emitOpError() << "shape [" << rows << ", " << cols
+                             << "] does not view the " << m << " " << elements;
+  auto fmt = ::fsdp::quant::Format(static_cast<int32_t>(format));
+  if (auto err = ::fsdp::quant::shapeError(fmt, rows, cols))
+    return op->emitOpError()
+           << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
+  // Packets are at most a little over the data (1 byte per element at most,
+  // plus scales): keep every size far from overflow.
+  if (n > (int64_t(1) << 60))
+    return op->emitOpError() << "shape [" << rows << ", " << cols
+                             << "] is too large (at most 2^60 elements)";
+  return ::fsdp::quant::wireBytes(fmt, rows, cols);
+}
+
 /// Element type, 1-D static types, the [rows, cols] view and the format's
 /// blocking rules; `in` and `out` are tensor or memref types.
 static LogicalResult verifyQuantizedGather(Operation *op, ShapedType in,
@@ -339,22 +367,7 @@ static LogicalResult verifyQuantizedGather(Operation *op, ShapedType in,
       !out.hasStaticShape())
     return op->emitOpError()
            << "input and " << outName << " must be statically shaped and 1-D";
-  if (shape.size() != 2)
-    return op->emitOpError()
-           << "shape must be [rows, cols], got " << shape.size() << " entries";
-  int64_t rows = shape[0], cols = shape[1], n = 0;
-  if (rows <= 0 || cols <= 0)
-    return op->emitOpError() << "shape entries must be positive, got [" << rows
-                             << ", " << cols << "]";
-  if (llvm::MulOverflow(rows, cols, n) || n != in.getDimSize(0))
-    return op->emitOpError()
-           << "shape [" << rows << ", " << cols << "] does not view the "
-           << in.getDimSize(0) << " input elements";
-  if (auto err = ::fsdp::quant::shapeError(
-          ::fsdp::quant::Format(static_cast<int32_t>(format)), rows, cols))
-    return op->emitOpError()
-           << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
-  return success();
+  return checkQuantView(op, in.getDimSize(0), format, shape, "input elements");
 }
 
 LogicalResult QuantizedAllGatherOp::verify() {
@@ -390,33 +403,6 @@ static LogicalResult checkQuantValues(Operation *op, ShapedType t,
   if (t.getRank() != 1 || !t.hasStaticShape())
     return op->emitOpError() << what << " must be statically shaped and 1-D";
   return success();
-}
-
-/// The [rows, cols] view of `m` elements in `format`: its packet size (bytes
-/// of one rank's fsdp.quantize result).
-static FailureOr<int64_t> checkQuantView(Operation *op, int64_t m,
-                                         QuantFormat format,
-                                         ArrayRef<int64_t> shape) {
-  if (shape.size() != 2)
-    return op->emitOpError()
-           << "shape must be [rows, cols], got " << shape.size() << " entries";
-  int64_t rows = shape[0], cols = shape[1], n = 0;
-  if (rows <= 0 || cols <= 0)
-    return op->emitOpError() << "shape entries must be positive, got [" << rows
-                             << ", " << cols << "]";
-  if (llvm::MulOverflow(rows, cols, n) || n != m)
-    return op->emitOpError() << "shape [" << rows << ", " << cols
-                             << "] does not view the " << m << " elements";
-  auto fmt = ::fsdp::quant::Format(static_cast<int32_t>(format));
-  if (auto err = ::fsdp::quant::shapeError(fmt, rows, cols))
-    return op->emitOpError()
-           << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
-  // Packets are at most a little over the data (1 byte per element at most,
-  // plus scales): keep every size far from overflow.
-  if (n > (int64_t(1) << 60))
-    return op->emitOpError() << "shape [" << rows << ", " << cols
-                             << "] is too large (at most 2^60 elements)";
-  return ::fsdp::quant::wireBytes(fmt, rows, cols);
 }
 
 static LogicalResult checkAmaxType(Operation *op, ShapedType t,
