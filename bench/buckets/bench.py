@@ -29,23 +29,11 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from driver import ROOT, Driver
+
+fail, run = (_driver := Driver("bench/buckets")).fail, _driver.run
 PARAMS_PER_BLOCK = 9  # attn_norm, wq, wk, wv, wo, mlp_norm, w1, w3, w2
-
-
-def fail(message):
-    sys.exit(f"bench/buckets: {message}")
-
-
-def run(cmd, **kw):
-    """Runs cmd; on failure stops with the command and its output."""
-    proc = subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
-    if proc.returncode != 0:
-        fail(
-            f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
-            f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
-        )
-    return proc
 
 
 def timed(cmd):

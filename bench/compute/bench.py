@@ -19,35 +19,18 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from driver import ROOT, Driver, python_env
+
+fail, run = (_driver := Driver("bench/compute")).fail, _driver.run
 # models.py (here) builds on fsdp_mlir (python/).
 sys.path[:0] = [str(HERE), str(ROOT / "python")]
-
-
-def fail(message):
-    sys.exit(f"bench/compute: {message}")
-
-
-def run(cmd, env=None):
-    proc = subprocess.run(
-        list(map(str, cmd)), check=False, text=True, capture_output=True, env=env
-    )
-    if proc.returncode != 0:
-        fail(
-            f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n{proc.stdout}{proc.stderr}"
-        )
-    return proc
-
-
-def pyenv():
-    return dict(os.environ, PYTHONPATH=str(ROOT / "python"))
 
 
 def torch_step_seconds(spec, threads, steps, warmup):
@@ -81,7 +64,7 @@ def fsdp_step(args, spec, work, compute):
                 f"{HERE / 'models.py'}:{spec}",
             ]
             + ["--mesh", "1", "-o", exported],
-            env=pyenv(),
+            env=python_env(),
         )
     lowered = work / f"{spec}.{compute}.mlir"
     run(
@@ -111,7 +94,7 @@ def fsdp_step(args, spec, work, compute):
             out,
         ]
         + ["--rtol", "1e-4"],
-        env=pyenv(),
+        env=python_env(),
     )
     return timing
 
@@ -168,7 +151,7 @@ def compile_table(args, work):
                 "32",
             ]
             + ["--blocks", blocks, "--mesh", "2", "-o", model, "--data", data],
-            env=pyenv(),
+            env=python_env(),
         )
         # Bytecode: the text form prints the step's result struct type on
         # every field it inserts, so text grows quadratically with the
@@ -217,7 +200,7 @@ def compile_table(args, work):
                 "--rtol",
                 "1e-5" if blocks < 100 else "5e-5",
             ],
-            env=pyenv(),
+            env=python_env(),
         )
         cold_s = cold["parse_s"] + cold["jit_s"]
         print(

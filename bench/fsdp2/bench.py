@@ -26,35 +26,17 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from driver import ROOT, Driver, python_env
+
+fail, run = (_driver := Driver("bench/fsdp2")).fail, _driver.run
 sys.path[:0] = [str(HERE), str(ROOT / "python")]
-
-
-def fail(message):
-    sys.exit(f"bench/fsdp2: {message}")
-
-
-def run(cmd, env=None):
-    proc = subprocess.run(
-        list(map(str, cmd)), check=False, text=True, capture_output=True, env=env
-    )
-    if proc.returncode != 0:
-        fail(
-            f"command failed ({proc.returncode}): {' '.join(map(str, cmd))}\n"
-            f"{proc.stdout}{proc.stderr}"
-        )
-    return proc
-
-
-def pyenv(**extra):
-    return dict(os.environ, PYTHONPATH=str(ROOT / "python"), **extra)
 
 
 # --- PyTorch FSDP2 ----------------------------------------------------------
@@ -132,7 +114,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
         run(
             [args.python, "-m", "fsdp_mlir.torch", "export", spec_ref]
             + ["--mesh", str(world), "-o", exported],
-            env=pyenv(),
+            env=python_env(),
         )
     lowered = work / f"{spec}.lowered.mlir"
     if not lowered.exists():
@@ -168,7 +150,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     run(
         [args.python, "-m", "fsdp_mlir.torch", "check", spec_ref, exported, out]
         + ["--rtol", "1e-4"],
-        env=pyenv(),
+        env=python_env(),
     )
     return statistics.median(per_step)
 

@@ -25,7 +25,6 @@ shards. Activations depend on the local batch only.
 import argparse
 import json
 import os
-import subprocess
 import sys
 import tempfile
 from pathlib import Path
@@ -33,7 +32,10 @@ from pathlib import Path
 import numpy as np
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from driver import ROOT, Driver
+
+fail, run = (_driver := Driver("bench/memory")).fail, _driver.run
 KINDS = [
     "parameter_shards",
     "gathered_parameters",
@@ -43,20 +45,6 @@ KINDS = [
     "inputs",
     "temporaries",
 ]
-
-
-def fail(message):
-    sys.exit(f"bench/memory: {message}")
-
-
-def run(cmd, **kw):
-    proc = subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
-    if proc.returncode != 0:
-        fail(
-            f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
-            f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
-        )
-    return proc
 
 
 def generate(args, world, path, data):

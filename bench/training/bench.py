@@ -36,14 +36,16 @@ relative difference of a step's loss and of a final parameter.
 
 import argparse
 import json
-import os
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-ROOT = HERE.parent.parent
+sys.path.insert(0, str(HERE.parent))
+from driver import ROOT, Driver, python_env
+
+fail, run = (_driver := Driver("bench/training")).fail, _driver.run
 
 # fsdp-lower-to-llvm (compute=fast) without buffer-deallocation-pipeline and
 # convert-bufferization-to-memref: the lowering before deallocation existed.
@@ -58,26 +60,6 @@ NO_DEALLOC = (
     "convert-math-to-llvm,convert-math-to-libm,convert-to-llvm,"
     "reconcile-unrealized-casts)"
 )
-
-
-def fail(message):
-    sys.exit(f"bench/training: {message}")
-
-
-def run(cmd, **kw):
-    proc = subprocess.run(cmd, check=False, text=True, capture_output=True, **kw)
-    if proc.returncode != 0:
-        fail(
-            f"command failed (exit {proc.returncode}): {' '.join(map(str, cmd))}\n"
-            f"{proc.stdout[-2000:]}{proc.stderr[-4000:]}"
-        )
-    return proc
-
-
-def env():
-    e = dict(os.environ)
-    e["PYTHONPATH"] = str(ROOT / "python") + os.pathsep + e.get("PYTHONPATH", "")
-    return e
 
 
 def lower(args, src, out, dealloc):
@@ -101,7 +83,10 @@ def models(args, tmp):
         "2",
     ]
     gen += ["--dim", "32", "--ffn", "64", "--seq", "8", "--batch", "2", "--mesh", "8"]
-    run(gen + ["--data", str(data), "-o", str(tmp / "transformer.mlir")], env=env())
+    run(
+        gen + ["--data", str(data), "-o", str(tmp / "transformer.mlir")],
+        env=python_env(),
+    )
     run(
         [
             args.fsdp_opt,
@@ -168,7 +153,10 @@ def adamw(args, tmp):
         "2",
     ]
     gen += ["--dim", "18", "--ffn", "30", "--seq", "8", "--batch", "2", "--mesh", "2x4"]
-    run(gen + ["--data", str(tmp / "data"), "-o", str(tmp / "adamw.mlir")], env=env())
+    run(
+        gen + ["--data", str(tmp / "data"), "-o", str(tmp / "adamw.mlir")],
+        env=python_env(),
+    )
     run(
         [
             args.python,
@@ -178,7 +166,7 @@ def adamw(args, tmp):
             str(tmp / "in"),
             str(steps),
         ],
-        env=env(),
+        env=python_env(),
     )
     run(
         [
@@ -221,7 +209,7 @@ def adamw(args, tmp):
         ],
         text=True,
         capture_output=True,
-        env=env(),
+        env=python_env(),
         check=False,
     )
     print(
