@@ -12,25 +12,4 @@
 # another build) and the venv with torch (python/requirements-torch.txt;
 # FSDP_PYTHON=python to use another interpreter).
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${FSDP_BUILD:-$root/build}
-python=${FSDP_PYTHON:-$root/.venv/bin/python}
-for arg in "$@"; do
-  case "$arg" in
-  -h | --help)
-    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    exec "$python" "$root/bench/fsdp2/bench.py" --help
-    ;;
-  esac
-done
-if ! "$python" -c "import torch" 2>/dev/null; then
-  echo "bench/fsdp2/run.sh: $python cannot import torch (pip install -r python/requirements-torch.txt)" >&2
-  exit 1
-fi
-for tool in "$build/bin/fsdp-opt" "$build/bin/fsdp-run"; do
-  if [ ! -x "$tool" ]; then
-    echo "bench/fsdp2/run.sh: missing $tool: build it first (ninja -C $build fsdp-opt fsdp-run)" >&2
-    exit 1
-  fi
-done
-exec "$python" "$root/bench/fsdp2/bench.py" --bin "$build/bin" --python "$python" "$@"
+exec "$(dirname "$0")/../run-driver.sh" "$0" fsdp2 torch bin -- "$@"

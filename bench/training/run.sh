@@ -15,26 +15,4 @@
 # docs/PYTHON.md; FSDP_PYTHON=python to use another interpreter with numpy).
 # Extra arguments go to bench.py.
 set -euo pipefail
-root=$(cd "$(dirname "$0")/../.." && pwd)
-build=${FSDP_BUILD:-$root/build}
-python=${FSDP_PYTHON:-$root/.venv/bin/python}
-if [ ! -x "$python" ] && ! command -v "$python" >/dev/null; then
-  echo "bench/training/run.sh: no Python interpreter $python (make setup creates .venv; or set FSDP_PYTHON)" >&2
-  exit 1
-fi
-for arg in "$@"; do
-  case "$arg" in
-  -h | --help)
-    sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'
-    exec "$python" "$root/bench/training/bench.py" --help
-    ;;
-  esac
-done
-for tool in "$build/bin/fsdp-opt" "$build/bin/fsdp-run"; do
-  if [ ! -x "$tool" ]; then
-    echo "bench/training/run.sh: missing $tool: build it first (ninja -C $build fsdp-opt fsdp-run)" >&2
-    exit 1
-  fi
-done
-exec "$python" "$root/bench/training/bench.py" --fsdp-opt "$build/bin/fsdp-opt" \
-  --fsdp-run "$build/bin/fsdp-run" --python "$python" "$@"
+exec "$(dirname "$0")/../run-driver.sh" "$0" training -- "$@"
