@@ -25,6 +25,8 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
+using mlir::fsdp::detail::addSlotPadding;
+using mlir::fsdp::detail::bytesOf;
 using mlir::fsdp::detail::openReport;
 using mlir::fsdp::detail::ReportMesh;
 
@@ -35,23 +37,6 @@ using mlir::fsdp::detail::derivesGathered;
 enum Kind { AllGather, ReduceScatter, AllReduce, NumKinds };
 constexpr const char *kKindNames[NumKinds] = {"all_gather", "reduce_scatter",
                                               "all_reduce"};
-
-/// Bytes of a statically shaped tensor or memref (sub-byte elements packed);
-/// 0 when the size is unknown.
-int64_t bytesOf(Type type) {
-  auto shaped = dyn_cast<ShapedType>(type);
-  if (!shaped || !shaped.hasStaticShape())
-    return 0;
-  Type elem = shaped.getElementType();
-  int64_t bits = 0;
-  if (elem.isIntOrFloat())
-    bits = elem.getIntOrFloatBitWidth();
-  else if (elem.isIndex())
-    bits = 64;
-  else if (auto complex = dyn_cast<ComplexType>(elem))
-    bits = 2 * complex.getElementType().getIntOrFloatBitWidth();
-  return (shaped.getNumElements() * bits + 7) / 8;
-}
 
 /// A collective as one rank sees it: what it sends and what it receives.
 /// Quantized gathers are counted by addQuantizedGather.
@@ -211,30 +196,8 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
   report.padding.assign(report.mesh.ranks, 0);
 
   // Padding: slot minus true shard of every sharded parameter, per rank.
-  for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-    auto layout =
-        func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName);
-    auto global =
-        func.getArgAttrOfType<TypeAttr>(i, FSDPDialect::kGlobalTypeAttrName);
-    if (!layout || !global)
-      continue;
-    auto type = dyn_cast<RankedTensorType>(global.getValue());
-    MeshOp mesh = lookupMesh(func, layout.getMesh(), &tables);
-    if (!type || !type.hasStaticShape() || !mesh)
-      continue;
-    lm::Layout model = layout.toDataParallelLayout(mesh.getAxisSizes());
-    std::vector<int64_t> shape = type.getShape().vec();
-    if (lm::validate(model, shape))
-      continue; // the verifier reports it
-    int64_t elementBytes =
-        bytesOf(RankedTensorType::get({1}, type.getElementType()));
-    for (int64_t r = 0; r < std::min(report.mesh.ranks, mesh.getWorldSize());
-         ++r) {
-      lm::LocalShard s = lm::localShard(model, shape, r);
-      report.padding[r] +=
-          (s.slotElements() - s.localElements()) * elementBytes;
-    }
-  }
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    addSlotPadding(func, i, tables, report.padding);
 
   std::tie(report.peakBytes, report.peakBuffers) =
       peakLiveGathered(func.getBody().front());

@@ -26,6 +26,8 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 namespace lm = ::fsdp::layout;
+using mlir::fsdp::detail::addSlotPadding;
+using mlir::fsdp::detail::bytesOf;
 using mlir::fsdp::detail::openReport;
 using mlir::fsdp::detail::ReportMesh;
 
@@ -56,23 +58,6 @@ constexpr const char *kKindKeys[NumKinds] = {
     "parameter_shards", "gathered_parameters", "activations",
     "gradients",        "optimizer_state",     "inputs",
     "temporaries"};
-
-/// Bytes of a statically shaped tensor (sub-byte elements packed); 0 when
-/// the size is unknown.
-int64_t bytesOf(Type type) {
-  auto shaped = dyn_cast<ShapedType>(type);
-  if (!shaped || !shaped.hasStaticShape())
-    return 0;
-  Type elem = shaped.getElementType();
-  int64_t bits = 0;
-  if (elem.isIntOrFloat())
-    bits = elem.getIntOrFloatBitWidth();
-  else if (elem.isIndex())
-    bits = 64;
-  else if (auto complex = dyn_cast<ComplexType>(elem))
-    bits = 2 * complex.getElementType().getIntOrFloatBitWidth();
-  return (shaped.getNumElements() * bits + 7) / 8;
-}
 
 /// Ops whose result is a view of their first operand (no new bytes).
 bool isView(Operation *op) {
@@ -408,28 +393,9 @@ private:
         mesh = lookupMesh(func, layout.getMesh(), &tables);
     report.mesh = ReportMesh::of(mesh);
     report.padding.assign(report.mesh.ranks, 0);
-    for (unsigned i = 0; i < func.getNumArguments(); ++i) {
-      auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName);
-      auto global = func.getArgAttrOfType<TypeAttr>(i, kGlobalTypeAttrName);
-      if (!layout || !global || argumentKind(i) != ParamShards)
-        continue;
-      auto type = dyn_cast<RankedTensorType>(global.getValue());
-      MeshOp m = lookupMesh(func, layout.getMesh(), &tables);
-      if (!type || !type.hasStaticShape() || !m)
-        continue;
-      lm::Layout model = layout.toDataParallelLayout(m.getAxisSizes());
-      std::vector<int64_t> shape = type.getShape().vec();
-      if (lm::validate(model, shape))
-        continue; // the verifier reports it
-      int64_t elementBytes =
-          bytesOf(RankedTensorType::get({1}, type.getElementType()));
-      for (int64_t r = 0; r < std::min(report.mesh.ranks, m.getWorldSize());
-           ++r) {
-        lm::LocalShard s = lm::localShard(model, shape, r);
-        report.padding[r] +=
-            (s.slotElements() - s.localElements()) * elementBytes;
-      }
-    }
+    for (unsigned i = 0; i < func.getNumArguments(); ++i)
+      if (argumentKind(i) == ParamShards)
+        addSlotPadding(func, i, tables, report.padding);
   }
 };
 

@@ -11,10 +11,13 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
+#include "mlir/IR/BuiltinTypes.h"
+#include "mlir/Interfaces/FunctionInterfaces.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/JSON.h"
 #include "llvm/Support/ToolOutputFile.h"
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,6 +33,53 @@ inline std::unique_ptr<llvm::ToolOutputFile> openReport(Operation *op,
   if (!out)
     op->emitError() << "cannot open report file: " << error;
   return out;
+}
+
+/// Bytes of a statically shaped tensor or memref (sub-byte elements packed);
+/// 0 when the size is unknown.
+inline int64_t bytesOf(Type type) {
+  auto shaped = dyn_cast<ShapedType>(type);
+  if (!shaped || !shaped.hasStaticShape())
+    return 0;
+  Type elem = shaped.getElementType();
+  int64_t bits = 0;
+  if (elem.isIntOrFloat())
+    bits = elem.getIntOrFloatBitWidth();
+  else if (elem.isIndex())
+    bits = 64;
+  else if (auto complex = dyn_cast<ComplexType>(elem))
+    bits = 2 * complex.getElementType().getIntOrFloatBitWidth();
+  return (shaped.getNumElements() * bits + 7) / 8;
+}
+
+/// Adds the zero padding of argument `arg`'s slots (slot minus true shard,
+/// in bytes) to `padding[rank]` of every rank; an argument without a
+/// layout, a static global type or a valid layout adds nothing.
+inline void addSlotPadding(FunctionOpInterface func, unsigned arg,
+                           SymbolTableCollection &tables,
+                           std::vector<int64_t> &padding) {
+  auto layout =
+      func.getArgAttrOfType<LayoutAttr>(arg, FSDPDialect::kLayoutAttrName);
+  auto global =
+      func.getArgAttrOfType<TypeAttr>(arg, FSDPDialect::kGlobalTypeAttrName);
+  if (!layout || !global)
+    return;
+  auto type = dyn_cast<RankedTensorType>(global.getValue());
+  MeshOp mesh = lookupMesh(func, layout.getMesh(), &tables);
+  if (!type || !type.hasStaticShape() || !mesh)
+    return;
+  ::fsdp::layout::Layout model =
+      layout.toDataParallelLayout(mesh.getAxisSizes());
+  std::vector<int64_t> shape = type.getShape().vec();
+  if (::fsdp::layout::validate(model, shape))
+    return; // the verifier reports it
+  int64_t elementBytes =
+      bytesOf(RankedTensorType::get({1}, type.getElementType()));
+  int64_t ranks = std::min<int64_t>(padding.size(), mesh.getWorldSize());
+  for (int64_t r = 0; r < ranks; ++r) {
+    ::fsdp::layout::LocalShard s = ::fsdp::layout::localShard(model, shape, r);
+    padding[r] += (s.slotElements() - s.localElements()) * elementBytes;
+  }
 }
 
 /// The mesh a function's report is about (no name: none, one rank).
