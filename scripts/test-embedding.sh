@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the project into a scratch prefix, builds examples/embed against the
 # installed CMake package and runs it, then runs the installed fsdp-opt and
-# fsdp-run on a small step (no LD_LIBRARY_PATH: the install RPATH must do).
+# fsdp-run on a small step, and examples/run-c (the C API) on the same step
+# (no LD_LIBRARY_PATH: the install RPATH must do).
 #   scripts/test-embedding.sh BUILD_DIR [PYTHON]
 set -euo pipefail
 src=$(cd "$(dirname "$0")/.." && pwd)
@@ -36,6 +37,11 @@ w, x, y = (np.load(f"{d}/{p}") for p in ("in/w.npy", "in/x.npy", "out/y.npy"))
 assert np.allclose(y, x[:2] @ w.T, rtol=1e-6), "installed fsdp-run: wrong y"
 PY
   echo "installed fsdp-opt and fsdp-run: OK"
+  # A C program linking the installed libfsdprun runs the same step.
+  cmake -S "$src/examples/run-c" -B "$build/embed-test/run-c" -G Ninja \
+    -DCMAKE_PREFIX_PATH="$prefix" -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir >/dev/null
+  cmake --build "$build/embed-test/run-c" >/dev/null
+  "$build/embed-test/run-c/fsdp-run-c-example" "$work/l.mlir"
 else
   echo "installed fsdp-opt: OK (fsdp-run not built)"
 fi

@@ -76,17 +76,17 @@ bool writeBytes(const std::string &path, llvm::StringRef bytes,
 
 //===--- loading ----------------------------------------------------------===//
 
-[[noreturn]] void refuse(const std::string &dir, const llvm::Twine &why) {
-  fail("checkpoint " + dir + ": " + why);
+llvm::Error refuse(const std::string &dir, const llvm::Twine &why) {
+  return llvm::createStringError("checkpoint " + dir + ": " + why);
 }
 
 /// The step directory: `dir` itself when it has metadata.json, else its
 /// complete `step-<K>` with the largest K.
-std::string chooseStepDir(const std::string &dir) {
+llvm::Expected<std::string> chooseStepDir(const std::string &dir) {
   if (llvm::sys::fs::exists(dir + "/metadata.json"))
     return dir;
   if (!llvm::sys::fs::is_directory(dir))
-    fail("--resume: " + dir + " is not a directory");
+    return llvm::createStringError("--resume: " + dir + " is not a directory");
   std::error_code ec;
   int64_t best = -1;
   std::string bestDir;
@@ -102,9 +102,10 @@ std::string chooseStepDir(const std::string &dir) {
     }
   }
   if (bestDir.empty())
-    fail("--resume: " + dir +
-         " holds no complete checkpoint (no metadata.json, no "
-         "step-<K>/metadata.json)");
+    return llvm::createStringError(
+        "--resume: " + dir +
+        " holds no complete checkpoint (no metadata.json, no "
+        "step-<K>/metadata.json)");
   return bestDir;
 }
 
@@ -122,26 +123,28 @@ struct TensorRecord {
   std::vector<ShardRecord> shards;
 };
 
-std::vector<int64_t> readShape(const json::Value *v, const std::string &dir,
-                               const llvm::Twine &what) {
+llvm::Expected<std::vector<int64_t>> readShape(const json::Value *v,
+                                               const std::string &dir,
+                                               const llvm::Twine &what) {
   const json::Array *a = v ? v->getAsArray() : nullptr;
   if (!a)
-    refuse(dir, "metadata.json: " + what + " is not a list");
+    return refuse(dir, "metadata.json: " + what + " is not a list");
   std::vector<int64_t> out;
   for (const json::Value &d : *a) {
     std::optional<int64_t> i = d.getAsInteger();
     if (!i || *i < 0)
-      refuse(dir, "metadata.json: " + what + " holds a bad size");
+      return refuse(dir, "metadata.json: " + what + " holds a bad size");
     out.push_back(*i);
   }
   return out;
 }
 
-ShardRecord readShard(const json::Value &v, const std::string &dir,
-                      const TensorRecord &t) {
+llvm::Expected<ShardRecord>
+readShard(const json::Value &v, const std::string &dir, const TensorRecord &t) {
   const json::Object *o = v.getAsObject();
   if (!o)
-    refuse(dir, "metadata.json: a shard of '" + t.name + "' is not an object");
+    return refuse(dir, "metadata.json: a shard of '" + t.name +
+                           "' is not an object");
   ShardRecord s;
   std::optional<llvm::StringRef> file = o->getString("file");
   std::optional<int64_t> offset = o->getInteger("offset"),
@@ -149,62 +152,69 @@ ShardRecord readShard(const json::Value &v, const std::string &dir,
                          crc = o->getInteger("crc32");
   if (!file || !offset || !bytes || !crc || *offset < 0 || *bytes < 0 ||
       !isSafeName(*file))
-    refuse(dir, "metadata.json: a shard of '" + t.name +
-                    "' lacks a file, offset, bytes or crc32");
+    return refuse(dir, "metadata.json: a shard of '" + t.name +
+                           "' lacks a file, offset, bytes or crc32");
   s.file = file->str();
   s.offset = *offset;
   s.bytes = *bytes;
   s.crc = uint32_t(*crc);
-  s.slotShape = readShape(o->get("slot_shape"), dir, "slot_shape");
+  auto slotShape = readShape(o->get("slot_shape"), dir, "slot_shape");
+  if (!slotShape)
+    return slotShape.takeError();
+  s.slotShape = std::move(*slotShape);
   const json::Array *index = o->getArray("index");
   if (!index || index->size() != t.globalShape.size() ||
       s.slotShape.size() != t.globalShape.size())
-    refuse(dir, "metadata.json: a shard of '" + t.name +
-                    "' has an index or slot shape of the wrong rank");
+    return refuse(dir, "metadata.json: a shard of '" + t.name +
+                           "' has an index or slot shape of the wrong rank");
   for (size_t d = 0; d < index->size(); ++d) {
     const json::Array *ranges = (*index)[d].getAsArray();
     if (!ranges)
-      refuse(dir, "metadata.json: bad index of '" + t.name + "'");
+      return refuse(dir, "metadata.json: bad index of '" + t.name + "'");
     std::vector<lm::Range> dim;
     int64_t count = 0;
     for (const json::Value &r : *ranges) {
-      std::vector<int64_t> be = readShape(&r, dir, "an index range");
+      auto range = readShape(&r, dir, "an index range");
+      if (!range)
+        return range.takeError();
+      std::vector<int64_t> be = std::move(*range);
       if (be.size() != 2 || be[0] > be[1] || be[1] > t.globalShape[d])
-        refuse(dir, "metadata.json: an index range of '" + t.name +
-                        "' is outside its global shape");
+        return refuse(dir, "metadata.json: an index range of '" + t.name +
+                               "' is outside its global shape");
       dim.push_back(lm::Range{be[0], be[1]});
       count += be[1] - be[0];
     }
     if (count > s.slotShape[d])
-      refuse(dir, "metadata.json: a shard of '" + t.name +
-                      "' holds more indices than its slot");
+      return refuse(dir, "metadata.json: a shard of '" + t.name +
+                             "' holds more indices than its slot");
     s.index.push_back(dim);
   }
   return s;
 }
 
-std::map<std::string, TensorRecord> readMetadata(const std::string &dir,
-                                                 int64_t &step) {
+llvm::Expected<std::map<std::string, TensorRecord>>
+readMetadata(const std::string &dir, int64_t &step) {
   auto bytes = llvm::MemoryBuffer::getFile(dir + "/metadata.json");
   if (!bytes)
-    refuse(dir, "cannot read metadata.json: " + bytes.getError().message());
+    return refuse(dir,
+                  "cannot read metadata.json: " + bytes.getError().message());
   llvm::Expected<json::Value> root = json::parse((*bytes)->getBuffer());
   if (!root)
-    refuse(dir,
-           "metadata.json is not JSON: " + llvm::toString(root.takeError()));
+    return refuse(dir, "metadata.json is not JSON: " +
+                           llvm::toString(root.takeError()));
   const json::Object *o = root->getAsObject();
   if (!o || o->getString("format") != kFormat)
-    refuse(dir, "metadata.json is not an fsdp-run checkpoint");
+    return refuse(dir, "metadata.json is not an fsdp-run checkpoint");
   if (o->getInteger("version") != kVersion)
-    refuse(dir, "unsupported checkpoint version (this fsdp-run reads " +
-                    llvm::Twine(kVersion) + ")");
+    return refuse(dir, "unsupported checkpoint version (this fsdp-run reads " +
+                           llvm::Twine(kVersion) + ")");
   std::optional<int64_t> s = o->getInteger("step");
   if (!s || *s < 0)
-    refuse(dir, "metadata.json has no step count");
+    return refuse(dir, "metadata.json has no step count");
   step = *s;
   const json::Array *tensors = o->getArray("tensors");
   if (!tensors)
-    refuse(dir, "metadata.json has no tensor list");
+    return refuse(dir, "metadata.json has no tensor list");
   std::map<std::string, TensorRecord> out;
   for (const json::Value &v : *tensors) {
     const json::Object *t = v.getAsObject();
@@ -213,17 +223,24 @@ std::map<std::string, TensorRecord> readMetadata(const std::string &dir,
     std::optional<llvm::StringRef> dtype =
         t ? t->getString("dtype") : std::nullopt;
     if (!name || !dtype)
-      refuse(dir, "metadata.json: a tensor has no name or dtype");
+      return refuse(dir, "metadata.json: a tensor has no name or dtype");
     TensorRecord r;
     r.name = name->str();
     r.dtype = dtype->str();
-    r.globalShape = readShape(t->get("global_shape"), dir,
-                              "the global shape of '" + r.name + "'");
+    auto shape = readShape(t->get("global_shape"), dir,
+                           "the global shape of '" + r.name + "'");
+    if (!shape)
+      return shape.takeError();
+    r.globalShape = std::move(*shape);
     const json::Array *shards = t->getArray("shards");
     if (!shards || shards->empty())
-      refuse(dir, "metadata.json: '" + r.name + "' has no shards");
-    for (const json::Value &sv : *shards)
-      r.shards.push_back(readShard(sv, dir, r));
+      return refuse(dir, "metadata.json: '" + r.name + "' has no shards");
+    for (const json::Value &sv : *shards) {
+      auto shard = readShard(sv, dir, r);
+      if (!shard)
+        return shard.takeError();
+      r.shards.push_back(std::move(*shard));
+    }
     out[r.name] = std::move(r);
   }
   return out;
@@ -231,9 +248,9 @@ std::map<std::string, TensorRecord> readMetadata(const std::string &dir,
 
 /// Refuses a checkpoint whose tensors are not the program's saved
 /// arguments, listing every missing, extra and mismatched name.
-void checkNames(const std::string &dir,
-                const std::map<std::string, TensorRecord> &tensors,
-                const Program &prog, const std::vector<int64_t> &saved) {
+llvm::Error checkNames(const std::string &dir,
+                       const std::map<std::string, TensorRecord> &tensors,
+                       const Program &prog, const std::vector<int64_t> &saved) {
   std::string missing, extra, shapes;
   llvm::StringSet<> wanted;
   for (int64_t i : saved) {
@@ -269,11 +286,12 @@ void checkNames(const std::string &dir,
   if (!shapes.empty())
     why += "\n  other global shape or dtype:" + shapes;
   if (!why.empty())
-    refuse(dir, "it is not a checkpoint of this program's state:" + why);
+    return refuse(dir, "it is not a checkpoint of this program's state:" + why);
+  return llvm::Error::success();
 }
 
 /// One tensor reassembled from its shards.
-npy::Array
+llvm::Expected<npy::Array>
 assemble(const std::string &dir, const TensorRecord &t, const Port &p,
          std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> &files) {
   npy::Array a;
@@ -288,8 +306,8 @@ assemble(const std::string &dir, const TensorRecord &t, const Port &p,
                                              /*IsText=*/false,
                                              /*RequiresNullTerminator=*/false);
       if (!buf)
-        refuse(dir, "cannot read shard file " + s.file + ": " +
-                        buf.getError().message());
+        return refuse(dir, "cannot read shard file " + s.file + ": " +
+                               buf.getError().message());
       file = std::move(*buf);
     }
     int64_t slotBytes = bytes;
@@ -297,20 +315,22 @@ assemble(const std::string &dir, const TensorRecord &t, const Port &p,
     for (int64_t d : s.slotShape)
       overflow |= __builtin_mul_overflow(slotBytes, d, &slotBytes);
     if (overflow || s.bytes != slotBytes)
-      refuse(dir, "metadata.json: the shard of '" + t.name + "' in " + s.file +
-                      " has " + llvm::Twine(s.bytes) +
-                      " bytes, which is not the size of its slot shape");
+      return refuse(dir, "metadata.json: the shard of '" + t.name + "' in " +
+                             s.file + " has " + llvm::Twine(s.bytes) +
+                             " bytes, which is not the size of its slot shape");
     int64_t size = int64_t(file->getBufferSize());
     if (s.offset > size || s.bytes > size - s.offset)
-      refuse(dir, "shard file " + s.file + " is truncated: it holds " +
-                      llvm::Twine(size) + " bytes, the shard of '" + t.name +
-                      "' ends at byte " + llvm::Twine(s.offset + s.bytes));
+      return refuse(dir, "shard file " + s.file + " is truncated: it holds " +
+                             llvm::Twine(size) + " bytes, the shard of '" +
+                             t.name + "' ends at byte " +
+                             llvm::Twine(s.offset + s.bytes));
     const char *slot = file->getBufferStart() + s.offset;
     llvm::ArrayRef<uint8_t> data(reinterpret_cast<const uint8_t *>(slot),
                                  size_t(s.bytes));
     if (llvm::crc32(data) != s.crc)
-      refuse(dir, "shard file " + s.file + " is corrupt: the CRC-32 of '" +
-                      t.name + "' does not match");
+      return refuse(dir, "shard file " + s.file +
+                             " is corrupt: the CRC-32 of '" + t.name +
+                             "' does not match");
     placeOwned(s.index, s.slotShape, t.globalShape, bytes, slot, a.data.data());
   }
   return a;
@@ -429,17 +449,27 @@ bool publish(const std::string &partial, const std::string &final,
   return true;
 }
 
-Loaded load(const std::string &dirArg, const Program &prog) {
+llvm::Expected<Loaded> load(const std::string &dirArg, const Program &prog) {
   Loaded out;
-  out.dir = chooseStepDir(dirArg);
-  std::map<std::string, TensorRecord> tensors = readMetadata(out.dir, out.step);
+  auto dir = chooseStepDir(dirArg);
+  if (!dir)
+    return dir.takeError();
+  out.dir = *dir;
+  auto tensors = readMetadata(out.dir, out.step);
+  if (!tensors)
+    return tensors.takeError();
   std::vector<int64_t> saved = savedArgs(prog);
-  checkNames(out.dir, tensors, prog, saved);
+  if (llvm::Error e = checkNames(out.dir, *tensors, prog, saved))
+    return std::move(e);
   out.values.resize(prog.args.size());
   std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> files;
-  for (int64_t i : saved)
-    out.values[i] =
-        assemble(out.dir, tensors.at(prog.args[i].name), prog.args[i], files);
+  for (int64_t i : saved) {
+    auto value =
+        assemble(out.dir, tensors->at(prog.args[i].name), prog.args[i], files);
+    if (!value)
+      return value.takeError();
+    out.values[i] = std::move(*value);
+  }
   return out;
 }
 

@@ -18,6 +18,8 @@
 #include "Npy.h"
 #include "Program.h"
 
+#include "llvm/Support/Error.h"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -59,10 +61,10 @@ struct Loaded {
 };
 
 /// Loads the checkpoint `dir` (a step directory, or the newest complete
-/// `step-<K>` in it) for `prog`. Fails the run, with the names, when its
+/// `step-<K>` in it) for `prog`. An error, with the names, when its
 /// tensors are not the program's, or when a shard file is truncated or
 /// corrupt.
-Loaded load(const std::string &dir, const Program &prog);
+llvm::Expected<Loaded> load(const std::string &dir, const Program &prog);
 
 } // namespace fsdp::run::checkpoint
 

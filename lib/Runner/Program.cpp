@@ -332,7 +332,7 @@ void linkUpdates(Program &prog) {
 
 } // namespace
 
-Program loadProgram(ModuleOp module, StringRef entry) {
+llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
   Program prog;
   DictionaryAttr sig = chooseEntry(module, entry, prog);
   prog.args = readPorts(sig, "args", prog, module);

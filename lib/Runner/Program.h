@@ -14,6 +14,7 @@
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/BuiltinTypes.h"
 #include "llvm/ADT/Twine.h"
+#include "llvm/Support/Error.h"
 
 #include <optional>
 #include <string>
@@ -64,7 +65,8 @@ struct Program {
 /// Reads and checks the signature of `entry` (the only entry when empty),
 /// then strips every fsdp attribute and mesh so that only the LLVM dialect
 /// is left for translation. Fails with a message on a malformed signature.
-Program loadProgram(mlir::ModuleOp module, llvm::StringRef entry);
+llvm::Expected<Program> loadProgram(mlir::ModuleOp module,
+                                    llvm::StringRef entry);
 
 /// numpy's type string for an element type, "" when fsdp-run has none.
 std::string npyDescr(mlir::Type type);

@@ -95,6 +95,7 @@ struct ElementSink {
   std::vector<char> written;
   bool partial;
   int64_t bytes;
+  std::string error; // the first disagreement of replicas
 
   void put(const char *src, int64_t g, int64_t rank) {
     char *dst = out.data.data() + g * bytes;
@@ -104,10 +105,11 @@ struct ElementSink {
     else if (partial)
       *reinterpret_cast<double *>(dst) +=
           *reinterpret_cast<const double *>(src);
-    else if (written[g] && std::memcmp(dst, src, bytes) != 0)
-      fail("result '" + port.name + "': replicas disagree at element " +
-           llvm::Twine(g) + " (rank " + llvm::Twine(rank) + ")");
-    else
+    else if (written[g] && std::memcmp(dst, src, bytes) != 0) {
+      if (error.empty())
+        error = "result '" + port.name + "': replicas disagree at element " +
+                std::to_string(g) + " (rank " + std::to_string(rank) + ")";
+    } else
       std::memcpy(dst, src, bytes);
     written[g] = 1;
   }
@@ -217,7 +219,7 @@ std::vector<char> copyResult(const Port &p, const int64_t *words) {
   return out;
 }
 
-npy::Array
+llvm::Expected<npy::Array>
 assembleResult(const Port &p,
                const std::vector<const std::vector<char> *> &pieces) {
   npy::Array a;
@@ -230,7 +232,8 @@ assembleResult(const Port &p,
   mlir::Type elem = p.type.getElementType();
   bool partial = hasPartial(*p.layout);
   if (partial && !elem.isF32() && !elem.isF64())
-    fail("result '" + p.name + "': partial sums need f32 or f64");
+    return llvm::createStringError("result '" + p.name +
+                                   "': partial sums need f32 or f64");
   int64_t bytes = p.elementBytes();
   a.data.assign(p.globalType.getNumElements() * bytes, 0);
   ElementSink sink{p, a, std::vector<char>(p.globalType.getNumElements(), 0),
@@ -243,6 +246,8 @@ assembleResult(const Port &p,
         sink.put(piece + (so + e) * bytes, go + e, int64_t(r));
     });
   }
+  if (!sink.error.empty())
+    return llvm::createStringError(sink.error);
   return a;
 }
 

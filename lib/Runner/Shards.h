@@ -12,6 +12,8 @@
 #include "Npy.h"
 #include "Program.h"
 
+#include "llvm/Support/Error.h"
+
 #include <vector>
 
 namespace fsdp::run {
@@ -48,8 +50,9 @@ std::vector<char> copyResult(const Port &p, const int64_t *words);
 /// The global value of result `p` from every rank's piece: the owned
 /// elements of each rank for a layout (Partial(sum) pieces added up,
 /// replicas checked to agree bit for bit), else rank 0's value.
-npy::Array assembleResult(const Port &p,
-                          const std::vector<const std::vector<char> *> &pieces);
+llvm::Expected<npy::Array>
+assembleResult(const Port &p,
+               const std::vector<const std::vector<char> *> &pieces);
 
 } // namespace fsdp::run
 

@@ -19,9 +19,12 @@ from .export import (
     parse_placement,
     reference,
 )
+from .step import CompiledStep, compile_step
 
 __all__ = [
+    "CompiledStep",
     "ExportError",
+    "compile_step",
     "assign_units",
     "export_step",
     "load_inputs",

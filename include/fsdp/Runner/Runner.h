@@ -1,0 +1,207 @@
+//===- Runner.h - run a lowered fsdp step on every rank of its mesh -*- C++
+//-*-===//
+//
+// The runner library: loads a module lowered by `fsdp-opt
+// --fsdp-pipeline=lower=true`, binds the global inputs (from .npy files or
+// from memory), runs one or N steps on every rank of the mesh (threads of
+// this process, or one process per rank under mpirun), and hands back the
+// gathered results, the timings and the measured memory. A training step
+// (results with `fsdp.update_of`) keeps its fed-back state (parameter and
+// optimizer shards) in the session between runs.
+//
+// Errors are llvm::Error values; nothing here exits or aborts the process.
+// tools/fsdp-run is a command line over this API, and fsdprun.h (C) wraps
+// it for embedding and for Python.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNNER_RUNNER_H
+#define FSDP_RUNNER_RUNNER_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+#include "llvm/Support/JSON.h"
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace fsdp::run {
+
+struct Program;
+class Session;
+
+/// How the ranks run.
+enum class Backend { Threads, Mpi };
+
+/// The default JIT cache directory: $FSDP_JIT_CACHE_DIR, else
+/// $XDG_CACHE_HOME/fsdp-run, else ~/.cache/fsdp-run.
+std::string defaultCacheDir();
+
+/// How a module is opened (once per session).
+struct LoadOptions {
+  /// The entry to run; empty: the module's only entry.
+  std::string entry;
+  /// Directory of compiled objects; empty: no cache.
+  std::string jitCacheDir;
+  Backend backend = Backend::Threads;
+  /// Seconds a collective waits for its peers (0: forever).
+  double timeoutSeconds = 60.0;
+  /// Number of ranks the caller expects; 0: the mesh size.
+  int64_t world = 0;
+};
+
+/// One value per step of a run (the loss, ...) as a rank reports it when
+/// the step ends.
+struct StepScalar {
+  std::string name;
+  double value;
+};
+
+/// What one run does. Plain values, passed by const reference; the command
+/// line of fsdp-run maps onto it one flag per field.
+struct RunOptions {
+  /// Directories of global .npy inputs: the first holding <name>.npy (or a
+  /// <name>/ directory of per-step files) wins. Inputs set in memory
+  /// (Session::setInput) take precedence.
+  std::vector<std::string> inputDirs;
+  /// A training step: this many training steps. Otherwise: the step this
+  /// many times on the same inputs (the results are the last step's).
+  int64_t steps = 1;
+  /// Untimed steps before the timed ones (not for training steps).
+  int64_t warmup = 0;
+  /// Training: write sharded checkpoints into <saveDir>/step-<K> at the end
+  /// and every `saveEvery` global steps (0: only at the end).
+  std::string saveDir;
+  int64_t saveEvery = 0;
+  /// Training: start from a checkpoint (a step-<K> directory, or the newest
+  /// complete one in a save directory), on any mesh.
+  std::string resumeDir;
+  /// Keep every rank's copy of results without a layout.
+  bool keepAllRanks = false;
+  /// Called on rank 0 when a training step ends, with the step's scalars
+  /// (only when rank 0 holds their global values).
+  std::function<void(int64_t step, llvm::ArrayRef<StepScalar>)> onStep;
+  /// Progress messages ("resumed from ...", "saved checkpoint ...").
+  std::function<void(llvm::StringRef)> onMessage;
+};
+
+/// Collective calls and bytes of one rank.
+struct CommStats {
+  int64_t collectives = 0, allGathers = 0, reduceScatters = 0, allReduces = 0;
+  int64_t bytesSent = 0, bytesReceived = 0;
+};
+
+/// The measured allocations of one rank's compiled step.
+struct RankMemory {
+  int64_t peakBytes = 0;
+  int64_t allocations = 0;
+  int64_t heldAfterStepBytes = 0; // most bytes still allocated after a step
+};
+
+/// A global array: numpy's dtype string, shape and row-major bytes.
+struct HostArray {
+  std::string name;
+  std::string dtype; // "<f4", "<f8", "<u2" (bf16), "<i8", ...
+  std::vector<int64_t> shape;
+  std::vector<char> data;
+  /// A scalar result of a training step, one value per step (shape [steps]).
+  bool perStep = false;
+  /// For a result without a layout: every rank's copy (keepAllRanks).
+  std::vector<std::vector<char>> perRank;
+};
+
+/// What a run produced. With the MPI backend, outputs, memory and stats of
+/// every rank are on rank 0 only (`isReporter`); timings are this process's.
+struct RunResult {
+  bool isReporter = true;
+  bool training = false;
+  int64_t firstStep = 0; // global steps taken before this run
+  /// The results (last step's), the final value of every fed-back argument
+  /// under its argument's name, and per-step scalars of a training run
+  /// stacked along a leading step dimension.
+  std::vector<HostArray> outputs;
+  /// Seconds of each timed step (the slowest rank of this process).
+  std::vector<double> stepSeconds;
+  std::vector<RankMemory> memory;     // per rank
+  std::vector<CommStats> stats;       // per rank (MPI: rank 0's only)
+  std::vector<int64_t> residentBytes; // the process after each step
+  double parseSeconds = 0, jitSeconds = 0;
+  bool jitCached = false;
+  std::vector<std::pair<std::string, double>> jitPhases;
+  int64_t warmup = 0;
+
+  const HostArray *output(llvm::StringRef name) const;
+  double medianStepSeconds() const;
+  double minStepSeconds() const;
+};
+
+/// The timings, memory and per-step scalars as one JSON object (the
+/// `fsdp-run --json` report).
+llvm::json::Object toJSON(const RunResult &result);
+
+/// Writes every output as <dir>/<name>.npy (and <name>.rank<r>.npy for the
+/// per-rank copies), each through a temporary file and a rename.
+llvm::Error writeOutputs(const RunResult &result, const std::string &dir);
+
+/// A description of an argument or result, for callers that bind inputs
+/// from memory.
+struct PortInfo {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> globalShape; // an input without a layout: per rank
+  bool sharded = false;             // has a layout
+  bool fedBack = false;             // an argument a training step updates
+  bool startsAtZero = false;        // optimizer state, the step count
+};
+
+/// A loaded program: the module parsed, its signature checked and its code
+/// compiled (or taken from the JIT cache).
+class Session {
+public:
+  ~Session();
+  /// Opens a lowered module from a file (text or bytecode).
+  static llvm::Expected<std::unique_ptr<Session>>
+  openFile(const std::string &path, const LoadOptions &options);
+  /// Opens a lowered module held in memory.
+  static llvm::Expected<std::unique_ptr<Session>>
+  openBuffer(llvm::StringRef bytes, const LoadOptions &options);
+
+  const Program &program() const;
+  std::vector<PortInfo> inputs() const;
+  std::vector<PortInfo> outputs() const;
+  int64_t worldSize() const;
+  /// Whether the entry is a training step.
+  bool training() const;
+  /// Global steps taken so far (a training step; resumed ones included).
+  int64_t stepsTaken() const;
+
+  /// Sets the global value of input `name` (shape: the argument's global
+  /// shape; an input without a layout: the batch of every rank, rank r's
+  /// rows r*B..(r+1)*B-1). For a training step, setting a fed-back argument
+  /// resets its state to this value at the next run.
+  llvm::Error setInput(llvm::StringRef name, llvm::StringRef dtype,
+                       llvm::ArrayRef<int64_t> shape, llvm::StringRef bytes);
+
+  /// Runs `options.steps` steps on every rank. A training step continues
+  /// from the state the previous run left (unless inputs reset it). A run
+  /// that fails leaves the session usable when `usable()` says so.
+  llvm::Expected<RunResult> run(const RunOptions &options);
+
+  /// False once a run failed in a way that leaves the ranks' state unknown
+  /// (a collective failed or timed out); every later call fails.
+  bool usable() const;
+
+  struct Impl;
+
+private:
+  explicit Session(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace fsdp::run
+
+#endif

@@ -1,0 +1,108 @@
+//===- Inputs.h - the global inputs of a run ---------------------*- C++
+//-*-===//
+//
+// Every argument of the entry gets one global value per step: the same
+// array every step, one slice per step along a leading dimension (global
+// step g reads slice g), or one file per step (`<name>/<g>.npy`, read when
+// the step runs so that a data set need not fit in memory). A per-step
+// file is read once per process however many rank threads need it; each
+// rank takes its own rows.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNNER_INPUTS_H
+#define FSDP_RUNNER_INPUTS_H
+
+#include "Npy.h"
+#include "Program.h"
+
+#include "llvm/Support/Error.h"
+
+#include <condition_variable>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace fsdp::run {
+
+/// A global value of one step, shared by the rank threads that read it.
+using StepValue = std::shared_ptr<const npy::Array>;
+
+/// One input of a run.
+class StepInput {
+public:
+  /// The same value every step (and the start of a fed-back argument).
+  static StepInput constant(std::string name, npy::Array array);
+  /// One slice per step along a leading dimension of `array`.
+  static StepInput stacked(std::string name, npy::Array array);
+  /// One file per step in `dir`; `shape`/`descr` are every file's.
+  static StepInput perStepFiles(std::string name, std::string dir,
+                                std::vector<int64_t> shape, std::string descr,
+                                int64_t readers);
+
+  /// The global bytes of step `step`. `hold` keeps a per-step file's
+  /// array alive until the caller is done with it.
+  llvm::Expected<const char *> at(int64_t step, StepValue &hold) const;
+  /// The value of a fed-back argument or of an input without steps.
+  const char *first() const { return array.data.data(); }
+  bool fromFiles() const { return !stepDir.empty(); }
+
+  static std::string stepFile(const std::string &dir, int64_t step);
+
+private:
+  /// A per-step file, read by the first rank that needs it and dropped
+  /// when every reader of this process has taken it.
+  struct Shared {
+    std::mutex mutex;
+    std::condition_variable ready;
+    struct Entry {
+      bool loading = true;
+      StepValue value;
+      std::string error;
+      int64_t taken = 0;
+    };
+    std::map<int64_t, Entry> steps;
+  };
+
+  std::string name;
+  npy::Array array; // the value, or (per-step files) the shape and descr
+  int64_t stepBytes = 0;
+  std::string stepDir;
+  int64_t readers = 1;
+  std::shared_ptr<Shared> shared;
+
+  llvm::Expected<StepValue> readStep(int64_t step) const;
+};
+
+/// Where the inputs of a run come from.
+struct InputSources {
+  const std::vector<std::string> *dirs = nullptr;
+  /// Inputs set in memory, by argument index (take precedence).
+  const std::map<size_t, npy::Array> *memory = nullptr;
+};
+
+/// The inputs of global steps [firstStep, endStep) of `prog`, checked
+/// against its signature (every per-step file's header included). A
+/// fed-back argument has its global shape, or starts at zeros. Arguments
+/// not `wanted` (fed-back state the caller already holds) are left empty.
+/// `readers`: the ranks of this process that read each per-step file.
+llvm::Expected<std::vector<StepInput>>
+loadInputs(const Program &prog, const InputSources &sources,
+           const std::vector<bool> &wanted, int64_t firstStep, int64_t endStep,
+           int64_t readers);
+
+/// Whether a fed-back argument without a value starts at zeros: optimizer
+/// state and the step count (docs/SEMANTICS.md, training).
+bool startsAtZero(const Port &p);
+
+/// The global shape of an input: its global type's, the batch times the
+/// world size without a layout.
+llvm::Expected<std::vector<int64_t>> globalInputShape(const Port &p,
+                                                      int64_t world);
+
+} // namespace fsdp::run
+
+#endif

@@ -1,0 +1,78 @@
+//===- RankRun.h - the steps of one rank -------------------------*- C++
+//-*-===//
+//
+// What one rank does in a run: bind its shard of every input, call the
+// compiled step, keep the results it reports and feed the updates of a
+// training step back, checkpointing on the way. The threads backend runs
+// this on one thread per rank, the MPI backend on each process's own rank.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNNER_RANKRUN_H
+#define FSDP_RUNNER_RANKRUN_H
+
+#include "Inputs.h"
+#include "Memory.h"
+#include "Program.h"
+#include "StepCode.h"
+#include "fsdp/Runner/Runner.h"
+#include "fsdprt.h"
+
+#include <string>
+#include <vector>
+
+namespace fsdp::run {
+
+/// A result written at the end: a result (its last step's value), the
+/// final value of a fed-back argument, or a scalar result of every step
+/// stacked along a leading dimension (the loss of a training run).
+struct Output {
+  const Port *port;
+  int64_t result;
+  int64_t arg; // >= 0: the fed-back argument
+  bool stacked;
+};
+
+std::vector<Output> outputsOf(const Program &prog);
+
+/// Whether rank 0's copy of every per-step scalar is its global value (no
+/// partial sums), so that rank 0 can report each step as it ends.
+bool ranksHoldScalars(const std::vector<Output> &outputs);
+
+/// What one rank produced.
+struct RankOutcome {
+  std::vector<std::vector<char>> pieces; // per output
+  std::vector<double> stepSeconds;       // the timed steps
+  fsdprt_stats_t stats{};
+  memory::Counters memory;
+  int64_t heldAfterStep = 0; // most bytes still allocated after a step
+  std::vector<int64_t> rss;  // rank 0: resident bytes after each step
+  int64_t stepsDone = 0;     // steps whose call returned
+  bool stateLost = false;    // a call or collective failed mid-step
+  std::string error;
+};
+
+/// What every rank of a run shares.
+struct RunContext {
+  StepCode &code;
+  const Program &prog;
+  const RunOptions &options;
+  const std::vector<StepInput> &inputs;
+  const std::vector<Output> &outputs;
+  int64_t firstStep; // global steps taken before this run
+  bool liveSteps;    // rank 0 reports each step's scalars as it ends
+  bool trackRss;
+};
+
+/// Runs the steps of rank `rank`. `fed` holds the rank's buffer of every
+/// fed-back argument (indexed by argument) and is updated step by step.
+void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
+             int64_t rank, std::vector<std::vector<char>> &fed,
+             RankOutcome &out);
+
+/// The process's resident set size in bytes (0 where unknown).
+int64_t residentBytes();
+
+} // namespace fsdp::run
+
+#endif

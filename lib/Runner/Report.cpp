@@ -1,0 +1,122 @@
+//===- Report.cpp - what a run reports: JSON, .npy files ------------------===//
+
+#include "Npy.h"
+#include "fsdp/Runner/Runner.h"
+
+#include "llvm/Support/FileSystem.h"
+
+#include <algorithm>
+#include <cmath>
+
+namespace json = llvm::json;
+
+namespace fsdp::run {
+
+namespace {
+
+double scalarAt(const HostArray &a, size_t i) {
+  if (a.dtype == "<f8")
+    return reinterpret_cast<const double *>(a.data.data())[i];
+  if (a.dtype == "<f4")
+    return reinterpret_cast<const float *>(a.data.data())[i];
+  return std::nan("");
+}
+
+template <typename T> json::Array listOf(const std::vector<T> &values) {
+  json::Array a;
+  for (const T &v : values)
+    a.push_back(v);
+  return a;
+}
+
+llvm::Error writeArray(const std::string &path, const HostArray &h,
+                       const std::vector<char> &data) {
+  npy::Array a;
+  a.descr = h.dtype;
+  a.shape = h.shape;
+  a.data = data;
+  std::string error;
+  if (!npy::write(path, a, error))
+    return llvm::createStringError(error);
+  return llvm::Error::success();
+}
+
+} // namespace
+
+const HostArray *RunResult::output(llvm::StringRef name) const {
+  for (const HostArray &a : outputs)
+    if (a.name == name)
+      return &a;
+  return nullptr;
+}
+
+double RunResult::medianStepSeconds() const {
+  if (stepSeconds.empty())
+    return 0;
+  std::vector<double> sorted = stepSeconds;
+  std::sort(sorted.begin(), sorted.end());
+  size_t n = sorted.size();
+  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+}
+
+double RunResult::minStepSeconds() const {
+  return stepSeconds.empty()
+             ? 0
+             : *std::min_element(stepSeconds.begin(), stepSeconds.end());
+}
+
+json::Object toJSON(const RunResult &r) {
+  json::Object o{{"parse_s", r.parseSeconds},
+                 {"jit_s", r.jitSeconds},
+                 {"jit_cached", r.jitCached}};
+  if (!r.jitPhases.empty()) {
+    json::Object phases;
+    for (const auto &[name, seconds] : r.jitPhases)
+      phases[name] = seconds;
+    o["jit_phases_s"] = std::move(phases);
+  }
+  std::vector<int64_t> peaks, held, allocs;
+  for (const RankMemory &m : r.memory) {
+    peaks.push_back(m.peakBytes);
+    held.push_back(m.heldAfterStepBytes);
+    allocs.push_back(m.allocations);
+  }
+  o["warmup"] = r.warmup;
+  o["steps"] = int64_t(r.stepSeconds.size());
+  o["step_median_s"] = r.medianStepSeconds();
+  o["step_min_s"] = r.minStepSeconds();
+  o["step_s"] = listOf(r.stepSeconds);
+  o["training"] = r.training;
+  o["jit_peak_bytes"] = listOf(peaks);
+  o["jit_held_after_step_bytes"] = listOf(held);
+  o["jit_allocations"] = listOf(allocs);
+  o["rss_bytes"] = listOf(r.residentBytes);
+  // The per-step scalars of a training run (the loss, ...).
+  for (const HostArray &a : r.outputs) {
+    if (!a.perStep)
+      continue;
+    std::vector<double> values;
+    for (int64_t s = 0; s < a.shape[0]; ++s)
+      values.push_back(scalarAt(a, size_t(s)));
+    o[json::fixUTF8(a.name)] = listOf(values);
+  }
+  return o;
+}
+
+llvm::Error writeOutputs(const RunResult &result, const std::string &dir) {
+  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
+    return llvm::createStringError("cannot create " + dir + ": " +
+                                   ec.message());
+  for (const HostArray &h : result.outputs) {
+    for (size_t r = 0; r < h.perRank.size(); ++r)
+      if (llvm::Error e = writeArray(dir + "/" + h.name + ".rank" +
+                                         std::to_string(r) + ".npy",
+                                     h, h.perRank[r]))
+        return e;
+    if (llvm::Error e = writeArray(dir + "/" + h.name + ".npy", h, h.data))
+      return e;
+  }
+  return llvm::Error::success();
+}
+
+} // namespace fsdp::run

@@ -1,0 +1,647 @@
+//===- Session.cpp - a loaded program and its runs ------------------------===//
+
+#include "Checkpoint.h"
+#include "Inputs.h"
+#include "Jit.h"
+#include "Program.h"
+#include "RankRun.h"
+#include "Shards.h"
+#include "fsdp/Runner/Runner.h"
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
+#include "llvm/Support/TargetSelect.h"
+
+#include <atomic>
+#include <map>
+#include <mutex>
+#include <set>
+#include <system_error>
+#include <thread>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
+
+#ifdef FSDP_HAVE_OPENBLAS
+extern "C" void openblas_set_num_threads(int);
+#endif
+
+using namespace mlir;
+
+namespace fsdp::run {
+
+namespace {
+
+/// Most ranks the threads backend starts (one thread each).
+constexpr int64_t kMaxThreadRanks = 16384;
+
+/// One MPI program per process: its communicators are the process's.
+std::atomic<bool> mpiSessionOpen{false};
+
+llvm::Error error(const llvm::Twine &message) {
+  return llvm::createStringError(message);
+}
+
+/// Process-wide setup, once: the native target for the JIT, the allocator
+/// and BLAS threading the compiled steps want.
+void initializeProcess() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+#ifdef __GLIBC__
+    // Every step allocates and frees the same buffers: keep freed memory in
+    // the process (no munmap or heap trim after a step, whose next step
+    // would fault every page in again).
+    mallopt(M_MMAP_THRESHOLD, 32 << 20);
+    mallopt(M_TRIM_THRESHOLD, 1 << 30);
+#endif
+#ifdef FSDP_HAVE_OPENBLAS
+    // Ranks are the parallelism: one BLAS thread each.
+    openblas_set_num_threads(1);
+#endif
+  });
+}
+
+DialectRegistry runnerRegistry() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registry.insert<mlir::fsdp::FSDPDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  return registry;
+}
+
+/// Runtime options: the timeout and the mesh's axis names for messages.
+struct RuntimeOptions {
+  std::vector<const char *> names;
+  fsdprt_options_t options;
+  RuntimeOptions(const Program &prog, double timeout) {
+    for (const std::string &n : prog.axisNames)
+      names.push_back(n.c_str());
+    fsdprt_options_init(&options);
+    options.timeout_s = timeout;
+    options.axis_names = names.empty() ? nullptr : names.data();
+  }
+  /// The runner's own exchanges (checkpoints, results) wait longer than the
+  /// program's collectives: a rank that skipped one of those is reported by
+  /// its peers' timeout first.
+  fsdprt_options_t runnerOptions() const {
+    fsdprt_options_t o = options;
+    o.axis_names = nullptr;
+    if (o.timeout_s > 0)
+      o.timeout_s = 2 * o.timeout_s + 2;
+    return o;
+  }
+};
+
+/// Training-only options on a step that is not one, and the other checks
+/// of a run's options.
+llvm::Error checkRunOptions(const Program &prog, const RunOptions &o) {
+  if (o.steps < 1)
+    return error("--steps must be at least 1");
+  if (o.warmup < 0)
+    return error("--warmup must not be negative");
+  if (o.saveEvery < 0)
+    return error("--save-every must not be negative");
+  if (o.saveEvery > 0 && o.saveDir.empty())
+    return error("--save-every needs --save DIR");
+  if (!prog.training()) {
+    if (!o.saveDir.empty() || !o.resumeDir.empty())
+      return error("--save and --resume need a training step (a result with "
+                   "fsdp.update_of); '" +
+                   prog.entry + "' has none");
+    return llvm::Error::success();
+  }
+  if (o.warmup > 0)
+    return error("--warmup times a step on the same inputs; a training step "
+                 "feeds its updates back (use --steps)");
+  return llvm::Error::success();
+}
+
+/// Fed-back arguments the runner cannot keep.
+llvm::Error checkFedArguments(const Program &prog) {
+  if (!prog.training())
+    return llvm::Error::success();
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    const Port &p = prog.args[i];
+    if (prog.fedBy[i] >= 0 && !p.layout && p.type.getRank() > 0 &&
+        prog.meshSize() > 1)
+      return error("argument '" + p.name +
+                   "' is fed back but has no layout; give it one (a "
+                   "replicated layout for a value every rank holds)");
+  }
+  return llvm::Error::success();
+}
+
+/// Every rank's output pieces and memory counters, gathered on the
+/// runner's communicator, so that this exchange never pairs with one of
+/// the program's collectives.
+llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
+                                                        int64_t rank,
+                                                        int64_t size,
+                                                        fsdprt_comm_t *comm) {
+  std::vector<RankOutcome> runs(size);
+  auto gather = [&](const void *data, void *all, size_t bytes) {
+    return fsdprt_all_gather(comm, 1, data, all, bytes, FSDPRT_U8) == FSDPRT_OK;
+  };
+  for (const std::vector<char> &piece : mine.pieces) {
+    std::vector<char> all(piece.size() * size);
+    if (!gather(piece.data(), all.data(), piece.size()))
+      return error(
+          "rank " + llvm::Twine(rank) +
+          ": gathering the results failed: " + fsdprt_comm_error_message(comm));
+    for (int64_t r = 0; r < size; ++r)
+      runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
+                                  all.begin() + (r + 1) * piece.size());
+  }
+  int64_t counters[3] = {mine.memory.peakBytes, mine.memory.allocations,
+                         mine.heldAfterStep};
+  std::vector<int64_t> all(3 * size_t(size));
+  if (!gather(counters, all.data(), sizeof(counters)))
+    return error(
+        "rank " + llvm::Twine(rank) +
+        ": gathering the results failed: " + fsdprt_comm_error_message(comm));
+  for (int64_t r = 0; r < size; ++r) {
+    runs[r].memory.peakBytes = all[3 * r];
+    runs[r].memory.allocations = all[3 * r + 1];
+    runs[r].heldAfterStep = all[3 * r + 2];
+  }
+  runs[rank].stats = mine.stats;
+  runs[rank].rss = mine.rss;
+  runs[rank].stepSeconds = mine.stepSeconds;
+  return runs;
+}
+
+/// The global value of an output from every rank's piece; a stacked
+/// output gets a leading step dimension.
+llvm::Expected<npy::Array>
+assembleOutput(const Output &o,
+               const std::vector<const std::vector<char> *> &pieces) {
+  if (!o.stacked)
+    return assembleResult(*o.port, pieces);
+  size_t slot = size_t(o.port->slotBytes());
+  size_t steps = slot ? pieces.front()->size() / slot : 0;
+  npy::Array all;
+  all.descr = npyDescr(o.port->type.getElementType());
+  all.shape = o.port->globalType.getShape().vec();
+  all.shape.insert(all.shape.begin(), int64_t(steps));
+  for (size_t s = 0; s < steps; ++s) {
+    std::vector<std::vector<char>> slices;
+    for (const std::vector<char> *p : pieces)
+      slices.emplace_back(p->begin() + s * slot, p->begin() + (s + 1) * slot);
+    std::vector<const std::vector<char> *> ptrs;
+    for (const std::vector<char> &v : slices)
+      ptrs.push_back(&v);
+    auto a = assembleResult(*o.port, ptrs);
+    if (!a)
+      return a.takeError();
+    all.data.insert(all.data.end(), a->data.begin(), a->data.end());
+  }
+  return all;
+}
+
+CommStats commStats(const fsdprt_stats_t &s) {
+  CommStats c;
+  c.collectives = s.total_calls;
+  c.allGathers = s.calls[FSDPRT_KIND_ALL_GATHER];
+  c.reduceScatters = s.calls[FSDPRT_KIND_REDUCE_SCATTER];
+  c.allReduces = s.calls[FSDPRT_KIND_ALL_REDUCE];
+  c.bytesSent = s.total_bytes_sent;
+  c.bytesReceived = s.total_bytes_received;
+  return c;
+}
+
+/// The outputs, memory and statistics of every rank, assembled.
+llvm::Error assembleResult(const std::vector<Output> &outputs,
+                           const std::vector<RankOutcome> &runs,
+                           bool keepAllRanks, RunResult &result) {
+  for (size_t k = 0; k < outputs.size(); ++k) {
+    std::vector<const std::vector<char> *> pieces;
+    for (const RankOutcome &run : runs)
+      pieces.push_back(&run.pieces[k]);
+    auto a = assembleOutput(outputs[k], pieces);
+    if (!a)
+      return a.takeError();
+    HostArray h{outputs[k].port->name, a->descr,           a->shape,
+                std::move(a->data),    outputs[k].stacked, {}};
+    if (keepAllRanks && !outputs[k].port->layout && !outputs[k].stacked)
+      for (const RankOutcome &run : runs)
+        h.perRank.push_back(run.pieces[k]);
+    result.outputs.push_back(std::move(h));
+  }
+  for (const RankOutcome &run : runs) {
+    result.memory.push_back(
+        {run.memory.peakBytes, run.memory.allocations, run.heldAfterStep});
+    result.stats.push_back(commStats(run.stats));
+  }
+  return llvm::Error::success();
+}
+
+/// A step's time is the slowest rank's (this process's ranks).
+std::vector<double> slowestSteps(const std::vector<RankOutcome> &runs) {
+  size_t n = 0;
+  for (const RankOutcome &r : runs)
+    n = std::max(n, r.stepSeconds.size());
+  std::vector<double> steps(n, 0.0);
+  for (const RankOutcome &r : runs)
+    for (size_t s = 0; s < r.stepSeconds.size(); ++s)
+      steps[s] = std::max(steps[s], r.stepSeconds[s]);
+  return steps;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Session::Impl
+//===----------------------------------------------------------------------===//
+
+struct Session::Impl {
+  LoadOptions load;
+  std::unique_ptr<MLIRContext> context;
+  OwningOpRef<ModuleOp> module;
+  std::unique_ptr<Jit> jit;
+  Program prog;
+  std::vector<Output> outputs;
+  /// Inputs set in memory, by argument index.
+  std::map<size_t, npy::Array> memoryInputs;
+  /// Training state: per rank of this process, per argument, the rank's
+  /// buffer of each fed-back argument. Empty until the first run.
+  std::vector<std::vector<std::vector<char>>> state;
+  std::set<size_t> reset; // fed-back arguments set since the last run
+  int64_t stepsTaken = 0;
+  bool usable = true;
+  std::string lostReason;
+  fsdprt_comm_t *mpiComm = nullptr, *mpiRunner = nullptr;
+  int64_t mpiRank = 0;
+  std::unique_ptr<RuntimeOptions> runtime;
+
+  ~Impl();
+  llvm::Error open(std::unique_ptr<llvm::MemoryBuffer> bytes,
+                   const std::string &name);
+  llvm::Error openMpi();
+  llvm::Expected<RunResult> run(const RunOptions &o);
+  llvm::Error prepareState(const RunOptions &o, int64_t &firstStep);
+  llvm::Error initState(const std::vector<StepInput> &inputs);
+  llvm::Expected<std::vector<RankOutcome>> runThreads(const RunContext &cx);
+  llvm::Expected<std::vector<RankOutcome>> runMpi(const RunContext &cx,
+                                                  bool &reporter);
+  int64_t localRanks() const {
+    return load.backend == Backend::Mpi ? 1 : prog.meshSize();
+  }
+  int64_t rankOf(size_t local) const {
+    return load.backend == Backend::Mpi ? mpiRank : int64_t(local);
+  }
+};
+
+Session::Impl::~Impl() {
+  if (mpiRunner)
+    fsdprt_comm_destroy(mpiRunner);
+  if (mpiComm) {
+    fsdprt_comm_destroy(mpiComm);
+    mpiSessionOpen = false;
+  }
+}
+
+llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
+                                const std::string &name) {
+  initializeProcess();
+  context = std::make_unique<MLIRContext>(runnerRegistry());
+  auto opened = Jit::open(std::move(bytes), name, load.jitCacheDir, *context);
+  if (!opened)
+    return opened.takeError();
+  jit = std::move(opened->jit);
+  module = std::move(opened->module);
+  auto loaded = loadProgram(*module, load.entry);
+  if (!loaded)
+    return loaded.takeError();
+  prog = std::move(*loaded);
+  int64_t meshSize = prog.meshSize();
+  if (load.world != 0 && load.world != meshSize)
+    return error("world size " + llvm::Twine(load.world) +
+                 " does not match the mesh size " + llvm::Twine(meshSize));
+  if (load.backend == Backend::Threads && meshSize > kMaxThreadRanks)
+    return error("the mesh has " + llvm::Twine(meshSize) +
+                 " ranks; the threads backend runs at most " +
+                 llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
+  if (llvm::Error e = checkFedArguments(prog))
+    return e;
+  outputs = outputsOf(prog);
+  if (llvm::Error e = jit->compile(*module))
+    return e;
+  runtime = std::make_unique<RuntimeOptions>(prog, load.timeoutSeconds);
+  if (load.backend == Backend::Mpi)
+    return openMpi();
+  return llvm::Error::success();
+}
+
+llvm::Error Session::Impl::openMpi() {
+  if (mpiSessionOpen.exchange(true))
+    return llvm::createStringError(
+        std::make_error_code(std::errc::device_or_resource_busy),
+        "another program of this process already runs on the MPI world; "
+        "destroy it first");
+  if (fsdprt_mpi_comm_create(prog.meshShape.size(), prog.meshShape.data(),
+                             &runtime->options, &mpiComm) != FSDPRT_OK) {
+    mpiSessionOpen = false;
+    return error("cannot create the MPI communicator (is the world size " +
+                 llvm::Twine(prog.meshSize()) + " under mpirun?)");
+  }
+  fsdprt_comm_rank(mpiComm, &mpiRank);
+  int64_t size = prog.meshSize();
+  fsdprt_options_t runnerOptions = runtime->runnerOptions();
+  if (fsdprt_mpi_comm_create(1, &size, &runnerOptions, &mpiRunner) != FSDPRT_OK)
+    return error("rank " + llvm::Twine(mpiRank) +
+                 ": cannot create the communicator for the results");
+  return llvm::Error::success();
+}
+
+/// The state of every fed-back argument not held yet (or reset): each
+/// rank's shard of its global value.
+llvm::Error Session::Impl::initState(const std::vector<StepInput> &inputs) {
+  bool fresh = state.empty();
+  if (fresh)
+    state.assign(size_t(localRanks()),
+                 std::vector<std::vector<char>>(prog.args.size()));
+  for (size_t i = 0; i < prog.args.size(); ++i) {
+    if (prog.fedBy[i] < 0 || !(fresh || reset.count(i)))
+      continue;
+    for (size_t l = 0; l < state.size(); ++l)
+      state[l][i] = shardInput(prog.args[i], inputs[i].first(), rankOf(l));
+  }
+  reset.clear();
+  return llvm::Error::success();
+}
+
+/// With --resume, the fed-back state comes from the checkpoint.
+llvm::Error Session::Impl::prepareState(const RunOptions &o,
+                                        int64_t &firstStep) {
+  firstStep = stepsTaken;
+  if (o.resumeDir.empty())
+    return llvm::Error::success();
+  auto loaded = checkpoint::load(o.resumeDir, prog);
+  if (!loaded)
+    return loaded.takeError();
+  firstStep = loaded->step;
+  if (o.onMessage)
+    o.onMessage("resumed from " + loaded->dir + " after step " +
+                std::to_string(firstStep));
+  for (size_t i = 0; i < prog.args.size(); ++i)
+    if (prog.fedBy[i] >= 0)
+      memoryInputs[i] = std::move(loaded->values[i]);
+  state.clear(); // every fed-back argument starts from the checkpoint
+  return llvm::Error::success();
+}
+
+llvm::Expected<std::vector<RankOutcome>>
+Session::Impl::runThreads(const RunContext &cx) {
+  int64_t size = prog.meshSize();
+  fsdprt_world_t *world = nullptr, *runnerWorld = nullptr;
+  fsdprt_options_t runnerOptions = runtime->runnerOptions();
+  if (fsdprt_threads_world_create(prog.meshShape.size(), prog.meshShape.data(),
+                                  &runtime->options, &world) != FSDPRT_OK)
+    return error("cannot create the threads world");
+  if (fsdprt_threads_world_create(1, &size, &runnerOptions, &runnerWorld) !=
+      FSDPRT_OK) {
+    fsdprt_world_destroy(world);
+    return error("cannot create the threads world");
+  }
+  std::vector<RankOutcome> runs(size);
+  std::vector<std::thread> threads;
+  threads.reserve(size_t(size));
+  std::string startError;
+  try {
+    for (int64_t r = 0; r < size; ++r) {
+      fsdprt_comm_t *comm = nullptr, *runner = nullptr;
+      fsdprt_threads_comm(world, r, &comm);
+      fsdprt_threads_comm(runnerWorld, r, &runner);
+      threads.emplace_back([&, comm, runner, r] {
+        runRank(cx, comm, runner, r, state[size_t(r)], runs[size_t(r)]);
+      });
+    }
+  } catch (const std::system_error &e) {
+    // The started ranks return once the world is aborted.
+    fsdprt_world_abort(world, "the runner could not start every rank");
+    fsdprt_world_abort(runnerWorld, "the runner could not start every rank");
+    startError = "cannot start thread " + std::to_string(threads.size()) +
+                 " of " + std::to_string(size) + " for the threads backend (" +
+                 e.what() + "); use fewer ranks or the mpi backend";
+  }
+  for (auto &t : threads)
+    t.join();
+  fsdprt_world_destroy(world);
+  fsdprt_world_destroy(runnerWorld);
+  if (!startError.empty()) {
+    usable = false;
+    return error(startError);
+  }
+  return runs;
+}
+
+llvm::Expected<std::vector<RankOutcome>>
+Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
+  fsdprt_comm_reset_stats(mpiComm);
+  RankOutcome mine;
+  runRank(cx, mpiComm, mpiRunner, mpiRank, state[0], mine);
+  if (!mine.error.empty()) {
+    if (mine.stateLost)
+      usable = false;
+    return error("rank " + llvm::Twine(mpiRank) + ": " + mine.error);
+  }
+  stepsTaken = cx.firstStep + mine.stepsDone;
+  reporter = mpiRank == 0;
+  return gatherOutcomes(mine, mpiRank, prog.meshSize(), mpiRunner);
+}
+
+/// The first failing rank's error; the session's state follows the ranks'.
+static llvm::Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
+  std::string message;
+  for (size_t r = 0; r < runs.size(); ++r) {
+    lost |= runs[r].stateLost;
+    if (!runs[r].error.empty())
+      message += (message.empty() ? "" : "\n") + std::string("rank ") +
+                 std::to_string(r) + ": " + runs[r].error;
+  }
+  return message.empty() ? llvm::Error::success() : error(message);
+}
+
+llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
+  if (!usable)
+    return error("the program is no longer usable: " + lostReason);
+  if (llvm::Error e = checkRunOptions(prog, o))
+    return std::move(e);
+  bool training = prog.training();
+  int64_t firstStep = 0;
+  if (training)
+    if (llvm::Error e = prepareState(o, firstStep))
+      return std::move(e);
+  std::vector<bool> wanted(prog.args.size(), true);
+  for (size_t i = 0; training && !state.empty() && i < prog.args.size(); ++i)
+    wanted[i] = prog.fedBy[i] < 0 || reset.count(i);
+  InputSources sources{&o.inputDirs, &memoryInputs};
+  auto inputs = loadInputs(prog, sources, wanted, firstStep,
+                           firstStep + o.steps, localRanks());
+  if (!inputs)
+    return inputs.takeError();
+  if (training)
+    for (size_t i = 0; i < prog.args.size(); ++i)
+      if (prog.fedBy[i] >= 0)
+        memoryInputs.erase(i); // the state holds them from now on
+  if (llvm::Error e = initState(*inputs))
+    return std::move(e);
+  if (!training)
+    state.assign(size_t(localRanks()),
+                 std::vector<std::vector<char>>(prog.args.size()));
+  RunContext cx{
+      *jit, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs),
+      true};
+  RunResult result;
+  result.training = training;
+  result.firstStep = firstStep;
+  result.warmup = o.warmup;
+  result.parseSeconds = jit->parseSeconds;
+  result.jitSeconds = jit->compileSeconds;
+  result.jitCached = jit->cacheHit;
+  result.jitPhases = jit->compilePhases;
+  std::vector<RankOutcome> runs;
+  if (load.backend == Backend::Mpi) {
+    auto gathered = runMpi(cx, result.isReporter);
+    if (!gathered) {
+      lostReason = "a step failed";
+      return gathered.takeError();
+    }
+    runs = std::move(*gathered);
+  } else {
+    auto done = runThreads(cx);
+    if (!done)
+      return done.takeError();
+    runs = std::move(*done);
+    bool lost = false;
+    if (llvm::Error e = rankErrors(runs, lost)) {
+      if (lost) {
+        usable = false;
+        lostReason = "a step failed on some rank";
+      }
+      return std::move(e);
+    }
+    stepsTaken = firstStep + runs.front().stepsDone;
+  }
+  if (!training)
+    stepsTaken = 0;
+  result.stepSeconds = slowestSteps(runs);
+  result.residentBytes =
+      runs[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
+  if (!result.isReporter)
+    return result;
+  if (llvm::Error e = assembleResult(outputs, runs, o.keepAllRanks, result))
+    return std::move(e);
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
+// Session
+//===----------------------------------------------------------------------===//
+
+Session::Session(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
+Session::~Session() = default;
+
+llvm::Expected<std::unique_ptr<Session>>
+Session::openFile(const std::string &path, const LoadOptions &options) {
+  auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
+                                           /*RequiresNullTerminator=*/false);
+  if (!bytes)
+    return error("cannot read " + path + ": " + bytes.getError().message());
+  auto impl = std::make_unique<Impl>();
+  impl->load = options;
+  if (llvm::Error e = impl->open(std::move(*bytes), path))
+    return std::move(e);
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+llvm::Expected<std::unique_ptr<Session>>
+Session::openBuffer(llvm::StringRef bytes, const LoadOptions &options) {
+  auto impl = std::make_unique<Impl>();
+  impl->load = options;
+  if (llvm::Error e = impl->open(
+          llvm::MemoryBuffer::getMemBufferCopy(bytes, "<memory>"), "<memory>"))
+    return std::move(e);
+  return std::unique_ptr<Session>(new Session(std::move(impl)));
+}
+
+const Program &Session::program() const { return impl->prog; }
+int64_t Session::worldSize() const { return impl->prog.meshSize(); }
+bool Session::training() const { return impl->prog.training(); }
+int64_t Session::stepsTaken() const { return impl->stepsTaken; }
+bool Session::usable() const { return impl->usable; }
+
+static PortInfo portInfo(const Port &p) {
+  PortInfo info;
+  info.name = p.name;
+  info.dtype = npyDescr(p.type.getElementType());
+  info.globalShape = p.globalType.getShape().vec();
+  info.sharded = p.layout.has_value();
+  info.startsAtZero = startsAtZero(p);
+  return info;
+}
+
+std::vector<PortInfo> Session::inputs() const {
+  std::vector<PortInfo> out;
+  for (size_t i = 0; i < impl->prog.args.size(); ++i) {
+    out.push_back(portInfo(impl->prog.args[i]));
+    out.back().fedBack = impl->prog.training() && impl->prog.fedBy[i] >= 0;
+    if (!out.back().sharded && !out.back().globalShape.empty())
+      out.back().globalShape[0] *= impl->prog.meshSize();
+  }
+  return out;
+}
+
+std::vector<PortInfo> Session::outputs() const {
+  std::vector<PortInfo> out;
+  for (const Output &o : impl->outputs) {
+    out.push_back(portInfo(*o.port));
+    out.back().fedBack = o.arg >= 0;
+  }
+  return out;
+}
+
+llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
+                              llvm::ArrayRef<int64_t> shape,
+                              llvm::StringRef bytes) {
+  const Program &prog = impl->prog;
+  auto it =
+      llvm::find_if(prog.args, [&](const Port &p) { return p.name == name; });
+  if (it == prog.args.end())
+    return error("'" + prog.entry + "' has no argument '" + name + "'");
+  size_t i = size_t(it - prog.args.begin());
+  std::string want = npyDescr(it->type.getElementType());
+  if (dtype != want)
+    return error("input '" + name + "' has dtype " + dtype + ", expected " +
+                 want);
+  int64_t elements = 1;
+  for (int64_t d : shape)
+    if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
+      return error("input '" + name + "': bad shape");
+  if (int64_t(bytes.size()) != elements * it->elementBytes())
+    return error("input '" + name + "': " + llvm::Twine(bytes.size()) +
+                 " bytes do not hold its shape");
+  npy::Array a;
+  a.descr = want;
+  a.shape = shape.vec();
+  a.data.assign(bytes.begin(), bytes.end());
+  impl->memoryInputs[i] = std::move(a);
+  if (prog.training() && prog.fedBy[i] >= 0)
+    impl->reset.insert(i);
+  return llvm::Error::success();
+}
+
+llvm::Expected<RunResult> Session::run(const RunOptions &options) {
+  return impl->run(options);
+}
+
+} // namespace fsdp::run

@@ -1,0 +1,44 @@
+//===- StepCode.h - the compiled code of a lowered step ----------*- C++
+//-*-===//
+//
+// The runner calls a step through its packed C interface wrapper
+// `_mlir__mlir_ciface_<entry>(void **args)`: args[0] points at the pointer
+// to the results' descriptors (consecutive, 3 + 2 x rank words each),
+// args[1 + i] at the descriptor of argument i. Where that code comes from is
+// this interface: the JIT (Jit.h) compiles the lowered module in-process;
+// an ahead-of-time build of the same module is a shared library holding the
+// same wrappers, loaded without LLVM.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_RUNNER_STEPCODE_H
+#define FSDP_RUNNER_STEPCODE_H
+
+#include "llvm/ADT/ArrayRef.h"
+#include "llvm/ADT/StringRef.h"
+#include "llvm/Support/Error.h"
+
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace fsdp::run {
+
+class StepCode {
+public:
+  virtual ~StepCode() = default;
+  /// Calls the packed wrapper of the C interface function `name`.
+  virtual llvm::Error invokePacked(llvm::StringRef name,
+                                   llvm::MutableArrayRef<void *> args) = 0;
+
+  /// Seconds spent parsing and compiling (or loading).
+  double parseSeconds = 0, compileSeconds = 0;
+  /// compileSeconds by phase, in order (empty when loaded).
+  std::vector<std::pair<std::string, double>> compilePhases;
+  /// Loaded from a cache or a prebuilt library rather than compiled now.
+  bool cacheHit = false;
+};
+
+} // namespace fsdp::run
+
+#endif
