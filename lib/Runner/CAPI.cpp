@@ -3,8 +3,6 @@
 #include "fsdp/Runner/Runner.h"
 #include "fsdprun.h"
 
-#include <cstdio>
-#include <cstdlib>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -497,11 +495,3 @@ fsdprun_status_t fsdprun_report_json(fsdprun_program_t *p, const char **json) {
 }
 
 } // extern "C"
-// TRANSITIONAL-REMOVE-AT-MERGE
-namespace fsdp::run {
-[[noreturn]] void fail(const llvm::Twine &message);
-void fail(const llvm::Twine &message) {
-  fprintf(stderr, "%s\n", message.str().c_str());
-  abort();
-}
-} // namespace fsdp::run

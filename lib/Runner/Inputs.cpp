@@ -262,6 +262,13 @@ std::string StepInput::stepFile(const std::string &dir, int64_t step) {
   return dir + "/" + std::to_string(step) + ".npy";
 }
 
+int64_t StepInput::filesRead() const {
+  if (!shared)
+    return 0;
+  std::lock_guard<std::mutex> lock(shared->mutex);
+  return shared->reads;
+}
+
 llvm::Expected<StepValue> StepInput::readStep(int64_t step) const {
   auto a = std::make_shared<npy::Array>();
   std::string path = stepFile(stepDir, step), error;
@@ -291,6 +298,7 @@ llvm::Expected<const char *> StepInput::at(int64_t step,
     else
       e.error = llvm::toString(value.takeError());
     e.loading = false;
+    ++shared->reads;
     shared->ready.notify_all();
   }
   shared->ready.wait(lock, [&] { return !e.loading; });

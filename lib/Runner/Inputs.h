@@ -49,6 +49,8 @@ public:
   /// The value of a fed-back argument or of an input without steps.
   const char *first() const { return array.data.data(); }
   bool fromFiles() const { return !stepDir.empty(); }
+  /// Per-step files read so far (each once per process).
+  int64_t filesRead() const;
 
   static std::string stepFile(const std::string &dir, int64_t step);
 
@@ -65,6 +67,7 @@ private:
       int64_t taken = 0;
     };
     std::map<int64_t, Entry> steps;
+    int64_t reads = 0;
   };
 
   std::string name;

@@ -288,7 +288,11 @@ struct Session::Impl {
   llvm::Error openMpi();
   llvm::Expected<RunResult> run(const RunOptions &o);
   llvm::Error prepareState(const RunOptions &o, int64_t &firstStep);
-  llvm::Error initState(const std::vector<StepInput> &inputs);
+  void initState(const std::vector<StepInput> &inputs);
+  llvm::Expected<std::vector<StepInput>> bindInputs(const RunOptions &o,
+                                                    int64_t firstStep);
+  llvm::Expected<std::vector<RankOutcome>> runRanks(const RunContext &cx,
+                                                    RunResult &result);
   llvm::Expected<std::vector<RankOutcome>> runThreads(const RunContext &cx);
   llvm::Expected<std::vector<RankOutcome>> runMpi(const RunContext &cx,
                                                   bool &reporter);
@@ -364,7 +368,7 @@ llvm::Error Session::Impl::openMpi() {
 
 /// The state of every fed-back argument not held yet (or reset): each
 /// rank's shard of its global value.
-llvm::Error Session::Impl::initState(const std::vector<StepInput> &inputs) {
+void Session::Impl::initState(const std::vector<StepInput> &inputs) {
   bool fresh = state.empty();
   if (fresh)
     state.assign(size_t(localRanks()),
@@ -376,7 +380,6 @@ llvm::Error Session::Impl::initState(const std::vector<StepInput> &inputs) {
       state[l][i] = shardInput(prog.args[i], inputs[i].first(), rankOf(l));
   }
   reset.clear();
-  return llvm::Error::success();
 }
 
 /// With --resume, the fed-back state comes from the checkpoint.
@@ -471,6 +474,54 @@ static llvm::Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
   return message.empty() ? llvm::Error::success() : error(message);
 }
 
+/// The inputs of this run; the fed-back state set up from them.
+llvm::Expected<std::vector<StepInput>>
+Session::Impl::bindInputs(const RunOptions &o, int64_t firstStep) {
+  bool training = prog.training();
+  std::vector<bool> wanted(prog.args.size(), true);
+  for (size_t i = 0; training && !state.empty() && i < prog.args.size(); ++i)
+    wanted[i] = prog.fedBy[i] < 0 || reset.count(i);
+  InputSources sources{&o.inputDirs, &memoryInputs};
+  auto inputs = loadInputs(prog, sources, wanted, firstStep,
+                           firstStep + o.steps, localRanks());
+  if (!inputs)
+    return inputs.takeError();
+  if (!training) {
+    state.assign(size_t(localRanks()),
+                 std::vector<std::vector<char>>(prog.args.size()));
+    return inputs;
+  }
+  for (size_t i = 0; i < prog.args.size(); ++i)
+    if (prog.fedBy[i] >= 0)
+      memoryInputs.erase(i); // the state holds them from now on
+  initState(*inputs);
+  return inputs;
+}
+
+/// Every rank's outcome (threads: all of this process's; MPI: gathered).
+llvm::Expected<std::vector<RankOutcome>>
+Session::Impl::runRanks(const RunContext &cx, RunResult &result) {
+  if (load.backend == Backend::Mpi) {
+    auto gathered = runMpi(cx, result.isReporter);
+    if (!gathered)
+      lostReason = "a step failed";
+    return gathered;
+  }
+  auto runs = runThreads(cx);
+  if (!runs)
+    return runs.takeError();
+  bool lost = false;
+  if (llvm::Error e = rankErrors(*runs, lost)) {
+    if (lost) {
+      usable = false;
+      lostReason = "a step failed on some rank";
+    }
+    return std::move(e);
+  }
+  stepsTaken = cx.firstStep + runs->front().stepsDone;
+  return runs;
+}
+
 llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!usable)
     return error("the program is no longer usable: " + lostReason);
@@ -481,23 +532,9 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (training)
     if (llvm::Error e = prepareState(o, firstStep))
       return std::move(e);
-  std::vector<bool> wanted(prog.args.size(), true);
-  for (size_t i = 0; training && !state.empty() && i < prog.args.size(); ++i)
-    wanted[i] = prog.fedBy[i] < 0 || reset.count(i);
-  InputSources sources{&o.inputDirs, &memoryInputs};
-  auto inputs = loadInputs(prog, sources, wanted, firstStep,
-                           firstStep + o.steps, localRanks());
+  auto inputs = bindInputs(o, firstStep);
   if (!inputs)
     return inputs.takeError();
-  if (training)
-    for (size_t i = 0; i < prog.args.size(); ++i)
-      if (prog.fedBy[i] >= 0)
-        memoryInputs.erase(i); // the state holds them from now on
-  if (llvm::Error e = initState(*inputs))
-    return std::move(e);
-  if (!training)
-    state.assign(size_t(localRanks()),
-                 std::vector<std::vector<char>>(prog.args.size()));
   RunContext cx{
       *jit, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs),
       true};
@@ -509,37 +546,17 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   result.jitSeconds = jit->compileSeconds;
   result.jitCached = jit->cacheHit;
   result.jitPhases = jit->compilePhases;
-  std::vector<RankOutcome> runs;
-  if (load.backend == Backend::Mpi) {
-    auto gathered = runMpi(cx, result.isReporter);
-    if (!gathered) {
-      lostReason = "a step failed";
-      return gathered.takeError();
-    }
-    runs = std::move(*gathered);
-  } else {
-    auto done = runThreads(cx);
-    if (!done)
-      return done.takeError();
-    runs = std::move(*done);
-    bool lost = false;
-    if (llvm::Error e = rankErrors(runs, lost)) {
-      if (lost) {
-        usable = false;
-        lostReason = "a step failed on some rank";
-      }
-      return std::move(e);
-    }
-    stepsTaken = firstStep + runs.front().stepsDone;
-  }
+  auto runs = runRanks(cx, result);
+  if (!runs)
+    return runs.takeError();
   if (!training)
     stepsTaken = 0;
-  result.stepSeconds = slowestSteps(runs);
+  result.stepSeconds = slowestSteps(*runs);
   result.residentBytes =
-      runs[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
+      (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)
     return result;
-  if (llvm::Error e = assembleResult(outputs, runs, o.keepAllRanks, result))
+  if (llvm::Error e = assembleResult(outputs, *runs, o.keepAllRanks, result))
     return std::move(e);
   return result;
 }

@@ -250,16 +250,6 @@ void report(const Flags &f, const RunResult &r, bool mpi, int64_t liveSteps) {
 
 } // namespace
 
-// Program.cpp reports a malformed signature through this until it returns
-// errors as values.
-namespace fsdp::run {
-void fail(const llvm::Twine &message) {
-  llvm::errs() << "fsdp-run: error: " << message << "\n";
-  llvm::errs().flush();
-  std::exit(1);
-}
-} // namespace fsdp::run
-
 int main(int argc, char **argv) {
   llvm::InitLLVM init(argc, argv);
   Flags flags;
