@@ -84,7 +84,11 @@ def _library():
         lib = ctypes.CDLL(library_path(), mode=ctypes.RTLD_GLOBAL)
         P, I64, PI64 = ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
         sigs = {
-            "fsdprun_program_create_from_file": [ctypes.c_char_p, ctypes.POINTER(_Options), ctypes.POINTER(P)],
+            "fsdprun_program_create_from_file": [
+                ctypes.c_char_p,
+                ctypes.POINTER(_Options),
+                ctypes.POINTER(P),
+            ],
             "fsdprun_program_create_from_string": [
                 ctypes.c_char_p,
                 ctypes.c_size_t,
@@ -113,7 +117,15 @@ def _library():
                 PI64,
                 ctypes.POINTER(PI64),
             ],
-            "fsdprun_set_input": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, I64, PI64],
+            "fsdprun_set_input": [
+                P,
+                ctypes.c_char_p,
+                ctypes.c_void_p,
+                ctypes.c_size_t,
+                ctypes.c_int,
+                I64,
+                PI64,
+            ],
             "fsdprun_run": [P, ctypes.POINTER(_RunOptions)],
             "fsdprun_output_shape": [P, ctypes.c_char_p, PI64, ctypes.POINTER(PI64)],
             "fsdprun_get_output": [P, ctypes.c_char_p, ctypes.c_void_p, ctypes.c_size_t],
@@ -133,7 +145,9 @@ def _library():
 def _check(status: int):
     if status != 0:
         lib = _library()
-        raise RunnerError(lib.fsdprun_status_string(status).decode(), lib.fsdprun_last_error().decode())
+        raise RunnerError(
+            lib.fsdprun_status_string(status).decode(), lib.fsdprun_last_error().decode()
+        )
 
 
 def _bytes_arg(s):
@@ -167,13 +181,27 @@ class Program:
         """`module`: a path to a lowered .mlir/.mlirbc, or (text=True, or
         bytes) the module itself."""
         lib = _library()
-        opts = _Options(_bytes_arg(entry), _bytes_arg(jit_cache_dir), {"threads": 0, "mpi": 1}[backend], timeout, 0)
+        opts = _Options(
+            _bytes_arg(entry),
+            _bytes_arg(jit_cache_dir),
+            {"threads": 0, "mpi": 1}[backend],
+            timeout,
+            0,
+        )
         handle = ctypes.c_void_p()
         if text or isinstance(module, (bytes, bytearray)):
             data = module.encode() if isinstance(module, str) else bytes(module)
-            _check(lib.fsdprun_program_create_from_string(data, len(data), ctypes.byref(opts), ctypes.byref(handle)))
+            _check(
+                lib.fsdprun_program_create_from_string(
+                    data, len(data), ctypes.byref(opts), ctypes.byref(handle)
+                )
+            )
         else:
-            _check(lib.fsdprun_program_create_from_file(os.fsencode(module), ctypes.byref(opts), ctypes.byref(handle)))
+            _check(
+                lib.fsdprun_program_create_from_file(
+                    os.fsencode(module), ctypes.byref(opts), ctypes.byref(handle)
+                )
+            )
         self._handle = handle
         self.inputs = self._ports(lib.fsdprun_num_inputs, lib.fsdprun_input_info)
         self.outputs = self._ports(lib.fsdprun_num_outputs, lib.fsdprun_output_info)
@@ -185,8 +213,20 @@ class Program:
         for i in range(n.value):
             name, dtype, rank = ctypes.c_char_p(), ctypes.c_int(), ctypes.c_int64()
             shape = ctypes.POINTER(ctypes.c_int64)()
-            _check(info_fn(self._handle, i, ctypes.byref(name), ctypes.byref(dtype), ctypes.byref(rank), ctypes.byref(shape)))
-            ports[name.value.decode()] = (_DTYPES[dtype.value], tuple(shape[d] for d in range(rank.value)))
+            _check(
+                info_fn(
+                    self._handle,
+                    i,
+                    ctypes.byref(name),
+                    ctypes.byref(dtype),
+                    ctypes.byref(rank),
+                    ctypes.byref(shape),
+                )
+            )
+            ports[name.value.decode()] = (
+                _DTYPES[dtype.value],
+                tuple(shape[d] for d in range(rank.value)),
+            )
         return ports
 
     def _live(self):
@@ -219,13 +259,29 @@ class Program:
         code = _DTYPES.index(a.dtype.str) if a.dtype.str in _DTYPES else _DTYPES.index(dtype)
         shape = (ctypes.c_int64 * max(1, a.ndim))(*a.shape)
         _check(
-            _library().fsdprun_set_input(self._live(), name.encode(), a.ctypes.data, a.nbytes, code, a.ndim, shape)
+            _library().fsdprun_set_input(
+                self._live(), name.encode(), a.ctypes.data, a.nbytes, code, a.ndim, shape
+            )
         )
 
-    def run(self, steps: int = 1, *, warmup: int = 0, input_dir=None, save_dir=None, save_every: int = 0, resume_dir=None) -> dict:
+    def run(
+        self,
+        steps: int = 1,
+        *,
+        warmup: int = 0,
+        input_dir=None,
+        save_dir=None,
+        save_every: int = 0,
+        resume_dir=None,
+    ) -> dict:
         """Runs `steps` steps; returns every output as a numpy array."""
         opts = _RunOptions(
-            steps, warmup, _bytes_arg(input_dir), _bytes_arg(save_dir), save_every, _bytes_arg(resume_dir)
+            steps,
+            warmup,
+            _bytes_arg(input_dir),
+            _bytes_arg(save_dir),
+            save_every,
+            _bytes_arg(resume_dir),
         )
         _check(_library().fsdprun_run(self._live(), ctypes.byref(opts)))
         return {name: self.output(name) for name in self.outputs}
@@ -234,7 +290,11 @@ class Program:
         """Output `name` of the last run (bf16 as uint16 bit patterns)."""
         lib = _library()
         rank, shape = ctypes.c_int64(), ctypes.POINTER(ctypes.c_int64)()
-        _check(lib.fsdprun_output_shape(self._live(), name.encode(), ctypes.byref(rank), ctypes.byref(shape)))
+        _check(
+            lib.fsdprun_output_shape(
+                self._live(), name.encode(), ctypes.byref(rank), ctypes.byref(shape)
+            )
+        )
         dims = tuple(shape[d] for d in range(rank.value))
         out = np.empty(dims, np.dtype(self.outputs[name][0]))
         _check(lib.fsdprun_get_output(self._live(), name.encode(), out.ctypes.data, out.nbytes))

@@ -27,7 +27,8 @@ def _library():
 
 
 pytestmark = pytest.mark.skipif(
-    not (T.tool("fsdp-opt") and T.tool("fsdp-run") and _library()), reason="fsdp-opt / libfsdprun not built"
+    not (T.tool("fsdp-opt") and T.tool("fsdp-run") and _library()),
+    reason="fsdp-opt / libfsdprun not built",
 )
 
 STEPS = 10
@@ -35,12 +36,24 @@ STEPS = 10
 
 def test_gpt_adamw_in_process_equals_fsdp_run(tmp_path):
     t = gpt_training(STEPS)
-    module, loss_fn, batches, cfg, lrs = t["module"], t["loss_fn"], t["batches"], t["optimizer"], t["lrs"]
+    module, loss_fn, batches, cfg, lrs = (
+        t["module"],
+        t["loss_fn"],
+        t["batches"],
+        t["optimizer"],
+        t["lrs"],
+    )
     out = tmp_path / "cli"
     model = export_training(module, loss_fn, batches, out, cfg, lrs, mesh="2", units=t["units"])
     lowered, results = out / "lowered.mlir", out / "results"
     subprocess.run(
-        [T.tool("fsdp-opt"), out / "step.mlir", f"--fsdp-pipeline={model['train_pipeline']}", "-o", lowered],
+        [
+            T.tool("fsdp-opt"),
+            out / "step.mlir",
+            f"--fsdp-pipeline={model['train_pipeline']}",
+            "-o",
+            lowered,
+        ],
         check=True,
         capture_output=True,
     )

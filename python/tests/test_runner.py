@@ -28,7 +28,8 @@ def _library():
 
 
 pytestmark = pytest.mark.skipif(
-    not (_tool("fsdp-opt") and _tool("fsdp-run") and _library()), reason="fsdp-opt / libfsdprun not built"
+    not (_tool("fsdp-opt") and _tool("fsdp-run") and _library()),
+    reason="fsdp-opt / libfsdprun not built",
 )
 
 
@@ -45,7 +46,14 @@ def lowered(tmp_path_factory):
 
 def test_in_process_matches_the_command_line(lowered):
     subprocess.run(
-        [_tool("fsdp-run"), lowered / "lowered.mlir", "--inputs", lowered, "--outputs", lowered / "out"],
+        [
+            _tool("fsdp-run"),
+            lowered / "lowered.mlir",
+            "--inputs",
+            lowered,
+            "--outputs",
+            lowered / "out",
+        ],
         check=True,
         capture_output=True,
     )

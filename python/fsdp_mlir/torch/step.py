@@ -84,14 +84,22 @@ class CompiledStep:
         loss = torch.from_numpy(np.array(out["loss"]).reshape(-1)[-1:].reshape(()))
         if self.optimizer is not None:
             return loss
-        grads = {r["param"]: torch.from_numpy(out[r["name"]]) for r in self.model["results"] if r["kind"] == "grad"}
+        grads = {
+            r["param"]: torch.from_numpy(out[r["name"]])
+            for r in self.model["results"]
+            if r["kind"] == "grad"
+        }
         return loss, grads
 
     def parameters(self) -> dict:
         """The current global value of every parameter (after the last call)."""
         if self._last is None:
             raise ExportError("no step has run yet")
-        return {p["name"]: torch.from_numpy(self._last[p["name"]]) for p in self.model["params"] if p["name"] in self._last}
+        return {
+            p["name"]: torch.from_numpy(self._last[p["name"]])
+            for p in self.model["params"]
+            if p["name"] in self._last
+        }
 
     @property
     def steps_taken(self) -> int:
@@ -125,7 +133,13 @@ def compile_step(
     pipeline = " ".join([pipeline] + [_pipeline_option(k, v) for k, v in options.items()])
     lowered = os.path.join(workdir, "lowered.mlir")
     proc = subprocess.run(
-        [fsdp_opt(), os.path.join(workdir, "step.mlir"), f"--fsdp-pipeline={pipeline}", "-o", lowered],
+        [
+            fsdp_opt(),
+            os.path.join(workdir, "step.mlir"),
+            f"--fsdp-pipeline={pipeline}",
+            "-o",
+            lowered,
+        ],
         capture_output=True,
         text=True,
     )
