@@ -79,7 +79,8 @@ OwningOpRef<ModuleOp> makeStub(ModuleOp module) {
   b.setInsertionPointToEnd(stub->getBody());
   for (auto mesh : module.getOps<mlir::fsdp::MeshOp>())
     b.clone(*mesh);
-  auto sigs = module->getAttrOfType<DictionaryAttr>("fsdp.signatures");
+  auto sigs =
+      module->getAttrOfType<DictionaryAttr>(mlir::fsdp::kSignaturesAttrName);
   if (!sigs)
     return stub;
   for (NamedAttribute e : sigs)
@@ -616,7 +617,7 @@ std::unique_ptr<Jit> Jit::open(const std::string &inputFile,
   // Which functions are kernels, the only code worth optimizing: recorded
   // now, the runner strips the `fsdp.kernel` attributes before compile().
   module->walk([&](LLVM::LLVMFuncOp f) {
-    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
+    if (f->hasAttr(mlir::fsdp::kKernelAttrName) && !f.isExternal())
       jit->kernelNames.insert(f.getSymName());
   });
   if (!base.empty()) {

@@ -31,15 +31,7 @@ def FSDP_Dialect : Dialect {
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();
-    // Discardable attribute names on function arguments and results; the
-    // full list lives in FSDPConstants.h.
-    static constexpr ::llvm::StringLiteral kLayoutAttrName = ::mlir::fsdp::kLayoutAttrName;
-    static constexpr ::llvm::StringLiteral kLossAttrName = ::mlir::fsdp::kLossAttrName;
-    static constexpr ::llvm::StringLiteral kGradOfAttrName = ::mlir::fsdp::kGradOfAttrName;
-    static constexpr ::llvm::StringLiteral kNameAttrName = ::mlir::fsdp::kNameAttrName;
-    static constexpr ::llvm::StringLiteral kUnitAttrName = ::mlir::fsdp::kUnitAttrName;
-    static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = ::mlir::fsdp::kGlobalTypeAttrName;
-    static constexpr ::llvm::StringLiteral kAccumulatorAttrName = ::mlir::fsdp::kAccumulatorAttrName;
+    // The names of the discardable attributes are in FSDPConstants.h.
   }];
 }
 
