@@ -1138,7 +1138,10 @@ int main(int argc, char **argv) {
                            : (jitCacheDir.empty() ? defaultCacheDir()
                                                   : jitCacheDir.getValue()),
                 context, module);
-  Program prog = loadProgram(*module, entryName);
+  llvm::Expected<Program> loaded = loadProgram(*module, entryName);
+  if (!loaded)
+    fail(llvm::toString(loaded.takeError()));
+  Program prog = std::move(*loaded);
   int64_t meshSize = prog.meshSize();
   if (worldSize != 0 && worldSize != meshSize)
     fail("world size " + llvm::Twine(worldSize.getValue()) +

@@ -93,6 +93,13 @@ def FSDP_Phase : I32EnumAttr<"Phase", "training phase of a collective", [
 }
 def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase">;
 
+// The optimizer input an argument is (`fsdp.optim`, a port's `role`).
+def FSDP_OptimRole : I32EnumAttr<"OptimRole", "optimizer input of a step", [
+    I32EnumAttrCase<"lr", 0>, I32EnumAttrCase<"step", 1>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
+
 // What a collective does, whatever its form (tensor, started, buffer).
 def FSDP_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of collective", [
     I32EnumAttrCase<"all_gather", 0>, I32EnumAttrCase<"reduce_scatter", 1>,
