@@ -153,10 +153,8 @@ def compile_table(args, work):
             + ["--blocks", blocks, "--mesh", "2", "-o", model, "--data", data],
             env=python_env(),
         )
-        # Bytecode: the text form prints the step's result struct type on
-        # every field it inserts, so text grows quadratically with the
-        # number of results (13 MB at 300 parameters, 75 MB at 1,000; 0.9 MB
-        # as bytecode at 300).
+        # Bytecode: smaller and faster to read than text (the step stores
+        # its results through memory, so text grows linearly too).
         lowered = work / f"t{blocks}.lowered.mlirbc"
         t0 = time.perf_counter()
         run(

@@ -316,7 +316,7 @@ llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   // Which functions are kernels, the only code worth optimizing: recorded
   // now, the runner strips the `fsdp.kernel` attributes before compile().
   module->walk([&](LLVM::LLVMFuncOp f) {
-    if (f->hasAttr("fsdp.kernel") && !f.isExternal())
+    if (f->hasAttr(mlir::fsdp::kKernelAttrName) && !f.isExternal())
       jit->kernelNames.insert(f.getSymName());
   });
   if (!jit->cacheBase.empty())

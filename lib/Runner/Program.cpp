@@ -3,10 +3,11 @@
 #include "Program.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/StringSet.h"
+#include "llvm/ADT/DenseSet.h"
 
 using namespace mlir;
 namespace lm = ::fsdp::layout;
@@ -35,171 +36,109 @@ std::string npyDescr(Type t) {
   return "";
 }
 
-bool isSafeName(StringRef name) {
-  if (name.empty() || name.starts_with(".") || name.contains(".."))
-    return false;
-  for (char c : name)
-    if (c == '/' || c == '\\' || static_cast<unsigned char>(c) < 0x20 ||
-        c == 0x7f)
-      return false;
-  return true;
-}
-
 namespace {
 
-/// The static, ranked tensor type of a signature field, or a failure.
-RankedTensorType tensorField(DictionaryAttr dict, StringRef key,
-                             const Twine &where) {
-  auto attr = dict.getAs<TypeAttr>(key);
-  if (!attr)
-    fail(where + " has no '" + key + "' type");
-  auto type = dyn_cast<RankedTensorType>(attr.getValue());
-  if (!type || !type.hasStaticShape())
-    fail(where + ": '" + key + "' must be a tensor type of static shape");
-  if (npyDescr(type.getElementType()).empty())
-    fail(where + ": element type of '" + key +
-         "' is not supported (f16, "
-         "bf16, f32, f64, 8-bit, i32, "
-         "i64)");
-  return type;
+llvm::Error error(const Twine &message) {
+  return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
 }
 
-/// The mesh of a layout; every port of an entry must use the same one.
-void recordMesh(Program &prog, ModuleOp module, mlir::fsdp::LayoutAttr layout,
-                const Twine &where) {
-  auto mesh = SymbolTable::lookupNearestSymbolFrom<mlir::fsdp::MeshOp>(
-      module, layout.getMesh().getAttr());
-  if (!mesh)
-    fail(where + ": its layout refers to an unknown mesh");
-  std::vector<int64_t> shape(mesh.getAxisSizes().begin(),
-                             mesh.getAxisSizes().end());
-  if (!prog.meshShape.empty() && prog.meshShape != shape)
-    fail("the entry uses more than one mesh");
-  prog.meshShape = shape;
-  prog.axisNames.clear();
-  for (Attribute n : mesh.getAxisNames())
-    prog.axisNames.push_back(cast<StringAttr>(n).str());
+/// The dialect's checks of `fsdp.signatures` (a module that was parsed has
+/// passed them), with the first diagnostic as the error.
+llvm::Error verifySignatureAttr(ModuleOp module, Attribute attr) {
+  std::string message;
+  ScopedDiagnosticHandler handler(module.getContext(), [&](Diagnostic &d) {
+    if (message.empty())
+      message = d.str();
+    return success();
+  });
+  if (failed(mlir::fsdp::verifySignatures(module, attr)))
+    return error(message);
+  return llvm::Error::success();
 }
 
-/// The layout of a port, checked against its global and slot types.
-void attachLayout(Port &p, Program &prog, ModuleOp module,
-                  mlir::fsdp::LayoutAttr layout, const Twine &where) {
-  recordMesh(prog, module, layout, where);
-  p.layout = layout.toLayout(prog.meshShape);
-  if (!lm::tensorParallelAxes(*p.layout).empty())
-    fail("'" + p.name +
-         "' has a tensor-parallel layout; fsdp-run runs "
-         "data-parallel meshes only");
-  std::vector<int64_t> global = p.globalType.getShape().vec();
-  if (auto err = lm::validate(*p.layout, global, /*isParameter=*/false))
-    fail(where + ": " + *err);
-  if (lm::slotShape(*p.layout, global) != p.type.getShape().vec())
-    fail(where + ": 'type' is not the slot of 'global_type' under its layout");
-}
-
-/// An optional non-negative integer field (an index).
-std::optional<int64_t> indexField(DictionaryAttr dict, StringRef key,
-                                  const Twine &where) {
-  Attribute a = dict.get(key);
-  if (!a)
-    return std::nullopt;
-  auto i = dyn_cast<IntegerAttr>(a);
-  if (!i || i.getValue().isNegative() || i.getValue().getActiveBits() > 62)
-    fail(where + ": '" + key + "' must be a non-negative integer");
-  return i.getInt();
-}
-
-/// update_of, state_of, optim and loss (docs/SEMANTICS.md, training).
-void readTrainingFields(Port &p, DictionaryAttr dict, const Twine &where) {
-  p.updateOf = indexField(dict, "update_of", where);
-  p.stateOf = indexField(dict, "state_of", where);
-  if (Attribute o = dict.get("optim")) {
-    auto s = dyn_cast<StringAttr>(o);
-    if (!s)
-      fail(where + ": 'optim' must be a string");
-    p.optim = s.str();
-  }
-  p.isLoss = dict.get("loss") != nullptr;
-}
-
-Port readPort(Attribute attr, Program &prog, ModuleOp module,
-              const Twine &where) {
-  auto dict = dyn_cast<DictionaryAttr>(attr);
-  if (!dict)
-    fail(where + " is not a dictionary");
-  auto name = dict.getAs<StringAttr>("name");
-  if (!name)
-    fail(where + " has no string 'name'");
-  Port p;
-  p.name = name.str();
-  if (!isSafeName(p.name))
-    fail(where + ": name '" + p.name +
-         "' is not a safe file stem (no '/', no '..', no leading '.')");
-  p.type = tensorField(dict, "type", where);
-  p.globalType = p.type;
-  if (dict.get("global_type"))
-    p.globalType = tensorField(dict, "global_type", where);
-  if (p.globalType.getElementType() != p.type.getElementType() ||
-      p.globalType.getRank() != p.type.getRank())
-    fail(where + ": 'global_type' and 'type' differ in element type or rank");
-  readTrainingFields(p, dict, where);
-  if (Attribute l = dict.get("layout")) {
-    auto layout = dyn_cast<mlir::fsdp::LayoutAttr>(l);
-    if (!layout)
-      fail(where + ": 'layout' is not an #fsdp.layout");
-    attachLayout(p, prog, module, layout, where);
-    llvm::raw_string_ostream os(p.layoutText);
-    os << layout;
-  } else if (p.globalType != p.type) {
-    fail(where + ": 'global_type' differs from 'type' without a layout");
-  }
-  return p;
-}
-
-std::vector<Port> readPorts(DictionaryAttr sig, StringRef key, Program &prog,
-                            ModuleOp module) {
-  auto list = sig.getAs<ArrayAttr>(key);
-  if (!list)
-    fail("the signature of '" + prog.entry + "' has no '" + key + "' list");
-  std::vector<Port> ports;
-  llvm::StringSet<> seen;
-  StringRef what = key == "args" ? "argument" : "result";
-  for (auto [i, a] : llvm::enumerate(list)) {
-    std::string where = "signature of '" + prog.entry + "': " + what.str() +
-                        " " + std::to_string(i);
-    ports.push_back(readPort(a, prog, module, where));
-    if (!seen.insert(ports.back().name).second)
-      fail(where + ": name '" + ports.back().name + "' is used by another " +
-           what + " of the entry");
-  }
-  return ports;
-}
-
-/// The signature dictionary of the chosen entry.
-DictionaryAttr chooseEntry(ModuleOp module, StringRef entry, Program &prog) {
-  Attribute attr = module->getAttr("fsdp.signatures");
+/// The signature of the chosen entry (the only one when `entry` is empty).
+llvm::Expected<mlir::fsdp::SignatureAttr>
+chooseEntry(ModuleOp module, StringRef entry, Program &prog) {
+  Attribute attr = module->getAttr(mlir::fsdp::kSignaturesAttrName);
   auto sigs = dyn_cast_or_null<DictionaryAttr>(attr);
   if (!attr || (sigs && sigs.empty()))
-    fail("the module has no fsdp.signatures; compile it with "
-         "fsdp-opt --fsdp-pipeline=lower=true (or fsdp-lower-to-llvm)");
-  if (!sigs)
-    fail("fsdp.signatures is not a dictionary");
+    return error("the module has no fsdp.signatures; compile it with "
+                 "fsdp-opt --fsdp-pipeline=lower=true (or fsdp-lower-to-llvm)");
+  if (llvm::Error err = verifySignatureAttr(module, attr))
+    return std::move(err);
   prog.entry = entry.str();
   if (prog.entry.empty()) {
     if (sigs.size() != 1)
-      fail("the module has several entries; choose one with --entry");
+      return error("the module has several entries; choose one with --entry");
     prog.entry = sigs.begin()->getName().str();
   }
-  Attribute sig = sigs.get(prog.entry);
+  auto sig = sigs.getAs<mlir::fsdp::SignatureAttr>(prog.entry);
   if (!sig) {
     std::string known;
     for (NamedAttribute e : sigs)
       known += " " + e.getName().str();
-    fail("unknown entry '" + prog.entry + "'; the module has:" + known);
+    return error("unknown entry '" + prog.entry + "'; the module has:" + known);
   }
-  if (!isa<DictionaryAttr>(sig))
-    fail("the signature of '" + prog.entry + "' is not a dictionary");
-  return cast<DictionaryAttr>(sig);
+  return sig;
+}
+
+/// The mesh of a layout; every port of an entry must use the same one.
+llvm::Error recordMesh(Program &prog, ModuleOp module,
+                       mlir::fsdp::LayoutAttr layout, const Twine &where) {
+  auto mesh = mlir::fsdp::lookupMesh(module, layout.getMesh());
+  if (!mesh)
+    return error(where + ": its layout refers to an unknown mesh");
+  std::vector<int64_t> shape(mesh.getAxisSizes().begin(),
+                             mesh.getAxisSizes().end());
+  if (!prog.meshShape.empty() && prog.meshShape != shape)
+    return error("the entry uses more than one mesh");
+  prog.meshShape = shape;
+  prog.axisNames.clear();
+  for (Attribute n : mesh.getAxisNames())
+    prog.axisNames.push_back(cast<StringAttr>(n).str());
+  return llvm::Error::success();
+}
+
+/// One port as the runner keeps it; the dialect has checked its rules.
+llvm::Expected<Port> readPort(mlir::fsdp::PortAttr attr, Program &prog,
+                              ModuleOp module, const Twine &where) {
+  Port p;
+  p.name = attr.getName().str();
+  p.type = attr.getType();
+  p.globalType = attr.getGlobalType();
+  p.updateOf = attr.getUpdateOf();
+  p.stateOf = attr.getStateOf();
+  if (std::optional<mlir::fsdp::OptimRole> role = attr.getRole())
+    p.optim = mlir::fsdp::stringifyOptimRole(*role).str();
+  p.isLoss = attr.getLoss();
+  mlir::fsdp::LayoutAttr layout = attr.getLayout();
+  if (!layout)
+    return p;
+  if (llvm::Error err = recordMesh(prog, module, layout, where))
+    return std::move(err);
+  p.layout = layout.toLayout(prog.meshShape);
+  if (!lm::tensorParallelAxes(*p.layout).empty())
+    return error("'" + p.name +
+                 "' has a tensor-parallel layout; fsdp-run runs "
+                 "data-parallel meshes only");
+  llvm::raw_string_ostream os(p.layoutText);
+  os << layout;
+  return p;
+}
+
+llvm::Expected<std::vector<Port>>
+readPorts(ArrayRef<mlir::fsdp::PortAttr> attrs, StringRef what, Program &prog,
+          ModuleOp module) {
+  std::vector<Port> ports;
+  for (auto [i, a] : llvm::enumerate(attrs)) {
+    std::string where = "signature of '" + prog.entry + "': " + what.str() +
+                        " " + std::to_string(i);
+    llvm::Expected<Port> port = readPort(a, prog, module, where);
+    if (!port)
+      return port.takeError();
+    ports.push_back(std::move(*port));
+  }
+  return ports;
 }
 
 /// Without a layout in the signature, the module's first mesh (or one rank).
@@ -217,13 +156,14 @@ void defaultMesh(ModuleOp module, Program &prog) {
     prog.axisNames.push_back(cast<StringAttr>(n).str());
 }
 
-void checkMesh(const Program &prog) {
+llvm::Error checkMesh(const Program &prog) {
   if (auto err = lm::validateMesh(prog.meshShape))
-    fail("the mesh is invalid: " + *err);
+    return error("the mesh is invalid: " + *err);
   int64_t size = 1;
   for (int64_t s : prog.meshShape)
     if (__builtin_mul_overflow(size, s, &size))
-      fail("the mesh has too many ranks");
+      return error("the mesh has too many ranks");
+  return llvm::Error::success();
 }
 
 /// The rank of an LLVM memref descriptor struct, or -1.
@@ -237,40 +177,95 @@ int64_t descriptorRank(Type t) {
   return sizes ? int64_t(sizes.getNumElements()) : -1;
 }
 
+/// The word offset a use of the result pointer stores at: the pointer
+/// itself, or a constant i64 getelementptr of it. -1 for any other use.
+int64_t storeOffset(Value results, OpOperand &use) {
+  if (auto store = dyn_cast<LLVM::StoreOp>(use.getOwner()))
+    return store.getAddr() == results && store.getValue() != results ? 0 : -1;
+  auto gep = dyn_cast<LLVM::GEPOp>(use.getOwner());
+  if (!gep || gep.getBase() != results || !gep.getElemType().isInteger(64) ||
+      gep.getIndices().size() != 1)
+    return -1;
+  auto index = llvm::dyn_cast_if_present<IntegerAttr>(gep.getIndices()[0]);
+  return index ? index.getInt() : -1;
+}
+
+/// The stores through a use of the result pointer (a store, or a
+/// getelementptr all of whose uses store through it); false for any other.
+bool storesThrough(Operation *user, SmallVectorImpl<LLVM::StoreOp> &stores) {
+  if (auto store = dyn_cast<LLVM::StoreOp>(user)) {
+    stores.push_back(store);
+    return true;
+  }
+  for (Operation *u : user->getUsers()) {
+    auto store = dyn_cast<LLVM::StoreOp>(u);
+    if (!store || store.getAddr() != user->getResult(0) ||
+        store.getValue() == user->getResult(0))
+      return false;
+    stores.push_back(store);
+  }
+  return true;
+}
+
+/// Whether the body of `fn` stores, through its first argument, one
+/// descriptor of each result's rank at the result's word offset, and uses
+/// that pointer for nothing else. A bodiless copy (the JIT cache's stub of
+/// a module already checked) passes.
+bool storesResults(LLVM::LLVMFuncOp fn, const Program &prog) {
+  if (fn.isExternal())
+    return true;
+  llvm::DenseMap<int64_t, int64_t> rankAt; // word offset -> rank
+  int64_t words = 0;
+  for (const Port &p : prog.results) {
+    rankAt[words] = p.type.getRank();
+    words += p.descriptorWords();
+  }
+  llvm::DenseSet<int64_t> stored;
+  Value results = fn.getArgument(0);
+  for (OpOperand &use : results.getUses()) {
+    auto it = rankAt.find(storeOffset(results, use));
+    SmallVector<LLVM::StoreOp> stores;
+    if (it == rankAt.end() || !storesThrough(use.getOwner(), stores))
+      return false;
+    for (LLVM::StoreOp store : stores)
+      if (descriptorRank(store.getValue().getType()) != it->second)
+        return false;
+    if (!stores.empty())
+      stored.insert(it->first);
+  }
+  return stored.size() == rankAt.size();
+}
+
 /// The lowered function must take and return what the signature says: its
-/// C interface one pointer per argument (plus one for the results), its
-/// expanded form one descriptor of the recorded rank per tensor.
-void checkFunction(ModuleOp module, const Program &prog) {
+/// C interface one pointer per argument (plus one for the results area),
+/// its expanded form the results area and one descriptor of the recorded
+/// rank per argument, returning nothing and storing one descriptor of the
+/// recorded rank per result.
+llvm::Error checkFunction(ModuleOp module, const Program &prog) {
   auto fn = module.lookupSymbol<LLVM::LLVMFuncOp>(prog.entry);
   auto ciface =
       module.lookupSymbol<LLVM::LLVMFuncOp>("_mlir_ciface_" + prog.entry);
   if (!fn || !ciface)
-    fail("the module has no lowered function '" + prog.entry +
-         "' with a C interface");
-  size_t want = prog.args.size() + (prog.results.empty() ? 0 : 1);
+    return error("the module has no lowered function '" + prog.entry +
+                 "' with a C interface");
+  size_t resultsArea = prog.results.empty() ? 0 : 1;
+  size_t want = prog.args.size() + resultsArea;
   if (ciface.getNumArguments() != want)
-    fail("'" + prog.entry + "' takes " + Twine(ciface.getNumArguments()) +
-         " pointer(s) but its signature implies " + Twine(want));
-  int64_t words = 0;
+    return error("'" + prog.entry + "' takes " +
+                 Twine(ciface.getNumArguments()) +
+                 " pointer(s) but its signature implies " + Twine(want));
+  int64_t words = resultsArea;
   for (const Port &p : prog.args)
     words += p.descriptorWords();
-  if (int64_t(fn.getNumArguments()) != words)
-    fail("the arguments of '" + prog.entry +
-         "' do not match the ranks of its signature");
-  Type result = fn.getFunctionType().getReturnType();
-  auto fields = dyn_cast<LLVM::LLVMStructType>(result);
-  bool ok = prog.results.empty() ? isa<LLVM::LLVMVoidType>(result) : !!fields;
-  if (ok && prog.results.size() == 1)
-    ok = descriptorRank(result) == prog.results[0].type.getRank();
-  else if (ok && prog.results.size() > 1) {
-    ok = fields.getBody().size() == prog.results.size();
-    for (size_t i = 0; ok && i < prog.results.size(); ++i)
-      ok =
-          descriptorRank(fields.getBody()[i]) == prog.results[i].type.getRank();
-  }
-  if (!ok)
-    fail("the results of '" + prog.entry +
-         "' do not match the ranks of its signature");
+  if (int64_t(fn.getNumArguments()) != words ||
+      (resultsArea && !isa<LLVM::LLVMPointerType>(fn.getArgumentTypes()[0])))
+    return error("the arguments of '" + prog.entry +
+                 "' do not match the ranks of its signature");
+  if (!isa<LLVM::LLVMVoidType>(fn.getFunctionType().getReturnType()) ||
+      (resultsArea && !storesResults(fn, prog)))
+    return error("the results of '" + prog.entry +
+                 "' do not match the ranks of its signature");
+  return llvm::Error::success();
 }
 
 ArrayAttr withoutFSDPAttrs(ArrayAttr attrs) {
@@ -280,7 +275,7 @@ ArrayAttr withoutFSDPAttrs(ArrayAttr attrs) {
   for (Attribute a : attrs) {
     SmallVector<NamedAttribute> kept;
     for (NamedAttribute n : cast<DictionaryAttr>(a))
-      if (!n.getName().getValue().starts_with("fsdp."))
+      if (!n.getName().getValue().starts_with(mlir::fsdp::kAttrPrefix))
         kept.push_back(n);
     out.push_back(DictionaryAttr::get(attrs.getContext(), kept));
   }
@@ -293,7 +288,7 @@ void stripFSDP(ModuleOp module) {
     mesh.erase();
   auto strip = [](Operation *op) {
     for (NamedAttribute a : llvm::to_vector(op->getDiscardableAttrs()))
-      if (a.getName().getValue().starts_with("fsdp."))
+      if (a.getName().getValue().starts_with(mlir::fsdp::kAttrPrefix))
         op->removeDiscardableAttr(a.getName());
   };
   strip(module);
@@ -306,41 +301,46 @@ void stripFSDP(ModuleOp module) {
   });
 }
 
-/// Each fsdp.update_of result names an argument of the same slot type,
-/// global type and layout; no argument is fed by two results.
+/// Per argument, the result fed back into it (the dialect has checked that
+/// it has the argument's types and layout, and that no argument is fed
+/// twice).
 void linkUpdates(Program &prog) {
   prog.fedBy.assign(prog.args.size(), -1);
-  for (auto [i, r] : llvm::enumerate(prog.results)) {
-    if (!r.updateOf)
-      continue;
-    std::string where = "signature of '" + prog.entry + "': result " +
-                        std::to_string(i) + " ('" + r.name + "')";
-    int64_t j = *r.updateOf;
-    if (j >= int64_t(prog.args.size()))
-      fail(where + ": update_of = " + Twine(j) + " is not an argument index");
-    const Port &a = prog.args[j];
-    if (a.type != r.type || a.globalType != r.globalType ||
-        a.layoutText != r.layoutText)
-      fail(where + ": its type or layout differs from argument " + Twine(j) +
-           " ('" + a.name + "') that it updates");
-    if (prog.fedBy[j] >= 0)
-      fail(where + ": argument " + Twine(j) + " ('" + a.name +
-           "') is already updated by result " + Twine(prog.fedBy[j]));
-    prog.fedBy[j] = int64_t(i);
-  }
+  for (auto [i, r] : llvm::enumerate(prog.results))
+    if (r.updateOf)
+      prog.fedBy[*r.updateOf] = int64_t(i);
+}
+
+/// The ports and mesh of the entry `sig`.
+llvm::Error readSignature(mlir::fsdp::SignatureAttr sig, ModuleOp module,
+                          Program &prog) {
+  llvm::Expected<std::vector<Port>> args =
+      readPorts(sig.getArgs(), "argument", prog, module);
+  if (!args)
+    return args.takeError();
+  prog.args = std::move(*args);
+  llvm::Expected<std::vector<Port>> results =
+      readPorts(sig.getResults(), "result", prog, module);
+  if (!results)
+    return results.takeError();
+  prog.results = std::move(*results);
+  linkUpdates(prog);
+  defaultMesh(module, prog);
+  return checkMesh(prog);
 }
 
 } // namespace
 
 llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
   Program prog;
-  DictionaryAttr sig = chooseEntry(module, entry, prog);
-  prog.args = readPorts(sig, "args", prog, module);
-  prog.results = readPorts(sig, "results", prog, module);
-  linkUpdates(prog);
-  defaultMesh(module, prog);
-  checkMesh(prog);
-  checkFunction(module, prog);
+  llvm::Expected<mlir::fsdp::SignatureAttr> sig =
+      chooseEntry(module, entry, prog);
+  if (!sig)
+    return sig.takeError();
+  if (llvm::Error err = readSignature(*sig, module, prog))
+    return std::move(err);
+  if (llvm::Error err = checkFunction(module, prog))
+    return std::move(err);
   stripFSDP(module);
   return prog;
 }

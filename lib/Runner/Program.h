@@ -9,6 +9,7 @@
 #ifndef FSDP_TOOLS_FSDPRUN_PROGRAM_H
 #define FSDP_TOOLS_FSDPRUN_PROGRAM_H
 
+#include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdp/Layout/LayoutMath.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -62,18 +63,19 @@ struct Program {
   }
 };
 
-/// Reads and checks the signature of `entry` (the only entry when empty),
-/// then strips every fsdp attribute and mesh so that only the LLVM dialect
-/// is left for translation. Fails with a message on a malformed signature.
+/// Reads and checks the signature of `entry` (the only entry when empty)
+/// and the lowered function against it, then strips every fsdp attribute
+/// and mesh so that only the LLVM dialect is left for translation. An
+/// error names the entry and the argument or result at fault.
 llvm::Expected<Program> loadProgram(mlir::ModuleOp module,
                                     llvm::StringRef entry);
 
 /// numpy's type string for an element type, "" when fsdp-run has none.
 std::string npyDescr(mlir::Type type);
 
-/// Whether `name` can be a file stem inside --inputs/--outputs: non-empty,
-/// printable, no '/' or '\\', no leading '.', no "..".
-bool isSafeName(llvm::StringRef name);
+/// Whether `name` can be a file stem inside --inputs/--outputs (the
+/// dialect's rule for every argument and result name).
+using mlir::fsdp::isSafeName;
 
 } // namespace fsdp::run
 

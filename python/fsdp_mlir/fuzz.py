@@ -707,8 +707,13 @@ def runner_cases(rng, base, count, first_id):
                     new = _sub_random(
                         rng,
                         text,
-                        r"\{(global_type|layout|name|type|unit) = [^,{}]*, ",
-                        ["{", "{name = 3, ", "{type = tensor<*xf32>, "],
+                        r'<"[^"]*" : tensor<[^<>]*>',
+                        [
+                            '<"x" : tensor<*xf32>',
+                            '<3 : tensor<2xf32>',
+                            '<"" : tensor<2xf32>',
+                            '<"w" : tensor<?x4xf32>',
+                        ],
                     )
                 text = new or text
             mesh = rest

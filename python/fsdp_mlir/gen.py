@@ -71,12 +71,11 @@ class StepEmitter:
         for p in self.model["params"]:
             results.append(self.b.cast(self.grads[p["name"]], p["dtype"]))
         for r in self.model["results"]:
-            attrs = f'fsdp.name = "{r["name"]}"'
             if r["kind"] == "loss":
-                attrs = "fsdp.loss, " + attrs
+                attrs = M.port_attrs(r["name"], loss=True)
             else:
-                attrs = f"fsdp.grad_of = {r['grad_of']} : i64, " + attrs
-            types.append(f"{tensor_type(r['shape'], r['dtype'])} {{{attrs}}}")
+                attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
+            types.append(f"{tensor_type(r['shape'], r['dtype'])} {attrs}")
         names = ", ".join(v.name for v in results)
         rtypes = ", ".join(v.type for v in results)
         self.b.emit(f"return {names} : {rtypes}")
@@ -84,13 +83,11 @@ class StepEmitter:
         arg_lines = []
         for p in self.model["params"]:
             v = self.args[p["name"]]
-            arg_lines.append(
-                f"{v.name}: {v.type} {{fsdp.layout = {p['layout_attr']},"
-                f' fsdp.name = "{p["name"]}", fsdp.unit = "{p["unit"]}"}}'
-            )
+            attrs = M.port_attrs(p["name"], layout=p["layout_attr"], unit=p["unit"])
+            arg_lines.append(f"{v.name}: {v.type} {attrs}")
         for d in self.model["data"]:
             v = self.args[d["name"]]
-            arg_lines.append(f'{v.name}: {v.type} {{fsdp.name = "{d["name"]}"}}')
+            arg_lines.append(f"{v.name}: {v.type} {M.port_attrs(d['name'])}")
         out = ["module {", "  " + M.mesh_text(self.model["mesh"])]
         out.append(f"  func.func @{self.model['function']}(")
         out.append(",\n".join("      " + a for a in arg_lines) + ")")

@@ -68,6 +68,33 @@ def layout_text(mesh: dict, layout: dict) -> str:
     return f"#fsdp.layout<@{mesh['name']}, [{places}]{policy}>"
 
 
+def port_attrs(
+    name: str,
+    *,
+    layout: str | None = None,
+    unit: str | None = None,
+    loss: bool = False,
+    grad_of: int | None = None,
+) -> str:
+    """The fsdp attribute dictionary of a step argument or result, as the
+    dialect reads it (docs/SEMANTICS.md): a parameter's
+    `{fsdp.layout = #fsdp.layout<...>, fsdp.name = "w", fsdp.unit = "l0"}`,
+    an input's `{fsdp.name = "x"}`, the loss's `{fsdp.loss, fsdp.name =
+    "loss"}`, a gradient's `{fsdp.grad_of = 0 : i64, fsdp.name = "grad.w"}`.
+    The attribute names are those of FSDPConstants.h."""
+    fields = []
+    if loss:
+        fields.append("fsdp.loss")
+    if grad_of is not None:
+        fields.append(f"fsdp.grad_of = {grad_of} : i64")
+    if layout is not None:
+        fields.append(f"fsdp.layout = {layout}")
+    fields.append(f'fsdp.name = "{name}"')
+    if unit is not None:
+        fields.append(f'fsdp.unit = "{unit}"')
+    return "{" + ", ".join(fields) + "}"
+
+
 def make_layout(
     name: str, shape: list, mesh: dict, placement: str, policy: str, strided_sf: int
 ) -> dict:

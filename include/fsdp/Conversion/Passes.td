@@ -12,10 +12,22 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
     to the runtime's JIT entry points (`fsdprt_jit_all_gather`, ...) with raw
     pointers, element count, dtype code, reduction code and the group's
     mesh-axis bit mask; the runtime resolves the calling rank's communicator
-    and caches one sub-communicator per mask. Functions that carry fsdp
-    argument/result attributes get `llvm.emit_c_interface`, and their
-    signature (names, shard and global types, layouts) is recorded in the
-    module attribute `fsdp.signatures` for the runner.
+    and caches one sub-communicator per mask.
+
+    Functions that carry fsdp argument/result attributes are the runner's
+    entries: their signature (a `#fsdp.signature` of `#fsdp.port`s: names,
+    slot and global types, layouts, the training fields) is recorded in the
+    module attribute `fsdp.signatures`, their fsdp attributes are dropped,
+    and they get `llvm.emit_c_interface`. An entry with results returns
+    them through memory: it takes a pointer to the results area first and
+    stores each result's memref descriptor there (3 + 2 x rank 64-bit
+    words, one after the other in result order) instead of returning them,
+    so its C interface is `_mlir_ciface_<entry>(results, arg0, ...)`, each
+    argument a pointer to its descriptor, and the text of the lowered module
+    grows linearly with the number of results. An entry must not be called,
+    and its arguments and results must be statically shaped tensors or
+    memrefs of a type the runner reads (f16, bf16, f32, f64, 8-bit, i32,
+    i64); anything else is diagnosed at the function.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

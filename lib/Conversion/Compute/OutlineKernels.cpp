@@ -14,6 +14,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
@@ -60,7 +61,7 @@ struct FSDPOutlineKernelsPass
     SmallVector<SmallVector<Operation *, 2>> groups;
     llvm::DenseSet<Operation *> grouped;
     for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || func->hasAttr("fsdp.kernel"))
+      if (func.isExternal() || func->hasAttr(kKernelAttrName))
         continue;
       func.walk([&](Operation *op) {
         if (!outlined(op) || grouped.contains(op))
@@ -127,7 +128,7 @@ struct FSDPOutlineKernelsPass
       if (!existing) {
         kernel.setSymName(("__fsdp_kernel_" + llvm::Twine(counter++)).str());
         kernel.setPrivate();
-        kernel->setAttr("fsdp.kernel", UnitAttr::get(module.getContext()));
+        kernel->setAttr(kKernelAttrName, UnitAttr::get(module.getContext()));
         kernel->setAttr("passthrough", b.getStrArrayAttr({"noinline"}));
         symbols.insert(kernel);
         existing = kernel;

@@ -13,6 +13,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -114,8 +115,8 @@ struct FSDPOutlineSegmentsPass
     unsigned counter = 0;
     SmallVector<func::FuncOp> funcs;
     for (auto func : module.getOps<func::FuncOp>())
-      if (!func.isExternal() && !func->hasAttr("fsdp.segment") &&
-          !func->hasAttr("fsdp.kernel") && func.getBody().hasOneBlock())
+      if (!func.isExternal() && !func->hasAttr(kSegmentAttrName) &&
+          !func->hasAttr(kKernelAttrName) && func.getBody().hasOneBlock())
         funcs.push_back(func);
     for (func::FuncOp func : funcs) {
       Block &body = func.getBody().front();
@@ -188,7 +189,7 @@ struct FSDPOutlineSegmentsPass
     if (!existing) {
       segment.setSymName(("__fsdp_segment_" + llvm::Twine(counter++)).str());
       segment.setPrivate();
-      segment->setAttr("fsdp.segment", UnitAttr::get(ctx));
+      segment->setAttr(kSegmentAttrName, UnitAttr::get(ctx));
       symbols.insert(segment);
       existing = segment;
     } else {

@@ -1,8 +1,10 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdprt_types.h"
 
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -71,7 +73,8 @@ struct ConvertFSDPToRuntimePass
           ConvertFSDPToRuntimePass> {
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    recordSignatures(module);
+    if (failed(recordSignatures(module)))
+      return signalPassFailure();
     SymbolTableCollection tables;
     // Collect first: lowering a start also rewrites its (later) waits.
     SmallVector<CollectiveOpInterface> collectives;
@@ -294,35 +297,6 @@ struct ConvertFSDPToRuntimePass
     return success();
   }
 
-  /// The signature entry of one argument or result: its tensor type, its
-  /// fsdp.* attributes (prefix dropped) and its name. Sets `annotated` when
-  /// it has any fsdp.* attribute.
-  DictionaryAttr describeValue(MLIRContext *ctx, Type type,
-                               DictionaryAttr attrs, unsigned index,
-                               StringRef prefix, bool &annotated) {
-    SmallVector<NamedAttribute> fields;
-    auto shaped = dyn_cast<ShapedType>(type);
-    Type tensor = shaped ? RankedTensorType::get(shaped.getShape(),
-                                                 shaped.getElementType())
-                         : type;
-    fields.emplace_back(StringAttr::get(ctx, "type"), TypeAttr::get(tensor));
-    std::string name = (prefix + Twine(index)).str();
-    if (attrs)
-      for (NamedAttribute a : attrs) {
-        StringRef key = a.getName().getValue();
-        if (!key.consume_front(kAttrPrefix))
-          continue;
-        annotated = true;
-        if (a.getName() == kNameAttrName)
-          name = cast<StringAttr>(a.getValue()).str();
-        else
-          fields.emplace_back(StringAttr::get(ctx, key), a.getValue());
-      }
-    fields.emplace_back(StringAttr::get(ctx, "name"),
-                        StringAttr::get(ctx, name));
-    return DictionaryAttr::get(ctx, fields);
-  }
-
   /// Drops the fsdp.* attributes of the function's arguments and results:
   /// the signature now lives in fsdp.signatures, and the lowered function's
   /// arguments are no longer the tensors the attributes describe.
@@ -342,46 +316,89 @@ struct ConvertFSDPToRuntimePass
       func.setResultAttrs(i, withoutFsdp(func.getResultAttrDict(i)));
   }
 
-  /// The {args, results} signature of `func`, or null when none of its
-  /// arguments and results carries an fsdp.* attribute.
-  DictionaryAttr signatureOf(func::FuncOp func) {
+  /// The LLVM struct of a memref descriptor (MemRefDescriptor's layout).
+  static Type descriptorType(MemRefType type) {
+    MLIRContext *ctx = type.getContext();
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    Type i64 = IntegerType::get(ctx, 64);
+    SmallVector<Type> fields{ptr, ptr, i64};
+    if (type.getRank() > 0) {
+      Type sizes = LLVM::LLVMArrayType::get(i64, type.getRank());
+      fields.append({sizes, sizes});
+    }
+    return LLVM::LLVMStructType::getLiteral(ctx, fields);
+  }
+
+  /// Makes `func` store its results through a pointer it takes first: the
+  /// descriptor of each result, 3 + 2 x rank words, one after the other in
+  /// result order, and return nothing. Returned as values, the results
+  /// would become one LLVM struct whose whole type the text form prints on
+  /// each of its insertvalues (quadratic in the number of results). The C
+  /// interface `_mlir_ciface_<step>(results, arguments...)` is unchanged.
+  LogicalResult returnThroughMemory(func::FuncOp func) {
+    if (func.getNumResults() == 0)
+      return success();
+    if (!llvm::all_of(func.getResultTypes(), [](Type t) {
+          auto m = dyn_cast<MemRefType>(t);
+          return m && !m.getMemorySpace();
+        }))
+      return func.emitOpError()
+             << "must return only memrefs once bufferized (a step's results "
+                "are stored through a pointer for the runner)";
     MLIRContext *ctx = func.getContext();
-    bool annotated = false;
-    SmallVector<Attribute> args, results;
-    for (unsigned i = 0; i < func.getNumArguments(); ++i)
-      args.push_back(describeValue(ctx, func.getArgumentTypes()[i],
-                                   func.getArgAttrDict(i), i, "arg",
-                                   annotated));
-    for (unsigned i = 0; i < func.getNumResults(); ++i)
-      results.push_back(describeValue(ctx, func.getResultTypes()[i],
-                                      func.getResultAttrDict(i), i, "result",
-                                      annotated));
-    if (!annotated)
-      return nullptr;
-    return DictionaryAttr::get(ctx,
-                               {NamedAttribute(StringAttr::get(ctx, "args"),
-                                               ArrayAttr::get(ctx, args)),
-                                NamedAttribute(StringAttr::get(ctx, "results"),
-                                               ArrayAttr::get(ctx, results))});
+    Type ptr = LLVM::LLVMPointerType::get(ctx);
+    if (failed(func.insertArgument(0, ptr, DictionaryAttr::get(ctx),
+                                   func.getLoc())))
+      return failure();
+    Value out = func.getArgument(0);
+    Type i64 = IntegerType::get(ctx, 64);
+    func.walk([&](func::ReturnOp ret) {
+      OpBuilder b(ret);
+      int32_t words = 0;
+      for (Value v : ret.getOperands()) {
+        auto type = cast<MemRefType>(v.getType());
+        Value desc = UnrealizedConversionCastOp::create(b, ret.getLoc(),
+                                                        descriptorType(type), v)
+                         .getResult(0);
+        Value at = words == 0
+                       ? out
+                       : LLVM::GEPOp::create(b, ret.getLoc(), ptr, i64, out,
+                                             ArrayRef<LLVM::GEPArg>{words})
+                             .getResult();
+        LLVM::StoreOp::create(b, ret.getLoc(), desc, at);
+        words += 3 + 2 * int32_t(type.getRank());
+      }
+      ret->setOperands({});
+    });
+    return func.eraseResults(llvm::BitVector(func.getNumResults(), true));
   }
 
   /// Records each step's signature for the runner, which sees only the
-  /// lowered LLVM function.
-  void recordSignatures(ModuleOp module) {
+  /// lowered LLVM function, and makes the step return through memory.
+  LogicalResult recordSignatures(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
     SmallVector<NamedAttribute> entries;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
-      DictionaryAttr signature = signatureOf(func);
-      if (!signature)
+      FailureOr<SignatureAttr> signature = buildSignature(func);
+      if (failed(signature))
+        return failure();
+      if (!*signature)
         continue;
+      if (!SymbolTable::symbolKnownUseEmpty(func, module))
+        return func.emitOpError()
+               << "is an entry of the runner (its arguments or results have "
+                  "fsdp attributes) and must not be called or referenced";
       stripFsdpAttrs(func);
       func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
-      entries.emplace_back(func.getSymNameAttr(), signature);
+      if (failed(returnThroughMemory(func)))
+        return failure();
+      entries.emplace_back(func.getSymNameAttr(), *signature);
     }
     if (!entries.empty())
-      module->setAttr(kSignaturesAttrName, DictionaryAttr::get(ctx, entries));
+      setSignatures(module, entries);
+    return success();
   }
 };
 } // namespace

@@ -487,19 +487,17 @@ def annotate(text: str, model: dict) -> str:
     for i, (name, ty) in enumerate(zip(model["args"], arg_types)):
         if i < n_params:
             p = model["params"][i]
-            attrs = (
-                f'fsdp.layout = {p["layout_attr"]}, fsdp.name = "{name}", fsdp.unit = "{p["unit"]}"'
-            )
+            attrs = M.port_attrs(name, layout=p["layout_attr"], unit=p["unit"])
         else:
-            attrs = f'fsdp.name = "{name}"'
-        args.append(f"%arg{i}: {ty} {{{attrs}}}")
+            attrs = M.port_attrs(name)
+        args.append(f"%arg{i}: {ty} {attrs}")
     results = []
     for r, ty in zip(model["results"], res_types):
         if r["kind"] == "loss":
-            attrs = f'fsdp.loss, fsdp.name = "{r["name"]}"'
+            attrs = M.port_attrs(r["name"], loss=True)
         else:
-            attrs = f'fsdp.grad_of = {r["grad_of"]} : i64, fsdp.name = "{r["name"]}"'
-        results.append(f"{ty} {{{attrs}}}")
+            attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
+        results.append(f"{ty} {attrs}")
     indent = lines[idx][: len(lines[idx]) - len(lines[idx].lstrip())]
     lines[idx] = (
         f"{indent}func.func @{FUNCTION}(\n{indent}    "

@@ -1,4 +1,6 @@
 // RUN: fsdp-opt %s -split-input-file --convert-fsdp-to-runtime | FileCheck %s
+// The output parses back (signatures included) and prints the same.
+// RUN: fsdp-opt %s -split-input-file --convert-fsdp-to-runtime | fsdp-opt -split-input-file | FileCheck %s
 
 // Blocking collectives become calls with raw pointers, counts, the dtype and
 // reduction codes of fsdprt.h, and the group's mesh-axis mask.
@@ -67,13 +69,51 @@ func.func @async(%a: memref<4xf32>, %b: memref<16xf32>) {
 // -----
 
 // The signature of every annotated function is recorded for the runner and
-// the fsdp attributes leave the (soon lowered) arguments.
+// the fsdp attributes leave the (soon lowered) arguments. The step stores
+// each result's descriptor (3 + 2 x rank words) through a pointer it takes
+// first and returns nothing.
 fsdp.mesh @mesh [shard = 4]
-// CHECK: module attributes {fsdp.signatures = {step = {args = [{global_type = tensor<10x16xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>, name = "w", type = tensor<3x16xf32>}, {name = "x", type = tensor<8x16xf32>}], results = [{global_type = tensor<10x16xf32>, grad_of = 0 : i64, layout = #fsdp.layout<@mesh, [shard<0>]>, name = "grad.w", type = tensor<3x16xf32>}]}}}
+// CHECK: module attributes {fsdp.signatures = {step = #fsdp.signature<args = [<"w" : tensor<3x16xf32>, global_type = tensor<10x16xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>>, <"x" : tensor<8x16xf32>>], results = [<"grad.w" : tensor<3x16xf32>, global_type = tensor<10x16xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>>, <"result1" : tensor<f32>, loss>, <"x" : tensor<8x16xf32>>]>}}
 // CHECK-LABEL: func.func @step
-// CHECK-SAME: (%{{.*}}: memref<3x16xf32>, %{{.*}}: memref<8x16xf32>) -> memref<3x16xf32>
+// CHECK-SAME: (%[[OUT:.*]]: !llvm.ptr, %[[W:.*]]: memref<3x16xf32>, %[[X:.*]]: memref<8x16xf32>)
 // CHECK-SAME: attributes {llvm.emit_c_interface}
+// CHECK: %[[L:.*]] = memref.alloc() : memref<f32>
+// CHECK: %[[D0:.*]] = builtin.unrealized_conversion_cast %[[W]] : memref<3x16xf32> to !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>
+// CHECK: llvm.store %[[D0]], %[[OUT]] : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)>, !llvm.ptr
+// CHECK: %[[D1:.*]] = builtin.unrealized_conversion_cast %[[L]] : memref<f32> to !llvm.struct<(ptr, ptr, i64)>
+// CHECK: %[[P1:.*]] = llvm.getelementptr %[[OUT]][7] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK: llvm.store %[[D1]], %[[P1]] : !llvm.struct<(ptr, ptr, i64)>, !llvm.ptr
+// CHECK: %[[P2:.*]] = llvm.getelementptr %[[OUT]][10] : (!llvm.ptr) -> !llvm.ptr, i64
+// CHECK: llvm.store %{{.*}}, %[[P2]]
+// CHECK: return{{$}}
 func.func @step(%w: memref<3x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<10x16xf32>, fsdp.name = "w"},
-                %x: memref<8x16xf32> {fsdp.name = "x"}) -> (memref<3x16xf32> {fsdp.name = "grad.w", fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<10x16xf32>}) {
-  return %w : memref<3x16xf32>
+                %x: memref<8x16xf32> {fsdp.name = "x"})
+    -> (memref<3x16xf32> {fsdp.name = "grad.w", fsdp.grad_of = 0 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<10x16xf32>},
+        memref<f32> {fsdp.loss}, memref<8x16xf32> {fsdp.name = "x"}) {
+  %l = memref.alloc() : memref<f32>
+  return %w, %l, %x : memref<3x16xf32>, memref<f32>, memref<8x16xf32>
+}
+
+// -----
+
+// A function without fsdp attributes is no entry: unchanged.
+// CHECK-NOT: fsdp.signatures
+// CHECK-LABEL: func.func @helper
+// CHECK-SAME: (%{{.*}}: memref<4xf32>) -> memref<4xf32> {
+func.func @helper(%a: memref<4xf32>) -> memref<4xf32> {
+  return %a : memref<4xf32>
+}
+
+// -----
+
+// The training fields: update_of, state_of and the optimizer role.
+fsdp.mesh @mesh [shard = 2]
+// CHECK: fsdp.signatures = {train = #fsdp.signature<args = [<"w" : tensor<2xf32>, global_type = tensor<4xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>>, <"w.m" : tensor<2xf32>, global_type = tensor<4xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>, state_of = 0>, <"lr" : tensor<f32>, role = lr>], results = [<"w" : tensor<2xf32>, global_type = tensor<4xf32>, layout = #fsdp.layout<@mesh, [shard<0>]>, update_of = 0>]>}
+// CHECK-LABEL: func.func @train
+// CHECK-SAME: (%{{.*}}: !llvm.ptr, %{{.*}}: memref<2xf32>, %{{.*}}: memref<2xf32>, %{{.*}}: memref<f32>)
+func.func @train(%w: memref<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<4xf32>, fsdp.name = "w", fsdp.unit = "l0"},
+                 %m: memref<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<4xf32>, fsdp.name = "w.m", fsdp.state_of = 0 : i64},
+                 %lr: memref<f32> {fsdp.name = "lr", fsdp.optim = "lr"})
+    -> (memref<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<4xf32>, fsdp.name = "w", fsdp.update_of = 0 : i64}) {
+  return %w : memref<2xf32>
 }

@@ -2,6 +2,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -66,11 +67,8 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
              << "collective without an origin";
     return success();
   }
-  if (name == kSignaturesAttrName) {
-    if (!isa<DictionaryAttr>(attr.getValue()))
-      return op->emitOpError() << "'" << name << "' must be a dictionary";
-    return success();
-  }
+  if (name == kSignaturesAttrName)
+    return verifySignatures(op, attr.getValue());
   return success();
 }
 
@@ -120,13 +118,9 @@ static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
     return op->emitOpError()
            << "'" << kNameAttrName << "' on " << what << " must be a string";
   StringRef stem = name.getValue();
-  if (stem.empty() || stem.starts_with(".") || stem.contains('/') ||
-      stem.contains('\\') || stem.contains("..") ||
-      stem.contains(StringRef("\0", 1)))
-    return op->emitOpError()
-           << "'" << kNameAttrName << "' on " << what << " is \"" << stem
-           << "\"; a name must be a file stem: not empty, no '/', '\\' or "
-              "'..', no leading '.'";
+  if (!isSafeName(stem))
+    return op->emitOpError() << "'" << kNameAttrName << "' on " << what
+                             << " is \"" << stem << "\"; " << kSafeNameRule;
   auto func = asFunction(op);
   if (!func)
     return success();
@@ -164,7 +158,7 @@ static LogicalResult verifyName(Operation *op, Attribute value, StringRef what,
 static LogicalResult verifyOptimArg(Operation *op, NamedAttribute attr,
                                     StringRef what) {
   auto role = dyn_cast<StringAttr>(attr.getValue());
-  if (!role || (role.getValue() != "lr" && role.getValue() != "step"))
+  if (!role || !symbolizeOptimRole(role.getValue()))
     return op->emitOpError() << "'" << attr.getName().getValue() << "' on "
                              << what << " must be \"lr\" or \"step\"";
   return success();
@@ -200,6 +194,18 @@ static LogicalResult verifyArgIndex(Operation *op, FunctionOpInterface func,
   return success();
 }
 
+/// `fsdp.` alone names no attribute, and MLIR hands it to no dialect (its
+/// name has nothing after the prefix): it is rejected while the other fsdp
+/// attributes of the same argument or result are verified.
+static LogicalResult verifyNoBarePrefix(Operation *op, DictionaryAttr attrs,
+                                        StringRef what) {
+  if (attrs && attrs.get(kAttrPrefix))
+    return op->emitOpError() << "'" << kAttrPrefix << "' on " << what
+                             << " names no fsdp attribute (nothing follows "
+                                "the prefix)";
+  return success();
+}
+
 LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
@@ -207,6 +213,9 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
   auto func = asFunction(op);
   std::string what = "argument #" + std::to_string(argIndex);
   StringRef name = attr.getName().getValue();
+  if (func &&
+      failed(verifyNoBarePrefix(op, func.getArgAttrDict(argIndex), what)))
+    return failure();
   if (name == kLayoutAttrName) {
     auto layout = dyn_cast<LayoutAttr>(attr.getValue());
     if (!layout)
@@ -343,6 +352,8 @@ LogicalResult FSDPDialect::verifyRegionResultAttribute(Operation *op,
   if (!func)
     return op->emitOpError()
            << "'" << name << "' is only meaningful on function results";
+  if (failed(verifyNoBarePrefix(op, func.getResultAttrDict(resultIndex), what)))
+    return failure();
   Type type = func.getResultTypes()[resultIndex];
   if (name == kLossAttrName)
     return verifyLossResult(op, attr, type, what);

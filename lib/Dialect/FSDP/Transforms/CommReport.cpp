@@ -172,8 +172,7 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
   // The mesh: the parameters' one, else the first collective's.
   MeshOp funcMesh;
   for (unsigned i = 0; i < func.getNumArguments() && !funcMesh; ++i)
-    if (auto layout =
-            func.getArgAttrOfType<LayoutAttr>(i, FSDPDialect::kLayoutAttrName))
+    if (auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName))
       funcMesh = lookupMesh(func, layout.getMesh(), &tables);
   func.walk([&](Operation *op) {
     if (addQuantizedGather(op, report, tables))

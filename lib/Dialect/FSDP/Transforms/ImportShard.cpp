@@ -32,9 +32,6 @@ using namespace mlir::fsdp;
 
 namespace {
 
-constexpr llvm::StringLiteral kLayout = "fsdp.layout";
-constexpr llvm::StringLiteral kGradOf = "fsdp.grad_of";
-
 /// The fsdp layout of one `shard.sharding`, or failure (diagnosed).
 FailureOr<LayoutAttr> toLayout(shard::ShardingOp sharding, shard::GridOp grid,
                                unsigned argIndex, RankedTensorType type) {
@@ -100,7 +97,7 @@ struct ImportShardPass
     // any fsdp.grad_of every annotated argument is one.
     llvm::SmallDenseSet<int64_t> gradOf;
     for (unsigned r = 0, e = func.getNumResults(); r < e; ++r)
-      if (auto idx = func.getResultAttrOfType<IntegerAttr>(r, kGradOf))
+      if (auto idx = func.getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName))
         gradOf.insert(idx.getInt());
 
     // The annotations of every argument, in program order.
@@ -156,7 +153,7 @@ struct ImportShardPass
       }
       if (!layout)
         continue;
-      if (func.getArgAttr(i, kLayout)) {
+      if (func.getArgAttr(i, kLayoutAttrName)) {
         annotations.front().emitOpError()
             << "annotates argument #" << i
             << ", which already has an fsdp.layout";
@@ -172,7 +169,7 @@ struct ImportShardPass
         ok = false;
         continue;
       }
-      func.setArgAttr(i, kLayout, layout);
+      func.setArgAttr(i, kLayoutAttrName, layout);
       for (shard::ShardOp s : annotations) {
         s.getResult().replaceAllUsesWith(arg);
         s.erase();

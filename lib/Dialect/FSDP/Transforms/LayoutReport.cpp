@@ -79,13 +79,12 @@ struct LayoutReportPass
       auto report = [&](DictionaryAttr attrs, Type type, std::string what) {
         if (!attrs)
           return;
-        auto layout = attrs.getAs<LayoutAttr>(FSDPDialect::kLayoutAttrName);
+        auto layout = attrs.getAs<LayoutAttr>(kLayoutAttrName);
         if (!layout)
           return;
-        if (auto global =
-                attrs.getAs<TypeAttr>(FSDPDialect::kGlobalTypeAttrName))
+        if (auto global = attrs.getAs<TypeAttr>(kGlobalTypeAttrName))
           type = global.getValue();
-        if (auto name = attrs.getAs<StringAttr>(FSDPDialect::kNameAttrName))
+        if (auto name = attrs.getAs<StringAttr>(kNameAttrName))
           what += " (" + name.str() + ")";
         MeshOp mesh = lookupMesh(func, layout.getMesh(), &tables);
         auto tensorType = dyn_cast<RankedTensorType>(type);

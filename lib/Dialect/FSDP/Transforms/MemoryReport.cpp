@@ -35,11 +35,6 @@ namespace {
 
 using mlir::fsdp::detail::derivesGathered;
 
-// Attributes of the training step (docs/SEMANTICS.md, training contract).
-constexpr StringLiteral kStateOfAttr = "fsdp.state_of";
-constexpr StringLiteral kOptimAttr = "fsdp.optim";
-constexpr StringLiteral kUpdateOfAttr = "fsdp.update_of";
-
 enum Kind {
   ParamShards,
   Gathered,
@@ -241,7 +236,8 @@ private:
   }
 
   Kind argumentKind(unsigned i) {
-    if (func.getArgAttr(i, kStateOfAttr) || func.getArgAttr(i, kOptimAttr))
+    if (func.getArgAttr(i, kStateOfAttrName) ||
+        func.getArgAttr(i, kOptimAttrName))
       return OptimizerState;
     if (func.getArgAttr(i, kAccumulatorAttrName))
       return Gradients;
@@ -287,7 +283,8 @@ private:
     if (auto ret = dyn_cast<func::ReturnOp>(body.getTerminator()))
       for (unsigned r = 0; r < func.getNumResults(); ++r) {
         Value v = ret.getOperand(r);
-        if (auto of = func.getResultAttrOfType<IntegerAttr>(r, kUpdateOfAttr)) {
+        if (auto of =
+                func.getResultAttrOfType<IntegerAttr>(r, kUpdateOfAttrName)) {
           int64_t arg = of.getInt();
           if (arg >= 0 && arg < func.getNumArguments())
             setKind(v, argumentKind(arg));

@@ -45,15 +45,15 @@ BlockArgument parameterOf(Value v) {
   auto func = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
   if (!func || arg.getOwner() != &func.getBody().front())
     return nullptr;
-  if (!func.getArgAttr(arg.getArgNumber(), FSDPDialect::kLayoutAttrName))
+  if (!func.getArgAttr(arg.getArgNumber(), kLayoutAttrName))
     return nullptr;
   return arg;
 }
 
 std::string parameterName(BlockArgument arg) {
   auto func = cast<func::FuncOp>(arg.getOwner()->getParentOp());
-  if (auto name = func.getArgAttrOfType<StringAttr>(arg.getArgNumber(),
-                                                    FSDPDialect::kNameAttrName))
+  if (auto name =
+          func.getArgAttrOfType<StringAttr>(arg.getArgNumber(), kNameAttrName))
     return name.str();
   return "argument #" + std::to_string(arg.getArgNumber());
 }
@@ -135,8 +135,8 @@ struct QuantizeGathersPass
     if (failed(k))
       return;
     int64_t full = *k * rows * cols;
-    if (auto global = func.getArgAttrOfType<TypeAttr>(
-            arg.getArgNumber(), FSDPDialect::kGlobalTypeAttrName))
+    if (auto global = func.getArgAttrOfType<TypeAttr>(arg.getArgNumber(),
+                                                      kGlobalTypeAttrName))
       full = cast<ShapedType>(global.getValue()).getNumElements();
     if (full < minElements)
       return;

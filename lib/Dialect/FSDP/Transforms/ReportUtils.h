@@ -58,10 +58,8 @@ inline int64_t bytesOf(Type type) {
 inline void addSlotPadding(FunctionOpInterface func, unsigned arg,
                            SymbolTableCollection &tables,
                            std::vector<int64_t> &padding) {
-  auto layout =
-      func.getArgAttrOfType<LayoutAttr>(arg, FSDPDialect::kLayoutAttrName);
-  auto global =
-      func.getArgAttrOfType<TypeAttr>(arg, FSDPDialect::kGlobalTypeAttrName);
+  auto layout = func.getArgAttrOfType<LayoutAttr>(arg, kLayoutAttrName);
+  auto global = func.getArgAttrOfType<TypeAttr>(arg, kGlobalTypeAttrName);
   if (!layout || !global)
     return;
   auto type = dyn_cast<RankedTensorType>(global.getValue());

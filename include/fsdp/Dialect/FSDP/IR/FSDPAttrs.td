@@ -83,4 +83,64 @@ def FSDP_OriginAttr : FSDP_Attr<"Origin", "origin"> {
   let assemblyFormat = "`<` struct(params) `>`";
 }
 
+def FSDP_PortAttr : FSDP_Attr<"Port", "port"> {
+  let summary = "one argument or result of a lowered step, as the runner sees it";
+  let description = [{
+    ```mlir
+    #fsdp.port<"w" : tensor<3x16xf32>, global_type = tensor<10x16xf32>,
+               layout = #fsdp.layout<@mesh, [shard<0>]>>
+    #fsdp.port<"loss" : tensor<f32>, loss>
+    #fsdp.port<"lr" : tensor<f32>, role = lr>
+    #fsdp.port<"w.exp_avg" : tensor<3x16xf32>, global_type = tensor<10x16xf32>,
+               layout = #fsdp.layout<@mesh, [shard<0>]>, state_of = 0>
+    ```
+    The name is the runner's file stem (`<name>.npy`); the type is what one
+    rank's function takes or returns (the slot, for a sharded value); the
+    global type, written only when it differs, is the full tensor. The
+    optional fields are the training contract (docs/SEMANTICS.md):
+    `update_of = j` (a result that is argument `j` of the next step),
+    `state_of = i` (optimizer state of parameter argument `i`),
+    `role = lr | step` (an optimizer input) and `loss`. Inside a
+    `#fsdp.signature` ports are written without the `#fsdp.port` prefix.
+    Rules that need the mesh (the slot of the global type under the
+    layout) are checked on the module's `fsdp.signatures`.
+  }];
+  let parameters = (ins
+      "::mlir::StringAttr":$name,
+      "::mlir::RankedTensorType":$type,
+      "::mlir::RankedTensorType":$globalType,
+      OptionalParameter<"::mlir::fsdp::LayoutAttr">:$layout,
+      OptionalParameter<"std::optional<int64_t>">:$updateOf,
+      OptionalParameter<"std::optional<int64_t>">:$stateOf,
+      OptionalParameter<"std::optional<::mlir::fsdp::OptimRole>">:$role,
+      DefaultValuedParameter<"bool", "false">:$loss);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
+def FSDP_SignatureAttr : FSDP_Attr<"Signature", "signature"> {
+  let summary = "the arguments and results of a lowered step";
+  let description = [{
+    ```mlir
+    module attributes {fsdp.signatures = {step = #fsdp.signature<
+        args = [<"w" : tensor<3x16xf32>, global_type = tensor<10x16xf32>,
+                 layout = #fsdp.layout<@mesh, [shard<0>]>>,
+                <"x" : tensor<8x16xf32>>],
+        results = [<"loss" : tensor<f32>, loss>]>}} {...}
+    ```
+    What `convert-fsdp-to-runtime` records for the runner, which sees only
+    the lowered LLVM function: one `#fsdp.port` per argument and per result,
+    in order. Names are unique among the arguments and among the results;
+    `update_of` and `state_of` name arguments; a result updates an argument
+    of its own types and layout, and no argument is updated twice. The
+    module attribute `fsdp.signatures` maps each entry's name to its
+    signature; there the dialect also checks every layout against its mesh
+    (FSDPSignature.h has the reader and writer).
+  }];
+  let parameters = (ins ArrayRefParameter<"::mlir::fsdp::PortAttr">:$args,
+                        ArrayRefParameter<"::mlir::fsdp::PortAttr">:$results);
+  let hasCustomAssemblyFormat = 1;
+  let genVerifyDecl = 1;
+}
+
 #endif // FSDP_ATTRS_TD

@@ -31,15 +31,7 @@ def FSDP_Dialect : Dialect {
   let extraClassDeclaration = [{
     void registerAttributes();
     void registerTypes();
-    // Discardable attribute names on function arguments and results; the
-    // full list lives in FSDPConstants.h.
-    static constexpr ::llvm::StringLiteral kLayoutAttrName = ::mlir::fsdp::kLayoutAttrName;
-    static constexpr ::llvm::StringLiteral kLossAttrName = ::mlir::fsdp::kLossAttrName;
-    static constexpr ::llvm::StringLiteral kGradOfAttrName = ::mlir::fsdp::kGradOfAttrName;
-    static constexpr ::llvm::StringLiteral kNameAttrName = ::mlir::fsdp::kNameAttrName;
-    static constexpr ::llvm::StringLiteral kUnitAttrName = ::mlir::fsdp::kUnitAttrName;
-    static constexpr ::llvm::StringLiteral kGlobalTypeAttrName = ::mlir::fsdp::kGlobalTypeAttrName;
-    static constexpr ::llvm::StringLiteral kAccumulatorAttrName = ::mlir::fsdp::kAccumulatorAttrName;
+    // The names of the discardable attributes are in FSDPConstants.h.
   }];
 }
 
@@ -100,6 +92,13 @@ def FSDP_Phase : I32EnumAttr<"Phase", "training phase of a collective", [
   let genSpecializedAttr = 0;
 }
 def FSDP_PhaseAttr : EnumAttr<FSDP_Dialect, FSDP_Phase, "phase">;
+
+// The optimizer input an argument is (`fsdp.optim`, a port's `role`).
+def FSDP_OptimRole : I32EnumAttr<"OptimRole", "optimizer input of a step", [
+    I32EnumAttrCase<"lr", 0>, I32EnumAttrCase<"step", 1>]> {
+  let cppNamespace = "::mlir::fsdp";
+  let genSpecializedAttr = 0;
+}
 
 // What a collective does, whatever its form (tensor, started, buffer).
 def FSDP_CollectiveKind : I32EnumAttr<"CollectiveKind", "kind of collective", [

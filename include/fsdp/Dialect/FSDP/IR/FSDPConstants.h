@@ -65,10 +65,20 @@ inline constexpr llvm::StringLiteral kRecomputeAttrName = "fsdp.recompute";
 inline constexpr llvm::StringLiteral kMovableAttrName = "fsdp.movable";
 
 //===----------------------------------------------------------------------===//
+// Functions (written by the compute lowering)
+//===----------------------------------------------------------------------===//
+
+/// Unit attribute on a function fsdp-outline-segments outlined.
+inline constexpr llvm::StringLiteral kSegmentAttrName = "fsdp.segment";
+/// Unit attribute on a function fsdp-outline-kernels outlined (fsdp-run
+/// compiles these at -O2).
+inline constexpr llvm::StringLiteral kKernelAttrName = "fsdp.kernel";
+
+//===----------------------------------------------------------------------===//
 // Modules (written by convert-fsdp-to-runtime, read by fsdp-run)
 //===----------------------------------------------------------------------===//
 
-/// Dictionary from step name to its argument and result descriptions.
+/// Dictionary from step name to its `#fsdp.signature` (FSDPSignature.h).
 inline constexpr llvm::StringLiteral kSignaturesAttrName = "fsdp.signatures";
 
 } // namespace mlir::fsdp
