@@ -23,9 +23,6 @@
 
 namespace fsdp::run {
 
-/// Prints `fsdp-run: error: <message>` and ends the process with status 1.
-[[noreturn]] void fail(const llvm::Twine &message);
-
 /// One argument or result of the entry, as recorded by the compiler.
 struct Port {
   std::string name;
