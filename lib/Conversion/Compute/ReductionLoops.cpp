@@ -8,10 +8,14 @@
 // iteration. This pass lowers a linalg op on buffers whose innermost loops
 // are its reduction loops itself: the parallel loops outside, then the
 // reduction loops carrying the output elements as `scf.for` iteration
-// arguments (one load before, one store after), with `reassoc` and
-// `contract` on the body's f32/f64 arithmetic so that LLVM vectorizes the
-// innermost loop as a reduction. Summation order changes (within the
-// 1e-5 relative the fast path allows); other element types keep theirs.
+// arguments (one load before, one store after). An f32/f64 output whose
+// body is `acc <op> element` (a sum, product, max or min) is accumulated
+// into a vector of partial results (16 for f32, 8 for f64) in an order
+// fixed by the loop bounds alone, then the partials are combined by halves;
+// no fast-math flag is added, so LLVM vectorizes the partials as they are
+// and cannot reorder anything: the results are the same bits whatever the
+// kernel fuses around the reduction and whatever the host's vector width.
+// Other reductions keep their sequential order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -21,8 +25,10 @@
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPREDUCTIONLOOPS
@@ -79,21 +85,87 @@ SmallVector<Value> indicesAt(OpBuilder &b, Location loc, linalg::LinalgOp op,
   return indices;
 }
 
-/// Lets LLVM reassociate and contract f32/f64 arithmetic (so it vectorizes
-/// reductions); leaves other element types and existing flags alone.
-void allowReassociation(Operation *op) {
-  auto fmf = dyn_cast<arith::ArithFastMathInterface>(op);
-  if (!fmf || op->getNumResults() != 1)
-    return;
-  Type t = getElementTypeOrSelf(op->getResult(0).getType());
-  if (!t.isF32() && !t.isF64())
-    return;
-  arith::FastMathFlags flags =
-      arith::FastMathFlags::reassoc | arith::FastMathFlags::contract;
-  if (arith::FastMathFlagsAttr old = fmf.getFastMathFlagsAttr())
-    flags = flags | old.getValue();
-  op->setAttr(fmf.getFastMathAttrName(),
-              arith::FastMathFlagsAttr::get(op->getContext(), flags));
+/// How many partial results a reduction of this element type keeps: one
+/// 64-byte vector's worth (f32: 16, f64: 8), or 0 for an element type whose
+/// reductions keep their sequential order.
+unsigned partialsFor(Type t) {
+  if (t.isF32())
+    return 16;
+  if (t.isF64())
+    return 8;
+  return 0;
+}
+
+/// The combiner of output `init` when the op's body computes that output as
+/// `acc <op> x` (or `x <op> acc`), `acc` the output's block argument used
+/// nowhere else and <op> an associative, commutative float op that has an
+/// identity: then the elements may be combined into partial results and
+/// those combined in turn. Null otherwise.
+Operation *matchCombiner(linalg::LinalgOp op, OpOperand &init) {
+  BlockArgument acc = op.getMatchingBlockArgument(&init);
+  Operation *yield = op.getBlock()->getTerminator();
+  unsigned pos = init.getOperandNumber() - op.getNumDpsInputs();
+  Operation *combiner = yield->getOperand(pos).getDefiningOp();
+  if (!combiner || !acc.hasOneUse() || combiner->getBlock() != op.getBlock() ||
+      combiner->getNumOperands() != 2 || combiner->getNumResults() != 1 ||
+      !combiner->hasOneUse() ||
+      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp>(
+          combiner) ||
+      (combiner->getOperand(0) != acc && combiner->getOperand(1) != acc))
+    return nullptr;
+  return combiner;
+}
+
+/// The identity of `combiner` (x <op> identity == x, bit for bit, for every
+/// x: -0.0 for a sum, so that a sum of -0.0 stays -0.0).
+Value identityOf(OpBuilder &b, Location loc, Operation *combiner, Type t) {
+  auto ft = cast<FloatType>(t);
+  const llvm::fltSemantics &sem = ft.getFloatSemantics();
+  llvm::APFloat v =
+      llvm::TypeSwitch<Operation *, llvm::APFloat>(combiner)
+          .Case([&](arith::AddFOp) {
+            return llvm::APFloat::getZero(sem, /*Negative=*/true);
+          })
+          .Case([&](arith::MulFOp) { return llvm::APFloat::getOne(sem); })
+          .Case([&](arith::MaximumFOp) {
+            return llvm::APFloat::getInf(sem, /*Negative=*/true);
+          })
+          .Default([&](Operation *) {
+            return llvm::APFloat::getInf(sem, /*Negative=*/false);
+          });
+  return arith::ConstantOp::create(b, loc, ft, b.getFloatAttr(ft, v));
+}
+
+/// The number of partial results every output of `op` may be split into,
+/// with each output's combiner in `combiners`; 0 when the op's elements must
+/// be combined in their sequential order (an output that is not f32/f64, or
+/// whose body is not `acc <op> x`).
+unsigned partialsOf(linalg::LinalgOp op,
+                    SmallVectorImpl<Operation *> &combiners) {
+  unsigned k = 0;
+  for (OpOperand &init : op.getDpsInitsMutable()) {
+    unsigned n = partialsFor(getElementTypeOrSelf(init.get().getType()));
+    Operation *combiner = matchCombiner(op, init);
+    if (n == 0 || !combiner || (k != 0 && n != k))
+      return 0;
+    k = n;
+    combiners.push_back(combiner);
+  }
+  // An innermost reduction loop of fewer than k iterations (known here)
+  // would put every element into partial 0: the sequential order.
+  int64_t size = op.getStaticLoopRanges().back();
+  if (!ShapedType::isDynamic(size) && size < k)
+    return 0;
+  return k;
+}
+
+/// `a <op> c` with the op and attributes of `combiner`, on the type of `a`
+/// (the scalar combiner, or the same op on vectors of partial results).
+Value combine(OpBuilder &b, Location loc, Operation *combiner, Value a,
+              Value c) {
+  OperationState state(loc, combiner->getName().getIdentifier(), {a, c},
+                       {a.getType()}, combiner->getAttrs());
+  return b.create(state)->getResult(0);
 }
 
 void lower(linalg::LinalgOp op) {
@@ -109,6 +181,151 @@ void lower(linalg::LinalgOp op) {
   unsigned numParallel = op.getNumParallelLoops();
   Block *body = op.getBlock();
   auto inits = op.getDpsInitsMutable();
+  SmallVector<Operation *> combiners;
+  unsigned k = partialsOf(op, combiners);
+
+  // One iteration of the body at the loop indices `ivs`: the outputs'
+  // values from their values `accs` before it or, with `elements`, what the
+  // combiners would combine into them (no combiner is cloned; `accs` is
+  // then unused: an output's block argument is only its combiner's operand).
+  auto iteration = [&](OpBuilder &rb, Location rl, ValueRange ivs,
+                       ValueRange accs, bool elements) {
+    IRMapping map;
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      Value v = input->get();
+      if (isa<MemRefType>(v.getType()))
+        v = memref::LoadOp::create(rb, rl, v,
+                                   indicesAt(rb, rl, op, *input, ivs));
+      map.map(op.getMatchingBlockArgument(input), v);
+    }
+    for (auto [init, acc] : llvm::zip(inits, accs))
+      map.map(op.getMatchingBlockArgument(&init), acc);
+    for (Operation &inner : body->without_terminator()) {
+      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
+        map.map(index.getResult(), ivs[index.getDim()]);
+        continue;
+      }
+      if (elements && llvm::is_contained(combiners, &inner))
+        continue;
+      rb.clone(inner, map);
+    }
+    SmallVector<Value> results;
+    for (auto [o, v] : llvm::enumerate(body->getTerminator()->getOperands())) {
+      if (elements) {
+        BlockArgument acc = op.getMatchingBlockArgument(&inits[o]);
+        Operation *c = combiners[o];
+        v = c->getOperand(c->getOperand(0) == acc ? 1 : 0);
+      }
+      results.push_back(map.lookupOrDefault(v));
+    }
+    return results;
+  };
+
+  // The reduction loops at the parallel indices `pivs`, from the outputs'
+  // values `accs`: in sequential order, or (k > 0) into a vector of k
+  // partial results per output. Partial j takes, in order, the elements
+  // whose innermost reduction index is j modulo k, except the last (size
+  // modulo k) of each innermost row, which partial 0 takes; partial 0
+  // starts from the output's value, the others from the combiner's
+  // identity. Then partials j and j + k/2 are combined, halving k until
+  // one is left. That order depends on the loop bounds only: not on the
+  // body around the combiner, nor on the vector width of the machine. LLVM
+  // has nothing to reassociate: the k elements of a block are computed as
+  // k scalars, which it vectorizes as they are, and combined with the
+  // partials in one vector op.
+  auto reductions = [&](OpBuilder &pb, Location l, ValueRange pivs,
+                        ValueRange accs) -> SmallVector<Value> {
+    ArrayRef<Value> rlbs = ArrayRef(lbs).drop_front(numParallel);
+    ArrayRef<Value> rubs = ArrayRef(ubs).drop_front(numParallel);
+    ArrayRef<Value> rsteps = ArrayRef(steps).drop_front(numParallel);
+    if (k == 0) {
+      scf::LoopNest nest = scf::buildLoopNest(
+          pb, l, rlbs, rubs, rsteps, accs,
+          [&](OpBuilder &rb, Location rl, ValueRange rivs,
+              ValueRange iterArgs) -> scf::ValueVector {
+            SmallVector<Value> ivs(pivs);
+            ivs.append(rivs.begin(), rivs.end());
+            return iteration(rb, rl, ivs, iterArgs, /*elements=*/false);
+          });
+      return nest.results;
+    }
+    SmallVector<Value> partials;
+    for (auto [o, acc] : llvm::enumerate(accs)) {
+      auto type = VectorType::get({k}, acc.getType());
+      Value ids = vector::BroadcastOp::create(
+          pb, l, type, identityOf(pb, l, combiners[o], acc.getType()));
+      partials.push_back(vector::InsertOp::create(pb, l, acc, ids, 0));
+    }
+    Value lb = rlbs.back(), ub = rubs.back();
+    Value kc = arith::ConstantIndexOp::create(pb, l, k);
+    auto innermost = [&](OpBuilder &rb, Location rl, ValueRange outer,
+                         ValueRange iterArgs) -> scf::ValueVector {
+      auto ivsAt = [&](Value iv) {
+        SmallVector<Value> ivs(pivs);
+        ivs.append(outer.begin(), outer.end());
+        ivs.push_back(iv);
+        return ivs;
+      };
+      // The full blocks of k elements: element j of a block into partial j.
+      Value rest = rb.createOrFold<arith::RemUIOp>(
+          rl, rb.createOrFold<arith::SubIOp>(rl, ub, lb), kc);
+      Value mainUb = rb.createOrFold<arith::SubIOp>(rl, ub, rest);
+      auto blocks = scf::ForOp::create(
+          rb, rl, lb, mainUb, kc, iterArgs,
+          [&](OpBuilder &fb, Location fl, Value iv, ValueRange vecs) {
+            SmallVector<SmallVector<Value>> elems(vecs.size());
+            for (unsigned j = 0; j < k; ++j) {
+              Value ivj = arith::AddIOp::create(
+                  fb, fl, iv, arith::ConstantIndexOp::create(fb, fl, j));
+              for (auto [o, e] : llvm::enumerate(
+                       iteration(fb, fl, ivsAt(ivj), {}, /*elements=*/true)))
+                elems[o].push_back(e);
+            }
+            SmallVector<Value> next;
+            for (auto [o, vec] : llvm::enumerate(vecs)) {
+              Value block = vector::FromElementsOp::create(
+                  fb, fl, vec.getType(), elems[o]);
+              Operation *c = combiners[o];
+              bool accFirst =
+                  c->getOperand(0) == op.getMatchingBlockArgument(&inits[o]);
+              next.push_back(accFirst ? combine(fb, fl, c, vec, block)
+                                      : combine(fb, fl, c, block, vec));
+            }
+            scf::YieldOp::create(fb, fl, next);
+          });
+      // The rest, in order, into partial 0.
+      SmallVector<Value> firsts;
+      for (Value vec : blocks.getResults())
+        firsts.push_back(vector::ExtractOp::create(rb, rl, vec, 0));
+      auto tail = scf::ForOp::create(
+          rb, rl, mainUb, ub, rsteps.back(), firsts,
+          [&](OpBuilder &fb, Location fl, Value iv, ValueRange lanes) {
+            scf::YieldOp::create(
+                fb, fl,
+                iteration(fb, fl, ivsAt(iv), lanes, /*elements=*/false));
+          });
+      scf::ValueVector results;
+      for (auto [vec, first] :
+           llvm::zip(blocks.getResults(), tail.getResults()))
+        results.push_back(vector::InsertOp::create(rb, rl, first, vec, 0));
+      return results;
+    };
+    scf::LoopNest nest =
+        scf::buildLoopNest(pb, l, rlbs.drop_back(), rubs.drop_back(),
+                           rsteps.drop_back(), partials, innermost);
+    SmallVector<Value> results;
+    for (auto [o, vec] : llvm::enumerate(nest.results)) {
+      for (unsigned half = k / 2; half > 0; half /= 2) {
+        auto lo = llvm::to_vector(llvm::seq<int64_t>(0, half));
+        auto hi = llvm::to_vector(llvm::seq<int64_t>(half, 2 * half));
+        Value low = vector::ShuffleOp::create(pb, l, vec, vec, lo);
+        Value high = vector::ShuffleOp::create(pb, l, vec, vec, hi);
+        vec = combine(pb, l, combiners[o], low, high);
+      }
+      results.push_back(vector::ExtractOp::create(pb, l, vec, 0));
+    }
+    return results;
+  };
 
   auto parallelBody = [&](OpBuilder &pb, Location l, ValueRange pivs) {
     // The output elements, loaded once.
@@ -116,37 +333,7 @@ void lower(linalg::LinalgOp op) {
     for (OpOperand &init : inits)
       accs.push_back(memref::LoadOp::create(pb, l, init.get(),
                                             indicesAt(pb, l, op, init, pivs)));
-    auto reductionBody = [&](OpBuilder &rb, Location rl, ValueRange rivs,
-                             ValueRange iterArgs) -> scf::ValueVector {
-      SmallVector<Value> ivs(pivs);
-      ivs.append(rivs.begin(), rivs.end());
-      IRMapping map;
-      for (OpOperand *input : op.getDpsInputOperands()) {
-        Value v = input->get();
-        if (isa<MemRefType>(v.getType()))
-          v = memref::LoadOp::create(rb, rl, v,
-                                     indicesAt(rb, rl, op, *input, ivs));
-        map.map(op.getMatchingBlockArgument(input), v);
-      }
-      for (auto [init, acc] : llvm::zip(inits, iterArgs))
-        map.map(op.getMatchingBlockArgument(&init), acc);
-      for (Operation &inner : body->without_terminator()) {
-        if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-          map.map(index.getResult(), ivs[index.getDim()]);
-          continue;
-        }
-        Operation *clone = rb.clone(inner, map);
-        clone->walk(allowReassociation);
-      }
-      return llvm::map_to_vector(
-          body->getTerminator()->getOperands(),
-          [&](Value v) { return map.lookupOrDefault(v); });
-    };
-    scf::LoopNest nest = scf::buildLoopNest(
-        pb, l, ArrayRef(lbs).drop_front(numParallel),
-        ArrayRef(ubs).drop_front(numParallel),
-        ArrayRef(steps).drop_front(numParallel), accs, reductionBody);
-    for (auto [init, result] : llvm::zip(inits, nest.results))
+    for (auto [init, result] : llvm::zip(inits, reductions(pb, l, pivs, accs)))
       memref::StoreOp::create(pb, l, result, init.get(),
                               indicesAt(pb, l, op, init, pivs));
   };
@@ -159,6 +346,11 @@ void lower(linalg::LinalgOp op) {
 struct FSDPReductionLoopsPass
     : public mlir::fsdp::impl::FSDPReductionLoopsBase<FSDPReductionLoopsPass> {
   using Base::Base;
+
+  void getDependentDialects(DialectRegistry &registry) const override {
+    Base::getDependentDialects(registry);
+    registry.insert<vector::VectorDialect>();
+  }
 
   void runOnOperation() override {
     SmallVector<linalg::LinalgOp> ops;
@@ -173,8 +365,17 @@ struct FSDPReductionLoopsPass
           op->emitRemark() << "reduction stays a loop nest: " << why;
         continue;
       }
-      if (report)
-        op->emitRemark() << "reduction accumulates in registers";
+      if (report) {
+        SmallVector<Operation *> combiners;
+        unsigned k = partialsOf(op, combiners);
+        InFlightDiagnostic d = op->emitRemark()
+                               << "reduction accumulates in registers";
+        if (k)
+          d << " (" << k
+            << " partial results per output, combined in a fixed order)";
+        else
+          d << " (in order)";
+      }
       lower(op);
     }
   }
