@@ -201,11 +201,15 @@ def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
     (a row sum, the max and sum of a softmax, a norm's mean and variance,
     a cross-entropy's log-sum-exp) becomes `scf.for` loops: its parallel
     loops outside, then its reduction loops carrying the output elements as
-    iteration arguments, loaded once before and stored once after. The
-    body's f32/f64 arithmetic gets the `reassoc` and `contract` fast-math
-    flags, so LLVM vectorizes the innermost loop as a reduction (it may sum
-    in another order: the fast path's results differ from the reference
-    loops by rounding only). Other ops -- no reduction loop, a parallel loop
+    iteration arguments, loaded once before and stored once after. An
+    f32/f64 `acc <op> x` reduction (add, mul, maximum, minimum) whose rows
+    are at least 16 (f64: 8) long accumulates into a vector of 16 (8)
+    partial results, partial j taking the elements whose innermost index is
+    j mod 16 in order, combined by halves at the end; no fast-math flag is
+    added, so the summation order is fixed by the loop bounds alone and
+    every host, vector width and fusion context gives the same bits (the
+    fast path still differs from the reference loops by rounding). Other
+    reductions keep an in-order loop. Other ops -- no reduction loop, a parallel loop
     inside a reduction loop (a column sum, which vectorizes along its
     parallel loop as it is), outputs indexed by a reduction dimension,
     tensors -- stay linalg ops for `convert-linalg-to-loops`. With
