@@ -130,16 +130,45 @@ def max_pool2d_with_indices_backward(
     return grad.reshape(lead + (h, w))
 
 
+# sqrt(2/pi) and 1/sqrt(2) as torch's CPU kernels compute them (M_SQRT2 *
+# M_2_SQRTPI * 0.5 and M_SQRT1_2); torch-mlir's own lowering of aten.gelu
+# with approximate="tanh" uses 0.797724, which is off in the fourth digit.
+GELU_TANH_BETA = 0.7978845608028654
+GELU_TANH_KAPPA = 0.044715
+GELU_ERF_ALPHA = 0.7071067811865476
+
+
+def gelu(x, approximate="none"):
+    """aten.gelu in elementwise ops, in the order of torch's CPU kernel, with
+    the exact constants (erf form: x/2 (1 + erf(x / sqrt 2)); tanh form:
+    x/2 (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))))."""
+    if approximate == "tanh":
+        inner = GELU_TANH_BETA * (x + GELU_TANH_KAPPA * (x * x * x))
+        return 0.5 * x * (1.0 + torch.tanh(inner))
+    if approximate != "none":
+        raise UnsupportedInModel(f"aten.gelu with approximate={approximate!r} is not supported")
+    return x * 0.5 * (1.0 + torch.erf(x * GELU_ERF_ALPHA))
+
+
+# aten op -> replacement, applied on top of torch-mlir's table while tracing.
+# Tests remove entries to check that the export's self-check (verify) catches
+# what they fix.
+OVERRIDES = {
+    aten.avg_pool2d_backward.default: avg_pool2d_backward,
+    aten.max_pool2d_with_indices_backward.default: max_pool2d_with_indices_backward,
+    aten.embedding_dense_backward.default: embedding_dense_backward,
+    aten.nll_loss_backward.default: nll_loss_backward,
+    aten.nll_loss2d_backward.default: nll_loss2d_backward,
+    aten.gelu.default: gelu,
+}
+
+
 def table() -> dict:
     """torch-mlir's decomposition table with the replacements above."""
     from torch_mlir.extras.fx_decomp_util import get_decomposition_table
 
     ops = get_decomposition_table()
-    ops[aten.avg_pool2d_backward.default] = avg_pool2d_backward
-    ops[aten.max_pool2d_with_indices_backward.default] = max_pool2d_with_indices_backward
-    ops[aten.embedding_dense_backward.default] = embedding_dense_backward
-    ops[aten.nll_loss_backward.default] = nll_loss_backward
-    ops[aten.nll_loss2d_backward.default] = nll_loss2d_backward
+    ops.update(OVERRIDES)
     ops[aten.scaled_dot_product_attention.default] = scaled_dot_product_attention
     return ops
 
@@ -170,3 +199,87 @@ def scaled_dot_product_attention(
         else:
             scores = scores + attn_mask
     return torch.softmax(scores, dim=-1) @ value
+
+
+# ---------------------------------------------------------------- batch norm
+
+
+def batch_norm_functional(x, running_mean, running_var, weight, bias, training, momentum, eps):
+    """(output, new running mean, new running var) of `F.batch_norm` in plain
+    ops, so that autograd differentiates them (torch-mlir cannot lower the
+    eval-mode `native_batch_norm_backward`, and the training-mode op updates
+    its running statistics in place). Training mode normalizes by the batch's
+    statistics (biased variance) and updates the running ones as aten does:
+    `(1 - momentum) * running + momentum * batch`, the variance unbiased
+    (n / (n - 1)); eval mode normalizes by the running statistics."""
+    c = x.shape[1]
+    dims = [0] + list(range(2, x.dim()))
+    shape = [1, c] + [1] * (x.dim() - 2)
+    new_mean = new_var = None
+    if training or running_mean is None:
+        mean = x.mean(dims, keepdim=True)
+        centered = x - mean
+        var = (centered * centered).mean(dims, keepdim=True)
+        out = centered * torch.rsqrt(var + eps)
+        if training and running_mean is not None:
+            n = x.numel() // c
+            if momentum is None:
+                raise UnsupportedInModel(
+                    "batch norm with momentum=None (a cumulative average over "
+                    "num_batches_tracked) is not supported"
+                )
+            batch_mean = mean.detach().reshape(c)
+            batch_var = var.detach().reshape(c) * (n / max(n - 1, 1))
+            new_mean = (1 - momentum) * running_mean + momentum * batch_mean
+            new_var = (1 - momentum) * running_var + momentum * batch_var
+    else:
+        out = (x - running_mean.reshape(shape)) * torch.rsqrt(running_var.reshape(shape) + eps)
+    if weight is not None:
+        out = out * weight.reshape(shape)
+    if bias is not None:
+        out = out + bias.reshape(shape)
+    return out, new_mean, new_var
+
+
+class BufferUpdates(torch.overrides.TorchFunctionMode):
+    """While tracing, replaces `F.batch_norm` (and `torch.batch_norm`) by
+    `batch_norm_functional` and records the new running statistics of the
+    buffers it is given: {buffer name: new value}. `buffers` maps the buffer
+    tensors the module is called with to their names."""
+
+    def __init__(self, buffers: dict):
+        super().__init__()
+        self.names = {id(t): n for n, t in buffers.items()}
+        self.updates = {}
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func is torch.nn.functional.batch_norm:
+            return self._batch_norm(*args, **kwargs)
+        if func is torch.batch_norm:
+            x, w, b, rm, rv, training, momentum, eps = args[:8]
+            return self._batch_norm(x, rm, rv, w, b, training, momentum, eps)
+        return func(*args, **kwargs)
+
+    def _batch_norm(
+        self, x, running_mean, running_var, weight=None, bias=None, training=False,
+        momentum=0.1, eps=1e-5,
+    ):
+        # A module called twice in one forward sees its first update, as in eager.
+        given = (running_mean, running_var)
+        running_mean, running_var = (
+            self.updates.get(self.names.get(id(t)), t) if t is not None else None for t in given
+        )
+        out, new_mean, new_var = batch_norm_functional(
+            x, running_mean, running_var, weight, bias, training, momentum, eps
+        )
+        for t, new in zip(given, (new_mean, new_var)):
+            if new is not None:
+                name = self.names.get(id(t))
+                if name is None:
+                    raise UnsupportedInModel(
+                        "batch norm in training mode with running statistics that are not "
+                        "buffers of the module (register them with register_buffer)"
+                    )
+                self.updates[name] = new
+        return out
