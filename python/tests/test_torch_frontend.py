@@ -150,16 +150,30 @@ class ErfinvAttention(nn.Module):
         return self.proj(torch.erfinv(torch.tanh(x)))
 
 
-def test_unsupported_op_names_op_and_submodule(tmp_path, capsys):
+def test_unsupported_op_names_op_and_submodule(tmp_path, capsys, monkeypatch):
+    import shlex
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     torch.manual_seed(0)
     gpt = T.GPT(blocks=1)
     gpt.blocks[0].attn = ErfinvAttention(16)
     with pytest.raises(ExportError) as err:
         export_step(gpt, T.lm_loss, T.gpt_batch(2), None, mesh="2", units=[T.Block])
     msg = str(err.value)
-    assert msg == (
+    first, *rest = msg.splitlines()
+    assert first == (
         "unsupported op 'aten.erfinv' in blocks.0.attn: torch-mlir cannot lower it to linalg"
     )
+    # The failing stage's input is kept and the printed command reproduces
+    # the failure (torch-mlir-opt's own diagnostic).
+    assert rest[0].strip() == "the input of this stage is kept; reproduce with:"
+    cmd = shlex.split(rest[1])
+    assert cmd[0].endswith("torch-mlir-opt") and cmd[1].startswith(str(tmp_path))
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode != 0
+    assert "failed to legalize" in rerun.stderr and "erfinv" in rerun.stderr
     # The CLI: one error line, status 2, no stack dump.
     spec = tmp_path / "spec.py"
     spec.write_text(
@@ -173,7 +187,8 @@ def test_unsupported_op_names_op_and_submodule(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["export", f"{spec}:build", "--mesh", "2", "-o", str(tmp_path / "o")]) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"fsdp_mlir.torch: error: {msg}\n"
+    assert captured.err.startswith(f"fsdp_mlir.torch: error: {first}\n")
+    assert "reproduce with:" in captured.err and captured.err.count("\n") == len(rest) + 1
     assert not (tmp_path / "o" / "step.mlir").exists()
 
 

@@ -435,10 +435,21 @@ def _lower_failure(gm, stage: str, stderr: str, crashed: bool) -> ExportError:
     return ExportError(f"torch-mlir {what} lowering the step to {stage}: {first.strip()}")
 
 
+def reproduce_command(opt: str, src: str, pipeline: str) -> str:
+    """The shell command that reruns one torch-mlir-opt stage (as torch-mlir's
+    compiler_utils prints it)."""
+    import shlex
+
+    return f"{shlex.quote(opt)} {shlex.quote(src)} --pass-pipeline={shlex.quote(pipeline)}"
+
+
 def import_graph(gm, workdir: str | None = None) -> str:
     """torch-mlir import to linalg on tensors; MLIR text. The FX graph is
     imported in-process; the lowering runs in torch-mlir-opt, so that a failure
-    (or a crash) becomes an error naming the op."""
+    (or a crash) becomes an error naming the op. When a stage fails, its input
+    is kept (in a new directory under `workdir`, default the system's temporary
+    directory) and the error ends with the command that reproduces it."""
+    import shutil
     import subprocess
     import tempfile
 
@@ -449,33 +460,49 @@ def import_graph(gm, workdir: str | None = None) -> str:
         text = str(tfx.stateless_fx_import(gm, output_type="raw", model_name=FUNCTION))
     except Exception as err:  # the importer raises several types
         msg = str(err).strip()
+        kept = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
+        graph = os.path.join(kept, "graph.py")
+        with open(graph, "w") as f:
+            f.write(gm.print_readable(print_output=False))
+        where = f" (the traced FX graph is kept in {graph})"
         m = _TORCH_OP_RE.search(msg)
         if m:
-            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it") from None
+            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it" + where) from None
         first = msg.splitlines()[0] if msg else repr(err)
-        raise ExportError(f"torch-mlir import failed: {first}") from None
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        for i, (pipeline, stage) in enumerate(STAGES):
-            src = os.path.join(tmp, f"stage{i}.mlir")
-            with open(src, "w") as f:
-                f.write(text)
-            proc = subprocess.run(
-                [opt, src, f"--pass-pipeline={pipeline}"],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                crashed = proc.returncode < 0 or proc.returncode > 128
-                raise _lower_failure(gm, stage, proc.stderr, crashed)
-            text = proc.stdout
+        raise ExportError(f"torch-mlir import failed: {first}{where}") from None
+    tmp = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
+    for i, (pipeline, stage) in enumerate(STAGES):
+        src = os.path.join(tmp, f"stage{i}.mlir")
+        with open(src, "w") as f:
+            f.write(text)
+        proc = subprocess.run(
+            [opt, src, f"--pass-pipeline={pipeline}"],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            crashed = proc.returncode < 0 or proc.returncode > 128
+            err = _lower_failure(gm, stage, proc.stderr, crashed)
+            log = os.path.join(tmp, f"stage{i}.stderr")
+            with open(log, "w") as f:
+                f.write(proc.stderr)
+            raise ExportError(
+                f"{err}\n  the input of this stage is kept; reproduce with:\n"
+                f"  {reproduce_command(opt, src, pipeline)}\n"
+                f"  (add --mlir-print-ir-after-all --mlir-disable-threading for the IR after "
+                f"each pass; torch-mlir-opt's full output is in {log})"
+            ) from None
+        text = proc.stdout
     for line in text.splitlines():
         m = re.match(r"\s*(?:%[\w#:, %]+=\s*)?\"?([a-z_]+)\.([a-z_]+)", line)
         if m and m.group(1) not in _UPSTREAM_DIALECTS:
             op = f"{m.group(1)}.{m.group(2)}"
             raise ExportError(
                 f"the import produced '{op}', which is outside the upstream MLIR dialects: "
-                f"{line.strip()[:120]}"
+                f"{line.strip()[:120]}\n  the input of the last stage is kept; reproduce with:\n"
+                f"  {reproduce_command(opt, src, pipeline)}"
             )
+    shutil.rmtree(tmp, ignore_errors=True)
     return text
 
 
