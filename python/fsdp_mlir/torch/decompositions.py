@@ -150,6 +150,26 @@ def gelu(x, approximate="none"):
     return x * 0.5 * (1.0 + torch.erf(x * GELU_ERF_ALPHA))
 
 
+def cumsum(x, dim, dtype=None):
+    """aten.cumsum as a masked sum: out[..., i] = sum_j x[..., j] * (j <= i),
+    O(n^2) along `dim` (torch-mlir lowers cumsum to its own tm_tensor.scan,
+    which upstream MLIR cannot parse). Exact for integers (positions from an
+    attention mask); for floats the sum runs in another order than torch's."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.is_floating_point():
+        x = x.to(torch.int64)  # torch promotes integer and bool cumsums to int64
+    if x.dim() == 0:
+        return x.clone()
+    dim = dim % x.dim()
+    moved = x.movedim(dim, -1)
+    n = moved.shape[-1]
+    pos = torch.arange(n, device=x.device)
+    keep = (pos.unsqueeze(0) <= pos.unsqueeze(1)).to(moved.dtype)  # [i, j]: j <= i
+    out = (moved.unsqueeze(-2) * keep).sum(-1)
+    return out.movedim(-1, dim)
+
+
 # aten op -> replacement, applied on top of torch-mlir's table while tracing.
 # Tests remove entries to check that the export's self-check (verify) catches
 # what they fix.
@@ -160,6 +180,7 @@ OVERRIDES = {
     aten.nll_loss_backward.default: nll_loss_backward,
     aten.nll_loss2d_backward.default: nll_loss2d_backward,
     aten.gelu.default: gelu,
+    aten.cumsum.default: cumsum,
 }
 
 

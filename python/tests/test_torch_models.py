@@ -1,0 +1,289 @@
+"""Model-zoo architectures end to end: tiny configurations of Hugging Face,
+torchvision and timm models, export -> fsdp-opt -> fsdp-run on 2 ranks (one
+HSDP 2x2 case), loss and every gradient within 1e-5 relative of float64 torch
+autograd (each gradient against its own max norm, floored at 1e-3 of the
+largest gradient's: gradients that are zero in exact arithmetic hold only
+rounding noise). Batch norm in training mode is checked against the mean of
+each rank's own float64 reference, and each rank's updated running statistics
+against its own. The export's self-check (verify) is tested here too. Skipped
+when transformers / torchvision are not installed."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+import torch.nn.functional as F  # noqa: E402
+import torch_models as T  # noqa: E402
+
+from fsdp_mlir.torch import export_step, load_results  # noqa: E402
+from fsdp_mlir.torch import verify as V  # noqa: E402
+from fsdp_mlir.torch.export import load_buffers, reference, reference_ranks  # noqa: E402
+
+pytestmark = pytest.mark.skipif(
+    not (T.tool("fsdp-opt") and T.tool("fsdp-run")), reason="fsdp-opt / fsdp-run not built"
+)
+
+RTOL = 1e-5
+
+
+def lm_loss(model, tokens):
+    return model(input_ids=tokens, labels=tokens).loss
+
+
+def cls_loss(model, images, labels):
+    return F.cross_entropy(model(images), labels)
+
+
+def tokens(n, vocab=32, seq=8, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return (torch.randint(0, vocab, (n, seq), generator=g),)
+
+
+def images(n, size=32, classes=5, seed=0):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randn(n, 3, size, size, generator=g), torch.randint(0, classes, (n,), generator=g)
+
+
+def tiny_lm(config_cls, model_cls, **extra):
+    """Decoder LMs: one layer, width 16, 2 heads (1 KV head where the family
+    has grouped-query attention), vocabulary 32."""
+    transformers = pytest.importorskip("transformers")
+    config = getattr(transformers, config_cls)(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        max_position_embeddings=16,
+        **extra,
+    )
+    torch.manual_seed(0)
+    return getattr(transformers, model_cls)(config)
+
+
+def gpt2(n):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    return transformers.GPT2LMHeadModel(config), lm_loss, tokens(n)
+
+
+def llama(n):
+    return tiny_lm("LlamaConfig", "LlamaForCausalLM", num_key_value_heads=1), lm_loss, tokens(n)
+
+
+def gemma(n):
+    """tanh-GELU (hidden_act gelu_pytorch_tanh): needs the exact constant."""
+    model = tiny_lm("GemmaConfig", "GemmaForCausalLM", num_key_value_heads=1, head_dim=8)
+    return model, lm_loss, tokens(n)
+
+
+def opt(n):
+    """Positions from the attention mask (cumsum); a padded sequence."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.OPTConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        ffn_dim=32,
+        num_attention_heads=2,
+        max_position_embeddings=16,
+        word_embed_proj_dim=16,
+        attn_implementation="eager",
+    )
+    torch.manual_seed(0)
+    (tok,) = tokens(n)
+    mask = torch.ones_like(tok)
+    mask[::2, :2] = 0  # left padding on every other sequence
+
+    def loss_fn(model, tokens, mask):
+        return model(input_ids=tokens, attention_mask=mask, labels=tokens).loss
+
+    return transformers.OPTForCausalLM(config), loss_fn, (tok, mask)
+
+
+def bert(n):
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BertConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        num_labels=3,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    torch.manual_seed(0)
+    (tok,) = tokens(n)
+    labels = torch.arange(n) % 3
+
+    def loss_fn(model, tokens, labels):
+        return model(input_ids=tokens, labels=labels).loss
+
+    return transformers.BertForSequenceClassification(config), loss_fn, (tok, labels)
+
+
+def resnet18(n, train):
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.resnet18(num_classes=5)
+    model.train(train)
+    return model, cls_loss, images(n)
+
+
+CASES = {
+    "gpt2": gpt2,
+    "llama": llama,
+    "gemma": gemma,
+    "opt": opt,
+    "bert": bert,
+    "resnet18-eval": lambda n: resnet18(n, False),
+    "resnet18-train": lambda n: resnet18(n, True),
+}
+# Global batch per case on 2 ranks (batch norm in training mode needs at
+# least 2 values per channel on every rank, also after resnet's last stage).
+BATCH = {"resnet18-train": 4}
+
+
+def run(out, pipeline, extra=()):
+    lowered = os.path.join(out, "lowered.mlirbc")
+    results = os.path.join(out, "results")
+    step = os.path.join(out, "step.mlir")
+    subprocess.run(
+        [T.tool("fsdp-opt"), step, f"--fsdp-pipeline={pipeline}", "--emit-bytecode", "-o", lowered],
+        check=True,
+        capture_output=True,
+    )
+    subprocess.run(
+        [T.tool("fsdp-run"), lowered, "--inputs", out, "--outputs", results, *extra],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
+    return results
+
+
+def errors_vs_float64(model, module, loss_fn, batch, results, world):
+    """Relative errors of the run's loss and gradients against float64."""
+    loss, grads = load_results(results, module)
+    per_rank = any(b["updated"] for b in model["buffers"])
+    ref_loss, ref_grads = reference(module, loss_fn, batch, world=world if per_rank else None)
+    got = {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
+    ref = {"loss": ref_loss, **{f"grad.{n}": g for n, g in ref_grads.items()}}
+    return V.relative_errors(got, ref, [k for k in ref if k != "loss"])
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_model_matches_float64_autograd(tmp_path, case):
+    world = 2
+    module, loss_fn, batch = CASES[case](BATCH.get(case, 2))
+    out = str(tmp_path / case)
+    model = export_step(module, loss_fn, batch, out, mesh=str(world), verify=False)
+    results = run(out, model["config"]["pipeline"], ["--all-ranks"])
+    errors = errors_vs_float64(model, module, loss_fn, batch, results, world)
+    assert len(errors) == 1 + len(model["params"])
+    bad = {k: v for k, v in errors.items() if not v <= RTOL}
+    assert not bad, f"{case}: relative errors above {RTOL}: {bad}"
+    updated = [b for b in model["buffers"] if b["updated"]]
+    assert bool(updated) == (case == "resnet18-train")
+    if updated:  # every rank's own running statistics, against its own reference
+        ranks = reference_ranks(module, loss_fn, batch, world)
+        for r in range(world):
+            got = load_buffers(results, model, rank=r)
+            for name, value in got.items():
+                ref = ranks[r][2][name]
+                if not ref.is_floating_point():
+                    assert torch.equal(value, ref), (name, r)
+                    continue
+                err = V.relative_errors({name: value}, {name: ref}, [])[name]
+                assert err <= RTOL, f"rank {r}: buffer {name} is {err:.2e} off"
+
+
+def test_llama_hsdp_2x2(tmp_path):
+    module, loss_fn, batch = llama(4)
+    out = str(tmp_path / "llama")
+    model = export_step(module, loss_fn, batch, out, mesh="2x2", verify=False)
+    results = run(out, model["config"]["pipeline"])
+    errors = errors_vs_float64(model, module, loss_fn, batch, results, 4)
+    assert max(errors.values()) <= RTOL, errors
+
+
+def test_buffers_are_arguments_and_updated_ones_results(tmp_path):
+    """resnet18 in training mode: every buffer is an argument after the
+    parameters; the running statistics and counters are results, fed back
+    (fsdp.update_of) on one rank, rank-local results on several."""
+    module, loss_fn, batch = resnet18(4, True)
+    one = export_step(module, loss_fn, batch, None, mesh="1", verify=False)
+    two = export_step(module, loss_fn, batch, None, mesh="2", verify=False)
+    n_params = len(one["params"])
+    names = [n for n, _ in module.named_buffers()]
+    assert [b["name"] for b in one["buffers"]] == names
+    assert one["args"][n_params : n_params + len(names)] == names
+    assert all(b["updated"] and b["layout"] is None for b in one["buffers"])
+    fed = [r for r in one["results"] if r["kind"] == "buffer"]
+    assert [r["update_of"] for r in fed] == list(range(n_params, n_params + len(names)))
+    assert 'fsdp.name = "bn1.running_mean", fsdp.update_of = ' in one["mlir"]
+    assert 'tensor<i64> {fsdp.name = "bn1.num_batches_tracked"}' in one["mlir"]
+    assert all(r["update_of"] is None for r in two["results"] if r["kind"] == "buffer")
+    # eval mode: the statistics are read only, replicated inputs
+    module.eval()
+    ev = export_step(module, loss_fn, batch, None, mesh="2", verify=False)
+    assert not [r for r in ev["results"] if r["kind"] == "buffer"]
+    assert (
+        'tensor<64xf32> {fsdp.layout = #fsdp.layout<@mesh, [replicate]>, '
+        'fsdp.name = "bn1.running_mean"}' in ev["mlir"]
+    )
+
+
+def test_verify_passes_and_reports(tmp_path):
+    module, loss_fn, batch = gemma(2)
+    model = export_step(module, loss_fn, batch, str(tmp_path / "g"), mesh="2", verify=True)
+    report = model["verify"]
+    assert report["results"] == 1 + len(model["params"])
+    assert report["rel_err"] <= RTOL
+
+
+def test_verify_catches_the_tanh_gelu_constant(tmp_path):
+    """Without the GELU decomposition torch-mlir's constant 0.797724 is used:
+    the self-check fails and names the worst result. (A fresh process: torch
+    caches how an op was decomposed.)"""
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = (
+        "import sys, torch\n"
+        "import test_torch_models as M\n"
+        "from fsdp_mlir.torch import ExportError, export_step, decompositions as D\n"
+        "del D.OVERRIDES[D.aten.gelu.default]\n"
+        "module, loss_fn, batch = M.gemma(2)\n"
+        "try:\n"
+        "    export_step(module, loss_fn, batch, None, mesh='2', verify=True)\n"
+        "except ExportError as err:\n"
+        "    print(err); sys.exit(3)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "verify: the imported step differs from torch eager" in proc.stdout
+    assert "off relative (tolerance 1e-05)" in proc.stdout
+
+
+def test_cli_verify_flag(tmp_path):
+    from fsdp_mlir.torch.__main__ import main
+
+    out = str(tmp_path / "gpt")
+    assert main(["export", "fsdp_mlir.torch.examples:gpt", "--mesh", "2", "-o", out, "--verify"]) == 0
+    import json
+
+    model = json.loads(open(os.path.join(out, "model.json")).read())
+    assert model["verify"]["rel_err"] <= RTOL
+    assert main(["export", "fsdp_mlir.torch.examples:gpt", "-o", out, "--no-verify"]) == 0
+    model = json.loads(open(os.path.join(out, "model.json")).read())
+    assert model["verify"] == {"skipped": "verify=False"}
