@@ -103,7 +103,15 @@ def cmd_check(args) -> int:
     module = built["module"]
     batch = load_inputs(args.exported, module)
     loss, grads = load_results(args.results, module)
-    ref_loss, ref_grads = reference(module, built["loss_fn"], batch)
+    # Buffers the step updates (batch norm in training mode) make each rank's
+    # loss depend on its own micro-batch as a whole: compare with the mean of
+    # the ranks' references.
+    from .. import model as M
+
+    exported = M.load_model(args.exported)
+    per_rank = any(b.get("updated") for b in exported.get("buffers", []))
+    world = exported["world"] if per_rank else None
+    ref_loss, ref_grads = reference(module, built["loss_fn"], batch, world=world)
     ok = True
     rows = [("loss", loss.double(), ref_loss)] + [
         (f"grad.{n}", grads[n].double(), ref_grads[n]) for n in ref_grads
