@@ -170,6 +170,26 @@ def cumsum(x, dim, dtype=None):
     return out.movedim(-1, dim)
 
 
+def constant_pad_nd(x, pad, value=0):
+    """aten.constant_pad_nd with negative amounts (the backward of a pad) as
+    a slice, then the non-negative padding: torch-mlir turns negative amounts
+    into a tensor.pad with negative low/high, which upstream MLIR rejects.
+    Non-negative pads are left to torch-mlir (NotImplemented)."""
+    if all(p >= 0 for p in pad):
+        return NotImplemented
+    out = x
+    for k in range(len(pad) // 2):
+        dim = x.dim() - 1 - k
+        lo, hi = pad[2 * k], pad[2 * k + 1]
+        start = -lo if lo < 0 else 0
+        stop = out.shape[dim] + hi if hi < 0 else out.shape[dim]
+        out = out.narrow(dim, start, stop - start)
+    rest = [max(p, 0) for p in pad]
+    if any(rest):
+        out = aten.constant_pad_nd.default(out, rest, value)
+    return out.clone() if out is x else out
+
+
 # aten op -> replacement, applied on top of torch-mlir's table while tracing.
 # Tests remove entries to check that the export's self-check (verify) catches
 # what they fix.
@@ -181,6 +201,7 @@ OVERRIDES = {
     aten.nll_loss2d_backward.default: nll_loss2d_backward,
     aten.gelu.default: gelu,
     aten.cumsum.default: cumsum,
+    aten.constant_pad_nd.default: constant_pad_nd,
 }
 
 
@@ -262,11 +283,65 @@ def batch_norm_functional(x, running_mean, running_var, weight, bias, training, 
     return out, new_mean, new_var
 
 
+def _pair2(v):
+    return tuple(v) * (2 // len(v)) if isinstance(v, (list, tuple)) else (v, v)
+
+
+def grouped_conv2d(x, weight, bias, stride, padding, dilation, groups):
+    """`F.conv2d` with groups > 1 in ops torch-mlir lowers (its grouped
+    convolution and backward emit an invalid tensor.collapse_shape): a
+    depthwise convolution (groups == input channels) as a sum over the kernel
+    taps of strided slices of the padded input times the tap's weights; other
+    groupings as one groups=1 convolution per group, concatenated."""
+    sh, sw = _pair2(stride)
+    dh, dw = _pair2(dilation)
+    kh, kw = weight.shape[-2], weight.shape[-1]
+    if isinstance(padding, str):
+        if padding == "valid":
+            padding = (0, 0)
+        else:  # "same" (stride 1): torch pads the extra element at the end
+            th, tw = dh * (kh - 1), dw * (kw - 1)
+            x = torch.nn.functional.pad(x, (tw // 2, tw - tw // 2, th // 2, th - th // 2))
+            padding = (0, 0)
+    ph, pw = _pair2(padding)
+    c = x.shape[1]
+    if groups != c:
+        xs = x.chunk(groups, dim=1)
+        ws = weight.chunk(groups, dim=0)
+        bs = bias.chunk(groups) if bias is not None else [None] * groups
+        return torch.cat(
+            [
+                torch.nn.functional.conv2d(xi, wi, bi, (sh, sw), (ph, pw), (dh, dw), 1)
+                for xi, wi, bi in zip(xs, ws, bs)
+            ],
+            dim=1,
+        )
+    mult = weight.shape[0] // c
+    if mult > 1:  # output channel o reads input channel o // mult
+        x = x.repeat_interleave(mult, dim=1)
+    if ph or pw:
+        x = torch.nn.functional.pad(x, (pw, pw, ph, ph))
+    h, w = x.shape[-2], x.shape[-1]
+    ho = (h - dh * (kh - 1) - 1) // sh + 1
+    wo = (w - dw * (kw - 1) - 1) // sw + 1
+    out = None
+    for i in range(kh):
+        for j in range(kw):
+            tap = x[
+                :, :, i * dh : i * dh + (ho - 1) * sh + 1 : sh, j * dw : j * dw + (wo - 1) * sw + 1 : sw
+            ] * weight[:, 0, i, j].reshape(1, -1, 1, 1)
+            out = tap if out is None else out + tap
+    if bias is not None:
+        out = out + bias.reshape(1, -1, 1, 1)
+    return out
+
+
 class BufferUpdates(torch.overrides.TorchFunctionMode):
     """While tracing, replaces `F.batch_norm` (and `torch.batch_norm`) by
     `batch_norm_functional` and records the new running statistics of the
     buffers it is given: {buffer name: new value}. `buffers` maps the buffer
-    tensors the module is called with to their names."""
+    tensors the module is called with to their names. Grouped 2-D
+    convolutions are replaced by `grouped_conv2d`."""
 
     def __init__(self, buffers: dict):
         super().__init__()
@@ -280,6 +355,14 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
         if func is torch.batch_norm:
             x, w, b, rm, rv, training, momentum, eps = args[:8]
             return self._batch_norm(x, rm, rv, w, b, training, momentum, eps)
+        if func is torch.conv2d:
+            conv = dict(zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args))
+            conv.update(kwargs)
+            if conv.get("groups", 1) > 1:
+                return grouped_conv2d(
+                    conv["input"], conv["weight"], conv.get("bias"), conv.get("stride", 1),
+                    conv.get("padding", 0), conv.get("dilation", 1), conv["groups"],
+                )
         return func(*args, **kwargs)
 
     def _batch_norm(
