@@ -299,3 +299,55 @@ def test_sdpa_decomposition_matches_torch():
         assert close(D.scaled_dot_product_attention(q, k, v, **kwargs), want, 1e-10)
     with pytest.raises(D.UnsupportedInModel, match="dropout_p"):
         D.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+
+def test_gelu_decomposition_matches_aten():
+    x = torch.linspace(-8, 8, 1001, dtype=torch.float64)
+    for approximate in ("tanh", "none"):
+        assert close(D.gelu(x, approximate), F.gelu(x, approximate=approximate))
+    assert D.GELU_TANH_BETA == pytest.approx((2 / np.pi) ** 0.5, rel=1e-15)
+
+
+def test_cumsum_decomposition_matches_aten():
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    for dim in (0, 1, -1):
+        assert close(D.cumsum(x, dim), torch.cumsum(x, dim))
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
+    out = D.cumsum(mask, 1)
+    assert out.dtype == torch.int64 and torch.equal(out, torch.cumsum(mask, 1))
+
+
+def test_constant_pad_nd_decomposition_matches_aten():
+    x = torch.randn(2, 3, 6, 7, dtype=torch.float64)
+    for pad in ([-1, -2, -3, 0], [2, -1, -2, 1], [-1, 3]):
+        assert close(D.constant_pad_nd(x, pad, 0.5), aten.constant_pad_nd(x, pad, 0.5))
+    assert D.constant_pad_nd(x, [1, 1]) is NotImplemented
+
+
+@pytest.mark.parametrize(
+    "cin, cout, groups, stride, padding, dilation",
+    [(4, 4, 4, 1, 1, 1), (4, 8, 4, 2, 2, 1), (6, 6, 6, 1, "same", 2), (4, 6, 2, 1, 0, 1)],
+)
+def test_grouped_conv2d_matches_torch(cin, cout, groups, stride, padding, dilation):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, cin, 7, 8, dtype=torch.float64, generator=g)
+    w = torch.randn(cout, cin // groups, 3, 3, dtype=torch.float64, generator=g)
+    b = torch.randn(cout, dtype=torch.float64, generator=g)
+    ref = F.conv2d(x, w, b, stride, padding, dilation, groups)
+    assert close(D.grouped_conv2d(x, w, b, stride, padding, dilation, groups), ref)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_decomposition_matches_torch(training):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, 5, dtype=torch.float64, generator=g)
+    w, b = torch.rand(3, dtype=torch.float64) + 0.5, torch.randn(3, dtype=torch.float64)
+    rm, rv = torch.randn(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64) + 0.5
+    out, new_mean, new_var = D.batch_norm_functional(x, rm, rv, w, b, training, 0.1, 1e-5)
+    rm2, rv2 = rm.clone(), rv.clone()
+    ref = F.batch_norm(x, rm2, rv2, w, b, training, 0.1, 1e-5)
+    assert close(out, ref)
+    if training:
+        assert close(new_mean, rm2) and close(new_var, rv2)
+    else:
+        assert new_mean is None and new_var is None
