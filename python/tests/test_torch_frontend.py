@@ -351,3 +351,18 @@ def test_batch_norm_decomposition_matches_torch(training):
         assert close(new_mean, rm2) and close(new_var, rv2)
     else:
         assert new_mean is None and new_var is None
+
+
+def test_as_strided_and_index_put_decompositions_match_aten():
+    x = torch.randn(2, 16, dtype=torch.float64)
+    assert close(D.as_strided(x, [2, 16, 1, 1], [16, 1, 16, 16]), x.reshape(2, 16, 1, 1))
+    assert D.as_strided(x, [2, 8], [16, 2]) is NotImplemented
+    src = torch.randn(2, 16, 1, 1, dtype=torch.float64)
+    ref = aten.as_strided_scatter(x, src, [2, 16, 1, 1], [16, 1, 1, 1], 0)
+    assert close(D.as_strided_scatter(x, src, [2, 16, 1, 1], [16, 1, 1, 1], 0), ref)
+    table = torch.randn(9, 3, dtype=torch.float64)
+    idx = torch.tensor([[0, 4, 4], [8, -1, 2]])
+    vals = torch.randn(2, 3, 3, dtype=torch.float64)
+    ref = aten.index_put(table, [idx], vals, True)
+    assert close(D.index_put(table, [idx], vals, True), ref)
+    assert D.index_put(table, [idx], vals, False) is NotImplemented

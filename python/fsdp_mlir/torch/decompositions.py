@@ -190,6 +190,60 @@ def constant_pad_nd(x, pad, value=0):
     return out.clone() if out is x else out
 
 
+def _dense(x, size, stride, offset) -> bool:
+    """Whether as_strided(x, size, stride, offset) reads all of a contiguous
+    x in order (the strides of size-1 dims do not matter)."""
+    import math
+
+    if (offset or 0) != 0 or not x.is_contiguous() or x.numel() != math.prod(size):
+        return False
+    expect = 1
+    for n, st in reversed(list(zip(size, stride))):
+        if n != 1 and st != expect:
+            return False
+        expect *= n
+    return True
+
+
+def as_strided(x, size, stride, storage_offset=None):
+    """aten.as_strided that reads a contiguous tensor in order (restriding a
+    reduction's keepdim result, as adaptive average pooling does) as a
+    reshape: torch-mlir lowers as_strided through an index tensor and a
+    literal it cannot legalize. Other cases are left to torch-mlir."""
+    if _dense(x, size, stride, storage_offset):
+        return x.reshape(size)
+    return NotImplemented
+
+
+def as_strided_scatter(x, src, size, stride, storage_offset=None):
+    """aten.as_strided_scatter that overwrites all of a contiguous tensor in
+    order: the source, reshaped. Other cases are left to torch-mlir."""
+    if _dense(x, size, stride, storage_offset) and src.dtype == x.dtype:
+        return src.reshape(x.shape).clone()
+    return NotImplemented
+
+
+def index_put(x, indices, values, accumulate=False):
+    """aten.index_put with accumulate=True and one index tensor on dim 0 (the
+    backward of `table[index]`, e.g. Swin's relative position bias) as
+    x + one_hot(index)^T @ values, like the embedding backward (torch-mlir
+    emits tm_tensor.scatter). Other forms are left to torch-mlir."""
+    if (
+        not accumulate
+        or len(indices) != 1
+        or indices[0] is None
+        or indices[0].dtype == torch.bool
+        or not x.is_floating_point()
+    ):
+        return NotImplemented
+    n = x.shape[0]
+    flat = indices[0].reshape(-1)
+    flat = torch.where(flat < 0, flat + n, flat)
+    vals = values.expand(tuple(indices[0].shape) + tuple(x.shape[1:])).reshape(flat.shape[0], -1)
+    one_hot = _one_hot(flat, n, x.dtype)
+    return x + (one_hot.t() @ vals.to(x.dtype)).reshape(x.shape)
+
+
 # aten op -> replacement, applied on top of torch-mlir's table while tracing.
 # Tests remove entries to check that the export's self-check (verify) catches
 # what they fix.
@@ -202,6 +256,10 @@ OVERRIDES = {
     aten.gelu.default: gelu,
     aten.cumsum.default: cumsum,
     aten.constant_pad_nd.default: constant_pad_nd,
+    aten.as_strided.default: as_strided,
+    aten.as_strided_scatter.default: as_strided_scatter,
+    aten.index_put.default: index_put,
+    aten._unsafe_index_put.default: index_put,
 }
 
 
