@@ -5,8 +5,8 @@ autograd (each gradient against its own max norm, floored at 1e-3 of the
 largest gradient's: gradients that are zero in exact arithmetic hold only
 rounding noise). Batch norm in training mode is checked against the mean of
 each rank's own float64 reference, and each rank's updated running statistics
-against its own. The export's self-check (verify) is tested here too. Skipped
-when transformers / torchvision are not installed."""
+against its own. The export's self-check (verify) is tested here too. A case
+is skipped when its package (transformers, torchvision, timm) is missing."""
 
 import os
 import subprocess
@@ -140,7 +140,37 @@ def resnet18(n, train, size=32):
     return model, cls_loss, images(n, size)
 
 
+def swin(n):
+    """Shifted windows, an integer buffer (the relative position index) and
+    its bias table's indexing backward. Eval mode: stochastic depth off."""
+    pytest.importorskip("torchvision")
+    from torchvision.models.swin_transformer import SwinTransformer
+
+    torch.manual_seed(0)
+    model = SwinTransformer(
+        patch_size=[4, 4],
+        embed_dim=8,
+        depths=[1, 1],
+        num_heads=[1, 2],
+        window_size=[2, 2],
+        num_classes=5,
+    )
+    return model.eval(), cls_loss, images(n, 16)
+
+
+def convnext(n):
+    """Depthwise 7x7 convolutions and a layer norm over channels."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model(
+        "convnext_atto", num_classes=5, dims=(8, 16, 16, 16), depths=(1, 1, 1, 1)
+    )
+    return model.eval(), cls_loss, images(n)
+
+
 CASES = {
+    "swin": swin,
+    "convnext": convnext,
     "gpt2": gpt2,
     "llama": llama,
     "gemma": gemma,
@@ -273,7 +303,7 @@ def test_buffers_are_arguments_and_updated_ones_results(tmp_path):
     ev = export_step(module, cls_loss, batch, None, mesh="2", verify=False)
     assert not [r for r in ev["results"] if r["kind"] == "buffer"]
     assert (
-        'tensor<4xf32> {fsdp.layout = #fsdp.layout<@mesh, [replicate]>, '
+        "tensor<4xf32> {fsdp.layout = #fsdp.layout<@mesh, [replicate]>, "
         'fsdp.name = "bn1.running_mean"}' in ev["mlir"]
     )
 
@@ -336,7 +366,9 @@ def test_cli_verify_flag(tmp_path):
     from fsdp_mlir.torch.__main__ import main
 
     out = str(tmp_path / "gpt")
-    assert main(["export", "fsdp_mlir.torch.examples:gpt", "--mesh", "2", "-o", out, "--verify"]) == 0
+    assert (
+        main(["export", "fsdp_mlir.torch.examples:gpt", "--mesh", "2", "-o", out, "--verify"]) == 0
+    )
     import json
 
     model = json.loads(open(os.path.join(out, "model.json")).read())

@@ -386,7 +386,10 @@ def grouped_conv2d(x, weight, bias, stride, padding, dilation, groups):
     for i in range(kh):
         for j in range(kw):
             tap = x[
-                :, :, i * dh : i * dh + (ho - 1) * sh + 1 : sh, j * dw : j * dw + (wo - 1) * sw + 1 : sw
+                :,
+                :,
+                i * dh : i * dh + (ho - 1) * sh + 1 : sh,
+                j * dw : j * dw + (wo - 1) * sw + 1 : sw,
             ] * weight[:, 0, i, j].reshape(1, -1, 1, 1)
             out = tap if out is None else out + tap
     if bias is not None:
@@ -414,18 +417,32 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
             x, w, b, rm, rv, training, momentum, eps = args[:8]
             return self._batch_norm(x, rm, rv, w, b, training, momentum, eps)
         if func is torch.conv2d:
-            conv = dict(zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args))
+            conv = dict(
+                zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args)
+            )
             conv.update(kwargs)
             if conv.get("groups", 1) > 1:
                 return grouped_conv2d(
-                    conv["input"], conv["weight"], conv.get("bias"), conv.get("stride", 1),
-                    conv.get("padding", 0), conv.get("dilation", 1), conv["groups"],
+                    conv["input"],
+                    conv["weight"],
+                    conv.get("bias"),
+                    conv.get("stride", 1),
+                    conv.get("padding", 0),
+                    conv.get("dilation", 1),
+                    conv["groups"],
                 )
         return func(*args, **kwargs)
 
     def _batch_norm(
-        self, x, running_mean, running_var, weight=None, bias=None, training=False,
-        momentum=0.1, eps=1e-5,
+        self,
+        x,
+        running_mean,
+        running_var,
+        weight=None,
+        bias=None,
+        training=False,
+        momentum=0.1,
+        eps=1e-5,
     ):
         # A module called twice in one forward sees its first update, as in eager.
         given = (running_mean, running_var)
