@@ -75,12 +75,14 @@ def port_attrs(
     unit: str | None = None,
     loss: bool = False,
     grad_of: int | None = None,
+    update_of: int | None = None,
 ) -> str:
     """The fsdp attribute dictionary of a step argument or result, as the
     dialect reads it (docs/SEMANTICS.md): a parameter's
     `{fsdp.layout = #fsdp.layout<...>, fsdp.name = "w", fsdp.unit = "l0"}`,
     an input's `{fsdp.name = "x"}`, the loss's `{fsdp.loss, fsdp.name =
-    "loss"}`, a gradient's `{fsdp.grad_of = 0 : i64, fsdp.name = "grad.w"}`.
+    "loss"}`, a gradient's `{fsdp.grad_of = 0 : i64, fsdp.name = "grad.w"}`,
+    an updated buffer's `{fsdp.name = "b", fsdp.update_of = 3 : i64}`.
     The attribute names are those of FSDPConstants.h."""
     fields = []
     if loss:
@@ -92,6 +94,8 @@ def port_attrs(
     fields.append(f'fsdp.name = "{name}"')
     if unit is not None:
         fields.append(f'fsdp.unit = "{unit}"')
+    if update_of is not None:
+        fields.append(f"fsdp.update_of = {update_of} : i64")
     return "{" + ", ".join(fields) + "}"
 
 

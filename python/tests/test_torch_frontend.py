@@ -150,16 +150,30 @@ class ErfinvAttention(nn.Module):
         return self.proj(torch.erfinv(torch.tanh(x)))
 
 
-def test_unsupported_op_names_op_and_submodule(tmp_path, capsys):
+def test_unsupported_op_names_op_and_submodule(tmp_path, capsys, monkeypatch):
+    import shlex
+    import subprocess
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
     torch.manual_seed(0)
     gpt = T.GPT(blocks=1)
     gpt.blocks[0].attn = ErfinvAttention(16)
     with pytest.raises(ExportError) as err:
         export_step(gpt, T.lm_loss, T.gpt_batch(2), None, mesh="2", units=[T.Block])
     msg = str(err.value)
-    assert msg == (
+    first, *rest = msg.splitlines()
+    assert first == (
         "unsupported op 'aten.erfinv' in blocks.0.attn: torch-mlir cannot lower it to linalg"
     )
+    # The failing stage's input is kept and the printed command reproduces
+    # the failure (torch-mlir-opt's own diagnostic).
+    assert rest[0].strip() == "the input of this stage is kept; reproduce with:"
+    cmd = shlex.split(rest[1])
+    assert cmd[0].endswith("torch-mlir-opt") and cmd[1].startswith(str(tmp_path))
+    rerun = subprocess.run(cmd, capture_output=True, text=True)
+    assert rerun.returncode != 0
+    assert "failed to legalize" in rerun.stderr and "erfinv" in rerun.stderr
     # The CLI: one error line, status 2, no stack dump.
     spec = tmp_path / "spec.py"
     spec.write_text(
@@ -173,7 +187,8 @@ def test_unsupported_op_names_op_and_submodule(tmp_path, capsys):
     capsys.readouterr()
     assert cli(["export", f"{spec}:build", "--mesh", "2", "-o", str(tmp_path / "o")]) == 2
     captured = capsys.readouterr()
-    assert captured.err == f"fsdp_mlir.torch: error: {msg}\n"
+    assert captured.err.startswith(f"fsdp_mlir.torch: error: {first}\n")
+    assert "reproduce with:" in captured.err and captured.err.count("\n") == len(rest) + 1
     assert not (tmp_path / "o" / "step.mlir").exists()
 
 
@@ -284,3 +299,70 @@ def test_sdpa_decomposition_matches_torch():
         assert close(D.scaled_dot_product_attention(q, k, v, **kwargs), want, 1e-10)
     with pytest.raises(D.UnsupportedInModel, match="dropout_p"):
         D.scaled_dot_product_attention(q, k, v, dropout_p=0.1)
+
+
+def test_gelu_decomposition_matches_aten():
+    x = torch.linspace(-8, 8, 1001, dtype=torch.float64)
+    for approximate in ("tanh", "none"):
+        assert close(D.gelu(x, approximate), F.gelu(x, approximate=approximate))
+    assert D.GELU_TANH_BETA == pytest.approx((2 / np.pi) ** 0.5, rel=1e-15)
+
+
+def test_cumsum_decomposition_matches_aten():
+    x = torch.randn(3, 5, 4, dtype=torch.float64)
+    for dim in (0, 1, -1):
+        assert close(D.cumsum(x, dim), torch.cumsum(x, dim))
+    mask = torch.tensor([[1, 1, 0, 1], [0, 1, 1, 1]])
+    out = D.cumsum(mask, 1)
+    assert out.dtype == torch.int64 and torch.equal(out, torch.cumsum(mask, 1))
+
+
+def test_constant_pad_nd_decomposition_matches_aten():
+    x = torch.randn(2, 3, 6, 7, dtype=torch.float64)
+    for pad in ([-1, -2, -3, 0], [2, -1, -2, 1], [-1, 3]):
+        assert close(D.constant_pad_nd(x, pad, 0.5), aten.constant_pad_nd(x, pad, 0.5))
+    assert D.constant_pad_nd(x, [1, 1]) is NotImplemented
+
+
+@pytest.mark.parametrize(
+    "cin, cout, groups, stride, padding, dilation",
+    [(4, 4, 4, 1, 1, 1), (4, 8, 4, 2, 2, 1), (6, 6, 6, 1, "same", 2), (4, 6, 2, 1, 0, 1)],
+)
+def test_grouped_conv2d_matches_torch(cin, cout, groups, stride, padding, dilation):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(2, cin, 7, 8, dtype=torch.float64, generator=g)
+    w = torch.randn(cout, cin // groups, 3, 3, dtype=torch.float64, generator=g)
+    b = torch.randn(cout, dtype=torch.float64, generator=g)
+    ref = F.conv2d(x, w, b, stride, padding, dilation, groups)
+    assert close(D.grouped_conv2d(x, w, b, stride, padding, dilation, groups), ref)
+
+
+@pytest.mark.parametrize("training", [True, False])
+def test_batch_norm_decomposition_matches_torch(training):
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(4, 3, 5, 5, dtype=torch.float64, generator=g)
+    w, b = torch.rand(3, dtype=torch.float64) + 0.5, torch.randn(3, dtype=torch.float64)
+    rm, rv = torch.randn(3, dtype=torch.float64), torch.rand(3, dtype=torch.float64) + 0.5
+    out, new_mean, new_var = D.batch_norm_functional(x, rm, rv, w, b, training, 0.1, 1e-5)
+    rm2, rv2 = rm.clone(), rv.clone()
+    ref = F.batch_norm(x, rm2, rv2, w, b, training, 0.1, 1e-5)
+    assert close(out, ref)
+    if training:
+        assert close(new_mean, rm2) and close(new_var, rv2)
+    else:
+        assert new_mean is None and new_var is None
+
+
+def test_as_strided_and_index_put_decompositions_match_aten():
+    x = torch.randn(2, 16, dtype=torch.float64)
+    assert close(D.as_strided(x, [2, 16, 1, 1], [16, 1, 16, 16]), x.reshape(2, 16, 1, 1))
+    assert D.as_strided(x, [2, 8], [16, 2]) is NotImplemented
+    src = torch.randn(2, 16, 1, 1, dtype=torch.float64)
+    ref = aten.as_strided_scatter(x, src, [2, 16, 1, 1], [16, 1, 1, 1], 0)
+    assert close(D.as_strided_scatter(x, src, [2, 16, 1, 1], [16, 1, 1, 1], 0), ref)
+    table = torch.randn(9, 3, dtype=torch.float64)
+    idx = torch.tensor([[0, 4, 4], [8, -1, 2]])
+    vals = torch.randn(2, 3, 3, dtype=torch.float64)
+    ref = aten.index_put(table, [idx], vals, True)
+    assert close(D.index_put(table, [idx], vals, True), ref)
+    assert D.index_put(table, [idx], vals, False) is NotImplemented

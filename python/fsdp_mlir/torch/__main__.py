@@ -74,6 +74,7 @@ def cmd_export(args) -> int:
         policy=args.policy or built.get("policy", "ceil"),
         param_dtype=args.param_dtype,
         reduce_dtype=args.reduce_dtype,
+        verify=args.verify,
     )
     mesh = "x".join(map(str, model["mesh"]["shape"]))
     units = ", ".join(model["config"]["units"])
@@ -82,6 +83,14 @@ def cmd_export(args) -> int:
         f"in units [{units}], mesh {mesh}, global batch {model['global_batch']} "
         f"({model['local_batch']} per rank)"
     )
+    report = model["verify"]
+    if "skipped" in report:
+        print(f"verify: skipped ({report['skipped']})")
+    else:
+        print(
+            f"verify: {report['results']} results match torch eager (float32, unsharded); "
+            f"worst {report['worst']} {report['rel_err']:.2e}"
+        )
     print(
         f"next: fsdp-opt {os.path.join(args.output, 'step.mlir')} "
         f'--fsdp-pipeline="{model["config"]["pipeline"]}" -o lowered.mlir'
@@ -94,7 +103,15 @@ def cmd_check(args) -> int:
     module = built["module"]
     batch = load_inputs(args.exported, module)
     loss, grads = load_results(args.results, module)
-    ref_loss, ref_grads = reference(module, built["loss_fn"], batch)
+    # Buffers the step updates (batch norm in training mode) make each rank's
+    # loss depend on its own micro-batch as a whole: compare with the mean of
+    # the ranks' references.
+    from .. import model as M
+
+    exported = M.load_model(args.exported)
+    per_rank = any(b.get("updated") for b in exported.get("buffers", []))
+    world = exported["world"] if per_rank else None
+    ref_loss, ref_grads = reference(module, built["loss_fn"], batch, world=world)
     ok = True
     rows = [("loss", loss.double(), ref_loss)] + [
         (f"grad.{n}", grads[n].double(), ref_grads[n]) for n in ref_grads
@@ -133,6 +150,13 @@ def main(argv=None) -> int:
     ex.add_argument("--policy", choices=("ceil", "balanced"))
     ex.add_argument("--param-dtype", help="gather dtype (fsdp-opt param-dtype), e.g. bf16")
     ex.add_argument("--reduce-dtype", help="reduction dtype (fsdp-opt reduce-dtype)")
+    ex.add_argument(
+        "--verify",
+        action=argparse.BooleanOptionalAction,
+        default=None,
+        help="run the imported step unsharded and compare it with torch eager "
+        "(default: when fsdp-opt/fsdp-run are found and the model is small)",
+    )
     ex.set_defaults(fn=cmd_export)
     ch = sub.add_parser("check", help="compare fsdp-run's results with torch autograd (float64)")
     ch.add_argument("spec")

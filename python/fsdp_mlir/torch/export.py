@@ -40,6 +40,9 @@ _NPY_DTYPES = {
     torch.int32: ("i32", np.int32),
 }
 
+# Buffer dtypes the step can take as arguments.
+_BUFFER_DTYPES = _NPY_DTYPES
+
 
 class ExportError(ValueError):
     """The model, batch or options cannot be exported (the message says why)."""
@@ -238,23 +241,32 @@ def node_module_path(node) -> str | None:
     return path
 
 
-def trace_step(module, loss_fn, param_names, local_batch):
-    """FX graph of (params..., batch...) -> (loss, *grads)."""
+def trace_step(module, loss_fn, param_names, local_batch, buffer_names=()):
+    """FX graph of (params..., buffers..., batch...) -> (loss, *grads,
+    *updated buffers), and the names of the updated buffers (those the forward
+    changes: batch norm's running statistics in training mode, counters)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from .decompositions import table
+    from .decompositions import BufferUpdates, table
 
-    def step(params, *batch):
+    buffer_names = list(buffer_names)
+
+    def step(params, buffers, *batch):
         def loss_of(p):
-            return loss_fn(
-                _Bound(module, dict(zip(param_names, p))),
-                *batch,
-            )
+            # Copies made inside the transform: the forward may update them in
+            # place (num_batches_tracked.add_(1)); functionalization turns that
+            # into a value, returned with the batch norm updates as aux.
+            bufs = {n: b.clone() for n, b in zip(buffer_names, buffers)}
+            updates = BufferUpdates(bufs)
+            with updates:
+                loss = loss_fn(_Bound(module, {**dict(zip(param_names, p)), **bufs}), *batch)
+            return loss, tuple(updates.updates.get(n, bufs[n]) for n in buffer_names)
 
-        grads, loss = torch.func.grad_and_value(loss_of)(params)
-        return (loss, *grads)
+        grads, (loss, new_buffers) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
+        return (loss, *grads, *new_buffers)
 
     params = tuple(p.detach() for _, p in module.named_parameters())
+    buffers = tuple(module.get_buffer(n).detach() for n in buffer_names)
     recorder = _ModulePaths(module)
     try:
         # SDPA's math backend: autograd then differentiates plain ops (the
@@ -265,10 +277,34 @@ def trace_step(module, loss_fn, param_names, local_batch):
             # functionalize: in-place ops (gradient accumulation, masked_fill_)
             # become their out-of-place forms, which torch-mlir lowers.
             fn = torch.func.functionalize(step, remove="mutations")
-            gm = make_fx(fn, decomposition_table=table())(params, *local_batch)
+            gm = make_fx(fn, decomposition_table=table())(params, buffers, *local_batch)
     finally:
         recorder.remove()
-    return gm
+    return gm, _drop_unchanged_buffers(gm, len(params), buffer_names)
+
+
+def _drop_unchanged_buffers(gm, n_params: int, buffer_names: list) -> list:
+    """Removes the buffers the step returns unchanged (the copy of their own
+    argument) from the graph's results; returns the names of the others."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    results = list(out.args[0])
+    first = 1 + n_params
+    kept, updated = results[:first], []
+    for i, name in enumerate(buffer_names):
+        node = results[first + i]
+        arg = placeholders[n_params + i]
+        same = node is arg or (
+            getattr(node, "target", None) == torch.ops.aten.clone.default and node.args[0] is arg
+        )
+        if not same:
+            kept.append(node)
+            updated.append(name)
+    if len(kept) != len(results):
+        out.args = (kept,)
+        gm.graph.eliminate_dead_code()
+        gm.recompile()
+    return updated
 
 
 class _Bound:
@@ -399,10 +435,21 @@ def _lower_failure(gm, stage: str, stderr: str, crashed: bool) -> ExportError:
     return ExportError(f"torch-mlir {what} lowering the step to {stage}: {first.strip()}")
 
 
+def reproduce_command(opt: str, src: str, pipeline: str) -> str:
+    """The shell command that reruns one torch-mlir-opt stage (as torch-mlir's
+    compiler_utils prints it)."""
+    import shlex
+
+    return f"{shlex.quote(opt)} {shlex.quote(src)} --pass-pipeline={shlex.quote(pipeline)}"
+
+
 def import_graph(gm, workdir: str | None = None) -> str:
     """torch-mlir import to linalg on tensors; MLIR text. The FX graph is
     imported in-process; the lowering runs in torch-mlir-opt, so that a failure
-    (or a crash) becomes an error naming the op."""
+    (or a crash) becomes an error naming the op. When a stage fails, its input
+    is kept (in a new directory under `workdir`, default the system's temporary
+    directory) and the error ends with the command that reproduces it."""
+    import shutil
     import subprocess
     import tempfile
 
@@ -413,33 +460,49 @@ def import_graph(gm, workdir: str | None = None) -> str:
         text = str(tfx.stateless_fx_import(gm, output_type="raw", model_name=FUNCTION))
     except Exception as err:  # the importer raises several types
         msg = str(err).strip()
+        kept = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
+        graph = os.path.join(kept, "graph.py")
+        with open(graph, "w") as f:
+            f.write(gm.print_readable(print_output=False))
+        where = f" (the traced FX graph is kept in {graph})"
         m = _TORCH_OP_RE.search(msg)
         if m:
-            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it") from None
+            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it" + where) from None
         first = msg.splitlines()[0] if msg else repr(err)
-        raise ExportError(f"torch-mlir import failed: {first}") from None
-    with tempfile.TemporaryDirectory(dir=workdir) as tmp:
-        for i, (pipeline, stage) in enumerate(STAGES):
-            src = os.path.join(tmp, f"stage{i}.mlir")
-            with open(src, "w") as f:
-                f.write(text)
-            proc = subprocess.run(
-                [opt, src, f"--pass-pipeline={pipeline}"],
-                capture_output=True,
-                text=True,
-            )
-            if proc.returncode != 0:
-                crashed = proc.returncode < 0 or proc.returncode > 128
-                raise _lower_failure(gm, stage, proc.stderr, crashed)
-            text = proc.stdout
+        raise ExportError(f"torch-mlir import failed: {first}{where}") from None
+    tmp = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
+    for i, (pipeline, stage) in enumerate(STAGES):
+        src = os.path.join(tmp, f"stage{i}.mlir")
+        with open(src, "w") as f:
+            f.write(text)
+        proc = subprocess.run(
+            [opt, src, f"--pass-pipeline={pipeline}"],
+            capture_output=True,
+            text=True,
+        )
+        if proc.returncode != 0:
+            crashed = proc.returncode < 0 or proc.returncode > 128
+            err = _lower_failure(gm, stage, proc.stderr, crashed)
+            log = os.path.join(tmp, f"stage{i}.stderr")
+            with open(log, "w") as f:
+                f.write(proc.stderr)
+            raise ExportError(
+                f"{err}\n  the input of this stage is kept; reproduce with:\n"
+                f"  {reproduce_command(opt, src, pipeline)}\n"
+                f"  (add --mlir-print-ir-after-all --mlir-disable-threading for the IR after "
+                f"each pass; torch-mlir-opt's full output is in {log})"
+            ) from None
+        text = proc.stdout
     for line in text.splitlines():
         m = re.match(r"\s*(?:%[\w#:, %]+=\s*)?\"?([a-z_]+)\.([a-z_]+)", line)
         if m and m.group(1) not in _UPSTREAM_DIALECTS:
             op = f"{m.group(1)}.{m.group(2)}"
             raise ExportError(
                 f"the import produced '{op}', which is outside the upstream MLIR dialects: "
-                f"{line.strip()[:120]}"
+                f"{line.strip()[:120]}\n  the input of the last stage is kept; reproduce with:\n"
+                f"  {reproduce_command(opt, src, pipeline)}"
             )
+    shutil.rmtree(tmp, ignore_errors=True)
     return text
 
 
@@ -465,6 +528,17 @@ def _split_types(text: str) -> list:
     return out
 
 
+def _buffer_arg_attrs(b: dict) -> str:
+    """A buffer argument: its name, and a replicated layout unless the step
+    updates it (then it is rank-local, without a layout, like the batch)."""
+    return M.port_attrs(b["name"], layout=None if b["layout"] is None else b["layout_attr"])
+
+
+def _buffer_result_attrs(r: dict) -> str:
+    """An updated buffer: the next value of its argument (fsdp.update_of)."""
+    return M.port_attrs(r["name"], update_of=r["update_of"])
+
+
 def annotate(text: str, model: dict) -> str:
     """Adds the mesh and the fsdp attributes to torch-mlir's `@step`."""
     lines = text.splitlines()
@@ -483,9 +557,12 @@ def annotate(text: str, model: dict) -> str:
             f"torch-mlir's @{FUNCTION} has {len(arg_types)} arguments and {len(res_types)} "
             f"results; expected {len(model['args'])} and {len(model['results'])}"
         )
+    buffer_at = {b["arg"]: b for b in model.get("buffers", [])}
     args = []
     for i, (name, ty) in enumerate(zip(model["args"], arg_types)):
-        if i < n_params:
+        if i in buffer_at:
+            attrs = _buffer_arg_attrs(buffer_at[i])
+        elif i < n_params:
             p = model["params"][i]
             attrs = M.port_attrs(name, layout=p["layout_attr"], unit=p["unit"])
         else:
@@ -495,6 +572,8 @@ def annotate(text: str, model: dict) -> str:
     for r, ty in zip(model["results"], res_types):
         if r["kind"] == "loss":
             attrs = M.port_attrs(r["name"], loss=True)
+        elif r["kind"] == "buffer":
+            attrs = _buffer_result_attrs(r)
         else:
             attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
         results.append(f"{ty} {attrs}")
@@ -529,6 +608,8 @@ def export_step(
     param_dtype: str | None = None,
     reduce_dtype: str | None = None,
     output: str | os.PathLike | None = None,
+    verify: bool | None = None,
+    buffer_updates: str | None = None,
 ) -> dict:
     """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
     parameters and batch as `.npy`; returns the model description.
@@ -537,6 +618,15 @@ def export_step(
     over the batch, so that averaging over ranks gives the global-batch mean).
     example_batch: the GLOBAL batch (tuple, dict or tensor); dim 0 of each
     tensor is split over the mesh's ranks. mesh: "N" or "RxS" (HSDP).
+    verify: run the imported step unsharded on rank 0's micro-batch and compare
+    it with torch eager (fsdp_mlir.torch.verify); None (default) does so when
+    the project's tools are found and the model is below verify.AUTO_LIMIT
+    elements, True always (an error if the tools are missing), False never.
+    buffer_updates: how buffers the forward updates (batch norm's running
+    statistics in training mode) leave the step: "fed_back" (results with
+    `fsdp.update_of`, fed back by `fsdp-run --steps`) or "results" (rank-local
+    results only). None: "fed_back" on one rank, else "results" (fsdp-run
+    refuses to feed back an argument without a layout on several ranks).
     """
     if not isinstance(module, torch.nn.Module):
         raise ExportError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
@@ -571,7 +661,11 @@ def export_step(
         if p.dtype != torch.float32:
             raise ExportError(f"parameter '{n}' has dtype {p.dtype}; only float32 is supported")
     data_names = [n for n, _ in entries]
-    clash = set(data_names) & {n for n, _ in named} | ({"loss"} & set(data_names))
+    named_buffers = list(module.named_buffers())
+    for n, b in named_buffers:
+        if b.dtype not in _BUFFER_DTYPES:
+            raise ExportError(f"buffer '{n}' has dtype {b.dtype}, which is not supported")
+    clash = set(data_names) & {n for n, _ in named + named_buffers} | ({"loss"} & set(data_names))
     if clash:
         raise ExportError(f"batch names clash with parameter or result names: {sorted(clash)}")
     unit_of = assign_units(module, units)
@@ -645,10 +739,18 @@ def export_step(
     from .decompositions import UnsupportedInModel
 
     try:
-        gm = trace_step(module, loss_fn, [n for n, _ in named], local_batch)
+        gm, updated = trace_step(
+            module, loss_fn, [n for n, _ in named], local_batch, [n for n, _ in named_buffers]
+        )
     except UnsupportedInModel as err:
         raise ExportError(str(err)) from None
+    if buffer_updates is None:
+        buffer_updates = "fed_back" if world == 1 else "results"
+    if buffer_updates not in ("fed_back", "results"):
+        raise ExportError(f"buffer_updates '{buffer_updates}': expected fed_back or results")
+    _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
     text = annotate(import_graph(gm), model)
+    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify)
 
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
@@ -657,6 +759,8 @@ def export_step(
             f.write(text)
         for n, p in named:
             np.save(os.path.join(out_dir, n + ".npy"), p.detach().numpy().astype(np.float32))
+        for b in model["buffers"]:
+            np.save(os.path.join(out_dir, b["name"] + ".npy"), buffer_file(b, module, world))
         for n, t in entries:
             np.save(
                 os.path.join(out_dir, n + ".npy"),
@@ -670,6 +774,97 @@ def export_step(
             f.write(text)
     model["mlir"] = text
     return model
+
+
+def _add_buffers(
+    model: dict, named_buffers: list, updated: list, mesh: dict, fed_back: bool
+) -> None:
+    """Buffers become arguments after the parameters, before the batch; those
+    the forward updates are also results (`fsdp.update_of` their argument).
+
+    A buffer the step only reads is replicated (`replicate` on every mesh
+    axis): every rank gets the whole value. An updated buffer (batch norm's
+    running statistics in training mode) is rank-local, as in FSDP2 and DDP
+    without SyncBatchNorm: each rank updates its own copy from its
+    micro-batch, so it has no layout, like the batch: its file holds every
+    rank's copy, concatenated along dim 0 (a scalar: one value, every rank's
+    initial copy). With `fed_back`, the updated buffers' results carry
+    `fsdp.update_of` (their argument), so that `fsdp-run --steps` feeds them
+    back."""
+    n_params = len(model["params"])
+    replicated = {"placements": [{"kind": "replicate"}] * len(mesh["shape"]), "policy": "ceil"}
+    buffers = []
+    for i, (n, b) in enumerate(named_buffers):
+        entry = {
+            "name": n,
+            "kind": "buffer",
+            "dtype": _BUFFER_DTYPES[b.dtype][0],
+            "torch_dtype": str(b.dtype).replace("torch.", ""),
+            "shape": list(b.shape),
+            "updated": n in updated,
+            "arg": n_params + i,
+        }
+        if entry["updated"]:
+            entry["layout"] = None
+            entry["local_shape"] = list(b.shape)
+            entry["file_shape"] = (
+                [b.shape[0] * model["world"]] + list(b.shape[1:]) if b.dim() else []
+            )
+        else:
+            entry["layout"] = replicated
+            entry["layout_attr"] = M.layout_text(mesh, replicated)
+            entry["file_shape"] = list(b.shape)
+        buffers.append(entry)
+    model["buffers"] = buffers
+    names = [b["name"] for b in buffers]
+    model["args"] = model["args"][:n_params] + names + model["args"][n_params:]
+    for n in updated:
+        b = buffers[names.index(n)]
+        model["results"].append(
+            {
+                "name": n,
+                "kind": "buffer",
+                "buffer": n,
+                "update_of": b["arg"] if fed_back else None,
+                "dtype": b["dtype"],
+                "shape": b["shape"],
+            }
+        )
+
+
+def _buffer_value(b: dict, module: torch.nn.Module) -> np.ndarray:
+    t = module.get_buffer(b["name"]).detach()
+    return t.numpy().astype(_BUFFER_DTYPES[t.dtype][1])
+
+
+def buffer_file(b: dict, module: torch.nn.Module, world: int) -> np.ndarray:
+    """The .npy content of a buffer argument: its value, or for an updated
+    (rank-local) buffer every rank's copy concatenated along dim 0."""
+    value = _buffer_value(b, module)
+    if b["updated"] and value.ndim:
+        value = np.concatenate([value] * world, axis=0)
+    return value
+
+
+def _verify(text, model, module, loss_fn, local_batch, verify) -> dict:
+    """The self-check of export_step (see verify.py): its report, or why it
+    was skipped."""
+    from . import verify as V
+
+    if verify is False:
+        return {"skipped": "verify=False"}
+    if verify is None:
+        size = sum(p.numel() for p in module.parameters()) + sum(
+            b.numel() for b in module.buffers()
+        )
+        if size > V.AUTO_LIMIT:
+            return {"skipped": f"{size} elements > {V.AUTO_LIMIT} (verify=True checks it)"}
+        if V.missing_tools():
+            return {"skipped": f"{', '.join(V.missing_tools())} not found"}
+    try:
+        return V.verify_step(text, model, module, loss_fn, local_batch)
+    except V.VerifyError as err:
+        raise ExportError(str(err)) from None
 
 
 def load_results(out_dir, module: torch.nn.Module | None = None, model: dict | None = None):
@@ -715,16 +910,32 @@ def load_inputs(export_dir, module: torch.nn.Module) -> dict:
                 raise ExportError(f"{export_dir}: parameter '{p['name']}' does not fit the module")
             value = np.load(os.path.join(export_dir, p["name"] + ".npy"))
             own[p["name"]].copy_(torch.from_numpy(value))
+        for b in model.get("buffers", []):
+            value = np.load(os.path.join(export_dir, b["name"] + ".npy"))
+            own = module.get_buffer(b["name"])
+            if b["updated"] and value.ndim:  # every rank's copy: take rank 0's
+                value = value[: own.shape[0]]
+            own.copy_(torch.from_numpy(value))
     return {
         d["name"]: torch.from_numpy(np.load(os.path.join(export_dir, d["name"] + ".npy")))
         for d in model["data"]
     }
 
 
-def reference(module: torch.nn.Module, loss_fn: Callable, batch, dtype=torch.float64):
+def reference(
+    module: torch.nn.Module, loss_fn: Callable, batch, dtype=torch.float64, world: int | None = None
+):
     """(loss, {name: gradient}) of loss_fn(module, *batch) on the whole batch
     with torch autograd, computed in `dtype` (float64 by default) on a copy of
-    the module: what the sharded step must reproduce."""
+    the module: what the sharded step must reproduce.
+
+    With `world`, the batch is cut into `world` micro-batches (rows [r*b,
+    (r+1)*b)) and the loss and gradients are the means of each micro-batch's,
+    which is what data parallelism computes when the loss depends on the
+    micro-batch as a whole (batch norm in training mode normalizes by each
+    rank's own batch statistics)."""
+    if world is not None:
+        return _mean_of_ranks(reference_ranks(module, loss_fn, batch, world, dtype))
     import copy
 
     ref = copy.deepcopy(module).to(dtype)
@@ -735,3 +946,52 @@ def reference(module: torch.nn.Module, loss_fn: Callable, batch, dtype=torch.flo
         loss = loss_fn(ref, *args)
     loss.backward()
     return loss.detach(), {n: p.grad.detach() for n, p in ref.named_parameters()}
+
+
+def reference_ranks(module, loss_fn, batch, world: int, dtype=torch.float64) -> list:
+    """Per rank r: (loss, {name: gradient}, {buffer name: value after the
+    step}) of its micro-batch, in `dtype`, each on its own copy of the module
+    (each rank updates its own buffers)."""
+    import copy
+
+    entries = _batch_entries(loss_fn, batch)
+    b = entries[0][1].shape[0] // world
+    out = []
+    for r in range(world):
+        ref = copy.deepcopy(module).to(dtype)
+        args = [
+            (t.to(dtype) if t.is_floating_point() else t)[r * b : (r + 1) * b] for _, t in entries
+        ]
+        ref.zero_grad(set_to_none=True)
+        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+            loss = loss_fn(ref, *args)
+        loss.backward()
+        grads = {
+            n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
+            for n, p in ref.named_parameters()
+        }
+        buffers = {n: t.detach().clone() for n, t in ref.named_buffers()}
+        out.append((loss.detach(), grads, buffers))
+    return out
+
+
+def _mean_of_ranks(ranks: list):
+    loss = sum(r[0] for r in ranks) / len(ranks)
+    grads = {n: sum(r[1][n] for r in ranks) / len(ranks) for n in ranks[0][1]}
+    return loss, grads
+
+
+def load_buffers(out_dir, model: dict, rank: int | None = None) -> dict:
+    """{buffer name: value} of the updated buffers in a runner's output
+    directory: rank 0's copy (`<name>.npy`), or with `rank` that rank's
+    (`<name>.rank<r>.npy`, written by `fsdp-run --all-ranks`)."""
+    out = {}
+    for r in model["results"]:
+        if r["kind"] != "buffer":
+            continue
+        stem = r["name"] if rank is None else f"{r['name']}.rank{rank}"
+        path = os.path.join(out_dir, stem + ".npy")
+        if not os.path.isfile(path):
+            raise ExportError(f"{path}: not found (no value for buffer '{r['buffer']}')")
+        out[r["buffer"]] = torch.from_numpy(np.load(path))
+    return out

@@ -79,7 +79,8 @@ class CompiledStep:
             self.program.set_input("lr", np.asarray(lr, np.float32))
         elif lr is not None:
             raise ExportError("lr= is for a step compiled with an optimizer")
-        out = self.program.run(steps=1)
+        # What is not set in memory (buffers) comes from the export.
+        out = self.program.run(steps=1, input_dir=self.workdir)
         self._last = out
         loss = torch.from_numpy(np.array(out["loss"]).reshape(-1)[-1:].reshape(()))
         if self.optimizer is not None:
