@@ -106,7 +106,7 @@ FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
 
 FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
   FSDPQuantizeGathersOptions o;
-  if (std::optional<QuantFormat> format = toQuantFormat(quantize))
+  if (const std::optional<QuantFormat> &format = quantize.getValue())
     o.format = *format;
   o.minElements = quantizeMinElements;
   o.split = quantizeSplit;
@@ -150,16 +150,6 @@ bool FSDPPipelineOptions::wantsOptimizer() const {
          maxGradNorm != d.maxGradNorm || keepGrads != d.keepGrads;
 }
 
-std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
-  if (q == GatherQuantization::none)
-    return std::nullopt;
-  // GatherQuantization lists the formats in QuantFormat's order after none.
-  return static_cast<QuantFormat>(static_cast<int>(q) - 1);
-}
-static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
-                  static_cast<int>(QuantFormat::fp8_block_1x128_t),
-              "GatherQuantization follows QuantFormat");
-
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
   bool fast = compute == ComputeMode::Fast;
   std::string pipeline = kLowerToLLVMOutline;
@@ -193,7 +183,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
   pm.addPass(createStepCanonicalizer());
-  if (o.quantize != GatherQuantization::none)
+  if (o.quantize.getValue())
     pm.addNestedPass<func::FuncOp>(
         createFSDPQuantizeGathers(o.quantizeOptions()));
   pm.addNestedPass<func::FuncOp>(

@@ -85,11 +85,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "(also emits @<step>_accumulate; 1 to 2^20)"),
       llvm::cl::init(FSDPPartitionOptions().accumulationSteps)};
   // fsdp-quantize-gathers
-  Option<GatherQuantization> quantize{
+  Option<std::optional<QuantFormat>> quantize{
       *this, "quantize",
       llvm::cl::desc("Quantize parameter all-gathers in this format"),
-      llvm::cl::init(GatherQuantization::none),
-      FSDP_GATHER_QUANTIZATION_VALUES};
+      llvm::cl::init(std::optional<QuantFormat>())};
   Option<int64_t> quantizeMinElements{
       *this, "quantize-min-elements",
       llvm::cl::desc("Leave parameters with fewer elements unquantized"),

@@ -1,6 +1,7 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdprt_types.h"
 
 #include "mlir/IR/Builders.h"
@@ -17,31 +18,13 @@ using namespace mlir::fsdp;
 
 namespace {
 
-// The runtime's codes (fsdprt_types.h): the ODS enums share its values.
+// The runtime's codes (fsdprt_types.h): the ODS enums share its values
+// (QuantFormat's are checked in QuantFormat.h).
 static_assert(static_cast<int32_t>(ReduceKind::sum) == FSDPRT_SUM &&
                   static_cast<int32_t>(ReduceKind::avg) == FSDPRT_AVG &&
                   static_cast<int32_t>(ReduceKind::max) == FSDPRT_MAX &&
                   static_cast<int32_t>(ReduceKind::min) == FSDPRT_MIN,
               "ReduceKind must match fsdprt_reduce_op");
-static_assert(static_cast<int32_t>(QuantFormat::fp8_e4m3_tensor) ==
-                      FSDPRT_QUANT_FP8_E4M3_TENSOR &&
-                  static_cast<int32_t>(QuantFormat::fp8_e5m2_tensor) ==
-                      FSDPRT_QUANT_FP8_E5M2_TENSOR &&
-                  static_cast<int32_t>(QuantFormat::mxfp8_rowwise) ==
-                      FSDPRT_QUANT_MXFP8_ROWWISE &&
-                  static_cast<int32_t>(QuantFormat::mxfp8_colwise) ==
-                      FSDPRT_QUANT_MXFP8_COLWISE &&
-                  static_cast<int32_t>(QuantFormat::nvfp4) ==
-                      FSDPRT_QUANT_NVFP4 &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_1x128) ==
-                      FSDPRT_QUANT_FP8_BLOCK_1X128 &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_128x128) ==
-                      FSDPRT_QUANT_FP8_BLOCK_128X128 &&
-                  static_cast<int32_t>(QuantFormat::nvfp4_2d) ==
-                      FSDPRT_QUANT_NVFP4_2D &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_1x128_t) ==
-                      FSDPRT_QUANT_FP8_BLOCK_1X128_T,
-              "QuantFormat must match fsdprt_quant_format");
 
 std::optional<int32_t> dtypeCode(Type t) {
   if (t.isF32())
