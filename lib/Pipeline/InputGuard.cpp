@@ -174,6 +174,83 @@ public:
 
 } // namespace
 
+namespace {
+
+/// Skips what cannot start a guarded op or keyword (strings, SSA, symbol,
+/// attribute, type and block names, numbers, punctuation); false at an
+/// identifier.
+bool skipNonIdentifier(Scanner &s) {
+  char c = s.peek();
+  if (c == '"') {
+    s.skipString();
+    return true;
+  }
+  if (c == '%' || c == '@' || c == '#' || c == '!' || c == '^') {
+    ++s.pos;
+    s.lexIdentifier();
+    return true;
+  }
+  if (isDigit(c)) {
+    while (!s.atEnd() && (isIdChar(s.peek())))
+      ++s.pos;
+    return true;
+  }
+  if (!isIdStart(c)) {
+    ++s.pos;
+    return true;
+  }
+  return false;
+}
+
+/// shard.sharding's static offsets and halo sizes (`id`, the scanner after
+/// it): the marker value parses as a dynamic entry without an operand and
+/// the printer crashes.
+LogicalResult checkStaticSizes(llvm::SourceMgr &sourceMgr, StringRef text,
+                               Scanner &s, StringRef id) {
+  s.skipTrivia();
+  if (s.peek() != '=')
+    return success();
+  ++s.pos;
+  s.skipTrivia();
+  size_t at = s.findDynamicMarker();
+  if (at == StringRef::npos)
+    return success();
+  sourceMgr.PrintMessage(
+      llvm::SMLoc::getFromPointer(text.data() + at), llvm::SourceMgr::DK_Error,
+      "'shard.sharding' " + id +
+          ": -9223372036854775808 is MLIR's marker for a dynamic value, "
+          "not a static size (rejected before parsing: MLIR crashes "
+          "printing it)");
+  return failure();
+}
+
+/// The list after `guardedOp`'s keyword `id` (the scanner after it) must be
+/// 64-bit integer literals.
+LogicalResult checkIntList(llvm::SourceMgr &sourceMgr, StringRef text,
+                           Scanner &s, StringRef guardedOp, StringRef id) {
+  s.skipTrivia();
+  if (s.peek() != '=')
+    return success(); // the parser reports a missing `=` itself
+  ++s.pos;
+  s.skipTrivia();
+  size_t listStart = s.pos;
+  if (s.lexInt64List()) {
+    ++s.pos;
+    return success();
+  }
+  // Point at the offending token (or the list when it does not start).
+  size_t at = s.pos < text.size() ? s.pos : listStart;
+  sourceMgr.PrintMessage(
+      llvm::SMLoc::getFromPointer(text.data() + at), llvm::SourceMgr::DK_Error,
+      "'" + guardedOp + "' " + id +
+          " must be a list of 64-bit integer literals such as [0, 1] "
+          "(rejected before parsing: MLIR's parser of this op crashes on "
+          "other values)");
+  return failure();
+}
+
+} // namespace
+
 LogicalResult mlir::fsdp::checkParserHazards(llvm::SourceMgr &sourceMgr) {
   const llvm::MemoryBuffer *buffer =
       sourceMgr.getMemoryBuffer(sourceMgr.getMainFileID());
@@ -187,85 +264,29 @@ LogicalResult mlir::fsdp::checkParserHazards(llvm::SourceMgr &sourceMgr) {
     s.skipTrivia();
     if (s.atEnd())
       return success();
-    char c = s.peek();
-    if (c == '"') {
-      s.skipString();
+    if (skipNonIdentifier(s))
       continue;
-    }
-    if (c == '%' || c == '@' || c == '#' || c == '!' || c == '^') {
-      ++s.pos;
-      s.lexIdentifier();
-      continue;
-    }
-    if (isDigit(c)) {
-      while (!s.atEnd() && (isIdChar(s.peek())))
-        ++s.pos;
-      continue;
-    }
-    if (!isIdStart(c)) {
-      ++s.pos;
-      continue;
-    }
     StringRef id = s.lexIdentifier();
     StringRef awaited = llvm::StringSwitch<StringRef>(id)
                             .Case("linalg.transpose", "permutation")
                             .Case("linalg.broadcast", "dimensions")
                             .Case("linalg.reduce", "dimensions")
                             .Default("");
-    if (!awaited.empty()) {
+    if (!awaited.empty() || id == "shard.sharding") {
       op = id;
       keyword = awaited;
       continue;
     }
-    if (id == "shard.sharding") {
-      op = id;
-      keyword = "";
-      continue;
-    }
-    // shard.sharding's static offsets and halo sizes: the marker value
-    // parses as a dynamic entry without an operand and the printer crashes.
     if (op == "shard.sharding" &&
         (id == "sharded_dims_offsets" || id == "halo_sizes")) {
-      s.skipTrivia();
-      if (s.peek() != '=')
-        continue;
-      ++s.pos;
-      s.skipTrivia();
-      size_t at = s.findDynamicMarker();
-      if (at == StringRef::npos)
-        continue;
-      sourceMgr.PrintMessage(
-          llvm::SMLoc::getFromPointer(text.data() + at),
-          llvm::SourceMgr::DK_Error,
-          "'shard.sharding' " + id +
-              ": -9223372036854775808 is MLIR's marker for a dynamic value, "
-              "not a static size (rejected before parsing: MLIR crashes "
-              "printing it)");
-      return failure();
+      if (failed(checkStaticSizes(sourceMgr, text, s, id)))
+        return failure();
+      continue;
     }
     if (keyword.empty() || id != keyword)
       continue;
-    StringRef guardedOp = op;
     keyword = "";
-    s.skipTrivia();
-    if (s.peek() != '=')
-      continue; // the parser reports a missing `=` itself
-    ++s.pos;
-    s.skipTrivia();
-    size_t listStart = s.pos;
-    if (s.lexInt64List()) {
-      ++s.pos;
-      continue;
-    }
-    // Point at the offending token (or the list when it does not start).
-    size_t at = s.pos < text.size() ? s.pos : listStart;
-    sourceMgr.PrintMessage(
-        llvm::SMLoc::getFromPointer(text.data() + at),
-        llvm::SourceMgr::DK_Error,
-        "'" + guardedOp + "' " + id +
-            " must be a list of 64-bit integer literals such as [0, 1] "
-            "(rejected before parsing: MLIR's parser of this op crashes on "
-            "other values)");
-    return failure();
+    if (failed(checkIntList(sourceMgr, text, s, op, id)))
+      return failure();
   }
 }

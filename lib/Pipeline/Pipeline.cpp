@@ -3,6 +3,11 @@
 #include "fsdp/Pipeline/Pipeline.h"
 #include "fsdp/Conversion/Passes.h"
 
+#include "mlir/Conversion/Passes.h"
+#include "mlir/Dialect/Arith/Transforms/Passes.h"
+#include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/Linalg/Passes.h"
+#include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
@@ -11,70 +16,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-// Upstream passes by name: their textual names are the stable interface.
-// The compute between collectives is outlined into deduplicated segment
-// functions before bufferization, and every linalg op into a small
-// deduplicated kernel function before loop lowering, so no upstream pass
-// and no part of LLVM sees one function that grows with the model.
-// compute=fast also folds transposes, fuses elementwise chains and turns
-// contractions into BLAS calls (docs/COMPUTE.md).
-// Every canonicalization runs without region simplification: the step is
-// one block whose size grows with the model, and region simplification
-// (dead-argument and unreachable-block elimination, block merging) walks all
-// of it on every iteration for nothing to simplify (0.4 s of 2.2 s at 1,000
-// parameters); op folding and dead-op erasure are unchanged.
-#define FSDP_CANONICALIZE "canonicalize{region-simplify=disabled}"
-constexpr const char *kLowerToLLVMHead =
-    "func.func(convert-elementwise-to-linalg)";
-constexpr const char *kLowerToLLVMFastTensor =
-    "func.func(fsdp-fold-transposes,fsdp-fuse-elementwise," FSDP_CANONICALIZE
-    ")";
-// Ownership-based deallocation frees every buffer the step allocates or
-// gets from a segment call in one dealloc op at the end of its block (after
-// every collective's wait); results are handed to the caller, which owns
-// them (fsdp-run frees them). It runs before the collectives become runtime
-// calls on raw pointers, which it cannot see.
-// This is upstream's buffer-deallocation-pipeline without
-// buffer-deallocation-simplification: that pass compares every pair of
-// memrefs of a dealloc op, and the step's last one holds every buffer the
-// segments return (326 s at 300 parameters). fsdp-early-dealloc instead
-// takes each buffer it can follow (an allocation, or a segment's result:
-// segments return only buffers they allocate) out of those ops, walking its
-// uses once, and frees it right after its last use (after the wait of a
-// collective that uses it), before the ops are lowered; a step result is
-// never freed. Only what it cannot follow keeps the run-time alias checks.
-// Outlining comes first: the tensor-level passes after it (elementwise to
-// linalg, the fast path's folding and fusion) then run on the deduplicated
-// segment functions, about ten for a transformer of any depth, instead of
-// on one step that grows with the model.
-constexpr const char *kLowerToLLVMOutline = "fsdp-outline-segments";
-constexpr const char *kLowerToLLVMBufferize =
-    "one-shot-bufferize{bufferize-function-boundaries "
-    "function-boundary-type-conversion=identity-layout-map},"
-    "expand-realloc{emit-deallocs=false}," FSDP_CANONICALIZE
-    ",ownership-based-buffer-deallocation," FSDP_CANONICALIZE
-    ",fsdp-early-dealloc,bufferization-lower-deallocations,"
-    "cse," FSDP_CANONICALIZE ","
-    "convert-bufferization-to-memref,"
-    "convert-fsdp-to-runtime,fsdp-outline-kernels";
-constexpr const char *kLowerToLLVMFastBuffer =
-    "fsdp-linalg-to-blas,fsdp-copies-to-loops,fsdp-reduction-loops,"
-    "fsdp-approximate-math";
-// fsdp-lower-ifs lowers the scf.if ops of the functions' bodies (one per
-// run-time alias check of the step's deallocations) in linear time: the
-// dialect conversion of convert-scf-to-cf moves every operation after each
-// one, quadratic in the length of the step (1.7 s of 5 s at 1,000
-// parameters). The dialect conversions run without pattern rollback, which
-// records every change for a rollback nothing here needs.
-constexpr const char *kLowerToLLVMTail =
-    "func.func(convert-linalg-to-loops),"
-    "arith-expand{include-bf16=true},"
-    "expand-strided-metadata,lower-affine,func.func(fsdp-lower-ifs),"
-    "convert-scf-to-cf{allow-pattern-rollback=false},"
-    "convert-math-to-llvm,convert-math-to-libm,"
-    "convert-to-llvm{allow-pattern-rollback=false},"
-    "reconcile-unrealized-casts";
-
 constexpr const char *kPipelineName = "fsdp-pipeline";
 constexpr const char *kPipelineSummary =
     "Partition a training step, expand its collectives and optionally "
@@ -106,7 +47,7 @@ FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
 
 FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
   FSDPQuantizeGathersOptions o;
-  if (std::optional<QuantFormat> format = toQuantFormat(quantize))
+  if (const std::optional<QuantFormat> &format = quantize.getValue())
     o.format = *format;
   o.minElements = quantizeMinElements;
   o.split = quantizeSplit;
@@ -150,40 +91,24 @@ bool FSDPPipelineOptions::wantsOptimizer() const {
          maxGradNorm != d.maxGradNorm || keepGrads != d.keepGrads;
 }
 
-std::optional<QuantFormat> mlir::fsdp::toQuantFormat(GatherQuantization q) {
-  if (q == GatherQuantization::none)
-    return std::nullopt;
-  // GatherQuantization lists the formats in QuantFormat's order after none.
-  return static_cast<QuantFormat>(static_cast<int>(q) - 1);
-}
-static_assert(static_cast<int>(GatherQuantization::fp8_block_1x128_t) - 1 ==
-                  static_cast<int>(QuantFormat::fp8_block_1x128_t),
-              "GatherQuantization follows QuantFormat");
+//===----------------------------------------------------------------------===//
+// fsdp-pipeline stages
+//===----------------------------------------------------------------------===//
 
-void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
-  bool fast = compute == ComputeMode::Fast;
-  std::string pipeline = kLowerToLLVMOutline;
-  pipeline += std::string(",") + kLowerToLLVMHead;
-  if (fast)
-    pipeline += std::string(",") + kLowerToLLVMFastTensor;
-  pipeline += std::string(",") + kLowerToLLVMBufferize;
-  if (fast)
-    pipeline += std::string(",") + kLowerToLLVMFastBuffer;
-  pipeline += std::string(",") + kLowerToLLVMTail;
-  if (failed(parsePassPipeline(pipeline, pm, llvm::errs())))
-    llvm::report_fatal_error("fsdp: malformed built-in lowering pipeline");
-}
-
-/// The canonicalizer of FSDP_CANONICALIZE.
-static std::unique_ptr<Pass> createStepCanonicalizer() {
+// Every canonicalization runs without region simplification: the step is
+// one block whose size grows with the model, and region simplification
+// (dead-argument and unreachable-block elimination, block merging) walks all
+// of it on every iteration for nothing to simplify (0.4 s of 2.2 s at 1,000
+// parameters); op folding and dead-op erasure are unchanged.
+std::unique_ptr<Pass> mlir::fsdp::createFSDPCanonicalizer() {
   GreedyRewriteConfig config;
   config.setUseTopDownTraversal(true); // the canonicalize pass's default
   config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
   return createCanonicalizerPass(config);
 }
 
-void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
-                                   const FSDPPipelineOptions &o) {
+void mlir::fsdp::populateFSDPPartition(OpPassManager &pm,
+                                       const FSDPPipelineOptions &o) {
   // Upstream `shard` annotations become layouts (nothing to do without them).
   pm.addPass(createFSDPImportShard());
   // Before partitioning: the recomputed forward reads the parameters in the
@@ -192,20 +117,139 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
     pm.addPass(createFSDPRecompute(o.recomputeOptions()));
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
-  pm.addPass(createStepCanonicalizer());
-  if (o.quantize != GatherQuantization::none)
+  pm.addPass(createFSDPCanonicalizer());
+}
+
+void mlir::fsdp::populateFSDPCollectives(OpPassManager &pm,
+                                         const FSDPPipelineOptions &o) {
+  if (o.quantize.getValue())
     pm.addNestedPass<func::FuncOp>(
         createFSDPQuantizeGathers(o.quantizeOptions()));
   pm.addNestedPass<func::FuncOp>(
       createFSDPBucketCollectives(o.bucketOptions()));
-  pm.addPass(createStepCanonicalizer());
+  pm.addPass(createFSDPCanonicalizer());
   if (o.schedule)
     pm.addNestedPass<func::FuncOp>(createFSDPSchedule(o.scheduleOptions()));
+}
+
+void mlir::fsdp::populateFSDPOptimizer(OpPassManager &pm,
+                                       const FSDPPipelineOptions &o) {
   // The update reads the reduced gradient slots, after their waits.
   if (o.wantsOptimizer())
     pm.addPass(createFSDPOptimizer(o.optimizerOptions()));
+}
+
+void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
+                                   const FSDPPipelineOptions &o) {
+  populateFSDPPartition(pm, o);
+  populateFSDPCollectives(pm, o);
+  populateFSDPOptimizer(pm, o);
   if (o.lower)
     buildFSDPLowerToLLVM(pm, o.compute);
+}
+
+//===----------------------------------------------------------------------===//
+// fsdp-lower-to-llvm stages
+//===----------------------------------------------------------------------===//
+
+// The compute between collectives is outlined into deduplicated segment
+// functions before bufferization, and every linalg op into a small
+// deduplicated kernel function before loop lowering, so no upstream pass
+// and no part of LLVM sees one function that grows with the model.
+// compute=fast also folds transposes, fuses elementwise chains and turns
+// contractions into BLAS calls (docs/COMPUTE.md).
+
+void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
+                                           ComputeMode compute) {
+  // Outlining comes first: the tensor-level passes after it (elementwise to
+  // linalg, the fast path's folding and fusion) then run on the deduplicated
+  // segment functions, about ten for a transformer of any depth, instead of
+  // on one step that grows with the model.
+  pm.addPass(createFSDPOutlineSegments());
+  pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  if (compute == ComputeMode::Fast) {
+    OpPassManager &fn = pm.nest<func::FuncOp>();
+    fn.addPass(createFSDPFoldTransposes());
+    fn.addPass(createFSDPFuseElementwise());
+    fn.addPass(createFSDPCanonicalizer());
+  }
+}
+
+void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm) {
+  bufferization::OneShotBufferizePassOptions bufferize;
+  bufferize.bufferizeFunctionBoundaries = true;
+  bufferize.functionBoundaryTypeConversion =
+      bufferization::LayoutMapOption::IdentityLayoutMap;
+  pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
+  memref::ExpandReallocPassOptions expandRealloc;
+  expandRealloc.emitDeallocs = false;
+  pm.addPass(memref::createExpandReallocPass(expandRealloc));
+  pm.addPass(createFSDPCanonicalizer());
+  // Ownership-based deallocation frees every buffer the step allocates or
+  // gets from a segment call in one dealloc op at the end of its block
+  // (after every collective's wait); results are handed to the caller, which
+  // owns them (fsdp-run frees them). It runs before the collectives become
+  // runtime calls on raw pointers, which it cannot see.
+  // This is upstream's buffer-deallocation-pipeline without
+  // buffer-deallocation-simplification: that pass compares every pair of
+  // memrefs of a dealloc op, and the step's last one holds every buffer the
+  // segments return (326 s at 300 parameters). fsdp-early-dealloc instead
+  // takes each buffer it can follow (an allocation, or a segment's result:
+  // segments return only buffers they allocate) out of those ops, walking
+  // its uses once, and frees it right after its last use (after the wait of
+  // a collective that uses it), before the ops are lowered; a step result is
+  // never freed. Only what it cannot follow keeps the run-time alias checks.
+  pm.addPass(bufferization::createOwnershipBasedBufferDeallocationPass());
+  pm.addPass(createFSDPCanonicalizer());
+  pm.addPass(createFSDPEarlyDealloc());
+  pm.addPass(bufferization::createLowerDeallocationsPass());
+  pm.addPass(createCSEPass());
+  pm.addPass(createFSDPCanonicalizer());
+  pm.addPass(createConvertBufferizationToMemRefPass());
+}
+
+void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
+                                          ComputeMode compute) {
+  pm.addPass(createConvertFSDPToRuntime());
+  pm.addPass(createFSDPOutlineKernels());
+  if (compute == ComputeMode::Fast) {
+    pm.addPass(createFSDPLinalgToBlas());
+    pm.addPass(createFSDPCopiesToLoops());
+    pm.addPass(createFSDPReductionLoops());
+    pm.addPass(createFSDPApproximateMath());
+  }
+}
+
+void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm) {
+  pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  arith::ArithExpandOpsPassOptions expand;
+  expand.includeBf16 = true;
+  pm.addPass(arith::createArithExpandOpsPass(expand));
+  pm.addPass(memref::createExpandStridedMetadataPass());
+  pm.addPass(createLowerAffinePass());
+  // fsdp-lower-ifs lowers the scf.if ops of the functions' bodies (one per
+  // run-time alias check of the step's deallocations) in linear time: the
+  // dialect conversion of convert-scf-to-cf moves every operation after each
+  // one, quadratic in the length of the step (1.7 s of 5 s at 1,000
+  // parameters). The dialect conversions run without pattern rollback, which
+  // records every change for a rollback nothing here needs.
+  pm.addNestedPass<func::FuncOp>(createFSDPLowerIfs());
+  SCFToControlFlowPassOptions scfToCf;
+  scfToCf.allowPatternRollback = false;
+  pm.addPass(createSCFToControlFlowPass(scfToCf));
+  pm.addPass(createConvertMathToLLVMPass());
+  pm.addPass(createConvertMathToLibmPass());
+  ConvertToLLVMPassOptions toLLVM;
+  toLLVM.allowPatternRollback = false;
+  pm.addPass(createConvertToLLVMPass(toLLVM));
+  pm.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+  populateFSDPTensorCompute(pm, compute);
+  populateFSDPBufferization(pm);
+  populateFSDPRuntimeCalls(pm, compute);
+  populateFSDPLowerToLLVMDialect(pm);
 }
 
 void mlir::fsdp::registerFSDPPipelines() {

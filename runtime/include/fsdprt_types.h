@@ -4,8 +4,10 @@
  * Element types, reduction operators and quantization formats, defined once.
  * Compiled code passes them to the runtime as plain integers, so they are
  * part of the ABI: fsdprt.h and fsdprt_quant.h use them, and the compiler
- * (lib/Conversion/FSDPToRuntime, include/fsdp/Layout/QuantFormats.h) ties
- * its own enums to them with static_asserts. Plain C, no dependencies.
+ * ties its own enums to them with static_asserts (ReduceKind in
+ * lib/Conversion/FSDPToRuntime, QuantFormat, the dialect's one list of
+ * formats, in include/fsdp/Dialect/FSDP/IR/QuantFormat.h). Plain C, no
+ * dependencies.
  */
 #ifndef FSDPRT_TYPES_H
 #define FSDPRT_TYPES_H

@@ -85,11 +85,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "(also emits @<step>_accumulate; 1 to 2^20)"),
       llvm::cl::init(FSDPPartitionOptions().accumulationSteps)};
   // fsdp-quantize-gathers
-  Option<GatherQuantization> quantize{
+  Option<std::optional<QuantFormat>> quantize{
       *this, "quantize",
       llvm::cl::desc("Quantize parameter all-gathers in this format"),
-      llvm::cl::init(GatherQuantization::none),
-      FSDP_GATHER_QUANTIZATION_VALUES};
+      llvm::cl::init(std::optional<QuantFormat>())};
   Option<int64_t> quantizeMinElements{
       *this, "quantize-min-elements",
       llvm::cl::desc("Leave parameters with fewer elements unquantized"),
@@ -182,14 +181,41 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
 };
 
 /// Appends the fsdp pipeline to `pm` (a pass manager on builtin.module):
-/// [recompute], partition, expand, canonicalize, [quantize], bucket,
-/// canonicalize, [schedule], [optimizer], [lower to LLVM].
+/// its stages below in order, then fsdp-lower-to-llvm with `lower`.
 void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect
-/// with fsdprt runtime calls (bufferization, convert-fsdp-to-runtime, ...).
+/// with fsdprt runtime calls: its stages below in order.
 void buildFSDPLowerToLLVM(OpPassManager &pm,
                           ComputeMode compute = ComputeMode::Fast);
+
+// The stages, each appending its passes to `pm` (on builtin.module), for
+// compilers that run part of the pipeline or add passes between stages.
+
+/// The canonicalizer every stage runs (without region simplification).
+std::unique_ptr<Pass> createFSDPCanonicalizer();
+
+/// import-shard, [recompute], partition, expand, canonicalize.
+void populateFSDPPartition(OpPassManager &pm,
+                           const FSDPPipelineOptions &options);
+/// [quantize], bucket, canonicalize, [schedule].
+void populateFSDPCollectives(OpPassManager &pm,
+                             const FSDPPipelineOptions &options);
+/// [optimizer] (when an optimizer or one of its options is given).
+void populateFSDPOptimizer(OpPassManager &pm,
+                           const FSDPPipelineOptions &options);
+
+/// Outline segments, elementwise ops to linalg, and with compute=fast fold
+/// transposes and fuse elementwise ops (on tensors).
+void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute);
+/// One-shot bufferization and deallocation (early frees, then the
+/// ownership-based rest).
+void populateFSDPBufferization(OpPassManager &pm);
+/// Collectives to fsdprt calls, kernel outlining, and with compute=fast the
+/// BLAS calls and specialized loops.
+void populateFSDPRuntimeCalls(OpPassManager &pm, ComputeMode compute);
+/// Loops, control flow and everything else to the LLVM dialect.
+void populateFSDPLowerToLLVMDialect(OpPassManager &pm);
 
 /// Registers the `fsdp-pipeline` and `fsdp-lower-to-llvm` pipelines.
 void registerFSDPPipelines();

@@ -114,40 +114,86 @@ FailureOr<int64_t> loopStride(linalg::LinalgOp op, OpOperand &operand,
   return strides[*pos];
 }
 
+/// Why `op` is not a multiply-accumulate of two strided f32 or f64 buffers
+/// into a third, or nullopt when it is.
+std::optional<std::string> notAGemmBody(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics())
+    return std::string("operands are not buffers");
+  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
+    return std::string("not two inputs and one output");
+  if (!isMulAddBody(op))
+    return std::string("the body is not a single multiply-accumulate");
+  Type elem;
+  for (OpOperand &o : op->getOpOperands()) {
+    auto t = dyn_cast<MemRefType>(o.get().getType());
+    if (!t)
+      return std::string("an operand is not a memref");
+    if (elem && t.getElementType() != elem)
+      return std::string("mixed element types");
+    elem = t.getElementType();
+    if (!t.isStrided())
+      return std::string("an operand has a non-strided layout");
+  }
+  if (!elem.isF32() && !elem.isF64()) {
+    std::string s;
+    llvm::raw_string_ostream os(s);
+    os << "element type " << elem << " has no BLAS gemm (only f32 and f64)";
+    return s;
+  }
+  for (AffineMap map : op.getIndexingMapsArray())
+    if (!map.isProjectedPermutation())
+      return std::string("an indexing map is not a projected permutation");
+  return std::nullopt;
+}
+
+/// Several M (N, K) dimensions are one matrix dimension when every operand
+/// that reads them lays them out contiguously in the same order, e.g. the
+/// (batch, token) rows of a linear layer on 3-D activations. Sets the
+/// collapsed `size` and each user's stride of it.
+LogicalResult collapseDims(linalg::LinalgOp op, ArrayRef<int64_t> ranges,
+                           ArrayRef<unsigned> group, OpOperand *ref,
+                           ArrayRef<OpOperand *> users, int64_t &size,
+                           SmallVector<int64_t, 3> &strides) {
+  SmallVector<unsigned> order(group);
+  AffineMap refMap = op.getMatchingIndexingMap(ref);
+  auto pos = [&](unsigned d) {
+    return *refMap.getResultPosition(getAffineDimExpr(d, op.getContext()));
+  };
+  llvm::sort(order, [&](unsigned x, unsigned y) { return pos(x) < pos(y); });
+  size = 1;
+  for (unsigned d : order)
+    size *= ranges[d];
+  strides.clear();
+  for (OpOperand *o : users) {
+    int64_t inner = 0;
+    bool first = true;
+    for (unsigned i = order.size(); i-- > 0;) {
+      FailureOr<int64_t> st = loopStride(op, *o, order[i]);
+      if (failed(st) || *st == 0)
+        return failure();
+      if (ranges[order[i]] == 1)
+        continue;
+      if (!first && *st != inner)
+        return failure();
+      if (first)
+        strides.push_back(*st);
+      first = false;
+      inner = *st * ranges[order[i]];
+    }
+    if (first) // every dimension of the group has size 1
+      strides.push_back(1);
+  }
+  return success();
+}
+
 /// Plans the call or says why the op stays a loop.
 FailureOr<GemmPlan> plan(linalg::LinalgOp op, std::string &why) {
   auto fail = [&](const llvm::Twine &reason) {
     why = reason.str();
     return failure();
   };
-  if (!op.hasPureBufferSemantics())
-    return fail("operands are not buffers");
-  if (op.getNumDpsInputs() != 2 || op.getNumDpsInits() != 1)
-    return fail("not two inputs and one output");
-  if (!isMulAddBody(op))
-    return fail("the body is not a single multiply-accumulate");
-  Type elem;
-  for (OpOperand &o : op->getOpOperands()) {
-    auto t = dyn_cast<MemRefType>(o.get().getType());
-    if (!t)
-      return fail("an operand is not a memref");
-    if (elem && t.getElementType() != elem)
-      return fail("mixed element types");
-    elem = t.getElementType();
-    if (!t.isStrided())
-      return fail("an operand has a non-strided layout");
-  }
-  if (!elem.isF32() && !elem.isF64())
-    return fail("element type " + llvm::Twine([&] {
-                  std::string s;
-                  llvm::raw_string_ostream os(s);
-                  os << elem;
-                  return s;
-                }()) +
-                " has no BLAS gemm (only f32 and f64)");
-  for (AffineMap map : op.getIndexingMapsArray())
-    if (!map.isProjectedPermutation())
-      return fail("an indexing map is not a projected permutation");
+  if (std::optional<std::string> reason = notAGemmBody(op))
+    return fail(*reason);
   FailureOr<linalg::ContractionDimensions> dims =
       linalg::inferContractionDims(op);
   if (failed(dims))
@@ -160,65 +206,20 @@ FailureOr<GemmPlan> plan(linalg::LinalgOp op, std::string &why) {
 
   OpOperand *a = op.getDpsInputOperand(0), *b = op.getDpsInputOperand(1),
             *c = op.getDpsInitOperand(0);
-  // Several M (N, K) dimensions are one matrix dimension when every operand
-  // that reads them lays them out contiguously in the same order, e.g. the
-  // (batch, token) rows of a linear layer on 3-D activations.
-  auto collapse = [&](ArrayRef<unsigned> group, OpOperand *ref,
-                      ArrayRef<OpOperand *> users, int64_t &size,
-                      SmallVector<int64_t, 3> &strides) -> LogicalResult {
-    SmallVector<unsigned> order(group);
-    AffineMap refMap = op.getMatchingIndexingMap(ref);
-    auto pos = [&](unsigned d) {
-      return *refMap.getResultPosition(getAffineDimExpr(d, op.getContext()));
-    };
-    llvm::sort(order, [&](unsigned x, unsigned y) { return pos(x) < pos(y); });
-    size = 1;
-    for (unsigned d : order)
-      size *= ranges[d];
-    strides.clear();
-    for (OpOperand *o : users) {
-      int64_t inner = 0;
-      bool first = true;
-      for (unsigned i = order.size(); i-- > 0;) {
-        FailureOr<int64_t> st = loopStride(op, *o, order[i]);
-        if (failed(st) || *st == 0)
-          return failure();
-        if (ranges[order[i]] == 1)
-          continue;
-        if (!first && *st != inner)
-          return failure();
-        if (first)
-          strides.push_back(*st);
-        first = false;
-        inner = *st * ranges[order[i]];
-      }
-      if (first) // every dimension of the group has size 1
-        strides.push_back(1);
-    }
-    return success();
-  };
-  int64_t sizeM, sizeN, sizeK;
+  GemmPlan p;
   SmallVector<int64_t, 3> stM, stN, stK;
-  if (failed(collapse(dims->m, c, {a, c}, sizeM, stM)) ||
-      failed(collapse(dims->n, c, {b, c}, sizeN, stN)) ||
-      failed(collapse(dims->k, a, {a, b}, sizeK, stK)))
+  if (failed(collapseDims(op, ranges, dims->m, c, {a, c}, p.m, stM)) ||
+      failed(collapseDims(op, ranges, dims->n, c, {b, c}, p.n, stN)) ||
+      failed(collapseDims(op, ranges, dims->k, a, {a, b}, p.k, stK)))
     return fail("M, N or K dimensions are dynamic, broadcast or not "
                 "contiguous in every operand");
-  FailureOr<int64_t> sam = stM[0], sak = stK[0], sbk = stK[1], sbn = stN[0],
-                     scm = stM[1], scn = stN[1];
-  auto stride = [&](OpOperand *o, unsigned d) { return loopStride(op, *o, d); };
-
-  GemmPlan p;
-  p.elementType = elem;
-  p.m = sizeM;
-  p.n = sizeN;
-  p.k = sizeK;
+  p.elementType = cast<MemRefType>(c->get().getType()).getElementType();
   p.a = a->get();
   p.b = b->get();
   p.c = c->get();
-  std::optional<MatrixLayout> lc = matrixLayout(p.m, p.n, *scm, *scn);
-  std::optional<MatrixLayout> la = matrixLayout(p.m, p.k, *sam, *sak);
-  std::optional<MatrixLayout> lb = matrixLayout(p.k, p.n, *sbk, *sbn);
+  std::optional<MatrixLayout> lc = matrixLayout(p.m, p.n, stM[1], stN[1]);
+  std::optional<MatrixLayout> la = matrixLayout(p.m, p.k, stM[0], stK[0]);
+  std::optional<MatrixLayout> lb = matrixLayout(p.k, p.n, stK[1], stN[0]);
   if (!lc || !la || !lb)
     return fail("an operand has no unit stride in its matrix dimensions");
   if (lc->trans) {
@@ -236,7 +237,8 @@ FailureOr<GemmPlan> plan(linalg::LinalgOp op, std::string &why) {
     if (v > std::numeric_limits<int32_t>::max())
       return fail("a size or leading dimension exceeds 32 bits");
   for (unsigned d : dims->batch) {
-    FailureOr<int64_t> ba = stride(a, d), bb = stride(b, d), bc = stride(c, d);
+    FailureOr<int64_t> ba = loopStride(op, *a, d), bb = loopStride(op, *b, d),
+                       bc = loopStride(op, *c, d);
     if (failed(ba) || failed(bb) || failed(bc))
       return fail("dynamic strides");
     if (lc->trans)

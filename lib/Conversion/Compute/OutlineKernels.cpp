@@ -44,91 +44,106 @@ Operation *constantDef(Value v) {
   return nullptr;
 }
 
+/// Only ops on buffers: a tensor op has results the caller uses. Copies
+/// too: each is a memcpy or a strided copy loop.
+bool isOutlined(Operation *op) {
+  return (isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
+          !op->getParentOfType<linalg::LinalgOp>()) ||
+         isa<memref::CopyOp>(op);
+}
+
+/// The ops to outline, one kernel each: one op, or a fill and the op that
+/// accumulates into the filled buffer.
+SmallVector<SmallVector<Operation *, 2>> collectGroups(ModuleOp module) {
+  SmallVector<SmallVector<Operation *, 2>> groups;
+  llvm::DenseSet<Operation *> grouped;
+  for (auto func : module.getOps<func::FuncOp>()) {
+    if (func.isExternal() || func->hasAttr(kKernelAttrName))
+      continue;
+    func.walk([&](Operation *op) {
+      if (!isOutlined(op) || grouped.contains(op))
+        return;
+      groups.push_back({op});
+      auto fill = dyn_cast<linalg::FillOp>(op);
+      auto next = dyn_cast_or_null<linalg::LinalgOp>(op->getNextNode());
+      if (fill && next && !isa<linalg::FillOp>(next.getOperation()) &&
+          isOutlined(next.getOperation()) &&
+          llvm::is_contained(next.getDpsInits(), fill.getOutputs()[0])) {
+        groups.back().push_back(next);
+        grouped.insert(next);
+      }
+    });
+  }
+  return groups;
+}
+
+/// The candidate kernel of `group`, detached, and the values the call
+/// passes it: the ops' own operands, then values their bodies capture
+/// (constants are cloned into the kernel instead).
+func::FuncOp buildKernel(MLIRContext *ctx, ArrayRef<Operation *> group,
+                         SmallVector<Value> &args) {
+  Operation *op = group.front();
+  llvm::SetVector<Value> used;
+  for (Operation *member : group) {
+    used.insert(member->getOperands().begin(), member->getOperands().end());
+    getUsedValuesDefinedAbove(member->getRegions(), used);
+  }
+  SmallVector<Operation *> constants;
+  for (Value v : used) {
+    if (Operation *c = constantDef(v))
+      constants.push_back(c);
+    else
+      args.push_back(v);
+  }
+  SmallVector<Type> argTypes =
+      llvm::map_to_vector(args, [](Value v) { return v.getType(); });
+  OpBuilder b(ctx);
+  auto kernel = func::FuncOp::create(b, op->getLoc(), "__fsdp_kernel",
+                                     b.getFunctionType(argTypes, {}));
+  Block *entry = kernel.addEntryBlock();
+  b.setInsertionPointToStart(entry);
+  IRMapping map;
+  for (auto [from, to] : llvm::zip(args, entry->getArguments()))
+    map.map(from, to);
+  for (Operation *c : constants)
+    if (!map.contains(c->getResult(0)))
+      map.map(c->getResult(0), b.clone(*c)->getResult(0));
+  for (Operation *member : group)
+    b.clone(*member, map);
+  func::ReturnOp::create(b, op->getLoc());
+  return kernel;
+}
+
+/// The deduplication key of a candidate kernel: its generic form.
+std::string kernelKey(func::FuncOp kernel) {
+  std::string key;
+  llvm::raw_string_ostream os(key);
+  OpPrintingFlags flags;
+  flags.printGenericOpForm().elideLargeElementsAttrs(1 << 30);
+  kernel->print(os, flags);
+  return key;
+}
+
 struct FSDPOutlineKernelsPass
     : public mlir::fsdp::impl::FSDPOutlineKernelsBase<FSDPOutlineKernelsPass> {
   using Base::Base;
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
+    MLIRContext *ctx = module.getContext();
     SymbolTable symbols(module);
-    // Only ops on buffers: a tensor op has results the caller uses.
-    // Copies too: each is a memcpy or a strided copy loop.
-    auto outlined = [](Operation *op) {
-      return (isa<linalg::LinalgOp>(op) && op->getNumResults() == 0 &&
-              !op->getParentOfType<linalg::LinalgOp>()) ||
-             isa<memref::CopyOp>(op);
-    };
-    SmallVector<SmallVector<Operation *, 2>> groups;
-    llvm::DenseSet<Operation *> grouped;
-    for (auto func : module.getOps<func::FuncOp>()) {
-      if (func.isExternal() || func->hasAttr(kKernelAttrName))
-        continue;
-      func.walk([&](Operation *op) {
-        if (!outlined(op) || grouped.contains(op))
-          return;
-        groups.push_back({op});
-        // A fill and the op that accumulates into the filled buffer.
-        auto fill = dyn_cast<linalg::FillOp>(op);
-        auto next = dyn_cast_or_null<linalg::LinalgOp>(op->getNextNode());
-        if (fill && next && !isa<linalg::FillOp>(next.getOperation()) &&
-            outlined(next.getOperation()) &&
-            llvm::is_contained(next.getDpsInits(), fill.getOutputs()[0])) {
-          groups.back().push_back(next);
-          grouped.insert(next);
-        }
-      });
-    }
+    Builder b(ctx);
     llvm::StringMap<func::FuncOp> kernels;
     unsigned counter = 0;
-    for (ArrayRef<Operation *> group : groups) {
+    for (ArrayRef<Operation *> group : collectGroups(module)) {
       Operation *op = group.front();
-      // Operands: the ops' own, then values their bodies capture (constants
-      // are cloned into the kernel instead).
-      llvm::SetVector<Value> used;
-      for (Operation *member : group) {
-        used.insert(member->getOperands().begin(), member->getOperands().end());
-        getUsedValuesDefinedAbove(member->getRegions(), used);
-      }
       SmallVector<Value> args;
-      SmallVector<Operation *> constants;
-      for (Value v : used) {
-        if (Operation *c = constantDef(v))
-          constants.push_back(c);
-        else
-          args.push_back(v);
-      }
-      SmallVector<Type> argTypes =
-          llvm::map_to_vector(args, [](Value v) { return v.getType(); });
-
-      // Build the candidate kernel detached, print it as the dedup key.
-      OpBuilder b(module.getContext());
-      auto fnType = b.getFunctionType(argTypes, {});
-      auto kernel =
-          func::FuncOp::create(b, op->getLoc(), "__fsdp_kernel", fnType);
-      Block *entry = kernel.addEntryBlock();
-      b.setInsertionPointToStart(entry);
-      IRMapping map;
-      for (auto [from, to] : llvm::zip(args, entry->getArguments()))
-        map.map(from, to);
-      for (Operation *c : constants)
-        if (!map.contains(c->getResult(0)))
-          map.map(c->getResult(0), b.clone(*c)->getResult(0));
-      for (Operation *member : group)
-        b.clone(*member, map);
-      func::ReturnOp::create(b, op->getLoc());
-
-      std::string key;
-      {
-        llvm::raw_string_ostream os(key);
-        OpPrintingFlags flags;
-        flags.printGenericOpForm().elideLargeElementsAttrs(1 << 30);
-        kernel->print(os, flags);
-      }
-      func::FuncOp &existing = kernels[key];
+      func::FuncOp kernel = buildKernel(ctx, group, args);
+      func::FuncOp &existing = kernels[kernelKey(kernel)];
       if (!existing) {
         kernel.setSymName(("__fsdp_kernel_" + llvm::Twine(counter++)).str());
         kernel.setPrivate();
-        kernel->setAttr(kKernelAttrName, UnitAttr::get(module.getContext()));
+        kernel->setAttr(kKernelAttrName, UnitAttr::get(ctx));
         kernel->setAttr("passthrough", b.getStrArrayAttr({"noinline"}));
         symbols.insert(kernel);
         existing = kernel;

@@ -136,15 +136,11 @@ struct FSDPOutlineSegmentsPass
     }
   }
 
-  void outline(ModuleOp module, SymbolTable &symbols,
-               llvm::StringMap<func::FuncOp> &segments, unsigned &counter,
-               Block &body, ArrayRef<Operation *> run) {
-    llvm::DenseSet<Operation *> inRun(run.begin(), run.end());
-    RunInterface iface = analyze(run, inRun, body);
-    MLIRContext *ctx = module.getContext();
-    Location loc = run.front()->getLoc();
-
-    // Build the candidate detached; its generic form is the dedup key.
+  /// The candidate segment of `run`, detached: its inputs are the
+  /// arguments, its outputs the results.
+  static func::FuncOp buildSegment(MLIRContext *ctx, Location loc,
+                                   const RunInterface &iface,
+                                   ArrayRef<Operation *> run) {
     OpBuilder b(ctx);
     SmallVector<Type> argTypes =
         llvm::map_to_vector(iface.inputs, [](Value v) { return v.getType(); });
@@ -177,7 +173,19 @@ struct FSDPOutlineSegmentsPass
     SmallVector<Value> returned = llvm::map_to_vector(
         iface.outputs, [&](Value v) { return map.lookup(v); });
     func::ReturnOp::create(b, loc, returned);
+    return segment;
+  }
 
+  void outline(ModuleOp module, SymbolTable &symbols,
+               llvm::StringMap<func::FuncOp> &segments, unsigned &counter,
+               Block &body, ArrayRef<Operation *> run) {
+    llvm::DenseSet<Operation *> inRun(run.begin(), run.end());
+    RunInterface iface = analyze(run, inRun, body);
+    MLIRContext *ctx = module.getContext();
+    Location loc = run.front()->getLoc();
+
+    // Build the candidate detached; its generic form is the dedup key.
+    func::FuncOp segment = buildSegment(ctx, loc, iface, run);
     std::string key;
     {
       llvm::raw_string_ostream os(key);

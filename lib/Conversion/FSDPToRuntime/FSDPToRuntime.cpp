@@ -1,7 +1,9 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
+#include "RuntimeFunctions.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdprt_types.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -19,31 +21,13 @@ using namespace mlir::fsdp;
 
 namespace {
 
-// The runtime's codes (fsdprt_types.h): the ODS enums share its values.
+// The runtime's codes (fsdprt_types.h): the ODS enums share its values
+// (QuantFormat's are checked in QuantFormat.h).
 static_assert(static_cast<int32_t>(ReduceKind::sum) == FSDPRT_SUM &&
                   static_cast<int32_t>(ReduceKind::avg) == FSDPRT_AVG &&
                   static_cast<int32_t>(ReduceKind::max) == FSDPRT_MAX &&
                   static_cast<int32_t>(ReduceKind::min) == FSDPRT_MIN,
               "ReduceKind must match fsdprt_reduce_op");
-static_assert(static_cast<int32_t>(QuantFormat::fp8_e4m3_tensor) ==
-                      FSDPRT_QUANT_FP8_E4M3_TENSOR &&
-                  static_cast<int32_t>(QuantFormat::fp8_e5m2_tensor) ==
-                      FSDPRT_QUANT_FP8_E5M2_TENSOR &&
-                  static_cast<int32_t>(QuantFormat::mxfp8_rowwise) ==
-                      FSDPRT_QUANT_MXFP8_ROWWISE &&
-                  static_cast<int32_t>(QuantFormat::mxfp8_colwise) ==
-                      FSDPRT_QUANT_MXFP8_COLWISE &&
-                  static_cast<int32_t>(QuantFormat::nvfp4) ==
-                      FSDPRT_QUANT_NVFP4 &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_1x128) ==
-                      FSDPRT_QUANT_FP8_BLOCK_1X128 &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_128x128) ==
-                      FSDPRT_QUANT_FP8_BLOCK_128X128 &&
-                  static_cast<int32_t>(QuantFormat::nvfp4_2d) ==
-                      FSDPRT_QUANT_NVFP4_2D &&
-                  static_cast<int32_t>(QuantFormat::fp8_block_1x128_t) ==
-                      FSDPRT_QUANT_FP8_BLOCK_1X128_T,
-              "QuantFormat must match fsdprt_quant_format");
 
 std::optional<int32_t> dtypeCode(Type t) {
   if (t.isF32())
@@ -108,74 +92,37 @@ struct ConvertFSDPToRuntimePass
   LogicalResult lowerQuantStep(Operation *op) {
     OpBuilder b(op);
     Location loc = op->getLoc();
-    auto module = op->getParentOfType<ModuleOp>();
-    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-    Type i64 = b.getI64Type(), i32 = b.getI32Type();
-    auto c64 = [&](int64_t v) {
-      return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
+    auto count = [](Value v) {
+      return cast<MemRefType>(v.getType()).getNumElements();
     };
-    auto c32 = [&](int64_t v) {
-      return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
+    auto dtypeOf = [](Value v) -> int64_t {
+      return *dtypeCode(cast<MemRefType>(v.getType()).getElementType());
     };
-    auto dtypeOf = [&](Value v) -> std::optional<int32_t> {
-      return dtypeCode(cast<MemRefType>(v.getType()).getElementType());
-    };
-    RuntimeCall call;
     if (auto a = dyn_cast<BufferQuantAmaxOp>(op)) {
-      // (x, amax, count, dtype)
-      call.callee = "fsdprt_jit_quant_amax";
-      call.args = {
-          pointerOf(b, loc, a.getInput()), pointerOf(b, loc, a.getOutput()),
-          c64(cast<MemRefType>(a.getInput().getType()).getNumElements()),
-          c32(*dtypeOf(a.getInput()))};
-      call.types = {ptr, ptr, i64, i32};
+      createRuntimeCall(b, loc, RuntimeFunction::quant_amax,
+                        {pointerOf(b, loc, a.getInput()),
+                         pointerOf(b, loc, a.getOutput()), count(a.getInput()),
+                         dtypeOf(a.getInput())});
     } else if (auto q = dyn_cast<BufferQuantizeOp>(op)) {
-      // (x, amax or null, packet, count, dtype, format, rows, cols)
+      Type ptr = LLVM::LLVMPointerType::get(b.getContext());
       Value amax = q.getAmax() ? pointerOf(b, loc, q.getAmax())
                                : LLVM::ZeroOp::create(b, loc, ptr).getResult();
-      call.callee = "fsdprt_jit_quantize";
-      call.args = {
-          pointerOf(b, loc, q.getInput()),
-          amax,
-          pointerOf(b, loc, q.getOutput()),
-          c64(cast<MemRefType>(q.getInput().getType()).getNumElements()),
-          c32(*dtypeOf(q.getInput())),
-          c32(static_cast<int32_t>(q.getFormat())),
-          c64(q.getShape()[0]),
-          c64(q.getShape()[1])};
-      call.types = {ptr, ptr, ptr, i64, i32, i32, i64, i64};
+      createRuntimeCall(b, loc, RuntimeFunction::quantize,
+                        {pointerOf(b, loc, q.getInput()), amax,
+                         pointerOf(b, loc, q.getOutput()), count(q.getInput()),
+                         dtypeOf(q.getInput()), runtimeCode(q.getFormat()),
+                         q.getShape()[0], q.getShape()[1]});
     } else {
-      // (packets, y, k, dtype, format, rows, cols)
       auto d = cast<BufferDequantizeOp>(op);
-      int64_t m = d.getShape()[0] * d.getShape()[1];
-      int64_t k =
-          cast<MemRefType>(d.getOutput().getType()).getNumElements() / m;
-      call.callee = "fsdprt_jit_dequantize";
-      call.args = {pointerOf(b, loc, d.getInput()),
-                   pointerOf(b, loc, d.getOutput()),
-                   c64(k),
-                   c32(*dtypeOf(d.getOutput())),
-                   c32(static_cast<int32_t>(d.getFormat())),
-                   c64(d.getShape()[0]),
-                   c64(d.getShape()[1])};
-      call.types = {ptr, ptr, i64, i32, i32, i64, i64};
+      int64_t k = count(d.getOutput()) / (d.getShape()[0] * d.getShape()[1]);
+      createRuntimeCall(b, loc, RuntimeFunction::dequantize,
+                        {pointerOf(b, loc, d.getInput()),
+                         pointerOf(b, loc, d.getOutput()), k,
+                         dtypeOf(d.getOutput()), runtimeCode(d.getFormat()),
+                         d.getShape()[0], d.getShape()[1]});
     }
-    func::FuncOp fn = declare(module, call.callee, call.types, {});
-    func::CallOp::create(b, loc, fn, call.args);
     op->erase();
     return success();
-  }
-
-  /// Declares `name(types...)` once.
-  func::FuncOp declare(ModuleOp module, StringRef name, TypeRange args,
-                       TypeRange results) {
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      return f;
-    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                  b.getFunctionType(args, results));
-    f.setPrivate();
-    return f;
   }
 
   /// Address of the first element of a (possibly offset) memref as !llvm.ptr.
@@ -193,76 +140,58 @@ struct ConvertFSDPToRuntimePass
         b, loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
   }
 
-  /// A runtime entry point with its argument values and types.
+  /// A runtime entry point with its arguments.
   struct RuntimeCall {
-    std::string callee;
-    SmallVector<Value> args;
-    SmallVector<Type> types;
+    RuntimeFunction callee;
+    SmallVector<RuntimeArg> args;
   };
 
-  /// Builds the call to the blocking runtime entry for `op`:
-  /// (send, recv, count, dtype, [kind-specific...], mask).
+  /// The call to the runtime entry for `op` (its `_start` form when `op`
+  /// only starts): (send, recv, count, dtype, [kind-specific...], mask).
   RuntimeCall buildRuntimeCall(OpBuilder &b, Location loc,
                                CollectiveOpInterface op, int32_t dtype,
                                int64_t mask) {
+    using RF = RuntimeFunction;
     Value in = op.getCollectiveInput(), out = op.getCollectiveOutput();
-    auto inType = cast<MemRefType>(in.getType());
-    auto outType = cast<MemRefType>(out.getType());
-    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-    Type i64 = b.getI64Type(), i32 = b.getI32Type();
-    auto c64 = [&](int64_t v) {
-      return arith::ConstantIntOp::create(b, loc, i64, v).getResult();
-    };
-    auto c32 = [&](int64_t v) {
-      return arith::ConstantIntOp::create(b, loc, i32, v).getResult();
-    };
+    int64_t inCount = cast<MemRefType>(in.getType()).getNumElements();
+    int64_t outCount = cast<MemRefType>(out.getType()).getNumElements();
+    bool started = op.isAsync();
     RuntimeCall call;
     call.args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
-    call.types = {ptr, ptr, i64, i32};
     CollectiveKind kind = op.getCollectiveKind();
     if (kind == CollectiveKind::all_gather) {
-      call.callee = "fsdprt_jit_all_gather";
-      call.args.append({c64(inType.getNumElements()), c32(dtype)});
+      call.callee = started ? RF::all_gather_start : RF::all_gather;
+      call.args.append({inCount, dtype});
     } else if (auto q = dyn_cast<BufferQuantizedAllGatherOp>(*op)) {
-      // (send, recv, count, dtype, format, rows, cols, mask); the format
-      // codes are fsdprt_quant_format's.
-      call.callee = "fsdprt_jit_quantized_all_gather";
-      call.args.append({c64(inType.getNumElements()), c32(dtype),
-                        c32(static_cast<int32_t>(q.getFormat())),
-                        c64(q.getShape()[0]), c64(q.getShape()[1])});
-      call.types.append({i32, i64, i64});
+      call.callee = RF::quantized_all_gather;
+      call.args.append({inCount, dtype, runtimeCode(q.getFormat()),
+                        q.getShape()[0], q.getShape()[1]});
+    } else if (kind == CollectiveKind::reduce_scatter) {
+      call.callee = started ? RF::reduce_scatter_start : RF::reduce_scatter;
+      call.args.append({outCount, dtype, reduceCode(*op.getReduction())});
     } else {
-      bool scatter = kind == CollectiveKind::reduce_scatter;
-      call.callee =
-          scatter ? "fsdprt_jit_reduce_scatter" : "fsdprt_jit_all_reduce";
-      int64_t count =
-          scatter ? outType.getNumElements() : inType.getNumElements();
-      call.args.append(
-          {c64(count), c32(dtype), c32(reduceCode(*op.getReduction()))});
-      call.types.push_back(i32);
+      call.callee = started ? RF::all_reduce_start : RF::all_reduce;
+      call.args.append({inCount, dtype, reduceCode(*op.getReduction())});
     }
-    call.args.push_back(c64(mask));
-    call.types.push_back(i64);
+    call.args.push_back(mask);
     return call;
   }
 
-  /// Replaces a started collective by the `_start` entry, whose handle each
+  /// Replaces a started collective by its `_start` entry, whose handle each
   /// fsdp.buffer.wait on the request hands back to fsdprt_jit_wait.
   LogicalResult lowerStarted(CollectiveOpInterface op, OpBuilder &b,
                              Location loc, ModuleOp module,
                              const RuntimeCall &call) {
-    func::FuncOp fn =
-        declare(module, call.callee + "_start", call.types, {b.getI64Type()});
-    Value handle = func::CallOp::create(b, loc, fn, call.args).getResult(0);
-    func::FuncOp waitFn =
-        declare(module, "fsdprt_jit_wait", {b.getI64Type()}, {});
+    Value handle =
+        createRuntimeCall(b, loc, call.callee, call.args).getResult(0);
+    declareRuntimeFunction(module, RuntimeFunction::wait);
     for (Operation *user : llvm::to_vector(op->getResult(0).getUsers())) {
       auto wait = dyn_cast<BufferWaitOp>(user);
       if (!wait)
         return user->emitOpError()
                << "uses a collective request; only fsdp.buffer.wait may";
       OpBuilder wb(wait);
-      func::CallOp::create(wb, wait.getLoc(), waitFn, ValueRange{handle});
+      createRuntimeCall(wb, wait.getLoc(), RuntimeFunction::wait, {handle});
       wait.erase();
     }
     op->erase();
@@ -291,8 +220,7 @@ struct ConvertFSDPToRuntimePass
     RuntimeCall call = buildRuntimeCall(b, loc, op, *dtype, *mask);
     if (op.isAsync())
       return lowerStarted(op, b, loc, module, call);
-    func::FuncOp fn = declare(module, call.callee, call.types, {});
-    func::CallOp::create(b, loc, fn, call.args);
+    createRuntimeCall(b, loc, call.callee, call.args);
     op->erase();
     return success();
   }

@@ -360,3 +360,28 @@ func.func @dependent(%g: tensor<8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
 // CHECK-NEXT: "model.grad"
 // CHECK-NEXT: fsdp.reduce_scatter
 // CHECK-NEXT: return
+
+// -----
+
+// An all-reduce bucket reads its members' common source as is only when
+// each member is the slice at its own offset in the bucket. Here both
+// members are slices of one tensor of the bucket's length (13), but at
+// offsets 7 and 0 where the bucket puts them at 0 and 6: the bucket must
+// pack them, not reduce the source in its own order.
+fsdp.mesh @mesh [replicate = 2, shard = 4]
+func.func @swapped_slices(%s: tensor<13xf32>) -> (tensor<6xf32>, tensor<7xf32>) {
+  %a = tensor.extract_slice %s[7] [6] [1] : tensor<13xf32> to tensor<6xf32>
+  %b = tensor.extract_slice %s[0] [7] [1] : tensor<13xf32> to tensor<7xf32>
+  %ra = fsdp.all_reduce %a over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "u0">} : tensor<6xf32> -> tensor<6xf32>
+  %rb = fsdp.all_reduce %b over @mesh ["replicate"] avg {fsdp.origin = #fsdp.origin<phase = backward, unit = "u0">} : tensor<7xf32> -> tensor<7xf32>
+  return %ra, %rb : tensor<6xf32>, tensor<7xf32>
+}
+// CHECK-LABEL: func.func @swapped_slices(
+// CHECK-SAME: %[[S:[^:]*]]: tensor<13xf32>
+// CHECK-NEXT: %[[A:.*]] = tensor.extract_slice %[[S]][7] [6] [1]
+// CHECK-NEXT: %[[B:.*]] = tensor.extract_slice %[[S]][0] [7] [1]
+// CHECK-NEXT: %[[IN:.*]] = tensor.concat dim(0) %[[A]], %[[B]] : (tensor<6xf32>, tensor<7xf32>) -> tensor<13xf32>
+// CHECK-NEXT: %[[AR:.*]] = fsdp.all_reduce %[[IN]] over @mesh ["replicate"] avg {fsdp.bucket_size = 2 : i64, {{.*}}} : tensor<13xf32> -> tensor<13xf32>
+// CHECK-NEXT: %[[RA:.*]] = tensor.extract_slice %[[AR]][0] [6] [1]
+// CHECK-NEXT: %[[RB:.*]] = tensor.extract_slice %[[AR]][6] [7] [1]
+// CHECK-NEXT: return %[[RA]], %[[RB]]

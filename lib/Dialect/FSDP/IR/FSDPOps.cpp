@@ -1,7 +1,7 @@
 //===- FSDPOps.cpp - fsdp operations --------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-#include "fsdp/Layout/QuantFormats.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/OpImplementation.h"
@@ -338,8 +338,7 @@ static FailureOr<int64_t> checkQuantView(Operation *op, int64_t m,
   if (llvm::MulOverflow(rows, cols, n) || n != m)
     return op->emitOpError() << "shape [" << rows << ", " << cols
                              << "] does not view the " << m << " " << elements;
-  auto fmt = ::fsdp::quant::Format(static_cast<int32_t>(format));
-  if (auto err = ::fsdp::quant::shapeError(fmt, rows, cols))
+  if (auto err = quantShapeError(format, rows, cols))
     return op->emitOpError()
            << "cannot block shape [" << rows << ", " << cols << "]: " << *err;
   // Packets are at most a little over the data (1 byte per element at most,
@@ -347,7 +346,7 @@ static FailureOr<int64_t> checkQuantView(Operation *op, int64_t m,
   if (n > (int64_t(1) << 60))
     return op->emitOpError() << "shape [" << rows << ", " << cols
                              << "] is too large (at most 2^60 elements)";
-  return ::fsdp::quant::wireBytes(fmt, rows, cols);
+  return quantWireBytes(format, rows, cols);
 }
 
 /// Element type, 1-D static types, the [rows, cols] view and the format's
@@ -437,8 +436,7 @@ static LogicalResult verifyQuantize(Operation *op, ShapedType in,
   FailureOr<int64_t> wire = checkQuantView(op, in.getDimSize(0), format, shape);
   if (failed(wire))
     return failure();
-  bool needs = ::fsdp::quant::needsGroupAmax(
-      ::fsdp::quant::Format(static_cast<int32_t>(format)));
+  bool needs = needsGroupAmax(format);
   if (needs && !amax)
     return op->emitOpError() << stringifyQuantFormat(format)
                              << " scales with the group's amax: it needs an "

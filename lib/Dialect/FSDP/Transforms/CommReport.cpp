@@ -11,8 +11,8 @@
 
 #include "ReportUtils.h"
 #include "TransformUtils.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Layout/QuantFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -151,8 +151,7 @@ bool addQuantizedGather(Operation *op, FunctionReport &report,
   FailureOr<int64_t> k = cast<CollectiveOpInterface>(op).getGroupSize(tables);
   if (failed(k) || shape.size() != 2)
     return true; // the verifier reports it
-  auto f = ::fsdp::quant::Format(static_cast<int32_t>(format));
-  int64_t wire = ::fsdp::quant::wireBytes(f, shape[0], shape[1]);
+  int64_t wire = quantWireBytes(format, shape[0], shape[1]);
   auto add = [&](Kind kind, int64_t sent, int64_t received) {
     for (Counts *counts : {&report.kinds[kind], &report.total}) {
       counts->count += 1;
@@ -160,7 +159,7 @@ bool addQuantizedGather(Operation *op, FunctionReport &report,
       counts->received += received;
     }
   };
-  if (::fsdp::quant::needsGroupAmax(f))
+  if (needsGroupAmax(format))
     add(AllReduce, 4, 4);
   add(AllGather, wire, *k * wire);
   return true;

@@ -91,6 +91,49 @@ struct ImportShardPass
     : public mlir::fsdp::impl::FSDPImportShardBase<ImportShardPass> {
   using FSDPImportShardBase::FSDPImportShardBase;
 
+  /// The layout `annotations` give argument #`i`; clears `ok` at the first
+  /// bad one (the layout is then that of the annotations before it).
+  static LayoutAttr annotatedLayout(MutableArrayRef<shard::ShardOp> annotations,
+                                    unsigned i, RankedTensorType type,
+                                    SymbolTableCollection &symbols, bool &ok) {
+    LayoutAttr layout;
+    for (shard::ShardOp s : annotations) {
+      auto sharding = s.getSharding().getDefiningOp<shard::ShardingOp>();
+      if (!sharding) {
+        s.emitOpError() << "on argument #" << i
+                        << ": the sharding must come from a shard.sharding "
+                           "op in the function";
+        ok = false;
+        break;
+      }
+      shard::GridOp grid =
+          shard::getGridOrNull(sharding, sharding.getGridAttr(), symbols);
+      if (!grid) {
+        sharding.emitOpError()
+            << "refers to unknown grid " << sharding.getGridAttr();
+        ok = false;
+        break;
+      }
+      FailureOr<LayoutAttr> next = toLayout(sharding, grid, i, type);
+      if (failed(next)) {
+        ok = false;
+        break;
+      }
+      if (layout && layout != *next) {
+        InFlightDiagnostic diag =
+            s.emitOpError()
+            << "gives argument #" << i << " a second sharding (" << *next
+            << " after " << layout << "); an fsdp parameter has one layout";
+        diag.attachNote(annotations.front().getLoc())
+            << "the first sharding is here";
+        ok = false;
+        break;
+      }
+      layout = *next;
+    }
+    return layout;
+  }
+
   LogicalResult convertFunction(func::FuncOp func,
                                 SymbolTableCollection &symbols) {
     // Parameters are the arguments some result is the gradient of; without
@@ -116,41 +159,7 @@ struct ImportShardPass
       if (annotations.empty())
         continue;
       auto type = dyn_cast<RankedTensorType>(arg.getType());
-      LayoutAttr layout;
-      for (shard::ShardOp s : annotations) {
-        auto sharding = s.getSharding().getDefiningOp<shard::ShardingOp>();
-        if (!sharding) {
-          s.emitOpError() << "on argument #" << i
-                          << ": the sharding must come from a shard.sharding "
-                             "op in the function";
-          ok = false;
-          break;
-        }
-        shard::GridOp grid =
-            shard::getGridOrNull(sharding, sharding.getGridAttr(), symbols);
-        if (!grid) {
-          sharding.emitOpError()
-              << "refers to unknown grid " << sharding.getGridAttr();
-          ok = false;
-          break;
-        }
-        FailureOr<LayoutAttr> next = toLayout(sharding, grid, i, type);
-        if (failed(next)) {
-          ok = false;
-          break;
-        }
-        if (layout && layout != *next) {
-          InFlightDiagnostic diag =
-              s.emitOpError()
-              << "gives argument #" << i << " a second sharding (" << *next
-              << " after " << layout << "); an fsdp parameter has one layout";
-          diag.attachNote(annotations.front().getLoc())
-              << "the first sharding is here";
-          ok = false;
-          break;
-        }
-        layout = *next;
-      }
+      LayoutAttr layout = annotatedLayout(annotations, i, type, symbols, ok);
       if (!layout)
         continue;
       if (func.getArgAttr(i, kLayoutAttrName)) {

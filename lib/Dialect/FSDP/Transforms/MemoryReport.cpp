@@ -292,6 +292,13 @@ private:
           setKind(v, Gradients);
         }
       }
+    classifyByFlow();
+    classifyActivations();
+  }
+
+  /// Gathered parameters and gradients, through the collectives and what
+  /// derives from their results alone.
+  void classifyByFlow() {
     // Program order: an op's operands are classified before its results.
     for (Operation &op : body) {
       if (isGather(&op)) {
@@ -328,8 +335,11 @@ private:
         continue;
       }
     }
-    // Activations: what the forward computes for the backward, and what the
-    // backward recomputes.
+  }
+
+  /// Activations: what the forward computes for the backward, and what the
+  /// backward recomputes.
+  void classifyActivations() {
     for (Operation &op : body) {
       bool recomputed = op.hasAttr(kRecomputeAttrName);
       if (!recomputed && !forward.contains(&op))

@@ -325,9 +325,52 @@ struct OptimizerPass
   // The rewrite
   //===--------------------------------------------------------------------===//
 
+  /// What the update appends to the step's inputs.
+  struct StepInputs {
+    unsigned lrArg, stepArg;
+    LayoutAttr scalarLayout; // replicated over the mesh
+  };
+
+  /// The results of the update, with their attributes.
+  struct StepResults {
+    SmallVector<Value> values;
+    SmallVector<DictionaryAttr> attrs;
+    void add(Value v, DictionaryAttr a) {
+      values.push_back(v);
+      attrs.push_back(a);
+    }
+  };
+
   LogicalResult rewrite(func::FuncOp func) {
     if (isAccumulationStep(func))
       return success();
+    FailureOr<func::ReturnOp> ret = checkStep(func);
+    if (failed(ret))
+      return failure();
+    FailureOr<SmallVector<Param>> collected = collectParams(func, *ret);
+    if (failed(collected))
+      return failure();
+    SmallVector<Param> &params = *collected;
+    FlatSymbolRefAttr meshRef = params.front().layout.getMesh();
+    MeshOp mesh = lookupMesh(func, meshRef);
+    if (!mesh)
+      return func.emitError() << "fsdp-optimizer: unknown mesh " << meshRef;
+    if (failed(checkNames(func, params)))
+      return failure();
+    FailureOr<StepInputs> inputs = appendInputs(func, mesh, params);
+    if (failed(inputs))
+      return failure();
+    StepResults results = buildUpdate(func, *ret, mesh, params, *inputs);
+    MLIRContext *ctx = func.getContext();
+    ret->getOperandsMutable().assign(results.values);
+    func.setFunctionType(FunctionType::get(
+        ctx, func.getArgumentTypes(), ValueRange(results.values).getTypes()));
+    func.setAllResultAttrs(results.attrs);
+    return success();
+  }
+
+  /// The step's return, when the update can apply to its body.
+  FailureOr<func::ReturnOp> checkStep(func::FuncOp func) {
     if (!func.getBody().hasOneBlock())
       return func.emitError()
              << "fsdp-optimizer needs a function body with a single block; @"
@@ -337,26 +380,20 @@ struct OptimizerPass
     if (!ret)
       return func.emitError() << "fsdp-optimizer needs a func.return "
                                  "terminator";
-    FailureOr<SmallVector<Param>> collected = collectParams(func, ret);
-    if (failed(collected))
-      return failure();
-    SmallVector<Param> &params = *collected;
-    MLIRContext *ctx = func.getContext();
-    FlatSymbolRefAttr meshRef = params.front().layout.getMesh();
-    MeshOp mesh = lookupMesh(func, meshRef);
-    if (!mesh)
-      return func.emitError() << "fsdp-optimizer: unknown mesh " << meshRef;
-    if (failed(checkNames(func, params)))
-      return failure();
+    return ret;
+  }
 
-    // Appended arguments: lr, step, then each parameter's state.
-    OpBuilder b(ctx);
-    Location loc = ret.getLoc();
+  /// Appends the arguments: lr, step, then each parameter's state.
+  FailureOr<StepInputs> appendInputs(func::FuncOp func, MeshOp mesh,
+                                     MutableArrayRef<Param> params) {
+    MLIRContext *ctx = func.getContext();
+    Builder b(ctx);
     SmallVector<Attribute> replicated(mesh.getNumAxes(),
                                       ReplicateAttr::get(ctx));
-    auto scalarLayout = LayoutAttr::get(
-        ctx, meshRef, ArrayAttr::get(ctx, replicated), UnevenPolicy::ceil);
-    auto f32Scalar = RankedTensorType::get({}, b.getF32Type());
+    StepInputs inputs;
+    inputs.scalarLayout =
+        LayoutAttr::get(ctx, params.front().layout.getMesh(),
+                        ArrayAttr::get(ctx, replicated), UnevenPolicy::ceil);
     auto addArg = [&](Type type, NamedAttrList attrs) -> FailureOr<unsigned> {
       unsigned index = func.getNumArguments();
       if (failed(func.insertArgument(index, type, attrs.getDictionary(ctx),
@@ -368,13 +405,15 @@ struct OptimizerPass
       NamedAttrList attrs;
       attrs.set(kNameAttrName, b.getStringAttr(role));
       attrs.set(kOptimAttrName, b.getStringAttr(role));
-      attrs.set(kLayoutAttrName, scalarLayout);
-      return addArg(f32Scalar, attrs);
+      attrs.set(kLayoutAttrName, inputs.scalarLayout);
+      return addArg(RankedTensorType::get({}, b.getF32Type()), attrs);
     };
     FailureOr<unsigned> lrArg = optimArg("lr");
     FailureOr<unsigned> stepArg = optimArg("step");
     if (failed(lrArg) || failed(stepArg))
       return failure();
+    inputs.lrArg = *lrArg;
+    inputs.stepArg = *stepArg;
     for (Param &p : params) {
       for (StringRef state : stateNames()) {
         NamedAttrList attrs;
@@ -391,17 +430,24 @@ struct OptimizerPass
         p.stateArgs.push_back(*index);
       }
     }
+    return inputs;
+  }
 
-    b.setInsertionPoint(ret);
-    Value lr = scalarOf(b, loc, func.getArgument(*lrArg));
-    Value step = scalarOf(b, loc, func.getArgument(*stepArg));
+  /// Builds every update before `ret`. Results: the original ones without
+  /// the gradients (unless kept), then parameters, states, step and
+  /// grad_norm.
+  StepResults buildUpdate(func::FuncOp func, func::ReturnOp ret, MeshOp mesh,
+                          ArrayRef<Param> params, const StepInputs &inputs) {
+    OpBuilder b(ret);
+    Location loc = ret.getLoc();
+    Value lr = scalarOf(b, loc, func.getArgument(inputs.lrArg));
+    Value step = scalarOf(b, loc, func.getArgument(inputs.stepArg));
     Type f32 = b.getF32Type();
     Value newStep =
         arith::AddFOp::create(b, loc, step, constant(b, loc, f32, 1));
     Value gradNorm, clip;
     if (maxGradNorm > 0.0)
       std::tie(gradNorm, clip) = clipCoefficient(b, loc, mesh, params);
-
     std::map<unsigned, Scalars> scalarsByWidth;
     auto scalarsFor = [&](Type computeType) -> Scalars & {
       unsigned width = computeType.getIntOrFloatBitWidth();
@@ -414,49 +460,34 @@ struct OptimizerPass
       return it->second;
     };
 
-    // Results: the original ones without the gradients (unless kept), then
-    // parameters, states, step and grad_norm.
-    SmallVector<Value> results;
-    SmallVector<DictionaryAttr> resultAttrs;
-    for (unsigned r = 0; r < func.getNumResults(); ++r) {
-      if (!keepGrads && func.getResultAttr(r, kGradOfAttrName))
-        continue;
-      results.push_back(ret.getOperand(r));
-      resultAttrs.push_back(func.getResultAttrDict(r));
-    }
+    StepResults results;
+    for (unsigned r = 0; r < func.getNumResults(); ++r)
+      if (keepGrads || !func.getResultAttr(r, kGradOfAttrName))
+        results.add(ret.getOperand(r), func.getResultAttrDict(r));
     SmallVector<std::pair<unsigned, Value>> updatedStates;
-    for (Param &p : params) {
+    for (const Param &p : params) {
       auto type = cast<RankedTensorType>(func.getArgumentTypes()[p.arg]);
       Type computeType =
           type.getElementType().isF64() ? Type(b.getF64Type()) : Type(f32);
-      Scalars &s = scalarsFor(computeType);
       SmallVector<Value> updated =
-          update(b, loc, func, p, type, computeType, s);
-      results.push_back(updated[0]);
-      resultAttrs.push_back(updateAttrs(func, p.arg));
+          update(b, loc, func, p, type, computeType, scalarsFor(computeType));
+      results.add(updated[0], updateAttrs(func, p.arg));
       for (auto [stateArg, value] :
            llvm::zip_equal(p.stateArgs, ArrayRef(updated).drop_front()))
         updatedStates.emplace_back(stateArg, value);
       ++numUpdated;
     }
-    for (auto [stateArg, value] : updatedStates) {
-      results.push_back(value);
-      resultAttrs.push_back(updateAttrs(func, stateArg));
-    }
-    results.push_back(tensorOf(b, loc, newStep));
-    resultAttrs.push_back(updateAttrs(func, *stepArg));
+    for (auto [stateArg, value] : updatedStates)
+      results.add(value, updateAttrs(func, stateArg));
+    results.add(tensorOf(b, loc, newStep), updateAttrs(func, inputs.stepArg));
     if (gradNorm) {
-      results.push_back(tensorOf(b, loc, gradNorm));
       NamedAttrList attrs;
       attrs.set(kNameAttrName, b.getStringAttr("grad_norm"));
-      attrs.set(kLayoutAttrName, scalarLayout);
-      resultAttrs.push_back(attrs.getDictionary(ctx));
+      attrs.set(kLayoutAttrName, inputs.scalarLayout);
+      results.add(tensorOf(b, loc, gradNorm),
+                  attrs.getDictionary(func.getContext()));
     }
-    ret.getOperandsMutable().assign(results);
-    func.setFunctionType(FunctionType::get(ctx, func.getArgumentTypes(),
-                                           ValueRange(results).getTypes()));
-    func.setAllResultAttrs(resultAttrs);
-    return success();
+    return results;
   }
 
   SmallVector<StringRef> stateNames() const {

@@ -10,8 +10,8 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
-#include "fsdp/Layout/QuantFormats.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/Builders.h"
@@ -25,7 +25,6 @@ namespace mlir::fsdp {
 
 using namespace mlir;
 using namespace mlir::fsdp;
-namespace fq = ::fsdp::quant;
 
 namespace {
 
@@ -105,16 +104,15 @@ struct QuantizeGathersPass
       Type elem = op.getInput().getType().getElementType();
       if (!(elem.isF32() && quantizeF32) && !(elem.isBF16() && quantizeBF16))
         continue;
-      quantize(op,
-               ::fsdp::quant::Format(static_cast<int32_t>(format.getValue())),
-               tables);
+      quantize(op, format, tables);
     }
   }
 
   /// Parameters already reported as not quantized.
   DenseSet<Value> reported;
 
-  void quantize(AllGatherOp op, fq::Format fmt, SymbolTableCollection &tables) {
+  void quantize(AllGatherOp op, QuantFormat fmt,
+                SymbolTableCollection &tables) {
     auto inType = cast<RankedTensorType>(op.getInput().getType());
     if (inType.getRank() != 1 || !inType.hasStaticShape())
       return;
@@ -140,7 +138,7 @@ struct QuantizeGathersPass
       full = cast<ShapedType>(global.getValue()).getNumElements();
     if (full < minElements)
       return;
-    if (auto err = fq::shapeError(fmt, rows, cols)) {
+    if (auto err = quantShapeError(fmt, rows, cols)) {
       // Once per parameter, not for each of its (re-)gathers.
       if (!reported.insert(arg).second)
         return;
@@ -157,15 +155,14 @@ struct QuantizeGathersPass
     auto q = QuantizedAllGatherOp::create(
         b, op.getLoc(), op.getResult().getType(), op.getInput(),
         op.getMeshAttr(), op.getAxes(),
-        QuantFormatAttr::get(b.getContext(),
-                             static_cast<QuantFormat>(static_cast<int>(fmt))),
+        QuantFormatAttr::get(b.getContext(), fmt),
         b.getDenseI64ArrayAttr({rows, cols}));
     // Keep the origin for reports; bucketing and scheduling leave quantized
     // gathers alone.
     for (NamedAttribute a : op->getDiscardableAttrs())
       q->setAttr(a.getName(), a.getValue());
     q->setAttr(kWireBytesAttrName,
-               b.getI64IntegerAttr(fq::wireBytes(fmt, rows, cols)));
+               b.getI64IntegerAttr(quantWireBytes(fmt, rows, cols)));
     op.getResult().replaceAllUsesWith(q.getResult());
     op.erase();
     ++numQuantized;
@@ -175,21 +172,20 @@ struct QuantizeGathersPass
   /// quantize, a plain all-gather of the packets' bytes, dequantize: the
   /// bits of fsdp.quantized_all_gather, with a gather the bucketing and
   /// scheduling passes treat like any parameter gather.
-  void splitGather(OpBuilder &b, AllGatherOp op, fq::Format fmt, int64_t rows,
+  void splitGather(OpBuilder &b, AllGatherOp op, QuantFormat fmt, int64_t rows,
                    int64_t cols, int64_t k) {
     Location loc = op.getLoc();
     Value in = op.getInput();
-    int64_t wire = fq::wireBytes(fmt, rows, cols), gathered = 0;
+    int64_t wire = quantWireBytes(fmt, rows, cols), gathered = 0;
     if (llvm::MulOverflow(k, wire, gathered)) {
       op->emitRemark() << "not quantized: " << k << " packets of " << wire
                        << " bytes overflow 64 bits";
       return;
     }
-    auto formatAttr = QuantFormatAttr::get(
-        b.getContext(), static_cast<QuantFormat>(static_cast<int>(fmt)));
+    auto formatAttr = QuantFormatAttr::get(b.getContext(), fmt);
     DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr({rows, cols});
     Value amax;
-    if (fq::needsGroupAmax(fmt)) {
+    if (needsGroupAmax(fmt)) {
       auto amaxType = RankedTensorType::get({1}, b.getF32Type());
       Value local = QuantAmaxOp::create(b, loc, amaxType, in);
       auto reduce = AllReduceOp::create(

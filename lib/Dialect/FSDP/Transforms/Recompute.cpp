@@ -124,16 +124,14 @@ struct RecomputePass
     }
   }
 
-  LogicalResult recompute(func::FuncOp func,
-                          const llvm::SetVector<StringAttr> &selected) {
+  /// The index of the loss result, when the pass can apply to `func`.
+  FailureOr<unsigned> checkStep(func::FuncOp func) {
     if (!func.getBody().hasOneBlock())
       return func.emitError()
              << "fsdp-recompute needs a function body with a single block "
                 "(use structured control flow); this one has "
              << func.getBody().getBlocks().size() << " blocks";
-    Block &body = func.getBody().front();
-    auto ret = dyn_cast<func::ReturnOp>(body.getTerminator());
-    if (!ret)
+    if (!isa<func::ReturnOp>(func.getBody().front().getTerminator()))
       return func.emitError() << "fsdp-recompute needs a func.return "
                                  "terminator";
     std::optional<unsigned> lossIndex;
@@ -149,22 +147,13 @@ struct RecomputePass
              << "fsdp-recompute needs a result marked " << kLossAttrName
              << " to tell the forward (what the loss depends on) from the "
                 "backward";
+    return *lossIndex;
+  }
 
-    // Forward: every op the loss depends on (as fsdp-partition decides).
-    llvm::SetVector<Operation *> forward;
-    if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp()) {
-      BackwardSliceOptions options;
-      options.inclusive = true;
-      options.omitUsesFromAbove = false;
-      (void)getBackwardSlice(def, &forward, options);
-    }
-    auto isForward = [&](Operation *op) {
-      Operation *top = body.findAncestorOpInBlock(*op);
-      return top && forward.contains(top);
-    };
-
-    // Units in forward order: by their parameters' first forward use.
-    SmallVector<StringAttr> argUnit = argUnits(func);
+  /// Units in forward order: by their parameters' first forward use.
+  static DenseMap<StringAttr, int>
+  rankUnits(Block &body, ArrayRef<StringAttr> argUnit,
+            const llvm::SetVector<Operation *> &forward) {
     DenseMap<StringAttr, int> unitRank;
     for (Operation &op : body) {
       if (!forward.contains(&op))
@@ -175,11 +164,23 @@ struct RecomputePass
           unitRank.try_emplace(argUnit[arg.getArgNumber()], unitRank.size());
       });
     }
+    return unitRank;
+  }
 
-    // The unit of every forward op, and which ops depend on no argument
-    // (constants, empties, fills: cloned with the unit that uses them).
+  /// Where each forward op belongs, and which ops depend on an argument.
+  struct UnitAssignment {
     DenseMap<Operation *, int> unitOf;
     DenseSet<Operation *> dependsOnArgs, readsParameters;
+  };
+
+  /// The unit of every forward op (that of the parameters it reads, else
+  /// that of its operands), and which ops depend on no argument (constants,
+  /// empties, fills: cloned with the unit that uses them).
+  static UnitAssignment
+  assignDirectUnits(Block &body, ArrayRef<StringAttr> argUnit,
+                    const DenseMap<StringAttr, int> &unitRank,
+                    const llvm::SetVector<Operation *> &forward) {
+    UnitAssignment units;
     for (Operation &op : body) {
       int direct = kNoUnit, inherited = kNoUnit;
       bool usesArgs = false;
@@ -196,25 +197,31 @@ struct RecomputePass
         Operation *def = body.findAncestorOpInBlock(*v.getDefiningOp());
         if (!def)
           return;
-        if (dependsOnArgs.contains(def))
+        if (units.dependsOnArgs.contains(def))
           usesArgs = true;
-        auto it = unitOf.find(def);
-        if (it != unitOf.end())
+        auto it = units.unitOf.find(def);
+        if (it != units.unitOf.end())
           inherited = std::max(inherited, it->second);
       });
       if (usesArgs)
-        dependsOnArgs.insert(&op);
+        units.dependsOnArgs.insert(&op);
       if (forward.contains(&op))
-        unitOf[&op] = direct != kNoUnit ? direct : inherited;
+        units.unitOf[&op] = direct != kNoUnit ? direct : inherited;
       if (direct != kNoUnit)
-        readsParameters.insert(&op);
+        units.readsParameters.insert(&op);
     }
-    // An op that reads no parameter and whose forward users all belong to
-    // one unit belongs to that unit (the statistics of a norm before its
-    // weight, an activation before the next matmul); a value users of two
-    // units read (a residual stream) stays where it was computed.
+    return units;
+  }
+
+  /// An op that reads no parameter and whose forward users all belong to
+  /// one unit belongs to that unit (the statistics of a norm before its
+  /// weight, an activation before the next matmul); a value users of two
+  /// units read (a residual stream) stays where it was computed.
+  static void assignUsersUnits(Block &body,
+                               const llvm::SetVector<Operation *> &forward,
+                               UnitAssignment &units) {
     for (Operation &op : llvm::reverse(body)) {
-      if (!forward.contains(&op) || readsParameters.contains(&op))
+      if (!forward.contains(&op) || units.readsParameters.contains(&op))
         continue;
       std::optional<int> single;
       bool several = false;
@@ -223,46 +230,64 @@ struct RecomputePass
           Operation *top = body.findAncestorOpInBlock(*user);
           if (!top || top == &op || !forward.contains(top))
             continue;
-          int u = unitOf.lookup(top);
+          int u = units.unitOf.lookup(top);
           if (single && *single != u)
             several = true;
           single = u;
         }
       if (single && !several && *single != kNoUnit)
-        unitOf[&op] = *single;
+        units.unitOf[&op] = *single;
     }
+  }
 
-    SmallVector<StringAttr> unitByRank(unitRank.size());
-    for (auto [u, rank] : unitRank)
-      unitByRank[rank] = u;
+  LogicalResult recompute(func::FuncOp func,
+                          const llvm::SetVector<StringAttr> &selected) {
+    FailureOr<unsigned> lossIndex = checkStep(func);
+    if (failed(lossIndex))
+      return failure();
+    Block &body = func.getBody().front();
+    auto ret = cast<func::ReturnOp>(body.getTerminator());
+
+    // Forward: every op the loss depends on (as fsdp-partition decides).
+    llvm::SetVector<Operation *> forward;
+    if (Operation *def = ret.getOperand(*lossIndex).getDefiningOp()) {
+      BackwardSliceOptions options;
+      options.inclusive = true;
+      options.omitUsesFromAbove = false;
+      (void)getBackwardSlice(def, &forward, options);
+    }
+    auto isForward = [&](Operation *op) {
+      Operation *top = body.findAncestorOpInBlock(*op);
+      return top && forward.contains(top);
+    };
+
+    SmallVector<StringAttr> argUnit = argUnits(func);
+    DenseMap<StringAttr, int> unitRank = rankUnits(body, argUnit, forward);
+    UnitAssignment units = assignDirectUnits(body, argUnit, unitRank, forward);
+    assignUsersUnits(body, forward, units);
 
     for (StringAttr unit : selected) {
       auto rankIt = unitRank.find(unit);
       if (rankIt == unitRank.end())
         continue; // no forward op reads its parameters
       if (failed(recomputeUnit(func, body, unit, rankIt->second, forward,
-                               unitOf, dependsOnArgs, isForward)))
+                               units.unitOf, units.dependsOnArgs, isForward)))
         return failure();
     }
     return success();
   }
 
-  LogicalResult recomputeUnit(func::FuncOp func, Block &body, StringAttr unit,
-                              int rank,
-                              const llvm::SetVector<Operation *> &forward,
-                              const DenseMap<Operation *, int> &unitOf,
-                              const DenseSet<Operation *> &dependsOnArgs,
-                              function_ref<bool(Operation *)> isForward) {
-    auto inUnit = [&](Operation *top) {
-      auto it = unitOf.find(top);
-      return it != unitOf.end() && it->second == rank;
-    };
-    // Values to recompute: the unit's values with a backward use (a use by
-    // an op outside the forward other than the return) and no forward use
-    // outside the unit (its outputs, which the next unit reads, stay as
-    // they are), with the backward uses to redirect.
+  /// Values to recompute: the unit's values with a backward use (a use by
+  /// an op outside the forward other than the return) and no forward use
+  /// outside the unit (its outputs, which the next unit reads, stay as they
+  /// are), with the backward uses to redirect. Sets `insertPoint` to the
+  /// first op with such a use.
+  static llvm::MapVector<Value, SmallVector<OpOperand *>>
+  valuesToRecompute(Block &body, function_ref<bool(Operation *)> inUnit,
+                    function_ref<bool(Operation *)> isForward,
+                    Operation *&insertPoint) {
     llvm::MapVector<Value, SmallVector<OpOperand *>> recomputed;
-    Operation *insertPoint = nullptr;
+    insertPoint = nullptr;
     for (Operation &op : body) {
       if (!inUnit(&op))
         continue;
@@ -292,11 +317,16 @@ struct RecomputePass
         recomputed[result] = std::move(backwardUses);
       }
     }
-    if (recomputed.empty())
-      return success();
+    return recomputed;
+  }
 
-    // The ops to clone: the unit's ops (and the argument-free ops they use)
-    // that the recomputed values depend on.
+  /// The ops to clone: the unit's ops (and the argument-free ops they use)
+  /// that the recomputed values depend on.
+  static DenseSet<Operation *>
+  opsToClone(Block &body,
+             const llvm::MapVector<Value, SmallVector<OpOperand *>> &recomputed,
+             function_ref<bool(Operation *)> inUnit,
+             const DenseSet<Operation *> &dependsOnArgs) {
     DenseSet<Operation *> toClone;
     SmallVector<Operation *> worklist;
     for (auto &entry : recomputed)
@@ -314,6 +344,42 @@ struct RecomputePass
           worklist.push_back(top);
       });
     }
+    return toClone;
+  }
+
+  /// Each clone moves down to just before its first user, last clone
+  /// first: a value the backward needs late is recomputed late.
+  static void sinkClones(Block &body, ArrayRef<Operation *> clones) {
+    BlockOrder order(body);
+    for (Operation *clone : llvm::reverse(clones)) {
+      Operation *first = nullptr;
+      for (Operation *user : clone->getUsers()) {
+        Operation *top = body.findAncestorOpInBlock(*user);
+        if (top && (!first || order.isBefore(top, first)))
+          first = top;
+      }
+      if (first && order.isBefore(clone, first))
+        order.moveBefore(clone, first);
+    }
+  }
+
+  LogicalResult recomputeUnit(func::FuncOp func, Block &body, StringAttr unit,
+                              int rank,
+                              const llvm::SetVector<Operation *> &forward,
+                              const DenseMap<Operation *, int> &unitOf,
+                              const DenseSet<Operation *> &dependsOnArgs,
+                              function_ref<bool(Operation *)> isForward) {
+    auto inUnit = [&](Operation *top) {
+      auto it = unitOf.find(top);
+      return it != unitOf.end() && it->second == rank;
+    };
+    Operation *insertPoint;
+    llvm::MapVector<Value, SmallVector<OpOperand *>> recomputed =
+        valuesToRecompute(body, inUnit, isForward, insertPoint);
+    if (recomputed.empty())
+      return success();
+    DenseSet<Operation *> toClone =
+        opsToClone(body, recomputed, inUnit, dependsOnArgs);
     for (Operation *op : toClone)
       if (!isMemoryEffectFree(op))
         return op->emitError()
@@ -338,19 +404,7 @@ struct RecomputePass
         use->set(replacement);
       ++numValues;
     }
-    // Each clone moves down to just before its first user, last clone
-    // first: a value the backward needs late is recomputed late.
-    BlockOrder order(body);
-    for (Operation *clone : llvm::reverse(clones)) {
-      Operation *first = nullptr;
-      for (Operation *user : clone->getUsers()) {
-        Operation *top = body.findAncestorOpInBlock(*user);
-        if (top && (!first || order.isBefore(top, first)))
-          first = top;
-      }
-      if (first && order.isBefore(clone, first))
-        order.moveBefore(clone, first);
-    }
+    sinkClones(body, clones);
     ++numUnits;
     (void)func;
     return success();

@@ -3,7 +3,9 @@
 // The enums behind the options that take one of a fixed set of values, and
 // their command-line spellings. Each pass option (Passes.td) and the
 // matching `fsdp-pipeline` option use the same FSDP_*_VALUES list, so a value
-// is spelled, accepted and documented in one place.
+// is spelled, accepted and documented in one place. The quantization
+// formats are not listed here: their parser takes them from the QuantFormat
+// enum (FSDPBase.td).
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #define FSDP_DIALECT_FSDP_TRANSFORMS_PASSOPTIONS_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 
 #include "mlir/IR/Types.h"
 #include "llvm/Support/CommandLine.h"
@@ -138,63 +141,6 @@ enum class ReportFormat { text, json };
       clEnumValN(::mlir::fsdp::ReportFormat::text, "text", "text"),            \
       clEnumValN(::mlir::fsdp::ReportFormat::json, "json", "JSON"))
 
-/// fsdp-quantize-gathers format (fsdp-pipeline quantize adds `none`).
-#define FSDP_QUANT_FORMAT_CASES                                                \
-  clEnumValN(::mlir::fsdp::QuantFormat::fp8_e4m3_tensor, "fp8_e4m3_tensor",    \
-             "FP8 E4M3, one scale per tensor"),                                \
-      clEnumValN(::mlir::fsdp::QuantFormat::fp8_e5m2_tensor,                   \
-                 "fp8_e5m2_tensor", "FP8 E5M2, one scale per tensor"),         \
-      clEnumValN(::mlir::fsdp::QuantFormat::mxfp8_rowwise, "mxfp8_rowwise",    \
-                 "MXFP8, 32-element row blocks"),                              \
-      clEnumValN(::mlir::fsdp::QuantFormat::mxfp8_colwise, "mxfp8_colwise",    \
-                 "MXFP8, 32-element column blocks"),                           \
-      clEnumValN(::mlir::fsdp::QuantFormat::nvfp4, "nvfp4", "NVFP4"),          \
-      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128,                   \
-                 "fp8_block_1x128", "FP8, 1x128 blocks"),                      \
-      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_128x128,                 \
-                 "fp8_block_128x128", "FP8, 128x128 blocks"),                  \
-      clEnumValN(::mlir::fsdp::QuantFormat::nvfp4_2d, "nvfp4_2d",              \
-                 "NVFP4, 16x16 blocks"),                                       \
-      clEnumValN(::mlir::fsdp::QuantFormat::fp8_block_1x128_t,                 \
-                 "fp8_block_1x128_t", "FP8, 1x128 blocks, TE's scale layout")
-#define FSDP_QUANT_FORMAT_VALUES ::llvm::cl::values(FSDP_QUANT_FORMAT_CASES)
-
-/// fsdp-pipeline quantize: a format or none.
-enum class GatherQuantization {
-  none,
-  fp8_e4m3_tensor,
-  fp8_e5m2_tensor,
-  mxfp8_rowwise,
-  mxfp8_colwise,
-  nvfp4,
-  fp8_block_1x128,
-  fp8_block_128x128,
-  nvfp4_2d,
-  fp8_block_1x128_t
-};
-#define FSDP_GATHER_QUANTIZATION_VALUES                                        \
-  ::llvm::cl::values(                                                          \
-      clEnumValN(::mlir::fsdp::GatherQuantization::none, "none",               \
-                 "gather in the parameter's type"),                            \
-      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_e4m3_tensor,            \
-                 "fp8_e4m3_tensor", ""),                                       \
-      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_e5m2_tensor,            \
-                 "fp8_e5m2_tensor", ""),                                       \
-      clEnumValN(::mlir::fsdp::GatherQuantization::mxfp8_rowwise,              \
-                 "mxfp8_rowwise", ""),                                         \
-      clEnumValN(::mlir::fsdp::GatherQuantization::mxfp8_colwise,              \
-                 "mxfp8_colwise", ""),                                         \
-      clEnumValN(::mlir::fsdp::GatherQuantization::nvfp4, "nvfp4", ""),        \
-      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128,            \
-                 "fp8_block_1x128", ""),                                       \
-      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_128x128,          \
-                 "fp8_block_128x128", ""),                                     \
-      clEnumValN(::mlir::fsdp::GatherQuantization::nvfp4_2d, "nvfp4_2d", ""),  \
-      clEnumValN(::mlir::fsdp::GatherQuantization::fp8_block_1x128_t,          \
-                 "fp8_block_1x128_t", ""))
-/// The format of a GatherQuantization; nullopt for none.
-std::optional<QuantFormat> toQuantFormat(GatherQuantization q);
-
 } // namespace mlir::fsdp
 
 // Every enum option parses with EnumOptionParser.
@@ -209,9 +155,49 @@ FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::PolicyOverride)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::FloatDtype)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::BucketMode)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::ReportFormat)
-FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::QuantFormat)
-FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::GatherQuantization)
 FSDP_ENUM_OPTION_PARSER(::mlir::fsdp::OptimizerKind)
 #undef FSDP_ENUM_OPTION_PARSER
+
+/// The value of fsdp-pipeline's `quantize` (a format, or none): LLVM keeps an
+/// option value of class type only through a specialization like this one.
+template <>
+struct llvm::cl::OptionValue<std::optional<::mlir::fsdp::QuantFormat>> final
+    : OptionValueCopy<std::optional<::mlir::fsdp::QuantFormat>> {
+  using WrapperType = std::optional<::mlir::fsdp::QuantFormat>;
+  OptionValue() = default;
+  OptionValue(const WrapperType &value) { setValue(value); }
+  OptionValue &operator=(const WrapperType &value) {
+    setValue(value);
+    return *this;
+  }
+};
+
+/// fsdp-quantize-gathers format: every QuantFormat, as the IR spells it.
+template <>
+class llvm::cl::parser<::mlir::fsdp::QuantFormat>
+    : public ::mlir::fsdp::EnumOptionParser<::mlir::fsdp::QuantFormat> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+  void initialize() {
+    for (::mlir::fsdp::QuantFormat format : ::mlir::fsdp::allQuantFormats())
+      addLiteralOption(::mlir::fsdp::stringifyQuantFormat(format), format, "");
+  }
+};
+
+/// fsdp-pipeline quantize: none, then every QuantFormat.
+template <>
+class llvm::cl::parser<std::optional<::mlir::fsdp::QuantFormat>>
+    : public ::mlir::fsdp::EnumOptionParser<
+          std::optional<::mlir::fsdp::QuantFormat>> {
+public:
+  using EnumOptionParser::EnumOptionParser;
+  void initialize() {
+    using Value = std::optional<::mlir::fsdp::QuantFormat>;
+    addLiteralOption("none", Value(), "gather in the parameter's type");
+    for (::mlir::fsdp::QuantFormat format : ::mlir::fsdp::allQuantFormats())
+      addLiteralOption(::mlir::fsdp::stringifyQuantFormat(format),
+                       Value(format), "");
+  }
+};
 
 #endif

@@ -286,7 +286,7 @@ def FSDPQuantizeGathers : Pass<"fsdp-quantize-gathers", "func::FuncOp"> {
   let options = [
     Option<"format", "format", "::mlir::fsdp::QuantFormat",
            /*default=*/"::mlir::fsdp::QuantFormat::fp8_e4m3_tensor",
-           "Quantized format", [{FSDP_QUANT_FORMAT_VALUES}]>,
+           "Quantized format (every QuantFormat)">,
     Option<"minElements", "min-elements", "int64_t", /*default=*/"1024",
            "Leave parameters with fewer elements (full size) unquantized">,
     // Lists of strings, checked by the pass: MLIR's ListOption parses its
