@@ -307,8 +307,12 @@ void stripFSDP(ModuleOp module) {
 void linkUpdates(Program &prog) {
   prog.fedBy.assign(prog.args.size(), -1);
   for (auto [i, r] : llvm::enumerate(prog.results))
-    if (r.updateOf)
+    if (r.updateOf) {
       prog.fedBy[*r.updateOf] = int64_t(i);
+      Port &arg = prog.args[size_t(*r.updateOf)];
+      arg.rankLocal = !arg.layout && arg.type.getRank() > 0;
+      r.rankLocal = arg.rankLocal;
+    }
 }
 
 /// The ports and mesh of the entry `sig`.

@@ -35,6 +35,10 @@ struct Port {
   std::optional<int64_t> updateOf, stateOf;
   std::string optim;
   bool isLoss = false;
+  /// A fed-back argument without a layout: state each rank keeps for
+  /// itself (batch-norm running statistics): every rank starts from the
+  /// same value, the runner reports rank 0's.
+  bool rankLocal = false;
   int64_t elementBytes() const;
   int64_t slotBytes() const { return type.getNumElements() * elementBytes(); }
   /// Words of its strided memref descriptor (pointers, offset, sizes,

@@ -125,21 +125,6 @@ llvm::Error checkRunOptions(const Program &prog, const RunOptions &o) {
   return llvm::Error::success();
 }
 
-/// Fed-back arguments the runner cannot keep.
-llvm::Error checkFedArguments(const Program &prog) {
-  if (!prog.training())
-    return llvm::Error::success();
-  for (size_t i = 0; i < prog.args.size(); ++i) {
-    const Port &p = prog.args[i];
-    if (prog.fedBy[i] >= 0 && !p.layout && p.type.getRank() > 0 &&
-        prog.meshSize() > 1)
-      return error("argument '" + p.name +
-                   "' is fed back but has no layout; give it one (a "
-                   "replicated layout for a value every rank holds)");
-  }
-  return llvm::Error::success();
-}
-
 /// Every rank's output pieces and memory counters, gathered on the
 /// runner's communicator, so that this exchange never pairs with one of
 /// the program's collectives.
@@ -334,8 +319,6 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
     return error("the mesh has " + llvm::Twine(meshSize) +
                  " ranks; the threads backend runs at most " +
                  llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
-  if (llvm::Error e = checkFedArguments(prog))
-    return e;
   outputs = outputsOf(prog);
   if (llvm::Error e = jit->compile(*module))
     return e;
@@ -612,7 +595,8 @@ std::vector<PortInfo> Session::inputs() const {
   for (size_t i = 0; i < impl->prog.args.size(); ++i) {
     out.push_back(portInfo(impl->prog.args[i]));
     out.back().fedBack = impl->prog.training() && impl->prog.fedBy[i] >= 0;
-    if (!out.back().sharded && !out.back().globalShape.empty())
+    if (!out.back().sharded && !impl->prog.args[i].rankLocal &&
+        !out.back().globalShape.empty())
       out.back().globalShape[0] *= impl->prog.meshSize();
   }
   return out;

@@ -144,7 +144,7 @@ std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
   std::vector<char> buf(p.type.getNumElements() * bytes, 0);
   if (p.layout && !ownsPartial(*p.layout, rank))
     return buf; // a Partial(sum) input: one rank per group holds the value
-  if (!p.layout && p.type.getRank() == 0) {
+  if (!p.layout && (p.type.getRank() == 0 || p.rankLocal)) {
     std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
     return buf;
   }

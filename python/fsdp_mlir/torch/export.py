@@ -624,9 +624,9 @@ def export_step(
     elements, True always (an error if the tools are missing), False never.
     buffer_updates: how buffers the forward updates (batch norm's running
     statistics in training mode) leave the step: "fed_back" (results with
-    `fsdp.update_of`, fed back by `fsdp-run --steps`) or "results" (rank-local
-    results only). None: "fed_back" on one rank, else "results" (fsdp-run
-    refuses to feed back an argument without a layout on several ranks).
+    `fsdp.update_of`, fed back by `fsdp-run --steps`; on several ranks each
+    rank keeps and updates its own copy) or "results" (rank-local results
+    only, not fed back). None: "fed_back".
     """
     if not isinstance(module, torch.nn.Module):
         raise ExportError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
@@ -745,7 +745,7 @@ def export_step(
     except UnsupportedInModel as err:
         raise ExportError(str(err)) from None
     if buffer_updates is None:
-        buffer_updates = "fed_back" if world == 1 else "results"
+        buffer_updates = "fed_back"
     if buffer_updates not in ("fed_back", "results"):
         raise ExportError(f"buffer_updates '{buffer_updates}': expected fed_back or results")
     _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
@@ -786,11 +786,11 @@ def _add_buffers(
     axis): every rank gets the whole value. An updated buffer (batch norm's
     running statistics in training mode) is rank-local, as in FSDP2 and DDP
     without SyncBatchNorm: each rank updates its own copy from its
-    micro-batch, so it has no layout, like the batch: its file holds every
-    rank's copy, concatenated along dim 0 (a scalar: one value, every rank's
-    initial copy). With `fed_back`, the updated buffers' results carry
-    `fsdp.update_of` (their argument), so that `fsdp-run --steps` feeds them
-    back."""
+    micro-batch, so it has no layout. With `fed_back`, the updated buffers'
+    results carry `fsdp.update_of` (their argument), so that `fsdp-run
+    --steps` feeds them back and each rank keeps its own copy (the file holds
+    one value, every rank's start); otherwise they are plain results and the
+    argument is batch-like (its file holds every rank's copy along dim 0)."""
     n_params = len(model["params"])
     replicated = {"placements": [{"kind": "replicate"}] * len(mesh["shape"]), "policy": "ceil"}
     buffers = []
@@ -807,8 +807,13 @@ def _add_buffers(
         if entry["updated"]:
             entry["layout"] = None
             entry["local_shape"] = list(b.shape)
+            entry["fed_back"] = fed_back
+            # Fed back: the runner gives every rank the same start value.
+            # Otherwise a batch-like input: every rank's copy along dim 0.
             entry["file_shape"] = (
-                [b.shape[0] * model["world"]] + list(b.shape[1:]) if b.dim() else []
+                [b.shape[0] * model["world"]] + list(b.shape[1:])
+                if b.dim() and not fed_back
+                else list(b.shape)
             )
         else:
             entry["layout"] = replicated
@@ -838,10 +843,11 @@ def _buffer_value(b: dict, module: torch.nn.Module) -> np.ndarray:
 
 
 def buffer_file(b: dict, module: torch.nn.Module, world: int) -> np.ndarray:
-    """The .npy content of a buffer argument: its value, or for an updated
-    (rank-local) buffer every rank's copy concatenated along dim 0."""
+    """The .npy content of a buffer argument: its value (every rank starts
+    from it), or for an updated buffer that is not fed back every rank's copy
+    concatenated along dim 0 (a batch-like input)."""
     value = _buffer_value(b, module)
-    if b["updated"] and value.ndim:
+    if b["updated"] and not b.get("fed_back") and value.ndim:
         value = np.concatenate([value] * world, axis=0)
     return value
 
