@@ -710,7 +710,7 @@ def runner_cases(rng, base, count, first_id):
                         r'<"[^"]*" : tensor<[^<>]*>',
                         [
                             '<"x" : tensor<*xf32>',
-                            '<3 : tensor<2xf32>',
+                            "<3 : tensor<2xf32>",
                             '<"" : tensor<2xf32>',
                             '<"w" : tensor<?x4xf32>',
                         ],

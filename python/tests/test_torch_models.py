@@ -1,12 +1,13 @@
 """Model-zoo architectures end to end: tiny configurations of Hugging Face,
-torchvision and timm models, export -> fsdp-opt -> fsdp-run on 2 ranks (one
-HSDP 2x2 case), loss and every gradient within 1e-5 relative of float64 torch
-autograd (each gradient against its own max norm, floored at 1e-3 of the
-largest gradient's: gradients that are zero in exact arithmetic hold only
-rounding noise). Batch norm in training mode is checked against the mean of
-each rank's own float64 reference, and each rank's updated running statistics
-against its own. The export's self-check (verify) is tested here too. A case
-is skipped when its package (transformers, torchvision, timm) is missing."""
+torchvision and timm models, export -> fsdp-opt -> fsdp-run on 2 ranks (a
+cheap subset also on 4, and one HSDP 2x2 case), loss and every gradient within
+1e-5 relative of float64 torch autograd (each gradient against its own max
+norm, floored at 1e-3 of the largest gradient's: gradients that are zero in
+exact arithmetic hold only rounding noise). Batch norm in training mode is
+checked against the mean of each rank's own float64 reference, and each
+rank's updated running statistics against its own. The export's self-check
+(verify) is tested here too. A case is skipped when its package
+(transformers, torchvision, timm) is missing."""
 
 import os
 import subprocess
@@ -133,12 +134,73 @@ def bert(n):
     return transformers.BertForSequenceClassification(config).eval(), loss_fn, (tok, labels)
 
 
+def t5(n):
+    """Encoder-decoder: relative position buckets (a log of the distance),
+    T5's RMS layer norm, the decoder's shifted labels, tied embeddings."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.T5Config(
+        vocab_size=32,
+        d_model=16,
+        d_kv=8,
+        d_ff=32,
+        num_layers=1,
+        num_decoder_layers=1,
+        num_heads=2,
+        relative_attention_num_buckets=8,
+        relative_attention_max_distance=16,
+        dropout_rate=0.0,
+        decoder_start_token_id=0,
+        pad_token_id=0,
+    )
+    torch.manual_seed(0)
+    (tok,) = tokens(n)
+    (labels,) = tokens(n, seq=6, seed=1)
+
+    def loss_fn(model, tokens, labels):
+        return model(input_ids=tokens, labels=labels).loss
+
+    return transformers.T5ForConditionalGeneration(config).eval(), loss_fn, (tok, labels)
+
+
+def vit(n):
+    """Hugging Face ViT: patch embedding convolution, class token, learned
+    position embeddings."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.ViTConfig(
+        image_size=16,
+        patch_size=4,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        num_labels=5,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
+    torch.manual_seed(0)
+
+    def loss_fn(model, images, labels):
+        return model(pixel_values=images, labels=labels).loss
+
+    return transformers.ViTForImageClassification(config).eval(), loss_fn, images(n, 16)
+
+
 def resnet18(n, train, size=32):
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(0)
     model = torchvision.models.resnet18(num_classes=5)
     model.train(train)
     return model, cls_loss, images(n, size)
+
+
+def mobilenet_v3_small(n):
+    """Grouped (depthwise) convolutions, squeeze-excitation, hardswish and
+    hardsigmoid; the backward of its padding. Eval mode: batch norm with the
+    running statistics, no dropout."""
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(0)
+    model = torchvision.models.mobilenet_v3_small(num_classes=5)
+    return model.eval(), cls_loss, images(n)
 
 
 def swin(n):
@@ -177,13 +239,21 @@ CASES = {
     "gemma": gemma,
     "opt": opt,
     "bert": bert,
+    "t5": t5,
+    "vit": vit,
     "resnet18-eval": lambda n: resnet18(n, False),
     "resnet18-train": lambda n: resnet18(n, True, size=48),
+    "mobilenet-v3-small": mobilenet_v3_small,
 }
-# Global batch per case on 2 ranks. Batch norm in training mode: 4 images of
-# 48x48 per rank, so that resnet's last stage normalizes 16 values per channel
-# (with 2, float32 itself is 7% off float64).
+# Global batch per case on 2 ranks (one sample per rank unless named here).
+# Batch norm in training mode: 4 images of 48x48 per rank, so that resnet's
+# last stage normalizes 16 values per channel (with 2, float32 itself is 7%
+# off float64).
 BATCH = {"resnet18-train": 8}
+# The cases also run on 4 ranks (one sample per rank): cheap ones, one of
+# each kind (decoder LM, encoder classifier, CNN, vision transformer).
+FOUR_RANKS = ("gpt2", "bert", "resnet18-eval", "vit")
+WORLDS = [(case, 2) for case in sorted(CASES)] + [(case, 4) for case in FOUR_RANKS]
 
 
 def run(out, pipeline, extra=()):
@@ -233,10 +303,9 @@ def errors_vs_float64(model, module, loss_fn, batch, results, world):
     return errors
 
 
-@pytest.mark.parametrize("case", sorted(CASES))
-def test_model_matches_float64_autograd(tmp_path, case):
-    world = 2
-    module, loss_fn, batch = CASES[case](BATCH.get(case, 2))
+@pytest.mark.parametrize(("case", "world"), WORLDS, ids=[f"{c}-{w}" for c, w in WORLDS])
+def test_model_matches_float64_autograd(tmp_path, case, world):
+    module, loss_fn, batch = CASES[case](BATCH.get(case, world))
     out = str(tmp_path / case)
     model = export_step(module, loss_fn, batch, out, mesh=str(world), verify=False)
     results = run(out, model["config"]["pipeline"], ["--all-ranks"])
