@@ -24,8 +24,8 @@ std::string makeStepFiles(int steps) {
     float v[2] = {float(g), -float(g)};
     a.data.assign(reinterpret_cast<char *>(v), reinterpret_cast<char *>(v) + 8);
     std::string error;
-    EXPECT_TRUE(npy::write(run::StepInput::stepFile(dir.str().str(), g), a,
-                           error))
+    EXPECT_TRUE(
+        npy::write(run::StepInput::stepFile(dir.str().str(), g), a, error))
         << error;
   }
   return dir.str().str();

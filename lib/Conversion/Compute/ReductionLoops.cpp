@@ -168,28 +168,51 @@ Value combine(OpBuilder &b, Location loc, Operation *combiner, Value a,
   return b.create(state)->getResult(0);
 }
 
-void lower(linalg::LinalgOp op) {
-  OpBuilder b(op);
-  Location loc = op.getLoc();
-  SmallVector<Range> ranges = op.createLoopRanges(b, loc);
-  SmallVector<Value> lbs, ubs, steps;
-  for (Range r : ranges) {
-    lbs.push_back(getValueOrCreateConstantIndexOp(b, loc, r.offset));
-    ubs.push_back(getValueOrCreateConstantIndexOp(b, loc, r.size));
-    steps.push_back(getValueOrCreateConstantIndexOp(b, loc, r.stride));
+/// The loops of one reduction op (see lower()): its loop bounds, the
+/// combiner of each output and the number of partial results (0: in order).
+class ReductionLowering {
+public:
+  explicit ReductionLowering(linalg::LinalgOp op)
+      : op(op), inits(op.getDpsInitsMutable()) {
+    OpBuilder b(op);
+    for (Range r : op.createLoopRanges(b, op.getLoc())) {
+      lbs.push_back(getValueOrCreateConstantIndexOp(b, op.getLoc(), r.offset));
+      ubs.push_back(getValueOrCreateConstantIndexOp(b, op.getLoc(), r.size));
+      steps.push_back(
+          getValueOrCreateConstantIndexOp(b, op.getLoc(), r.stride));
+    }
+    numParallel = op.getNumParallelLoops();
+    k = partialsOf(op, combiners);
   }
-  unsigned numParallel = op.getNumParallelLoops();
-  Block *body = op.getBlock();
-  auto inits = op.getDpsInitsMutable();
-  SmallVector<Operation *> combiners;
-  unsigned k = partialsOf(op, combiners);
 
-  // One iteration of the body at the loop indices `ivs`: the outputs'
-  // values from their values `accs` before it or, with `elements`, what the
-  // combiners would combine into them (no combiner is cloned; `accs` is
-  // then unused: an output's block argument is only its combiner's operand).
-  auto iteration = [&](OpBuilder &rb, Location rl, ValueRange ivs,
-                       ValueRange accs, bool elements) {
+  void lower() {
+    OpBuilder b(op);
+    auto parallelBody = [&](OpBuilder &pb, Location l, ValueRange pivs) {
+      // The output elements, loaded once.
+      SmallVector<Value> accs;
+      for (OpOperand &init : inits)
+        accs.push_back(memref::LoadOp::create(
+            pb, l, init.get(), indicesAt(pb, l, op, init, pivs)));
+      SmallVector<Value> results =
+          k == 0 ? sequential(pb, l, pivs, accs) : partials(pb, l, pivs, accs);
+      for (auto [init, result] : llvm::zip(inits, results))
+        memref::StoreOp::create(pb, l, result, init.get(),
+                                indicesAt(pb, l, op, init, pivs));
+    };
+    scf::buildLoopNest(b, op.getLoc(), ArrayRef(lbs).take_front(numParallel),
+                       ArrayRef(ubs).take_front(numParallel),
+                       ArrayRef(steps).take_front(numParallel), parallelBody);
+    op->erase();
+  }
+
+private:
+  /// One iteration of the body at the loop indices `ivs`: the outputs'
+  /// values from their values `accs` before it or, with `elements`, what
+  /// the combiners would combine into them (no combiner is cloned; `accs`
+  /// is then unused: an output's block argument is only its combiner's
+  /// operand).
+  SmallVector<Value> iteration(OpBuilder &rb, Location rl, ValueRange ivs,
+                               ValueRange accs, bool elements) {
     IRMapping map;
     for (OpOperand *input : op.getDpsInputOperands()) {
       Value v = input->get();
@@ -200,6 +223,7 @@ void lower(linalg::LinalgOp op) {
     }
     for (auto [init, acc] : llvm::zip(inits, accs))
       map.map(op.getMatchingBlockArgument(&init), acc);
+    Block *body = op.getBlock();
     for (Operation &inner : body->without_terminator()) {
       if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
         map.map(index.getResult(), ivs[index.getDim()]);
@@ -219,129 +243,149 @@ void lower(linalg::LinalgOp op) {
       results.push_back(map.lookupOrDefault(v));
     }
     return results;
-  };
+  }
 
-  // The reduction loops at the parallel indices `pivs`, from the outputs'
-  // values `accs`: in sequential order, or (k > 0) into a vector of k
-  // partial results per output. Partial j takes, in order, the elements
-  // whose innermost reduction index is j modulo k, except the last (size
-  // modulo k) of each innermost row, which partial 0 takes; partial 0
-  // starts from the output's value, the others from the combiner's
-  // identity. Then partials j and j + k/2 are combined, halving k until
-  // one is left. That order depends on the loop bounds only: not on the
-  // body around the combiner, nor on the vector width of the machine. LLVM
-  // has nothing to reassociate: the k elements of a block are computed as
-  // k scalars, which it vectorizes as they are, and combined with the
-  // partials in one vector op.
-  auto reductions = [&](OpBuilder &pb, Location l, ValueRange pivs,
-                        ValueRange accs) -> SmallVector<Value> {
-    ArrayRef<Value> rlbs = ArrayRef(lbs).drop_front(numParallel);
-    ArrayRef<Value> rubs = ArrayRef(ubs).drop_front(numParallel);
-    ArrayRef<Value> rsteps = ArrayRef(steps).drop_front(numParallel);
-    if (k == 0) {
-      scf::LoopNest nest = scf::buildLoopNest(
-          pb, l, rlbs, rubs, rsteps, accs,
-          [&](OpBuilder &rb, Location rl, ValueRange rivs,
-              ValueRange iterArgs) -> scf::ValueVector {
-            SmallVector<Value> ivs(pivs);
-            ivs.append(rivs.begin(), rivs.end());
-            return iteration(rb, rl, ivs, iterArgs, /*elements=*/false);
-          });
-      return nest.results;
-    }
-    SmallVector<Value> partials;
+  ArrayRef<Value> reductionLbs() {
+    return ArrayRef(lbs).drop_front(numParallel);
+  }
+  ArrayRef<Value> reductionUbs() {
+    return ArrayRef(ubs).drop_front(numParallel);
+  }
+  ArrayRef<Value> reductionSteps() {
+    return ArrayRef(steps).drop_front(numParallel);
+  }
+
+  /// The reduction loops at the parallel indices `pivs`, in order, from the
+  /// outputs' values `accs`.
+  SmallVector<Value> sequential(OpBuilder &pb, Location l, ValueRange pivs,
+                                ValueRange accs) {
+    scf::LoopNest nest = scf::buildLoopNest(
+        pb, l, reductionLbs(), reductionUbs(), reductionSteps(), accs,
+        [&](OpBuilder &rb, Location rl, ValueRange rivs,
+            ValueRange iterArgs) -> scf::ValueVector {
+          SmallVector<Value> ivs(pivs);
+          ivs.append(rivs.begin(), rivs.end());
+          return iteration(rb, rl, ivs, iterArgs, /*elements=*/false);
+        });
+    return nest.results;
+  }
+
+  /// The reduction loops into a vector of k partial results per output.
+  /// Partial j takes, in order, the elements whose innermost reduction
+  /// index is j modulo k, except the last (size modulo k) of each innermost
+  /// row, which partial 0 takes; partial 0 starts from the output's value,
+  /// the others from the combiner's identity. Then partials j and j + k/2
+  /// are combined, halving k until one is left. That order depends on the
+  /// loop bounds only: not on the body around the combiner, nor on the
+  /// vector width of the machine. LLVM has nothing to reassociate: the k
+  /// elements of a block are computed as k scalars, which it vectorizes as
+  /// they are, and combined with the partials in one vector op.
+  SmallVector<Value> partials(OpBuilder &pb, Location l, ValueRange pivs,
+                              ValueRange accs) {
+    SmallVector<Value> starts;
     for (auto [o, acc] : llvm::enumerate(accs)) {
       auto type = VectorType::get({k}, acc.getType());
       Value ids = vector::BroadcastOp::create(
           pb, l, type, identityOf(pb, l, combiners[o], acc.getType()));
-      partials.push_back(vector::InsertOp::create(pb, l, acc, ids, 0));
+      starts.push_back(vector::InsertOp::create(pb, l, acc, ids, 0));
     }
-    Value lb = rlbs.back(), ub = rubs.back();
-    Value kc = arith::ConstantIndexOp::create(pb, l, k);
-    auto innermost = [&](OpBuilder &rb, Location rl, ValueRange outer,
-                         ValueRange iterArgs) -> scf::ValueVector {
-      auto ivsAt = [&](Value iv) {
-        SmallVector<Value> ivs(pivs);
-        ivs.append(outer.begin(), outer.end());
-        ivs.push_back(iv);
-        return ivs;
-      };
-      // The full blocks of k elements: element j of a block into partial j.
-      Value rest = rb.createOrFold<arith::RemUIOp>(
-          rl, rb.createOrFold<arith::SubIOp>(rl, ub, lb), kc);
-      Value mainUb = rb.createOrFold<arith::SubIOp>(rl, ub, rest);
-      auto blocks = scf::ForOp::create(
-          rb, rl, lb, mainUb, kc, iterArgs,
-          [&](OpBuilder &fb, Location fl, Value iv, ValueRange vecs) {
-            SmallVector<SmallVector<Value>> elems(vecs.size());
-            for (unsigned j = 0; j < k; ++j) {
-              Value ivj = arith::AddIOp::create(
-                  fb, fl, iv, arith::ConstantIndexOp::create(fb, fl, j));
-              for (auto [o, e] : llvm::enumerate(
-                       iteration(fb, fl, ivsAt(ivj), {}, /*elements=*/true)))
-                elems[o].push_back(e);
-            }
-            SmallVector<Value> next;
-            for (auto [o, vec] : llvm::enumerate(vecs)) {
-              Value block = vector::FromElementsOp::create(
-                  fb, fl, vec.getType(), elems[o]);
-              Operation *c = combiners[o];
-              bool accFirst =
-                  c->getOperand(0) == op.getMatchingBlockArgument(&inits[o]);
-              next.push_back(accFirst ? combine(fb, fl, c, vec, block)
-                                      : combine(fb, fl, c, block, vec));
-            }
-            scf::YieldOp::create(fb, fl, next);
-          });
-      // The rest, in order, into partial 0.
-      SmallVector<Value> firsts;
-      for (Value vec : blocks.getResults())
-        firsts.push_back(vector::ExtractOp::create(rb, rl, vec, 0));
-      auto tail = scf::ForOp::create(
-          rb, rl, mainUb, ub, rsteps.back(), firsts,
-          [&](OpBuilder &fb, Location fl, Value iv, ValueRange lanes) {
-            scf::YieldOp::create(
-                fb, fl,
-                iteration(fb, fl, ivsAt(iv), lanes, /*elements=*/false));
-          });
-      scf::ValueVector results;
-      for (auto [vec, first] :
-           llvm::zip(blocks.getResults(), tail.getResults()))
-        results.push_back(vector::InsertOp::create(rb, rl, first, vec, 0));
-      return results;
-    };
-    scf::LoopNest nest =
-        scf::buildLoopNest(pb, l, rlbs.drop_back(), rubs.drop_back(),
-                           rsteps.drop_back(), partials, innermost);
+    scf::LoopNest nest = scf::buildLoopNest(
+        pb, l, reductionLbs().drop_back(), reductionUbs().drop_back(),
+        reductionSteps().drop_back(), starts,
+        [&](OpBuilder &rb, Location rl, ValueRange outer,
+            ValueRange vecs) -> scf::ValueVector {
+          SmallVector<Value> ivs(pivs);
+          ivs.append(outer.begin(), outer.end());
+          return innermostRow(rb, rl, ivs, vecs);
+        });
     SmallVector<Value> results;
-    for (auto [o, vec] : llvm::enumerate(nest.results)) {
-      for (unsigned half = k / 2; half > 0; half /= 2) {
-        auto lo = llvm::to_vector(llvm::seq<int64_t>(0, half));
-        auto hi = llvm::to_vector(llvm::seq<int64_t>(half, 2 * half));
-        Value low = vector::ShuffleOp::create(pb, l, vec, vec, lo);
-        Value high = vector::ShuffleOp::create(pb, l, vec, vec, hi);
-        vec = combine(pb, l, combiners[o], low, high);
-      }
-      results.push_back(vector::ExtractOp::create(pb, l, vec, 0));
-    }
+    for (auto [o, vec] : llvm::enumerate(nest.results))
+      results.push_back(combineHalves(pb, l, combiners[o], vec));
     return results;
-  };
+  }
 
-  auto parallelBody = [&](OpBuilder &pb, Location l, ValueRange pivs) {
-    // The output elements, loaded once.
-    SmallVector<Value> accs;
-    for (OpOperand &init : inits)
-      accs.push_back(memref::LoadOp::create(pb, l, init.get(),
-                                            indicesAt(pb, l, op, init, pivs)));
-    for (auto [init, result] : llvm::zip(inits, reductions(pb, l, pivs, accs)))
-      memref::StoreOp::create(pb, l, result, init.get(),
-                              indicesAt(pb, l, op, init, pivs));
-  };
-  scf::buildLoopNest(b, loc, ArrayRef(lbs).take_front(numParallel),
-                     ArrayRef(ubs).take_front(numParallel),
-                     ArrayRef(steps).take_front(numParallel), parallelBody);
-  op->erase();
-}
+  /// One innermost row at the outer indices `outerIvs` into the partials
+  /// `vecs`: the full blocks of k elements (element j into partial j), then
+  /// the rest, in order, into partial 0.
+  scf::ValueVector innermostRow(OpBuilder &rb, Location rl,
+                                ArrayRef<Value> outerIvs, ValueRange vecs) {
+    Value lb = reductionLbs().back(), ub = reductionUbs().back();
+    Value kc = arith::ConstantIndexOp::create(rb, rl, k);
+    auto ivsAt = [&](Value iv) {
+      SmallVector<Value> ivs(outerIvs);
+      ivs.push_back(iv);
+      return ivs;
+    };
+    Value rest = rb.createOrFold<arith::RemUIOp>(
+        rl, rb.createOrFold<arith::SubIOp>(rl, ub, lb), kc);
+    Value mainUb = rb.createOrFold<arith::SubIOp>(rl, ub, rest);
+    auto blocks = scf::ForOp::create(
+        rb, rl, lb, mainUb, kc, vecs,
+        [&](OpBuilder &fb, Location fl, Value iv, ValueRange partial) {
+          scf::YieldOp::create(fb, fl, block(fb, fl, iv, ivsAt, partial));
+        });
+    SmallVector<Value> firsts;
+    for (Value vec : blocks.getResults())
+      firsts.push_back(vector::ExtractOp::create(rb, rl, vec, 0));
+    auto tail = scf::ForOp::create(
+        rb, rl, mainUb, ub, reductionSteps().back(), firsts,
+        [&](OpBuilder &fb, Location fl, Value iv, ValueRange lanes) {
+          scf::YieldOp::create(
+              fb, fl, iteration(fb, fl, ivsAt(iv), lanes, /*elements=*/false));
+        });
+    scf::ValueVector results;
+    for (auto [vec, first] : llvm::zip(blocks.getResults(), tail.getResults()))
+      results.push_back(vector::InsertOp::create(rb, rl, first, vec, 0));
+    return results;
+  }
+
+  /// The k elements of the block starting at `iv`, combined into `vecs`.
+  SmallVector<Value> block(OpBuilder &fb, Location fl, Value iv,
+                           llvm::function_ref<SmallVector<Value>(Value)> ivsAt,
+                           ValueRange vecs) {
+    SmallVector<SmallVector<Value>> elems(vecs.size());
+    for (unsigned j = 0; j < k; ++j) {
+      Value ivj = arith::AddIOp::create(
+          fb, fl, iv, arith::ConstantIndexOp::create(fb, fl, j));
+      for (auto [o, e] : llvm::enumerate(
+               iteration(fb, fl, ivsAt(ivj), {}, /*elements=*/true)))
+        elems[o].push_back(e);
+    }
+    SmallVector<Value> next;
+    for (auto [o, vec] : llvm::enumerate(vecs)) {
+      Value elements =
+          vector::FromElementsOp::create(fb, fl, vec.getType(), elems[o]);
+      Operation *c = combiners[o];
+      bool accFirst =
+          c->getOperand(0) == op.getMatchingBlockArgument(&inits[o]);
+      next.push_back(accFirst ? combine(fb, fl, c, vec, elements)
+                              : combine(fb, fl, c, elements, vec));
+    }
+    return next;
+  }
+
+  /// Partials j and j + half combined, halving until one is left.
+  Value combineHalves(OpBuilder &pb, Location l, Operation *combiner,
+                      Value vec) {
+    for (unsigned half = k / 2; half > 0; half /= 2) {
+      auto lo = llvm::to_vector(llvm::seq<int64_t>(0, half));
+      auto hi = llvm::to_vector(llvm::seq<int64_t>(half, 2 * half));
+      Value low = vector::ShuffleOp::create(pb, l, vec, vec, lo);
+      Value high = vector::ShuffleOp::create(pb, l, vec, vec, hi);
+      vec = combine(pb, l, combiner, low, high);
+    }
+    return vector::ExtractOp::create(pb, l, vec, 0);
+  }
+
+  linalg::LinalgOp op;
+  MutableOperandRange inits;
+  SmallVector<Value> lbs, ubs, steps;
+  unsigned numParallel = 0;
+  SmallVector<Operation *> combiners;
+  unsigned k = 0;
+};
+
+void lower(linalg::LinalgOp op) { ReductionLowering(op).lower(); }
 
 struct FSDPReductionLoopsPass
     : public mlir::fsdp::impl::FSDPReductionLoopsBase<FSDPReductionLoopsPass> {
