@@ -4,6 +4,7 @@
 #include "JitRewrites.h"
 #include "Memory.h"
 #include "Program.h"
+#include "fsdprt.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Pipeline/InputGuard.h"
@@ -40,10 +41,15 @@
 #include "llvm/Transforms/Utils/Local.h"
 
 #include <chrono>
+#include <dlfcn.h>
 #include <functional>
 #include <thread>
 
 using namespace mlir;
+
+#ifdef FSDP_HAVE_OPENBLAS
+extern "C" void openblas_set_num_threads(int);
+#endif
 
 namespace fsdp::run {
 
@@ -121,6 +127,27 @@ llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle) {
   return map;
 }
 
+/// The symbols of the shared object at `path`, opened RTLD_LOCAL: LLVM's
+/// own loader opens RTLD_GLOBAL, which would put the libLLVM this library
+/// depends on into the process's global scope, where it interposes on
+/// another LLVM loaded later (torch's triton).
+void addLocalLibrary(llvm::orc::JITDylib &dylib, const char *path,
+                     char prefix) {
+  if (void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL))
+    dylib.addGenerator(
+        std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
+            llvm::sys::DynamicLibrary(handle), prefix));
+}
+
+/// The symbols of the shared object that defines `symbol`: the process's
+/// global symbols are not enough when this library was itself loaded
+/// RTLD_LOCAL (Python's ctypes default).
+void addLibraryOf(llvm::orc::JITDylib &dylib, const void *symbol, char prefix) {
+  Dl_info info;
+  if (dladdr(symbol, &info) && info.dli_fname)
+    addLocalLibrary(dylib, info.dli_fname, prefix);
+}
+
 void addRunnerLibraries(llvm::orc::LLJIT &jit) {
   llvm::orc::JITDylib &dylib = jit.getMainJITDylib();
   char prefix = jit.getDataLayout().getGlobalPrefix();
@@ -128,13 +155,14 @@ void addRunnerLibraries(llvm::orc::LLJIT &jit) {
       llvm::orc::DynamicLibrarySearchGenerator::GetForCurrentProcess(prefix);
   if (process)
     dylib.addGenerator(std::move(*process));
+  addLibraryOf(dylib, reinterpret_cast<const void *>(&fsdprt_options_init),
+               prefix);
+#ifdef FSDP_HAVE_OPENBLAS
+  addLibraryOf(dylib, reinterpret_cast<const void *>(&openblas_set_num_threads),
+               prefix);
+#endif
 #ifdef FSDP_C_RUNNER_UTILS
-  auto utils = llvm::orc::DynamicLibrarySearchGenerator::Load(
-      FSDP_C_RUNNER_UTILS, prefix);
-  if (utils)
-    dylib.addGenerator(std::move(*utils));
-  else
-    llvm::consumeError(utils.takeError());
+  addLocalLibrary(dylib, FSDP_C_RUNNER_UTILS, prefix);
 #endif
 }
 

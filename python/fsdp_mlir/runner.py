@@ -80,8 +80,9 @@ _lib = None
 def _library():
     global _lib
     if _lib is None:
-        # Global: the JIT'd step resolves the runtime's symbols in the process.
-        lib = ctypes.CDLL(library_path(), mode=ctypes.RTLD_GLOBAL)
+        # Local: the library's LLVM must not interpose on another LLVM in the
+        # process (torch's triton); the JIT finds the runtime by path.
+        lib = ctypes.CDLL(library_path())
         P, I64, PI64 = ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
         sigs = {
             "fsdprun_program_create_from_file": [

@@ -4,6 +4,7 @@ training state kept between runs, and clear errors for misuse."""
 
 import os
 import subprocess
+import sys
 
 import numpy as np
 import pytest
@@ -102,3 +103,14 @@ def test_misuse_is_an_error_not_a_crash(lowered):
         runner.Program(lowered / "missing.mlir")
     with pytest.raises(runner.RunnerError, match="cannot parse"):
         runner.Program("not mlir {", text=True)
+
+
+def test_library_keeps_its_llvm_to_itself():
+    """Loading the runner does not put its libLLVM into the process's global
+    scope, where it would interpose on another LLVM loaded later (torch's
+    triton crashed in its static initializers)."""
+    pytest.importorskip("triton")
+    code = "from fsdp_mlir import runner; runner._library(); import triton"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr.decode()[-2000:]
