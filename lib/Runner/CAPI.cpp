@@ -1,7 +1,10 @@
 //===- CAPI.cpp - fsdprun.h over the runner library -----------------------===//
 
+#include "Npy.h"
 #include "fsdp/Runner/Runner.h"
 #include "fsdprun.h"
+
+#include <iterator>
 
 #include <map>
 #include <memory>
@@ -67,31 +70,33 @@ fsdprun_status_t lockProgram(fsdprun_program_t *handle, Locked &out) {
   return FSDPRUN_OK;
 }
 
+/// numpy's name of each fsdprun_dtype_t, in the enum's order.
+constexpr const char *kDescrs[] = {"<f4", "<f8", "<u2", "<f2",
+                                   "<i4", "<i8", "|u1"};
+static_assert(std::size(kDescrs) == FSDPRUN_U8 + 1, "one per fsdprun_dtype_t");
+
 const char *dtypeName(fsdprun_dtype_t t) {
-  switch (t) {
-  case FSDPRUN_F32:
-    return "<f4";
-  case FSDPRUN_F64:
-    return "<f8";
-  case FSDPRUN_BF16:
-    return "<u2";
-  case FSDPRUN_F16:
-    return "<f2";
-  case FSDPRUN_I32:
-    return "<i4";
-  case FSDPRUN_I64:
-    return "<i8";
-  case FSDPRUN_U8:
-    return "|u1";
-  }
-  return nullptr;
+  return t >= 0 && size_t(t) < std::size(kDescrs) ? kDescrs[t] : nullptr;
 }
 
 fsdprun_dtype_t dtypeOf(const std::string &descr) {
-  for (int t = FSDPRUN_F32; t <= FSDPRUN_U8; ++t)
-    if (descr == dtypeName(fsdprun_dtype_t(t)))
+  for (size_t t = 0; t < std::size(kDescrs); ++t)
+    if (descr == kDescrs[t])
       return fsdprun_dtype_t(t);
   return FSDPRUN_U8;
+}
+
+/// Locks the program and checks the result pointer, then stores what `get`
+/// reads of it there.
+template <typename T, typename Get>
+fsdprun_status_t query(fsdprun_program_t *handle, T *out, Get get) {
+  Locked l;
+  if (fsdprun_status_t s = lockProgram(handle, l))
+    return s;
+  if (!out)
+    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
+  *out = get(*l.p);
+  return FSDPRUN_OK;
 }
 
 LoadOptions loadOptions(const fsdprun_options_t *o) {
@@ -201,11 +206,7 @@ fsdprun_status_t checkInput(const fsdprun_program &p, const char *name,
   for (int64_t d : given)
     if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
       return failWith(FSDPRUN_ERR_SHAPE, "bad shape");
-  int64_t width = descr[2] == '8'   ? 8
-                  : descr[2] == '4' ? 4
-                  : descr[2] == '2' ? 2
-                                    : 1;
-  if (uint64_t(elements) * uint64_t(width) != bytes)
+  if (uint64_t(elements) * uint64_t(::fsdp::npy::elementSize(descr)) != bytes)
     return failWith(FSDPRUN_ERR_SHAPE, "input '" + port->name +
                                            "': " + std::to_string(bytes) +
                                            " bytes do not hold its shape");
@@ -225,6 +226,8 @@ RunOptions runOptions(const fsdprun_run_options_t *o) {
   run.saveDir = o->save_dir ? o->save_dir : "";
   run.saveEvery = o->save_every;
   run.resumeDir = o->resume_dir ? o->resume_dir : "";
+  run.measureResidentSet = true; // fsdprun_report_json has fsdp-run --json's
+
   return run;
 }
 
@@ -344,53 +347,32 @@ fsdprun_status_t fsdprun_program_destroy(fsdprun_program_t *p) {
 }
 
 fsdprun_status_t fsdprun_world_size(fsdprun_program_t *p, int64_t *size) {
-  Locked l;
-  if (fsdprun_status_t s = lockProgram(p, l))
-    return s;
-  if (!size)
-    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
-  *size = l.p->session->worldSize();
-  return ok();
+  return query(p, size,
+               [](const fsdprun_program &p) { return p.session->worldSize(); });
 }
 
 fsdprun_status_t fsdprun_is_training(fsdprun_program_t *p, int *training) {
-  Locked l;
-  if (fsdprun_status_t s = lockProgram(p, l))
-    return s;
-  if (!training)
-    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
-  *training = l.p->session->training() ? 1 : 0;
-  return ok();
+  return query(p, training, [](const fsdprun_program &p) {
+    return p.session->training() ? 1 : 0;
+  });
 }
 
 fsdprun_status_t fsdprun_steps_taken(fsdprun_program_t *p, int64_t *steps) {
-  Locked l;
-  if (fsdprun_status_t s = lockProgram(p, l))
-    return s;
-  if (!steps)
-    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
-  *steps = l.p->session->stepsTaken();
-  return ok();
+  return query(p, steps, [](const fsdprun_program &p) {
+    return p.session->stepsTaken();
+  });
 }
 
 fsdprun_status_t fsdprun_num_inputs(fsdprun_program_t *p, int64_t *count) {
-  Locked l;
-  if (fsdprun_status_t s = lockProgram(p, l))
-    return s;
-  if (!count)
-    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
-  *count = int64_t(l.p->inputs.size());
-  return ok();
+  return query(p, count, [](const fsdprun_program &p) {
+    return int64_t(p.inputs.size());
+  });
 }
 
 fsdprun_status_t fsdprun_num_outputs(fsdprun_program_t *p, int64_t *count) {
-  Locked l;
-  if (fsdprun_status_t s = lockProgram(p, l))
-    return s;
-  if (!count)
-    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
-  *count = int64_t(l.p->outputs.size());
-  return ok();
+  return query(p, count, [](const fsdprun_program &p) {
+    return int64_t(p.outputs.size());
+  });
 }
 
 fsdprun_status_t fsdprun_input_info(fsdprun_program_t *p, int64_t index,

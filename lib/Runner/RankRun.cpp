@@ -323,7 +323,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
       reportStep(cx, out, g + 1);
     out.heldAfterStep =
         std::max(out.heldAfterStep, memory::current().liveBytes);
-    if (cx.trackRss && rank == 0)
+    if (opt.measureResidentSet && rank == 0)
       out.rss.push_back(residentBytes());
     bool due = opt.saveEvery > 0 && (g + 1) % opt.saveEvery == 0;
     if (training && !opt.saveDir.empty() && (due || last) &&

@@ -61,7 +61,6 @@ struct RunContext {
   const std::vector<Output> &outputs;
   int64_t firstStep; // global steps taken before this run
   bool liveSteps;    // rank 0 reports each step's scalars as it ends
-  bool trackRss;
 };
 
 /// Runs the steps of rank `rank`. `fed` holds the rank's buffer of every

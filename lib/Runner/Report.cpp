@@ -14,14 +14,6 @@ namespace fsdp::run {
 
 namespace {
 
-double scalarAt(const HostArray &a, size_t i) {
-  if (a.dtype == "<f8")
-    return reinterpret_cast<const double *>(a.data.data())[i];
-  if (a.dtype == "<f4")
-    return reinterpret_cast<const float *>(a.data.data())[i];
-  return std::nan("");
-}
-
 template <typename T> json::Array listOf(const std::vector<T> &values) {
   json::Array a;
   for (const T &v : values)
@@ -42,6 +34,14 @@ llvm::Error writeArray(const std::string &path, const HostArray &h,
 }
 
 } // namespace
+
+double HostArray::scalarAt(size_t i) const {
+  if (dtype == "<f8")
+    return reinterpret_cast<const double *>(data.data())[i];
+  if (dtype == "<f4")
+    return reinterpret_cast<const float *>(data.data())[i];
+  return std::nan("");
+}
 
 const HostArray *RunResult::output(llvm::StringRef name) const {
   for (const HostArray &a : outputs)
@@ -97,7 +97,7 @@ json::Object toJSON(const RunResult &r) {
       continue;
     std::vector<double> values;
     for (int64_t s = 0; s < a.shape[0]; ++s)
-      values.push_back(scalarAt(a, size_t(s)));
+      values.push_back(a.scalarAt(size_t(s)));
     o[json::fixUTF8(a.name)] = listOf(values);
   }
   return o;

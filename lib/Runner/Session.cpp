@@ -519,8 +519,7 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!inputs)
     return inputs.takeError();
   RunContext cx{
-      *jit, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs),
-      true};
+      *jit, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
   RunResult result;
   result.training = training;
   result.firstStep = firstStep;

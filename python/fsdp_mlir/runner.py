@@ -74,6 +74,15 @@ def library_path() -> str:
     raise RunnerError("not found", "libfsdprun.so: set FSDP_RUNNER_LIB or build the project")
 
 
+def available() -> bool:
+    """Whether libfsdprun.so can be found."""
+    try:
+        library_path()
+    except RunnerError:
+        return False
+    return True
+
+
 _lib = None
 
 
@@ -84,6 +93,16 @@ def _library():
         # process (torch's triton); the JIT finds the runtime by path.
         lib = ctypes.CDLL(library_path())
         P, I64, PI64 = ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_int64)
+        # fsdprun_input_info / fsdprun_output_info: handle, index, name,
+        # dtype, rank, shape.
+        info = [
+            P,
+            I64,
+            ctypes.POINTER(ctypes.c_char_p),
+            ctypes.POINTER(ctypes.c_int),
+            PI64,
+            ctypes.POINTER(PI64),
+        ]
         sigs = {
             "fsdprun_program_create_from_file": [
                 ctypes.c_char_p,
@@ -102,22 +121,8 @@ def _library():
             "fsdprun_steps_taken": [P, PI64],
             "fsdprun_num_inputs": [P, PI64],
             "fsdprun_num_outputs": [P, PI64],
-            "fsdprun_input_info": [
-                P,
-                I64,
-                ctypes.POINTER(ctypes.c_char_p),
-                ctypes.POINTER(ctypes.c_int),
-                PI64,
-                ctypes.POINTER(PI64),
-            ],
-            "fsdprun_output_info": [
-                P,
-                I64,
-                ctypes.POINTER(ctypes.c_char_p),
-                ctypes.POINTER(ctypes.c_int),
-                PI64,
-                ctypes.POINTER(PI64),
-            ],
+            "fsdprun_input_info": info,
+            "fsdprun_output_info": info,
             "fsdprun_set_input": [
                 P,
                 ctypes.c_char_p,

@@ -3,7 +3,7 @@ parameters and optimizer state sharded between calls) gives bit for bit
 what fsdp-run --steps N gives for the same export, batches and learning
 rates."""
 
-import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -18,16 +18,8 @@ from fsdp_mlir.torch import compile_step  # noqa: E402
 from fsdp_mlir.torch.examples import gpt_training  # noqa: E402
 from fsdp_mlir.torch.train import export_training  # noqa: E402
 
-
-def _library():
-    try:
-        return runner.library_path()
-    except runner.RunnerError:
-        return None
-
-
 pytestmark = pytest.mark.skipif(
-    not (T.tool("fsdp-opt") and T.tool("fsdp-run") and _library()),
+    not (T.tool("fsdp-opt") and T.tool("fsdp-run") and runner.available()),
     reason="fsdp-opt / libfsdprun not built",
 )
 
@@ -45,23 +37,8 @@ def test_gpt_adamw_in_process_equals_fsdp_run(tmp_path):
     )
     out = tmp_path / "cli"
     model = export_training(module, loss_fn, batches, out, cfg, lrs, mesh="2", units=t["units"])
-    lowered, results = out / "lowered.mlir", out / "results"
-    subprocess.run(
-        [
-            T.tool("fsdp-opt"),
-            out / "step.mlir",
-            f"--fsdp-pipeline={model['train_pipeline']}",
-            "-o",
-            lowered,
-        ],
-        check=True,
-        capture_output=True,
-    )
-    subprocess.run(
-        [T.tool("fsdp-run"), lowered, "--inputs", out, "--outputs", results, "--steps", str(STEPS)],
-        check=True,
-        capture_output=True,
-        timeout=300,
+    results = Path(
+        T.compile_and_run(str(out), model["train_pipeline"], extra=["--steps", str(STEPS)])
     )
     cli_losses = np.load(results / "loss.npy")
 

@@ -21,15 +21,8 @@ def _tool(name):
     return path if os.access(path, os.X_OK) else None
 
 
-def _library():
-    try:
-        return runner.library_path()
-    except runner.RunnerError:
-        return None
-
-
 pytestmark = pytest.mark.skipif(
-    not (_tool("fsdp-opt") and _tool("fsdp-run") and _library()),
+    not (_tool("fsdp-opt") and _tool("fsdp-run") and runner.available()),
     reason="fsdp-opt / libfsdprun not built",
 )
 

@@ -150,8 +150,11 @@ def mpirun():
     return shutil.which("mpirun")
 
 
-def compile_and_run(out, pipeline="lower=true all-reduce-loss=true", backend="threads", np_=None):
-    """fsdp-opt + fsdp-run on an export directory; returns the results dir."""
+def compile_and_run(
+    out, pipeline="lower=true all-reduce-loss=true", backend="threads", np_=None, extra=()
+):
+    """fsdp-opt + fsdp-run (with `extra` flags) on an export directory;
+    returns the results dir."""
     lowered = os.path.join(out, "lowered.mlir")
     results = os.path.join(out, "results")
     step = os.path.join(out, "step.mlir")
@@ -160,7 +163,7 @@ def compile_and_run(out, pipeline="lower=true all-reduce-loss=true", backend="th
         check=True,
         capture_output=True,
     )
-    cmd = [tool("fsdp-run"), lowered, "--inputs", out, "--outputs", results]
+    cmd = [tool("fsdp-run"), lowered, "--inputs", out, "--outputs", results, *extra]
     if backend == "mpi":
         flags = ["--oversubscribe"] + (["--allow-run-as-root"] if os.geteuid() == 0 else [])
         cmd = [mpirun(), *flags, "-np", str(np_), *cmd, "--backend", "mpi"]

@@ -144,6 +144,7 @@ RunOptions runOptions(const Flags &f, int64_t &liveSteps) {
   o.saveEvery = f.saveEvery;
   o.resumeDir = f.resume;
   o.keepAllRanks = f.allRanks;
+  o.measureResidentSet = f.memory || f.json;
   if (f.json)
     return o;
   o.onStep = [&liveSteps](int64_t step, llvm::ArrayRef<StepScalar> scalars) {
@@ -161,12 +162,6 @@ RunOptions runOptions(const Flags &f, int64_t &liveSteps) {
   return o;
 }
 
-double scalarAt(const HostArray &a, size_t i) {
-  if (a.dtype == "<f8")
-    return reinterpret_cast<const double *>(a.data.data())[i];
-  return reinterpret_cast<const float *>(a.data.data())[i];
-}
-
 /// One line per training step with its scalar results (the loss, ...),
 /// when rank 0 could not print them as they ended.
 void printSteps(const RunResult &r) {
@@ -180,7 +175,7 @@ void printSteps(const RunResult &r) {
     llvm::outs() << "step " << r.firstStep + int64_t(s) + 1 << ":";
     for (const HostArray *a : scalars)
       llvm::outs() << " " << a->name << " "
-                   << llvm::format("%.8g", scalarAt(*a, s));
+                   << llvm::format("%.8g", a->scalarAt(s));
     llvm::outs() << "\n";
   }
 }

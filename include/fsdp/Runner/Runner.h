@@ -82,6 +82,8 @@ struct RunOptions {
   std::string resumeDir;
   /// Keep every rank's copy of results without a layout.
   bool keepAllRanks = false;
+  /// Read the process's resident set after every step (residentBytes).
+  bool measureResidentSet = false;
   /// Called on rank 0 when a training step ends, with the step's scalars
   /// (only when rank 0 holds their global values).
   std::function<void(int64_t step, llvm::ArrayRef<StepScalar>)> onStep;
@@ -112,6 +114,8 @@ struct HostArray {
   bool perStep = false;
   /// For a result without a layout: every rank's copy (keepAllRanks).
   std::vector<std::vector<char>> perRank;
+  /// Element `i` of an f32 or f64 array as a double (NaN otherwise).
+  double scalarAt(size_t i) const;
 };
 
 /// What a run produced. With the MPI backend, outputs, memory and stats of
