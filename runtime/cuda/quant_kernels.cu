@@ -1229,7 +1229,7 @@ int cudaFail(const char *fn, const char *what, cudaError_t err) {
 
 int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
                      size_t cols, const float *amax, uint8_t *q, void *scales,
-                     float *tensor) {
+                     float *tensor, void *stream) {
   auto *s8 = static_cast<uint8_t *>(scales);
   auto *sf = static_cast<float *>(scales);
   switch (format) {
@@ -1239,31 +1239,31 @@ int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
         x, dtype, rows * cols, amax,
         format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
                                                : FSDPRT_QUANT_E4M3,
-        q, tensor, nullptr);
+        q, tensor, stream);
   case FSDPRT_QUANT_MXFP8_ROWWISE:
   case FSDPRT_QUANT_MXFP8_COLWISE:
     return fsdprt_quant_cuda_mxfp8_quantize(
         x, dtype, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, q, s8,
-        nullptr);
+        stream);
   case FSDPRT_QUANT_NVFP4:
     return fsdprt_quant_cuda_nvfp4_quantize(x, dtype, rows, cols, amax, q, s8,
-                                            nullptr);
+                                            stream);
   case FSDPRT_QUANT_NVFP4_2D:
     return fsdprt_quant_cuda_nvfp4_2d_quantize(x, dtype, rows, cols, amax, q,
-                                               s8, nullptr);
+                                               s8, stream);
   case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
     return fsdprt_quant_cuda_fp8_block_1x128_t_quantize(x, dtype, rows, cols, 1,
-                                                        q, sf, nullptr);
+                                                        q, sf, stream);
   default:
     return fsdprt_quant_cuda_fp8_block_quantize(
         x, dtype, rows, cols,
-        format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, 1, q, sf, nullptr);
+        format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, 1, q, sf, stream);
   }
 }
 
 int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
                        const float *tensor, size_t rows, size_t cols, void *y,
-                       int outDtype) {
+                       int outDtype, void *stream) {
   const auto *s8 = static_cast<const uint8_t *>(scales);
   const auto *sf = static_cast<const float *>(scales);
   switch (format) {
@@ -1273,23 +1273,23 @@ int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
         q, rows * cols,
         format == FSDPRT_QUANT_FP8_E5M2_TENSOR ? FSDPRT_QUANT_E5M2
                                                : FSDPRT_QUANT_E4M3,
-        tensor, y, outDtype, nullptr);
+        tensor, y, outDtype, stream);
   case FSDPRT_QUANT_MXFP8_ROWWISE:
   case FSDPRT_QUANT_MXFP8_COLWISE:
     return fsdprt_quant_cuda_mxfp8_dequantize(
         q, s8, rows, cols, format == FSDPRT_QUANT_MXFP8_COLWISE, y, outDtype,
-        nullptr);
+        stream);
   case FSDPRT_QUANT_NVFP4:
   case FSDPRT_QUANT_NVFP4_2D:
     return fsdprt_quant_cuda_nvfp4_dequantize(q, s8, rows, cols, tensor, y,
-                                              outDtype, nullptr);
+                                              outDtype, stream);
   case FSDPRT_QUANT_FP8_BLOCK_1X128_T:
     return fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(q, sf, rows, cols, y,
-                                                          outDtype, nullptr);
+                                                          outDtype, stream);
   default:
     return fsdprt_quant_cuda_fp8_block_dequantize(
         q, sf, rows, cols, format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
-        y, outDtype, nullptr);
+        y, outDtype, stream);
   }
 }
 
@@ -1327,7 +1327,7 @@ int fsdprt_quant_cuda_quantize_host(int format, const void *x, int dtype,
     return cudaFail(fn, "copy to the device", err);
   FSDPRT_CHECK(quantizeOnDevice(format, a.base, dtype, rows, cols, dAmax,
                                 reinterpret_cast<uint8_t *>(a.base + oq),
-                                a.base + os, dAmax + 1));
+                                a.base + os, dAmax + 1, nullptr));
   if ((err = cudaMemcpy(data, a.base + oq, l.data_bytes,
                         cudaMemcpyDeviceToHost)) != cudaSuccess ||
       (err = cudaMemcpy(scales, a.base + os, l.scale_bytes,
@@ -1377,7 +1377,8 @@ int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
     return cudaFail(fn, "copy to the device", err);
   FSDPRT_CHECK(
       dequantizeOnDevice(format, reinterpret_cast<uint8_t *>(a.base + oq),
-                         a.base + os, dTensor, rows, cols, a.base, out_dtype));
+                         a.base + os, dTensor, rows, cols, a.base, out_dtype,
+                         nullptr));
   if ((err = cudaMemcpy(y, a.base, outBytes, cudaMemcpyDeviceToHost)) !=
       cudaSuccess)
     return cudaFail(fn, "copy to the host", err);
@@ -1413,6 +1414,28 @@ int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
   if ((bits & 1u) == 0)
     return launchSwap<uint16_t>(fn, in, out, d0, d1, inner_bytes, s);
   return launchSwap<uint8_t>(fn, in, out, d0, d1, inner_bytes, s);
+}
+
+int fsdprt_quant_cuda_quantize(int format, const void *x, int dtype,
+                               size_t rows, size_t cols, const float *amax_dev,
+                               uint8_t *q, void *scales, float *tensor_dev,
+                               void *stream) {
+  if (!fsdprt_quant_format_name(format))
+    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+                "fsdprt_quant_cuda_quantize: unknown format %d", format);
+  return quantizeOnDevice(format, x, dtype, rows, cols, amax_dev, q, scales,
+                          tensor_dev, stream);
+}
+
+int fsdprt_quant_cuda_dequantize(int format, const uint8_t *q,
+                                 const void *scales, const float *tensor_dev,
+                                 size_t rows, size_t cols, void *y,
+                                 int out_dtype, void *stream) {
+  if (!fsdprt_quant_format_name(format))
+    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+                "fsdprt_quant_cuda_dequantize: unknown format %d", format);
+  return dequantizeOnDevice(format, q, scales, tensor_dev, rows, cols, y,
+                            out_dtype, stream);
 }
 
 } // extern "C"

@@ -47,7 +47,8 @@ typedef enum fsdprt_status {
   FSDPRT_ERR_UNSUPPORTED = 6,      /* backend not built or op not supported */
   FSDPRT_ERR_OUT_OF_MEMORY = 7,
   FSDPRT_ERR_NO_COMM = 8, /* jit entry point called without a thread comm */
-  FSDPRT_ERR_INTERNAL = 9
+  FSDPRT_ERR_INTERNAL = 9,
+  FSDPRT_ERR_NO_DEVICE = 10 /* no GPU, too few, or a driver too old (gpu) */
 } fsdprt_status_t;
 
 /* Static description of a status code ("ok", "desync", ...). Never NULL. */
@@ -145,6 +146,12 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
  * NULL selects the comm's own stream). */
 FSDPRT_API fsdprt_status_t fsdprt_nccl_comm_set_stream(fsdprt_comm_t *comm,
                                                        void *cuda_stream);
+/* With check_desync on, the nccl backend compares descriptors on the first
+ * FSDPRT_NCCL_DESYNC_CHECKS (default 64) collectives of each group; this sets
+ * how many more each group checks (0: none, e.g. after the first step; -1:
+ * every collective). */
+FSDPRT_API fsdprt_status_t
+fsdprt_nccl_comm_set_desync_checks(fsdprt_comm_t *comm, int64_t collectives);
 
 /* Destroys an mpi or nccl communicator (collective for those backends).
  * Threads-backend communicators belong to their world: INVALID_ARGUMENT. */

@@ -283,6 +283,22 @@ FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
 FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
     const uint8_t *q, const float *scale_inv_t, size_t rows, size_t cols,
     void *y, int out_dtype, void *stream);
+/* Any format through one entry point on device buffers (the device forms of
+   fsdprt_quant_quantize / fsdprt_quant_dequantize): `scales` aligned for the
+   format's scale type, `amax_dev` the group's amax (per-tensor FP8 and
+   NVFP4), `tensor_dev` the per-tensor fp32 value (written by quantize, read
+   by dequantize; unused by the other formats). Asynchronous on `stream`. */
+FSDPRT_QUANT_API int fsdprt_quant_cuda_quantize(int format, const void *x,
+                                                int dtype, size_t rows,
+                                                size_t cols,
+                                                const float *amax_dev,
+                                                uint8_t *q, void *scales,
+                                                float *tensor_dev,
+                                                void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_dequantize(int format, const uint8_t *q, const void *scales,
+                             const float *tensor_dev, size_t rows, size_t cols,
+                             void *y, int out_dtype, void *stream);
 FSDPRT_QUANT_API int
 fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
                                   size_t d1, size_t inner_bytes, void *stream);

@@ -106,4 +106,16 @@ int fsdprt_quant_cuda_swap_first_dims(const void *, void *, size_t, size_t,
   return unsupported(__func__);
 }
 
+int fsdprt_quant_cuda_quantize(int, const void *, int, size_t, size_t,
+                               const float *, uint8_t *, void *, float *,
+                               void *) {
+  return unsupported(__func__);
+}
+
+int fsdprt_quant_cuda_dequantize(int, const uint8_t *, const void *,
+                                 const float *, size_t, size_t, void *, int,
+                                 void *) {
+  return unsupported(__func__);
+}
+
 } // extern "C"

@@ -384,7 +384,11 @@ fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm) {
   return FSDPRT_OK;
 }
 
-void fsdprt_set_thread_comm(fsdprt_comm_t *comm) { tls_comm = comm; }
+void fsdprt_set_thread_comm(fsdprt_comm_t *comm) {
+  tls_comm = comm;
+  if (comm)
+    comm->attach_thread();
+}
 
 fsdprt_comm_t *fsdprt_get_thread_comm(void) { return tls_comm; }
 

@@ -124,6 +124,9 @@ struct fsdprt_comm {
   // the job there; the others let the program run on (later collectives
   // return at once) so that the caller reads the error.
   virtual void jit_failed() {}
+  // Called by fsdprt_set_thread_comm on the thread that will use the comm
+  // (the nccl backend makes its GPU context current there).
+  virtual void attach_thread() {}
 
   // Errors (thread safe).
   void record_error(const fsdprt::Status &st);

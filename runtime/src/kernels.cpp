@@ -306,6 +306,8 @@ const char *fsdprt_status_string(fsdprt_status_t status) {
     return "no communicator";
   case FSDPRT_ERR_INTERNAL:
     return "internal error";
+  case FSDPRT_ERR_NO_DEVICE:
+    return "no usable GPU";
   }
   return "unknown status";
 }

@@ -1,21 +1,41 @@
 // nccl backend: one process (or thread) per GPU; buffers are device
-// pointers and collectives run on a CUDA stream.
+// pointers and collectives overlap with the rank's compute.
+//
+// Each rank works through a GPU context (runtime/cuda): a compute stream and
+// a communication stream. start() records an event on the compute stream
+// (so the collective reads what the kernels before it wrote), makes the
+// communication stream wait on it, enqueues NCCL there and records `done`;
+// wait() makes the compute stream wait on `done` without blocking the host.
+// Events come from the context's pool. A watchdog thread per communicator
+// follows the collectives in flight: one that does not finish within the
+// timeout (counted from when its inputs are ready) or an asynchronous NCCL
+// error aborts the NCCL communicators (ncclCommAbort), which ends the
+// stuck kernels, and records the rank and the collective as the comm's
+// error, so a stuck job ends with a message instead of hanging.
 //
 // One NCCL communicator per group mask is split from the world
 // communicator at creation (ncclCommSplit is collective over the world).
-// With desync checking on, every collective first all-gathers its
-// descriptor over the group and compares it on the host before the data
-// moves; this costs one small collective and a stream synchronization.
-// Reductions use NCCL's own algorithms (not the CPU backends' rank order).
+// The descriptor check (all-gather of the descriptors, compared on the
+// host: a small collective and a host synchronization) runs on the first
+// collectives of each group only (FSDPRT_NCCL_DESYNC_CHECKS, default 64;
+// -1: all; fsdprt_nccl_comm_set_desync_checks), so steady-state steps do
+// not pay for it. Reductions use NCCL's own algorithms (not the CPU
+// backends' rank order).
 #include "common.h"
+
+#include "../cuda/gpu_internal.h"
 
 #include <cuda_runtime.h>
 #include <nccl.h>
 
 #include <algorithm>
+#include <condition_variable>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <sched.h>
+#include <thread>
 
 #if NCCL_VERSION_CODE < NCCL_VERSION(2, 18, 0)
 #error "the nccl backend needs NCCL >= 2.18 (ncclCommSplit)"
@@ -78,20 +98,37 @@ struct Group {
   std::string name;    // "{axes: shard}"
   std::string members; // "group ranks 0,1,2,3"
   uint64_t next_seq = 0;
+  int64_t checks_left = 0; // descriptor checks still to run (-1: all)
+};
+
+// One collective between start() and its completion on the device. Owned
+// by its request and by the watchdog, so its events go back to the pool
+// only when both are done with them.
+struct Inflight {
+  fsdprt_gpu_context *ctx = nullptr;
+  cudaEvent_t ready = nullptr; // the inputs are written (compute stream)
+  cudaEvent_t done = nullptr;  // the collective finished (comm stream)
+  Desc desc;
+  const Group *group = nullptr;
+  uint64_t seq = 0;
+  double ready_at = 0; // when the watchdog first saw `ready` complete
+  std::atomic<bool> complete{false};
+  ~Inflight() {
+    ctx->events.release(ready);
+    ctx->events.release(done);
+  }
 };
 
 struct NcclRequest : fsdprt_request {
-  cudaEvent_t event = nullptr;
-  Desc desc;
-  Group *group = nullptr;
-  uint64_t seq = 0;
+  std::shared_ptr<Inflight> op;
   bool done = false;
   Status result;
-  ~NcclRequest() override {
-    if (event)
-      cudaEventDestroy(event);
-  }
 };
+
+int64_t default_desync_checks() {
+  const char *env = std::getenv("FSDPRT_NCCL_DESYNC_CHECKS");
+  return env && *env ? std::strtoll(env, nullptr, 10) : 64;
+}
 
 class NcclComm : public fsdprt_comm {
 public:
@@ -102,57 +139,101 @@ public:
                fsdprt_request **request) override;
   Status wait(fsdprt_request *request) override;
   Status test(fsdprt_request *request, bool *done) override;
+  Status run(const Desc &desc, const void *send, void *recv) override;
   void abort(const Status &cause) override;
+  void attach_thread() override { fsdprt_gpu_set_thread_context(ctx_); }
 
-  void set_stream(cudaStream_t s) { stream_ = s ? s : own_stream_; }
+  void set_stream(cudaStream_t s) { compute_ = s ? s : ctx_->compute; }
+  void set_desync_checks(int64_t n) {
+    for (Group &g : groups_)
+      g.checks_left = n;
+  }
+  fsdprt_gpu_context *context() const { return ctx_; }
 
 private:
   Status cuda(cudaError_t rc, const char *what);
   Status nccl(ncclResult_t rc, const char *what);
-  // Waits for `event` with the timeout; checks NCCL's asynchronous errors.
+  Status aborted_status();
+  Status init_context(int device);
+  Status split_groups();
+  // Waits on the host for `event` (descriptor check, synchronous calls).
   Status sync_event(cudaEvent_t event, const Group &g, uint64_t seq,
                     const Desc &d);
   Status check_descriptors(Group &g, uint64_t seq, const Desc &d);
+  Status enqueue(const Group &g, const Desc &d, const void *send, void *recv);
+  Status order_after_compute(Inflight &op);
+
+  // The watchdog (its own thread; see the file comment).
+  void watch();
+  bool poll(Inflight &op, double now);
+  void check_async_errors();
+  // ncclCommAbort on every communicator (they are unusable afterwards).
+  void abort_nccl(const Status &cause);
 
   int device_ = 0;
+  fsdprt_gpu_context *ctx_ = nullptr;
+  bool owns_ctx_ = false;
+  cudaStream_t compute_ = nullptr;
   ncclComm_t world_ = nullptr;
   std::vector<Group> groups_;
-  cudaStream_t own_stream_ = nullptr;
-  cudaStream_t stream_ = nullptr;
   Desc *desc_device_ = nullptr; // k descriptors, all-gathered per check
   Desc *desc_host_ = nullptr;   // pinned copy
   cudaEvent_t desc_event_ = nullptr;
-  bool aborted_ = false;
+
+  std::mutex nccl_mu_; // NCCL calls of the rank vs the watchdog's abort
+  std::atomic<bool> aborted_{false};
+  std::mutex cause_mu_;
   Status abort_cause_;
+
+  std::mutex watch_mu_;
+  std::condition_variable watch_cv_;
+  std::vector<std::shared_ptr<Inflight>> inflight_;
+  bool stop_ = false;
+  std::thread watchdog_;
 };
 
 Status NcclComm::cuda(cudaError_t rc, const char *what) {
   if (rc == cudaSuccess)
     return Status::Ok();
-  return Status(FSDPRT_ERR_BACKEND,
-                format("rank %lld: %s failed: %s", (long long)rank, what,
-                       cudaGetErrorString(rc)));
+  return gpu::cuda_status(
+      rc, format("rank %lld (GPU %d): %s", (long long)rank, device_, what));
 }
 
 Status NcclComm::nccl(ncclResult_t rc, const char *what) {
   if (rc == ncclSuccess)
     return Status::Ok();
   return Status(FSDPRT_ERR_BACKEND,
-                format("rank %lld: %s failed: %s", (long long)rank, what,
-                       ncclGetErrorString(rc)));
+                format("rank %lld (GPU %d): %s failed: %s", (long long)rank,
+                       device_, what, ncclGetErrorString(rc)));
 }
 
-Status NcclComm::init(const ncclUniqueId &id, int device) {
-  device_ = device;
-  Status st = cuda(cudaSetDevice(device), "cudaSetDevice");
-  if (!st.ok())
-    return st;
-  st = nccl(ncclCommInitRank(&world_, int(mesh.size), id, int(rank)),
-            "ncclCommInitRank");
-  if (!st.ok())
-    return st;
+Status NcclComm::aborted_status() {
+  std::lock_guard<std::mutex> lock(cause_mu_);
+  return Status(FSDPRT_ERR_ABORTED, format("rank %lld: aborted: %s",
+                                           (long long)rank,
+                                           abort_cause_.message.c_str()));
+}
+
+// The thread's context when it is on `device`, else one of our own.
+Status NcclComm::init_context(int device) {
+  fsdprt_gpu_context *cur = fsdprt_gpu_get_thread_context();
+  if (cur && cur->device == device) {
+    ctx_ = cur;
+  } else {
+    if (fsdprt_gpu_context_create(device, &ctx_) != FSDPRT_OK)
+      return Status(FSDPRT_ERR_NO_DEVICE,
+                    format("rank %lld: %s", (long long)rank,
+                           fsdprt_gpu_last_error_message()));
+    owns_ctx_ = true;
+  }
+  compute_ = ctx_->compute;
+  fsdprt_gpu_set_thread_context(ctx_);
+  return Status::Ok();
+}
+
+Status NcclComm::split_groups() {
   groups_.resize(size_t(mesh.num_masks()));
-  int64_t max_k = 1;
+  const int64_t checks = options.check_desync ? default_desync_checks() : 0;
   for (int64_t mask = 0; mask < mesh.num_masks(); ++mask) {
     Group &g = groups_[size_t(mask)];
     int64_t gr = 0, gid = 0;
@@ -161,64 +242,106 @@ Status NcclComm::init(const ncclUniqueId &id, int device) {
     g.member = int(gr);
     g.name = mesh.group_axes(mask);
     g.members = "group ranks " + join_ranks(g.ranks);
-    max_k = std::max<int64_t>(max_k, g.k);
+    g.checks_left = checks;
     // Every rank takes part in every split (NCCL_SPLIT_NOCOLOR never
     // applies: each rank belongs to exactly one group per mask).
-    st = nccl(ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
-              "ncclCommSplit");
+    Status st =
+        nccl(ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
+             "ncclCommSplit");
     if (!st.ok())
       return st;
   }
-  st = cuda(cudaStreamCreateWithFlags(&own_stream_, cudaStreamNonBlocking),
-            "cudaStreamCreate");
+  return Status::Ok();
+}
+
+Status NcclComm::init(const ncclUniqueId &id, int device) {
+  device_ = device;
+  Status st = init_context(device);
   if (!st.ok())
     return st;
-  stream_ = own_stream_;
+  st = nccl(ncclCommInitRank(&world_, int(mesh.size), id, int(rank)),
+            "ncclCommInitRank");
+  if (!st.ok()) {
+    if (NCCL_VERSION_CODE < NCCL_VERSION(2, 30, 0))
+      st.message += " (NCCL before 2.30 refuses two ranks on one GPU)";
+    return st;
+  }
+  st = split_groups();
+  if (!st.ok())
+    return st;
+  int64_t max_k = 1;
+  for (const Group &g : groups_)
+    max_k = std::max<int64_t>(max_k, g.k);
   st = cuda(cudaMalloc(reinterpret_cast<void **>(&desc_device_),
                        size_t(max_k) * sizeof(Desc)),
             "cudaMalloc");
-  if (!st.ok())
-    return st;
-  st = cuda(cudaMallocHost(reinterpret_cast<void **>(&desc_host_),
-                           size_t(max_k) * sizeof(Desc)),
-            "cudaMallocHost");
-  if (!st.ok())
-    return st;
-  return cuda(cudaEventCreateWithFlags(&desc_event_, cudaEventDisableTiming),
-              "cudaEventCreate");
+  if (st.ok())
+    st = cuda(cudaMallocHost(reinterpret_cast<void **>(&desc_host_),
+                             size_t(max_k) * sizeof(Desc)),
+              "cudaMallocHost");
+  if (st.ok())
+    st = cuda(ctx_->events.acquire(&desc_event_), "cudaEventCreate");
+  if (st.ok())
+    watchdog_ = std::thread([this] { watch(); });
+  return st;
 }
 
 NcclComm::~NcclComm() {
+  {
+    // Collectives in flight finish (or time out through the watchdog)
+    // before their communicators go away.
+    std::unique_lock<std::mutex> lock(watch_mu_);
+    while (!inflight_.empty() && !aborted_ && watchdog_.joinable()) {
+      lock.unlock();
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      lock.lock();
+    }
+    stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_.joinable())
+    watchdog_.join();
   cudaSetDevice(device_);
-  for (Group &g : groups_) {
-    if (!g.comm)
-      continue;
-    if (aborted_)
-      ncclCommAbort(g.comm);
-    else
-      ncclCommDestroy(g.comm);
-  }
-  if (world_) {
-    if (aborted_)
-      ncclCommAbort(world_);
-    else
-      ncclCommDestroy(world_);
-  }
+  inflight_.clear();
+  for (Group &g : groups_)
+    if (g.comm)
+      aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm);
+  if (world_)
+    aborted_ ? ncclCommAbort(world_) : ncclCommDestroy(world_);
   if (desc_event_)
-    cudaEventDestroy(desc_event_);
+    ctx_->events.release(desc_event_);
   if (desc_device_)
     cudaFree(desc_device_);
   if (desc_host_)
     cudaFreeHost(desc_host_);
-  if (own_stream_)
-    cudaStreamDestroy(own_stream_);
+  if (owns_ctx_)
+    fsdprt_gpu_context_destroy(ctx_);
 }
 
 void NcclComm::abort(const Status &cause) {
-  if (aborted_)
+  if (aborted_.exchange(true))
     return;
-  aborted_ = true;
+  std::lock_guard<std::mutex> lock(cause_mu_);
   abort_cause_ = cause;
+}
+
+void NcclComm::abort_nccl(const Status &cause) {
+  std::lock_guard<std::mutex> lock(nccl_mu_);
+  const bool first = !aborted_.load();
+  abort(cause);
+  record_error(cause);
+  if (first)
+    std::fprintf(stderr, "fsdprt: error: %s\n", cause.message.c_str());
+  // Ends the kernels waiting for peers; the handles are freed by NCCL.
+  for (Group &g : groups_)
+    if (g.comm) {
+      ncclCommAbort(g.comm);
+      g.comm = nullptr;
+    }
+  if (world_) {
+    ncclCommAbort(world_);
+    world_ = nullptr;
+  }
 }
 
 Status NcclComm::sync_event(cudaEvent_t event, const Group &g, uint64_t seq,
@@ -228,23 +351,24 @@ Status NcclComm::sync_event(cudaEvent_t event, const Group &g, uint64_t seq,
   for (;;) {
     cudaError_t rc = cudaEventQuery(event);
     if (rc == cudaSuccess)
-      return Status::Ok();
+      return aborted_ ? aborted_status() : Status::Ok();
     if (rc != cudaErrorNotReady)
       return cuda(rc, "cudaEventQuery");
-    ncclResult_t async = ncclSuccess;
-    if (g.comm)
-      ncclCommGetAsyncError(g.comm, &async);
-    if (async != ncclSuccess && async != ncclInProgress)
-      return nccl(async, "NCCL collective");
+    if (aborted_)
+      return aborted_status();
     double waited = now_s() - t0;
-    if (options.timeout_s > 0 && waited >= options.timeout_s)
-      return Status(
+    if (options.timeout_s > 0 && waited >= options.timeout_s) {
+      Status st(
           FSDPRT_ERR_TIMEOUT,
-          format("timeout after %.3g s in collective #%llu %s on group %s: "
-                 "the NCCL operation did not complete (a rank of the group "
-                 "did not call it or is stuck; %s)",
-                 waited, (unsigned long long)(seq + 1), describe(d).c_str(),
-                 g.name.c_str(), g.members.c_str()));
+          format("rank %lld: timeout after %.3g s in collective #%llu %s on "
+                 "group %s: the NCCL operation did not complete (a rank of "
+                 "the group did not call it or is stuck; NCCL cannot tell "
+                 "which; %s); the communicator was aborted",
+                 (long long)rank, waited, (unsigned long long)(seq + 1),
+                 describe(d).c_str(), g.name.c_str(), g.members.c_str()));
+      abort_nccl(st);
+      return st;
+    }
     if (++spins > 64)
       sched_yield();
   }
@@ -252,21 +376,27 @@ Status NcclComm::sync_event(cudaEvent_t event, const Group &g, uint64_t seq,
 
 Status NcclComm::check_descriptors(Group &g, uint64_t seq, const Desc &d) {
   desc_host_[g.member] = d;
-  Status st =
-      cuda(cudaMemcpyAsync(desc_device_ + g.member, &desc_host_[g.member],
-                           sizeof(Desc), cudaMemcpyHostToDevice, stream_),
-           "cudaMemcpyAsync");
-  if (st.ok())
-    st = nccl(ncclAllGather(desc_device_ + g.member, desc_device_, sizeof(Desc),
-                            ncclUint8, g.comm, stream_),
-              "ncclAllGather");
-  if (st.ok())
-    st = cuda(cudaMemcpyAsync(desc_host_, desc_device_,
-                              size_t(g.k) * sizeof(Desc),
-                              cudaMemcpyDeviceToHost, stream_),
+  cudaStream_t s = ctx_->comm;
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(nccl_mu_);
+    if (aborted_)
+      return aborted_status();
+    st = cuda(cudaMemcpyAsync(desc_device_ + g.member, &desc_host_[g.member],
+                              sizeof(Desc), cudaMemcpyHostToDevice, s),
               "cudaMemcpyAsync");
-  if (st.ok())
-    st = cuda(cudaEventRecord(desc_event_, stream_), "cudaEventRecord");
+    if (st.ok())
+      st = nccl(ncclAllGather(desc_device_ + g.member, desc_device_,
+                              sizeof(Desc), ncclUint8, g.comm, s),
+                "ncclAllGather");
+    if (st.ok())
+      st = cuda(cudaMemcpyAsync(desc_host_, desc_device_,
+                                size_t(g.k) * sizeof(Desc),
+                                cudaMemcpyDeviceToHost, s),
+                "cudaMemcpyAsync");
+    if (st.ok())
+      st = cuda(cudaEventRecord(desc_event_, s), "cudaEventRecord");
+  }
   if (st.ok())
     st = sync_event(desc_event_, g, seq, d);
   if (!st.ok())
@@ -284,82 +414,116 @@ Status NcclComm::check_descriptors(Group &g, uint64_t seq, const Desc &d) {
   return Status::Ok();
 }
 
-Status NcclComm::start(const Desc &desc, const void *send, void *recv,
-                       fsdprt_request **request) {
-  if (aborted_)
-    return Status(FSDPRT_ERR_ABORTED,
-                  format("rank %lld: aborted: %s", (long long)rank,
-                         abort_cause_.message.c_str()));
-  Status st = cuda(cudaSetDevice(device_), "cudaSetDevice");
-  if (!st.ok())
-    return st;
-  Group &g = groups_[size_t(desc.mask)];
-  auto r = std::make_unique<NcclRequest>();
-  r->comm = this;
-  r->group = &g;
-  r->desc = desc;
-  r->seq = g.next_seq++;
+// The collective itself on the communication stream (nccl_mu_ held).
+Status NcclComm::enqueue(const Group &g, const Desc &desc, const void *send,
+                         void *recv) {
+  cudaStream_t s = ctx_->comm;
+  const size_t n = size_t(desc.count);
   const size_t es = fsdprt_dtype_size(desc.dtype);
   ncclDataType_t type = ncclFloat32;
   nccl_dtype(desc.dtype, &type);
-  if (g.k > 1 && options.check_desync) {
-    st = check_descriptors(g, r->seq, desc);
+  if (g.k == 1)
+    return send == recv || n == 0
+               ? Status::Ok()
+               : cuda(cudaMemcpyAsync(recv, send, n * es,
+                                      cudaMemcpyDeviceToDevice, s),
+                      "cudaMemcpyAsync");
+  if (desc.kind == FSDPRT_KIND_ALL_GATHER)
+    return nccl(ncclAllGather(send, recv, n, type, g.comm, s),
+                "ncclAllGather");
+  if (desc.kind == FSDPRT_KIND_REDUCE_SCATTER)
+    return nccl(
+        ncclReduceScatter(send, recv, n, type, nccl_op(desc.op), g.comm, s),
+        "ncclReduceScatter");
+  return nccl(ncclAllReduce(send, recv, n, type, nccl_op(desc.op), g.comm, s),
+              "ncclAllReduce");
+}
+
+// `ready` on the compute stream, the communication stream waiting on it.
+Status NcclComm::order_after_compute(Inflight &op) {
+  Status st = cuda(ctx_->events.acquire(&op.ready), "cudaEventCreate");
+  if (st.ok())
+    st = cuda(cudaEventRecord(op.ready, compute_), "cudaEventRecord");
+  if (st.ok())
+    st = cuda(cudaStreamWaitEvent(ctx_->comm, op.ready, 0),
+              "cudaStreamWaitEvent");
+  return st;
+}
+
+Status NcclComm::start(const Desc &desc, const void *send, void *recv,
+                       fsdprt_request **request) {
+  if (aborted_)
+    return aborted_status();
+  Group &g = groups_[size_t(desc.mask)];
+  auto op = std::make_shared<Inflight>();
+  op->ctx = ctx_;
+  op->desc = desc;
+  op->group = &g;
+  op->seq = g.next_seq++;
+  Status st;
+  if (g.k > 1 && g.checks_left != 0) {
+    if (g.checks_left > 0)
+      g.checks_left--;
+    st = check_descriptors(g, op->seq, desc);
     if (!st.ok()) {
       abort(st);
       return st;
     }
   }
-  const size_t n = size_t(desc.count);
-  if (g.k == 1) {
-    if (send != recv && n)
-      st = cuda(cudaMemcpyAsync(recv, send, n * es, cudaMemcpyDeviceToDevice,
-                                stream_),
-                "cudaMemcpyAsync");
-  } else if (desc.kind == FSDPRT_KIND_ALL_GATHER) {
-    st = nccl(ncclAllGather(send, recv, n, type, g.comm, stream_),
-              "ncclAllGather");
-  } else if (desc.kind == FSDPRT_KIND_REDUCE_SCATTER) {
-    st = nccl(ncclReduceScatter(send, recv, n, type, nccl_op(desc.op), g.comm,
-                                stream_),
-              "ncclReduceScatter");
-  } else {
-    st = nccl(
-        ncclAllReduce(send, recv, n, type, nccl_op(desc.op), g.comm, stream_),
-        "ncclAllReduce");
+  st = order_after_compute(*op);
+  {
+    std::lock_guard<std::mutex> lock(nccl_mu_);
+    if (st.ok() && aborted_)
+      st = aborted_status();
+    if (st.ok())
+      st = enqueue(g, desc, send, recv);
+    if (st.ok())
+      st = cuda(ctx_->events.acquire(&op->done), "cudaEventCreate");
+    if (st.ok())
+      st = cuda(cudaEventRecord(op->done, ctx_->comm), "cudaEventRecord");
   }
-  if (st.ok())
-    st = cuda(cudaEventCreateWithFlags(&r->event, cudaEventDisableTiming),
-              "cudaEventCreate");
-  if (st.ok())
-    st = cuda(cudaEventRecord(r->event, stream_), "cudaEventRecord");
   if (!st.ok()) {
     abort(st);
     return st;
   }
+  {
+    std::lock_guard<std::mutex> lock(watch_mu_);
+    inflight_.push_back(op);
+  }
+  watch_cv_.notify_one();
+  auto r = std::make_unique<NcclRequest>();
+  r->comm = this;
+  r->op = std::move(op);
   *request = r.release();
   return Status::Ok();
 }
 
+// Orders the compute stream after the collective; the host does not wait.
 Status NcclComm::wait(fsdprt_request *request) {
   auto *r = static_cast<NcclRequest *>(request);
   if (r->done)
     return r->result;
-  cudaSetDevice(device_);
-  Status st = sync_event(r->event, *r->group, r->seq, r->desc);
-  if (!st.ok())
-    abort(st);
   r->done = true;
-  r->result = st;
-  return st;
+  r->result = aborted_ ? aborted_status()
+                       : cuda(cudaStreamWaitEvent(compute_, r->op->done, 0),
+                              "cudaStreamWaitEvent");
+  if (!r->result.ok())
+    abort(r->result);
+  return r->result;
 }
 
 Status NcclComm::test(fsdprt_request *request, bool *done) {
   auto *r = static_cast<NcclRequest *>(request);
   if (!r->done) {
-    cudaSetDevice(device_);
-    cudaError_t rc = cudaEventQuery(r->event);
-    if (rc == cudaSuccess) {
+    cudaError_t rc = r->op->complete ? cudaSuccess
+                                     : cudaEventQuery(r->op->done);
+    if (aborted_) {
       r->done = true;
+      r->result = aborted_status();
+    } else if (rc == cudaSuccess) {
+      r->done = true;
+      r->result = cuda(cudaStreamWaitEvent(compute_, r->op->done, 0),
+                       "cudaStreamWaitEvent");
     } else if (rc != cudaErrorNotReady) {
       r->done = true;
       r->result = cuda(rc, "cudaEventQuery");
@@ -368,6 +532,119 @@ Status NcclComm::test(fsdprt_request *request, bool *done) {
   }
   *done = r->done;
   return r->result;
+}
+
+// Synchronous calls keep their contract: the data is there on return.
+Status NcclComm::run(const Desc &desc, const void *send, void *recv) {
+  fsdprt_request *req = nullptr;
+  Status st = start(desc, send, recv, &req);
+  if (!st.ok())
+    return st;
+  auto *r = static_cast<NcclRequest *>(req);
+  for (;;) {
+    cudaError_t rc = cudaEventQuery(r->op->done);
+    if (rc == cudaSuccess || rc != cudaErrorNotReady || aborted_) {
+      st = aborted_ ? aborted_status()
+                    : rc == cudaSuccess ? wait(req) : cuda(rc, "cudaEventQuery");
+      break;
+    }
+    sched_yield();
+  }
+  delete req;
+  return st;
+}
+
+// True when `op` is finished (or abandoned after an abort).
+bool NcclComm::poll(Inflight &op, double now) {
+  if (aborted_)
+    return true;
+  if (op.ready_at == 0) {
+    cudaError_t rc = cudaEventQuery(op.ready);
+    if (rc == cudaSuccess)
+      op.ready_at = now;
+    else if (rc != cudaErrorNotReady)
+      op.ready_at = now; // reported by the query of `done` below
+  }
+  cudaError_t rc = cudaEventQuery(op.done);
+  if (rc == cudaSuccess) {
+    op.complete = true;
+    return true;
+  }
+  if (rc != cudaErrorNotReady) {
+    abort_nccl(cuda(rc, "collective on the communication stream"));
+    return true;
+  }
+  const double waited = op.ready_at > 0 ? now - op.ready_at : 0;
+  if (options.timeout_s > 0 && waited >= options.timeout_s) {
+    const Group &g = *op.group;
+    abort_nccl(Status(
+        FSDPRT_ERR_TIMEOUT,
+        format("rank %lld: timeout after %.3g s in collective #%llu %s on "
+               "group %s: NCCL did not complete it (a rank of the group did "
+               "not call it or is stuck; NCCL cannot tell which; %s); the "
+               "communicator was aborted",
+               (long long)rank, waited, (unsigned long long)(op.seq + 1),
+               describe(op.desc).c_str(), g.name.c_str(),
+               g.members.c_str())));
+    return true;
+  }
+  return false;
+}
+
+void NcclComm::check_async_errors() {
+  Status st;
+  {
+    std::lock_guard<std::mutex> lock(nccl_mu_);
+    if (aborted_)
+      return;
+    for (const Group &g : groups_) {
+      ncclResult_t async = ncclSuccess;
+      if (g.comm)
+        ncclCommGetAsyncError(g.comm, &async);
+      if (async != ncclSuccess && async != ncclInProgress) {
+        st = nccl(async, "NCCL collective (asynchronous error)");
+        break;
+      }
+    }
+  }
+  if (!st.ok())
+    abort_nccl(st);
+}
+
+void NcclComm::watch() {
+  cudaSetDevice(device_);
+  // Fine polling while collectives are in flight; the timeout is seconds.
+  const auto period = std::chrono::milliseconds(1);
+  std::vector<std::shared_ptr<Inflight>> ops;
+  for (;;) {
+    {
+      std::unique_lock<std::mutex> lock(watch_mu_);
+      watch_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                         [&] { return stop_ || !inflight_.empty(); });
+      if (stop_)
+        return;
+      ops = inflight_;
+    }
+    const double now = now_s();
+    std::vector<Inflight *> finished;
+    for (auto &op : ops)
+      if (poll(*op, now))
+        finished.push_back(op.get());
+    check_async_errors();
+    {
+      std::lock_guard<std::mutex> lock(watch_mu_);
+      inflight_.erase(std::remove_if(inflight_.begin(), inflight_.end(),
+                                     [&](const std::shared_ptr<Inflight> &o) {
+                                       return std::find(finished.begin(),
+                                                        finished.end(),
+                                                        o.get()) !=
+                                              finished.end();
+                                     }),
+                      inflight_.end());
+    }
+    ops.clear();
+    std::this_thread::sleep_for(period);
+  }
 }
 
 } // namespace
@@ -381,8 +658,12 @@ fsdprt_status_t fsdprt_nccl_get_unique_id(fsdprt_nccl_id_t *id) {
   if (!id)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   ncclUniqueId uid;
-  if (ncclGetUniqueId(&uid) != ncclSuccess)
+  ncclResult_t rc = ncclGetUniqueId(&uid);
+  if (rc != ncclSuccess) {
+    gpu::set_last_message(format("ncclGetUniqueId failed: %s",
+                                 ncclGetErrorString(rc)));
     return FSDPRT_ERR_BACKEND;
+  }
   std::memset(id, 0, sizeof(*id));
   std::memcpy(id->bytes, &uid, sizeof(uid));
   return FSDPRT_OK;
@@ -402,10 +683,12 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
     return st.code;
   if (rank < 0 || rank >= mesh.size)
     return FSDPRT_ERR_INVALID_ARGUMENT;
-  int devices = 0;
-  if (cudaGetDeviceCount(&devices) != cudaSuccess || devices == 0 ||
-      cuda_device < 0 || cuda_device >= devices)
-    return FSDPRT_ERR_BACKEND;
+  st = gpu::check_device(cuda_device);
+  if (!st.ok()) {
+    gpu::set_last_message(format("rank %lld: %s", (long long)rank,
+                                 st.message.c_str()));
+    return st.code;
+  }
   auto c = std::make_unique<NcclComm>();
   c->backend = FSDPRT_BACKEND_NCCL;
   c->mesh = mesh;
@@ -414,8 +697,10 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
   ncclUniqueId uid;
   std::memcpy(&uid, id->bytes, sizeof(uid));
   st = c->init(uid, cuda_device);
-  if (!st.ok())
+  if (!st.ok()) {
+    gpu::set_last_message(st.message);
     return st.code;
+  }
   *comm = c.release();
   return FSDPRT_OK;
 }
@@ -427,6 +712,20 @@ fsdprt_status_t fsdprt_nccl_comm_set_stream(fsdprt_comm_t *comm,
     return FSDPRT_ERR_INVALID_ARGUMENT;
   c->set_stream(static_cast<cudaStream_t>(cuda_stream));
   return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_nccl_comm_set_desync_checks(fsdprt_comm_t *comm,
+                                                   int64_t collectives) {
+  auto *c = dynamic_cast<NcclComm *>(comm);
+  if (!c)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  c->set_desync_checks(collectives);
+  return FSDPRT_OK;
+}
+
+fsdprt_gpu_context_t *fsdprt_nccl_comm_context(fsdprt_comm_t *comm) {
+  auto *c = dynamic_cast<NcclComm *>(comm);
+  return c ? c->context() : nullptr;
 }
 
 } // extern "C"

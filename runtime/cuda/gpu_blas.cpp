@@ -1,0 +1,145 @@
+// Row-major strided-batched GEMMs over cuBLAS on the rank's compute stream.
+//
+// cuBLAS is column-major; a row-major [m, n] C is the column-major [n, m]
+// C^T = op(B)^T op(A)^T, so every call swaps the operands (and m with n)
+// and keeps the transpose flags: a row-major matrix stored with row stride
+// ld is, read column-major with the same ld, its own transpose.
+#include "gpu_internal.h"
+
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <cstdint>
+
+using namespace fsdprt;
+using namespace fsdprt::gpu;
+
+namespace {
+
+std::atomic<bool> tf32_enabled{false};
+
+Status blas_status(fsdprt_gpu_context *ctx, cublasStatus_t rc,
+                   const char *what) {
+  return Status(rc == CUBLAS_STATUS_ALLOC_FAILED ? FSDPRT_ERR_OUT_OF_MEMORY
+                                                 : FSDPRT_ERR_BACKEND,
+                format("%s: %s failed: %s", who(ctx).c_str(), what,
+                       cublasGetStatusString(rc)));
+}
+
+// The context's handle, created on first use and bound to its compute
+// stream (cuBLAS then orders every GEMM after the kernels before it).
+cublasHandle_t handle(fsdprt_gpu_context *ctx) {
+  if (ctx->blas)
+    return static_cast<cublasHandle_t>(ctx->blas);
+  cublasHandle_t h = nullptr;
+  cublasStatus_t rc = cublasCreate(&h);
+  if (rc == CUBLAS_STATUS_SUCCESS)
+    rc = cublasSetStream(h, ctx->compute);
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    fail(ctx, blas_status(ctx, rc, "cublasCreate"));
+    if (h)
+      cublasDestroy(h);
+    return nullptr;
+  }
+  ctx->blas = h;
+  return h;
+}
+
+struct Gemm {
+  int32_t trans_a, trans_b;
+  int64_t m, n, k;
+  float alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t lda, ldb, ldc, stride_a, stride_b, stride_c, batch;
+};
+
+// The shape rules of the row-major API; "" when the call is valid.
+std::string bad_shape(const Gemm &g) {
+  const int64_t a_cols = g.trans_a ? g.m : g.k;
+  const int64_t b_cols = g.trans_b ? g.k : g.n;
+  if ((g.trans_a | g.trans_b) & ~1)
+    return "trans_a and trans_b must be 0 or 1";
+  if (g.m < 0 || g.n < 0 || g.k < 0 || g.batch < 0)
+    return "negative m, n, k or batch";
+  if (g.lda < std::max<int64_t>(1, a_cols) ||
+      g.ldb < std::max<int64_t>(1, b_cols) || g.ldc < std::max<int64_t>(1, g.n))
+    return "a leading dimension is smaller than its row";
+  const int64_t lim = INT32_MAX;
+  if (g.m > lim || g.n > lim || g.k > lim || g.lda > lim || g.ldb > lim ||
+      g.ldc > lim || g.batch > lim)
+    return "a size beyond cuBLAS's 32-bit range";
+  return "";
+}
+
+void gemm(const char *fn, const Gemm &g, cudaDataType_t type) {
+  fsdprt_gpu_context *ctx = entry(fn);
+  if (!ctx)
+    return;
+  std::string bad = bad_shape(g);
+  if (!bad.empty()) {
+    fail(ctx, Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                     format("%s: %s(m=%lld, n=%lld, k=%lld, batch=%lld): %s",
+                            who(ctx).c_str(), fn, (long long)g.m,
+                            (long long)g.n, (long long)g.k,
+                            (long long)g.batch, bad.c_str())));
+    return;
+  }
+  if (g.m == 0 || g.n == 0 || g.batch == 0)
+    return;
+  cublasHandle_t h = handle(ctx);
+  if (!h)
+    return;
+  const cublasComputeType_t compute =
+      type == CUDA_R_32F && tf32_enabled.load(std::memory_order_relaxed)
+          ? CUBLAS_COMPUTE_32F_FAST_TF32
+          : CUBLAS_COMPUTE_32F;
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  cublasStatus_t rc = cublasGemmStridedBatchedEx(
+      h, op_b, op_a, int(g.n), int(g.m), int(g.k), &g.alpha, g.b, type,
+      int(g.ldb), g.stride_b, g.a, type, int(g.lda), g.stride_a, &g.beta, g.c,
+      type, int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT);
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    fail(ctx, blas_status(ctx, rc, "cublasGemmStridedBatchedEx"));
+    return;
+  }
+  ctx->gemms++;
+}
+
+} // namespace
+
+void fsdprt::gpu::blas_destroy(fsdprt_gpu_context *ctx) {
+  if (ctx->blas)
+    cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
+  ctx->blas = nullptr;
+}
+
+extern "C" {
+
+void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
+                         int64_t n, int64_t k, float alpha, const float *a,
+                         int64_t lda, int64_t stride_a, const float *b,
+                         int64_t ldb, int64_t stride_b, float beta, float *c,
+                         int64_t ldc, int64_t stride_c, int64_t batch) {
+  gemm("fsdprt_gpu_gemm_f32",
+       Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+            stride_a, stride_b, stride_c, batch},
+       CUDA_R_32F);
+}
+
+void fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m,
+                          int64_t n, int64_t k, float alpha, const uint16_t *a,
+                          int64_t lda, int64_t stride_a, const uint16_t *b,
+                          int64_t ldb, int64_t stride_b, float beta,
+                          uint16_t *c, int64_t ldc, int64_t stride_c,
+                          int64_t batch) {
+  gemm("fsdprt_gpu_gemm_bf16",
+       Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+            stride_a, stride_b, stride_c, batch},
+       CUDA_R_16BF);
+}
+
+void fsdprt_gpu_set_tf32(int32_t enable) { tf32_enabled = enable != 0; }
+
+} // extern "C"

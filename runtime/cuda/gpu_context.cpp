@@ -1,0 +1,470 @@
+// Per-rank GPU contexts, device checks, the device allocator and host <->
+// device copies (fsdprt_gpu.h).
+#include "gpu_internal.h"
+
+#include <cstring>
+#include <memory>
+
+using namespace fsdprt;
+using namespace fsdprt::gpu;
+
+namespace {
+
+thread_local fsdprt_gpu_context *tls_ctx = nullptr;
+thread_local std::string tls_message;
+
+// Where to look when the driver is missing or too old.
+std::string driver_problem(cudaError_t rc) {
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  auto ver = [](int v) { return format("%d.%d", v / 1000, (v % 1000) / 10); };
+  if (driver == 0)
+    return "no NVIDIA driver (libcuda.so.1 not found or not loadable)";
+  if (driver < runtime || rc == cudaErrorInsufficientDriver)
+    return format("the NVIDIA driver supports CUDA %s but this runtime was "
+                  "built with CUDA %s: install a newer driver",
+                  ver(driver).c_str(), ver(runtime).c_str());
+  if (rc == cudaErrorNoDevice)
+    return format("no CUDA GPU found (driver for CUDA %s present; check "
+                  "CUDA_VISIBLE_DEVICES and /dev/nvidia*)",
+                  ver(driver).c_str());
+  return format("the CUDA runtime cannot use the GPUs: %s",
+                cudaGetErrorString(rc));
+}
+
+// Device count and, on failure, the reason.
+Status count_devices(int *count) {
+  *count = 0;
+  cudaError_t rc = cudaGetDeviceCount(count);
+  if (rc != cudaSuccess) {
+    cudaGetLastError(); // not sticky: clear it
+    *count = 0;
+    return Status(FSDPRT_ERR_NO_DEVICE, driver_problem(rc));
+  }
+  int driver = 0, runtime = 0;
+  cudaDriverGetVersion(&driver);
+  cudaRuntimeGetVersion(&runtime);
+  if (driver < runtime)
+    return Status(FSDPRT_ERR_NO_DEVICE,
+                  driver_problem(cudaErrorInsufficientDriver));
+  if (*count == 0)
+    return Status(FSDPRT_ERR_NO_DEVICE, driver_problem(cudaErrorNoDevice));
+  return Status::Ok();
+}
+
+fsdprt_status_t report(const Status &st) {
+  set_last_message(st.message);
+  return st.code;
+}
+
+} // namespace
+
+// ---- event pool ---------------------------------------------------------
+
+namespace fsdprt {
+namespace gpu {
+
+EventPool::~EventPool() {
+  for (cudaEvent_t e : free_)
+    cudaEventDestroy(e);
+}
+
+cudaError_t EventPool::acquire(cudaEvent_t *event) {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (!free_.empty()) {
+      *event = free_.back();
+      free_.pop_back();
+      return cudaSuccess;
+    }
+  }
+  created_++;
+  return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+}
+
+void EventPool::release(cudaEvent_t event) {
+  if (!event)
+    return;
+  std::lock_guard<std::mutex> lock(mu_);
+  free_.push_back(event);
+}
+
+size_t EventPool::free_count() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return free_.size();
+}
+
+// ---- driver entry points -------------------------------------------------
+
+namespace {
+template <typename F> void resolve(Driver &d, F *fn, const char *name) {
+  void *p = nullptr;
+  cudaDriverEntryPointQueryResult q = cudaDriverEntryPointSymbolNotFound;
+  // 12000: the ABI of these functions since CUDA 12.0.
+  if (cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault,
+                                       &q) != cudaSuccess ||
+      q != cudaDriverEntryPointSuccess || !p) {
+    if (d.error.empty())
+      d.error = format("the CUDA driver has no %s", name);
+    return;
+  }
+  *fn = reinterpret_cast<F>(p);
+}
+} // namespace
+
+const Driver &driver() {
+  static const Driver table = [] {
+    Driver d;
+    resolve(d, &d.moduleLoadData, "cuModuleLoadData");
+    resolve(d, &d.moduleUnload, "cuModuleUnload");
+    resolve(d, &d.moduleGetFunction, "cuModuleGetFunction");
+    resolve(d, &d.launchKernel, "cuLaunchKernel");
+    resolve(d, &d.memsetD32Async, "cuMemsetD32Async");
+    resolve(d, &d.memsetD16Async, "cuMemsetD16Async");
+    resolve(d, &d.getErrorName, "cuGetErrorName");
+    return d;
+  }();
+  return table;
+}
+
+std::string driver_error(CUresult rc, const char *what) {
+  const char *name = nullptr;
+  if (driver().getErrorName)
+    driver().getErrorName(rc, &name);
+  return format("%s failed: %s", what, name ? name : "unknown CUDA error");
+}
+
+// ---- errors ----------------------------------------------------------------
+
+fsdprt_gpu_context *current() { return tls_ctx; }
+
+void set_last_message(const std::string &msg) { tls_message = msg; }
+
+Status cuda_status(cudaError_t rc, const std::string &what) {
+  fsdprt_status_t code = FSDPRT_ERR_BACKEND;
+  if (rc == cudaErrorMemoryAllocation)
+    code = FSDPRT_ERR_OUT_OF_MEMORY;
+  else if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver ||
+           rc == cudaErrorInvalidDevice)
+    code = FSDPRT_ERR_NO_DEVICE;
+  return Status(code, format("%s: %s (%s)", what.c_str(), cudaGetErrorString(rc),
+                             cudaGetErrorName(rc)));
+}
+
+std::string who(const fsdprt_gpu_context *ctx) {
+  const fsdprt_comm *c = fsdprt_get_thread_comm();
+  if (c && ctx)
+    return format("rank %lld (GPU %d)", (long long)c->rank, ctx->device);
+  if (ctx)
+    return format("GPU %d", ctx->device);
+  return c ? format("rank %lld", (long long)c->rank) : std::string("gpu");
+}
+
+void fail(fsdprt_gpu_context *ctx, const Status &st) {
+  set_last_message(st.message);
+  if (ctx)
+    ctx->record_error(st);
+  if (fsdprt_comm *c = fsdprt_get_thread_comm()) {
+    // Stops the rank's later collectives; peers see their own timeout.
+    if (c->first_error() == FSDPRT_OK)
+      c->abort(st);
+    c->record_error(st);
+  }
+}
+
+fsdprt_gpu_context *entry(const char *fn) {
+  fsdprt_gpu_context *ctx = tls_ctx;
+  if (!ctx) {
+    Status st(FSDPRT_ERR_NO_COMM,
+              format("%s: no GPU context on this thread (the runner sets "
+                     "one per rank: fsdprt_gpu_set_thread_context or an nccl "
+                     "communicator in fsdprt_set_thread_comm)",
+                     fn));
+    set_last_message(st.message);
+    if (fsdprt_comm *c = fsdprt_get_thread_comm())
+      c->record_error(st);
+    return nullptr;
+  }
+  if (ctx->first_error() != FSDPRT_OK)
+    return nullptr;
+  return ctx;
+}
+
+bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
+            const char *what) {
+  if (rc == cudaSuccess)
+    return false;
+  fail(ctx, cuda_status(rc, format("%s: %s: %s", who(ctx).c_str(), fn, what)));
+  return true;
+}
+
+Status check_device(int device) {
+  int count = 0;
+  Status st = count_devices(&count);
+  if (!st.ok())
+    return st;
+  if (device < 0 || device >= count)
+    return Status(FSDPRT_ERR_NO_DEVICE,
+                  format("GPU %d requested but %d GPU%s visible (a rank per "
+                         "GPU needs one GPU per rank; check "
+                         "CUDA_VISIBLE_DEVICES)",
+                         device, count, count == 1 ? " is" : "s are"));
+  return Status::Ok();
+}
+
+} // namespace gpu
+} // namespace fsdprt
+
+// ---- context ---------------------------------------------------------------
+
+void fsdprt_gpu_context::record_error(const Status &st) {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  if (first_code_ == FSDPRT_OK) {
+    first_code_ = st.code;
+    first_msg_ = st.message;
+  }
+}
+
+fsdprt_status_t fsdprt_gpu_context::first_error() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return first_code_;
+}
+
+std::string fsdprt_gpu_context::first_error_message() const {
+  std::lock_guard<std::mutex> lock(error_mu_);
+  return first_msg_;
+}
+
+namespace {
+
+Status create_context(int device, std::unique_ptr<fsdprt_gpu_context> *out) {
+  Status st = check_device(device);
+  if (!st.ok())
+    return st;
+  auto ctx = std::make_unique<fsdprt_gpu_context>();
+  ctx->device = device;
+  const std::string where = format("GPU %d", device);
+  cudaError_t rc = cudaSetDevice(device); // retains the primary context
+  if (rc == cudaSuccess)
+    rc = cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking);
+  if (rc == cudaSuccess)
+    rc = cudaStreamCreateWithFlags(&ctx->comm, cudaStreamNonBlocking);
+  if (rc != cudaSuccess) {
+    st = cuda_status(rc, where + ": creating the rank's streams");
+    fsdprt_gpu_context_destroy(ctx.release());
+    return st;
+  }
+  *out = std::move(ctx);
+  return Status::Ok();
+}
+
+void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
+  if (bytes < 0) {
+    fail(ctx, Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                     format("%s: %s: negative size %lld", who(ctx).c_str(), fn,
+                            (long long)bytes)));
+    return nullptr;
+  }
+  // 256-byte granules keep zero-byte allocations unique and non-NULL.
+  const size_t size = bytes == 0 ? 256 : size_t(bytes);
+  void *p = nullptr;
+  cudaError_t rc = cudaMallocAsync(&p, size, ctx->compute);
+  if (rc == cudaSuccess) {
+    ctx->bytes_allocated += int64_t(size);
+    return p;
+  }
+  cudaGetLastError();
+  size_t free_b = 0, total_b = 0;
+  cudaMemGetInfo(&free_b, &total_b);
+  Status st = cuda_status(
+      rc, format("%s: %s of %lld bytes (%.1f MiB free of %.1f MiB on the "
+                 "device)",
+                 who(ctx).c_str(), fn, (long long)bytes,
+                 double(free_b) / (1 << 20), double(total_b) / (1 << 20)));
+  if (rc == cudaErrorMemoryAllocation)
+    st.message = format("%s: out of device memory: %s", who(ctx).c_str(),
+                        st.message.c_str());
+  fail(ctx, st);
+  return nullptr;
+}
+
+} // namespace
+
+extern "C" {
+
+int32_t fsdprt_gpu_built(void) { return 1; }
+
+fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
+  if (!count)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  int n = 0;
+  Status st = count_devices(&n);
+  *count = n;
+  return st.ok() ? FSDPRT_OK : report(st);
+}
+
+fsdprt_status_t fsdprt_gpu_require_devices(int32_t devices) {
+  int n = 0;
+  Status st = count_devices(&n);
+  if (!st.ok())
+    return report(Status(st.code, format("%d GPU%s needed: %s", (int)devices,
+                                         devices == 1 ? "" : "s",
+                                         st.message.c_str())));
+  if (n < devices)
+    return report(Status(
+        FSDPRT_ERR_NO_DEVICE,
+        format("%d GPUs needed (one per rank) but %d %s visible (check "
+               "CUDA_VISIBLE_DEVICES, or run fewer ranks)",
+               (int)devices, n, n == 1 ? "is" : "are")));
+  return FSDPRT_OK;
+}
+
+const char *fsdprt_gpu_last_error_message(void) { return tls_message.c_str(); }
+
+fsdprt_status_t fsdprt_gpu_context_create(int32_t device,
+                                          fsdprt_gpu_context_t **ctx) {
+  if (!ctx)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *ctx = nullptr;
+  std::unique_ptr<fsdprt_gpu_context> c;
+  Status st = create_context(device, &c);
+  if (!st.ok())
+    return report(st);
+  *ctx = c.release();
+  fsdprt_gpu_set_thread_context(*ctx);
+  return FSDPRT_OK;
+}
+
+void fsdprt_gpu_context_destroy(fsdprt_gpu_context_t *ctx) {
+  if (!ctx)
+    return;
+  cudaSetDevice(ctx->device);
+  if (ctx->compute)
+    cudaStreamSynchronize(ctx->compute);
+  if (ctx->comm)
+    cudaStreamSynchronize(ctx->comm);
+  if (tls_ctx == ctx)
+    tls_ctx = nullptr;
+  blas_destroy(ctx);
+  if (ctx->compute)
+    cudaStreamDestroy(ctx->compute);
+  if (ctx->comm)
+    cudaStreamDestroy(ctx->comm);
+  delete ctx;
+}
+
+void fsdprt_gpu_set_thread_context(fsdprt_gpu_context_t *ctx) {
+  tls_ctx = ctx;
+  if (ctx)
+    cudaSetDevice(ctx->device);
+}
+
+fsdprt_gpu_context_t *fsdprt_gpu_get_thread_context(void) { return tls_ctx; }
+
+int32_t fsdprt_gpu_context_device(const fsdprt_gpu_context_t *ctx) {
+  return ctx ? ctx->device : -1;
+}
+
+void *fsdprt_gpu_compute_stream(const fsdprt_gpu_context_t *ctx) {
+  return ctx ? ctx->compute : nullptr;
+}
+
+void *fsdprt_gpu_comm_stream(const fsdprt_gpu_context_t *ctx) {
+  return ctx ? ctx->comm : nullptr;
+}
+
+fsdprt_status_t fsdprt_gpu_synchronize(fsdprt_gpu_context_t *ctx) {
+  if (!ctx)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  cudaSetDevice(ctx->device);
+  cudaError_t rc = cudaStreamSynchronize(ctx->compute);
+  if (rc == cudaSuccess)
+    rc = cudaStreamSynchronize(ctx->comm);
+  if (rc == cudaSuccess)
+    ctx->host_visible_pending = false;
+  else
+    failed(ctx, rc, "fsdprt_gpu_synchronize", "cudaStreamSynchronize");
+  fsdprt_status_t code = ctx->first_error();
+  if (code != FSDPRT_OK)
+    set_last_message(ctx->first_error_message());
+  return code;
+}
+
+fsdprt_status_t fsdprt_gpu_context_error(const fsdprt_gpu_context_t *ctx) {
+  return ctx ? ctx->first_error() : FSDPRT_ERR_INVALID_ARGUMENT;
+}
+
+const char *fsdprt_gpu_context_error_message(const fsdprt_gpu_context_t *ctx) {
+  tls_message = ctx ? ctx->first_error_message() : std::string();
+  return tls_message.c_str();
+}
+
+fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
+                                         fsdprt_gpu_stats_t *stats) {
+  if (!ctx || !stats)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  std::memset(stats, 0, sizeof(*stats));
+  stats->events_created = ctx->events.created();
+  stats->events_free = ctx->events.free_count();
+  stats->launches = ctx->launches.load();
+  stats->module_loads = ctx->module_loads.load();
+  stats->gemms = ctx->gemms.load();
+  stats->bytes_allocated = uint64_t(ctx->bytes_allocated.load());
+  return FSDPRT_OK;
+}
+
+void *fsdprt_gpu_alloc(int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_alloc");
+  return ctx ? alloc(ctx, bytes, "fsdprt_gpu_alloc") : nullptr;
+}
+
+void fsdprt_gpu_free(void *ptr) {
+  fsdprt_gpu_context *ctx = tls_ctx;
+  if (!ptr || !ctx)
+    return;
+  // Freed after the work already enqueued; errors are not worth a failure.
+  if (cudaFreeAsync(ptr, ctx->compute) != cudaSuccess)
+    cudaGetLastError();
+}
+
+fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
+                                          int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_copy_to_device");
+  if (!ctx)
+    return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
+  if (bytes <= 0)
+    return FSDPRT_OK;
+  cudaError_t rc = cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault,
+                                   ctx->compute);
+  // Pageable sources are staged before the call returns; pinned ones are
+  // read later, so wait to keep "src may be reused" true for both.
+  if (rc == cudaSuccess)
+    rc = cudaStreamSynchronize(ctx->compute);
+  if (failed(ctx, rc, "fsdprt_gpu_copy_to_device", "cudaMemcpyAsync"))
+    return ctx->first_error();
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
+                                        int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_copy_to_host");
+  if (!ctx)
+    return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
+  if (bytes <= 0)
+    return FSDPRT_OK;
+  cudaError_t rc = cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault,
+                                   ctx->compute);
+  if (rc == cudaSuccess)
+    rc = cudaStreamSynchronize(ctx->compute);
+  if (failed(ctx, rc, "fsdprt_gpu_copy_to_host", "cudaMemcpyAsync"))
+    return ctx->first_error();
+  return FSDPRT_OK;
+}
+
+} // extern "C"
+
+void *fsdprt::gpu::alloc_named(int64_t bytes, const char *fn) {
+  fsdprt_gpu_context *ctx = entry(fn);
+  return ctx ? alloc(ctx, bytes, fn) : nullptr;
+}

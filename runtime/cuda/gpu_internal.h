@@ -1,0 +1,120 @@
+// Internal definitions of the GPU runtime (runtime/cuda): the per-rank
+// context, its event pool, error recording and the few driver API entry
+// points the runtime needs. Only the CUDA runtime library is linked: the
+// driver functions are fetched through cudaGetDriverEntryPointByVersion, so
+// that a machine without a driver loads libfsdprt and gets an error status
+// instead of a missing libcuda.so.1.
+#ifndef FSDPRT_CUDA_GPU_INTERNAL_H
+#define FSDPRT_CUDA_GPU_INTERNAL_H
+
+#include "../src/common.h"
+#include "fsdprt_gpu.h"
+
+#include <cuda.h>
+#include <cuda_runtime.h>
+
+#include <atomic>
+#include <mutex>
+#include <string>
+#include <vector>
+
+namespace fsdprt {
+namespace gpu {
+
+// Events recycled by one context: a request or an mgpu event takes one and
+// gives it back, so steady-state steps create none. CUDA captures an
+// event's state when a wait is enqueued, so an event may be re-recorded as
+// soon as every wait on its previous record has been enqueued.
+class EventPool {
+public:
+  ~EventPool();
+  cudaError_t acquire(cudaEvent_t *event);
+  void release(cudaEvent_t event);
+  uint64_t created() const { return created_.load(); }
+  size_t free_count() const;
+
+private:
+  mutable std::mutex mu_;
+  std::vector<cudaEvent_t> free_;
+  std::atomic<uint64_t> created_{0};
+};
+
+// The driver functions used through entry points (cuda.h types only).
+struct Driver {
+  CUresult (*moduleLoadData)(CUmodule *, const void *) = nullptr;
+  CUresult (*moduleUnload)(CUmodule) = nullptr;
+  CUresult (*moduleGetFunction)(CUfunction *, CUmodule, const char *) = nullptr;
+  CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
+                           unsigned, unsigned, unsigned, CUstream, void **,
+                           void **) = nullptr;
+  CUresult (*memsetD32Async)(CUdeviceptr, unsigned, size_t,
+                             CUstream) = nullptr;
+  CUresult (*memsetD16Async)(CUdeviceptr, unsigned short, size_t,
+                             CUstream) = nullptr;
+  CUresult (*getErrorName)(CUresult, const char **) = nullptr;
+  std::string error; // why the table is incomplete, "" when complete
+};
+// Resolved once per process (after the CUDA runtime found a driver).
+const Driver &driver();
+std::string driver_error(CUresult rc, const char *what);
+
+} // namespace gpu
+} // namespace fsdprt
+
+struct fsdprt_gpu_context {
+  int device = 0;
+  cudaStream_t compute = nullptr;
+  cudaStream_t comm = nullptr;
+  void *blas = nullptr; // cublasHandle_t, created on the first GEMM
+  fsdprt::gpu::EventPool events;
+  // Set when work whose result the host reads (a copy into host memory, a
+  // host-shared allocation) was enqueued since the last synchronization:
+  // mgpuStreamSynchronize waits only then.
+  std::atomic<bool> host_visible_pending{false};
+
+  std::atomic<uint64_t> launches{0};
+  std::atomic<uint64_t> module_loads{0};
+  std::atomic<uint64_t> gemms{0};
+  std::atomic<int64_t> bytes_allocated{0};
+
+  void record_error(const fsdprt::Status &st);
+  fsdprt_status_t first_error() const;
+  std::string first_error_message() const;
+
+private:
+  mutable std::mutex error_mu_;
+  fsdprt_status_t first_code_ = FSDPRT_OK;
+  std::string first_msg_;
+};
+
+namespace fsdprt {
+namespace gpu {
+
+// The calling thread's context.
+fsdprt_gpu_context *current();
+// Status from a CUDA runtime error: OUT_OF_MEMORY for allocation failures,
+// NO_DEVICE when the driver or device is missing, else BACKEND.
+Status cuda_status(cudaError_t rc, const std::string &what);
+// "rank R (GPU D)" of the thread, or "GPU D" without a communicator.
+std::string who(const fsdprt_gpu_context *ctx);
+// Records `st` on the context, on the thread's communicator (which makes
+// later collectives of the rank fail fast) and as the thread's last message.
+void fail(fsdprt_gpu_context *ctx, const Status &st);
+void set_last_message(const std::string &msg);
+// The thread's context for an entry point that returns nothing: null after
+// recording NO_COMM-like errors (no context) or when an error is pending.
+fsdprt_gpu_context *entry(const char *fn);
+// Records a failing CUDA call of an entry point; true when it failed.
+bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
+            const char *what);
+// Checks the driver, devices and that `device` exists.
+Status check_device(int device);
+// fsdprt_gpu_alloc with the calling entry point's name in its errors.
+void *alloc_named(int64_t bytes, const char *fn);
+// Frees the context's cuBLAS handle (gpu_blas.cpp).
+void blas_destroy(fsdprt_gpu_context *ctx);
+
+} // namespace gpu
+} // namespace fsdprt
+
+#endif // FSDPRT_CUDA_GPU_INTERNAL_H

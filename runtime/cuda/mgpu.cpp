@@ -1,0 +1,344 @@
+// The mgpu* entry points that MLIR's gpu-to-llvm host code calls (LLVM 22
+// signatures, checked against the declarations mlir-opt emits), per rank
+// instead of upstream's one process-wide context.
+//
+// Module loads run from the lowered module's global constructor, on
+// whatever thread loads the code and before any rank context exists, so
+// mgpuModuleLoad only registers the image (one record per data pointer).
+// A function handle names a kernel of a module; the first launch on a
+// device loads the module into that device's primary context (shared by
+// every rank thread on the device) and resolves the kernel, later launches
+// read the resolved handle without a lock.
+#include "gpu_internal.h"
+
+#include <climits>
+#include <memory>
+#include <unordered_map>
+#include <unordered_set>
+
+using namespace fsdprt;
+using namespace fsdprt::gpu;
+
+namespace {
+
+constexpr int kMaxDevices = 64;
+
+struct Module;
+
+struct Function {
+  Module *module = nullptr;
+  std::string name;
+  std::atomic<CUfunction> per_device[kMaxDevices] = {};
+};
+
+struct Module {
+  const void *data = nullptr;
+  int64_t size = 0;
+  int refs = 0;
+  std::mutex mu; // guards the per-device loads and `functions`
+  CUmodule per_device[kMaxDevices] = {};
+  std::unordered_map<const char *, std::unique_ptr<Function>> functions;
+};
+
+std::mutex registry_mu;
+std::unordered_map<const void *, Module *> &registry() {
+  static auto *modules = new std::unordered_map<const void *, Module *>();
+  return *modules;
+}
+
+// Host-shared (managed) allocations, which cudaFreeAsync must not free.
+std::mutex managed_mu;
+std::unordered_set<void *> &managed() {
+  static auto *set = new std::unordered_set<void *>();
+  return *set;
+}
+
+bool driver_ready(fsdprt_gpu_context *ctx, const char *fn) {
+  if (driver().error.empty())
+    return true;
+  fail(ctx, Status(FSDPRT_ERR_NO_DEVICE,
+                   format("%s: %s: %s", who(ctx).c_str(), fn,
+                          driver().error.c_str())));
+  return false;
+}
+
+// The kernel on the context's device, loading the module there first.
+CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
+  const int dev = ctx->device;
+  if (dev < 0 || dev >= kMaxDevices) {
+    fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
+                     format("%s: devices beyond %d are not supported",
+                            who(ctx).c_str(), kMaxDevices)));
+    return nullptr;
+  }
+  if (CUfunction fn = f->per_device[dev].load(std::memory_order_acquire))
+    return fn;
+  if (!driver_ready(ctx, "mgpuLaunchKernel"))
+    return nullptr;
+  Module *m = f->module;
+  std::lock_guard<std::mutex> lock(m->mu);
+  if (CUfunction fn = f->per_device[dev].load(std::memory_order_relaxed))
+    return fn;
+  if (!m->per_device[dev]) {
+    CUresult rc = driver().moduleLoadData(&m->per_device[dev], m->data);
+    if (rc != CUDA_SUCCESS) {
+      fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                       format("%s: loading the kernels (%lld-byte image): %s",
+                              who(ctx).c_str(), (long long)m->size,
+                              driver_error(rc, "cuModuleLoadData").c_str())));
+      return nullptr;
+    }
+    ctx->module_loads++;
+  }
+  CUfunction fn = nullptr;
+  CUresult rc = driver().moduleGetFunction(&fn, m->per_device[dev],
+                                           f->name.c_str());
+  if (rc != CUDA_SUCCESS) {
+    fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                     format("%s: kernel %s: %s", who(ctx).c_str(),
+                            f->name.c_str(),
+                            driver_error(rc, "cuModuleGetFunction").c_str())));
+    return nullptr;
+  }
+  f->per_device[dev].store(fn, std::memory_order_release);
+  return fn;
+}
+
+cudaStream_t stream_of(fsdprt_gpu_context *ctx, void *stream) {
+  return stream ? static_cast<cudaStream_t>(stream) : ctx->compute;
+}
+
+// Whether the host may read `p` once the stream is done (so that a later
+// mgpuStreamSynchronize must really wait).
+bool host_visible(const void *p) {
+  cudaPointerAttributes attr{};
+  if (cudaPointerGetAttributes(&attr, p) != cudaSuccess) {
+    cudaGetLastError();
+    return true;
+  }
+  return attr.type != cudaMemoryTypeDevice;
+}
+
+bool fits_uint(int64_t v) { return v >= 0 && v <= int64_t(UINT_MAX); }
+
+} // namespace
+
+extern "C" {
+
+void *mgpuModuleLoad(void *data, int64_t size) {
+  std::lock_guard<std::mutex> lock(registry_mu);
+  Module *&m = registry()[data];
+  if (!m) {
+    m = new Module();
+    m->data = data;
+    m->size = size;
+  }
+  m->refs++;
+  return m;
+}
+
+void mgpuModuleUnload(void *module) {
+  auto *m = static_cast<Module *>(module);
+  if (!m)
+    return;
+  std::lock_guard<std::mutex> lock(registry_mu);
+  if (--m->refs > 0)
+    return;
+  registry().erase(m->data);
+  // Runs from the module's destructor at exit, when the driver may already
+  // be shutting down: failures are ignored.
+  if (driver().moduleUnload)
+    for (CUmodule cu : m->per_device)
+      if (cu)
+        driver().moduleUnload(cu);
+  delete m;
+}
+
+void *mgpuModuleGetFunction(void *module, const char *name) {
+  auto *m = static_cast<Module *>(module);
+  if (!m || !name)
+    return nullptr;
+  std::lock_guard<std::mutex> lock(m->mu);
+  std::unique_ptr<Function> &f = m->functions[name];
+  if (!f) {
+    f = std::make_unique<Function>();
+    f->module = m;
+    f->name = name;
+  }
+  return f.get();
+}
+
+void mgpuLaunchKernel(void *function, int64_t gx, int64_t gy, int64_t gz,
+                      int64_t bx, int64_t by, int64_t bz, int32_t smem,
+                      void *stream, void **params, void **extra,
+                      int64_t /*nparams: the kernel's own signature counts*/) {
+  fsdprt_gpu_context *ctx = entry("mgpuLaunchKernel");
+  if (!ctx)
+    return;
+  auto *f = static_cast<Function *>(function);
+  if (!f || !fits_uint(gx) || !fits_uint(gy) || !fits_uint(gz) ||
+      !fits_uint(bx) || !fits_uint(by) || !fits_uint(bz) || smem < 0) {
+    fail(ctx,
+         Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                format("%s: mgpuLaunchKernel %s: bad function or launch "
+                       "shape grid (%lld, %lld, %lld) block (%lld, %lld, %lld)",
+                       who(ctx).c_str(), f ? f->name.c_str() : "(null)",
+                       (long long)gx, (long long)gy, (long long)gz,
+                       (long long)bx, (long long)by, (long long)bz)));
+    return;
+  }
+  CUfunction fn = resolve(ctx, f);
+  if (!fn)
+    return;
+  CUresult rc = driver().launchKernel(
+      fn, unsigned(gx), unsigned(gy), unsigned(gz), unsigned(bx), unsigned(by),
+      unsigned(bz), unsigned(smem),
+      reinterpret_cast<CUstream>(stream_of(ctx, stream)), params, extra);
+  if (rc != CUDA_SUCCESS) {
+    fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                     format("%s: kernel %s: %s", who(ctx).c_str(),
+                            f->name.c_str(),
+                            driver_error(rc, "cuLaunchKernel").c_str())));
+    return;
+  }
+  ctx->launches++;
+}
+
+void *mgpuStreamCreate(void) {
+  fsdprt_gpu_context *ctx = entry("mgpuStreamCreate");
+  return ctx ? ctx->compute : nullptr;
+}
+
+void mgpuStreamDestroy(void *) {} // the rank's compute stream lives on
+
+void mgpuStreamSynchronize(void *stream) {
+  fsdprt_gpu_context *ctx = entry("mgpuStreamSynchronize");
+  if (!ctx)
+    return;
+  cudaStream_t s = stream_of(ctx, stream);
+  // Device results stay on the device and every host read goes through
+  // the runtime, which synchronizes; so the lowered code's per-function
+  // synchronization waits only when it enqueued something the host reads.
+  if (s == ctx->compute && !ctx->host_visible_pending.exchange(false))
+    return;
+  failed(ctx, cudaStreamSynchronize(s), "mgpuStreamSynchronize",
+         "cudaStreamSynchronize");
+}
+
+void mgpuStreamWaitEvent(void *stream, void *event) {
+  fsdprt_gpu_context *ctx = entry("mgpuStreamWaitEvent");
+  if (!ctx)
+    return;
+  failed(ctx,
+         cudaStreamWaitEvent(stream_of(ctx, stream),
+                             static_cast<cudaEvent_t>(event), 0),
+         "mgpuStreamWaitEvent", "cudaStreamWaitEvent");
+}
+
+void *mgpuEventCreate(void) {
+  fsdprt_gpu_context *ctx = entry("mgpuEventCreate");
+  if (!ctx)
+    return nullptr;
+  cudaEvent_t e = nullptr;
+  if (failed(ctx, ctx->events.acquire(&e), "mgpuEventCreate",
+             "cudaEventCreate"))
+    return nullptr;
+  return e;
+}
+
+void mgpuEventDestroy(void *event) {
+  fsdprt_gpu_context *ctx = current();
+  if (!event)
+    return;
+  if (ctx)
+    ctx->events.release(static_cast<cudaEvent_t>(event));
+  else
+    cudaEventDestroy(static_cast<cudaEvent_t>(event));
+}
+
+void mgpuEventSynchronize(void *event) {
+  fsdprt_gpu_context *ctx = entry("mgpuEventSynchronize");
+  if (ctx)
+    failed(ctx, cudaEventSynchronize(static_cast<cudaEvent_t>(event)),
+           "mgpuEventSynchronize", "cudaEventSynchronize");
+}
+
+void mgpuEventRecord(void *event, void *stream) {
+  fsdprt_gpu_context *ctx = entry("mgpuEventRecord");
+  if (ctx)
+    failed(ctx,
+           cudaEventRecord(static_cast<cudaEvent_t>(event),
+                           stream_of(ctx, stream)),
+           "mgpuEventRecord", "cudaEventRecord");
+}
+
+void *mgpuMemAlloc(int64_t bytes, void *, int8_t host_shared) {
+  if (!host_shared)
+    return alloc_named(bytes, "mgpuMemAlloc");
+  fsdprt_gpu_context *ctx = entry("mgpuMemAlloc");
+  if (!ctx)
+    return nullptr;
+  void *p = nullptr;
+  if (failed(ctx, cudaMallocManaged(&p, size_t(bytes > 0 ? bytes : 1)),
+             "mgpuMemAlloc", "cudaMallocManaged (host_shared)"))
+    return nullptr;
+  std::lock_guard<std::mutex> lock(managed_mu);
+  managed().insert(p);
+  return p;
+}
+
+void mgpuMemFree(void *ptr, void *) {
+  if (!ptr)
+    return;
+  {
+    std::lock_guard<std::mutex> lock(managed_mu);
+    if (managed().erase(ptr)) {
+      cudaFree(ptr); // synchronizes the device, as host-shared memory needs
+      return;
+    }
+  }
+  fsdprt_gpu_free(ptr);
+}
+
+void mgpuMemcpy(void *dst, void *src, int64_t bytes, void *stream) {
+  fsdprt_gpu_context *ctx = entry("mgpuMemcpy");
+  if (!ctx || bytes <= 0)
+    return;
+  if (failed(ctx,
+             cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault,
+                             stream_of(ctx, stream)),
+             "mgpuMemcpy", "cudaMemcpyAsync"))
+    return;
+  if (host_visible(dst))
+    ctx->host_visible_pending = true;
+}
+
+void mgpuMemset32(void *dst, uint32_t value, int64_t count, void *stream) {
+  fsdprt_gpu_context *ctx = entry("mgpuMemset32");
+  if (!ctx || count <= 0 || !driver_ready(ctx, "mgpuMemset32"))
+    return;
+  CUresult rc = driver().memsetD32Async(
+      reinterpret_cast<CUdeviceptr>(dst), value, size_t(count),
+      reinterpret_cast<CUstream>(stream_of(ctx, stream)));
+  if (rc != CUDA_SUCCESS)
+    fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                     format("%s: %s", who(ctx).c_str(),
+                            driver_error(rc, "cuMemsetD32Async").c_str())));
+}
+
+void mgpuMemset16(void *dst, uint16_t value, int64_t count, void *stream) {
+  fsdprt_gpu_context *ctx = entry("mgpuMemset16");
+  if (!ctx || count <= 0 || !driver_ready(ctx, "mgpuMemset16"))
+    return;
+  CUresult rc = driver().memsetD16Async(
+      reinterpret_cast<CUdeviceptr>(dst), value, size_t(count),
+      reinterpret_cast<CUstream>(stream_of(ctx, stream)));
+  if (rc != CUDA_SUCCESS)
+    fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                     format("%s: %s", who(ctx).c_str(),
+                            driver_error(rc, "cuMemsetD16Async").c_str())));
+}
+
+void mgpuSetDefaultDevice(int32_t) {}
+
+} // extern "C"

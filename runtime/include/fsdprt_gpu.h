@@ -1,0 +1,197 @@
+/*
+ * fsdprt_gpu.h - the GPU runtime of fsdprt: per-rank device contexts, the
+ * device allocator, cuBLAS GEMMs and the quantization kernels on device
+ * buffers, plus the mgpu* entry points that MLIR's gpu-to-llvm host code
+ * calls. Plain C, no CUDA types: streams and events are void pointers.
+ *
+ * A rank thread works on one GPU through its context: the device, its
+ * primary CUDA context, a compute stream (kernels, GEMMs, copies), a
+ * communication stream (NCCL), a cuBLAS handle and a pool of events. The
+ * runtime makes a context current on the thread that creates it, and
+ * fsdprt_set_thread_comm() with an nccl communicator makes that
+ * communicator's context current; threads that work without one call
+ * fsdprt_gpu_set_thread_context().
+ *
+ * Entry points that return void (the ones compiled code calls) record their
+ * first error on the thread's context (fsdprt_gpu_context_error) and, when
+ * the thread has a communicator, on it too (fsdprt_comm_error), and do
+ * nothing after an error, so that a failing step runs to its end and the
+ * runner reports what failed. See docs/GPU.md, "Runtime".
+ */
+#ifndef FSDPRT_GPU_H
+#define FSDPRT_GPU_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fsdprt.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct fsdprt_gpu_context fsdprt_gpu_context_t;
+
+/* ---- devices ------------------------------------------------------------ */
+
+/* 1 if this library was built with the CUDA runtime, else 0 (then every
+ * other function fails with FSDPRT_ERR_UNSUPPORTED). */
+FSDPRT_API int32_t fsdprt_gpu_built(void);
+/* Number of usable GPUs. FSDPRT_ERR_NO_DEVICE when there is no driver, no
+ * GPU or a driver older than the CUDA runtime this library was built with;
+ * the reason is in fsdprt_gpu_last_error_message(). */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_device_count(int32_t *count);
+/* OK when at least `devices` GPUs are usable, else FSDPRT_ERR_NO_DEVICE
+ * with a message naming what is missing ("2 GPUs needed for 2 ranks, 1
+ * found"). */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_require_devices(int32_t devices);
+/* Why the last failing call of this thread failed ("" when none). The
+ * string is thread-local, valid until the next call on this thread. */
+FSDPRT_API const char *fsdprt_gpu_last_error_message(void);
+
+/* ---- rank contexts ------------------------------------------------------ */
+
+/* A context on `device` (its primary CUDA context, two non-blocking streams,
+ * an event pool; cuBLAS is created on the first GEMM). Makes it current on
+ * the calling thread. */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_context_create(int32_t device,
+                                                     fsdprt_gpu_context_t **ctx);
+/* Synchronizes and frees the context's streams, events and handles. No
+ * thread may be using it; it stops being current on the calling thread. */
+FSDPRT_API void fsdprt_gpu_context_destroy(fsdprt_gpu_context_t *ctx);
+/* The context that this thread's GPU calls use (NULL: none); also selects
+ * the context's device for the CUDA runtime. */
+FSDPRT_API void fsdprt_gpu_set_thread_context(fsdprt_gpu_context_t *ctx);
+FSDPRT_API fsdprt_gpu_context_t *fsdprt_gpu_get_thread_context(void);
+
+FSDPRT_API int32_t fsdprt_gpu_context_device(const fsdprt_gpu_context_t *ctx);
+/* The context's cudaStream_t values. */
+FSDPRT_API void *fsdprt_gpu_compute_stream(const fsdprt_gpu_context_t *ctx);
+FSDPRT_API void *fsdprt_gpu_comm_stream(const fsdprt_gpu_context_t *ctx);
+/* Waits for both streams; returns the context's first error if any. */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_synchronize(fsdprt_gpu_context_t *ctx);
+/* First error recorded on the context (sticky) and its message. */
+FSDPRT_API fsdprt_status_t
+fsdprt_gpu_context_error(const fsdprt_gpu_context_t *ctx);
+FSDPRT_API const char *
+fsdprt_gpu_context_error_message(const fsdprt_gpu_context_t *ctx);
+
+/* The context of an nccl communicator (NULL for other backends). */
+FSDPRT_API fsdprt_gpu_context_t *fsdprt_nccl_comm_context(fsdprt_comm_t *comm);
+
+/* Counters of a context, for tests and profiles. */
+typedef struct fsdprt_gpu_stats {
+  uint64_t events_created; /* cudaEventCreate calls (pool misses) */
+  uint64_t events_free;    /* events in the pool now */
+  uint64_t launches;       /* kernels launched through mgpuLaunchKernel */
+  uint64_t module_loads;   /* module loads this context triggered (one per
+                              module and device, by its first launch) */
+  uint64_t gemms;
+  uint64_t bytes_allocated; /* bytes handed out by fsdprt_gpu_alloc (total) */
+} fsdprt_gpu_stats_t;
+FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
+    const fsdprt_gpu_context_t *ctx, fsdprt_gpu_stats_t *stats);
+
+/* ---- memory ------------------------------------------------------------- */
+
+/* Device memory on the thread context's device, stream-ordered on its
+ * compute stream (cudaMallocAsync): usable by work enqueued after the call.
+ * NULL on failure (FSDPRT_ERR_OUT_OF_MEMORY recorded with the sizes).
+ * Zero bytes gives a unique non-NULL pointer. */
+FSDPRT_API void *fsdprt_gpu_alloc(int64_t bytes);
+/* Frees after the work already enqueued on the compute stream. NULL: no-op. */
+FSDPRT_API void fsdprt_gpu_free(void *ptr);
+/* Host <-> device copies ordered on the compute stream. to_device returns
+ * once `src` may be reused; to_host once `dst` holds the data. */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
+                                                     int64_t bytes);
+FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
+                                                   int64_t bytes);
+
+/* ---- cuBLAS ------------------------------------------------------------- */
+/*
+ * Row-major, strided-batched: for b in [0, batch)
+ *   C_b = alpha * op(A_b) * op(B_b) + beta * C_b
+ * with op(A_b) [m, k], op(B_b) [k, n], C_b [m, n]; trans_a / trans_b are 0 or
+ * 1 (A stored [k, m] when 1); lda / ldb / ldc are row strides and
+ * stride_* the distances between batch entries, all in elements. Enqueued
+ * on the thread context's compute stream. bf16 inputs and outputs
+ * accumulate in f32. f32 uses TF32 tensor cores only after
+ * fsdprt_gpu_set_tf32(1).
+ */
+FSDPRT_API void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
+                                    int64_t n, int64_t k, float alpha,
+                                    const float *a, int64_t lda,
+                                    int64_t stride_a, const float *b,
+                                    int64_t ldb, int64_t stride_b, float beta,
+                                    float *c, int64_t ldc, int64_t stride_c,
+                                    int64_t batch);
+FSDPRT_API void fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b,
+                                     int64_t m, int64_t n, int64_t k,
+                                     float alpha, const uint16_t *a,
+                                     int64_t lda, int64_t stride_a,
+                                     const uint16_t *b, int64_t ldb,
+                                     int64_t stride_b, float beta, uint16_t *c,
+                                     int64_t ldc, int64_t stride_c,
+                                     int64_t batch);
+/* Process-wide; off by default (f32 GEMMs are exact fp32 products). */
+FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
+
+/* ---- quantization on device buffers --------------------------------------- */
+/*
+ * The device forms of fsdprt_jit_quant_amax / fsdprt_jit_quantize /
+ * fsdprt_jit_dequantize (fsdprt.h, docs/QUANTIZATION.md): every pointer is a
+ * device pointer (amax too), the kernels run on the compute stream, packets
+ * have the same bytes as the host path's ([data | scales | per-tensor fp32]),
+ * results are bit-identical to the CPU reference. Between quantize and
+ * dequantize the packets travel with a U8 all-gather on device buffers.
+ */
+FSDPRT_API void fsdprt_gpu_quant_amax(const void *x, void *amax, int64_t count,
+                                      int32_t dtype);
+FSDPRT_API void fsdprt_gpu_quantize(const void *x, const void *amax,
+                                    void *packet, int64_t count, int32_t dtype,
+                                    int32_t format, int64_t rows, int64_t cols);
+FSDPRT_API void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
+                                      int32_t dtype, int32_t format,
+                                      int64_t rows, int64_t cols);
+
+/* ---- MLIR gpu-to-llvm ABI (LLVM 22) --------------------------------------- */
+/*
+ * What the host code of a lowered GPU module calls. Module loads run from
+ * global constructors, before any rank exists, so they only register the
+ * image; each device loads it on its first launch there. Launches, copies
+ * and allocations use the calling thread's context: mgpuStreamCreate
+ * returns its compute stream (destroying it is a no-op; synchronizing it
+ * waits only when host-visible work is pending), events come from its pool.
+ */
+FSDPRT_API void *mgpuModuleLoad(void *data, int64_t size);
+FSDPRT_API void mgpuModuleUnload(void *module);
+FSDPRT_API void *mgpuModuleGetFunction(void *module, const char *name);
+FSDPRT_API void mgpuLaunchKernel(void *function, int64_t grid_x,
+                                 int64_t grid_y, int64_t grid_z,
+                                 int64_t block_x, int64_t block_y,
+                                 int64_t block_z, int32_t smem, void *stream,
+                                 void **params, void **extra, int64_t nparams);
+FSDPRT_API void *mgpuStreamCreate(void);
+FSDPRT_API void mgpuStreamDestroy(void *stream);
+FSDPRT_API void mgpuStreamSynchronize(void *stream);
+FSDPRT_API void mgpuStreamWaitEvent(void *stream, void *event);
+FSDPRT_API void *mgpuEventCreate(void);
+FSDPRT_API void mgpuEventDestroy(void *event);
+FSDPRT_API void mgpuEventSynchronize(void *event);
+FSDPRT_API void mgpuEventRecord(void *event, void *stream);
+FSDPRT_API void *mgpuMemAlloc(int64_t bytes, void *stream, int8_t host_shared);
+FSDPRT_API void mgpuMemFree(void *ptr, void *stream);
+FSDPRT_API void mgpuMemcpy(void *dst, void *src, int64_t bytes, void *stream);
+FSDPRT_API void mgpuMemset32(void *dst, uint32_t value, int64_t count,
+                             void *stream);
+FSDPRT_API void mgpuMemset16(void *dst, uint16_t value, int64_t count,
+                             void *stream);
+/* Upstream's device selector; a no-op here (the thread's context decides). */
+FSDPRT_API void mgpuSetDefaultDevice(int32_t device);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* FSDPRT_GPU_H */
