@@ -1423,8 +1423,18 @@ int fsdprt_quant_cuda_quantize(int format, const void *x, int dtype,
   if (!fsdprt_quant_format_name(format))
     return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
                 "fsdprt_quant_cuda_quantize: unknown format %d", format);
-  return quantizeOnDevice(format, x, dtype, rows, cols, amax_dev, q, scales,
-                          tensor_dev, stream);
+  FSDPRT_CHECK(quantizeOnDevice(format, x, dtype, rows, cols, amax_dev, q,
+                                scales, tensor_dev, stream));
+  // NVFP4 carries the global amax as its per-tensor value.
+  if ((format == FSDPRT_QUANT_NVFP4 || format == FSDPRT_QUANT_NVFP4_2D) &&
+      tensor_dev) {
+    const cudaError_t err =
+        cudaMemcpyAsync(tensor_dev, amax_dev, sizeof(float),
+                        cudaMemcpyDeviceToDevice, asStream(stream));
+    if (err != cudaSuccess)
+      return cudaFail("fsdprt_quant_cuda_quantize", "cudaMemcpyAsync", err);
+  }
+  return FSDPRT_QUANT_OK;
 }
 
 int fsdprt_quant_cuda_dequantize(int format, const uint8_t *q,

@@ -286,8 +286,9 @@ FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
 /* Any format through one entry point on device buffers (the device forms of
    fsdprt_quant_quantize / fsdprt_quant_dequantize): `scales` aligned for the
    format's scale type, `amax_dev` the group's amax (per-tensor FP8 and
-   NVFP4), `tensor_dev` the per-tensor fp32 value (written by quantize, read
-   by dequantize; unused by the other formats). Asynchronous on `stream`. */
+   NVFP4), `tensor_dev` the per-tensor fp32 value (written by quantize: the
+   scale_inv of per-tensor FP8, a copy of the amax for NVFP4; read by
+   dequantize; unused by the other formats). Asynchronous on `stream`. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_quantize(int format, const void *x,
                                                 int dtype, size_t rows,
                                                 size_t cols,

@@ -165,6 +165,9 @@ private:
 
   // The watchdog (its own thread; see the file comment).
   void watch();
+  // Drops the finished collectives, so their events return to the pool
+  // before a new collective takes some (steady state creates none).
+  void reap();
   bool poll(Inflight &op, double now);
   void check_async_errors();
   // ncclCommAbort on every communicator (they are unusable afterwards).
@@ -455,6 +458,7 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
   if (aborted_)
     return aborted_status();
   Group &g = groups_[size_t(desc.mask)];
+  reap();
   auto op = std::make_shared<Inflight>();
   op->ctx = ctx_;
   op->desc = desc;
@@ -611,39 +615,39 @@ void NcclComm::check_async_errors() {
     abort_nccl(st);
 }
 
+void NcclComm::reap() {
+  std::lock_guard<std::mutex> lock(watch_mu_);
+  inflight_.erase(
+      std::remove_if(inflight_.begin(), inflight_.end(),
+                     [](const std::shared_ptr<Inflight> &op) {
+                       if (!op->complete &&
+                           cudaEventQuery(op->done) == cudaSuccess)
+                         op->complete = true;
+                       return op->complete.load();
+                     }),
+      inflight_.end());
+}
+
 void NcclComm::watch() {
   cudaSetDevice(device_);
-  // Fine polling while collectives are in flight; the timeout is seconds.
-  const auto period = std::chrono::milliseconds(1);
-  std::vector<std::shared_ptr<Inflight>> ops;
   for (;;) {
-    {
-      std::unique_lock<std::mutex> lock(watch_mu_);
-      watch_cv_.wait_for(lock, std::chrono::milliseconds(100),
-                         [&] { return stop_ || !inflight_.empty(); });
-      if (stop_)
-        return;
-      ops = inflight_;
-    }
+    std::unique_lock<std::mutex> lock(watch_mu_);
+    watch_cv_.wait_for(lock, std::chrono::milliseconds(100),
+                       [&] { return stop_ || !inflight_.empty(); });
+    if (stop_)
+      return;
+    // Polled under the lock, so that an op leaves the list (and its events
+    // the pool's loan) in one place; queries take microseconds.
     const double now = now_s();
-    std::vector<Inflight *> finished;
-    for (auto &op : ops)
-      if (poll(*op, now))
-        finished.push_back(op.get());
+    inflight_.erase(std::remove_if(inflight_.begin(), inflight_.end(),
+                                   [&](const std::shared_ptr<Inflight> &op) {
+                                     return poll(*op, now);
+                                   }),
+                    inflight_.end());
+    lock.unlock();
     check_async_errors();
-    {
-      std::lock_guard<std::mutex> lock(watch_mu_);
-      inflight_.erase(std::remove_if(inflight_.begin(), inflight_.end(),
-                                     [&](const std::shared_ptr<Inflight> &o) {
-                                       return std::find(finished.begin(),
-                                                        finished.end(),
-                                                        o.get()) !=
-                                              finished.end();
-                                     }),
-                      inflight_.end());
-    }
-    ops.clear();
-    std::this_thread::sleep_for(period);
+    // Fine polling while collectives are in flight; timeouts are seconds.
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
   }
 }
 

@@ -1,6 +1,10 @@
 // nccl backend: runs with one rank thread per visible GPU; every test skips
-// when no GPU is present (ctest reports runtime_nccl as skipped).
+// when no GPU is present (ctest reports runtime_nccl as skipped). The same
+// logic runs without a GPU against the host emulation in
+// test_gpu_emulation.cpp.
 #include "test_util.h"
+
+#include "fsdprt_gpu.h"
 
 #include <cuda_runtime.h>
 
@@ -111,7 +115,11 @@ TEST(Nccl, CollectivesOnEveryGpu) {
     EXPECT_EQ(fsdprt_reduce_scatter_async(comm, 1, d_in, d_rs, n, FSDPRT_F32,
                                           FSDPRT_SUM, &req),
               FSDPRT_OK);
+    // wait orders the rank's compute stream after the collective; the host
+    // synchronizes before it reads.
     EXPECT_EQ(fsdprt_wait(&req), FSDPRT_OK);
+    EXPECT_EQ(fsdprt_gpu_synchronize(fsdprt_nccl_comm_context(comm)),
+              FSDPRT_OK);
     EXPECT_EQ(
         fsdprt_all_reduce(comm, 1, d_in, d_in, w * n, FSDPRT_F32, FSDPRT_MAX),
         FSDPRT_OK);

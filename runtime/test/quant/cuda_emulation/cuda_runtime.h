@@ -3,6 +3,13 @@
 // vector paths, grid-stride loops, block reductions and launch logic run (and
 // get compared with the CPU reference) on machines without a GPU.
 //
+// With FSDPRT_CUDA_EMULATION_STREAMS defined, the runtime API below is
+// replaced by the stream-ordered one of cuda_streams.h (streams as FIFO work
+// queues run in order by a host thread each, events, several devices, the
+// driver entry points, cuBLAS and NCCL), which the GPU runtime
+// (runtime/cuda, the nccl backend) is compiled against for its tests; kernel
+// launches on a stream then run in that stream's order.
+//
 // "Device" memory is host memory. A launch runs its blocks one after another;
 // kernels that synchronize (__syncthreads, warp shuffles) get one std::thread
 // per CUDA thread, the others run their threads in a loop. The hardware fp8
@@ -95,15 +102,41 @@ inline int smCount() {
 
 struct LaunchConfig {
   dim3 grid, block;
-  LaunchConfig(dim3 g, dim3 b, size_t = 0, void * = nullptr)
-      : grid(g), block(b) {}
+  void *stream = nullptr;
+  template <typename S = void *>
+  LaunchConfig(dim3 g, dim3 b, size_t = 0, S s = nullptr)
+      : grid(g), block(b), stream(static_cast<void *>(s)) {}
 };
+
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+// Runs `work` in the order of `stream` (cuda_streams.cpp); NULL: now.
+void enqueueWork(void *stream, std::function<void()> work);
+// Kernels share the block state below, so they run one at a time.
+inline std::mutex kernelMutex;
+#endif
+
+template <typename Kernel, typename... Args>
+void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
+               Args... args);
 
 // Runs every thread of every block, blocks one after another. With `coop`
 // each CUDA thread of a block is a host thread (reused across blocks, with a
 // block-wide barrier between blocks); otherwise threads run in a loop.
 template <typename Kernel, typename... Args>
 void launch(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  enqueueWork(cfg.stream, [=] {
+    std::lock_guard<std::mutex> lock(kernelMutex);
+    runKernel(coop, cfg, kernel, args...);
+  });
+#else
+  runKernel(coop, cfg, kernel, args...);
+#endif
+}
+
+template <typename Kernel, typename... Args>
+void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
+               Args... args) {
   if (!coop) {
     for (unsigned b = 0; b < cfg.grid.x; ++b)
       for (unsigned t = 0; t < cfg.block.x; ++t) {
@@ -179,6 +212,9 @@ inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
   return r;
 }
 
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+#include "cuda_streams.h"
+#else
 // ---- runtime API
 // ----------------------------------------------------------------
 typedef int cudaError_t;
@@ -288,5 +324,7 @@ inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a,
                            *reinterpret_cast<double *>(a));
   return cudaSuccess;
 }
+
+#endif // FSDPRT_CUDA_EMULATION_STREAMS
 
 #endif

@@ -1,0 +1,1052 @@
+// Host emulation of the stream-ordered CUDA runtime, the driver entry points,
+// cuBLAS and NCCL that the GPU runtime uses (see cuda_streams.h, cublas_v2.h,
+// nccl.h next to this file).
+#include "cuda.h"
+#include "cublas_v2.h"
+#include "cuda_runtime.h"
+#include "nccl.h"
+
+#include <atomic>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+namespace {
+
+using Work = std::function<void()>;
+
+// One lock and one condition for all streams and events: tests are small,
+// and a single order makes the waits easy to reason about.
+std::mutex mu;
+std::condition_variable cv;
+
+cuda_emulation::Config cfg;
+thread_local int tls_device = 0;
+thread_local cudaError_t tls_last = cudaSuccess;
+thread_local cuda_emulation::Launch tls_launch{};
+
+struct Stream {
+  int device = 0;
+  std::deque<Work> queue;
+  uint64_t enqueued = 0, completed = 0;
+  bool stop = false;
+  std::thread worker;
+};
+
+struct Event {
+  Stream *stream = nullptr; // last record; null: complete
+  uint64_t position = 0;
+};
+
+struct Allocation {
+  size_t bytes;
+  int device;
+  cudaMemoryType type;
+};
+
+std::map<const char *, Allocation, std::less<>> allocations; // by base
+std::vector<size_t> used;                                    // per device
+std::vector<int> module_loads;
+int live_events = 0, live_streams = 0, tf32_gemms = 0, nccl_aborts = 0;
+
+bool complete(const Stream *s, uint64_t position) {
+  return !s || s->completed >= position;
+}
+
+void run_stream(Stream *s) {
+  tls_device = s->device;
+  std::unique_lock<std::mutex> lock(mu);
+  for (;;) {
+    cv.wait(lock, [&] { return s->stop || !s->queue.empty(); });
+    if (s->queue.empty())
+      return;
+    Work w = std::move(s->queue.front());
+    s->queue.pop_front();
+    lock.unlock();
+    w();
+    lock.lock();
+    s->completed++;
+    cv.notify_all();
+  }
+}
+
+void enqueue(cudaStream_t stream, Work w) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s) {
+    w();
+    return;
+  }
+  std::lock_guard<std::mutex> lock(mu);
+  s->queue.push_back(std::move(w));
+  s->enqueued++;
+  cv.notify_all();
+}
+
+cudaError_t fail(cudaError_t e) {
+  tls_last = e;
+  return e;
+}
+
+bool valid_device() { return tls_device >= 0 && tls_device < cfg.devices; }
+
+cudaError_t device_alloc(void **p, size_t bytes, cudaMemoryType type) {
+  if (!p)
+    return fail(cudaErrorInvalidValue);
+  *p = nullptr;
+  if (cfg.devices == 0 || cfg.driver_version == 0)
+    return fail(cudaErrorNoDevice);
+  std::lock_guard<std::mutex> lock(mu);
+  if (type != cudaMemoryTypeHost &&
+      used[size_t(tls_device)] + bytes > cfg.memory_per_device)
+    return fail(cudaErrorMemoryAllocation);
+  // Aligned like cudaMalloc, so alignment-dependent paths are exercised.
+  void *mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256 + 256);
+  if (!mem)
+    return fail(cudaErrorMemoryAllocation);
+  allocations[static_cast<char *>(mem)] = {bytes, tls_device, type};
+  if (type != cudaMemoryTypeHost)
+    used[size_t(tls_device)] += bytes;
+  *p = mem;
+  return cudaSuccess;
+}
+
+cudaError_t device_free(void *p) {
+  if (!p)
+    return cudaSuccess;
+  std::lock_guard<std::mutex> lock(mu);
+  auto it = allocations.find(static_cast<char *>(p));
+  if (it == allocations.end())
+    return fail(cudaErrorInvalidValue);
+  if (it->second.type != cudaMemoryTypeHost)
+    used[size_t(it->second.device)] -= it->second.bytes;
+  allocations.erase(it);
+  std::free(p);
+  return cudaSuccess;
+}
+
+} // namespace
+
+namespace cuda_emulation {
+
+void enqueueWork(void *stream, std::function<void()> work) {
+  enqueue(static_cast<cudaStream_t>(stream), std::move(work));
+}
+
+void configure(const Config &c) {
+  std::lock_guard<std::mutex> lock(mu);
+  cfg = c;
+  used.assign(size_t(std::max(c.devices, 1)), 0);
+  module_loads.assign(size_t(std::max(c.devices, 1)), 0);
+  tf32_gemms = 0;
+  nccl_aborts = 0;
+}
+
+Config config() { return cfg; }
+
+int moduleLoads(int device) {
+  std::lock_guard<std::mutex> lock(mu);
+  return module_loads[size_t(device)];
+}
+int liveEvents() {
+  std::lock_guard<std::mutex> lock(mu);
+  return live_events;
+}
+int liveStreams() {
+  std::lock_guard<std::mutex> lock(mu);
+  return live_streams;
+}
+int tf32Gemms() {
+  std::lock_guard<std::mutex> lock(mu);
+  return tf32_gemms;
+}
+int ncclAborts() {
+  std::lock_guard<std::mutex> lock(mu);
+  return nccl_aborts;
+}
+Launch currentLaunch() { return tls_launch; }
+
+} // namespace cuda_emulation
+
+// ---- runtime API --------------------------------------------------------------
+
+const char *cudaGetErrorString(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess:
+    return "no error";
+  case cudaErrorMemoryAllocation:
+    return "out of memory";
+  case cudaErrorInsufficientDriver:
+    return "CUDA driver version is insufficient for CUDA runtime version";
+  case cudaErrorNoDevice:
+    return "no CUDA-capable device is detected";
+  case cudaErrorInvalidDevice:
+    return "invalid device ordinal";
+  case cudaErrorNotReady:
+    return "device not ready";
+  default:
+    return "emulated error";
+  }
+}
+
+const char *cudaGetErrorName(cudaError_t e) {
+  switch (e) {
+  case cudaSuccess:
+    return "cudaSuccess";
+  case cudaErrorMemoryAllocation:
+    return "cudaErrorMemoryAllocation";
+  case cudaErrorInsufficientDriver:
+    return "cudaErrorInsufficientDriver";
+  case cudaErrorNoDevice:
+    return "cudaErrorNoDevice";
+  case cudaErrorInvalidDevice:
+    return "cudaErrorInvalidDevice";
+  case cudaErrorNotReady:
+    return "cudaErrorNotReady";
+  default:
+    return "cudaErrorUnknown";
+  }
+}
+
+cudaError_t cudaGetLastError() {
+  cudaError_t e = tls_last;
+  tls_last = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaGetDeviceCount(int *n) {
+  *n = 0;
+  if (cfg.driver_version == 0 || cfg.driver_version < CUDART_VERSION)
+    return fail(cudaErrorInsufficientDriver);
+  if (cfg.devices == 0)
+    return fail(cudaErrorNoDevice);
+  *n = cfg.devices;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDriverGetVersion(int *v) {
+  *v = cfg.driver_version;
+  return cudaSuccess;
+}
+
+cudaError_t cudaRuntimeGetVersion(int *v) {
+  *v = CUDART_VERSION;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int d) {
+  if (d < 0 || d >= cfg.devices)
+    return fail(cudaErrorInvalidDevice);
+  tls_device = d;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDevice(int *d) {
+  *d = tls_device;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int) {
+  const char *env = std::getenv("FSDPRT_EMU_SMS");
+  *v = env ? std::atoi(env) : 2;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceSynchronize() { return cudaSuccess; }
+
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes) {
+  std::lock_guard<std::mutex> lock(mu);
+  *total_bytes = cfg.memory_per_device;
+  *free_bytes = cfg.memory_per_device - used[size_t(tls_device)];
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned) {
+  if (!valid_device())
+    return fail(cudaErrorInvalidDevice);
+  auto *s = new Stream();
+  s->device = tls_device;
+  s->worker = std::thread(run_stream, s);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    live_streams++;
+  }
+  *out = reinterpret_cast<cudaStream_t>(s);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return cudaSuccess;
+  std::unique_lock<std::mutex> lock(mu);
+  const uint64_t target = s->enqueued;
+  cv.wait(lock, [&] { return s->completed >= target; });
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamQuery(cudaStream_t stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  std::lock_guard<std::mutex> lock(mu);
+  return !s || s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return cudaErrorInvalidResourceHandle;
+  cudaStreamSynchronize(stream);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    s->stop = true;
+    live_streams--;
+    cv.notify_all();
+  }
+  s->worker.join();
+  delete s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
+                                unsigned) {
+  auto *e = reinterpret_cast<Event *>(event);
+  if (!e)
+    return fail(cudaErrorInvalidResourceHandle);
+  Stream *on;
+  uint64_t position;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    on = e->stream;
+    position = e->position;
+  }
+  enqueue(stream, [on, position] {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return complete(on, position); });
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned) {
+  *out = reinterpret_cast<cudaEvent_t>(new Event());
+  std::lock_guard<std::mutex> lock(mu);
+  live_events++;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t *out) {
+  return cudaEventCreateWithFlags(out, 0);
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event)
+    return cudaErrorInvalidResourceHandle;
+  delete reinterpret_cast<Event *>(event);
+  std::lock_guard<std::mutex> lock(mu);
+  live_events--;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  auto *e = reinterpret_cast<Event *>(event);
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!e)
+    return fail(cudaErrorInvalidResourceHandle);
+  std::lock_guard<std::mutex> lock(mu);
+  e->stream = s;
+  e->position = s ? s->enqueued : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventQuery(cudaEvent_t event) {
+  auto *e = reinterpret_cast<Event *>(event);
+  std::lock_guard<std::mutex> lock(mu);
+  return complete(e->stream, e->position) ? cudaSuccess : cudaErrorNotReady;
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  auto *e = reinterpret_cast<Event *>(event);
+  std::unique_lock<std::mutex> lock(mu);
+  cv.wait(lock, [&] { return complete(e->stream, e->position); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMalloc(void **p, size_t bytes) {
+  return device_alloc(p, bytes, cudaMemoryTypeDevice);
+}
+
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+  return device_alloc(p, bytes, cudaMemoryTypeDevice);
+}
+
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned) {
+  return device_alloc(p, bytes, cudaMemoryTypeManaged);
+}
+
+cudaError_t cudaMallocHost(void **p, size_t bytes) {
+  return device_alloc(p, bytes, cudaMemoryTypeHost);
+}
+
+cudaError_t cudaFree(void *p) { return device_free(p); }
+cudaError_t cudaFreeHost(void *p) { return device_free(p); }
+
+cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
+  enqueue(stream, [p] { device_free(p); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p) {
+  std::lock_guard<std::mutex> lock(mu);
+  *a = {cudaMemoryTypeUnregistered, -1, nullptr, const_cast<void *>(p)};
+  auto it = allocations.upper_bound(static_cast<const char *>(p));
+  if (it == allocations.begin())
+    return cudaSuccess;
+  --it;
+  if (static_cast<const char *>(p) < it->first + it->second.bytes + 256) {
+    a->type = it->second.type;
+    a->device = it->second.device;
+    a->devicePointer = const_cast<void *>(p);
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind) {
+  std::memcpy(d, s, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
+                            cudaMemcpyKind, cudaStream_t stream) {
+  enqueue(stream, [=] { std::memmove(d, s, bytes); });
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemset(void *p, int v, size_t bytes) {
+  std::memset(p, v, bytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t stream) {
+  enqueue(stream, [=] { std::memset(p, v, bytes); });
+  return cudaSuccess;
+}
+
+// ---- driver entry points ------------------------------------------------------
+
+namespace {
+
+struct Module;
+struct Function {
+  const cuda_emulation::KernelEntry *entry;
+  Module *module;
+};
+struct Module {
+  const cuda_emulation::ModuleImage *image;
+  int device;
+  std::vector<std::unique_ptr<Function>> functions;
+};
+
+CUresult cuModuleLoadData(CUmodule *out, const void *data) {
+  const auto *image = static_cast<const cuda_emulation::ModuleImage *>(data);
+  if (!image || image->magic != cuda_emulation::kModuleMagic)
+    return CUDA_ERROR_INVALID_IMAGE;
+  auto *m = new Module{image, tls_device, {}};
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    module_loads[size_t(tls_device)]++;
+  }
+  *out = reinterpret_cast<CUmodule>(m);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleUnload(CUmodule module) {
+  delete reinterpret_cast<Module *>(module);
+  return CUDA_SUCCESS;
+}
+
+CUresult cuModuleGetFunction(CUfunction *out, CUmodule module,
+                             const char *name) {
+  auto *m = reinterpret_cast<Module *>(module);
+  for (int i = 0; i < m->image->count; ++i)
+    if (std::strcmp(m->image->kernels[i].name, name) == 0) {
+      m->functions.push_back(
+          std::make_unique<Function>(Function{&m->image->kernels[i], m}));
+      *out = reinterpret_cast<CUfunction>(m->functions.back().get());
+      return CUDA_SUCCESS;
+    }
+  return CUDA_ERROR_NOT_FOUND;
+}
+
+CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
+                        unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned, CUstream stream, void **params, void **) {
+  auto *f = reinterpret_cast<Function *>(function);
+  auto *s = reinterpret_cast<Stream *>(stream);
+  // A module belongs to the device (context) it was loaded on.
+  if (s && s->device != f->module->device)
+    return CUDA_ERROR_INVALID_HANDLE;
+  if (f->module->device != tls_device)
+    return CUDA_ERROR_INVALID_CONTEXT;
+  // Parameter values are copied at launch, as CUDA does.
+  auto storage = std::make_shared<std::vector<std::vector<char>>>();
+  for (int i = 0; i < f->entry->nparams; ++i) {
+    const char *p = static_cast<const char *>(params[i]);
+    storage->emplace_back(p, p + f->entry->param_sizes[i]);
+  }
+  cuda_emulation::Launch geometry{{gx, gy, gz}, {bx, by, bz}};
+  auto fn = f->entry->fn;
+  enqueue(reinterpret_cast<cudaStream_t>(stream), [storage, geometry, fn] {
+    std::vector<void *> args;
+    for (auto &v : *storage)
+      args.push_back(v.data());
+    tls_launch = geometry;
+    fn(args.data());
+  });
+  return CUDA_SUCCESS;
+}
+
+template <typename T>
+CUresult fill(CUdeviceptr dst, T value, size_t count, CUstream stream) {
+  T *p = reinterpret_cast<T *>(dst);
+  enqueue(reinterpret_cast<cudaStream_t>(stream), [=] {
+    for (size_t i = 0; i < count; ++i)
+      p[i] = value;
+  });
+  return CUDA_SUCCESS;
+}
+
+CUresult cuMemsetD32Async(CUdeviceptr dst, unsigned v, size_t n, CUstream s) {
+  return fill<uint32_t>(dst, v, n, s);
+}
+
+CUresult cuMemsetD16Async(CUdeviceptr dst, unsigned short v, size_t n,
+                          CUstream s) {
+  return fill<uint16_t>(dst, v, n, s);
+}
+
+CUresult cuGetErrorName(CUresult rc, const char **name) {
+  switch (rc) {
+  case CUDA_SUCCESS:
+    *name = "CUDA_SUCCESS";
+    break;
+  case CUDA_ERROR_INVALID_IMAGE:
+    *name = "CUDA_ERROR_INVALID_IMAGE";
+    break;
+  case CUDA_ERROR_INVALID_CONTEXT:
+    *name = "CUDA_ERROR_INVALID_CONTEXT";
+    break;
+  case CUDA_ERROR_INVALID_HANDLE:
+    *name = "CUDA_ERROR_INVALID_HANDLE";
+    break;
+  case CUDA_ERROR_NOT_FOUND:
+    *name = "CUDA_ERROR_NOT_FOUND";
+    break;
+  default:
+    *name = "CUDA_ERROR_UNKNOWN";
+  }
+  return CUDA_SUCCESS;
+}
+
+} // namespace
+
+cudaError_t cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned, unsigned long long,
+    cudaDriverEntryPointQueryResult *status) {
+  static const std::unordered_map<std::string, void *> table = {
+      {"cuModuleLoadData", reinterpret_cast<void *>(&cuModuleLoadData)},
+      {"cuModuleUnload", reinterpret_cast<void *>(&cuModuleUnload)},
+      {"cuModuleGetFunction", reinterpret_cast<void *>(&cuModuleGetFunction)},
+      {"cuLaunchKernel", reinterpret_cast<void *>(&cuLaunchKernel)},
+      {"cuMemsetD32Async", reinterpret_cast<void *>(&cuMemsetD32Async)},
+      {"cuMemsetD16Async", reinterpret_cast<void *>(&cuMemsetD16Async)},
+      {"cuGetErrorName", reinterpret_cast<void *>(&cuGetErrorName)},
+  };
+  auto it = table.find(symbol);
+  *fn = it == table.end() ? nullptr : it->second;
+  if (status)
+    *status = *fn ? cudaDriverEntryPointSuccess
+                  : cudaDriverEntryPointSymbolNotFound;
+  return cudaSuccess;
+}
+
+// ---- cuBLAS -----------------------------------------------------------------
+
+struct cublasContext {
+  cudaStream_t stream = nullptr;
+};
+
+namespace {
+
+float bf16_to_float(uint16_t v) {
+  uint32_t u = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+uint16_t float_to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  if (std::isnan(f))
+    return uint16_t((u >> 16) | 0x40);
+  u += 0x7fff + ((u >> 16) & 1); // round to nearest even
+  return uint16_t(u >> 16);
+}
+
+// TF32 keeps 10 mantissa bits (round to nearest even).
+float to_tf32(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0xfff + ((u >> 13) & 1);
+  u &= ~0x1fffu;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct Operand {
+  const void *p;
+  cudaDataType type;
+  float at(long long i) const {
+    return type == CUDA_R_32F ? static_cast<const float *>(p)[i]
+                              : bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+  }
+};
+
+} // namespace
+
+cublasStatus_t cublasCreate(cublasHandle_t *handle) {
+  if (!valid_device() || cfg.devices == 0)
+    return CUBLAS_STATUS_NOT_INITIALIZED;
+  *handle = new cublasContext();
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasDestroy(cublasHandle_t handle) {
+  delete handle;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t cublasSetStream(cublasHandle_t handle, cudaStream_t stream) {
+  handle->stream = stream;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+const char *cublasGetStatusString(cublasStatus_t status) {
+  switch (status) {
+  case CUBLAS_STATUS_SUCCESS:
+    return "the operation completed successfully";
+  case CUBLAS_STATUS_NOT_INITIALIZED:
+    return "the library was not initialized";
+  case CUBLAS_STATUS_ALLOC_FAILED:
+    return "the resource allocation failed";
+  default:
+    return "an invalid value was used as an argument";
+  }
+}
+
+// Column-major, as cuBLAS: C = alpha op(A) op(B) + beta C per batch entry.
+cublasStatus_t cublasGemmStridedBatchedEx(
+    cublasHandle_t handle, cublasOperation_t ta, cublasOperation_t tb, int m,
+    int n, int k, const void *alpha, const void *A, cudaDataType at, int lda,
+    long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
+    const void *beta, void *C, cudaDataType ct, int ldc, long long sc,
+    int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
+  if (at != bt || at != ct ||
+      (compute == CUBLAS_COMPUTE_32F_FAST_TF32 && at != CUDA_R_32F))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  const float al = *static_cast<const float *>(alpha);
+  const float be = *static_cast<const float *>(beta);
+  const bool tf32 = compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+  if (tf32) {
+    std::lock_guard<std::mutex> lock(mu);
+    tf32_gemms++;
+  }
+  enqueue(handle->stream, [=] {
+    for (int b = 0; b < batch; ++b) {
+      Operand a{static_cast<const char *>(A) +
+                    b * sa * (at == CUDA_R_32F ? 4 : 2),
+                at};
+      Operand bb{static_cast<const char *>(B) +
+                     b * sb * (bt == CUDA_R_32F ? 4 : 2),
+                 bt};
+      char *c = static_cast<char *>(C) + b * sc * (ct == CUDA_R_32F ? 4 : 2);
+      for (int j = 0; j < n; ++j)
+        for (int i = 0; i < m; ++i) {
+          float acc = 0;
+          for (int l = 0; l < k; ++l) {
+            float x = a.at(ta == CUBLAS_OP_N ? i + (long long)l * lda
+                                             : l + (long long)i * lda);
+            float y = bb.at(tb == CUBLAS_OP_N ? l + (long long)j * ldb
+                                              : j + (long long)l * ldb);
+            acc += tf32 ? to_tf32(x) * to_tf32(y) : x * y;
+          }
+          const long long idx = i + (long long)j * ldc;
+          if (ct == CUDA_R_32F) {
+            float *cf = reinterpret_cast<float *>(c);
+            cf[idx] = al * acc + (be == 0 ? 0.0f : be * cf[idx]);
+          } else {
+            uint16_t *ch = reinterpret_cast<uint16_t *>(c);
+            ch[idx] = float_to_bf16(
+                al * acc + (be == 0 ? 0.0f : be * bf16_to_float(ch[idx])));
+          }
+        }
+    }
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// ---- NCCL -------------------------------------------------------------------
+
+namespace {
+
+struct Part {
+  const void *send;
+  void *recv;
+  size_t count;
+  ncclDataType_t type;
+  ncclRedOp_t op;
+  int kind; // 0 all-gather, 1 reduce-scatter, 2 all-reduce
+};
+
+struct Round {
+  std::vector<Part> parts;
+  int arrived = 0, left = 0;
+  bool done = false;
+};
+
+struct SplitRound {
+  std::vector<std::pair<int, int>> color_key; // per parent rank
+  std::vector<std::shared_ptr<struct Clique>> child;
+  std::vector<int> child_rank;
+  int arrived = 0, left = 0;
+  bool done = false;
+};
+
+struct Clique {
+  int n = 0;
+  std::vector<int> devices; // -1 until the rank joined
+  bool aborted = false;
+  std::map<uint64_t, Round> rounds;
+  std::map<uint64_t, SplitRound> splits;
+};
+
+struct CommState {
+  std::shared_ptr<Clique> clique;
+  int rank = 0;
+  uint64_t next_seq = 0, next_split = 0;
+  std::atomic<int> async{ncclSuccess};
+  std::atomic<bool> aborted{false};
+};
+
+std::map<std::string, std::weak_ptr<Clique>> cliques; // by unique id
+std::atomic<uint64_t> id_counter{1};
+
+} // namespace
+
+struct ncclComm {
+  std::shared_ptr<CommState> state;
+};
+
+namespace {
+
+size_t type_size(ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8:
+  case ncclUint8:
+    return 1;
+  case ncclFloat16:
+  case ncclBfloat16:
+    return 2;
+  case ncclInt32:
+  case ncclUint32:
+  case ncclFloat32:
+    return 4;
+  default:
+    return 8;
+  }
+}
+
+double load(const void *p, size_t i, ncclDataType_t t) {
+  switch (t) {
+  case ncclInt8:
+    return static_cast<const int8_t *>(p)[i];
+  case ncclUint8:
+    return static_cast<const uint8_t *>(p)[i];
+  case ncclInt32:
+    return static_cast<const int32_t *>(p)[i];
+  case ncclUint32:
+    return static_cast<const uint32_t *>(p)[i];
+  case ncclInt64:
+    return double(static_cast<const int64_t *>(p)[i]);
+  case ncclUint64:
+    return double(static_cast<const uint64_t *>(p)[i]);
+  case ncclBfloat16:
+    return bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+  case ncclFloat32:
+    return static_cast<const float *>(p)[i];
+  default:
+    return static_cast<const double *>(p)[i];
+  }
+}
+
+void store(void *p, size_t i, ncclDataType_t t, double v) {
+  switch (t) {
+  case ncclInt8:
+    static_cast<int8_t *>(p)[i] = int8_t(v);
+    break;
+  case ncclUint8:
+    static_cast<uint8_t *>(p)[i] = uint8_t(v);
+    break;
+  case ncclInt32:
+    static_cast<int32_t *>(p)[i] = int32_t(v);
+    break;
+  case ncclUint32:
+    static_cast<uint32_t *>(p)[i] = uint32_t(v);
+    break;
+  case ncclInt64:
+    static_cast<int64_t *>(p)[i] = int64_t(v);
+    break;
+  case ncclUint64:
+    static_cast<uint64_t *>(p)[i] = uint64_t(v);
+    break;
+  case ncclBfloat16:
+    static_cast<uint16_t *>(p)[i] = float_to_bf16(float(v));
+    break;
+  case ncclFloat32:
+    static_cast<float *>(p)[i] = float(v);
+    break;
+  default:
+    static_cast<double *>(p)[i] = v;
+  }
+}
+
+double reduce(const std::vector<Part> &parts, size_t i) {
+  double acc = load(parts[0].send, i, parts[0].type);
+  for (size_t r = 1; r < parts.size(); ++r) {
+    double v = load(parts[r].send, i, parts[r].type);
+    switch (parts[0].op) {
+    case ncclMax:
+      acc = std::max(acc, v);
+      break;
+    case ncclMin:
+      acc = std::min(acc, v);
+      break;
+    case ncclProd:
+      acc *= v;
+      break;
+    default:
+      acc += v;
+    }
+  }
+  return parts[0].op == ncclAvg ? acc / double(parts.size()) : acc;
+}
+
+// Moves the data of a complete round; results go through temporaries, so
+// in-place calls read their inputs before any rank's output is written.
+void move_data(std::vector<Part> &parts) {
+  const size_t n = parts.size(), count = parts[0].count;
+  const ncclDataType_t t = parts[0].type;
+  const size_t es = type_size(t);
+  std::vector<std::vector<char>> out(n);
+  for (size_t r = 0; r < n; ++r) {
+    if (parts[0].kind == 0) {
+      out[r].resize(n * count * es);
+      for (size_t j = 0; j < n; ++j)
+        std::memcpy(out[r].data() + j * count * es, parts[j].send, count * es);
+    } else {
+      out[r].resize(count * es);
+      const size_t base = parts[0].kind == 1 ? r * count : 0;
+      for (size_t i = 0; i < count; ++i)
+        store(out[r].data(), i, t, reduce(parts, base + i));
+    }
+  }
+  for (size_t r = 0; r < n; ++r)
+    std::memcpy(parts[r].recv, out[r].data(), out[r].size());
+}
+
+// Stream work of one collective: meets the other ranks' calls.
+void meet(std::shared_ptr<CommState> st, uint64_t seq, Part part) {
+  std::unique_lock<std::mutex> lock(mu);
+  Clique &c = *st->clique;
+  Round &round = c.rounds[seq];
+  if (round.parts.empty()) {
+    round.parts.resize(size_t(c.n));
+    round.left = c.n;
+  }
+  round.parts[size_t(st->rank)] = part;
+  if (++round.arrived == c.n) {
+    move_data(round.parts);
+    round.done = true;
+    cv.notify_all();
+  }
+  cv.wait(lock, [&] { return round.done || c.aborted || st->aborted; });
+  if (!round.done)
+    st->async = ncclSystemError;
+  // Ranks that never came never leave: an aborted round stays (small).
+  if (--round.left == 0)
+    c.rounds.erase(seq);
+}
+
+ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Part part) {
+  if (!comm)
+    return ncclInvalidArgument;
+  std::shared_ptr<CommState> st = comm->state;
+  if (st->aborted)
+    return ncclInvalidUsage;
+  const uint64_t seq = st->next_seq++;
+  enqueue(stream, [st, seq, part] { meet(st, seq, part); });
+  return ncclSuccess;
+}
+
+ncclResult_t join(std::shared_ptr<Clique> clique, int rank, ncclComm_t *out) {
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    for (int d : clique->devices)
+      if (d == tls_device) {
+        // NCCL fails the whole communicator ("Duplicate GPU detected").
+        clique->aborted = true;
+        cv.notify_all();
+        return ncclInvalidUsage;
+      }
+    clique->devices[size_t(rank)] = tls_device;
+  }
+  auto st = std::make_shared<CommState>();
+  st->clique = std::move(clique);
+  st->rank = rank;
+  *out = new ncclComm{st};
+  return ncclSuccess;
+}
+
+} // namespace
+
+const char *ncclGetErrorString(ncclResult_t r) {
+  switch (r) {
+  case ncclSuccess:
+    return "no error";
+  case ncclSystemError:
+    return "unhandled system error (emulated: communicator aborted)";
+  case ncclInvalidArgument:
+    return "invalid argument";
+  case ncclInvalidUsage:
+    return "invalid usage (emulated: e.g. duplicate GPU in a communicator)";
+  default:
+    return "emulated NCCL error";
+  }
+}
+
+ncclResult_t ncclGetUniqueId(ncclUniqueId *id) {
+  std::memset(id, 0, sizeof(*id));
+  std::snprintf(id->internal, sizeof(id->internal), "emulated-%llu",
+                (unsigned long long)id_counter++);
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommInitRank(ncclComm_t *comm, int nranks, ncclUniqueId id,
+                              int rank) {
+  if (rank < 0 || rank >= nranks)
+    return ncclInvalidArgument;
+  std::shared_ptr<Clique> c;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    std::weak_ptr<Clique> &slot = cliques[std::string(id.internal)];
+    c = slot.lock();
+    if (!c) {
+      c = std::make_shared<Clique>();
+      c->n = nranks;
+      c->devices.assign(size_t(nranks), -1);
+      slot = c;
+    }
+  }
+  return join(c, rank, comm);
+}
+
+ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
+                           ncclComm_t *newcomm, ncclConfig_t *) {
+  std::shared_ptr<CommState> st = comm->state;
+  Clique &parent = *st->clique;
+  const uint64_t idx = st->next_split++;
+  std::unique_lock<std::mutex> lock(mu);
+  SplitRound &sr = parent.splits[idx];
+  if (sr.color_key.empty()) {
+    sr.color_key.resize(size_t(parent.n));
+    sr.child.resize(size_t(parent.n));
+    sr.child_rank.resize(size_t(parent.n));
+    sr.left = parent.n;
+  }
+  sr.color_key[size_t(st->rank)] = {color, key};
+  if (++sr.arrived == parent.n) {
+    std::map<int, std::vector<std::pair<int, int>>> members; // key, rank
+    for (int r = 0; r < parent.n; ++r)
+      members[sr.color_key[size_t(r)].first].push_back(
+          {sr.color_key[size_t(r)].second, r});
+    for (auto &[col, list] : members) {
+      std::sort(list.begin(), list.end());
+      auto child = std::make_shared<Clique>();
+      child->n = int(list.size());
+      child->devices.assign(list.size(), -1);
+      for (size_t i = 0; i < list.size(); ++i) {
+        sr.child[size_t(list[i].second)] = child;
+        sr.child_rank[size_t(list[i].second)] = int(i);
+      }
+    }
+    sr.done = true;
+    cv.notify_all();
+  }
+  cv.wait(lock, [&] { return sr.done || parent.aborted; });
+  if (!sr.done)
+    return ncclSystemError;
+  auto child = sr.child[size_t(st->rank)];
+  const int child_rank = sr.child_rank[size_t(st->rank)];
+  if (--sr.left == 0)
+    parent.splits.erase(idx);
+  lock.unlock();
+  return join(child, child_rank, newcomm);
+}
+
+ncclResult_t ncclCommDestroy(ncclComm_t comm) {
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommAbort(ncclComm_t comm) {
+  if (!comm)
+    return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    comm->state->aborted = true;
+    comm->state->clique->aborted = true;
+    nccl_aborts++;
+    cv.notify_all();
+  }
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
+  *error = ncclResult_t(comm->state->async.load());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclAllGather(const void *send, void *recv, size_t count,
+                           ncclDataType_t type, ncclComm_t comm,
+                           cudaStream_t stream) {
+  return collective(comm, stream, Part{send, recv, count, type, ncclSum, 0});
+}
+
+ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
+                               ncclDataType_t type, ncclRedOp_t op,
+                               ncclComm_t comm, cudaStream_t stream) {
+  return collective(comm, stream, Part{send, recv, count, type, op, 1});
+}
+
+ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
+                           ncclDataType_t type, ncclRedOp_t op,
+                           ncclComm_t comm, cudaStream_t stream) {
+  return collective(comm, stream, Part{send, recv, count, type, op, 2});
+}

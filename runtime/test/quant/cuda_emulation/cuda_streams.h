@@ -1,0 +1,160 @@
+// The stream-ordered part of the CUDA runtime API, emulated on the host
+// (included by cuda_runtime.h when FSDPRT_CUDA_EMULATION_STREAMS is defined;
+// implemented in cuda_streams.cpp). Only what the GPU runtime (runtime/cuda,
+// runtime/src/nccl_backend.cpp) and the quantization kernels use.
+//
+// Model: "device" memory is host memory with an owner device and a
+// per-device capacity; every stream is a FIFO of work run in order by its
+// own host thread (which has the stream's device current); an event
+// remembers the stream position of its last record and is complete when the
+// stream has run that far; cudaStreamWaitEvent enqueues a wait for the
+// position at the time of the call (so an event may be re-recorded after
+// it, as in CUDA). The legacy default stream (NULL) runs work immediately.
+// Errors the runtime reacts to (no device, old driver, out of memory,
+// invalid device) are reproducible through cuda_emulation::configure.
+#ifndef FSDPRT_CUDA_EMULATION_STREAMS_H
+#define FSDPRT_CUDA_EMULATION_STREAMS_H
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+
+typedef int cudaError_t;
+typedef struct CUstream_st *cudaStream_t;
+typedef struct CUevent_st *cudaEvent_t;
+
+enum : int {
+  cudaSuccess = 0,
+  cudaErrorInvalidValue = 1,
+  cudaErrorMemoryAllocation = 2,
+  cudaErrorInsufficientDriver = 35,
+  cudaErrorNoDevice = 100,
+  cudaErrorInvalidDevice = 101,
+  cudaErrorInvalidResourceHandle = 400,
+  cudaErrorNotReady = 600,
+  cudaErrorLaunchFailure = 719,
+};
+enum cudaMemcpyKind {
+  cudaMemcpyHostToHost,
+  cudaMemcpyHostToDevice,
+  cudaMemcpyDeviceToHost,
+  cudaMemcpyDeviceToDevice,
+  cudaMemcpyDefault
+};
+enum cudaDeviceAttr { cudaDevAttrMultiProcessorCount = 16 };
+enum { cudaStreamDefault = 0, cudaStreamNonBlocking = 1 };
+enum { cudaEventDefault = 0, cudaEventDisableTiming = 2 };
+enum cudaMemoryType {
+  cudaMemoryTypeUnregistered = 0,
+  cudaMemoryTypeHost = 1,
+  cudaMemoryTypeDevice = 2,
+  cudaMemoryTypeManaged = 3
+};
+struct cudaPointerAttributes {
+  cudaMemoryType type;
+  int device;
+  void *devicePointer;
+  void *hostPointer;
+};
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2
+};
+enum { cudaEnableDefault = 0 };
+#define CUDART_VERSION 13000
+
+const char *cudaGetErrorString(cudaError_t e);
+const char *cudaGetErrorName(cudaError_t e);
+cudaError_t cudaGetLastError();
+cudaError_t cudaGetDeviceCount(int *n);
+cudaError_t cudaDriverGetVersion(int *v);
+cudaError_t cudaRuntimeGetVersion(int *v);
+cudaError_t cudaSetDevice(int d);
+cudaError_t cudaGetDevice(int *d);
+cudaError_t cudaDeviceGetAttribute(int *v, cudaDeviceAttr, int device);
+cudaError_t cudaDeviceSynchronize();
+cudaError_t cudaMemGetInfo(size_t *free_bytes, size_t *total_bytes);
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t *s, unsigned flags);
+cudaError_t cudaStreamDestroy(cudaStream_t s);
+cudaError_t cudaStreamSynchronize(cudaStream_t s);
+cudaError_t cudaStreamQuery(cudaStream_t s);
+cudaError_t cudaStreamWaitEvent(cudaStream_t s, cudaEvent_t e,
+                                unsigned flags = 0);
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *e, unsigned flags);
+cudaError_t cudaEventCreate(cudaEvent_t *e);
+cudaError_t cudaEventDestroy(cudaEvent_t e);
+cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
+cudaError_t cudaEventQuery(cudaEvent_t e);
+cudaError_t cudaEventSynchronize(cudaEvent_t e);
+
+cudaError_t cudaMalloc(void **p, size_t bytes);
+template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
+  return cudaMalloc(reinterpret_cast<void **>(p), bytes);
+}
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t s);
+cudaError_t cudaMallocManaged(void **p, size_t bytes, unsigned flags = 1);
+cudaError_t cudaMallocHost(void **p, size_t bytes);
+cudaError_t cudaFree(void *p);
+cudaError_t cudaFreeAsync(void *p, cudaStream_t s);
+cudaError_t cudaFreeHost(void *p);
+cudaError_t cudaPointerGetAttributes(cudaPointerAttributes *a, const void *p);
+cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind);
+cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
+                            cudaMemcpyKind, cudaStream_t stream = nullptr);
+cudaError_t cudaMemset(void *p, int v, size_t bytes);
+cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes,
+                            cudaStream_t stream = nullptr);
+cudaError_t cudaGetDriverEntryPointByVersion(
+    const char *symbol, void **fn, unsigned version, unsigned long long flags,
+    cudaDriverEntryPointQueryResult *status = nullptr);
+
+// ---- control and inspection, for tests --------------------------------------
+namespace cuda_emulation {
+
+struct Config {
+  int devices = 2;
+  int driver_version = 13000; // 0: no driver
+  size_t memory_per_device = size_t(1) << 30;
+};
+// Applies `config`; the streams, events and memory of earlier tests must
+// have been released.
+void configure(const Config &config);
+Config config();
+
+// Kernels of an emulated module: a host function that receives the launch's
+// argument pointers (copied at launch, as CUDA copies parameter values).
+struct KernelEntry {
+  const char *name;
+  void (*fn)(void *const *args);
+  int nparams;
+  size_t param_sizes[8];
+};
+constexpr uint32_t kModuleMagic = 0x454d554d; // "MUME"
+struct ModuleImage {
+  uint32_t magic;
+  int count;
+  const KernelEntry *kernels;
+};
+
+// Module loads (cuModuleLoadData) per device since configure().
+int moduleLoads(int device);
+// Events alive now (created and not destroyed).
+int liveEvents();
+// Streams alive now.
+int liveStreams();
+// GEMMs that ran with TF32 compute (cuBLAS emulation).
+int tf32Gemms();
+// ncclCommAbort calls since configure().
+int ncclAborts();
+// Last launch geometry seen by the kernel running on this thread.
+struct Launch {
+  unsigned grid[3], block[3];
+};
+Launch currentLaunch();
+
+} // namespace cuda_emulation
+
+#endif

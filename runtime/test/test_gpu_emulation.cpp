@@ -1,0 +1,813 @@
+// The GPU runtime (runtime/cuda) and the nccl backend against the host
+// emulation of CUDA, cuBLAS and NCCL (runtime/test/quant/cuda_emulation,
+// streams mode): ordering of kernels, collectives and waits across the
+// compute and communication streams, event pool reuse, lazy module loads
+// per device, per-rank contexts in several rank threads, the watchdog and
+// the error paths (no GPU, old driver, too few GPUs, out of memory, two
+// ranks on one GPU). Runs without a GPU; the same logic on real hardware is
+// bench/gpu/gpu_runtime_test.cpp.
+#include "cuda_runtime.h" // the emulation (include order set by CMake)
+#include "fsdprt.h"
+#include "fsdprt_gpu.h"
+#include "fsdprt_quant.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <condition_variable>
+#include <cstring>
+#include <functional>
+#include <future>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace emu = cuda_emulation;
+using namespace std::chrono_literals;
+
+namespace {
+
+// ---- test kernels (host functions behind an emulated module image) --------
+
+std::atomic<bool> gate_open{true};
+
+void k_hold(void *const *) {
+  while (!gate_open.load())
+    std::this_thread::sleep_for(1ms);
+}
+void k_fill(void *const *a) { // (float *p, int64_t n, float v)
+  float *p = *static_cast<float *const *>(a[0]);
+  const int64_t n = *static_cast<const int64_t *>(a[1]);
+  const float v = *static_cast<const float *>(a[2]);
+  for (int64_t i = 0; i < n; ++i)
+    p[i] = v;
+}
+void k_device(void *const *a) { // (int *out): the device the kernel runs on
+  int d = -1;
+  cudaGetDevice(&d);
+  **static_cast<int *const *>(a[0]) = d;
+}
+void k_copy(void *const *a) { // (float *dst, const float *src, int64_t n)
+  float *dst = *static_cast<float *const *>(a[0]);
+  const float *src = *static_cast<const float *const *>(a[1]);
+  const int64_t n = *static_cast<const int64_t *>(a[2]);
+  std::memcpy(dst, src, size_t(n) * sizeof(float));
+}
+
+const emu::KernelEntry kKernels[] = {
+    {"hold", k_hold, 0, {}},
+    {"fill", k_fill, 3, {8, 8, 4}},
+    {"device", k_device, 1, {8}},
+    {"copy", k_copy, 3, {8, 8, 8}},
+};
+const emu::ModuleImage kImage{emu::kModuleMagic, 4, kKernels};
+
+void *module() {
+  static void *m = mgpuModuleLoad(const_cast<emu::ModuleImage *>(&kImage),
+                                  sizeof(kImage));
+  return m;
+}
+
+// Launches `name` on the lowered code's stream (the compute stream).
+void launch(const char *name, std::vector<void *> params = {},
+            void *mod = module()) {
+  void *f = mgpuModuleGetFunction(mod, name);
+  void *s = mgpuStreamCreate();
+  mgpuLaunchKernel(f, 1, 1, 1, 1, 1, 1, 0, s, params.data(), nullptr,
+                   int64_t(params.size()));
+  mgpuStreamDestroy(s);
+}
+
+void fill(float *p, int64_t n, float v) { launch("fill", {&p, &n, &v}); }
+
+struct Emulation : ::testing::Test {
+  void SetUp() override { configure({}); }
+  void configure(emu::Config c) { emu::configure(c); }
+  void TearDown() override {
+    gate_open = true;
+    EXPECT_EQ(emu::liveStreams(), 0) << "a context leaked its streams";
+  }
+};
+
+bool contains(const std::string &s, const std::string &part) {
+  return s.find(part) != std::string::npos;
+}
+
+std::vector<float> to_host(const float *d, size_t n) {
+  std::vector<float> h(n);
+  EXPECT_EQ(fsdprt_gpu_copy_to_host(h.data(), d, int64_t(n * sizeof(float))),
+            FSDPRT_OK);
+  return h;
+}
+
+// ---- devices and errors -------------------------------------------------------
+
+TEST_F(Emulation, NoGpuNoDriverOldDriverAndTooFewGpusAreClearErrors) {
+  int32_t n = -1;
+  configure({0, 13000, 1 << 20});
+  EXPECT_EQ(fsdprt_gpu_device_count(&n), FSDPRT_ERR_NO_DEVICE);
+  EXPECT_EQ(n, 0);
+  EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(), "no CUDA GPU found"))
+      << fsdprt_gpu_last_error_message();
+
+  configure({2, 0, 1 << 20});
+  EXPECT_EQ(fsdprt_gpu_device_count(&n), FSDPRT_ERR_NO_DEVICE);
+  EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(), "no NVIDIA driver"));
+
+  configure({2, 12040, 1 << 20});
+  fsdprt_gpu_context_t *ctx = nullptr;
+  EXPECT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_ERR_NO_DEVICE);
+  EXPECT_EQ(ctx, nullptr);
+  const std::string old = fsdprt_gpu_last_error_message();
+  EXPECT_TRUE(contains(old, "supports CUDA 12.4 but this runtime was built "
+                            "with CUDA 13.0"))
+      << old;
+
+  configure({1, 13000, 1 << 20});
+  EXPECT_EQ(fsdprt_gpu_require_devices(2), FSDPRT_ERR_NO_DEVICE);
+  EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(),
+                       "2 GPUs needed (one per rank) but 1 is visible"))
+      << fsdprt_gpu_last_error_message();
+  EXPECT_EQ(fsdprt_gpu_require_devices(1), FSDPRT_OK);
+  EXPECT_EQ(fsdprt_gpu_context_create(3, &ctx), FSDPRT_ERR_NO_DEVICE);
+  EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(),
+                       "GPU 3 requested but 1 GPU is visible"));
+
+  fsdprt_nccl_id_t id;
+  ASSERT_EQ(fsdprt_nccl_get_unique_id(&id), FSDPRT_OK);
+  int64_t shape = 2;
+  fsdprt_comm_t *comm = nullptr;
+  EXPECT_EQ(fsdprt_nccl_comm_create(1, &shape, 1, &id, 1, nullptr, &comm),
+            FSDPRT_ERR_NO_DEVICE);
+  EXPECT_EQ(comm, nullptr);
+  EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(), "rank 1: GPU 1"))
+      << fsdprt_gpu_last_error_message();
+}
+
+TEST_F(Emulation, EntryPointsWithoutAContextRecordAnErrorAndDoNothing) {
+  std::thread([] {
+    EXPECT_EQ(mgpuStreamCreate(), nullptr);
+    EXPECT_EQ(fsdprt_gpu_alloc(16), nullptr);
+    fsdprt_gpu_gemm_f32(0, 0, 1, 1, 1, 1, nullptr, 1, 0, nullptr, 1, 0, 0,
+                        nullptr, 1, 0, 1);
+    EXPECT_TRUE(contains(fsdprt_gpu_last_error_message(),
+                         "no GPU context on this thread"))
+        << fsdprt_gpu_last_error_message();
+  }).join();
+}
+
+TEST_F(Emulation, OutOfDeviceMemoryIsReportedWithTheSizes) {
+  configure({1, 13000, 1 << 20});
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  void *small = fsdprt_gpu_alloc(1024);
+  EXPECT_NE(small, nullptr);
+  EXPECT_EQ(fsdprt_gpu_alloc(2 << 20), nullptr);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_ERR_OUT_OF_MEMORY);
+  const std::string msg = fsdprt_gpu_context_error_message(ctx);
+  EXPECT_TRUE(contains(msg, "GPU 0: out of device memory")) << msg;
+  EXPECT_TRUE(contains(msg, "2097152 bytes")) << msg;
+  EXPECT_TRUE(contains(msg, "MiB free of 1.0 MiB")) << msg;
+  // After the first error the entry points do nothing.
+  EXPECT_EQ(fsdprt_gpu_alloc(16), nullptr);
+  EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_ERR_OUT_OF_MEMORY);
+  fsdprt_gpu_free(small);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+// ---- contexts, modules, streams, events ----------------------------------------
+
+TEST_F(Emulation, RankThreadsLaunchOnTheirOwnDeviceAndLoadModulesOncePerDevice) {
+  // A module of its own, registered as a "global constructor" would:
+  // nothing is loaded yet.
+  static const emu::ModuleImage image = kImage;
+  void *mod = mgpuModuleLoad(const_cast<emu::ModuleImage *>(&image), 0);
+  EXPECT_EQ(emu::moduleLoads(0), 0);
+  EXPECT_EQ(mgpuModuleLoad(const_cast<emu::ModuleImage *>(&image), 0), mod);
+  mgpuModuleUnload(mod); // the extra reference
+  std::vector<int> seen(4, -1);
+  std::vector<uint64_t> launches(4, 0);
+  std::vector<std::thread> ranks;
+  for (int r = 0; r < 4; ++r)
+    ranks.emplace_back([&, r] {
+      fsdprt_gpu_context_t *ctx = nullptr;
+      ASSERT_EQ(fsdprt_gpu_context_create(r % 2, &ctx), FSDPRT_OK);
+      EXPECT_EQ(fsdprt_gpu_get_thread_context(), ctx);
+      int *out = static_cast<int *>(fsdprt_gpu_alloc(sizeof(int)));
+      for (int i = 0; i < 3; ++i)
+        launch("device", {&out}, mod);
+      EXPECT_EQ(fsdprt_gpu_copy_to_host(&seen[size_t(r)], out, sizeof(int)),
+                FSDPRT_OK);
+      fsdprt_gpu_free(out);
+      fsdprt_gpu_stats_t st;
+      fsdprt_gpu_context_stats(ctx, &st);
+      launches[size_t(r)] = st.launches;
+      EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+          << fsdprt_gpu_context_error_message(ctx);
+      fsdprt_gpu_context_destroy(ctx);
+    });
+  for (auto &t : ranks)
+    t.join();
+  EXPECT_EQ(seen, (std::vector<int>{0, 1, 0, 1}));
+  EXPECT_EQ(launches, (std::vector<uint64_t>{3, 3, 3, 3}));
+  EXPECT_EQ(emu::moduleLoads(0), 1);
+  EXPECT_EQ(emu::moduleLoads(1), 1);
+  mgpuModuleUnload(mod);
+}
+
+TEST_F(Emulation, UnknownKernelIsAnErrorNamingIt) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  launch("no_such_kernel");
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_ERR_BACKEND);
+  EXPECT_TRUE(contains(fsdprt_gpu_context_error_message(ctx),
+                       "kernel no_such_kernel: cuModuleGetFunction failed: "
+                       "CUDA_ERROR_NOT_FOUND"))
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+TEST_F(Emulation, StreamSynchronizeWaitsOnlyForHostVisibleWork) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  void *s = mgpuStreamCreate();
+  EXPECT_EQ(s, fsdprt_gpu_compute_stream(ctx)); // no stream per function
+  const int64_t n = 64;
+  float *d = static_cast<float *>(fsdprt_gpu_alloc(n * sizeof(float)));
+  gate_open = false;
+  launch("hold");
+  fill(d, n, 7.0f);
+  // Device-only work: the lowered code's synchronization returns at once.
+  auto quick = std::async(std::launch::async, [&] {
+    fsdprt_gpu_set_thread_context(ctx);
+    mgpuStreamSynchronize(s);
+  });
+  EXPECT_EQ(quick.wait_for(2s), std::future_status::ready);
+  // A copy into host memory: now it waits for the stream.
+  std::vector<float> host(size_t(n), 0.0f);
+  mgpuMemcpy(host.data(), d, n * int64_t(sizeof(float)), s);
+  auto slow = std::async(std::launch::async, [&] {
+    fsdprt_gpu_set_thread_context(ctx);
+    mgpuStreamSynchronize(s);
+  });
+  EXPECT_EQ(slow.wait_for(50ms), std::future_status::timeout);
+  gate_open = true;
+  slow.get();
+  EXPECT_EQ(host, std::vector<float>(size_t(n), 7.0f));
+  fsdprt_gpu_free(d);
+  EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+TEST_F(Emulation, EventsComeFromThePoolAndOrderStreams) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  void *s = mgpuStreamCreate();
+  void *other = fsdprt_gpu_comm_stream(ctx);
+  const int64_t n = 16;
+  float *a = static_cast<float *>(fsdprt_gpu_alloc(n * sizeof(float)));
+  float *b = static_cast<float *>(fsdprt_gpu_alloc(n * sizeof(float)));
+  for (int i = 0; i < 100; ++i) {
+    // a is filled on the compute stream (held), copied on the other
+    // stream after an event: the copy must see the fill.
+    gate_open = false;
+    launch("hold");
+    fill(a, n, float(i));
+    void *e = mgpuEventCreate();
+    mgpuEventRecord(e, s);
+    mgpuStreamWaitEvent(other, e);
+    mgpuMemcpy(b, a, n * int64_t(sizeof(float)), other);
+    mgpuEventDestroy(e); // back to the pool; the wait was captured
+    gate_open = true;
+    mgpuEventSynchronize(e);
+    ASSERT_EQ(cudaStreamSynchronize(static_cast<cudaStream_t>(other)),
+              cudaSuccess);
+    ASSERT_EQ(b[0], float(i)) << "the copy ran before the event's work";
+  }
+  fsdprt_gpu_stats_t st;
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.events_created, 1u);
+  EXPECT_EQ(st.events_free, 1u);
+  fsdprt_gpu_free(a);
+  fsdprt_gpu_free(b);
+  fsdprt_gpu_context_destroy(ctx);
+  EXPECT_EQ(emu::liveEvents(), 0);
+}
+
+TEST_F(Emulation, MemsetAndCopiesAreStreamOrdered) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(1, &ctx), FSDPRT_OK);
+  void *s = mgpuStreamCreate();
+  auto *w = static_cast<uint32_t *>(mgpuMemAlloc(40, s, 0));
+  auto *h = static_cast<uint16_t *>(mgpuMemAlloc(20, s, 0));
+  auto *shared = static_cast<uint32_t *>(mgpuMemAlloc(40, s, 1));
+  gate_open = false;
+  launch("hold");
+  mgpuMemset32(w, 0xdeadbeefu, 10, s);
+  mgpuMemset16(h, 0x3f80, 10, s);
+  mgpuMemcpy(shared, w, 40, s);
+  EXPECT_NE(shared[0], 0xdeadbeefu); // still held
+  gate_open = true;
+  mgpuStreamSynchronize(s); // host-shared memory: really waits
+  for (int i = 0; i < 10; ++i) {
+    EXPECT_EQ(shared[i], 0xdeadbeefu);
+    EXPECT_EQ(h[i], 0x3f80);
+  }
+  mgpuMemFree(w, s);
+  mgpuMemFree(h, s);
+  mgpuMemFree(shared, s);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+// ---- cuBLAS -------------------------------------------------------------------
+
+uint16_t bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7fff + ((u >> 16) & 1);
+  return uint16_t(u >> 16);
+}
+float from_bf16(uint16_t v) {
+  uint32_t u = uint32_t(v) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+struct GemmCase {
+  int ta, tb;
+  int64_t m, n, k, batch;
+};
+
+// Row-major reference over padded, strided storage.
+template <typename Get>
+std::vector<double> reference(const GemmCase &g, Get a, Get b,
+                              const std::vector<double> &c0, int64_t ldc,
+                              int64_t sc, double alpha, double beta) {
+  std::vector<double> c = c0;
+  for (int64_t p = 0; p < g.batch; ++p)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < g.n; ++j) {
+        double acc = 0;
+        for (int64_t l = 0; l < g.k; ++l)
+          acc += a(p, i, l) * b(p, l, j);
+        double &out = c[size_t(p * sc + i * ldc + j)];
+        out = alpha * acc + beta * out;
+      }
+  return c;
+}
+
+TEST_F(Emulation, GemmsMatchARowMajorReference) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1, 1);
+  for (GemmCase g : {GemmCase{0, 0, 5, 3, 4, 2}, GemmCase{1, 0, 4, 6, 3, 3},
+                     GemmCase{0, 1, 7, 2, 5, 1}, GemmCase{1, 1, 3, 3, 8, 2}}) {
+    // Stored shapes (rows x cols) with one padding column.
+    const int64_t ar = g.ta ? g.k : g.m, ac = g.ta ? g.m : g.k;
+    const int64_t br = g.tb ? g.n : g.k, bc = g.tb ? g.k : g.n;
+    const int64_t lda = ac + 1, ldb = bc + 1, ldc = g.n + 1;
+    const int64_t sa = ar * lda + 3, sb = br * ldb + 2, sc = g.m * ldc + 1;
+    std::vector<float> a(size_t(sa * g.batch)), b(size_t(sb * g.batch)),
+        c(size_t(sc * g.batch));
+    for (auto *v : {&a, &b, &c})
+      for (float &x : *v)
+        x = dist(rng);
+    auto at = [&](int64_t p, int64_t i, int64_t l) {
+      return double(g.ta ? a[size_t(p * sa + l * lda + i)]
+                         : a[size_t(p * sa + i * lda + l)]);
+    };
+    auto bt = [&](int64_t p, int64_t l, int64_t j) {
+      return double(g.tb ? b[size_t(p * sb + j * ldb + l)]
+                         : b[size_t(p * sb + l * ldb + j)]);
+    };
+    std::vector<double> c0(c.begin(), c.end());
+    auto want = reference(g, std::function<double(int64_t, int64_t, int64_t)>(at),
+                          std::function<double(int64_t, int64_t, int64_t)>(bt),
+                          c0, ldc, sc, 1.5, 0.5);
+    auto *da = static_cast<float *>(fsdprt_gpu_alloc(int64_t(a.size() * 4)));
+    auto *db = static_cast<float *>(fsdprt_gpu_alloc(int64_t(b.size() * 4)));
+    auto *dc = static_cast<float *>(fsdprt_gpu_alloc(int64_t(c.size() * 4)));
+    fsdprt_gpu_copy_to_device(da, a.data(), int64_t(a.size() * 4));
+    fsdprt_gpu_copy_to_device(db, b.data(), int64_t(b.size() * 4));
+    fsdprt_gpu_copy_to_device(dc, c.data(), int64_t(c.size() * 4));
+    fsdprt_gpu_gemm_f32(g.ta, g.tb, g.m, g.n, g.k, 1.5f, da, lda, sa, db, ldb,
+                        sb, 0.5f, dc, ldc, sc, g.batch);
+    auto got = to_host(dc, c.size());
+    for (int64_t p = 0; p < g.batch; ++p)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const size_t idx = size_t(p * sc + i * ldc + j);
+          EXPECT_NEAR(got[idx], want[idx], 1e-5)
+              << "ta=" << g.ta << " tb=" << g.tb << " batch " << p << " ["
+              << i << "," << j << "]";
+        }
+
+    // bf16: the same problem on bf16-rounded inputs, f32 accumulation.
+    std::vector<uint16_t> a16(a.size()), b16(b.size()), c16(c.size());
+    for (size_t i = 0; i < a.size(); ++i)
+      a16[i] = bf16(a[i]);
+    for (size_t i = 0; i < b.size(); ++i)
+      b16[i] = bf16(b[i]);
+    for (size_t i = 0; i < c.size(); ++i)
+      c16[i] = bf16(c[i]);
+    auto a16t = [&](int64_t p, int64_t i, int64_t l) {
+      return double(from_bf16(g.ta ? a16[size_t(p * sa + l * lda + i)]
+                                   : a16[size_t(p * sa + i * lda + l)]));
+    };
+    auto b16t = [&](int64_t p, int64_t l, int64_t j) {
+      return double(from_bf16(g.tb ? b16[size_t(p * sb + j * ldb + l)]
+                                   : b16[size_t(p * sb + l * ldb + j)]));
+    };
+    std::vector<double> c16d(c16.size());
+    for (size_t i = 0; i < c16.size(); ++i)
+      c16d[i] = from_bf16(c16[i]);
+    auto want16 =
+        reference(g, std::function<double(int64_t, int64_t, int64_t)>(a16t),
+                  std::function<double(int64_t, int64_t, int64_t)>(b16t), c16d,
+                  ldc, sc, 1.5, 0.5);
+    fsdprt_gpu_copy_to_device(da, a16.data(), int64_t(a16.size() * 2));
+    fsdprt_gpu_copy_to_device(db, b16.data(), int64_t(b16.size() * 2));
+    fsdprt_gpu_copy_to_device(dc, c16.data(), int64_t(c16.size() * 2));
+    fsdprt_gpu_gemm_bf16(g.ta, g.tb, g.m, g.n, g.k, 1.5f,
+                         reinterpret_cast<uint16_t *>(da), lda, sa,
+                         reinterpret_cast<uint16_t *>(db), ldb, sb, 0.5f,
+                         reinterpret_cast<uint16_t *>(dc), ldc, sc, g.batch);
+    std::vector<uint16_t> got16(c16.size());
+    fsdprt_gpu_copy_to_host(got16.data(), dc, int64_t(got16.size() * 2));
+    for (int64_t p = 0; p < g.batch; ++p)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < g.n; ++j) {
+          const size_t idx = size_t(p * sc + i * ldc + j);
+          EXPECT_NEAR(from_bf16(got16[idx]), want16[idx],
+                      1e-2 * std::max(1.0, std::fabs(want16[idx])));
+        }
+    fsdprt_gpu_free(da);
+    fsdprt_gpu_free(db);
+    fsdprt_gpu_free(dc);
+  }
+  fsdprt_gpu_stats_t st;
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.gemms, 8u);
+  EXPECT_EQ(emu::tf32Gemms(), 0); // fp32 stays fp32 unless asked
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+TEST_F(Emulation, Tf32OnlyWhenEnabledAndBadShapesAreErrors) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  auto *d = static_cast<float *>(fsdprt_gpu_alloc(64 * 4));
+  fsdprt_gpu_set_tf32(1);
+  fsdprt_gpu_gemm_f32(0, 0, 2, 2, 2, 1, d, 2, 0, d + 8, 2, 0, 0, d + 16, 2, 0,
+                      1);
+  fsdprt_gpu_gemm_bf16(0, 0, 2, 2, 2, 1, reinterpret_cast<uint16_t *>(d), 2, 0,
+                       reinterpret_cast<uint16_t *>(d + 8), 2, 0, 0,
+                       reinterpret_cast<uint16_t *>(d + 16), 2, 0, 1);
+  fsdprt_gpu_set_tf32(0);
+  EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+  EXPECT_EQ(emu::tf32Gemms(), 1); // the f32 one only
+  fsdprt_gpu_gemm_f32(0, 0, 2, 4, 3, 1, d, 2, 0, d, 4, 0, 0, d, 4, 0, 1);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_TRUE(contains(fsdprt_gpu_context_error_message(ctx),
+                       "fsdprt_gpu_gemm_f32(m=2, n=4, k=3, batch=1): a "
+                       "leading dimension is smaller than its row"))
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_free(d);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
+// ---- NCCL on device buffers ----------------------------------------------------
+
+// Runs fn(rank, comm) on one thread per rank, rank r on device r % devices.
+void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
+               double timeout = 20, std::vector<fsdprt_status_t> *created =
+                                        nullptr) {
+  fsdprt_nccl_id_t id;
+  ASSERT_EQ(fsdprt_nccl_get_unique_id(&id), FSDPRT_OK);
+  fsdprt_options_t opts;
+  fsdprt_options_init(&opts);
+  opts.timeout_s = timeout;
+  const int devices = emu::config().devices;
+  std::vector<std::thread> threads;
+  std::vector<fsdprt_status_t> st(size_t(ranks), FSDPRT_OK);
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      int64_t shape = ranks;
+      fsdprt_comm_t *comm = nullptr;
+      st[size_t(r)] = fsdprt_nccl_comm_create(1, &shape, r, &id, r % devices,
+                                              &opts, &comm);
+      if (st[size_t(r)] != FSDPRT_OK)
+        return;
+      fsdprt_set_thread_comm(comm);
+      fn(r, comm);
+      fsdprt_set_thread_comm(nullptr);
+      fsdprt_comm_destroy(comm);
+    });
+  for (auto &t : threads)
+    t.join();
+  if (created)
+    *created = st;
+  else
+    for (int r = 0; r < ranks; ++r)
+      EXPECT_EQ(st[size_t(r)], FSDPRT_OK) << "rank " << r;
+}
+
+// Two ranks meet at a point (the host side of the test only).
+struct Meeting {
+  std::mutex m;
+  std::condition_variable cv;
+  int count = 0;
+  void arrive(int n) {
+    std::unique_lock<std::mutex> lock(m);
+    ++count;
+    cv.notify_all();
+    cv.wait(lock, [&] { return count >= n; });
+  }
+};
+
+TEST_F(Emulation, CollectivesRunAfterTheKernelsBeforeThemAndBeforeTheOnesAfter) {
+  const int64_t n = 32;
+  Meeting held;
+  std::vector<std::vector<float>> out(2);
+  gate_open = false;
+  run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+    fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+    ASSERT_NE(ctx, nullptr);
+    EXPECT_EQ(fsdprt_gpu_get_thread_context(), ctx);
+    EXPECT_EQ(fsdprt_gpu_context_device(ctx), rank);
+    auto *send = static_cast<float *>(fsdprt_gpu_alloc(n * 4));
+    auto *recv = static_cast<float *>(fsdprt_gpu_alloc(2 * n * 4));
+    auto *snap = static_cast<float *>(fsdprt_gpu_alloc(2 * n * 4));
+    std::memset(recv, 0, 2 * n * 4); // emulated device memory is host memory
+    launch("hold");                  // the compute stream is busy...
+    fill(send, n, float(rank + 1));  // ...and then writes the input
+    fsdprt_request_t req = nullptr;
+    const auto t0 = std::chrono::steady_clock::now();
+    ASSERT_EQ(fsdprt_all_gather_async(comm, 1, send, recv, n, FSDPRT_F32, &req),
+              FSDPRT_OK);
+    ASSERT_EQ(fsdprt_wait(&req), FSDPRT_OK); // no host block
+    EXPECT_LT(std::chrono::steady_clock::now() - t0, 1s);
+    EXPECT_EQ(recv[0], 0.0f) << "the gather ran before its input was written";
+    int64_t total = 2 * n;
+    launch("copy", {&snap, &recv, &total}); // must see the gathered data
+    held.arrive(2);
+    if (rank == 0)
+      gate_open = true;
+    EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK)
+        << fsdprt_gpu_context_error_message(ctx);
+    out[size_t(rank)] = to_host(snap, size_t(total));
+    fsdprt_gpu_free(send);
+    fsdprt_gpu_free(recv);
+    fsdprt_gpu_free(snap);
+  });
+  std::vector<float> want(size_t(n), 1.0f);
+  want.resize(size_t(2 * n), 2.0f);
+  EXPECT_EQ(out[0], want);
+  EXPECT_EQ(out[1], want);
+}
+
+TEST_F(Emulation, SteadyStateCollectivesCreateNoEvents) {
+  std::vector<uint64_t> warm(2), later(2);
+  run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+    fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+    auto *x = static_cast<float *>(fsdprt_gpu_alloc(8 * 4));
+    fill(x, 8, 1.0f);
+    auto step = [&] {
+      fsdprt_request_t a = nullptr, b = nullptr;
+      ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 4, FSDPRT_F32,
+                                        FSDPRT_SUM, &a),
+                FSDPRT_OK);
+      ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x + 4, x + 4, 4, FSDPRT_F32,
+                                        FSDPRT_MAX, &b),
+                FSDPRT_OK);
+      ASSERT_EQ(fsdprt_wait(&b), FSDPRT_OK);
+      ASSERT_EQ(fsdprt_wait(&a), FSDPRT_OK);
+      ASSERT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+    };
+    fsdprt_gpu_stats_t st;
+    for (int i = 0; i < 5; ++i)
+      step();
+    std::this_thread::sleep_for(50ms); // the watchdog returns the events
+    fsdprt_gpu_context_stats(ctx, &st);
+    warm[size_t(rank)] = st.events_created;
+    for (int i = 0; i < 40; ++i)
+      step();
+    std::this_thread::sleep_for(50ms);
+    fsdprt_gpu_context_stats(ctx, &st);
+    later[size_t(rank)] = st.events_created;
+    auto h = to_host(x, 8);
+    EXPECT_EQ(h[0], std::pow(2.0f, 45.0f)); // summed 45 times over 2 ranks
+    EXPECT_EQ(h[4], 1.0f);
+    fsdprt_gpu_free(x);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_LE(warm[size_t(r)], 8u) << "rank " << r;
+    EXPECT_EQ(later[size_t(r)], warm[size_t(r)]) << "rank " << r;
+  }
+}
+
+TEST_F(Emulation, DesyncOfTheFirstCollectivesIsReported) {
+  std::vector<fsdprt_status_t> st(2);
+  std::vector<std::string> msg(2);
+  run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+    auto *d = static_cast<float *>(fsdprt_gpu_alloc(64 * 4));
+    auto *out = static_cast<float *>(fsdprt_gpu_alloc(128 * 4));
+    st[size_t(rank)] =
+        fsdprt_all_gather(comm, 1, d, out, rank == 1 ? 32 : 16, FSDPRT_F32);
+    msg[size_t(rank)] = fsdprt_comm_last_error_message(comm);
+    fsdprt_gpu_free(d);
+    fsdprt_gpu_free(out);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[size_t(r)], FSDPRT_ERR_DESYNC);
+    EXPECT_TRUE(contains(msg[size_t(r)],
+                         "rank 1 called all_gather(f32, count=32)"))
+        << msg[size_t(r)];
+  }
+}
+
+TEST_F(Emulation, DesyncChecksStopWhenTurnedOff) {
+  // Without the check, mismatched counts reach NCCL (which does not check
+  // them either): the call returns OK, which shows no check ran.
+  run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+    ASSERT_EQ(fsdprt_nccl_comm_set_desync_checks(comm, 0), FSDPRT_OK);
+    auto *d = static_cast<float *>(fsdprt_gpu_alloc(64 * 4));
+    auto *out = static_cast<float *>(fsdprt_gpu_alloc(128 * 4));
+    EXPECT_EQ(fsdprt_all_gather(comm, 1, d, out, rank == 1 ? 32 : 16,
+                                FSDPRT_F32),
+              FSDPRT_OK);
+    fsdprt_gpu_free(d);
+    fsdprt_gpu_free(out);
+  });
+}
+
+TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
+  Meeting done;
+  fsdprt_status_t code = FSDPRT_OK, later = FSDPRT_OK;
+  std::string msg;
+  double waited = 0;
+  run_ranks(
+      2,
+      [&](int rank, fsdprt_comm_t *comm) {
+        if (rank == 1) { // never calls the collective
+          done.arrive(2);
+          return;
+        }
+        struct Leave { // rank 1 waits for rank 0 whatever happens
+          Meeting &m;
+          ~Leave() { m.arrive(2); }
+        } leave{done};
+        // The descriptor check would time out on the host (it is a host
+        // synchronization); without it the stream-ordered path is left to
+        // the watchdog.
+        ASSERT_EQ(fsdprt_nccl_comm_set_desync_checks(comm, 0), FSDPRT_OK);
+        fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+        auto *x = static_cast<float *>(fsdprt_gpu_alloc(8 * 4));
+        fsdprt_request_t req = nullptr;
+        const auto t0 = std::chrono::steady_clock::now();
+        ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32,
+                                          FSDPRT_SUM, &req),
+                  FSDPRT_OK);
+        EXPECT_EQ(fsdprt_wait(&req), FSDPRT_OK); // stream-ordered: at once
+        // The compute stream waits for the stuck collective until the
+        // watchdog aborts the communicator: this returns, with the error.
+        EXPECT_NE(fsdprt_gpu_synchronize(ctx), FSDPRT_ERR_INVALID_ARGUMENT);
+        waited = std::chrono::duration<double>(
+                     std::chrono::steady_clock::now() - t0)
+                     .count();
+        code = fsdprt_comm_error(comm);
+        msg = fsdprt_comm_error_message(comm);
+        later = fsdprt_all_reduce(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM);
+        fsdprt_gpu_free(x);
+      },
+      0.3);
+  EXPECT_EQ(code, FSDPRT_ERR_TIMEOUT);
+  EXPECT_TRUE(contains(msg, "rank 0: timeout after")) << msg;
+  EXPECT_TRUE(contains(msg, "collective #1 all_reduce(f32, count=8, op=sum) "
+                            "on group {axes: axis0}: NCCL did not complete "
+                            "it"))
+      << msg;
+  EXPECT_TRUE(contains(msg, "the communicator was aborted")) << msg;
+  EXPECT_GE(waited, 0.3);
+  EXPECT_LT(waited, 10.0);
+  EXPECT_EQ(later, FSDPRT_ERR_ABORTED);
+  EXPECT_GE(emu::ncclAborts(), 1);
+}
+
+TEST_F(Emulation, TheFirstStepsDescriptorCheckTimesOutOnTheHost) {
+  Meeting done;
+  fsdprt_status_t st = FSDPRT_OK;
+  std::string msg;
+  run_ranks(
+      2,
+      [&](int rank, fsdprt_comm_t *comm) {
+        struct Leave {
+          Meeting &m;
+          ~Leave() { m.arrive(2); }
+        } leave{done};
+        if (rank == 1)
+          return;
+        auto *x = static_cast<float *>(fsdprt_gpu_alloc(8 * 4));
+        st = fsdprt_all_reduce(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM);
+        msg = fsdprt_comm_error_message(comm);
+        fsdprt_gpu_free(x);
+      },
+      0.2);
+  EXPECT_EQ(st, FSDPRT_ERR_TIMEOUT);
+  EXPECT_TRUE(contains(msg, "rank 0: timeout after")) << msg;
+  EXPECT_TRUE(contains(msg, "the communicator was aborted")) << msg;
+}
+
+TEST_F(Emulation, TwoRanksOnOneGpuFailWithTheReason) {
+  configure({1, 13000, 1 << 30});
+  std::vector<fsdprt_status_t> st;
+  run_ranks(2, [](int, fsdprt_comm_t *) {}, 5, &st);
+  EXPECT_NE(st[0], FSDPRT_OK);
+  EXPECT_NE(st[1], FSDPRT_OK);
+}
+
+// ---- quantization on device buffers ----------------------------------------------
+
+TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
+  fsdprt_world_t *world = nullptr;
+  int64_t one = 1;
+  ASSERT_EQ(fsdprt_threads_world_create(1, &one, nullptr, &world), FSDPRT_OK);
+  fsdprt_comm_t *comm = nullptr;
+  ASSERT_EQ(fsdprt_threads_comm(world, 0, &comm), FSDPRT_OK);
+  fsdprt_set_thread_comm(comm);
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  std::mt19937 rng(3);
+  std::normal_distribution<float> dist(0, 2);
+  const int formats[] = {FSDPRT_QUANT_FP8_E4M3_TENSOR,
+                         FSDPRT_QUANT_MXFP8_ROWWISE, FSDPRT_QUANT_NVFP4,
+                         FSDPRT_QUANT_FP8_BLOCK_1X128,
+                         FSDPRT_QUANT_FP8_BLOCK_1X128_T};
+  int tested = 0;
+  for (int fmt : formats)
+    for (int64_t rows : {4, 3})
+      for (int64_t cols : {128, 160}) {
+        int64_t shape[2] = {rows, cols};
+        fsdprt_quant_layout l;
+        if (fsdprt_quant_get_layout(fmt, shape, 2, &l) != FSDPRT_QUANT_OK)
+          continue; // a shape the format does not take
+        const int64_t count = rows * cols;
+        const int64_t wire = int64_t(l.data_bytes + l.scale_bytes +
+                                     l.tensor_bytes);
+        std::vector<float> x(static_cast<size_t>(count));
+        for (float &v : x)
+          v = dist(rng);
+        float amax = 0;
+        std::vector<uint8_t> packet(size_t(wire) * 2);
+        fsdprt_jit_quant_amax(x.data(), &amax, count, FSDPRT_F32);
+        fsdprt_jit_quantize(x.data(), &amax, packet.data(), count, FSDPRT_F32,
+                            fmt, rows, cols);
+        std::memcpy(packet.data() + wire, packet.data(), size_t(wire));
+        std::vector<float> y(size_t(2 * count));
+        fsdprt_jit_dequantize(packet.data(), y.data(), 2, FSDPRT_F32, fmt,
+                              rows, cols);
+        ASSERT_EQ(fsdprt_comm_error(comm), FSDPRT_OK)
+            << fsdprt_comm_error_message(comm);
+
+        auto *dx = static_cast<float *>(fsdprt_gpu_alloc(count * 4));
+        auto *damax = static_cast<float *>(fsdprt_gpu_alloc(4));
+        auto *dp = static_cast<uint8_t *>(fsdprt_gpu_alloc(2 * wire));
+        auto *dy = static_cast<float *>(fsdprt_gpu_alloc(2 * count * 4));
+        fsdprt_gpu_copy_to_device(dx, x.data(), count * 4);
+        fsdprt_gpu_quant_amax(dx, damax, count, FSDPRT_F32);
+        fsdprt_gpu_quantize(dx, damax, dp, count, FSDPRT_F32, fmt, rows, cols);
+        // The second packet starts at an odd offset when `wire` is odd.
+        fsdprt_gpu_quantize(dx, damax, dp + wire, count, FSDPRT_F32, fmt, rows,
+                            cols);
+        fsdprt_gpu_dequantize(dp, dy, 2, FSDPRT_F32, fmt, rows, cols);
+        std::vector<uint8_t> gp(size_t(2 * wire));
+        std::vector<float> gy(size_t(2 * count));
+        ASSERT_EQ(fsdprt_gpu_copy_to_host(gp.data(), dp, 2 * wire), FSDPRT_OK)
+            << fsdprt_gpu_context_error_message(ctx);
+        fsdprt_gpu_copy_to_host(gy.data(), dy, 2 * count * 4);
+        EXPECT_EQ(gp, packet) << fsdprt_quant_format_name(fmt) << " [" << rows
+                              << ", " << cols << "]";
+        EXPECT_EQ(std::memcmp(gy.data(), y.data(), y.size() * 4), 0)
+            << fsdprt_quant_format_name(fmt) << " [" << rows << ", " << cols
+            << "]";
+        for (void *p : {(void *)dx, (void *)damax, (void *)dp, (void *)dy})
+          fsdprt_gpu_free(p);
+        ++tested;
+      }
+  EXPECT_GE(tested, 8);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+  fsdprt_set_thread_comm(nullptr);
+  fsdprt_world_destroy(world);
+}
+
+} // namespace
