@@ -16,7 +16,12 @@
 #      (runtime/test/test_nccl.cpp: world size 1 on one GPU, more with more
 #      GPUs) and several NCCL ranks on one GPU (bench/gpu/nccl_one_gpu_test,
 #      skipped before NCCL 2.30);
-#   4. prints one summary table. Exit status 0 when nothing failed.
+#   4. runs the GPU runtime's own tests (runtime/test/test_gpu_device.cpp:
+#      kernels through the mgpu* entry points ordered across the compute and
+#      communication streams, cuBLAS GEMMs against a CPU reference, NCCL on
+#      device buffers with its overlap with a kernel measured, the
+#      out-of-memory error), one summary row each;
+#   5. prints one summary table. Exit status 0 when nothing failed.
 # About 2 minutes on an H200 (at most 5).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
@@ -117,15 +122,22 @@ INC="-I$ROOT/runtime/include -I$ROOT/runtime/quant"
 NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -ffp-contract=off $INC"
 GT="-I$ROOT/bench/gpu/mini_gtest"
 RPATH="-Xlinker -rpath=$OUT"
-RT_SRC="api common copy kernels stubs threads_backend jit_quant"
+RT_SRC="api common kernels stubs threads_backend jit_quant"
+GPU_SRC="gpu_context mgpu gpu_blas gpu_quant"
 
 BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
 BUILD_CHECK="$NVCC $NVFLAGS -o $OUT/gpu_check $ROOT/bench/gpu/gpu_check.cu -L$OUT -lfsdprt_quant $RPATH"
 BUILD_QTEST="$NVCC $NVFLAGS $GT -o $OUT/quant_gpu_test $ROOT/runtime/test/quant/quant_gpu_test.cpp -L$OUT -lfsdprt_quant $RPATH"
 rt_files=""
 for f in $RT_SRC; do rt_files="$rt_files $ROOT/runtime/src/$f.cpp"; done
-BUILD_RT="$NVCC -O2 -std=c++17 -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
-BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
+for f in $GPU_SRC; do rt_files="$rt_files $ROOT/runtime/cuda/$f.cpp"; done
+# The GPU runtime links the CUDA runtime and cuBLAS, never libcuda (the
+# driver is reached through cudaGetDriverEntryPointByVersion); the shared
+# CUDA runtime keeps one runtime per process between it and its tests.
+BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_GPU_RT_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_runtime_test $ROOT/runtime/test/test_gpu_device.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
+GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors")
 
 run_logged() { # name log command...
   local name=$1 log=$2
@@ -152,10 +164,11 @@ do_builds() {
     note "build: quant_gpu_test" ok "" || note "build: quant_gpu_test" FAIL "see $OUT/build-qtest.log"
   if [ $rt_ok = 1 ]; then
     if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
-       run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST; then
-      note "build: runtime + NCCL tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
+       run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST &&
+       run_logged gpu_runtime_test "$OUT/build-gpu-rt.log" $BUILD_GPU_RT_TEST; then
+      note "build: runtime + NCCL + GPU tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
     else
-      note "build: runtime + NCCL tests" FAIL "see $OUT/build-rt.log, build-nccl.log"; rt_ok=0
+      note "build: runtime + NCCL + GPU tests" FAIL "see $OUT/build-rt.log, build-nccl.log, build-gpu-rt.log"; rt_ok=0
     fi
   else
     note "build: runtime + NCCL tests" skipped "no NCCL"
@@ -167,11 +180,14 @@ if [ "$DRY" = 1 ]; then
     do_builds
   else
     note "builds" skipped "dry run without --build (commands below)"
-    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST"
+    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST" "$BUILD_GPU_RT_TEST"
   fi
   for s in "conversions (2^32 patterns)" "kernels vs CPU reference" \
            "bandwidth (256 MiB bf16/fp32)" "quant_gpu_test" "NCCL tests"; do
     note "$s" skipped "needs a GPU"
+  done
+  for s in "${GPU_RT_ROWS[@]}"; do
+    note "gpu runtime: $s" skipped "needs a GPU"
   done
 else
   do_builds
@@ -197,6 +213,19 @@ else
                   || { tail -30 "$OUT/nccl_tests.txt"; note "NCCL tests" FAIL "exit $rc"; }
   elif [ $rt_ok = 0 ]; then
     note "NCCL tests" skipped "no NCCL build"
+  fi
+  if [ $rt_ok = 1 ] && [ -x "$OUT/gpu_runtime_test" ]; then
+    timeout 240 "$OUT/gpu_runtime_test" >"$OUT/gpu_runtime_test.txt" 2>&1
+    rc=$?
+    # "row: name | status | detail" lines, one summary row each.
+    while IFS='|' read -r name status detail; do
+      note "gpu runtime: $(echo "$name" | sed 's/^row: *//; s/ *$//')" \
+        "$(echo "$status" | tr -d ' ')" "$(echo "$detail" | sed 's/^ *//')"
+    done < <(grep '^row: ' "$OUT/gpu_runtime_test.txt")
+    [ "$rc" = 0 ] && note "gpu_runtime_test" ok "$(tail -1 "$OUT/gpu_runtime_test.txt")" \
+                  || { tail -30 "$OUT/gpu_runtime_test.txt"; note "gpu_runtime_test" FAIL "exit $rc"; }
+  elif [ $rt_ok = 0 ]; then
+    for s in "${GPU_RT_ROWS[@]}"; do note "gpu runtime: $s" skipped "no runtime build"; done
   fi
 fi
 

@@ -78,11 +78,11 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type) {
     return;
   std::string bad = bad_shape(g);
   if (!bad.empty()) {
-    fail(ctx, Status(FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("%s: %s(m=%lld, n=%lld, k=%lld, batch=%lld): %s",
-                            who(ctx).c_str(), fn, (long long)g.m,
-                            (long long)g.n, (long long)g.k,
-                            (long long)g.batch, bad.c_str())));
+    fail(ctx,
+         Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                format("%s: %s(m=%lld, n=%lld, k=%lld, batch=%lld): %s",
+                       who(ctx).c_str(), fn, (long long)g.m, (long long)g.n,
+                       (long long)g.k, (long long)g.batch, bad.c_str())));
     return;
   }
   if (g.m == 0 || g.n == 0 || g.batch == 0)
@@ -117,11 +117,11 @@ void fsdprt::gpu::blas_destroy(fsdprt_gpu_context *ctx) {
 
 extern "C" {
 
-void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
-                         int64_t n, int64_t k, float alpha, const float *a,
-                         int64_t lda, int64_t stride_a, const float *b,
-                         int64_t ldb, int64_t stride_b, float beta, float *c,
-                         int64_t ldc, int64_t stride_c, int64_t batch) {
+void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const float *a, int64_t lda,
+                         int64_t stride_a, const float *b, int64_t ldb,
+                         int64_t stride_b, float beta, float *c, int64_t ldc,
+                         int64_t stride_c, int64_t batch) {
   gemm("fsdprt_gpu_gemm_f32",
        Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
             stride_a, stride_b, stride_c, batch},

@@ -148,8 +148,8 @@ Status cuda_status(cudaError_t rc, const std::string &what) {
   else if (rc == cudaErrorNoDevice || rc == cudaErrorInsufficientDriver ||
            rc == cudaErrorInvalidDevice)
     code = FSDPRT_ERR_NO_DEVICE;
-  return Status(code, format("%s: %s (%s)", what.c_str(), cudaGetErrorString(rc),
-                             cudaGetErrorName(rc)));
+  return Status(code, format("%s: %s (%s)", what.c_str(),
+                             cudaGetErrorString(rc), cudaGetErrorName(rc)));
 }
 
 std::string who(const fsdprt_gpu_context *ctx) {
@@ -277,14 +277,15 @@ void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
   cudaGetLastError();
   size_t free_b = 0, total_b = 0;
   cudaMemGetInfo(&free_b, &total_b);
+  const std::string what =
+      format("%s of %lld bytes (%.1f MiB free of %.1f MiB on the device)", fn,
+             (long long)bytes, double(free_b) / (1 << 20),
+             double(total_b) / (1 << 20));
   Status st = cuda_status(
-      rc, format("%s: %s of %lld bytes (%.1f MiB free of %.1f MiB on the "
-                 "device)",
-                 who(ctx).c_str(), fn, (long long)bytes,
-                 double(free_b) / (1 << 20), double(total_b) / (1 << 20)));
-  if (rc == cudaErrorMemoryAllocation)
-    st.message = format("%s: out of device memory: %s", who(ctx).c_str(),
-                        st.message.c_str());
+      rc,
+      format("%s: %s%s", who(ctx).c_str(),
+             rc == cudaErrorMemoryAllocation ? "out of device memory: " : "",
+             what.c_str()));
   fail(ctx, st);
   return nullptr;
 }
@@ -308,15 +309,15 @@ fsdprt_status_t fsdprt_gpu_require_devices(int32_t devices) {
   int n = 0;
   Status st = count_devices(&n);
   if (!st.ok())
-    return report(Status(st.code, format("%d GPU%s needed: %s", (int)devices,
-                                         devices == 1 ? "" : "s",
-                                         st.message.c_str())));
+    return report(
+        Status(st.code, format("%d GPU%s needed: %s", (int)devices,
+                               devices == 1 ? "" : "s", st.message.c_str())));
   if (n < devices)
-    return report(Status(
-        FSDPRT_ERR_NO_DEVICE,
-        format("%d GPUs needed (one per rank) but %d %s visible (check "
-               "CUDA_VISIBLE_DEVICES, or run fewer ranks)",
-               (int)devices, n, n == 1 ? "is" : "are")));
+    return report(
+        Status(FSDPRT_ERR_NO_DEVICE,
+               format("%d GPUs needed (one per rank) but %d %s visible (check "
+                      "CUDA_VISIBLE_DEVICES, or run fewer ranks)",
+                      (int)devices, n, n == 1 ? "is" : "are")));
   return FSDPRT_OK;
 }
 
@@ -435,8 +436,8 @@ fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
     return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
   if (bytes <= 0)
     return FSDPRT_OK;
-  cudaError_t rc = cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault,
-                                   ctx->compute);
+  cudaError_t rc =
+      cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, ctx->compute);
   // Pageable sources are staged before the call returns; pinned ones are
   // read later, so wait to keep "src may be reused" true for both.
   if (rc == cudaSuccess)
@@ -453,8 +454,8 @@ fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
     return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
   if (bytes <= 0)
     return FSDPRT_OK;
-  cudaError_t rc = cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault,
-                                   ctx->compute);
+  cudaError_t rc =
+      cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, ctx->compute);
   if (rc == cudaSuccess)
     rc = cudaStreamSynchronize(ctx->compute);
   if (failed(ctx, rc, "fsdprt_gpu_copy_to_host", "cudaMemcpyAsync"))

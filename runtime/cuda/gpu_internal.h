@@ -47,8 +47,7 @@ struct Driver {
   CUresult (*launchKernel)(CUfunction, unsigned, unsigned, unsigned, unsigned,
                            unsigned, unsigned, unsigned, CUstream, void **,
                            void **) = nullptr;
-  CUresult (*memsetD32Async)(CUdeviceptr, unsigned, size_t,
-                             CUstream) = nullptr;
+  CUresult (*memsetD32Async)(CUdeviceptr, unsigned, size_t, CUstream) = nullptr;
   CUresult (*memsetD16Async)(CUdeviceptr, unsigned short, size_t,
                              CUstream) = nullptr;
   CUresult (*getErrorName)(CUresult, const char **) = nullptr;

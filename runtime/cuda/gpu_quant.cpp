@@ -7,23 +7,25 @@
 // data part has any length), while the kernels store fp32 scales with
 // aligned accesses; misaligned parts go through a stream-ordered scratch
 // buffer and a device-to-device copy.
-#include "gpu_internal.h"
 #include "fsdprt_quant.h"
+#include "gpu_internal.h"
 
 using namespace fsdprt;
 using namespace fsdprt::gpu;
 
 namespace {
 
-bool aligned4(const void *p) { return (reinterpret_cast<uintptr_t>(p) & 3) == 0; }
+bool aligned4(const void *p) {
+  return (reinterpret_cast<uintptr_t>(p) & 3) == 0;
+}
 
 struct Step {
   fsdprt_gpu_context *ctx;
   const char *fn;
 
   void fail_with(fsdprt_status_t code, const std::string &why) const {
-    fail(ctx, Status(code, format("%s: %s: %s", who(ctx).c_str(), fn,
-                                  why.c_str())));
+    fail(ctx,
+         Status(code, format("%s: %s: %s", who(ctx).c_str(), fn, why.c_str())));
   }
   bool quant(int rc) const {
     if (rc == FSDPRT_QUANT_OK)
@@ -99,8 +101,7 @@ void quantize(const Step &s, const void *x, const float *amax, uint8_t *packet,
 
 // One packet into `y`; misaligned scales and value are copied out first.
 bool dequantize_slot(const Step &s, const uint8_t *packet, void *y,
-                     int32_t dtype, int32_t fmt,
-                     const fsdprt_quant_layout &l) {
+                     int32_t dtype, int32_t fmt, const fsdprt_quant_layout &l) {
   const uint8_t *scales = packet + l.data_bytes;
   const uint8_t *tensor = scales + l.scale_bytes;
   if (aligned4(scales) && aligned4(tensor))

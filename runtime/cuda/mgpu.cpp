@@ -56,9 +56,8 @@ std::unordered_set<void *> &managed() {
 bool driver_ready(fsdprt_gpu_context *ctx, const char *fn) {
   if (driver().error.empty())
     return true;
-  fail(ctx, Status(FSDPRT_ERR_NO_DEVICE,
-                   format("%s: %s: %s", who(ctx).c_str(), fn,
-                          driver().error.c_str())));
+  fail(ctx, Status(FSDPRT_ERR_NO_DEVICE, format("%s: %s: %s", who(ctx).c_str(),
+                                                fn, driver().error.c_str())));
   return false;
 }
 
@@ -91,13 +90,13 @@ CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
     ctx->module_loads++;
   }
   CUfunction fn = nullptr;
-  CUresult rc = driver().moduleGetFunction(&fn, m->per_device[dev],
-                                           f->name.c_str());
+  CUresult rc =
+      driver().moduleGetFunction(&fn, m->per_device[dev], f->name.c_str());
   if (rc != CUDA_SUCCESS) {
-    fail(ctx, Status(FSDPRT_ERR_BACKEND,
-                     format("%s: kernel %s: %s", who(ctx).c_str(),
-                            f->name.c_str(),
-                            driver_error(rc, "cuModuleGetFunction").c_str())));
+    fail(ctx,
+         Status(FSDPRT_ERR_BACKEND,
+                format("%s: kernel %s: %s", who(ctx).c_str(), f->name.c_str(),
+                       driver_error(rc, "cuModuleGetFunction").c_str())));
     return nullptr;
   }
   f->per_device[dev].store(fn, std::memory_order_release);
@@ -195,10 +194,10 @@ void mgpuLaunchKernel(void *function, int64_t gx, int64_t gy, int64_t gz,
       unsigned(bz), unsigned(smem),
       reinterpret_cast<CUstream>(stream_of(ctx, stream)), params, extra);
   if (rc != CUDA_SUCCESS) {
-    fail(ctx, Status(FSDPRT_ERR_BACKEND,
-                     format("%s: kernel %s: %s", who(ctx).c_str(),
-                            f->name.c_str(),
-                            driver_error(rc, "cuLaunchKernel").c_str())));
+    fail(ctx,
+         Status(FSDPRT_ERR_BACKEND,
+                format("%s: kernel %s: %s", who(ctx).c_str(), f->name.c_str(),
+                       driver_error(rc, "cuLaunchKernel").c_str())));
     return;
   }
   ctx->launches++;

@@ -54,8 +54,8 @@ FSDPRT_API const char *fsdprt_gpu_last_error_message(void);
 /* A context on `device` (its primary CUDA context, two non-blocking streams,
  * an event pool; cuBLAS is created on the first GEMM). Makes it current on
  * the calling thread. */
-FSDPRT_API fsdprt_status_t fsdprt_gpu_context_create(int32_t device,
-                                                     fsdprt_gpu_context_t **ctx);
+FSDPRT_API fsdprt_status_t
+fsdprt_gpu_context_create(int32_t device, fsdprt_gpu_context_t **ctx);
 /* Synchronizes and frees the context's streams, events and handles. No
  * thread may be using it; it stops being current on the calling thread. */
 FSDPRT_API void fsdprt_gpu_context_destroy(fsdprt_gpu_context_t *ctx);
@@ -126,18 +126,17 @@ FSDPRT_API void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
                                     int64_t ldb, int64_t stride_b, float beta,
                                     float *c, int64_t ldc, int64_t stride_c,
                                     int64_t batch);
-FSDPRT_API void fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b,
-                                     int64_t m, int64_t n, int64_t k,
-                                     float alpha, const uint16_t *a,
-                                     int64_t lda, int64_t stride_a,
-                                     const uint16_t *b, int64_t ldb,
-                                     int64_t stride_b, float beta, uint16_t *c,
-                                     int64_t ldc, int64_t stride_c,
-                                     int64_t batch);
+FSDPRT_API void
+fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                     int64_t k, float alpha, const uint16_t *a, int64_t lda,
+                     int64_t stride_a, const uint16_t *b, int64_t ldb,
+                     int64_t stride_b, float beta, uint16_t *c, int64_t ldc,
+                     int64_t stride_c, int64_t batch);
 /* Process-wide; off by default (f32 GEMMs are exact fp32 products). */
 FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
 
-/* ---- quantization on device buffers --------------------------------------- */
+/* ---- quantization on device buffers ---------------------------------------
+ */
 /*
  * The device forms of fsdprt_jit_quant_amax / fsdprt_jit_quantize /
  * fsdprt_jit_dequantize (fsdprt.h, docs/QUANTIZATION.md): every pointer is a
@@ -155,7 +154,8 @@ FSDPRT_API void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
                                       int32_t dtype, int32_t format,
                                       int64_t rows, int64_t cols);
 
-/* ---- MLIR gpu-to-llvm ABI (LLVM 22) --------------------------------------- */
+/* ---- MLIR gpu-to-llvm ABI (LLVM 22) ---------------------------------------
+ */
 /*
  * What the host code of a lowered GPU module calls. Module loads run from
  * global constructors, before any rank exists, so they only register the
@@ -167,11 +167,11 @@ FSDPRT_API void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
 FSDPRT_API void *mgpuModuleLoad(void *data, int64_t size);
 FSDPRT_API void mgpuModuleUnload(void *module);
 FSDPRT_API void *mgpuModuleGetFunction(void *module, const char *name);
-FSDPRT_API void mgpuLaunchKernel(void *function, int64_t grid_x,
-                                 int64_t grid_y, int64_t grid_z,
-                                 int64_t block_x, int64_t block_y,
-                                 int64_t block_z, int32_t smem, void *stream,
-                                 void **params, void **extra, int64_t nparams);
+FSDPRT_API void mgpuLaunchKernel(void *function, int64_t grid_x, int64_t grid_y,
+                                 int64_t grid_z, int64_t block_x,
+                                 int64_t block_y, int64_t block_z, int32_t smem,
+                                 void *stream, void **params, void **extra,
+                                 int64_t nparams);
 FSDPRT_API void *mgpuStreamCreate(void);
 FSDPRT_API void mgpuStreamDestroy(void *stream);
 FSDPRT_API void mgpuStreamSynchronize(void *stream);

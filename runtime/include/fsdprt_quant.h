@@ -289,13 +289,10 @@ FSDPRT_QUANT_API int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
    NVFP4), `tensor_dev` the per-tensor fp32 value (written by quantize: the
    scale_inv of per-tensor FP8, a copy of the amax for NVFP4; read by
    dequantize; unused by the other formats). Asynchronous on `stream`. */
-FSDPRT_QUANT_API int fsdprt_quant_cuda_quantize(int format, const void *x,
-                                                int dtype, size_t rows,
-                                                size_t cols,
-                                                const float *amax_dev,
-                                                uint8_t *q, void *scales,
-                                                float *tensor_dev,
-                                                void *stream);
+FSDPRT_QUANT_API int
+fsdprt_quant_cuda_quantize(int format, const void *x, int dtype, size_t rows,
+                           size_t cols, const float *amax_dev, uint8_t *q,
+                           void *scales, float *tensor_dev, void *stream);
 FSDPRT_QUANT_API int
 fsdprt_quant_cuda_dequantize(int format, const uint8_t *q, const void *scales,
                              const float *tensor_dev, size_t rows, size_t cols,

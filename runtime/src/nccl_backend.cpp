@@ -212,9 +212,9 @@ Status NcclComm::nccl(ncclResult_t rc, const char *what) {
 
 Status NcclComm::aborted_status() {
   std::lock_guard<std::mutex> lock(cause_mu_);
-  return Status(FSDPRT_ERR_ABORTED, format("rank %lld: aborted: %s",
-                                           (long long)rank,
-                                           abort_cause_.message.c_str()));
+  return Status(FSDPRT_ERR_ABORTED,
+                format("rank %lld: aborted: %s", (long long)rank,
+                       abort_cause_.message.c_str()));
 }
 
 // The thread's context when it is on `device`, else one of our own.
@@ -248,9 +248,8 @@ Status NcclComm::split_groups() {
     g.checks_left = checks;
     // Every rank takes part in every split (NCCL_SPLIT_NOCOLOR never
     // applies: each rank belongs to exactly one group per mask).
-    Status st =
-        nccl(ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
-             "ncclCommSplit");
+    Status st = nccl(ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
+                     "ncclCommSplit");
     if (!st.ok())
       return st;
   }
@@ -432,8 +431,7 @@ Status NcclComm::enqueue(const Group &g, const Desc &desc, const void *send,
                                       cudaMemcpyDeviceToDevice, s),
                       "cudaMemcpyAsync");
   if (desc.kind == FSDPRT_KIND_ALL_GATHER)
-    return nccl(ncclAllGather(send, recv, n, type, g.comm, s),
-                "ncclAllGather");
+    return nccl(ncclAllGather(send, recv, n, type, g.comm, s), "ncclAllGather");
   if (desc.kind == FSDPRT_KIND_REDUCE_SCATTER)
     return nccl(
         ncclReduceScatter(send, recv, n, type, nccl_op(desc.op), g.comm, s),
@@ -519,8 +517,8 @@ Status NcclComm::wait(fsdprt_request *request) {
 Status NcclComm::test(fsdprt_request *request, bool *done) {
   auto *r = static_cast<NcclRequest *>(request);
   if (!r->done) {
-    cudaError_t rc = r->op->complete ? cudaSuccess
-                                     : cudaEventQuery(r->op->done);
+    cudaError_t rc =
+        r->op->complete ? cudaSuccess : cudaEventQuery(r->op->done);
     if (aborted_) {
       r->done = true;
       r->result = aborted_status();
@@ -548,8 +546,9 @@ Status NcclComm::run(const Desc &desc, const void *send, void *recv) {
   for (;;) {
     cudaError_t rc = cudaEventQuery(r->op->done);
     if (rc == cudaSuccess || rc != cudaErrorNotReady || aborted_) {
-      st = aborted_ ? aborted_status()
-                    : rc == cudaSuccess ? wait(req) : cuda(rc, "cudaEventQuery");
+      st = aborted_            ? aborted_status()
+           : rc == cudaSuccess ? wait(req)
+                               : cuda(rc, "cudaEventQuery");
       break;
     }
     sched_yield();
@@ -588,8 +587,7 @@ bool NcclComm::poll(Inflight &op, double now) {
                "not call it or is stuck; NCCL cannot tell which; %s); the "
                "communicator was aborted",
                (long long)rank, waited, (unsigned long long)(op.seq + 1),
-               describe(op.desc).c_str(), g.name.c_str(),
-               g.members.c_str())));
+               describe(op.desc).c_str(), g.name.c_str(), g.members.c_str())));
     return true;
   }
   return false;
@@ -617,15 +615,14 @@ void NcclComm::check_async_errors() {
 
 void NcclComm::reap() {
   std::lock_guard<std::mutex> lock(watch_mu_);
-  inflight_.erase(
-      std::remove_if(inflight_.begin(), inflight_.end(),
-                     [](const std::shared_ptr<Inflight> &op) {
-                       if (!op->complete &&
-                           cudaEventQuery(op->done) == cudaSuccess)
-                         op->complete = true;
-                       return op->complete.load();
-                     }),
-      inflight_.end());
+  inflight_.erase(std::remove_if(inflight_.begin(), inflight_.end(),
+                                 [](const std::shared_ptr<Inflight> &op) {
+                                   if (!op->complete &&
+                                       cudaEventQuery(op->done) == cudaSuccess)
+                                     op->complete = true;
+                                   return op->complete.load();
+                                 }),
+                  inflight_.end());
 }
 
 void NcclComm::watch() {
@@ -664,8 +661,8 @@ fsdprt_status_t fsdprt_nccl_get_unique_id(fsdprt_nccl_id_t *id) {
   ncclUniqueId uid;
   ncclResult_t rc = ncclGetUniqueId(&uid);
   if (rc != ncclSuccess) {
-    gpu::set_last_message(format("ncclGetUniqueId failed: %s",
-                                 ncclGetErrorString(rc)));
+    gpu::set_last_message(
+        format("ncclGetUniqueId failed: %s", ncclGetErrorString(rc)));
     return FSDPRT_ERR_BACKEND;
   }
   std::memset(id, 0, sizeof(*id));
@@ -689,8 +686,8 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
     return FSDPRT_ERR_INVALID_ARGUMENT;
   st = gpu::check_device(cuda_device);
   if (!st.ok()) {
-    gpu::set_last_message(format("rank %lld: %s", (long long)rank,
-                                 st.message.c_str()));
+    gpu::set_last_message(
+        format("rank %lld: %s", (long long)rank, st.message.c_str()));
     return st.code;
   }
   auto c = std::make_unique<NcclComm>();

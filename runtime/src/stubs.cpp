@@ -112,17 +112,15 @@ void fsdprt_gpu_gemm_f32(int32_t, int32_t, int64_t, int64_t, int64_t, float,
 }
 void fsdprt_gpu_gemm_bf16(int32_t, int32_t, int64_t, int64_t, int64_t, float,
                           const uint16_t *, int64_t, int64_t, const uint16_t *,
-                          int64_t, int64_t, float, uint16_t *, int64_t,
-                          int64_t, int64_t) {
+                          int64_t, int64_t, float, uint16_t *, int64_t, int64_t,
+                          int64_t) {
   no_gpu();
 }
 void fsdprt_gpu_set_tf32(int32_t) {}
 #endif
 
 #if !defined(FSDPRT_WITH_GPU) || !defined(FSDPRT_WITH_GPU_QUANT)
-void fsdprt_gpu_quant_amax(const void *, void *, int64_t, int32_t) {
-  no_gpu();
-}
+void fsdprt_gpu_quant_amax(const void *, void *, int64_t, int32_t) { no_gpu(); }
 void fsdprt_gpu_quantize(const void *, const void *, void *, int64_t, int32_t,
                          int32_t, int64_t, int64_t) {
   no_gpu();

@@ -1,5 +1,6 @@
-/* The public header compiled as C99 and used from C threads. */
+/* The public headers compiled as C99 and used from C threads. */
 #include "fsdprt.h"
+#include "fsdprt_gpu.h"
 
 #include <pthread.h>
 #include <stdio.h>
@@ -64,6 +65,16 @@ int main(void) {
   long r;
   fsdprt_options_init(&options);
   options.axis_names = names;
+  /* The GPU runtime answers without a GPU: a device count or a reason. */
+  {
+    int32_t gpus = -1;
+    fsdprt_status_t st = fsdprt_gpu_device_count(&gpus);
+    if (st != FSDPRT_OK && (gpus != 0 || !fsdprt_gpu_last_error_message()[0]) &&
+        fsdprt_gpu_built()) {
+      fprintf(stderr, "fsdprt_gpu_device_count: no count and no reason\n");
+      return 1;
+    }
+  }
   if (fsdprt_threads_world_create(1, shape, &options, &world) != FSDPRT_OK) {
     fprintf(stderr, "world_create failed\n");
     return 1;

@@ -210,14 +210,13 @@ void gemm_case(int ta, int tb, int64_t m, int64_t n, int64_t k, int64_t batch,
     b16[i] = bf16(b[i]);
   fsdprt_gpu_copy_to_device(da, a16.data(), int64_t(a16.size()) * 2);
   fsdprt_gpu_copy_to_device(db, b16.data(), int64_t(b16.size()) * 2);
-  fsdprt_gpu_gemm_bf16(ta, tb, m, n, k, 1, reinterpret_cast<uint16_t *>(da),
-                       ac, sa, reinterpret_cast<uint16_t *>(db), bc, sb, 0,
+  fsdprt_gpu_gemm_bf16(ta, tb, m, n, k, 1, reinterpret_cast<uint16_t *>(da), ac,
+                       sa, reinterpret_cast<uint16_t *>(db), bc, sb, 0,
                        reinterpret_cast<uint16_t *>(dc), n, sc, batch);
   fsdprt_gpu_copy_to_host(c16.data(), dc, int64_t(c16.size()) * 2);
   *err16 = 0;
   for (size_t i = 0; i < want.size(); ++i)
-    *err16 =
-        std::max(*err16, std::fabs(from_bf16(c16[i]) - want[i]) / scale);
+    *err16 = std::max(*err16, std::fabs(from_bf16(c16[i]) - want[i]) / scale);
   fsdprt_gpu_free(da);
   fsdprt_gpu_free(db);
   fsdprt_gpu_free(dc);
@@ -273,8 +272,7 @@ TEST(GpuDevice, NcclOnDeviceBuffersOverlapsCompute) {
       fill(x, n, float(r + 1));
       auto all_reduce = [&] {
         fsdprt_request_t req = nullptr;
-        fsdprt_all_reduce_async(comm, 1, x, y, n, FSDPRT_F32, FSDPRT_SUM,
-                                &req);
+        fsdprt_all_reduce_async(comm, 1, x, y, n, FSDPRT_F32, FSDPRT_SUM, &req);
         return req;
       };
       fsdprt_request_t warm = all_reduce(); // NCCL's first-call setup

@@ -66,8 +66,8 @@ const emu::KernelEntry kKernels[] = {
 const emu::ModuleImage kImage{emu::kModuleMagic, 4, kKernels};
 
 void *module() {
-  static void *m = mgpuModuleLoad(const_cast<emu::ModuleImage *>(&kImage),
-                                  sizeof(kImage));
+  static void *m =
+      mgpuModuleLoad(const_cast<emu::ModuleImage *>(&kImage), sizeof(kImage));
   return m;
 }
 
@@ -103,7 +103,8 @@ std::vector<float> to_host(const float *d, size_t n) {
   return h;
 }
 
-// ---- devices and errors -------------------------------------------------------
+// ---- devices and errors
+// -------------------------------------------------------
 
 TEST_F(Emulation, NoGpuNoDriverOldDriverAndTooFewGpusAreClearErrors) {
   int32_t n = -1;
@@ -178,9 +179,11 @@ TEST_F(Emulation, OutOfDeviceMemoryIsReportedWithTheSizes) {
   fsdprt_gpu_context_destroy(ctx);
 }
 
-// ---- contexts, modules, streams, events ----------------------------------------
+// ---- contexts, modules, streams, events
+// ----------------------------------------
 
-TEST_F(Emulation, RankThreadsLaunchOnTheirOwnDeviceAndLoadModulesOncePerDevice) {
+TEST_F(Emulation,
+       RankThreadsLaunchOnTheirOwnDeviceAndLoadModulesOncePerDevice) {
   // A module of its own, registered as a "global constructor" would:
   // nothing is loaded yet.
   static const emu::ModuleImage image = kImage;
@@ -324,7 +327,8 @@ TEST_F(Emulation, MemsetAndCopiesAreStreamOrdered) {
   fsdprt_gpu_context_destroy(ctx);
 }
 
-// ---- cuBLAS -------------------------------------------------------------------
+// ---- cuBLAS
+// -------------------------------------------------------------------
 
 uint16_t bf16(float f) {
   uint32_t u;
@@ -388,9 +392,10 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
                          : b[size_t(p * sb + l * ldb + j)]);
     };
     std::vector<double> c0(c.begin(), c.end());
-    auto want = reference(g, std::function<double(int64_t, int64_t, int64_t)>(at),
-                          std::function<double(int64_t, int64_t, int64_t)>(bt),
-                          c0, ldc, sc, 1.5, 0.5);
+    auto want =
+        reference(g, std::function<double(int64_t, int64_t, int64_t)>(at),
+                  std::function<double(int64_t, int64_t, int64_t)>(bt), c0, ldc,
+                  sc, 1.5, 0.5);
     auto *da = static_cast<float *>(fsdprt_gpu_alloc(int64_t(a.size() * 4)));
     auto *db = static_cast<float *>(fsdprt_gpu_alloc(int64_t(b.size() * 4)));
     auto *dc = static_cast<float *>(fsdprt_gpu_alloc(int64_t(c.size() * 4)));
@@ -405,8 +410,8 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
         for (int64_t j = 0; j < ldc; ++j) {
           const size_t idx = size_t(p * sc + i * ldc + j);
           EXPECT_NEAR(got[idx], want[idx], 1e-5)
-              << "ta=" << g.ta << " tb=" << g.tb << " batch " << p << " ["
-              << i << "," << j << "]";
+              << "ta=" << g.ta << " tb=" << g.tb << " batch " << p << " [" << i
+              << "," << j << "]";
         }
 
     // bf16: the same problem on bf16-rounded inputs, f32 accumulation.
@@ -484,12 +489,13 @@ TEST_F(Emulation, Tf32OnlyWhenEnabledAndBadShapesAreErrors) {
   fsdprt_gpu_context_destroy(ctx);
 }
 
-// ---- NCCL on device buffers ----------------------------------------------------
+// ---- NCCL on device buffers
+// ----------------------------------------------------
 
 // Runs fn(rank, comm) on one thread per rank, rank r on device r % devices.
 void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
-               double timeout = 20, std::vector<fsdprt_status_t> *created =
-                                        nullptr) {
+               double timeout = 20,
+               std::vector<fsdprt_status_t> *created = nullptr) {
   fsdprt_nccl_id_t id;
   ASSERT_EQ(fsdprt_nccl_get_unique_id(&id), FSDPRT_OK);
   fsdprt_options_t opts;
@@ -502,8 +508,8 @@ void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
     threads.emplace_back([&, r] {
       int64_t shape = ranks;
       fsdprt_comm_t *comm = nullptr;
-      st[size_t(r)] = fsdprt_nccl_comm_create(1, &shape, r, &id, r % devices,
-                                              &opts, &comm);
+      st[size_t(r)] =
+          fsdprt_nccl_comm_create(1, &shape, r, &id, r % devices, &opts, &comm);
       if (st[size_t(r)] != FSDPRT_OK)
         return;
       fsdprt_set_thread_comm(comm);
@@ -533,7 +539,8 @@ struct Meeting {
   }
 };
 
-TEST_F(Emulation, CollectivesRunAfterTheKernelsBeforeThemAndBeforeTheOnesAfter) {
+TEST_F(Emulation,
+       CollectivesRunAfterTheKernelsBeforeThemAndBeforeTheOnesAfter) {
   const int64_t n = 32;
   Meeting held;
   std::vector<std::vector<float>> out(2);
@@ -582,9 +589,9 @@ TEST_F(Emulation, SteadyStateCollectivesCreateNoEvents) {
     fill(x, 8, 1.0f);
     auto step = [&] {
       fsdprt_request_t a = nullptr, b = nullptr;
-      ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 4, FSDPRT_F32,
-                                        FSDPRT_SUM, &a),
-                FSDPRT_OK);
+      ASSERT_EQ(
+          fsdprt_all_reduce_async(comm, 1, x, x, 4, FSDPRT_F32, FSDPRT_SUM, &a),
+          FSDPRT_OK);
       ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x + 4, x + 4, 4, FSDPRT_F32,
                                         FSDPRT_MAX, &b),
                 FSDPRT_OK);
@@ -628,8 +635,8 @@ TEST_F(Emulation, DesyncOfTheFirstCollectivesIsReported) {
   });
   for (int r = 0; r < 2; ++r) {
     EXPECT_EQ(st[size_t(r)], FSDPRT_ERR_DESYNC);
-    EXPECT_TRUE(contains(msg[size_t(r)],
-                         "rank 1 called all_gather(f32, count=32)"))
+    EXPECT_TRUE(
+        contains(msg[size_t(r)], "rank 1 called all_gather(f32, count=32)"))
         << msg[size_t(r)];
   }
 }
@@ -641,9 +648,9 @@ TEST_F(Emulation, DesyncChecksStopWhenTurnedOff) {
     ASSERT_EQ(fsdprt_nccl_comm_set_desync_checks(comm, 0), FSDPRT_OK);
     auto *d = static_cast<float *>(fsdprt_gpu_alloc(64 * 4));
     auto *out = static_cast<float *>(fsdprt_gpu_alloc(128 * 4));
-    EXPECT_EQ(fsdprt_all_gather(comm, 1, d, out, rank == 1 ? 32 : 16,
-                                FSDPRT_F32),
-              FSDPRT_OK);
+    EXPECT_EQ(
+        fsdprt_all_gather(comm, 1, d, out, rank == 1 ? 32 : 16, FSDPRT_F32),
+        FSDPRT_OK);
     fsdprt_gpu_free(d);
     fsdprt_gpu_free(out);
   });
@@ -680,9 +687,9 @@ TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
         // The compute stream waits for the stuck collective until the
         // watchdog aborts the communicator: this returns, with the error.
         EXPECT_NE(fsdprt_gpu_synchronize(ctx), FSDPRT_ERR_INVALID_ARGUMENT);
-        waited = std::chrono::duration<double>(
-                     std::chrono::steady_clock::now() - t0)
-                     .count();
+        waited =
+            std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+                .count();
         code = fsdprt_comm_error(comm);
         msg = fsdprt_comm_error_message(comm);
         later = fsdprt_all_reduce(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM);
@@ -729,12 +736,14 @@ TEST_F(Emulation, TheFirstStepsDescriptorCheckTimesOutOnTheHost) {
 TEST_F(Emulation, TwoRanksOnOneGpuFailWithTheReason) {
   configure({1, 13000, 1 << 30});
   std::vector<fsdprt_status_t> st;
-  run_ranks(2, [](int, fsdprt_comm_t *) {}, 5, &st);
+  run_ranks(
+      2, [](int, fsdprt_comm_t *) {}, 5, &st);
   EXPECT_NE(st[0], FSDPRT_OK);
   EXPECT_NE(st[1], FSDPRT_OK);
 }
 
-// ---- quantization on device buffers ----------------------------------------------
+// ---- quantization on device buffers
+// ----------------------------------------------
 
 TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
   fsdprt_world_t *world = nullptr;
@@ -760,8 +769,8 @@ TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
         if (fsdprt_quant_get_layout(fmt, shape, 2, &l) != FSDPRT_QUANT_OK)
           continue; // a shape the format does not take
         const int64_t count = rows * cols;
-        const int64_t wire = int64_t(l.data_bytes + l.scale_bytes +
-                                     l.tensor_bytes);
+        const int64_t wire =
+            int64_t(l.data_bytes + l.scale_bytes + l.tensor_bytes);
         std::vector<float> x(static_cast<size_t>(count));
         for (float &v : x)
           v = dist(rng);
@@ -772,8 +781,8 @@ TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
                             fmt, rows, cols);
         std::memcpy(packet.data() + wire, packet.data(), size_t(wire));
         std::vector<float> y(size_t(2 * count));
-        fsdprt_jit_dequantize(packet.data(), y.data(), 2, FSDPRT_F32, fmt,
-                              rows, cols);
+        fsdprt_jit_dequantize(packet.data(), y.data(), 2, FSDPRT_F32, fmt, rows,
+                              cols);
         ASSERT_EQ(fsdprt_comm_error(comm), FSDPRT_OK)
             << fsdprt_comm_error_message(comm);
 

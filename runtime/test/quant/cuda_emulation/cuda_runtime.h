@@ -116,8 +116,7 @@ inline std::mutex kernelMutex;
 #endif
 
 template <typename Kernel, typename... Args>
-void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
-               Args... args);
+void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args);
 
 // Runs every thread of every block, blocks one after another. With `coop`
 // each CUDA thread of a block is a host thread (reused across blocks, with a

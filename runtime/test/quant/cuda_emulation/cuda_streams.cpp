@@ -1,8 +1,8 @@
 // Host emulation of the stream-ordered CUDA runtime, the driver entry points,
 // cuBLAS and NCCL that the GPU runtime uses (see cuda_streams.h, cublas_v2.h,
 // nccl.h next to this file).
-#include "cuda.h"
 #include "cublas_v2.h"
+#include "cuda.h"
 #include "cuda_runtime.h"
 #include "nccl.h"
 
@@ -175,7 +175,8 @@ Launch currentLaunch() { return tls_launch; }
 
 } // namespace cuda_emulation
 
-// ---- runtime API --------------------------------------------------------------
+// ---- runtime API
+// --------------------------------------------------------------
 
 const char *cudaGetErrorString(cudaError_t e) {
   switch (e) {
@@ -437,7 +438,8 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t stream) {
   return cudaSuccess;
 }
 
-// ---- driver entry points ------------------------------------------------------
+// ---- driver entry points
+// ------------------------------------------------------
 
 namespace {
 
@@ -555,9 +557,10 @@ CUresult cuGetErrorName(CUresult rc, const char **name) {
 
 } // namespace
 
-cudaError_t cudaGetDriverEntryPointByVersion(
-    const char *symbol, void **fn, unsigned, unsigned long long,
-    cudaDriverEntryPointQueryResult *status) {
+cudaError_t
+cudaGetDriverEntryPointByVersion(const char *symbol, void **fn, unsigned,
+                                 unsigned long long,
+                                 cudaDriverEntryPointQueryResult *status) {
   static const std::unordered_map<std::string, void *> table = {
       {"cuModuleLoadData", reinterpret_cast<void *>(&cuModuleLoadData)},
       {"cuModuleUnload", reinterpret_cast<void *>(&cuModuleUnload)},
@@ -570,8 +573,8 @@ cudaError_t cudaGetDriverEntryPointByVersion(
   auto it = table.find(symbol);
   *fn = it == table.end() ? nullptr : it->second;
   if (status)
-    *status = *fn ? cudaDriverEntryPointSuccess
-                  : cudaDriverEntryPointSymbolNotFound;
+    *status =
+        *fn ? cudaDriverEntryPointSuccess : cudaDriverEntryPointSymbolNotFound;
   return cudaSuccess;
 }
 
@@ -613,8 +616,9 @@ struct Operand {
   const void *p;
   cudaDataType type;
   float at(long long i) const {
-    return type == CUDA_R_32F ? static_cast<const float *>(p)[i]
-                              : bf16_to_float(static_cast<const uint16_t *>(p)[i]);
+    return type == CUDA_R_32F
+               ? static_cast<const float *>(p)[i]
+               : bf16_to_float(static_cast<const uint16_t *>(p)[i]);
   }
 };
 
@@ -1046,7 +1050,7 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t count,
 }
 
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
-                           ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream) {
+                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream) {
   return collective(comm, stream, Part{send, recv, count, type, op, 2});
 }

@@ -15,8 +15,8 @@
 #define NCCL_MINOR 28
 #define NCCL_PATCH 0
 #define NCCL_VERSION(X, Y, Z)                                                  \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z)                      \
-                          : (X) * 10000 + (Y) * 100 + (Z))
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z)                           \
+                          : (X)*10000 + (Y)*100 + (Z))
 #define NCCL_VERSION_CODE NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH)
 
 typedef struct ncclComm *ncclComm_t;
@@ -64,7 +64,7 @@ ncclResult_t ncclReduceScatter(const void *send, void *recv, size_t recvcount,
                                ncclDataType_t type, ncclRedOp_t op,
                                ncclComm_t comm, cudaStream_t stream);
 ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
-                           ncclDataType_t type, ncclRedOp_t op,
-                           ncclComm_t comm, cudaStream_t stream);
+                           ncclDataType_t type, ncclRedOp_t op, ncclComm_t comm,
+                           cudaStream_t stream);
 
 #endif
