@@ -2,6 +2,7 @@
 // device copies (fsdprt_gpu.h).
 #include "gpu_internal.h"
 
+#include <cstdint>
 #include <cstring>
 #include <memory>
 
@@ -114,8 +115,10 @@ template <typename F> void resolve(Driver &d, F *fn, const char *name) {
 } // namespace
 
 const Driver &driver() {
-  static const Driver table = [] {
-    Driver d;
+  // Never destroyed: module unloads run from destructors at exit.
+  static const Driver *table = [] {
+    auto *t = new Driver();
+    Driver &d = *t;
     resolve(d, &d.moduleLoadData, "cuModuleLoadData");
     resolve(d, &d.moduleUnload, "cuModuleUnload");
     resolve(d, &d.moduleGetFunction, "cuModuleGetFunction");
@@ -123,9 +126,9 @@ const Driver &driver() {
     resolve(d, &d.memsetD32Async, "cuMemsetD32Async");
     resolve(d, &d.memsetD16Async, "cuMemsetD16Async");
     resolve(d, &d.getErrorName, "cuGetErrorName");
-    return d;
+    return t;
   }();
-  return table;
+  return *table;
 }
 
 std::string driver_error(CUresult rc, const char *what) {
@@ -238,6 +241,17 @@ std::string fsdprt_gpu_context::first_error_message() const {
 
 namespace {
 
+// The default pool gives freed memory back to the driver at every
+// synchronization; steps allocate the same sizes again, so it keeps it.
+cudaError_t keep_pool_memory(int device) {
+  cudaMemPool_t pool = nullptr;
+  cudaError_t rc = cudaDeviceGetDefaultMemPool(&pool, device);
+  uint64_t keep = UINT64_MAX;
+  if (rc == cudaSuccess)
+    rc = cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  return rc;
+}
+
 Status create_context(int device, std::unique_ptr<fsdprt_gpu_context> *out) {
   Status st = check_device(device);
   if (!st.ok())
@@ -246,6 +260,8 @@ Status create_context(int device, std::unique_ptr<fsdprt_gpu_context> *out) {
   ctx->device = device;
   const std::string where = format("GPU %d", device);
   cudaError_t rc = cudaSetDevice(device); // retains the primary context
+  if (rc == cudaSuccess)
+    rc = keep_pool_memory(device);
   if (rc == cudaSuccess)
     rc = cudaStreamCreateWithFlags(&ctx->compute, cudaStreamNonBlocking);
   if (rc == cudaSuccess)

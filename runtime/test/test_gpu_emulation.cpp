@@ -495,7 +495,10 @@ TEST_F(Emulation, Tf32OnlyWhenEnabledAndBadShapesAreErrors) {
 // Runs fn(rank, comm) on one thread per rank, rank r on device r % devices.
 void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
                double timeout = 20,
-               std::vector<fsdprt_status_t> *created = nullptr) {
+               std::vector<fsdprt_status_t> *created = nullptr,
+               std::vector<int64_t> mesh = {}) {
+  if (mesh.empty())
+    mesh = {ranks};
   fsdprt_nccl_id_t id;
   ASSERT_EQ(fsdprt_nccl_get_unique_id(&id), FSDPRT_OK);
   fsdprt_options_t opts;
@@ -506,10 +509,10 @@ void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
   std::vector<fsdprt_status_t> st(size_t(ranks), FSDPRT_OK);
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
-      int64_t shape = ranks;
       fsdprt_comm_t *comm = nullptr;
       st[size_t(r)] =
-          fsdprt_nccl_comm_create(1, &shape, r, &id, r % devices, &opts, &comm);
+          fsdprt_nccl_comm_create(int32_t(mesh.size()), mesh.data(), r, &id,
+                                  r % devices, &opts, &comm);
       if (st[size_t(r)] != FSDPRT_OK)
         return;
       fsdprt_set_thread_comm(comm);
@@ -579,6 +582,36 @@ TEST_F(Emulation,
   want.resize(size_t(2 * n), 2.0f);
   EXPECT_EQ(out[0], want);
   EXPECT_EQ(out[1], want);
+}
+
+TEST_F(Emulation, GroupsOfA2x2MeshUseTheirSplitCommunicators) {
+  configure({4, 13000, 1 << 30});
+  std::vector<std::vector<float>> rows(4), cols(4), all(4);
+  run_ranks(
+      4,
+      [&](int rank, fsdprt_comm_t *comm) {
+        auto *x = static_cast<float *>(fsdprt_gpu_alloc(3 * 4));
+        auto *g = static_cast<float *>(fsdprt_gpu_alloc(3 * 4 * 2));
+        fill(x, 1, float(rank));
+        // mask 0b01: axis 0 (ranks r and r ^ 2); 0b10: axis 1 (r and r ^ 1).
+        EXPECT_EQ(fsdprt_all_gather(comm, 1, x, g, 1, FSDPRT_F32), FSDPRT_OK);
+        rows[size_t(rank)] = to_host(g, 2);
+        EXPECT_EQ(fsdprt_all_gather(comm, 2, x, g, 1, FSDPRT_F32), FSDPRT_OK);
+        cols[size_t(rank)] = to_host(g, 2);
+        EXPECT_EQ(fsdprt_all_reduce(comm, 3, x, x, 1, FSDPRT_F32, FSDPRT_SUM),
+                  FSDPRT_OK);
+        all[size_t(rank)] = to_host(x, 1);
+        fsdprt_gpu_free(x);
+        fsdprt_gpu_free(g);
+      },
+      20, nullptr, {2, 2});
+  for (int r = 0; r < 4; ++r) {
+    const float lo = float(r & 1), hi = float(r | 2);
+    EXPECT_EQ(rows[size_t(r)], (std::vector<float>{lo, hi})) << "rank " << r;
+    const float c0 = float(r & 2), c1 = float((r & 2) | 1);
+    EXPECT_EQ(cols[size_t(r)], (std::vector<float>{c0, c1})) << "rank " << r;
+    EXPECT_EQ(all[size_t(r)], std::vector<float>{6.0f}) << "rank " << r;
+  }
 }
 
 TEST_F(Emulation, SteadyStateCollectivesCreateNoEvents) {
@@ -707,6 +740,40 @@ TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
   EXPECT_LT(waited, 10.0);
   EXPECT_EQ(later, FSDPRT_ERR_ABORTED);
   EXPECT_GE(emu::ncclAborts(), 1);
+}
+
+TEST_F(Emulation, TheTimeoutCountsFromWhenTheInputsAreReady) {
+  // Both ranks queue a collective behind a kernel that runs longer than the
+  // timeout: the collective itself is quick, so nothing times out.
+  Meeting queued;
+  std::vector<fsdprt_status_t> st(2, FSDPRT_OK);
+  gate_open = false;
+  run_ranks(
+      2,
+      [&](int rank, fsdprt_comm_t *comm) {
+        ASSERT_EQ(fsdprt_nccl_comm_set_desync_checks(comm, 0), FSDPRT_OK);
+        fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+        auto *x = static_cast<float *>(fsdprt_gpu_alloc(8 * 4));
+        launch("hold");
+        fill(x, 8, 1.0f);
+        fsdprt_request_t req = nullptr;
+        EXPECT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32,
+                                          FSDPRT_SUM, &req),
+                  FSDPRT_OK);
+        EXPECT_EQ(fsdprt_wait(&req), FSDPRT_OK);
+        queued.arrive(2);
+        if (rank == 0) {
+          std::this_thread::sleep_for(600ms); // three timeouts
+          gate_open = true;
+        }
+        EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+        st[size_t(rank)] = fsdprt_comm_error(comm);
+        EXPECT_EQ(to_host(x, 1)[0], 2.0f);
+        fsdprt_gpu_free(x);
+      },
+      0.2);
+  EXPECT_EQ(st[0], FSDPRT_OK);
+  EXPECT_EQ(st[1], FSDPRT_OK);
 }
 
 TEST_F(Emulation, TheFirstStepsDescriptorCheckTimesOutOnTheHost) {

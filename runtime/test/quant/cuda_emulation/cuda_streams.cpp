@@ -438,6 +438,19 @@ cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t stream) {
   return cudaSuccess;
 }
 
+// One pool per device; the emulation frees at once whatever its threshold.
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device) {
+  if (device < 0 || device >= cfg.devices)
+    return fail(cudaErrorInvalidDevice);
+  *pool = reinterpret_cast<cudaMemPool_t>(intptr_t(device) + 1);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr,
+                                    void *value) {
+  return pool && value ? cudaSuccess : fail(cudaErrorInvalidValue);
+}
+
 // ---- driver entry points
 // ------------------------------------------------------
 

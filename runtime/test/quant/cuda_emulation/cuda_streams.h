@@ -107,6 +107,11 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
 cudaError_t cudaMemset(void *p, int v, size_t bytes);
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes,
                             cudaStream_t stream = nullptr);
+typedef struct CUmemPoolHandle_st *cudaMemPool_t;
+enum cudaMemPoolAttr { cudaMemPoolAttrReleaseThreshold = 4 };
+cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device);
+cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr attr,
+                                    void *value);
 cudaError_t cudaGetDriverEntryPointByVersion(
     const char *symbol, void **fn, unsigned version, unsigned long long flags,
     cudaDriverEntryPointQueryResult *status = nullptr);
