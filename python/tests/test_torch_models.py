@@ -87,6 +87,24 @@ def gemma(n):
     return model, lm_loss, tokens(n)
 
 
+def mixtral(n, experts_implementation=None):
+    """Sparse MoE: 4 experts, top 2, router softmax + topk. transformers'
+    default experts implementation ("grouped_mm": sort by expert, histc,
+    int32 cumsum of the counts, grouped matrix products, an inverse
+    permutation written by index_put) or "batched_mm" (each token's expert
+    weights gathered; the backward scatters into them)."""
+    model = tiny_lm(
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        num_key_value_heads=1,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    if experts_implementation:
+        model.config._experts_implementation = experts_implementation
+    return model, lm_loss, tokens(n)
+
+
 def opt(n):
     """Positions from the attention mask (cumsum); a padded sequence."""
     transformers = pytest.importorskip("transformers")
@@ -236,6 +254,8 @@ CASES = {
     "convnext": convnext,
     "gpt2": gpt2,
     "llama": llama,
+    "mixtral": mixtral,
+    "mixtral-batched-mm": lambda n: mixtral(n, "batched_mm"),
     "gemma": gemma,
     "opt": opt,
     "bert": bert,
@@ -251,8 +271,8 @@ CASES = {
 # off float64).
 BATCH = {"resnet18-train": 8}
 # The cases also run on 4 ranks (one sample per rank): cheap ones, one of
-# each kind (decoder LM, encoder classifier, CNN, vision transformer).
-FOUR_RANKS = ("gpt2", "bert", "resnet18-eval", "vit")
+# each kind (decoder LM, encoder classifier, CNN, vision transformer, MoE).
+FOUR_RANKS = ("gpt2", "bert", "resnet18-eval", "vit", "mixtral")
 WORLDS = [(case, 2) for case in sorted(CASES)] + [(case, 4) for case in FOUR_RANKS]
 
 
@@ -274,6 +294,21 @@ def run(out, pipeline, extra=()):
     return results
 
 
+def float64_twin(module):
+    """The module the float64 reference runs: itself, or for an MoE with
+    transformers' grouped_mm experts (aten's grouped product has no float64
+    kernel; the frontend's own reference would use the decomposition under
+    test) a copy with the batched_mm experts, the same math by other code."""
+    config = getattr(module, "config", None)
+    if getattr(config, "_experts_implementation", None) != "grouped_mm":
+        return module
+    import copy
+
+    twin = copy.deepcopy(module)
+    twin.config._experts_implementation = "batched_mm"
+    return twin
+
+
 def errors_vs_float64(model, module, loss_fn, batch, results, world):
     """Relative errors of the run's loss and gradients against float64.
 
@@ -290,7 +325,7 @@ def errors_vs_float64(model, module, loss_fn, batch, results, world):
     def as_results(loss, grads):
         return {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
 
-    ref = as_results(*reference(module, loss_fn, batch, world=w))
+    ref = as_results(*reference(float64_twin(module), loss_fn, batch, world=w))
     names = [k for k in ref if k != "loss"]
     errors = V.relative_errors(as_results(loss, grads), ref, names)
     if per_rank:
