@@ -565,3 +565,52 @@ def test_batch_norm_cnn_trains_20_adamw_steps_on_two_ranks(tmp_path):
     # The two ranks saw different batches: their statistics differ.
     a, b = (load_buffers(results, model, rank=r)["bn1.running_mean"] for r in range(world))
     assert not torch.equal(a, b)
+
+
+class PaddedEmbedding(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4, padding_idx=3)
+
+    def forward(self, tokens):
+        return self.emb(tokens)
+
+
+def test_embedding_backward_is_a_scatter_in_torch_order(tmp_path):
+    """The embedding backward runs as fsdp-one-hot-scatter's loop over the
+    tokens, not as a one-hot product: on one rank its gradient is bitwise
+    torch's (aten sums each row token by token, in index order). The
+    repeated token's contributions cancel in that order only (1e8 + 1 -
+    1e8 + 1 is 1 in float32, 2 summed otherwise); the padding token and an
+    index repeated in other rows are covered too."""
+    torch.manual_seed(0)
+    module = PaddedEmbedding()
+    tokens = torch.tensor([[1, 3, 1, 1, 5, 1, 2]]).repeat(2, 1)
+    scale = torch.tensor([1e8, 1.0, -1e8, 1.0, 3.0, 1.0, 2.0]).reshape(1, 7, 1)
+    weights = torch.randn(2, 7, 4, generator=torch.Generator().manual_seed(1)) * scale
+
+    def loss_fn(model, tokens, weights):
+        return (model(tokens) * weights).sum()
+
+    out = str(tmp_path / "emb")
+    model = export_step(module, loss_fn, (tokens, weights), out, mesh="1", verify=False)
+    remarks = subprocess.run(
+        [
+            T.tool("fsdp-opt"),
+            os.path.join(out, "step.mlir"),
+            "--pass-pipeline=builtin.module(func.func(fsdp-one-hot-scatter{report=true}))",
+            "-o",
+            os.devnull,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    assert "one-hot matrix product as a scatter-add over 14 tokens" in remarks
+    results = run(out, model["config"]["pipeline"])
+    got = np.load(os.path.join(results, "grad.emb.weight.npy"))
+    module.zero_grad(set_to_none=True)
+    loss_fn(module, tokens, weights).backward()
+    want = module.emb.weight.grad.numpy()
+    assert np.array_equal(got, want), np.abs(got - want).max()
+    assert not want[3].any()  # the padding row

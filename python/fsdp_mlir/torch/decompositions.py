@@ -30,15 +30,18 @@ def _one_hot(indices: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """d(weight) of `embedding(weight, indices)`: one_hot(indices)^T @ grad."""
+    """d(weight) of `embedding(weight, indices)`: one_hot(indices)^T @ grad,
+    which fsdp-opt's fsdp-one-hot-scatter turns into a scatter-add loop over
+    the tokens (O(tokens x width), summed per token in index order as aten's
+    CPU kernel does). The padding index becomes -1, which names no row."""
     if scale_grad_by_freq:
         raise UnsupportedInModel(
             "aten.embedding_dense_backward with scale_grad_by_freq=True is not supported"
         )
     flat = indices.reshape(-1)
-    one_hot = _one_hot(flat, num_weights, grad_output.dtype)
     if padding_idx is not None and padding_idx >= 0:
-        one_hot = one_hot * (flat != padding_idx).unsqueeze(-1).to(grad_output.dtype)
+        flat = torch.where(flat == padding_idx, torch.full_like(flat, -1), flat)
+    one_hot = _one_hot(flat, num_weights, grad_output.dtype)
     tail = tuple(grad_output.shape[indices.dim() :])
     grad = grad_output.reshape(flat.shape[0], -1)
     return (one_hot.t() @ grad).reshape((num_weights,) + tail)
