@@ -451,7 +451,8 @@ def test_verify_passes_and_reports(tmp_path):
 
 def test_verify_catches_the_tanh_gelu_constant(tmp_path):
     """Without the GELU decomposition torch-mlir's constant 0.797724 is used:
-    the self-check fails and names the worst result. (A fresh process: torch
+    the self-check fails, names the worst result and the first op whose value
+    differs (the GELU, in the MLP's activation). (A fresh process: torch
     caches how an op was decomposed.)"""
     here = os.path.dirname(os.path.abspath(__file__))
     script = (
@@ -472,6 +473,10 @@ def test_verify_catches_the_tanh_gelu_constant(tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "verify: the imported step differs from torch eager" in proc.stdout
     assert "off relative (tolerance 1e-05)" in proc.stdout
+    # The op that computes the wrong values, found by running the traced
+    # graph's intermediate values through the pipeline once more.
+    assert "the first op whose value differs is aten.gelu (node gelu in " in proc.stdout
+    assert "mlp.act_fn" in proc.stdout
 
 
 def test_cli_verify_flag(tmp_path):

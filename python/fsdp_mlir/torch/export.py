@@ -606,6 +606,8 @@ def annotate(text: str, model: dict) -> str:
             attrs = M.port_attrs(r["name"], loss=True)
         elif r["kind"] == "buffer":
             attrs = _buffer_result_attrs(r)
+        elif r["kind"] == "probe":  # verify's intermediate values: plain results
+            attrs = M.port_attrs(r["name"])
         else:
             attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
         results.append(f"{ty} {attrs}")
@@ -782,7 +784,7 @@ def export_step(
         raise ExportError(f"buffer_updates '{buffer_updates}': expected fed_back or results")
     _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
     text = annotate(import_graph(gm), model)
-    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify)
+    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify, gm)
 
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
@@ -884,9 +886,10 @@ def buffer_file(b: dict, module: torch.nn.Module, world: int) -> np.ndarray:
     return value
 
 
-def _verify(text, model, module, loss_fn, local_batch, verify) -> dict:
+def _verify(text, model, module, loss_fn, local_batch, verify, graph=None) -> dict:
     """The self-check of export_step (see verify.py): its report, or why it
-    was skipped."""
+    was skipped. `graph` (the traced step) lets a failure name the first op
+    whose value differs."""
     from . import verify as V
 
     if verify is False:
@@ -900,7 +903,7 @@ def _verify(text, model, module, loss_fn, local_batch, verify) -> dict:
         if V.missing_tools():
             return {"skipped": f"{', '.join(V.missing_tools())} not found"}
     try:
-        return V.verify_step(text, model, module, loss_fn, local_batch)
+        return V.verify_step(text, model, module, loss_fn, local_batch, graph=graph)
     except V.VerifyError as err:
         raise ExportError(str(err)) from None
 
