@@ -294,6 +294,10 @@ def _trace_failure(err: Exception, stack: list) -> Exception:
     forward was in (the innermost one still running) and the aten op; a
     value-dependent branch or shape (`.item()`, `bool(tensor)`, `nonzero`)
     is said to be one. Other errors pass through."""
+    from .decompositions import UnsupportedInModel
+
+    if isinstance(err, UnsupportedInModel):  # says what it is; export_step words it
+        return err
     msg = str(err).strip()
     first = msg.splitlines()[0] if msg else repr(err)
     where = ""
