@@ -619,3 +619,16 @@ def test_embedding_backward_is_a_scatter_in_torch_order(tmp_path):
     want = module.emb.weight.grad.numpy()
     assert np.array_equal(got, want), np.abs(got - want).max()
     assert not want[3].any()  # the padding row
+
+
+def test_mixtral_eager_experts_name_the_op_and_the_experts():
+    """transformers' "eager" experts loop over the experts a batch hits (a
+    value-dependent loop): the error names the op and the experts module."""
+    from fsdp_mlir.torch import ExportError
+
+    module, loss_fn, batch = mixtral(2, "eager")
+    with pytest.raises(ExportError) as err:
+        export_step(module, loss_fn, batch, None, mesh="2", verify=False)
+    assert str(err.value).startswith(
+        "unsupported op 'aten._local_scalar_dense' in model.layers.0.mlp.experts (MixtralExperts)"
+    )
