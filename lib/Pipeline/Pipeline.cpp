@@ -290,10 +290,9 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPOptimizer(),         createFSDPCommReport(),
       createFSDPMemoryReport(),      createConvertFSDPToRuntime(),
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
-      createFSDPOneHotScatter(),
-      createFSDPOutlineSegments(),   createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas(),      createFSDPEarlyDealloc(),
-      createFSDPLowerIfs()};
+      createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
+      createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
+      createFSDPEarlyDealloc(),      createFSDPLowerIfs()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;
