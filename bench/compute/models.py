@@ -35,6 +35,53 @@ def gpt128():
     }
 
 
+def gpt2_small():
+    """Hugging Face GPT-2 small at full size (124M parameters, vocabulary
+    50,257, 12 layers, width 768), random init, eval mode (no dropout), one
+    sequence of 128 tokens: the nn.Embedding backward's cost shows at this
+    vocabulary."""
+    import transformers
+
+    torch.manual_seed(0)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 50257, (1, 128), generator=g)
+    return {"module": model, "loss_fn": hf_lm_loss, "batch": (tokens,), "mesh": "1"}
+
+
+class Embedding(torch.nn.Module):
+    def __init__(self, vocab, dim):
+        super().__init__()
+        self.wte = torch.nn.Embedding(vocab, dim)
+
+    def forward(self, tokens):
+        return self.wte(tokens)
+
+
+def embedding_gpt2():
+    """GPT-2 small's token embedding alone (50,257 x 768), 128 tokens, loss
+    sum(embedding * weights): the step is the gather and the embedding
+    backward (one-hot product or scatter-add loop)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 50257, (1, 128), generator=g)
+    weights = torch.randn(1, 128, 768, generator=g)
+    return {
+        "module": Embedding(50257, 768),
+        "loss_fn": weighted_sum,
+        "batch": (tokens, weights),
+        "mesh": "1",
+    }
+
+
+def weighted_sum(model, tokens, weights):
+    return (model(tokens) * weights).sum()
+
+
+def hf_lm_loss(model, tokens):
+    return model(input_ids=tokens, labels=tokens).loss
+
+
 # Multiply-adds of matrix products per training step (forward + backward =
 # 3 x forward), for GFLOP/s.
 def flops(name):
@@ -44,4 +91,10 @@ def flops(name):
         b, t, d, f, v, blocks = 16, 32, 128, 512, 256, 2
         per_block = 2 * b * t * (3 * d * d + d * d + 2 * d * f) + 2 * 2 * b * t * t * d
         return 3 * (blocks * per_block + 2 * b * t * d * v)
+    if name == "embedding_gpt2":
+        return 0  # no matrix product once the backward is a scatter-add
+    if name == "gpt2_small":
+        t, d, v, layers = 128, 768, 50257, 12
+        per_layer = 2 * t * (3 * d * d + d * d + 2 * 4 * d * d) + 2 * 2 * t * t * d
+        return 3 * (layers * per_layer + 2 * t * d * v)
     raise KeyError(name)

@@ -165,6 +165,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // linalg, the fast path's folding and fusion) then run on the deduplicated
   // segment functions, about ten for a transformer of any depth, instead of
   // on one step that grows with the model.
+  // One-hot products (the frontend's embedding backward) become scatter-add
+  // loops first, in both compute modes: the loop's summation order is
+  // aten's, and the one-hot matrix is never built.
+  pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   if (compute == ComputeMode::Fast) {
@@ -286,9 +290,9 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPOptimizer(),         createFSDPCommReport(),
       createFSDPMemoryReport(),      createConvertFSDPToRuntime(),
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
-      createFSDPOutlineSegments(),   createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas(),      createFSDPEarlyDealloc(),
-      createFSDPLowerIfs()};
+      createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
+      createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
+      createFSDPEarlyDealloc(),      createFSDPLowerIfs()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

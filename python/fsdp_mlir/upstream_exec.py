@@ -32,9 +32,12 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
 # The lowering to the LLVM dialect is the compiler's (`fsdp-lower-to-llvm`,
 # printed by fsdp-opt); see lowering_pipeline().
-# fsdp-lower-ifs only makes convert-scf-to-cf's work linear (same output).
+# fsdp-lower-ifs only makes convert-scf-to-cf's work linear (same output);
+# without fsdp-one-hot-scatter a one-hot product stays a matrix product (the
+# same sums, with the zero terms).
 PROJECT_PASSES = (
     "convert-fsdp-to-runtime",
+    "fsdp-one-hot-scatter",
     "fsdp-lower-ifs",
     "fsdp-outline-segments",
     "fsdp-outline-kernels",

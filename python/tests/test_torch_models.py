@@ -87,6 +87,24 @@ def gemma(n):
     return model, lm_loss, tokens(n)
 
 
+def mixtral(n, experts_implementation=None):
+    """Sparse MoE: 4 experts, top 2, router softmax + topk. transformers'
+    default experts implementation ("grouped_mm": sort by expert, histc,
+    int32 cumsum of the counts, grouped matrix products, an inverse
+    permutation written by index_put) or "batched_mm" (each token's expert
+    weights gathered; the backward scatters into them)."""
+    model = tiny_lm(
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        num_key_value_heads=1,
+        num_local_experts=4,
+        num_experts_per_tok=2,
+    )
+    if experts_implementation:
+        model.config._experts_implementation = experts_implementation
+    return model, lm_loss, tokens(n)
+
+
 def opt(n):
     """Positions from the attention mask (cumsum); a padded sequence."""
     transformers = pytest.importorskip("transformers")
@@ -236,6 +254,8 @@ CASES = {
     "convnext": convnext,
     "gpt2": gpt2,
     "llama": llama,
+    "mixtral": mixtral,
+    "mixtral-batched-mm": lambda n: mixtral(n, "batched_mm"),
     "gemma": gemma,
     "opt": opt,
     "bert": bert,
@@ -251,8 +271,8 @@ CASES = {
 # off float64).
 BATCH = {"resnet18-train": 8}
 # The cases also run on 4 ranks (one sample per rank): cheap ones, one of
-# each kind (decoder LM, encoder classifier, CNN, vision transformer).
-FOUR_RANKS = ("gpt2", "bert", "resnet18-eval", "vit")
+# each kind (decoder LM, encoder classifier, CNN, vision transformer, MoE).
+FOUR_RANKS = ("gpt2", "bert", "resnet18-eval", "vit", "mixtral")
 WORLDS = [(case, 2) for case in sorted(CASES)] + [(case, 4) for case in FOUR_RANKS]
 
 
@@ -274,6 +294,21 @@ def run(out, pipeline, extra=()):
     return results
 
 
+def float64_twin(module):
+    """The module the float64 reference runs: itself, or for an MoE with
+    transformers' grouped_mm experts (aten's grouped product has no float64
+    kernel; the frontend's own reference would use the decomposition under
+    test) a copy with the batched_mm experts, the same math by other code."""
+    config = getattr(module, "config", None)
+    if getattr(config, "_experts_implementation", None) != "grouped_mm":
+        return module
+    import copy
+
+    twin = copy.deepcopy(module)
+    twin.config._experts_implementation = "batched_mm"
+    return twin
+
+
 def errors_vs_float64(model, module, loss_fn, batch, results, world):
     """Relative errors of the run's loss and gradients against float64.
 
@@ -290,7 +325,7 @@ def errors_vs_float64(model, module, loss_fn, batch, results, world):
     def as_results(loss, grads):
         return {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
 
-    ref = as_results(*reference(module, loss_fn, batch, world=w))
+    ref = as_results(*reference(float64_twin(module), loss_fn, batch, world=w))
     names = [k for k in ref if k != "loss"]
     errors = V.relative_errors(as_results(loss, grads), ref, names)
     if per_rank:
@@ -416,7 +451,8 @@ def test_verify_passes_and_reports(tmp_path):
 
 def test_verify_catches_the_tanh_gelu_constant(tmp_path):
     """Without the GELU decomposition torch-mlir's constant 0.797724 is used:
-    the self-check fails and names the worst result. (A fresh process: torch
+    the self-check fails, names the worst result and the first op whose value
+    differs (the GELU, in the MLP's activation). (A fresh process: torch
     caches how an op was decomposed.)"""
     here = os.path.dirname(os.path.abspath(__file__))
     script = (
@@ -437,6 +473,10 @@ def test_verify_catches_the_tanh_gelu_constant(tmp_path):
     assert proc.returncode == 3, proc.stdout + proc.stderr
     assert "verify: the imported step differs from torch eager" in proc.stdout
     assert "off relative (tolerance 1e-05)" in proc.stdout
+    # The op that computes the wrong values, found by running the traced
+    # graph's intermediate values through the pipeline once more.
+    assert "the first op whose value differs is aten.gelu (node gelu in " in proc.stdout
+    assert "mlp.act_fn" in proc.stdout
 
 
 def test_cli_verify_flag(tmp_path):
@@ -530,3 +570,95 @@ def test_batch_norm_cnn_trains_20_adamw_steps_on_two_ranks(tmp_path):
     # The two ranks saw different batches: their statistics differ.
     a, b = (load_buffers(results, model, rank=r)["bn1.running_mean"] for r in range(world))
     assert not torch.equal(a, b)
+
+
+class PaddedEmbedding(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.emb = torch.nn.Embedding(10, 4, padding_idx=3)
+
+    def forward(self, tokens):
+        return self.emb(tokens)
+
+
+def test_embedding_backward_is_a_scatter_in_torch_order(tmp_path):
+    """The embedding backward runs as fsdp-one-hot-scatter's loop over the
+    tokens, not as a one-hot product: on one rank its gradient is bitwise
+    torch's (aten sums each row token by token, in index order). The
+    repeated token's contributions cancel in that order only (1e8 + 1 -
+    1e8 + 1 is 1 in float32, 2 summed otherwise); the padding token and an
+    index repeated in other rows are covered too."""
+    torch.manual_seed(0)
+    module = PaddedEmbedding()
+    tokens = torch.tensor([[1, 3, 1, 1, 5, 1, 2]]).repeat(2, 1)
+    scale = torch.tensor([1e8, 1.0, -1e8, 1.0, 3.0, 1.0, 2.0]).reshape(1, 7, 1)
+    weights = torch.randn(2, 7, 4, generator=torch.Generator().manual_seed(1)) * scale
+
+    def loss_fn(model, tokens, weights):
+        return (model(tokens) * weights).sum()
+
+    out = str(tmp_path / "emb")
+    model = export_step(module, loss_fn, (tokens, weights), out, mesh="1", verify=False)
+    remarks = subprocess.run(
+        [
+            T.tool("fsdp-opt"),
+            os.path.join(out, "step.mlir"),
+            "--pass-pipeline=builtin.module(func.func(fsdp-one-hot-scatter{report=true}))",
+            "-o",
+            os.devnull,
+        ],
+        capture_output=True,
+        text=True,
+        check=True,
+    ).stderr
+    assert "one-hot matrix product as a scatter-add over 14 tokens" in remarks
+    results = run(out, model["config"]["pipeline"])
+    got = np.load(os.path.join(results, "grad.emb.weight.npy"))
+    module.zero_grad(set_to_none=True)
+    loss_fn(module, tokens, weights).backward()
+    want = module.emb.weight.grad.numpy()
+    assert np.array_equal(got, want), np.abs(got - want).max()
+    assert not want[3].any()  # the padding row
+
+
+def test_mixtral_eager_experts_name_the_op_and_the_experts():
+    """transformers' "eager" experts loop over the experts a batch hits (a
+    value-dependent loop): the error names the op and the experts module."""
+    from fsdp_mlir.torch import ExportError
+
+    module, loss_fn, batch = mixtral(2, "eager")
+    with pytest.raises(ExportError) as err:
+        export_step(module, loss_fn, batch, None, mesh="2", verify=False)
+    assert str(err.value).startswith(
+        "unsupported op 'aten._local_scalar_dense' in model.layers.0.mlp.experts (MixtralExperts)"
+    )
+
+
+def test_mixtral_trains_10_adamw_steps(tmp_path):
+    """The sparse MoE trains: 10 AdamW steps on 2 ranks (`fsdp-run --steps
+    10`) on one repeated batch, every step's loss and the final parameters
+    within 1e-4 of torch.optim on the global batch, the loss going down.
+    The router sees new weights every step, so the experts it picks are
+    torch's at every step or the losses part."""
+    from fsdp_mlir.optim import OptimizerConfig
+    from fsdp_mlir.torch.train import (
+        compare_training,
+        export_training,
+        lr_schedule,
+        train_reference,
+    )
+
+    module, loss_fn, batch = mixtral(2)
+    steps = 10
+    batches = [batch] * steps
+    cfg = OptimizerConfig("adamw", weight_decay=0.01)
+    lrs = lr_schedule(steps, peak=1e-2)
+    out = str(tmp_path / "mixtral")
+    model = export_training(module, loss_fn, batches, out, cfg, lrs, mesh="2", verify=False)
+    results = run(out, model["train_pipeline"], ["--steps", str(steps)])
+    errors = compare_training(results, train_reference(module, loss_fn, batches, cfg, lrs))
+    losses = errors["losses"]
+    assert losses[-1] < losses[0], losses
+    assert errors["loss"].max() < 1e-4, errors["loss"]
+    worst = max(errors["params"].items(), key=lambda kv: kv[1])
+    assert worst[1] < 1e-4, f"final parameters: {worst}"

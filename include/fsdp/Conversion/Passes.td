@@ -103,6 +103,35 @@ def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FSDPOneHotScatter : Pass<"fsdp-one-hot-scatter"> {
+  let summary = "Turn matrix products with a one-hot operand into "
+                "scatter-add loops";
+  let description = [{
+    Runs on tensors. A `linalg.matmul` `C += A @ B` whose `A` is a one-hot
+    matrix with its class along the rows, `A[r, t] = (idx[t] == r) ? 1 : 0`
+    (or whose `B` is one with its class along the columns), built by
+    elementwise `linalg.generic`s and transposes from an integer tensor
+    `idx` and a row index (`linalg.index`, or an arange generic read along
+    the row), becomes an `scf.for` over the tokens `t` in order that adds
+    row `t` of `B` to row `idx[t]` of `C` (column for column), in place:
+    O(tokens x width) instead of O(tokens x rows x width). This is how the
+    PyTorch frontend writes the embedding backward (and `index_add`,
+    `index_put(accumulate=True)`): the sum of each output element then runs
+    in aten's order, token by token. An index outside `C`'s rows adds
+    nothing, as its all-zero one-hot column did; the product's `0 * x`
+    terms are dropped, which differs only where `x` is inf or NaN. The
+    one-hot matrix and the ops that built it are erased when nothing else
+    uses them. Other matrix products are left as they are.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark at each product rewritten">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
   let summary = "Move the compute between collectives into deduplicated "
                 "private functions";

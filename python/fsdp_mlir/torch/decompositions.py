@@ -30,15 +30,18 @@ def _one_hot(indices: torch.Tensor, n: int, dtype: torch.dtype) -> torch.Tensor:
 
 
 def embedding_dense_backward(grad_output, indices, num_weights, padding_idx, scale_grad_by_freq):
-    """d(weight) of `embedding(weight, indices)`: one_hot(indices)^T @ grad."""
+    """d(weight) of `embedding(weight, indices)`: one_hot(indices)^T @ grad,
+    which fsdp-opt's fsdp-one-hot-scatter turns into a scatter-add loop over
+    the tokens (O(tokens x width), summed per token in index order as aten's
+    CPU kernel does). The padding index becomes -1, which names no row."""
     if scale_grad_by_freq:
         raise UnsupportedInModel(
             "aten.embedding_dense_backward with scale_grad_by_freq=True is not supported"
         )
     flat = indices.reshape(-1)
-    one_hot = _one_hot(flat, num_weights, grad_output.dtype)
     if padding_idx is not None and padding_idx >= 0:
-        one_hot = one_hot * (flat != padding_idx).unsqueeze(-1).to(grad_output.dtype)
+        flat = torch.where(flat == padding_idx, torch.full_like(flat, -1), flat)
+    one_hot = _one_hot(flat, num_weights, grad_output.dtype)
     tail = tuple(grad_output.shape[indices.dim() :])
     grad = grad_output.reshape(flat.shape[0], -1)
     return (one_hot.t() @ grad).reshape((num_weights,) + tail)
@@ -166,7 +169,9 @@ def cumsum(x, dim, dtype=None):
     n = moved.shape[-1]
     pos = torch.arange(n, device=x.device)
     keep = (pos.unsqueeze(0) <= pos.unsqueeze(1)).to(moved.dtype)  # [i, j]: j <= i
-    out = (moved.unsqueeze(-2) * keep).sum(-1)
+    # sum's own dtype: an int32 cumsum stays int32 (the sum of an integer
+    # tensor is int64 otherwise; grouped_mm's offsets must be int32).
+    out = (moved.unsqueeze(-2) * keep).sum(-1, dtype=moved.dtype)
     return out.movedim(-1, dim)
 
 
@@ -244,6 +249,216 @@ def index_put(x, indices, values, accumulate=False):
     return x + (one_hot.t() @ vals.to(x.dtype)).reshape(x.shape)
 
 
+def index_put_replace(x, indices, values, accumulate=False):
+    """aten.index_put without accumulation and one index tensor on dim 0
+    (`inv[perm] = arange(n)`): row k takes the values of the LAST position j
+    whose index is k, as aten's sequential CPU loop leaves it, and keeps x
+    where no index names it. O(len(index) * rows) comparisons and a gather
+    (torch-mlir emits tm_tensor.scatter). Other forms are left to torch-mlir."""
+    if accumulate:
+        return index_put(x, indices, values, accumulate)
+    if len(indices) != 1 or indices[0] is None or indices[0].dtype == torch.bool:
+        return NotImplemented
+    n = x.shape[0]
+    flat = indices[0].reshape(-1)
+    flat = torch.where(flat < 0, flat + n, flat)
+    m = flat.shape[0]
+    vals = values.expand(tuple(indices[0].shape) + tuple(x.shape[1:])).reshape((m,) + x.shape[1:])
+    last, hit = _last_writer(flat, n)
+    picked = vals.to(x.dtype)[last]
+    hit = hit.reshape((n,) + (1,) * (x.dim() - 1))
+    return torch.where(hit, picked, x)
+
+
+def _last_writer(index: torch.Tensor, n: int):
+    """For a 1-D (or batched (..., m)) index into n slots: (j, hit), the last
+    position j naming each slot (0 where none does) and whether one does."""
+    m = index.shape[-1]
+    pos = torch.arange(m, device=index.device)
+    slots = torch.arange(n, device=index.device, dtype=index.dtype)
+    names = index.unsqueeze(-1) == slots  # (..., m, n)
+    j = torch.where(names, pos.unsqueeze(-1), torch.full_like(pos, -1).unsqueeze(-1)).amax(-2)
+    return j.clamp(min=0), j >= 0
+
+
+def _along_last(self, dim, index, src):
+    """self, index and src with `dim` moved last; None when index does not
+    cover self in the other dims (scatter allows it to be smaller)."""
+    dim = dim % max(self.dim(), 1)
+    if self.dim() == 0:
+        return None
+    moved = self.movedim(dim, -1)
+    idx = index.movedim(dim, -1)
+    if tuple(idx.shape[:-1]) != tuple(moved.shape[:-1]):
+        return None
+    if src is not None and isinstance(src, torch.Tensor) and src.dim() == self.dim():
+        src = src.movedim(dim, -1)[..., : idx.shape[-1]]
+        if tuple(src.shape[:-1]) != tuple(moved.shape[:-1]):
+            src = src[tuple(slice(0, k) for k in idx.shape[:-1])]
+    return dim, moved, idx, src
+
+
+def scatter(self, dim, index, src, reduce=None):
+    """aten.scatter (src or value form): out[..., index[..., j], ...] =
+    src[..., j, ...] along `dim`, the last write winning for repeated indices
+    as in aten's sequential CPU loop; the rest is self. Through a one-hot
+    comparison (O(index x size of dim)) and a gather: torch-mlir lowers
+    scatter to tm_tensor.scatter, or crashes on it in a backward (the topk /
+    max backward scatters into zeros). `reduce` is left to torch-mlir."""
+    if reduce is not None:
+        return NotImplemented
+    moved = _along_last(self, dim, index, src)
+    if moved is None:
+        return NotImplemented
+    dim, x, idx, src = moved
+    n = x.shape[-1]
+    idx = torch.where(idx < 0, idx + n, idx)
+    last, hit = _last_writer(idx, n)
+    if isinstance(src, torch.Tensor) and src.dim() > 0:
+        picked = torch.gather(src.to(x.dtype), -1, last)
+    else:
+        picked = torch.full_like(x, float(src) if x.is_floating_point() else int(src))
+    return torch.where(hit, picked, x).movedim(-1, dim)
+
+
+def scatter_value(self, dim, index, value, reduce=None):
+    return scatter(self, dim, index, value, reduce)
+
+
+def scatter_add(self, dim, index, src):
+    """aten.scatter_add: self + the sum of src over the positions whose index
+    names each slot along `dim`, as a one-hot product (O(index x size of
+    dim)); torch-mlir emits tm_tensor.scatter."""
+    moved = _along_last(self, dim, index, src)
+    if moved is None:
+        return NotImplemented
+    dim, x, idx, src = moved
+    n = x.shape[-1]
+    idx = torch.where(idx < 0, idx + n, idx)
+    one_hot = _one_hot(idx, n, x.dtype)  # (..., m, n)
+    added = (src.to(x.dtype).unsqueeze(-1) * one_hot).sum(-2)
+    return (x + added).movedim(-1, dim)
+
+
+def index_add(self, dim, index, source, alpha=1):
+    """aten.index_add: self + alpha * (rows of source summed into the slots
+    `index` names along `dim`), as one_hot(index)^T @ source, the form of the
+    embedding backward (torch-mlir emits tm_tensor.scatter)."""
+    if not self.is_floating_point():
+        return NotImplemented
+    dim = dim % max(self.dim(), 1)
+    x = self.movedim(dim, 0) if self.dim() else self.reshape(1)
+    src = source.movedim(dim, 0) if source.dim() else source.reshape(1)
+    n = x.shape[0]
+    flat = index.reshape(-1)
+    flat = torch.where(flat < 0, flat + n, flat)
+    added = (_one_hot(flat, n, x.dtype).t() @ src.reshape(flat.shape[0], -1).to(x.dtype)).reshape(
+        x.shape
+    )
+    if alpha != 1:
+        added = added * alpha
+    out = x + added
+    return out.movedim(0, dim) if self.dim() else out.reshape(())
+
+
+def _rounded(v, dtype):
+    """The python float v rounded to a floating dtype."""
+    import numpy as np
+
+    kind = {torch.float32: np.float32, torch.float16: np.float16}.get(dtype, np.float64)
+    return float(kind(v))
+
+
+def histc(x, bins=100, min=0, max=0):
+    """aten.histc as aten's CPU kernel bins (linear interpolation, without
+    the local search): element e falls in bin trunc((e - min) * bins / (max -
+    min)), the maximum in the last bin, elements outside [min, max] nowhere;
+    min == max takes the data's range (widened by 1 each way if that is
+    empty). Counts as a sum over one-hot rows, O(elements x bins): the
+    MoE router's tokens per expert (torch-mlir has no lowering)."""
+    flat = x.reshape(-1)
+    if min == max:
+        lo, hi = flat.min(), flat.max()
+        same = lo == hi
+        lo, hi = torch.where(same, lo - 1, lo), torch.where(same, hi + 1, hi)
+        width = hi - lo
+    else:
+        # The edges and their difference rounded to x's dtype, as the kernel
+        # computes them (python scalars: a tensor constant would be a literal).
+        lo, hi = _rounded(min, x.dtype), _rounded(max, x.dtype)
+        width = _rounded(_rounded(max, x.dtype) - _rounded(min, x.dtype), x.dtype)
+    inside = (flat >= lo) & (flat <= hi)
+    pos = ((flat - lo) * bins / width).to(torch.int64)  # truncation, as the C++ cast
+    pos = torch.where(pos == bins, pos - 1, pos)
+    pos = torch.where(inside, pos, torch.full_like(pos, -1))
+    return _one_hot(pos, bins, x.dtype).sum(0)
+
+
+def _sort_ranks(x, descending):
+    """The stable ascending (descending) rank of every element of x along
+    its last dim, NaN greatest as in aten's sort: O(n^2) comparisons."""
+    a, b = x.unsqueeze(-1), x.unsqueeze(-2)  # [i, j]: x_i against x_j
+    if x.is_floating_point():
+        nan_a, nan_b = torch.isnan(a), torch.isnan(b)
+        before = (b > a) | (nan_b & ~nan_a) if descending else (b < a) | (nan_a & ~nan_b)
+        ties = (b == a) | (nan_a & nan_b)
+    else:
+        before = b > a if descending else b < a
+        ties = b == a
+    n = x.shape[-1]
+    pos = torch.arange(n, device=x.device)
+    earlier = pos.unsqueeze(0) < pos.unsqueeze(1)  # [i, j]: j < i
+    return (before | (ties & earlier)).sum(-1)  # elements that come before x_i
+
+
+def sort(x, dim=-1, descending=False):
+    """aten.sort as a stable sort by ranks: rank_i = #{j: x_j before x_i} +
+    #{j < i: x_j == x_i}; indices[p] = the i of rank p; values gathered.
+    O(n^2) along `dim` (torch-mlir lowers sort to tm_tensor.sort). Ties keep
+    their order, which is one of the orders aten's unstable sort may give."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    moved = x.movedim(dim, -1)
+    n = moved.shape[-1]
+    rank = _sort_ranks(moved, descending)  # (..., n)
+    pos = torch.arange(n, device=x.device)
+    # indices[..., p] = sum_i i * (rank_i == p)
+    at = rank.unsqueeze(-2) == pos.unsqueeze(-1)  # [p, i]
+    indices = (at.to(torch.int64) * pos).sum(-1)
+    values = torch.gather(moved, -1, indices)
+    return values.movedim(-1, dim), indices.movedim(-1, dim)
+
+
+def sort_stable(x, *, stable=None, dim=-1, descending=False):
+    return sort(x, dim, descending)
+
+
+def topk(x, k, dim=-1, largest=True, sorted=True):
+    """aten.topk as k rounds of argmax (argmin) with the chosen elements
+    masked out: the first index among equal values, as aten's CPU kernel
+    gives for distinct ones. O(k x n) along `dim` (torch-mlir lowers topk to
+    tm_tensor.topk)."""
+    if x.dim() == 0:
+        return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
+    dim = dim % x.dim()
+    moved = x.movedim(dim, -1)
+    n = moved.shape[-1]
+    fill = float("-inf") if largest else float("inf")
+    if not moved.is_floating_point():
+        info = torch.iinfo(moved.dtype)
+        fill = info.min if largest else info.max
+    pos = torch.arange(n, device=x.device)
+    work, picks = moved, []
+    for _ in range(k):
+        i = work.argmax(-1, keepdim=True) if largest else work.argmin(-1, keepdim=True)
+        picks.append(i)
+        work = torch.where(pos == i, torch.full_like(work, fill), work)
+    indices = torch.cat(picks, -1) if picks else moved[..., :0].to(torch.int64)
+    values = torch.gather(moved, -1, indices)
+    return values.movedim(-1, dim), indices.movedim(-1, dim)
+
+
 # aten op -> replacement, applied on top of torch-mlir's table while tracing.
 # Tests remove entries to check that the export's self-check (verify) catches
 # what they fix.
@@ -258,8 +473,16 @@ OVERRIDES = {
     aten.constant_pad_nd.default: constant_pad_nd,
     aten.as_strided.default: as_strided,
     aten.as_strided_scatter.default: as_strided_scatter,
-    aten.index_put.default: index_put,
-    aten._unsafe_index_put.default: index_put,
+    aten.index_put.default: index_put_replace,
+    aten._unsafe_index_put.default: index_put_replace,
+    aten.scatter.src: scatter,
+    aten.scatter.value: scatter_value,
+    aten.scatter_add.default: scatter_add,
+    aten.index_add.default: index_add,
+    aten.histc.default: histc,
+    aten.sort.default: sort,
+    aten.sort.stable: sort_stable,
+    aten.topk.default: topk,
 }
 
 
@@ -397,12 +620,60 @@ def grouped_conv2d(x, weight, bias, stride, padding, dilation, groups):
     return out
 
 
+def _groups(offs, n):
+    """The group of each of n positions along a jagged dim: the number of
+    offsets at or below it (offs[g] ends group g); E past offs[-1]."""
+    pos = torch.arange(n, device=offs.device, dtype=offs.dtype)
+    return (offs.unsqueeze(0) <= pos.unsqueeze(1)).sum(-1)  # (n,), int64
+
+
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+    """`torch._grouped_mm` / `F.grouped_mm` (the MoE experts of transformers'
+    default "grouped_mm" implementation) in plain ops that autograd
+    differentiates, DENSE: every group's matrix on every row, masked by the
+    row's group. For (S, K) rows and (E, K, N) weights that is E times the
+    multiply-adds of the grouped product (every expert on every token, E /
+    top-k times a sparse MoE's) and an (E, S, N) intermediate. Rows past
+    offs[-1] are zero (aten leaves them undefined). aten's kernel has no CPU
+    trace through torch-mlir; its offsets are data-dependent."""
+    if bias is not None:
+        raise UnsupportedInModel("grouped_mm with a bias is not supported")
+    if out_dtype is not None and out_dtype != mat_a.dtype:
+        raise UnsupportedInModel(f"grouped_mm with out_dtype={out_dtype} is not supported")
+    if mat_a.dim() == 3 and mat_b.dim() == 3 and offs is None:
+        return torch.bmm(mat_a, mat_b)
+    if offs is None:
+        raise UnsupportedInModel("grouped_mm of 2-D operands without offsets is not supported")
+    e = offs.shape[0]
+    zero = torch.zeros((), dtype=mat_a.dtype, device=mat_a.device)
+    if mat_a.dim() == 2 and mat_b.dim() == 3:  # rows of a in groups: (S, N)
+        group = _groups(offs, mat_a.shape[0])
+        mine = group.unsqueeze(0) == torch.arange(e, device=group.device).unsqueeze(1)  # (E, S)
+        every = torch.matmul(mat_a.unsqueeze(0), mat_b)  # (E, S, N)
+        return torch.where(mine.unsqueeze(-1), every, zero).sum(0)
+    if mat_a.dim() == 2 and mat_b.dim() == 2:  # K in groups (a weight gradient): (E, M, N)
+        group = _groups(offs, mat_a.shape[1])
+        mine = group.unsqueeze(0) == torch.arange(e, device=group.device).unsqueeze(1)  # (E, K)
+        return torch.matmul(torch.where(mine.unsqueeze(1), mat_a.unsqueeze(0), zero), mat_b)
+    raise UnsupportedInModel(
+        f"grouped_mm of {mat_a.dim()}-D by {mat_b.dim()}-D operands with offsets is not supported"
+    )
+
+
+_GROUPED_MM = tuple(
+    f
+    for f in (getattr(torch, "_grouped_mm", None), getattr(torch.nn.functional, "grouped_mm", None))
+    if f
+)
+
+
 class BufferUpdates(torch.overrides.TorchFunctionMode):
     """While tracing, replaces `F.batch_norm` (and `torch.batch_norm`) by
     `batch_norm_functional` and records the new running statistics of the
     buffers it is given: {buffer name: new value}. `buffers` maps the buffer
     tensors the module is called with to their names. Grouped 2-D
-    convolutions are replaced by `grouped_conv2d`."""
+    convolutions are replaced by `grouped_conv2d`, grouped matrix products
+    (MoE experts) by `grouped_mm`."""
 
     def __init__(self, buffers: dict):
         super().__init__()
@@ -416,6 +687,8 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
         if func is torch.batch_norm:
             x, w, b, rm, rv, training, momentum, eps = args[:8]
             return self._batch_norm(x, rm, rv, w, b, training, momentum, eps)
+        if func in _GROUPED_MM:
+            return grouped_mm(*args, **kwargs)
         if func is torch.conv2d:
             conv = dict(
                 zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args)
@@ -462,3 +735,28 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
                     )
                 self.updates[name] = new
         return out
+
+
+class Float64Kernels(torch.overrides.TorchFunctionMode):
+    """Eager references in float64 run ops aten has no float64 CPU kernel
+    for (the grouped matrix product of MoE experts) as their plain-ops
+    decomposition here; other dtypes keep aten's kernel."""
+
+    def __torch_function__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if func in _GROUPED_MM and args and args[0].dtype == torch.float64:
+            return grouped_mm(*args, **kwargs)
+        return func(*args, **kwargs)
+
+
+def eager_context():
+    """The context of the frontend's eager references (float32 and float64):
+    SDPA's math backend, float64 grouped matrix products in plain ops."""
+    import contextlib
+
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    stack = contextlib.ExitStack()
+    stack.enter_context(sdpa_kernel(SDPBackend.MATH))
+    stack.enter_context(Float64Kernels())
+    return stack

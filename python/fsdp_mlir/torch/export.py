@@ -23,6 +23,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 
 from .. import model as M
+from .decompositions import eager_context
 
 FUNCTION = "step"
 FRONTEND_KIND = "torch"
@@ -278,9 +279,44 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=()):
             # become their out-of-place forms, which torch-mlir lowers.
             fn = torch.func.functionalize(step, remove="mutations")
             gm = make_fx(fn, decomposition_table=table())(params, buffers, *local_batch)
+    except (RuntimeError, NotImplementedError) as err:
+        raise _trace_failure(err, recorder.stack) from None
     finally:
         recorder.remove()
     return gm, _drop_unchanged_buffers(gm, len(params), buffer_names)
+
+
+_DATA_DEPENDENT_RE = re.compile(r"aten\.(_local_scalar_dense|nonzero|item)\b")
+
+
+def _trace_failure(err: Exception, stack: list) -> Exception:
+    """An error of the trace as an ExportError naming the submodule the
+    forward was in (the innermost one still running) and the aten op; a
+    value-dependent branch or shape (`.item()`, `bool(tensor)`, `nonzero`)
+    is said to be one. Other errors pass through."""
+    from .decompositions import UnsupportedInModel
+
+    if isinstance(err, UnsupportedInModel):  # says what it is; export_step words it
+        return err
+    msg = str(err).strip()
+    first = msg.splitlines()[0] if msg else repr(err)
+    where = ""
+    if stack:
+        path, cls = stack[-1]
+        where = f" in {path or 'the root module'} ({cls})"
+    m = _DATA_DEPENDENT_RE.search(msg)
+    if m:
+        return ExportError(
+            f"unsupported op 'aten.{m.group(1)}'{where}: the forward reads a tensor's value "
+            "to branch or to size a tensor (.item(), bool(tensor), nonzero, torch.where with "
+            "one argument); the step is traced once for every batch, so use a formulation "
+            "whose control flow and shapes do not depend on the data"
+        )
+    if not stack:
+        return err
+    m = _TORCH_OP_RE.search(msg) or re.search(r"\b(aten\.[A-Za-z0-9_.]+)", msg)
+    op = f" at '{m.group(1)}'" if m else ""
+    return ExportError(f"tracing the step failed{op}{where}: {first}")
 
 
 def _drop_unchanged_buffers(gm, n_params: int, buffer_names: list) -> list:
@@ -574,6 +610,8 @@ def annotate(text: str, model: dict) -> str:
             attrs = M.port_attrs(r["name"], loss=True)
         elif r["kind"] == "buffer":
             attrs = _buffer_result_attrs(r)
+        elif r["kind"] == "probe":  # verify's intermediate values: plain results
+            attrs = M.port_attrs(r["name"])
         else:
             attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
         results.append(f"{ty} {attrs}")
@@ -750,7 +788,7 @@ def export_step(
         raise ExportError(f"buffer_updates '{buffer_updates}': expected fed_back or results")
     _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
     text = annotate(import_graph(gm), model)
-    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify)
+    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify, gm)
 
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
@@ -852,9 +890,10 @@ def buffer_file(b: dict, module: torch.nn.Module, world: int) -> np.ndarray:
     return value
 
 
-def _verify(text, model, module, loss_fn, local_batch, verify) -> dict:
+def _verify(text, model, module, loss_fn, local_batch, verify, graph=None) -> dict:
     """The self-check of export_step (see verify.py): its report, or why it
-    was skipped."""
+    was skipped. `graph` (the traced step) lets a failure name the first op
+    whose value differs."""
     from . import verify as V
 
     if verify is False:
@@ -868,7 +907,7 @@ def _verify(text, model, module, loss_fn, local_batch, verify) -> dict:
         if V.missing_tools():
             return {"skipped": f"{', '.join(V.missing_tools())} not found"}
     try:
-        return V.verify_step(text, model, module, loss_fn, local_batch)
+        return V.verify_step(text, model, module, loss_fn, local_batch, graph=graph)
     except V.VerifyError as err:
         raise ExportError(str(err)) from None
 
@@ -948,7 +987,7 @@ def reference(
     entries = _batch_entries(loss_fn, batch)
     args = [t.to(dtype) if t.is_floating_point() else t for _, t in entries]
     ref.zero_grad(set_to_none=True)
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+    with eager_context():
         loss = loss_fn(ref, *args)
     loss.backward()
     return loss.detach(), {n: p.grad.detach() for n, p in ref.named_parameters()}
@@ -969,7 +1008,7 @@ def reference_ranks(module, loss_fn, batch, world: int, dtype=torch.float64) -> 
             (t.to(dtype) if t.is_floating_point() else t)[r * b : (r + 1) * b] for _, t in entries
         ]
         ref.zero_grad(set_to_none=True)
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        with eager_context():
             loss = loss_fn(ref, *args)
         loss.backward()
         grads = {

@@ -27,6 +27,7 @@ import numpy as np
 import torch
 
 from fsdp_mlir.optim import OptimizerConfig
+from fsdp_mlir.torch.decompositions import eager_context
 from fsdp_mlir.torch.export import ExportError, _batch_entries, export_step
 
 
@@ -107,7 +108,7 @@ def train_reference(
             group["lr"] = float(lr)
         opt.zero_grad(set_to_none=True)
         args = [t for _, t in _batch_entries(loss_fn, batch)]
-        with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+        with eager_context():
             loss = loss_fn(ref, *args)
         loss.backward()
         if cfg.max_grad_norm > 0.0:

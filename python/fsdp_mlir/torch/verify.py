@@ -24,6 +24,7 @@ import numpy as np
 import torch
 
 from .. import model as M
+from .decompositions import eager_context
 
 # verify=None (the default) checks steps whose parameters and buffers have at
 # most this many elements in all (the check compiles and runs the step once
@@ -138,7 +139,7 @@ def eager_reference(module, loss_fn, local_batch, buffer_results=()):
     params = dict(ref.named_parameters())
     for p in params.values():
         p.grad = None
-    with torch.nn.attention.sdpa_kernel(torch.nn.attention.SDPBackend.MATH):
+    with eager_context():
         loss = loss_fn(ref, *local_batch)
     grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
     out = {"loss": loss.detach()}
@@ -183,7 +184,103 @@ def _rejudge(errors, got, ref32, grads, module, loss_fn, local_batch, buffer_res
     return out
 
 
-def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=None):
+# The first-divergence search returns at most this many intermediate values
+# of the traced step from one more compile and run (the first ones in graph
+# order); a step with more reports only whether one of those differs.
+PROBE_LIMIT = 600
+
+
+# Ops whose value may fold to their operand (an argument returned as it is
+# is refused by fsdp-opt): not probed.
+_COPIES = {"aten::clone", "aten::_to_copy", "aten::copy", "aten::lift_fresh_copy"}
+
+
+def _probe_nodes(graph) -> list:
+    """The float tensor values of the traced step's ops, in graph order."""
+    import operator
+
+    nodes = []
+    for node in graph.graph.nodes:
+        if node.op != "call_function":
+            continue
+        val = node.meta.get("val")
+        if not isinstance(val, torch.Tensor) or val.dtype != torch.float32 or not val.numel():
+            continue
+        schema = getattr(node.target, "_schema", None)
+        if schema is not None and (
+            any(r.alias_info is not None for r in schema.returns) or schema.name in _COPIES
+        ):
+            continue  # a view or copy may be an argument itself after the import
+        if node.target is operator.getitem or schema is not None:
+            nodes.append(node)
+    return nodes[:PROBE_LIMIT]
+
+
+def _eager_values(graph, args, nodes) -> dict:
+    """{node name: value} of `nodes` when torch runs the traced step itself."""
+    wanted = {n.name for n in nodes}
+    values = {}
+
+    class Recorder(torch.fx.Interpreter):
+        def run_node(self, n):
+            out = super().run_node(n)
+            if n.name in wanted:
+                values[n.name] = out.detach().clone()
+            return out
+
+    # Flat arguments, no output processing: the graph's results were pruned
+    # (unchanged buffers) after tracing, its output spec was not.
+    flat = torch.utils._pytree.tree_leaves(args)
+    with torch.no_grad():
+        Recorder(graph).run(*flat, enable_io_processing=False)
+    return values
+
+
+def first_divergence(graph, text_of, model, inputs, graph_args, workdir, rtol=RTOL):
+    """The first op of the traced step (graph order) whose value in the
+    compiled step differs from torch's running the same graph by more than
+    `rtol` relative to its own max norm: (op, node name, module path, error),
+    or None. The step is imported once more with those values as extra
+    results (`text_of(graph) -> annotated text` for a model whose results
+    include them as "probe" results) and run unsharded."""
+    import copy
+
+    from .export import node_module_path
+
+    nodes = _probe_nodes(graph)
+    if not nodes:
+        return None
+    probe = copy.deepcopy(graph)
+    by_name = {n.name: n for n in probe.graph.nodes}
+    out = next(n for n in probe.graph.nodes if n.op == "output")
+    out.args = (tuple(out.args[0]) + tuple(by_name[n.name] for n in nodes),)
+    probe.recompile()
+    os.makedirs(workdir, exist_ok=True)
+    probed = dict(model)
+    probed["results"] = list(model["results"]) + [
+        {"name": f"probe.{i}", "kind": "probe"} for i in range(len(nodes))
+    ]
+    got = run_unsharded(text_of(probe, probed), probed, inputs, workdir)
+    want = _eager_values(graph, graph_args, nodes)
+    for i, node in enumerate(nodes):
+        g = torch.from_numpy(np.asarray(got[f"probe.{i}"])).double()
+        w = want[node.name].double().reshape(g.shape)
+        # Equal values (an infinite mask fill too) and NaN against NaN agree;
+        # the scale is the largest finite magnitude.
+        same = (g == w) | (torch.isnan(g) & torch.isnan(w))
+        diff = torch.where(same, torch.zeros_like(g), (g - w).abs())
+        finite = w[torch.isfinite(w)]
+        scale = float(finite.abs().max()) if finite.numel() else 0.0
+        err = float(diff.max())
+        rel = err / scale if scale > 0 else err
+        if not rel <= rtol:
+            from .export import _op_name
+
+            return _op_name(node), node.name, node_module_path(node), rel
+    return None
+
+
+def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=None, graph=None):
     """Runs the exported step unsharded and compares it with torch eager in
     float32 (see the module's docstring). Returns {"results", "worst",
     "rel_err", "rtol"}; raises VerifyError on a mismatch."""
@@ -218,11 +315,12 @@ def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=No
             bad = sorted((k for k in errors if not errors[k] <= rtol), key=errors.get, reverse=True)
             listed = ", ".join(f"{k} {errors[k]:.2e}" for k in bad[:5])
             more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+            first = _first_op_text(graph, module, model, inputs, local_batch, tmp, rtol)
             raise VerifyError(
                 f"verify: the imported step differs from torch eager (float32, unsharded, "
                 f"rank 0's micro-batch): {worst} is {errors[worst]:.2e} off relative "
                 f"(tolerance {rtol:g}); {len(bad)} of {len(errors)} results are off: "
-                f"{listed}{more} (step and inputs kept in {tmp})"
+                f"{listed}{more}{first} (step and inputs kept in {tmp})"
             )
         failed = False
         return report
@@ -230,3 +328,31 @@ def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=No
         # Kept when the check fails, so that its step and inputs can be rerun.
         if not failed:
             shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _first_op_text(graph, module, model, inputs, local_batch, tmp, rtol) -> str:
+    """ "; the first op whose value differs is ..." for a failed check, or ""
+    when there is no graph, no op differs or the search itself fails."""
+    if graph is None:
+        return ""
+    from .export import annotate, import_graph
+
+    params = tuple(p.detach() for _, p in module.named_parameters())
+    buffers = tuple(module.get_buffer(b["name"]).detach() for b in model.get("buffers", []))
+    try:
+        found = first_divergence(
+            graph,
+            lambda g, m: annotate(import_graph(g), m),
+            model,
+            inputs,
+            (params, buffers, *local_batch),
+            os.path.join(tmp, "probe"),
+            rtol,
+        )
+    except Exception:  # the search is a hint: the check's own error stands
+        return ""
+    if found is None:
+        return ""
+    op, name, path, rel = found
+    where = f" in {path or 'the root module'}" if path is not None else ""
+    return f"; the first op whose value differs is {op} (node {name}{where}, {rel:.2e} off)"
