@@ -53,6 +53,14 @@ typedef enum fsdprt_status {
 /* Static description of a status code ("ok", "desync", ...). Never NULL. */
 FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
 
+/* The version of the interface compiled code calls (the fsdprt_jit_* entry
+ * points, the thread comm, the status codes). A step compiled ahead of time
+ * records the version it was built against; a runner refuses to load it
+ * into a runtime of another version. Raise it whenever an entry point that
+ * compiled code calls changes its signature or meaning. */
+#define FSDPRT_ABI_VERSION 1
+FSDPRT_API int32_t fsdprt_abi_version(void);
+
 /* ------------------------------------------------------------------------ */
 /* Element types and reduction operators (stable integer values)            */
 /* ------------------------------------------------------------------------ */
