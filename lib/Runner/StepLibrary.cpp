@@ -200,10 +200,11 @@ llvm::Expected<CodeTarget> resolveTarget(const CompileOptions &o,
   llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
   if (o.cpu == "native" || o.cpu.empty()) {
     target.cpu = llvm::sys::getHostCPUName().str();
+    // The features the host has, and not those its CPU name implies but a
+    // virtual machine may hide.
     for (const auto &f : host)
-      if (f.second)
-        target.features += (target.features.empty() ? "+" : ",+") +
-                           f.first().str();
+      target.features += (target.features.empty() ? "" : ",") +
+                         std::string(f.second ? "+" : "-") + f.first().str();
   } else {
     target.cpu = o.cpu;
   }

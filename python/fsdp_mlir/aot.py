@@ -53,10 +53,10 @@ class AotError(Exception):
 # ---------------------------------------------------------------------------
 
 
-def elf_section(path: str, wanted: str) -> bytes | None:
-    """The contents of section ``wanted`` of an ELF64 little-endian file."""
-    data = Path(path).read_bytes()
-    if data[:4] != b"\x7fELF" or data[4] != 2 or data[5] != 1:
+def elf_section_range(data: bytes, wanted: str, path: str = "") -> tuple[int, int] | None:
+    """(file offset, size) of section ``wanted`` of an ELF64 little-endian
+    image."""
+    if data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2 or data[5] != 1:
         raise AotError(f"{path} is not a step library (not an ELF64 file)")
     shoff = struct.unpack_from("<Q", data, 0x28)[0]
     shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
@@ -67,13 +67,25 @@ def elf_section(path: str, wanted: str) -> bytes | None:
         offset, size = struct.unpack_from("<QQ", data, base + 0x18)
         return name, offset, size
 
-    _, stroff, _ = header(shstrndx)
-    for i in range(shnum):
-        name, offset, size = header(i)
-        end = data.index(b"\0", stroff + name)
-        if data[stroff + name : end].decode() == wanted:
-            return data[offset : offset + size]
+    try:
+        _, stroff, _ = header(shstrndx)
+        for i in range(shnum):
+            name, offset, size = header(i)
+            end = data.index(b"\0", stroff + name)
+            if data[stroff + name : end] == wanted.encode():
+                return offset, size
+    except (struct.error, ValueError):
+        raise AotError(f"{path} is not a step library (bad ELF section headers)") from None
     return None
+
+
+def elf_section(path: str, wanted: str) -> bytes | None:
+    """The contents of section ``wanted`` of an ELF64 little-endian file."""
+    data = Path(path).read_bytes()
+    where = elf_section_range(data, wanted, path)
+    if where is None:
+        return None
+    return data[where[0] : where[0] + where[1]]
 
 
 def read_manifest(path: str) -> dict:
@@ -98,20 +110,27 @@ def read_manifest(path: str) -> dict:
     return manifest
 
 
-# LLVM's x86 feature names that /proc/cpuinfo spells differently.
+# LLVM's x86 feature names that /proc/cpuinfo spells differently (any of
+# the alternatives).
 _CPUINFO_NAMES = {
-    "64bit": "lm",
-    "x87": "fpu",
-    "sahf": "lahf_lm",
-    "lzcnt": "abm",
-    "prfchw": "3dnowprefetch",
-    "sha": "sha_ni",
-    "crc32": "sse4_2",
-    "rdrnd": "rdrand",
-    "pku": "pku",
-    "avxvnni": "avx_vnni",
-    "cmpxchg16b": "cx16",
+    "64bit": ["lm"],
+    "x87": ["fpu"],
+    "sahf": ["lahf_lm"],
+    "lzcnt": ["abm"],
+    "prfchw": ["3dnowprefetch"],
+    "sha": ["sha_ni"],
+    "crc32": ["sse4_2"],
+    "rdrnd": ["rdrand"],
+    "avxvnni": ["avx_vnni"],
+    "cmpxchg16b": ["cx16"],
+    "bmi": ["bmi1"],
+    "pclmul": ["pclmulqdq"],
+    "sse3": ["pni"],
+    "shstk": ["user_shstk", "shstk"],
 }
+# System features that compiled code never uses unless asked (privileged or
+# OS-managed instructions), which kernels and virtual machines often hide.
+_SYSTEM_FEATURES = {"shstk", "sgx", "pconfig", "ptwrite", "enqcmd", "uintr", "waitpkg", "hreset", "kl", "widekl", "invpcid"}
 
 
 def _cpuinfo_flags() -> set[str] | None:
@@ -129,13 +148,13 @@ def missing_features(features: list[str], flags: set[str]) -> list[str]:
     """The LLVM features of ``features`` that the cpuinfo ``flags`` lack."""
     missing = []
     for f in features:
-        name = _CPUINFO_NAMES.get(f, f.replace(".", "_").replace("-", "_"))
-        if name in flags:
+        if f in _SYSTEM_FEATURES:
             continue
+        names = _CPUINFO_NAMES.get(f, [f.replace(".", "_").replace("-", "_")])
         # avx512vnni -> avx512_vnni, avx512bf16 -> avx512_bf16, ...
-        if name.startswith("avx512") and "avx512_" + name[6:] in flags:
-            continue
-        missing.append(f)
+        names += ["avx512_" + n[6:] for n in names if n.startswith("avx512")]
+        if not any(n in flags for n in names):
+            missing.append(f)
     return missing
 
 
@@ -734,7 +753,7 @@ def main(argv: list[str] | None = None) -> int:
     a = ap.parse_args(argv)
     try:
         if a.cmd == "manifest":
-            print(json.dumps(read_manifest(a.library), indent=2))
+            print(json.dumps(read_manifest(a.library), indent=2, sort_keys=True))
         elif a.cmd == "compare":
             problems = compare_dirs(a.got, a.want, a.rtol, a.atol)
             for p in problems:
