@@ -25,7 +25,7 @@ data = bytearray(Path(a.output).read_bytes())
 offset, size = elf_section_range(bytes(data), MANIFEST_SECTION, a.input)
 raw = bytes(data[offset : offset + size]).split(b"\0", 1)[0]
 if a.garbage:
-    text = raw.decode().replace('"entries"', '"entries"}{', 1)
+    text = raw.decode()[: len(raw) // 2]  # truncated
 else:
     manifest = json.loads(raw)
     for item in a.set:
