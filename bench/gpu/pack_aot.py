@@ -73,6 +73,9 @@ class Packer:
         (d / "inputs").mkdir(parents=True, exist_ok=True)
         run([self.bin / "fsdp-compile", lowered, "-o", d / "step.so", "--mcpu=x86-64"])
         manifest = aot.read_manifest(str(d / "step.so"))
+        foreign = [n for n in manifest["needed"] if n != "libfsdprt.so"]
+        if foreign:  # the device has the runtime and the C library only
+            raise SystemExit(f"pack_aot: step {name} needs {', '.join(foreign)}")
         entry = manifest["entries"][0]
         sources = [data] + ([extra_inputs] if extra_inputs else [])
         for p in entry["args"]:

@@ -230,12 +230,15 @@ llvm::Expected<CodeTarget> resolveTarget(const CompileOptions &o,
 
 /// Sends the step's malloc and free through fsdp_step_malloc / _free, so
 /// that a runner can install its own allocator (the manifest object
-/// defines them).
-void redirectAllocator(llvm::Module &m) {
+/// defines them), and strided copies to the runtime's copy instead of
+/// MLIR's C runner utils, which a machine without LLVM lacks.
+void redirectCalls(llvm::Module &m) {
   if (llvm::Function *f = m.getFunction("malloc"))
     f->setName("fsdp_step_malloc");
   if (llvm::Function *f = m.getFunction("free"))
     f->setName("fsdp_step_free");
+  if (llvm::Function *f = m.getFunction("memrefCopy"))
+    f->setName("fsdprt_memref_copy");
 }
 
 llvm::GlobalVariable *addBytes(llvm::Module &m, llvm::StringRef name,
@@ -354,10 +357,6 @@ std::vector<std::string> neededLibraries(const llvm::StringSet<> &calls,
   if (blas)
     libs.push_back("-lopenblas");
 #endif
-#ifdef FSDP_C_RUNNER_UTILS
-  if (calls.contains("memrefCopy"))
-    libs.push_back(FSDP_C_RUNNER_UTILS);
-#endif
   libs.insert(libs.end(), o.libraries.begin(), o.libraries.end());
   return libs;
 }
@@ -457,7 +456,7 @@ compileStepLibrary(llvm::MemoryBufferRef bytes, const std::string &name,
     needed.push_back(llvm::sys::path::filename(lib).str());
   (*manifest)["needed"] = std::move(needed);
 
-  auto objects = compileStep(**module, kernels, *target, redirectAllocator);
+  auto objects = compileStep(**module, kernels, *target, redirectCalls);
   if (!objects)
     return error("compiling " + name + " failed: " +
                  llvm::toString(objects.takeError()));

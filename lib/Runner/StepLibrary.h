@@ -11,8 +11,9 @@
 // CPU or runtime is refused before any of its code runs.
 //
 // The library needs libfsdprt (by soname, found through its rpath or
-// already loaded), BLAS for compute=fast steps and MLIR's C runner utils
-// only when the step copies strided views (memrefCopy). Its allocations go
+// already loaded) and BLAS for compute=fast steps; its strided copies call
+// the runtime's fsdprt_memref_copy instead of MLIR's memrefCopy, so that
+// nothing of LLVM or MLIR is needed where it runs. Its allocations go
 // through `fsdp_step_malloc` / `fsdp_step_free`, which call libc's unless
 // `fsdp_step_set_allocator` installs others (the runner's counting ones).
 // SharedLibraryStepCode is the second implementation of StepCode: it loads
