@@ -6,6 +6,7 @@ process runs of one step (`fsdp-run --json`: parse_s, jit_s; and the
 process's wall time).
 
     .venv/bin/python bench/compute/aot_load.py LOWERED.mlir INPUTS_DIR [--repeat 3]
+    .venv/bin/python bench/compute/aot_load.py --smoke   # a small generated step, once
 
 The GPT-2-size step: `python -m fsdp_mlir.torch export
 bench/compute/models.py:gpt2_small -o gpt2/` and `fsdp-opt gpt2/step.mlir
@@ -39,12 +40,37 @@ def fsdp_run(bin_dir, module, inputs, out, extra):
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("lowered")
-    ap.add_argument("inputs")
+    ap.add_argument("lowered", nargs="?")
+    ap.add_argument("inputs", nargs="?")
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--smoke", action="store_true", help="a small generated step, one repeat")
     a = ap.parse_args()
     bin_dir = f"{a.build}/bin"
+    if a.smoke:
+        return smoke(a, bin_dir)
+    if not (a.lowered and a.inputs):
+        ap.error("give LOWERED.mlir and INPUTS_DIR (or --smoke)")
+    return measure(a, bin_dir)
+
+
+def smoke(a, bin_dir) -> int:
+    with tempfile.TemporaryDirectory() as tmp:
+        env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
+        subprocess.run(
+            [sys.executable, "-m", "fsdp_mlir.gen", "mlp", "--widths", "8,4", "--batch", "2", "--mesh", "2",
+             "-o", f"{tmp}/m.mlir", "--data", f"{tmp}/data"],
+            check=True, env=env,
+        )  # fmt: skip
+        subprocess.run(
+            [f"{bin_dir}/fsdp-opt", f"{tmp}/m.mlir", "--fsdp-pipeline=lower=true", "-o", f"{tmp}/l.mlir"],
+            check=True,
+        )
+        a.lowered, a.inputs, a.repeat = f"{tmp}/l.mlir", f"{tmp}/data", 1
+        return measure(a, bin_dir)
+
+
+def measure(a, bin_dir) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         lib = f"{tmp}/step.so"
         t0 = time.perf_counter()
