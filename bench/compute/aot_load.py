@@ -58,12 +58,18 @@ def smoke(a, bin_dir) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         subprocess.run(
-            [sys.executable, "-m", "fsdp_mlir.gen", "mlp", "--widths", "8,4", "--batch", "2", "--mesh", "2",
-             "-o", f"{tmp}/m.mlir", "--data", f"{tmp}/data"],
+            [sys.executable, "-m", "fsdp_mlir.gen", "mlp", "--widths", "8,4", "--batch", "2",
+             "--mesh", "2", "-o", f"{tmp}/m.mlir", "--data", f"{tmp}/data"],
             check=True, env=env,
         )  # fmt: skip
         subprocess.run(
-            [f"{bin_dir}/fsdp-opt", f"{tmp}/m.mlir", "--fsdp-pipeline=lower=true", "-o", f"{tmp}/l.mlir"],
+            [
+                f"{bin_dir}/fsdp-opt",
+                f"{tmp}/m.mlir",
+                "--fsdp-pipeline=lower=true",
+                "-o",
+                f"{tmp}/l.mlir",
+            ],
             check=True,
         )
         a.lowered, a.inputs, a.repeat = f"{tmp}/l.mlir", f"{tmp}/data", 1
@@ -75,24 +81,31 @@ def measure(a, bin_dir) -> int:
         lib = f"{tmp}/step.so"
         t0 = time.perf_counter()
         p = subprocess.run(
-            [f"{bin_dir}/fsdp-compile", a.lowered, "-o", lib, "--json"], check=True, capture_output=True, text=True
+            [f"{bin_dir}/fsdp-compile", a.lowered, "-o", lib, "--json"],
+            check=True,
+            capture_output=True,
+            text=True,
         )
         compile_wall = time.perf_counter() - t0
         c = json.loads(p.stdout)
         rows = {"jit, cold cache": [], "jit, warm cache": [], "step library": []}
         for _ in range(a.repeat):
             cache = tempfile.mkdtemp(dir=tmp)
-            rows["jit, cold cache"].append(fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache]))
-            rows["jit, warm cache"].append(fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache]))
+            rows["jit, cold cache"].append(
+                fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache])
+            )
+            rows["jit, warm cache"].append(
+                fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache])
+            )
             rows["step library"].append(fsdp_run(bin_dir, lib, a.inputs, f"{tmp}/o", []))
         size = os.path.getsize(lib)
     print(f"module: {a.lowered} ({os.path.getsize(a.lowered) / 1e6:.1f} MB of text)")
     print(
-        f"fsdp-compile: {compile_wall:.2f} s wall (parse {c['parse_s']:.2f} s, compile {c['compile_s']:.2f} s, "
-        f"link {c['link_s']:.2f} s); library {size / 1e6:.2f} MB"
+        f"fsdp-compile: {compile_wall:.2f} s wall (parse {c['parse_s']:.2f} s, "
+        f"compile {c['compile_s']:.2f} s, link {c['link_s']:.2f} s); library {size / 1e6:.2f} MB"
     )
     print(f"median of {a.repeat} runs of one step:\n")
-    print("| code from | parse | JIT / load | parse + JIT / load | process wall (incl. 1 step, inputs) |")
+    print("| code from | parse | JIT / load | parse + JIT / load | process wall (1 step, inputs) |")
     print("|---|---|---|---|---|")
     for name, runs in rows.items():
         parse = statistics.median(r[0] for r in runs)

@@ -62,7 +62,9 @@ class Packer:
         self.steps: list[dict] = []
         self.env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
 
-    def add(self, name: str, model: Path, data: Path, pipeline: str, steps: int = 1, extra_inputs=None):
+    def add(
+        self, name: str, model: Path, data: Path, pipeline: str, steps: int = 1, extra_inputs=None
+    ):
         """Lowers, compiles and runs one step; keeps its library, inputs and
         reference results."""
         d = self.out / "steps" / name
@@ -79,7 +81,9 @@ class Packer:
         entry = manifest["entries"][0]
         sources = [data] + ([extra_inputs] if extra_inputs else [])
         for p in entry["args"]:
-            found = next((s / f"{p['name']}.npy" for s in sources if (s / f"{p['name']}.npy").exists()), None)
+            found = next(
+                (s / f"{p['name']}.npy" for s in sources if (s / f"{p['name']}.npy").exists()), None
+            )
             if found is not None:
                 shutil.copy2(found, d / "inputs" / found.name)
         run(
@@ -104,7 +108,19 @@ class Packer:
     def gen(self, name: str, argv: list[str], pipeline: str, steps: int = 1):
         work = self.out / "work" / name
         work.mkdir(parents=True, exist_ok=True)
-        run([self.python, "-m", "fsdp_mlir.gen", *argv, "-o", work / "m.mlir", "--data", work / "data"], env=self.env)
+        run(
+            [
+                self.python,
+                "-m",
+                "fsdp_mlir.gen",
+                *argv,
+                "-o",
+                work / "m.mlir",
+                "--data",
+                work / "data",
+            ],
+            env=self.env,
+        )
         if "optimizer=" in pipeline:  # a constant learning rate
             lr = f"import numpy as np; np.save('{work}/data/lr.npy', np.float32(1e-2))"
             run([self.python, "-c", lr])
@@ -113,8 +129,8 @@ class Packer:
     def torch_gpt(self, name: str, mesh: str):
         work = self.out / "work" / name
         run(
-            [self.python, "-m", "fsdp_mlir.torch", "export", "fsdp_mlir.torch.examples:gpt", "--mesh", mesh,
-             "-o", work],
+            [self.python, "-m", "fsdp_mlir.torch", "export", "fsdp_mlir.torch.examples:gpt",
+             "--mesh", mesh, "-o", work],
             env=self.env, stdout=subprocess.DEVNULL,
         )  # fmt: skip
         self.add(name, work / "step.mlir", work, "lower=true all-reduce-loss=true compute=loops")

@@ -407,8 +407,7 @@ compileStep(ModuleOp module, const llvm::StringSet<> &kernelNames,
   std::unique_ptr<llvm::Module> glue =
       translateModuleToLLVMIR(module, llvmContext);
   if (!glue)
-    return llvm::createStringError(
-        "cannot translate the module to LLVM IR");
+    return llvm::createStringError("cannot translate the module to LLVM IR");
   phase("translate");
   auto tmO2 = targetMachine(target, true);
   if (!tmO2)

@@ -228,9 +228,8 @@ SmallVector<llvm::Function *> takeStructors(llvm::Module &m,
           entries.push_back({priority->getZExtValue(), f});
       }
   gv->eraseFromParent();
-  llvm::stable_sort(entries, [](const auto &a, const auto &b) {
-    return a.first < b.first;
-  });
+  llvm::stable_sort(
+      entries, [](const auto &a, const auto &b) { return a.first < b.first; });
   SmallVector<llvm::Function *> fns;
   for (auto &e : entries)
     fns.push_back(e.second);
@@ -242,8 +241,8 @@ void defineCaller(llvm::Module &m, llvm::StringRef name,
                   ArrayRef<llvm::Function *> fns) {
   auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(m.getContext()),
                                        /*isVarArg=*/false);
-  auto *caller = llvm::Function::Create(
-      type, llvm::GlobalValue::ExternalLinkage, name, m);
+  auto *caller =
+      llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, m);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "", caller));
   for (llvm::Function *f : fns)
     b.CreateCall(f->getFunctionType(), f);

@@ -3,10 +3,10 @@
 #include "Checkpoint.h"
 #include "Inputs.h"
 #include "Jit.h"
-#include "StepLibrary.h"
 #include "Program.h"
 #include "RankRun.h"
 #include "Shards.h"
+#include "StepLibrary.h"
 #include "fsdp/Runner/Runner.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"

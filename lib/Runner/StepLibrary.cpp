@@ -128,15 +128,14 @@ json::Object entryJSON(const Program &prog) {
   json::Array axes;
   for (const std::string &a : prog.axisNames)
     axes.push_back(a);
-  return json::Object{
-      {"name", prog.entry},
-      {"symbol", "_mlir__mlir_ciface_" + prog.entry},
-      {"training", prog.training()},
-      {"mesh",
-       json::Object{{"shape", toJSON(prog.meshShape)}, {"axes", std::move(axes)}}},
-      {"fed_by", toJSON(prog.fedBy)},
-      {"args", std::move(args)},
-      {"results", std::move(results)}};
+  return json::Object{{"name", prog.entry},
+                      {"symbol", "_mlir__mlir_ciface_" + prog.entry},
+                      {"training", prog.training()},
+                      {"mesh", json::Object{{"shape", toJSON(prog.meshShape)},
+                                            {"axes", std::move(axes)}}},
+                      {"fed_by", toJSON(prog.fedBy)},
+                      {"args", std::move(args)},
+                      {"results", std::move(results)}};
 }
 
 json::Array meshesJSON(ModuleOp stub) {
@@ -145,9 +144,10 @@ json::Array meshesJSON(ModuleOp stub) {
     json::Array axes;
     for (Attribute a : mesh.getAxisNames())
       axes.push_back(cast<StringAttr>(a).getValue().str());
-    meshes.push_back(json::Object{{"name", mesh.getSymName().str()},
-                                  {"axes", std::move(axes)},
-                                  {"shape", toJSON(mesh.getAxisSizes().vec())}});
+    meshes.push_back(
+        json::Object{{"name", mesh.getSymName().str()},
+                     {"axes", std::move(axes)},
+                     {"shape", toJSON(mesh.getAxisSizes().vec())}});
   }
   return meshes;
 }
@@ -178,10 +178,9 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
       {"version", kManifestVersion},
       {"abi_version", FSDPRT_ABI_VERSION},
       {"source", llvm::sys::path::filename(source).str()},
-      {"target",
-       json::Object{{"triple", llvm::sys::getProcessTriple()},
-                    {"cpu", target.cpu},
-                    {"features", std::move(features)}}},
+      {"target", json::Object{{"triple", llvm::sys::getProcessTriple()},
+                              {"cpu", target.cpu},
+                              {"features", std::move(features)}}},
       {"meshes", meshesJSON(stub)},
       {"entries", std::move(entries)}};
 }
@@ -245,9 +244,9 @@ llvm::GlobalVariable *addBytes(llvm::Module &m, llvm::StringRef name,
                                llvm::StringRef bytes, llvm::StringRef section) {
   llvm::Constant *init = llvm::ConstantDataArray::getString(
       m.getContext(), bytes, /*AddNull=*/true);
-  auto *g = new llvm::GlobalVariable(m, init->getType(), /*isConstant=*/true,
-                                     llvm::GlobalValue::ExternalLinkage, init,
-                                     name);
+  auto *g =
+      new llvm::GlobalVariable(m, init->getType(), /*isConstant=*/true,
+                               llvm::GlobalValue::ExternalLinkage, init, name);
   g->setSection(section);
   g->setAlignment(llvm::Align(8));
   return g;
@@ -262,8 +261,8 @@ void addHook(llvm::Module &m, llvm::StringRef slot, llvm::StringRef fn,
   auto *g = new llvm::GlobalVariable(
       m, ptr, false, llvm::GlobalValue::InternalLinkage,
       cast<llvm::Constant>(libc.getCallee()), slot);
-  auto *f = llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage,
-                                   fn, m);
+  auto *f =
+      llvm::Function::Create(fnType, llvm::GlobalValue::ExternalLinkage, fn, m);
   llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "", f));
   llvm::SmallVector<llvm::Value *> args;
   for (llvm::Argument &a : f->args())
@@ -319,8 +318,7 @@ manifestObject(llvm::StringRef manifest, llvm::StringRef stub,
        {std::tuple{set->getArg(0), "fsdp_step_alloc_fn", "malloc"},
         std::tuple{set->getArg(1), "fsdp_step_free_fn", "free"}}) {
     llvm::Value *isNull = b.CreateIsNull(arg);
-    llvm::Value *v =
-        b.CreateSelect(isNull, m.getFunction(initial), arg);
+    llvm::Value *v = b.CreateSelect(isNull, m.getFunction(initial), arg);
     b.CreateStore(v, m.getGlobalVariable(slot, /*AllowInternal=*/true));
   }
   b.CreateRetVoid();
@@ -347,9 +345,8 @@ std::vector<std::string> neededLibraries(const llvm::StringSet<> &calls,
   std::vector<std::string> libs;
   libs.push_back(!o.runtimeLibrary.empty() ? o.runtimeLibrary
                                            : FSDP_RUNTIME_LIBRARY);
-  bool blas = llvm::any_of(calls.keys(), [](llvm::StringRef n) {
-    return n.starts_with("cblas_");
-  });
+  bool blas = llvm::any_of(
+      calls.keys(), [](llvm::StringRef n) { return n.starts_with("cblas_"); });
 #ifdef FSDP_OPENBLAS_PATH
   if (blas)
     libs.push_back(FSDP_OPENBLAS_PATH);
@@ -402,15 +399,14 @@ llvm::Error linkLibrary(const std::string &dir,
   for (const std::string &lib : libs) {
     argv.push_back(lib);
     if (!llvm::StringRef(lib).starts_with("-"))
-      argv.push_back("-Wl,-rpath," +
-                     llvm::sys::path::parent_path(lib).str());
+      argv.push_back("-Wl,-rpath," + llvm::sys::path::parent_path(lib).str());
   }
   argv.push_back("-lm");
   std::vector<llvm::StringRef> refs(argv.begin(), argv.end());
   std::string log = dir + "/link.log", message;
   std::optional<llvm::StringRef> redirects[] = {std::nullopt, log, log};
-  int rc = llvm::sys::ExecuteAndWait(*linker, refs, std::nullopt, redirects,
-                                     0, 0, &message);
+  int rc = llvm::sys::ExecuteAndWait(*linker, refs, std::nullopt, redirects, 0,
+                                     0, &message);
   if (rc == 0)
     return llvm::Error::success();
   auto text = llvm::MemoryBuffer::getFile(log);
@@ -422,10 +418,11 @@ llvm::Error linkLibrary(const std::string &dir,
 
 } // namespace
 
-llvm::Expected<CompileReport>
-compileStepLibrary(llvm::MemoryBufferRef bytes, const std::string &name,
-                   const std::string &output, const CompileOptions &options,
-                   MLIRContext &context) {
+llvm::Expected<CompileReport> compileStepLibrary(llvm::MemoryBufferRef bytes,
+                                                 const std::string &name,
+                                                 const std::string &output,
+                                                 const CompileOptions &options,
+                                                 MLIRContext &context) {
   CompileReport report;
   auto t0 = std::chrono::steady_clock::now();
   auto module = parseLoweredModule(bytes, name, context);
@@ -458,8 +455,8 @@ compileStepLibrary(llvm::MemoryBufferRef bytes, const std::string &name,
 
   auto objects = compileStep(**module, kernels, *target, redirectCalls);
   if (!objects)
-    return error("compiling " + name + " failed: " +
-                 llvm::toString(objects.takeError()));
+    return error("compiling " + name +
+                 " failed: " + llvm::toString(objects.takeError()));
   report.phases = std::move(objects->phases);
   std::string stubBytes, manifestText;
   llvm::raw_string_ostream stubOs(stubBytes);
@@ -535,18 +532,18 @@ llvm::Expected<StepManifest> readStepManifest(const std::string &path) {
   llvm::StringRef text = manifestText->split('\0').first;
   auto parsed = json::parse(text);
   if (!parsed)
-    return error(path + ": corrupt manifest: " +
-                 llvm::toString(parsed.takeError()));
+    return error(path +
+                 ": corrupt manifest: " + llvm::toString(parsed.takeError()));
   m.json = std::move(*parsed);
   json::Object *o = m.json.getAsObject();
-  if (!o || o->getString("format") != "fsdp-step" || !o->getInteger("version") ||
-      !o->getInteger("abi_version") || !o->getObject("target") ||
-      !o->getArray("entries"))
+  if (!o || o->getString("format") != "fsdp-step" ||
+      !o->getInteger("version") || !o->getInteger("abi_version") ||
+      !o->getObject("target") || !o->getArray("entries"))
     return error(path + ": corrupt manifest: not an fsdp-step manifest");
   if (*o->getInteger("version") != kManifestVersion)
-    return error(path + ": manifest version " +
-                 llvm::Twine(*o->getInteger("version")) +
-                 ", this runner reads version " + llvm::Twine(kManifestVersion));
+    return error(
+        path + ": manifest version " + llvm::Twine(*o->getInteger("version")) +
+        ", this runner reads version " + llvm::Twine(kManifestVersion));
   if (!stub || stub->size() < 2)
     return error(path + ": corrupt manifest: no stub module");
   m.stub = stub->drop_back().str(); // its terminating NUL
@@ -593,8 +590,8 @@ SharedLibraryStepCode::open(const std::string &path, MLIRContext &context) {
     return manifest.takeError();
   if (llvm::Error e = checkLoadable(*manifest, path))
     return std::move(e);
-  OwningOpRef<ModuleOp> stub = parseSourceString<ModuleOp>(
-      manifest->stub, ParserConfig(&context), path);
+  OwningOpRef<ModuleOp> stub =
+      parseSourceString<ModuleOp>(manifest->stub, ParserConfig(&context), path);
   if (!stub)
     return error(path + ": corrupt manifest: cannot parse its stub module");
   std::unique_ptr<SharedLibraryStepCode> code(new SharedLibraryStepCode);
@@ -614,7 +611,8 @@ SharedLibraryStepCode::open(const std::string &path, MLIRContext &context) {
   set(reinterpret_cast<void *>(&memory::fsdp_run_jit_malloc),
       reinterpret_cast<void *>(&memory::fsdp_run_jit_free));
   // Resolved now: the rank threads then only read the table.
-  for (const json::Value &e : *manifest->json.getAsObject()->getArray("entries"))
+  for (const json::Value &e :
+       *manifest->json.getAsObject()->getArray("entries"))
     if (auto symbol = e.getAsObject()->getString("symbol")) {
       auto fn = reinterpret_cast<void (*)(void **)>(
           dlsym(code->handle, symbol->str().c_str()));
@@ -628,8 +626,9 @@ SharedLibraryStepCode::open(const std::string &path, MLIRContext &context) {
   return Opened{std::move(code), std::move(stub)};
 }
 
-llvm::Error SharedLibraryStepCode::invokePacked(
-    llvm::StringRef name, llvm::MutableArrayRef<void *> args) {
+llvm::Error
+SharedLibraryStepCode::invokePacked(llvm::StringRef name,
+                                    llvm::MutableArrayRef<void *> args) {
   auto it = wrappers.find(name);
   if (it == wrappers.end())
     return error("the step library has no function _mlir_" + name);

@@ -1,4 +1,5 @@
-//===- StepLibrary.h - a lowered step compiled ahead of time -----*- C++ -*-===//
+//===- StepLibrary.h - a lowered step compiled ahead of time -----*- C++
+//-*-===//
 //
 // `fsdp-compile` turns a lowered step into a shared library: the same two
 // objects the JIT links (Jit.h: kernels at -O2, glue at -O0), for a chosen
@@ -71,10 +72,11 @@ struct CompileReport {
 
 /// Compiles the lowered module `bytes` (`name` for messages) into the step
 /// library `output`.
-llvm::Expected<CompileReport>
-compileStepLibrary(llvm::MemoryBufferRef bytes, const std::string &name,
-                   const std::string &output, const CompileOptions &options,
-                   mlir::MLIRContext &context);
+llvm::Expected<CompileReport> compileStepLibrary(llvm::MemoryBufferRef bytes,
+                                                 const std::string &name,
+                                                 const std::string &output,
+                                                 const CompileOptions &options,
+                                                 mlir::MLIRContext &context);
 
 /// Whether `bytes` start like an ELF shared object.
 bool isSharedObject(llvm::StringRef bytes);

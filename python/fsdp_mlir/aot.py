@@ -130,7 +130,19 @@ _CPUINFO_NAMES = {
 }
 # System features that compiled code never uses unless asked (privileged or
 # OS-managed instructions), which kernels and virtual machines often hide.
-_SYSTEM_FEATURES = {"shstk", "sgx", "pconfig", "ptwrite", "enqcmd", "uintr", "waitpkg", "hreset", "kl", "widekl", "invpcid"}
+_SYSTEM_FEATURES = {
+    "shstk",
+    "sgx",
+    "pconfig",
+    "ptwrite",
+    "enqcmd",
+    "uintr",
+    "waitpkg",
+    "hreset",
+    "kl",
+    "widekl",
+    "invpcid",
+}
 
 
 def _cpuinfo_flags() -> set[str] | None:
@@ -415,9 +427,7 @@ class StepLibrary:
         entries = self.manifest["entries"]
         if name is None:
             if len(entries) != 1:
-                raise AotError(
-                    f"{self.path} has {len(entries)} entries; choose one with --entry"
-                )
+                raise AotError(f"{self.path} has {len(entries)} entries; choose one with --entry")
             return entries[0]
         for e in entries:
             if e["name"] == name:
@@ -487,7 +497,9 @@ def bind_inputs(entry: dict, dirs: list[str], steps: int) -> list[tuple[bytes, i
     for i, p in enumerate(entry["args"]):
         expect = _input_shape(p, world)
         fed = entry["training"] and entry["fed_by"][i] >= 0
-        path = next((f"{d}/{p['name']}.npy" for d in dirs if os.path.exists(f"{d}/{p['name']}.npy")), None)
+        path = next(
+            (f"{d}/{p['name']}.npy" for d in dirs if os.path.exists(f"{d}/{p['name']}.npy")), None
+        )
         if path is None:
             if fed and p["starts_at_zero"]:
                 bound.append((bytes(_prod(expect) * p["element_bytes"]), 0))
@@ -585,7 +597,15 @@ class _Rank(threading.Thread):
 class Run:
     """N steps of one entry on every rank of its mesh, one thread each."""
 
-    def __init__(self, step: StepLibrary, runtime: ctypes.CDLL, entry: dict, inputs, steps: int, timeout: float):
+    def __init__(
+        self,
+        step: StepLibrary,
+        runtime: ctypes.CDLL,
+        entry: dict,
+        inputs,
+        steps: int,
+        timeout: float,
+    ):
         self.step, self.runtime, self.entry = step, runtime, entry
         self.inputs, self.steps = inputs, steps
         shape = entry["mesh"]["shape"]
@@ -594,7 +614,12 @@ class Run:
         opts.timeout_s = timeout
         self.world = ctypes.c_void_p()
         dims = (ctypes.c_int64 * len(shape))(*shape)
-        if runtime.fsdprt_threads_world_create(len(shape), dims, ctypes.byref(opts), ctypes.byref(self.world)) != 0:
+        if (
+            runtime.fsdprt_threads_world_create(
+                len(shape), dims, ctypes.byref(opts), ctypes.byref(self.world)
+            )
+            != 0
+        ):
             raise AotError("cannot create the threads world")
 
     def abort(self, reason: str) -> None:
@@ -623,7 +648,12 @@ def _declare(runtime: ctypes.CDLL) -> None:
     runtime.fsdprt_set_thread_comm.argtypes = [ctypes.c_void_p]
     runtime.fsdprt_world_abort.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     runtime.fsdprt_world_destroy.argtypes = [ctypes.c_void_p]
-    runtime.fsdprt_threads_world_create.argtypes = [ctypes.c_int32, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
+    runtime.fsdprt_threads_world_create.argtypes = [
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
     runtime.fsdprt_options_init.argtypes = [ctypes.c_void_p]
 
 
@@ -732,15 +762,24 @@ def compare_dirs(got: str, want: str, rtol: float, atol: float = 0.0) -> list[st
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m fsdp_mlir.aot", description=__doc__.split("\n\n")[0])
+    ap = argparse.ArgumentParser(
+        prog="python -m fsdp_mlir.aot", description=__doc__.split("\n\n")[0]
+    )
     sub = ap.add_subparsers(dest="cmd", required=True)
     r = sub.add_parser("run", help="run a step library")
     r.add_argument("library")
-    r.add_argument("--inputs", action="append", required=True, help="directory of global .npy inputs (repeatable)")
+    r.add_argument(
+        "--inputs",
+        action="append",
+        required=True,
+        help="directory of global .npy inputs (repeatable)",
+    )
     r.add_argument("--outputs", required=True)
     r.add_argument("--steps", type=int, default=1)
     r.add_argument("--entry")
-    r.add_argument("--runtime", help="libfsdprt.so (default: $FSDP_RUNTIME_LIBRARY, else the library path)")
+    r.add_argument(
+        "--runtime", help="libfsdprt.so (default: $FSDP_RUNTIME_LIBRARY, else the library path)"
+    )
     r.add_argument("--timeout", type=float, default=60.0)
     r.add_argument("--report", help="write the JSON report here")
     m = sub.add_parser("manifest", help="print a step library's manifest")
@@ -763,7 +802,9 @@ def main(argv: list[str] | None = None) -> int:
         else:
             if a.steps < 1:
                 raise AotError("--steps must be at least 1")
-            report = run_step(a.library, a.inputs, a.outputs, a.steps, a.runtime, a.entry, a.timeout)
+            report = run_step(
+                a.library, a.inputs, a.outputs, a.steps, a.runtime, a.entry, a.timeout
+            )
             if a.report:
                 Path(a.report).write_text(json.dumps(report, indent=2) + "\n")
             print(

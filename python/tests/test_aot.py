@@ -9,7 +9,6 @@ import subprocess
 
 import numpy as np
 import pytest
-
 from fsdp_mlir import aot, runner
 
 TOOLS = os.environ.get("FSDP_TOOLS_DIR", "")
@@ -53,7 +52,11 @@ def _port(ranks, slot, glob, partial=False):
         "global_shape": glob,
         "layout": "#fsdp.layout<...>",
         "rank_local": False,
-        "shards": {"partial": partial, "owners": [True] + [False] * (len(ranks) - 1), "ranks": ranks},
+        "shards": {
+            "partial": partial,
+            "owners": [True] + [False] * (len(ranks) - 1),
+            "ranks": ranks,
+        },
     }
 
 
@@ -101,7 +104,9 @@ def test_compare_finds_differences(tmp_path):
 )
 def test_a_step_library_runs_in_process_and_without_llvm(tmp_path):
     lowered, lib = tmp_path / "l.mlir", tmp_path / "step.so"
-    subprocess.run([_tool("fsdp-opt"), STEP, "--fsdp-pipeline=lower=true", "-o", lowered], check=True)
+    subprocess.run(
+        [_tool("fsdp-opt"), STEP, "--fsdp-pipeline=lower=true", "-o", lowered], check=True
+    )
     subprocess.run([_tool("fsdp-compile"), lowered, "-o", lib], check=True, capture_output=True)
     rng = np.random.default_rng(5)
     np.save(tmp_path / "w.npy", rng.standard_normal((10, 4)).astype(np.float32))

@@ -38,13 +38,15 @@ struct Flags {
                "(default x86-64: runs on any x86-64 machine)"),
       cl::init("x86-64"), cl::cat(category)};
   cl::opt<std::string> features{
-      "mattr", cl::desc("Extra target features, e.g. +avx2,+fma"),
-      cl::init(""), cl::cat(category)};
+      "mattr", cl::desc("Extra target features, e.g. +avx2,+fma"), cl::init(""),
+      cl::cat(category)};
   cl::opt<std::string> runtime{
-      "runtime", cl::desc("libfsdprt.so to link against (default: this build's)"),
+      "runtime",
+      cl::desc("libfsdprt.so to link against (default: this build's)"),
       cl::init(""), cl::cat(category)};
   cl::list<std::string> link{
-      "link", cl::desc("Another library to link (a path or -lname; repeatable)"),
+      "link",
+      cl::desc("Another library to link (a path or -lname; repeatable)"),
       cl::cat(category)};
   cl::opt<std::string> linker{
       "linker", cl::desc("Compiler driver that links (default: $CC, else cc)"),
@@ -77,15 +79,15 @@ void printReport(const Flags &f, const CompileReport &r) {
     needed.push_back(n);
   for (const auto &[name, s] : r.phases)
     phases.push_back(llvm::json::Object{{"phase", name}, {"s", s}});
-  llvm::outs() << llvm::json::Value(llvm::json::Object{
-                      {"output", f.output.getValue()},
-                      {"cpu", r.cpu},
-                      {"entries", std::move(entries)},
-                      {"needed", std::move(needed)},
-                      {"parse_s", r.parseSeconds},
-                      {"compile_s", r.compileSeconds},
-                      {"link_s", r.linkSeconds},
-                      {"phases", std::move(phases)}})
+  llvm::outs() << llvm::json::Value(
+                      llvm::json::Object{{"output", f.output.getValue()},
+                                         {"cpu", r.cpu},
+                                         {"entries", std::move(entries)},
+                                         {"needed", std::move(needed)},
+                                         {"parse_s", r.parseSeconds},
+                                         {"compile_s", r.compileSeconds},
+                                         {"link_s", r.linkSeconds},
+                                         {"phases", std::move(phases)}})
                << "\n";
 }
 
@@ -113,9 +115,8 @@ int main(int argc, char **argv) {
   o.linker = f.linker;
   o.allowUndefined = f.allowUndefined;
   mlir::MLIRContext context(runnerRegistry());
-  auto report =
-      compileStepLibrary((*bytes)->getMemBufferRef(), f.input, f.output, o,
-                         context);
+  auto report = compileStepLibrary((*bytes)->getMemBufferRef(), f.input,
+                                   f.output, o, context);
   if (!report)
     fail(report.takeError());
   printReport(f, *report);

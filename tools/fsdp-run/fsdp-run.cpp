@@ -220,7 +220,9 @@ void printTimings(const Flags &f, const RunResult &r) {
       "run(s) after %lld warmup: median %.3f ms, "
       "min %.3f ms\n",
       r.parseSeconds, r.precompiled ? "load" : "jit", r.jitSeconds,
-      r.precompiled ? " (precompiled)" : r.jitCached ? " (cached)" : "",
+      r.precompiled ? " (precompiled)"
+      : r.jitCached ? " (cached)"
+                    : "",
       (long long)f.steps.getValue(), (long long)f.warmup.getValue(),
       r.medianStepSeconds() * 1e3, r.minStepSeconds() * 1e3);
 }

@@ -74,7 +74,9 @@ def compile_library(tools: str, module: str) -> tuple[str | None, str]:
     if lib.exists():
         return str(lib), ""
     tmp = cache / f"{digest}.{os.getpid()}.so"
-    p = subprocess.run([f"{tools}/fsdp-compile", module, "-o", str(tmp)], capture_output=True, text=True)
+    p = subprocess.run(
+        [f"{tools}/fsdp-compile", module, "-o", str(tmp)], capture_output=True, text=True
+    )
     if p.returncode != 0:
         return None, p.stderr
     os.replace(tmp, lib)
@@ -131,7 +133,9 @@ def main() -> int:
     aot = subprocess.run([run] + aot_args, capture_output=True, text=True)
     problems = []
     if aot.returncode != jit.returncode:
-        problems.append(f"exit status {aot.returncode}, the JIT's {jit.returncode}: {aot.stderr.strip()}")
+        problems.append(
+            f"exit status {aot.returncode}, the JIT's {jit.returncode}: {aot.stderr.strip()}"
+        )
     # Messages name the renamed directories.
     aot_out = aot.stdout
     for a, b in renamed:

@@ -8,10 +8,14 @@ import sys
 from pathlib import Path
 
 EXTRA = """
-  llvm.mlir.global_ctors ctors = [@fsdp_test_ctor], priorities = [0 : i32], data = [#llvm.zero]
-  llvm.mlir.global_dtors dtors = [@fsdp_test_dtor], priorities = [0 : i32], data = [#llvm.zero]
-  llvm.mlir.global internal constant @fsdp_test_ctor_msg("constructor ran\\00") {addr_space = 0 : i32}
-  llvm.mlir.global internal constant @fsdp_test_dtor_msg("destructor ran\\00") {addr_space = 0 : i32}
+  llvm.mlir.global_ctors ctors = [@fsdp_test_ctor],
+    priorities = [0 : i32], data = [#llvm.zero]
+  llvm.mlir.global_dtors dtors = [@fsdp_test_dtor],
+    priorities = [0 : i32], data = [#llvm.zero]
+  llvm.mlir.global internal constant @fsdp_test_ctor_msg("constructor ran\\00")
+    {addr_space = 0 : i32}
+  llvm.mlir.global internal constant @fsdp_test_dtor_msg("destructor ran\\00")
+    {addr_space = 0 : i32}
   llvm.func @puts(!llvm.ptr) -> i32
   llvm.func @fflush(!llvm.ptr) -> i32
   llvm.func @fsdp_test_ctor() {
