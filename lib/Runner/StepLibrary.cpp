@@ -209,17 +209,26 @@ llvm::Expected<CodeTarget> resolveTarget(const CompileOptions &o,
   }
   if (!o.features.empty())
     target.features += (target.features.empty() ? "" : ",") + o.features;
-  auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb)
-    return jtmb.takeError();
-  jtmb->setCPU(target.cpu);
-  jtmb->getFeatures() = llvm::SubtargetFeatures(target.features);
-  auto tm = jtmb->createTargetMachine();
+  auto machine = [](const std::string &cpu, const std::string &features)
+      -> llvm::Expected<std::unique_ptr<llvm::TargetMachine>> {
+    auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
+    if (!jtmb)
+      return jtmb.takeError();
+    jtmb->setCPU(cpu);
+    jtmb->getFeatures() = llvm::SubtargetFeatures(features);
+    return jtmb->createTargetMachine();
+  };
+  // The CPU is checked on a generic machine first: LLVM only warns about an
+  // unknown one when it creates a machine for it.
+  auto generic = machine("", "");
+  if (!generic)
+    return generic.takeError();
+  if (!(*generic)->getMCSubtargetInfo()->isCPUStringValid(target.cpu))
+    return error("unknown CPU '" + target.cpu + "' (--mcpu)");
+  auto tm = machine(target.cpu, target.features);
   if (!tm)
     return tm.takeError();
   const llvm::MCSubtargetInfo *sti = (*tm)->getMCSubtargetInfo();
-  if (!sti->isCPUStringValid(target.cpu))
-    return error("unknown CPU '" + target.cpu + "' (--mcpu)");
   report.cpu = target.cpu;
   for (const llvm::SubtargetFeatureKV &kv : sti->getAllProcessorFeatures())
     if (sti->getFeatureBits().test(kv.Value) && host.count(kv.Key))

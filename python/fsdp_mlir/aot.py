@@ -414,6 +414,9 @@ class StepLibrary:
         check_cpu(self.manifest, path)
         self.read_seconds = time.perf_counter() - t0
         t1 = time.perf_counter()
+        # Ranks are the parallelism (as in fsdp-run): one BLAS thread each,
+        # read when a compute=fast step's OpenBLAS loads with it.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         try:
             self.lib = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_LOCAL)
         except OSError as e:
