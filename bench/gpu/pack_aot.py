@@ -49,7 +49,10 @@ def run(cmd, **kw):
 def copy_sources(out: Path) -> None:
     # Tracked and new (not ignored) files: the working tree as it is.
     files = subprocess.run(
-        ["git", "-C", ROOT, "ls-files", "--cached", "--others", "--exclude-standard", *SOURCES], check=True, capture_output=True, text=True
+        ["git", "-C", ROOT, "ls-files", "--cached", "--others", "--exclude-standard", *SOURCES],
+        check=True,
+        capture_output=True,
+        text=True,
     ).stdout.split()
     for f in files:
         dst = out / f
