@@ -25,16 +25,26 @@ config.environment["PYTHONPATH"] = os.path.join(config.fsdp_src_root, "python")
 config.environment["FSDP_JIT_CACHE_DIR"] = os.path.join(config.fsdp_obj_root, "test", "jit-cache")
 
 tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
+fsdp_run = ToolSubst("fsdp-run", unresolved="ignore")
+# --param fsdp_aot=1: every fsdp-run also runs the step compiled ahead of
+# time and requires the same results (Integration/Inputs/aot_check.py).
+if lit_config.params.get("fsdp_aot") == "1":
+    check = os.path.join(config.fsdp_src_root, "test", "Integration", "Inputs", "aot_check.py")
+    fsdp_run = ToolSubst(
+        "fsdp-run",
+        command=f"{config.python_executable} {check} --tools={config.fsdp_tools_dir}",
+    )
 tools = [
     "fsdp-opt",
-    ToolSubst("fsdp-run", unresolved="ignore"),
+    fsdp_run,
+    ToolSubst("fsdp-compile", unresolved="ignore"),
     "mlir-opt",
     "FileCheck",
     "not",
     "split-file",
 ]
 llvm_config.add_tool_substitutions(tools, tool_dirs)
-for name in ["fsdp-run", "fsdp-embed-example"]:
+for name in ["fsdp-run", "fsdp-embed-example", "fsdp-compile"]:
     if os.path.exists(os.path.join(config.fsdp_tools_dir, name)):
         config.available_features.add(name)
 # torch in the tests' interpreter (python -m fsdp_mlir.checkpoint to-torch).

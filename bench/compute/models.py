@@ -98,3 +98,19 @@ def flops(name):
         per_layer = 2 * t * (3 * d * d + d * d + 2 * 4 * d * d) + 2 * 2 * t * t * d
         return 3 * (layers * per_layer + 2 * t * d * v)
     raise KeyError(name)
+
+
+def gpt2_small():
+    """GPT-2 small's shape (124M parameters: 12 blocks, D=768, 12 heads,
+    V=50257), T=128, batch 1: the step whose load time docs/AOT.md reports
+    (bench/compute/aot_load.py)."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 50257, (1, 128), generator=g)
+    targets = torch.randint(0, 50257, (1, 128), generator=g)
+    return {
+        "module": GPT(vocab=50257, seq=128, dim=768, heads=12, ffn=3072, blocks=12),
+        "loss_fn": lm_loss,
+        "batch": (tokens, targets),
+        "mesh": "1",
+    }

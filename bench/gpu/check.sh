@@ -2,7 +2,7 @@
 # The GPU check of the quantization kernels and the NCCL backend, one command.
 #
 #   bench/gpu/check.sh [--dry-run] [--build] [--emulate] [--quick] [--smoke]
-#                      [--arch sm_XY] [--out DIR] [--help]
+#                      [--arch sm_XY] [--out DIR] [--aot PACK] [--help]
 #
 # On a machine with a GPU and the CUDA toolkit (nothing else: no CMake, no
 # GoogleTest; the test files build against bench/gpu/mini_gtest) it
@@ -21,7 +21,11 @@
 #      communication streams, cuBLAS GEMMs against a CPU reference, NCCL on
 #      device buffers with its overlap with a kernel measured, the
 #      out-of-memory error), one summary row each;
-#   5. prints one summary table. Exit status 0 when nothing failed.
+#   5. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
+#      the runtime from source with CMake, runs the pack's step libraries with
+#      the LLVM-free runner and compares them with the CPU path's results
+#      (CPU steps run without a GPU too; GPU steps are skipped without one);
+#   6. prints one summary table. Exit status 0 when nothing failed.
 # About 2 minutes on an H200 (at most 5).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
@@ -38,6 +42,9 @@
 #   shapes, short timings), the dry run without one (seconds).
 # --arch: CUDA architecture (default: the GPU's, else sm_90).
 # --out: build directory (default build-gpu-check in the repository).
+# --aot: the pack of the end-to-end stage (default: this directory when it is
+#   a pack, else build-gpu-pack; bench/gpu/pack_aot.py builds one where the
+#   compiler is; the stage is skipped without one).
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
 # include/nccl.h and lib/libnccl.so; default: the CUDA toolkit's), CXX.
 set -u -o pipefail
@@ -45,7 +52,7 @@ set -u -o pipefail
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
 CXX=${CXX:-g++}
-DRY=0 BUILD=0 EMULATE=0 QUICK=0 ARCH="" OUT="$ROOT/build-gpu-check"
+DRY=0 BUILD=0 EMULATE=0 QUICK=0 ARCH="" OUT="$ROOT/build-gpu-check" AOT_PACK=""
 
 usage() { sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -58,6 +65,7 @@ while [ $# -gt 0 ]; do
   --smoke) QUICK=1 ;;
   --arch) ARCH=$2; shift ;;
   --out) OUT=$2; shift ;;
+  --aot) AOT_PACK=$2; shift ;;
   -h | --help) usage; exit 0 ;;
   *) echo "check.sh: unknown option $1 (see --help)" >&2; exit 2 ;;
   esac
@@ -122,7 +130,7 @@ INC="-I$ROOT/runtime/include -I$ROOT/runtime/quant"
 NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -ffp-contract=off $INC"
 GT="-I$ROOT/bench/gpu/mini_gtest"
 RPATH="-Xlinker -rpath=$OUT"
-RT_SRC="api common kernels stubs threads_backend jit_quant"
+RT_SRC="api common kernels memref stubs threads_backend jit_quant"
 GPU_SRC="gpu_context mgpu gpu_blas gpu_quant"
 
 BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
@@ -228,6 +236,11 @@ else
     for s in "${GPU_RT_ROWS[@]}"; do note "gpu runtime: $s" skipped "no runtime build"; done
   fi
 fi
+
+# ---- end to end: steps compiled ahead of time ------------------------------------
+# shellcheck source=e2e_aot.sh
+. "$ROOT/bench/gpu/e2e_aot.sh"
+aot_stage
 
 # ---- host emulation of the check program -------------------------------------------
 if [ "$EMULATE" = 1 ]; then

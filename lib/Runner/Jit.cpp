@@ -62,9 +62,10 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 
 /// Hash of the file's bytes and of everything the object depends on. The
 /// version tag changes whenever the code generation does (v3: kernels at -O2
-/// again; v2 objects hold kernels compiled at -O0).
+/// again; v2 objects hold kernels compiled at -O0; v6: global constructors
+/// gathered into a function the JIT calls).
 std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v5 " LLVM_VERSION_STRING " " +
+  std::string salt = "fsdp-run-jit-v6 " LLVM_VERSION_STRING " " +
                      llvm::sys::getHostCPUName().str();
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
@@ -77,8 +78,8 @@ std::string cacheKey(llvm::StringRef bytes) {
   return out;
 }
 
-/// A module with what loadProgram reads: the module's attributes, the
-/// meshes and bodiless copies of the entries and their C wrappers.
+} // namespace
+
 OwningOpRef<ModuleOp> makeStub(ModuleOp module) {
   OpBuilder b(module.getContext());
   OwningOpRef<ModuleOp> stub = ModuleOp::create(module.getLoc());
@@ -100,6 +101,8 @@ OwningOpRef<ModuleOp> makeStub(ModuleOp module) {
       }
   return stub;
 }
+
+namespace {
 
 bool writeFile(const std::string &path, llvm::StringRef bytes) {
   std::string tmp =
@@ -166,12 +169,19 @@ void addRunnerLibraries(llvm::orc::LLJIT &jit) {
 #endif
 }
 
-/// A target machine for the host CPU, at -O2 or -O0.
+/// A target machine for `target`, at -O2 or -O0.
 llvm::Expected<std::unique_ptr<llvm::TargetMachine>>
-hostTargetMachine(bool optimize) {
+targetMachine(const CodeTarget &target, bool optimize) {
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
+  if (!target.isHost()) {
+    // A named CPU: its own features only, not the host's.
+    jtmb->setCPU(target.cpu);
+    jtmb->getFeatures() = llvm::SubtargetFeatures(target.features);
+  }
+  if (target.positionIndependent)
+    jtmb->setRelocationModel(llvm::Reloc::PIC_);
   jtmb->setCodeGenOptLevel(optimize ? llvm::CodeGenOptLevel::Default
                                     : llvm::CodeGenOptLevel::None);
   return jtmb->createTargetMachine();
@@ -265,8 +275,50 @@ void prepareGlue(llvm::Module &glue) {
 
 } // namespace
 
+llvm::Expected<OwningOpRef<ModuleOp>>
+parseLoweredModule(llvm::MemoryBufferRef bytes, const std::string &name,
+                   MLIRContext &context) {
+  {
+    // Inputs that crash upstream parsers get an error (InputGuard.h).
+    llvm::SourceMgr sourceMgr;
+    sourceMgr.AddNewSourceBuffer(
+        llvm::MemoryBuffer::getMemBuffer(bytes,
+                                         /*RequiresNullTerminator=*/false),
+        llvm::SMLoc());
+    if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
+      return llvm::createStringError("cannot parse " + name);
+  }
+  OwningOpRef<ModuleOp> module =
+      parseSourceString<ModuleOp>(bytes.getBuffer(), &context, name);
+  if (!module)
+    return llvm::createStringError("cannot parse " + name);
+  return std::move(module);
+}
+
+llvm::StringSet<> kernelNamesOf(ModuleOp module) {
+  llvm::StringSet<> names;
+  module->walk([&](LLVM::LLVMFuncOp f) {
+    if (f->hasAttr(mlir::fsdp::kKernelAttrName) && !f.isExternal())
+      names.insert(f.getSymName());
+  });
+  return names;
+}
+
 Jit::Jit() = default;
-Jit::~Jit() = default;
+
+Jit::~Jit() {
+  if (lljit)
+    callIfDefined(kDestructorsFunction);
+}
+
+void Jit::callIfDefined(llvm::StringRef name) {
+  auto fn = lljit->lookup(name);
+  if (!fn) {
+    llvm::consumeError(fn.takeError()); // the module has none
+    return;
+  }
+  fn->toPtr<void (*)()>()();
+}
 
 std::string defaultCacheDir() {
   if (const char *d = getenv("FSDP_JIT_CACHE_DIR"))
@@ -309,6 +361,7 @@ bool Jit::openFromCache(MLIRContext &context, OwningOpRef<ModuleOp> &module) {
     return false;
   }
   lljit = std::move(*loaded);
+  callIfDefined(kConstructorsFunction);
   cacheHit = true;
   compileSeconds = secondsSince(t1);
   return true;
@@ -327,64 +380,53 @@ llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   if (jit->openFromCache(context, module))
     return Opened{std::move(jit), std::move(module)};
   auto t0 = std::chrono::steady_clock::now();
-  {
-    // Inputs that crash upstream parsers get an error (InputGuard.h).
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBuffer(bytes->getMemBufferRef(),
-                                         /*RequiresNullTerminator=*/false),
-        llvm::SMLoc());
-    if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
-      return llvm::createStringError("cannot parse " + name);
-  }
-  module = parseSourceString<ModuleOp>(bytes->getBuffer(), &context, name);
-  if (!module)
-    return llvm::createStringError("cannot parse " + name);
+  auto parsed = parseLoweredModule(bytes->getMemBufferRef(), name, context);
+  if (!parsed)
+    return parsed.takeError();
+  module = std::move(*parsed);
   jit->parseSeconds = secondsSince(t0);
   // Which functions are kernels, the only code worth optimizing: recorded
   // now, the runner strips the `fsdp.kernel` attributes before compile().
-  module->walk([&](LLVM::LLVMFuncOp f) {
-    if (f->hasAttr(mlir::fsdp::kKernelAttrName) && !f.isExternal())
-      jit->kernelNames.insert(f.getSymName());
-  });
+  jit->kernelNames = kernelNamesOf(*module);
   if (!jit->cacheBase.empty())
     jit->stub = makeStub(*module);
   return Opened{std::move(jit), std::move(module)};
 }
 
-llvm::Error Jit::compile(ModuleOp module) {
-  if (lljit)
-    return llvm::Error::success();
-  auto t1 = std::chrono::steady_clock::now();
-  auto tPhase = t1;
+llvm::Expected<StepObjects>
+compileStep(ModuleOp module, const llvm::StringSet<> &kernelNames,
+            const CodeTarget &target,
+            const std::function<void(llvm::Module &)> &rewrite) {
+  StepObjects out;
+  auto tPhase = std::chrono::steady_clock::now();
   auto phase = [&](const char *name) {
-    compilePhases.emplace_back(name, secondsSince(tPhase));
+    out.phases.emplace_back(name, secondsSince(tPhase));
     tPhase = std::chrono::steady_clock::now();
   };
   llvm::LLVMContext llvmContext;
   std::unique_ptr<llvm::Module> glue =
       translateModuleToLLVMIR(module, llvmContext);
   if (!glue)
-    return llvm::createStringError(
-        "JIT compilation failed: cannot translate the module to LLVM IR");
+    return llvm::createStringError("cannot translate the module to LLVM IR");
   phase("translate");
-  auto tmO2 = hostTargetMachine(true);
+  auto tmO2 = targetMachine(target, true);
   if (!tmO2)
-    return jitError("JIT", tmO2.takeError());
-  auto tmO0 = hostTargetMachine(false);
+    return tmO2.takeError();
+  auto tmO0 = targetMachine(target, false);
   if (!tmO0)
-    return jitError("JIT", tmO0.takeError());
+    return tmO0.takeError();
   glue->setDataLayout((*tmO2)->createDataLayout());
   glue->setTargetTriple((*tmO2)->getTargetTriple());
+  if (rewrite)
+    rewrite(*glue);
 
-  // Two objects: the kernels at -O2 for the host CPU, everything else (the
+  // Two objects: the kernels at -O2 for the target CPU, everything else (the
   // step, the segments and the wrappers: calls, allocations and argument
   // shuffling, one long basic block each) at -O0, whose instruction
   // selection and register allocation are linear in the function's size;
   // -O2's schedulers are quadratic in a basic block's length.
   llvm::SmallString<0> kernelBitcode = splitKernels(*glue, kernelNames);
   phase("split_kernels");
-  std::unique_ptr<llvm::MemoryBuffer> objects[2];
   llvm::Expected<std::unique_ptr<llvm::MemoryBuffer>> kernelObject =
       std::unique_ptr<llvm::MemoryBuffer>();
   double kernelSeconds = 0;
@@ -400,14 +442,35 @@ llvm::Error Jit::compile(ModuleOp module) {
   kernelThread.join();
   if (!glueObject) {
     llvm::consumeError(kernelObject.takeError());
-    return jitError("JIT compilation failed", glueObject.takeError());
+    return glueObject.takeError();
   }
   if (!kernelObject)
-    return jitError("JIT compilation failed", kernelObject.takeError());
+    return kernelObject.takeError();
   phase("wait_kernels");
-  compilePhases.emplace_back("kernels_beside", kernelSeconds);
-  objects[0] = std::move(*kernelObject);
-  objects[1] = std::move(*glueObject);
+  out.phases.emplace_back("kernels_beside", kernelSeconds);
+  out.kernels = std::move(*kernelObject);
+  out.glue = std::move(*glueObject);
+  return std::move(out);
+}
+
+llvm::Error Jit::compile(ModuleOp module) {
+  if (lljit)
+    return llvm::Error::success();
+  auto t1 = std::chrono::steady_clock::now();
+  // The JIT links objects, whose global constructors nothing would run:
+  // they become one function that link() calls (gatherConstructors).
+  auto compiled = compileStep(module, kernelNames, CodeTarget::host(),
+                              [](llvm::Module &m) { gatherConstructors(m); });
+  if (!compiled)
+    return jitError("JIT compilation failed", compiled.takeError());
+  compilePhases = std::move(compiled->phases);
+  auto tPhase = std::chrono::steady_clock::now();
+  auto phase = [&](const char *name) {
+    compilePhases.emplace_back(name, secondsSince(tPhase));
+    tPhase = std::chrono::steady_clock::now();
+  };
+  std::unique_ptr<llvm::MemoryBuffer> objects[2] = {
+      std::move(compiled->kernels), std::move(compiled->glue)};
   return link(module, objects, t1, phase);
 }
 
@@ -425,6 +488,7 @@ Jit::link(ModuleOp module,
     return jitError("JIT compilation failed: cannot load the compiled objects",
                     loaded.takeError());
   lljit = std::move(*loaded);
+  callIfDefined(kConstructorsFunction);
   // Resolve the entries now, so that the time includes linking them.
   module.walk([&](LLVM::LLVMFuncOp f) {
     if (!f.getSymName().starts_with("_mlir_ciface_") || f.isExternal())

@@ -30,12 +30,67 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
-namespace llvm::orc {
+namespace llvm {
+class Module;
+namespace orc {
 class LLJIT;
-} // namespace llvm::orc
+} // namespace orc
+} // namespace llvm
 
 namespace fsdp::run {
+
+/// Process-wide setup, once: the native target for the JIT, the allocator
+/// and BLAS threading the compiled steps want.
+void initializeProcess();
+
+/// The dialects and translations a lowered module needs.
+mlir::DialectRegistry runnerRegistry();
+
+/// The CPU that code is generated for.
+struct CodeTarget {
+  /// An LLVM CPU name ("x86-64", "skylake-avx512"); empty: the host's CPU
+  /// with the host's features.
+  std::string cpu;
+  /// Subtarget features ("+avx2,+fma"), for a named CPU.
+  std::string features;
+  /// Code for a shared library (the JIT links at fixed addresses).
+  bool positionIndependent = false;
+  static CodeTarget host() { return {}; }
+  bool isHost() const { return cpu.empty(); }
+};
+
+/// The compiled code of a lowered module: the kernels optimized at -O2,
+/// the glue at -O0, and the seconds of each phase.
+struct StepObjects {
+  std::unique_ptr<llvm::MemoryBuffer> kernels, glue;
+  std::vector<std::pair<std::string, double>> phases;
+};
+
+/// Translates `module` (stripped of fsdp attributes) to LLVM IR, applies
+/// `rewrite` (may be empty) to the whole module, and compiles it for
+/// `target` into the two objects the JIT links and fsdp-compile puts into a
+/// shared library.
+llvm::Expected<StepObjects>
+compileStep(mlir::ModuleOp module, const llvm::StringSet<> &kernelNames,
+            const CodeTarget &target,
+            const std::function<void(llvm::Module &)> &rewrite);
+
+/// The names of the functions of `module` marked `fsdp.kernel` (read before
+/// the runner strips fsdp attributes).
+llvm::StringSet<> kernelNamesOf(mlir::ModuleOp module);
+
+/// A module with what loadProgram reads: the module's attributes, the
+/// meshes and bodiless copies of the entries and their C wrappers.
+mlir::OwningOpRef<mlir::ModuleOp> makeStub(mlir::ModuleOp module);
+
+/// Parses a lowered module (`name` for messages), refusing first the inputs
+/// that crash upstream parsers (InputGuard.h).
+llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
+parseLoweredModule(llvm::MemoryBufferRef bytes, const std::string &name,
+                   mlir::MLIRContext &context);
 
 class Jit : public StepCode {
 public:
@@ -71,6 +126,8 @@ private:
        std::chrono::steady_clock::time_point start,
        const std::function<void(const char *)> &phase);
   void writeCache(llvm::StringRef kernels, llvm::StringRef glue);
+  /// Calls the function `name` of the linked code when it defines one.
+  void callIfDefined(llvm::StringRef name);
 
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   mlir::OwningOpRef<mlir::ModuleOp> stub;

@@ -5,11 +5,13 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallVector.h"
+#include "llvm/IR/Constants.h"
 #include "llvm/IR/IRBuilder.h"
 #include "llvm/IR/InstIterator.h"
 #include "llvm/IR/Module.h"
 #include "llvm/Transforms/Utils/Local.h"
 
+#include <algorithm>
 #include <cstring>
 
 using llvm::ArrayRef;
@@ -208,7 +210,56 @@ bool returnsAggregateToCalls(llvm::Function &f) {
          });
 }
 
+/// The functions of `llvm.global_ctors` or `llvm.global_dtors` by
+/// priority, ascending; the array is erased.
+SmallVector<llvm::Function *> takeStructors(llvm::Module &m,
+                                            llvm::StringRef array) {
+  SmallVector<std::pair<uint64_t, llvm::Function *>> entries;
+  llvm::GlobalVariable *gv = m.getGlobalVariable(array);
+  if (!gv)
+    return {};
+  if (gv->hasInitializer())
+    if (auto *init = dyn_cast<llvm::ConstantArray>(gv->getInitializer()))
+      for (llvm::Use &op : init->operands()) {
+        auto *entry = cast<llvm::ConstantStruct>(op.get());
+        auto *priority = cast<llvm::ConstantInt>(entry->getOperand(0));
+        if (auto *f = dyn_cast<llvm::Function>(
+                entry->getOperand(1)->stripPointerCasts()))
+          entries.push_back({priority->getZExtValue(), f});
+      }
+  gv->eraseFromParent();
+  llvm::stable_sort(
+      entries, [](const auto &a, const auto &b) { return a.first < b.first; });
+  SmallVector<llvm::Function *> fns;
+  for (auto &e : entries)
+    fns.push_back(e.second);
+  return fns;
+}
+
+/// Defines `void name()` calling `fns` in order.
+void defineCaller(llvm::Module &m, llvm::StringRef name,
+                  ArrayRef<llvm::Function *> fns) {
+  auto *type = llvm::FunctionType::get(llvm::Type::getVoidTy(m.getContext()),
+                                       /*isVarArg=*/false);
+  auto *caller =
+      llvm::Function::Create(type, llvm::GlobalValue::ExternalLinkage, name, m);
+  llvm::IRBuilder<> b(llvm::BasicBlock::Create(m.getContext(), "", caller));
+  for (llvm::Function *f : fns)
+    b.CreateCall(f->getFunctionType(), f);
+  b.CreateRetVoid();
+}
+
 } // namespace
+
+void gatherConstructors(llvm::Module &m) {
+  SmallVector<llvm::Function *> ctors = takeStructors(m, "llvm.global_ctors");
+  SmallVector<llvm::Function *> dtors = takeStructors(m, "llvm.global_dtors");
+  std::reverse(dtors.begin(), dtors.end());
+  if (!ctors.empty())
+    defineCaller(m, kConstructorsFunction, ctors);
+  if (!dtors.empty())
+    defineCaller(m, kDestructorsFunction, dtors);
+}
 
 void addPackedWrappers(llvm::Module &m) {
   SmallVector<llvm::Function *> entries;

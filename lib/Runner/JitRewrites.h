@@ -47,6 +47,19 @@ void inlineEntries(llvm::Module &m);
 /// of insertvalue chains by the inserted values.
 void scalarizeAggregates(llvm::Function &f);
 
+/// The functions gatherConstructors defines.
+inline constexpr const char kConstructorsFunction[] =
+    "fsdp_step_run_constructors";
+inline constexpr const char kDestructorsFunction[] =
+    "fsdp_step_run_destructors";
+
+/// Replaces `llvm.global_ctors` and `llvm.global_dtors` (the GPU lowering's
+/// module loads and unloads) by the functions kConstructorsFunction (in
+/// ascending priority) and kDestructorsFunction (descending), which the
+/// JIT calls: objects linked in memory have no loader to run their
+/// `.init_array`. A module without them gets no function.
+void gatherConstructors(llvm::Module &m);
+
 } // namespace fsdp::run
 
 #endif

@@ -68,7 +68,8 @@ double RunResult::minStepSeconds() const {
 json::Object toJSON(const RunResult &r) {
   json::Object o{{"parse_s", r.parseSeconds},
                  {"jit_s", r.jitSeconds},
-                 {"jit_cached", r.jitCached}};
+                 {"jit_cached", r.jitCached},
+                 {"precompiled", r.precompiled}};
   if (!r.jitPhases.empty()) {
     json::Object phases;
     for (const auto &[name, seconds] : r.jitPhases)

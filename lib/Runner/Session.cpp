@@ -6,6 +6,7 @@
 #include "Program.h"
 #include "RankRun.h"
 #include "Shards.h"
+#include "StepLibrary.h"
 #include "fsdp/Runner/Runner.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -48,8 +49,8 @@ llvm::Error error(const llvm::Twine &message) {
   return llvm::createStringError(message);
 }
 
-/// Process-wide setup, once: the native target for the JIT, the allocator
-/// and BLAS threading the compiled steps want.
+} // namespace
+
 void initializeProcess() {
   static std::once_flag once;
   std::call_once(once, [] {
@@ -77,6 +78,8 @@ DialectRegistry runnerRegistry() {
   registerLLVMDialectTranslation(registry);
   return registry;
 }
+
+namespace {
 
 /// Runtime options: the timeout and the mesh's axis names for messages.
 struct RuntimeOptions {
@@ -251,7 +254,9 @@ struct Session::Impl {
   LoadOptions load;
   std::unique_ptr<MLIRContext> context;
   OwningOpRef<ModuleOp> module;
-  std::unique_ptr<Jit> jit;
+  /// Where the step's code comes from; `jit` when it is compiled here.
+  std::unique_ptr<StepCode> code;
+  Jit *jit = nullptr;
   Program prog;
   std::vector<Output> outputs;
   /// Inputs set in memory, by argument index.
@@ -270,6 +275,8 @@ struct Session::Impl {
   ~Impl();
   llvm::Error open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                    const std::string &name);
+  llvm::Error openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
+                       const std::string &name);
   llvm::Error openMpi();
   llvm::Expected<RunResult> run(const RunOptions &o);
   llvm::Error prepareState(const RunOptions &o, int64_t &firstStep);
@@ -302,11 +309,8 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                                 const std::string &name) {
   initializeProcess();
   context = std::make_unique<MLIRContext>(runnerRegistry());
-  auto opened = Jit::open(std::move(bytes), name, load.jitCacheDir, *context);
-  if (!opened)
-    return opened.takeError();
-  jit = std::move(opened->jit);
-  module = std::move(opened->module);
+  if (llvm::Error e = openCode(std::move(bytes), name))
+    return e;
   auto loaded = loadProgram(*module, load.entry);
   if (!loaded)
     return loaded.takeError();
@@ -320,11 +324,34 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                  " ranks; the threads backend runs at most " +
                  llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
   outputs = outputsOf(prog);
-  if (llvm::Error e = jit->compile(*module))
-    return e;
+  if (jit)
+    if (llvm::Error e = jit->compile(*module))
+      return e;
   runtime = std::make_unique<RuntimeOptions>(prog, load.timeoutSeconds);
   if (load.backend == Backend::Mpi)
     return openMpi();
+  return llvm::Error::success();
+}
+
+/// The code and the stub of a step library (fsdp-compile), else the JIT's.
+llvm::Error Session::Impl::openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
+                                    const std::string &name) {
+  if (isSharedObject(bytes->getBuffer())) {
+    if (name == "<memory>")
+      return error("a step library is opened from its file, not from memory");
+    auto opened = SharedLibraryStepCode::open(name, *context);
+    if (!opened)
+      return opened.takeError();
+    code = std::move(opened->code);
+    module = std::move(opened->module);
+    return llvm::Error::success();
+  }
+  auto opened = Jit::open(std::move(bytes), name, load.jitCacheDir, *context);
+  if (!opened)
+    return opened.takeError();
+  jit = opened->jit.get();
+  code = std::move(opened->jit);
+  module = std::move(opened->module);
   return llvm::Error::success();
 }
 
@@ -519,15 +546,16 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!inputs)
     return inputs.takeError();
   RunContext cx{
-      *jit, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
+      *code, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
   RunResult result;
   result.training = training;
   result.firstStep = firstStep;
   result.warmup = o.warmup;
-  result.parseSeconds = jit->parseSeconds;
-  result.jitSeconds = jit->compileSeconds;
-  result.jitCached = jit->cacheHit;
-  result.jitPhases = jit->compilePhases;
+  result.parseSeconds = code->parseSeconds;
+  result.jitSeconds = code->compileSeconds;
+  result.jitCached = code->cacheHit;
+  result.precompiled = code->precompiled;
+  result.jitPhases = code->compilePhases;
   auto runs = runRanks(cx, result);
   if (!runs)
     return runs.takeError();

@@ -37,6 +37,8 @@ public:
   std::vector<std::pair<std::string, double>> compilePhases;
   /// Loaded from a cache or a prebuilt library rather than compiled now.
   bool cacheHit = false;
+  /// Loaded from a library built by fsdp-compile (StepLibrary.h).
+  bool precompiled = false;
 };
 
 } // namespace fsdp::run

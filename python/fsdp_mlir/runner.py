@@ -184,7 +184,8 @@ class Program:
         jit_cache_dir: str | None = None,
         text: bool = False,
     ):
-        """`module`: a path to a lowered .mlir/.mlirbc, or (text=True, or
+        """`module`: a path to a lowered .mlir/.mlirbc or to a step library
+        built by fsdp-compile (loaded without compiling), or (text=True, or
         bytes) the module itself."""
         lib = _library()
         opts = _Options(

@@ -54,6 +54,29 @@ typedef enum fsdprt_status {
 /* Static description of a status code ("ok", "desync", ...). Never NULL. */
 FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
 
+/* The version of the interface compiled code calls (the fsdprt_jit_* entry
+ * points, the thread comm, the status codes). A step compiled ahead of time
+ * records the version it was built against; a runner refuses to load it
+ * into a runtime of another version. Raise it whenever an entry point that
+ * compiled code calls changes its signature or meaning. */
+#define FSDPRT_ABI_VERSION 1
+FSDPRT_API int32_t fsdprt_abi_version(void);
+
+/* An unranked memref as MLIR's C interface passes it: the rank and a
+ * pointer to the ranked descriptor (base, data, offset, sizes[rank],
+ * strides[rank], in 64-bit words). */
+typedef struct fsdprt_unranked_memref {
+  int64_t rank;
+  void *descriptor;
+} fsdprt_unranked_memref_t;
+
+/* Copies every element of `src` into `dst` (same shape, any strides):
+ * upstream's memrefCopy, which a step compiled ahead of time calls instead
+ * of MLIR's C runner utils. */
+FSDPRT_API void fsdprt_memref_copy(int64_t element_bytes,
+                                   const fsdprt_unranked_memref_t *src,
+                                   const fsdprt_unranked_memref_t *dst);
+
 /* ------------------------------------------------------------------------ */
 /* Element types and reduction operators (stable integer values)            */
 /* ------------------------------------------------------------------------ */

@@ -90,8 +90,9 @@ FSDPRUN_API const char *fsdprun_last_error(void);
 /* A fixed description of a status. */
 FSDPRUN_API const char *fsdprun_status_string(fsdprun_status_t status);
 
-/* Loads a lowered module (text or bytecode) and compiles it. `options` may
- * be NULL (defaults). On failure *program is NULL. */
+/* Loads a lowered module (text or bytecode) and compiles it, or loads a step
+ * library built by fsdp-compile without compiling (docs/AOT.md). `options`
+ * may be NULL (defaults). On failure *program is NULL. */
 FSDPRUN_API fsdprun_status_t fsdprun_program_create_from_file(
     const char *path, const fsdprun_options_t *options,
     fsdprun_program_t **program);

@@ -284,6 +284,8 @@ const char *fsdprt_reduce_op_name(int32_t op) {
   return op >= 0 && op < FSDPRT_NUM_REDUCE_OPS ? names[op] : "?";
 }
 
+int32_t fsdprt_abi_version(void) { return FSDPRT_ABI_VERSION; }
+
 const char *fsdprt_status_string(fsdprt_status_t status) {
   switch (status) {
   case FSDPRT_OK:

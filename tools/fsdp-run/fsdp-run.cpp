@@ -216,10 +216,13 @@ void printTimings(const Flags &f, const RunResult &r) {
   if (f.steps <= 1 && f.warmup <= 0)
     return;
   llvm::outs() << llvm::format(
-      "parse %.3f s, jit %.3f s%s; step over %lld "
+      "parse %.3f s, %s %.3f s%s; step over %lld "
       "run(s) after %lld warmup: median %.3f ms, "
       "min %.3f ms\n",
-      r.parseSeconds, r.jitSeconds, r.jitCached ? " (cached)" : "",
+      r.parseSeconds, r.precompiled ? "load" : "jit", r.jitSeconds,
+      r.precompiled ? " (precompiled)"
+      : r.jitCached ? " (cached)"
+                    : "",
       (long long)f.steps.getValue(), (long long)f.warmup.getValue(),
       r.medianStepSeconds() * 1e3, r.minStepSeconds() * 1e3);
 }

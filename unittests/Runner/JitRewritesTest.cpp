@@ -215,3 +215,54 @@ TEST(JitRewrites, SplitLongBlocksBoundsEveryBlock) {
 }
 
 } // namespace
+
+namespace {
+
+/// The functions `caller` calls, in order.
+std::vector<std::string> callees(llvm::Function &caller) {
+  std::vector<std::string> names;
+  for (llvm::Instruction &i : llvm::instructions(caller))
+    if (auto *call = dyn_cast<llvm::CallInst>(&i))
+      names.push_back(call->getCalledFunction()->getName().str());
+  return names;
+}
+
+TEST(GatherConstructors, CallsThemByPriority) {
+  llvm::LLVMContext ctx;
+  auto m = parse(ctx, R"(
+    @llvm.global_ctors = appending global [3 x { i32, ptr, ptr }] [
+      { i32, ptr, ptr } { i32 20, ptr @late, ptr null },
+      { i32, ptr, ptr } { i32 10, ptr @early, ptr null },
+      { i32, ptr, ptr } { i32 20, ptr @later, ptr null }]
+    @llvm.global_dtors = appending global [2 x { i32, ptr, ptr }] [
+      { i32, ptr, ptr } { i32 10, ptr @d1, ptr null },
+      { i32, ptr, ptr } { i32 20, ptr @d2, ptr null }]
+    define internal void @early() { ret void }
+    define internal void @late() { ret void }
+    define internal void @later() { ret void }
+    define internal void @d1() { ret void }
+    define internal void @d2() { ret void }
+  )");
+  ASSERT_TRUE(m);
+  gatherConstructors(*m);
+  ASSERT_TRUE(verifies(*m));
+  EXPECT_FALSE(m->getGlobalVariable("llvm.global_ctors"));
+  EXPECT_FALSE(m->getGlobalVariable("llvm.global_dtors"));
+  llvm::Function *ctors = m->getFunction(kConstructorsFunction);
+  llvm::Function *dtors = m->getFunction(kDestructorsFunction);
+  ASSERT_TRUE(ctors && dtors);
+  EXPECT_EQ(callees(*ctors),
+            (std::vector<std::string>{"early", "late", "later"}));
+  EXPECT_EQ(callees(*dtors), (std::vector<std::string>{"d2", "d1"}));
+}
+
+TEST(GatherConstructors, NothingWithoutThem) {
+  llvm::LLVMContext ctx;
+  auto m = parse(ctx, "define void @f() { ret void }");
+  ASSERT_TRUE(m);
+  gatherConstructors(*m);
+  EXPECT_FALSE(m->getFunction(kConstructorsFunction));
+  EXPECT_FALSE(m->getFunction(kDestructorsFunction));
+}
+
+} // namespace

@@ -135,6 +135,9 @@ struct RunResult {
   std::vector<int64_t> residentBytes; // the process after each step
   double parseSeconds = 0, jitSeconds = 0;
   bool jitCached = false;
+  /// The step came from a library built by fsdp-compile: jitSeconds is the
+  /// time to load it.
+  bool precompiled = false;
   std::vector<std::pair<std::string, double>> jitPhases;
   int64_t warmup = 0;
 
@@ -167,7 +170,8 @@ struct PortInfo {
 class Session {
 public:
   ~Session();
-  /// Opens a lowered module from a file (text or bytecode).
+  /// Opens a lowered module from a file (text or bytecode), or a step
+  /// library built by fsdp-compile (loaded without compiling).
   static llvm::Expected<std::unique_ptr<Session>>
   openFile(const std::string &path, const LoadOptions &options);
   /// Opens a lowered module held in memory.

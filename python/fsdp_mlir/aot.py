@@ -1,0 +1,824 @@
+"""Run a step compiled ahead of time by fsdp-compile, without LLVM or MLIR.
+
+A step library (``fsdp-compile step.mlir -o step.so``) holds the step's code
+and a JSON manifest in its ``.fsdp.manifest`` section: the entry's ports
+(dtypes, slot and global shapes, every rank's owned ranges) and its mesh.
+This module needs the Python standard library and the runtime, libfsdprt.so
+(built from runtime/ with CMake), nothing else: it is the runner of machines
+that have no LLVM (the GPU check machine, a deployment).
+
+    python -m fsdp_mlir.aot run step.so --runtime build/libfsdprt.so \\
+        --inputs data --outputs out --steps 3 --report report.json
+    python -m fsdp_mlir.aot manifest step.so
+    python -m fsdp_mlir.aot compare out reference --rtol 1e-5
+
+``run`` cuts each global ``<name>.npy`` of the input directories into every
+rank's buffer as fsdp-run does, runs the steps on one thread per rank through
+the threads backend, and writes the gathered results as fsdp-run writes them
+(the same names; a training step's fed-back arguments under their names and
+its per-step scalars stacked). It also writes a JSON report of load and step
+times.
+
+What it does not do (fsdp-run does): the MPI backend, checkpoints (save and
+resume), per-step input directories (``<name>/step-K.npy``; a stacked
+``<name>.npy`` with a leading step dimension works), ``--all-ranks``, memory
+and communication statistics, meshes of more than 64 ranks, and the replica
+agreement check of results. docs/AOT.md.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import ctypes
+import json
+import os
+import struct
+import sys
+import threading
+import time
+from array import array
+from pathlib import Path
+
+MANIFEST_SECTION = ".fsdp.manifest"
+MANIFEST_VERSION = 1
+
+
+class AotError(Exception):
+    """A step library that cannot run here, or inputs that do not fit it."""
+
+
+# ---------------------------------------------------------------------------
+# The manifest, read from the ELF file before it is loaded
+# ---------------------------------------------------------------------------
+
+
+def elf_section_range(data: bytes, wanted: str, path: str = "") -> tuple[int, int] | None:
+    """(file offset, size) of section ``wanted`` of an ELF64 little-endian
+    image."""
+    if data[:4] != b"\x7fELF" or len(data) < 64 or data[4] != 2 or data[5] != 1:
+        raise AotError(f"{path} is not a step library (not an ELF64 file)")
+    shoff = struct.unpack_from("<Q", data, 0x28)[0]
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", data, 0x3A)
+
+    def header(i: int) -> tuple[int, int, int]:
+        base = shoff + i * shentsize
+        name = struct.unpack_from("<I", data, base)[0]
+        offset, size = struct.unpack_from("<QQ", data, base + 0x18)
+        return name, offset, size
+
+    try:
+        _, stroff, _ = header(shstrndx)
+        for i in range(shnum):
+            name, offset, size = header(i)
+            end = data.index(b"\0", stroff + name)
+            if data[stroff + name : end] == wanted.encode():
+                return offset, size
+    except (struct.error, ValueError):
+        raise AotError(f"{path} is not a step library (bad ELF section headers)") from None
+    return None
+
+
+def elf_section(path: str, wanted: str) -> bytes | None:
+    """The contents of section ``wanted`` of an ELF64 little-endian file."""
+    data = Path(path).read_bytes()
+    where = elf_section_range(data, wanted, path)
+    if where is None:
+        return None
+    return data[where[0] : where[0] + where[1]]
+
+
+def read_manifest(path: str) -> dict:
+    """The checked manifest of a step library."""
+    raw = elf_section(path, MANIFEST_SECTION)
+    if raw is None:
+        raise AotError(
+            f"{path} is not a step library (no {MANIFEST_SECTION} section; "
+            "build one with fsdp-compile)"
+        )
+    try:
+        manifest = json.loads(raw.split(b"\0", 1)[0].decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise AotError(f"{path}: corrupt manifest: {e}") from None
+    if not isinstance(manifest, dict) or manifest.get("format") != "fsdp-step":
+        raise AotError(f"{path}: corrupt manifest: not an fsdp-step manifest")
+    if manifest.get("version") != MANIFEST_VERSION:
+        raise AotError(
+            f"{path}: manifest version {manifest.get('version')}, this runner "
+            f"reads version {MANIFEST_VERSION}"
+        )
+    return manifest
+
+
+# LLVM's x86 feature names that /proc/cpuinfo spells differently (any of
+# the alternatives).
+_CPUINFO_NAMES = {
+    "64bit": ["lm"],
+    "x87": ["fpu"],
+    "sahf": ["lahf_lm"],
+    "lzcnt": ["abm"],
+    "prfchw": ["3dnowprefetch"],
+    "sha": ["sha_ni"],
+    "crc32": ["sse4_2"],
+    "rdrnd": ["rdrand"],
+    "avxvnni": ["avx_vnni"],
+    "cmpxchg16b": ["cx16"],
+    "bmi": ["bmi1"],
+    "pclmul": ["pclmulqdq"],
+    "sse3": ["pni"],
+    "shstk": ["user_shstk", "shstk"],
+}
+# System features that compiled code never uses unless asked (privileged or
+# OS-managed instructions), which kernels and virtual machines often hide.
+_SYSTEM_FEATURES = {
+    "shstk",
+    "sgx",
+    "pconfig",
+    "ptwrite",
+    "enqcmd",
+    "uintr",
+    "waitpkg",
+    "hreset",
+    "kl",
+    "widekl",
+    "invpcid",
+}
+
+
+def _cpuinfo_flags() -> set[str] | None:
+    try:
+        text = Path("/proc/cpuinfo").read_text()
+    except OSError:
+        return None
+    for line in text.splitlines():
+        if line.startswith("flags"):
+            return set(line.split(":", 1)[1].split())
+    return None
+
+
+def missing_features(features: list[str], flags: set[str]) -> list[str]:
+    """The LLVM features of ``features`` that the cpuinfo ``flags`` lack."""
+    missing = []
+    for f in features:
+        if f in _SYSTEM_FEATURES:
+            continue
+        names = _CPUINFO_NAMES.get(f, [f.replace(".", "_").replace("-", "_")])
+        # avx512vnni -> avx512_vnni, avx512bf16 -> avx512_bf16, ...
+        names += ["avx512_" + n[6:] for n in names if n.startswith("avx512")]
+        if not any(n in flags for n in names):
+            missing.append(f)
+    return missing
+
+
+def check_cpu(manifest: dict, path: str) -> None:
+    target = manifest.get("target", {})
+    flags = _cpuinfo_flags()
+    if flags is None:
+        return
+    missing = missing_features(target.get("features", []), flags)
+    if missing:
+        raise AotError(
+            f"{path} was built for CPU '{target.get('cpu')}' and uses features "
+            f"this host lacks: {', '.join(missing)} (build it with "
+            "--mcpu=x86-64 to run anywhere)"
+        )
+
+
+# ---------------------------------------------------------------------------
+# .npy files (C order, little-endian; no numpy needed)
+# ---------------------------------------------------------------------------
+
+
+def read_npy(path: str) -> tuple[str, list[int], bytes]:
+    data = Path(path).read_bytes()
+    if data[:6] != b"\x93NUMPY":
+        raise AotError(f"{path} is not a .npy file")
+    major = data[6]
+    if major == 1:
+        (hlen,), start = struct.unpack_from("<H", data, 8), 10
+    else:
+        (hlen,), start = struct.unpack_from("<I", data, 8), 12
+    header = ast.literal_eval(data[start : start + hlen].decode("latin1"))
+    if header.get("fortran_order"):
+        raise AotError(f"{path}: Fortran-order arrays are not supported")
+    descr = header["descr"]
+    return descr, list(header["shape"]), data[start + hlen :]
+
+
+def write_npy(path: str, descr: str, shape: list[int], data: bytes) -> None:
+    # The spelling fsdp-run writes, so that equal arrays give equal files.
+    dims = ",".join(str(d) for d in shape) + ("," if len(shape) == 1 else "")
+    header = f"{{'descr': '{descr}', 'fortran_order': False, 'shape': ({dims}), }}"
+    pad = 64 - (10 + len(header) + 1) % 64
+    header += " " * pad + "\n"
+    tmp = f"{path}.tmp{os.getpid()}"
+    with open(tmp, "wb") as f:
+        f.write(b"\x93NUMPY\x01\x00" + struct.pack("<H", len(header)))
+        f.write(header.encode("latin1"))
+        f.write(data)
+    os.replace(tmp, path)
+
+
+def _same_descr(a: str, b: str) -> bool:
+    norm = {"|u1": "<u1", "|i1": "<i1", "|b1": "<b1", "?": "<b1"}
+    return norm.get(a, a) == norm.get(b, b)
+
+
+def _prod(shape: list[int]) -> int:
+    n = 1
+    for d in shape:
+        n *= d
+    return n
+
+
+# ---------------------------------------------------------------------------
+# Shards: global arrays to rank buffers and back (lib/Runner/Shards.cpp)
+# ---------------------------------------------------------------------------
+
+
+def _owned_runs(ranges: list[list[list[int]]], slot: list[int], glob: list[int]):
+    """(slot offset, global offset, count) of every contiguous owned run."""
+    if not glob:
+        yield 0, 0, 1
+        return
+    index = [[x for b, e in dim for x in range(b, e)] for dim in ranges]
+    if any(not idx for idx in index):
+        return
+    n = len(glob)
+    slot_stride, glob_stride = [1] * n, [1] * n
+    for d in range(n - 2, -1, -1):
+        slot_stride[d] = slot_stride[d + 1] * slot[d + 1]
+        glob_stride[d] = glob_stride[d + 1] * glob[d + 1]
+    inner = index[-1]
+    inner_runs = []
+    i = 0
+    while i < len(inner):
+        j = i + 1
+        while j < len(inner) and inner[j] == inner[j - 1] + 1:
+            j += 1
+        inner_runs.append((i, inner[i], j - i))
+        i = j
+    pos = [0] * (n - 1)
+    while True:
+        so = sum(pos[d] * slot_stride[d] for d in range(n - 1))
+        go = sum(index[d][pos[d]] * glob_stride[d] for d in range(n - 1))
+        for s, g, c in inner_runs:
+            yield so + s, go + g, c
+        d = n - 2
+        while d >= 0:
+            pos[d] += 1
+            if pos[d] < len(index[d]):
+                break
+            pos[d] = 0
+            d -= 1
+        if d < 0:
+            return
+
+
+def shard_input(port: dict, glob: bytes, rank: int) -> bytearray:
+    eb = port["element_bytes"]
+    slot = bytearray(_prod(port["shape"]) * eb)
+    if port["layout"] is None:
+        if not port["shape"] or port["rank_local"]:
+            slot[:] = glob[: len(slot)]
+        else:
+            slot[:] = glob[rank * len(slot) : (rank + 1) * len(slot)]
+        return slot
+    shards = _shards(port)
+    if shards["partial"] and not shards["owners"][rank]:
+        return slot
+    for so, go, c in _owned_runs(shards["ranks"][rank], port["shape"], port["global_shape"]):
+        slot[so * eb : (so + c) * eb] = glob[go * eb : (go + c) * eb]
+    return slot
+
+
+def _shards(port: dict) -> dict:
+    if "shards" not in port:
+        raise AotError(f"port '{port['name']}': no per-rank ranges (mesh over 64 ranks)")
+    return port["shards"]
+
+
+def assemble(port: dict, pieces: list[bytes]) -> bytes:
+    """The global value of a result from every rank's slot."""
+    if port["layout"] is None:
+        return bytes(pieces[0])
+    eb = port["element_bytes"]
+    shards = _shards(port)
+    out = bytearray(_prod(port["global_shape"]) * eb)
+    if not shards["partial"]:
+        for r, piece in enumerate(pieces):
+            for so, go, c in _owned_runs(shards["ranks"][r], port["shape"], port["global_shape"]):
+                out[go * eb : (go + c) * eb] = piece[so * eb : (so + c) * eb]
+        return bytes(out)
+    code = {"<f4": "f", "<f8": "d"}.get(port["dtype"])
+    if code is None:
+        raise AotError(f"result '{port['name']}': partial sums need f32 or f64")
+    total = array(code, bytes(out))
+    for r, piece in enumerate(pieces):
+        values = array(code, bytes(piece))
+        for so, go, c in _owned_runs(shards["ranks"][r], port["shape"], port["global_shape"]):
+            for e in range(c):
+                total[go + e] += values[so + e]
+    return total.tobytes()
+
+
+# ---------------------------------------------------------------------------
+# The runtime and the step library
+# ---------------------------------------------------------------------------
+
+
+class _Options(ctypes.Structure):
+    _fields_ = [
+        ("timeout_s", ctypes.c_double),
+        ("check_desync", ctypes.c_int32),
+        ("axis_names", ctypes.POINTER(ctypes.c_char_p)),
+    ]
+
+
+def load_runtime(path: str | None) -> ctypes.CDLL:
+    """libfsdprt.so, loaded RTLD_GLOBAL so that the step library's
+    dependency on it (by soname) resolves to this copy."""
+    candidates = [path] if path else []
+    if not path:
+        if env := os.environ.get("FSDP_RUNTIME_LIBRARY"):
+            candidates.append(env)
+        candidates.append("libfsdprt.so")
+    errors = []
+    for c in candidates:
+        try:
+            return ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
+        except OSError as e:
+            errors.append(str(e))
+    raise AotError(
+        "cannot load the runtime libfsdprt.so (--runtime PATH or "
+        "FSDP_RUNTIME_LIBRARY): " + "; ".join(errors)
+    )
+
+
+class _Allocator:
+    """The step's malloc and free (fsdp_step_set_allocator): libc's, with
+    the live buffers recorded per thread, so that the results the step hands
+    over are freed and its arguments or constants are not."""
+
+    MALLOC = ctypes.CFUNCTYPE(ctypes.c_void_p, ctypes.c_size_t)
+    FREE = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+    def __init__(self) -> None:
+        libc = ctypes.CDLL(None)
+        self._malloc = libc.malloc
+        self._malloc.restype = ctypes.c_void_p
+        self._malloc.argtypes = [ctypes.c_size_t]
+        self._free = libc.free
+        self._free.argtypes = [ctypes.c_void_p]
+        self.local = threading.local()
+        self.malloc = self.MALLOC(self._on_malloc)
+        self.free = self.FREE(self._on_free)
+
+    def _live(self) -> set[int]:
+        if not hasattr(self.local, "live"):
+            self.local.live = set()
+        return self.local.live
+
+    def _on_malloc(self, n: int) -> int:
+        p = self._malloc(n)
+        if p:
+            self._live().add(p)
+        return p
+
+    def _on_free(self, p: int) -> None:
+        if p:
+            self._live().discard(p)
+        self._free(p)
+
+    def release(self, p: int) -> None:
+        live = self._live()
+        if p in live:
+            live.discard(p)
+            self._free(p)
+
+
+class StepLibrary:
+    """A loaded step library and its manifest."""
+
+    def __init__(self, path: str, runtime: ctypes.CDLL):
+        self.path = path
+        t0 = time.perf_counter()
+        self.manifest = read_manifest(path)
+        abi = runtime.fsdprt_abi_version()
+        if self.manifest.get("abi_version") != abi:
+            raise AotError(
+                f"{path} was built for runtime ABI version "
+                f"{self.manifest.get('abi_version')}; this runtime has version "
+                f"{abi} (rebuild it with fsdp-compile)"
+            )
+        check_cpu(self.manifest, path)
+        self.read_seconds = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        # Ranks are the parallelism (as in fsdp-run): one BLAS thread each,
+        # read when a compute=fast step's OpenBLAS loads with it.
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        try:
+            self.lib = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_LOCAL)
+        except OSError as e:
+            needed = ", ".join(self.manifest.get("needed", []))
+            raise AotError(f"cannot load {path} (it needs {needed}): {e}") from None
+        self.allocator = _Allocator()
+        self.lib.fsdp_step_set_allocator(self.allocator.malloc, self.allocator.free)
+        self.load_seconds = time.perf_counter() - t1
+
+    def entry(self, name: str | None) -> dict:
+        entries = self.manifest["entries"]
+        if name is None:
+            if len(entries) != 1:
+                raise AotError(f"{self.path} has {len(entries)} entries; choose one with --entry")
+            return entries[0]
+        for e in entries:
+            if e["name"] == name:
+                return e
+        raise AotError(f"{self.path} has no entry '{name}'")
+
+
+# ---------------------------------------------------------------------------
+# Running the steps
+# ---------------------------------------------------------------------------
+
+
+def _descriptor(buf, shape: list[int]):
+    words = (ctypes.c_int64 * (3 + 2 * len(shape)))()
+    addr = ctypes.addressof(buf)
+    words[0] = words[1] = addr
+    words[2] = 0
+    stride = 1
+    for i in range(len(shape) - 1, -1, -1):
+        words[3 + i] = shape[i]
+        words[3 + len(shape) + i] = stride
+        stride *= shape[i]
+    return words
+
+
+def _read_result(port: dict, words, base: int) -> tuple[bytes, int]:
+    """Result elements (row-major) from its descriptor; and its allocation."""
+    rank = len(port["shape"])
+    eb = port["element_bytes"]
+    allocated, aligned, offset = words[base], words[base + 1], words[base + 2]
+    sizes = [words[base + 3 + d] for d in range(rank)]
+    strides = [words[base + 3 + rank + d] for d in range(rank)]
+    n = _prod(sizes)
+    expect, contiguous = 1, True
+    for d in range(rank - 1, -1, -1):
+        contiguous &= sizes[d] == 1 or strides[d] == expect
+        expect *= sizes[d]
+    if n == 0:
+        return b"", allocated
+    if contiguous:
+        return ctypes.string_at(aligned + offset * eb, n * eb), allocated
+    out = bytearray(n * eb)
+    idx = [0] * rank
+    for e in range(n):
+        src = offset + sum(i * s for i, s in zip(idx, strides))
+        out[e * eb : (e + 1) * eb] = ctypes.string_at(aligned + src * eb, eb)
+        for d in range(rank - 1, -1, -1):
+            idx[d] += 1
+            if idx[d] < sizes[d]:
+                break
+            idx[d] = 0
+    return bytes(out), allocated
+
+
+def _input_shape(port: dict, world: int) -> list[int]:
+    shape = list(port["global_shape"])
+    if port["layout"] is None and not port["rank_local"] and shape:
+        shape[0] *= world
+    return shape
+
+
+def bind_inputs(entry: dict, dirs: list[str], steps: int) -> list[tuple[bytes, int]]:
+    """Per argument: the global bytes and the bytes of one step's slice (0:
+    the same value every step)."""
+    world = _prod(entry["mesh"]["shape"])
+    bound = []
+    for i, p in enumerate(entry["args"]):
+        expect = _input_shape(p, world)
+        fed = entry["training"] and entry["fed_by"][i] >= 0
+        path = next(
+            (f"{d}/{p['name']}.npy" for d in dirs if os.path.exists(f"{d}/{p['name']}.npy")), None
+        )
+        if path is None:
+            if fed and p["starts_at_zero"]:
+                bound.append((bytes(_prod(expect) * p["element_bytes"]), 0))
+                continue
+            raise AotError(f"input '{p['name']}': no {p['name']}.npy in {', '.join(dirs)}")
+        descr, shape, data = read_npy(path)
+        if not _same_descr(descr, p["dtype"]):
+            raise AotError(f"input '{p['name']}' ({path}) has dtype {descr}, expected {p['dtype']}")
+        if shape == expect:
+            bound.append((data, 0))
+        elif entry["training"] and not fed and shape[1:] == expect and shape and shape[0] >= steps:
+            bound.append((data, len(data) // shape[0]))
+        else:
+            raise AotError(f"input '{p['name']}' ({path}) has shape {shape}, expected {expect}")
+    return bound
+
+
+def _step_slice(data: bytes, step_bytes: int, step: int) -> bytes:
+    """One step's slice of a stacked input (the whole of a constant one)."""
+    if not step_bytes:
+        return data
+    return data[step * step_bytes : (step + 1) * step_bytes]
+
+
+class _Rank(threading.Thread):
+    def __init__(self, run: Run, rank: int):
+        super().__init__(name=f"rank{rank}")
+        self.run_ = run
+        self.rank = rank
+        self.error: str | None = None
+        self.results: list[list[bytes]] = []  # per step run, per result
+        self.seconds: list[float] = []
+
+    def run(self) -> None:
+        try:
+            self._steps()
+        except Exception as e:  # noqa: BLE001 - reported by the main thread
+            self.error = str(e)
+            self.run_.abort(f"rank {self.rank}: {e}")
+
+    def _steps(self) -> None:
+        r = self.run_
+        rt = r.runtime
+        entry = r.entry
+        comm = ctypes.c_void_p()
+        if rt.fsdprt_threads_comm(r.world, ctypes.c_int64(self.rank), ctypes.byref(comm)) != 0:
+            raise AotError("cannot get the rank's communicator")
+        rt.fsdprt_set_thread_comm(comm)
+        args = [
+            ctypes.create_string_buffer(
+                bytes(shard_input(p, _step_slice(g, s, 0), self.rank)),
+                max(1, _prod(p["shape"]) * p["element_bytes"]),
+            )
+            for p, (g, s) in zip(entry["args"], r.inputs)
+        ]
+        descs = [_descriptor(b, p["shape"]) for b, p in zip(args, entry["args"])]
+        offsets, words = [], 0
+        for p in entry["results"]:
+            offsets.append(words)
+            words += 3 + 2 * len(p["shape"])
+        area = (ctypes.c_int64 * max(1, words))()
+        pointers = ([ctypes.c_void_p(ctypes.addressof(area))] if entry["results"] else []) + [
+            ctypes.c_void_p(ctypes.addressof(d)) for d in descs
+        ]
+        packed = (ctypes.c_void_p * len(pointers))(*[ctypes.addressof(p) for p in pointers])
+        fn = getattr(r.step.lib, entry["symbol"])
+        fn.restype = None
+        fn.argtypes = [ctypes.c_void_p]
+        for step in range(r.steps):
+            for i, (p, (g, s)) in enumerate(zip(entry["args"], r.inputs)):
+                if s and step > 0:
+                    piece = shard_input(p, _step_slice(g, s, step), self.rank)
+                    ctypes.memmove(args[i], bytes(piece), len(piece))
+            t0 = time.perf_counter()
+            fn(packed)
+            self.seconds.append(time.perf_counter() - t0)
+            status = rt.fsdprt_comm_error(comm)
+            if status != 0:
+                raise AotError(rt.fsdprt_comm_error_message(comm).decode())
+            outs, done = [], set()
+            for k, p in enumerate(entry["results"]):
+                outs.append(_read_result(p, area, offsets[k])[0])
+            for k, p in enumerate(entry["results"]):
+                j = p["update_of"]
+                if entry["training"] and j is not None:
+                    ctypes.memmove(args[j], outs[k], len(outs[k]))
+            for k in range(len(entry["results"])):
+                allocated = area[offsets[k]]
+                if allocated not in done:
+                    done.add(allocated)
+                    r.step.allocator.release(allocated)
+            self.results.append(outs)
+
+
+class Run:
+    """N steps of one entry on every rank of its mesh, one thread each."""
+
+    def __init__(
+        self,
+        step: StepLibrary,
+        runtime: ctypes.CDLL,
+        entry: dict,
+        inputs,
+        steps: int,
+        timeout: float,
+    ):
+        self.step, self.runtime, self.entry = step, runtime, entry
+        self.inputs, self.steps = inputs, steps
+        shape = entry["mesh"]["shape"]
+        opts = _Options()
+        runtime.fsdprt_options_init(ctypes.byref(opts))
+        opts.timeout_s = timeout
+        self.world = ctypes.c_void_p()
+        dims = (ctypes.c_int64 * len(shape))(*shape)
+        if (
+            runtime.fsdprt_threads_world_create(
+                len(shape), dims, ctypes.byref(opts), ctypes.byref(self.world)
+            )
+            != 0
+        ):
+            raise AotError("cannot create the threads world")
+
+    def abort(self, reason: str) -> None:
+        self.runtime.fsdprt_world_abort(self.world, reason.encode())
+
+    def go(self) -> list[_Rank]:
+        ranks = [_Rank(self, r) for r in range(_prod(self.entry["mesh"]["shape"]))]
+        for t in ranks:
+            t.start()
+        for t in ranks:
+            t.join()
+        self.runtime.fsdprt_world_destroy(self.world)
+        errors = [f"rank {t.rank}: {t.error}" for t in ranks if t.error]
+        if errors:
+            raise AotError("; ".join(errors))
+        return ranks
+
+
+def _declare(runtime: ctypes.CDLL) -> None:
+    runtime.fsdprt_abi_version.restype = ctypes.c_int32
+    runtime.fsdprt_comm_error.restype = ctypes.c_int
+    runtime.fsdprt_comm_error.argtypes = [ctypes.c_void_p]
+    runtime.fsdprt_comm_error_message.restype = ctypes.c_char_p
+    runtime.fsdprt_comm_error_message.argtypes = [ctypes.c_void_p]
+    runtime.fsdprt_threads_comm.argtypes = [ctypes.c_void_p, ctypes.c_int64, ctypes.c_void_p]
+    runtime.fsdprt_set_thread_comm.argtypes = [ctypes.c_void_p]
+    runtime.fsdprt_world_abort.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
+    runtime.fsdprt_world_destroy.argtypes = [ctypes.c_void_p]
+    runtime.fsdprt_threads_world_create.argtypes = [
+        ctypes.c_int32,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+        ctypes.c_void_p,
+    ]
+    runtime.fsdprt_options_init.argtypes = [ctypes.c_void_p]
+
+
+def run_step(
+    path: str,
+    inputs: list[str],
+    outputs: str,
+    steps: int = 1,
+    runtime_path: str | None = None,
+    entry_name: str | None = None,
+    timeout: float = 60.0,
+) -> dict:
+    """Runs the step library and writes its results; returns the report."""
+    t0 = time.perf_counter()
+    runtime = load_runtime(runtime_path)
+    _declare(runtime)
+    step = StepLibrary(path, runtime)
+    entry = step.entry(entry_name)
+    world = _prod(entry["mesh"]["shape"])
+    if world > 64:
+        raise AotError(f"the mesh has {world} ranks; this runner runs at most 64")
+    bound = bind_inputs(entry, inputs, steps)
+    load_s = time.perf_counter() - t0
+    ranks = Run(step, runtime, entry, bound, steps, timeout).go()
+    os.makedirs(outputs, exist_ok=True)
+    training = entry["training"]
+    last = len(ranks[0].results) - 1
+    for k, p in enumerate(entry["results"]):
+        j = p["update_of"]
+        if training and j is not None:
+            port = entry["args"][j]
+            data = assemble(port, [t.results[last][k] for t in ranks])
+            write_npy(f"{outputs}/{port['name']}.npy", port["dtype"], port["global_shape"], data)
+        elif training and not p["shape"]:
+            data = b"".join(assemble(p, [t.results[s][k] for t in ranks]) for s in range(last + 1))
+            write_npy(f"{outputs}/{p['name']}.npy", p["dtype"], [last + 1], data)
+        else:
+            data = assemble(p, [t.results[last][k] for t in ranks])
+            write_npy(f"{outputs}/{p['name']}.npy", p["dtype"], p["global_shape"], data)
+    seconds = [max(t.seconds[s] for t in ranks) for s in range(steps)]
+    ordered = sorted(seconds)
+    return {
+        "library": path,
+        "entry": entry["name"],
+        "world": world,
+        "steps": steps,
+        "read_manifest_s": step.read_seconds,
+        "dlopen_s": step.load_seconds,
+        "load_s": load_s,
+        "step_s": seconds,
+        "median_step_s": ordered[len(ordered) // 2] if ordered else 0.0,
+        "min_step_s": ordered[0] if ordered else 0.0,
+    }
+
+
+# ---------------------------------------------------------------------------
+# Comparing result directories (fp32 / fp64 / bf16 within a relative tolerance)
+# ---------------------------------------------------------------------------
+
+
+def _values(descr: str, data: bytes) -> list[float] | bytes:
+    if descr == "<f4":
+        return array("f", data).tolist()
+    if descr == "<f8":
+        return array("d", data).tolist()
+    if descr == "<u2":  # bf16 bits
+        halves = array("H", data)
+        return array("f", b"".join(struct.pack("<I", h << 16) for h in halves)).tolist()
+    return data
+
+
+def compare_dirs(got: str, want: str, rtol: float, atol: float = 0.0) -> list[str]:
+    """Differences between the .npy files of ``want`` and those of ``got``:
+    floats within ``atol + rtol * |want|``, others equal."""
+    problems = []
+    names = sorted(f for f in os.listdir(want) if f.endswith(".npy"))
+    if not names:
+        return [f"{want} holds no .npy files"]
+    for name in names:
+        path = f"{got}/{name}"
+        if not os.path.exists(path):
+            problems.append(f"{name}: missing in {got}")
+            continue
+        gd, gs, gb = read_npy(path)
+        wd, ws, wb = read_npy(f"{want}/{name}")
+        if gd != wd or gs != ws:
+            problems.append(f"{name}: {gd} {gs} vs {wd} {ws}")
+            continue
+        g, w = _values(gd, gb), _values(wd, wb)
+        if isinstance(g, bytes):
+            if g != w:
+                problems.append(f"{name}: differs")
+            continue
+        worst = 0.0
+        for a, b in zip(g, w):
+            if a != b and not (abs(a - b) <= atol + rtol * abs(b)):
+                worst = max(worst, abs(a - b) / max(abs(b), 1e-30))
+        if worst:
+            problems.append(f"{name}: relative difference {worst:.3g} over {rtol:g}")
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(
+        prog="python -m fsdp_mlir.aot", description=__doc__.split("\n\n")[0]
+    )
+    sub = ap.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a step library")
+    r.add_argument("library")
+    r.add_argument(
+        "--inputs",
+        action="append",
+        required=True,
+        help="directory of global .npy inputs (repeatable)",
+    )
+    r.add_argument("--outputs", required=True)
+    r.add_argument("--steps", type=int, default=1)
+    r.add_argument("--entry")
+    r.add_argument(
+        "--runtime", help="libfsdprt.so (default: $FSDP_RUNTIME_LIBRARY, else the library path)"
+    )
+    r.add_argument("--timeout", type=float, default=60.0)
+    r.add_argument("--report", help="write the JSON report here")
+    m = sub.add_parser("manifest", help="print a step library's manifest")
+    m.add_argument("library")
+    c = sub.add_parser("compare", help="compare two result directories")
+    c.add_argument("got")
+    c.add_argument("want")
+    c.add_argument("--rtol", type=float, default=0.0)
+    c.add_argument("--atol", type=float, default=0.0)
+    a = ap.parse_args(argv)
+    try:
+        if a.cmd == "manifest":
+            print(json.dumps(read_manifest(a.library), indent=2, sort_keys=True))
+        elif a.cmd == "compare":
+            problems = compare_dirs(a.got, a.want, a.rtol, a.atol)
+            for p in problems:
+                print(p)
+            print("SAME" if not problems else f"DIFFERENT ({len(problems)} file(s))")
+            return 1 if problems else 0
+        else:
+            if a.steps < 1:
+                raise AotError("--steps must be at least 1")
+            report = run_step(
+                a.library, a.inputs, a.outputs, a.steps, a.runtime, a.entry, a.timeout
+            )
+            if a.report:
+                Path(a.report).write_text(json.dumps(report, indent=2) + "\n")
+            print(
+                f"{report['entry']}: {report['steps']} step(s) on {report['world']} rank(s), "
+                f"load {report['load_s']:.3f} s, median step {report['median_step_s'] * 1e3:.3f} ms"
+            )
+    except (AotError, OSError) as e:
+        print(f"fsdp_mlir.aot: {e}", file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
