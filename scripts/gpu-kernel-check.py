@@ -96,11 +96,12 @@ def kernels_of(lowered):
 
 PTXAS_INFO = re.compile(r"Used (\d+) registers")
 SPILLS = re.compile(r"(\d+) bytes spill stores, (\d+) bytes spill loads")
+ENTRY = re.compile(rb"\.entry\s+(\w+)")
 
 
 class Ptxas:
-    """ptxas -v on one kernel, memoized by the PTX's hash (steps share
-    kernels)."""
+    """ptxas -v on one module's PTX (every kernel of a step), memoized by
+    the PTX's hash."""
 
     def __init__(self, ptxas, chip, workdir):
         self.ptxas, self.chip, self.workdir = ptxas, chip, workdir
@@ -109,7 +110,9 @@ class Ptxas:
     def check(self, ptx):
         key = hashlib.sha1(ptx).hexdigest()
         if key not in self.cache:
-            path = os.path.join(self.workdir, key + ".ptx")
+            # One file per call: concurrent steps may assemble the same PTX.
+            fd, path = tempfile.mkstemp(suffix=".ptx", dir=self.workdir)
+            os.close(fd)
             with open(path, "wb") as f:
                 f.write(ptx)
             p = subprocess.run(
@@ -123,8 +126,9 @@ class Ptxas:
             self.cache[key] = {
                 "ok": p.returncode == 0,
                 "error": info.strip() if p.returncode else "",
-                "registers": max(regs, default=0),
-                "spill_bytes": sum(spills),
+                "kernels": len(ENTRY.findall(ptx)),
+                "registers": regs,
+                "spills": spills,
             }
         return self.cache[key]
 
@@ -158,7 +162,6 @@ def check_module(name, model, options, args, ptxas, tmp):
         run([opt, model, f"--fsdp-pipeline={fast_options(options)}", "-o", os.devnull])
         result["compile_fast_s"] = time.perf_counter() - t0
     ptx = kernels_of(lowered)
-    result["kernels"] = len(ptx)
     result["gemm_calls"] = len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_(?:f32|bf16)\(", lowered))
     errors = []
     if any(f".target {args.chip}".encode() not in k for k in ptx):
@@ -167,9 +170,14 @@ def check_module(name, model, options, args, ptxas, tmp):
         errors.append("an unresolved libdevice (__nv_*) call")
     infos = [ptxas.check(k) for k in ptx]
     errors += [i["error"] for i in infos if not i["ok"]]
-    result["max_registers"] = max((i["registers"] for i in infos), default=0)
-    result["spill_bytes"] = sum(i["spill_bytes"] for i in infos)
-    result["spilling_kernels"] = sum(1 for i in infos if i["spill_bytes"])
+    regs = [r for i in infos for r in i["registers"]]
+    spills = [b for i in infos for b in i["spills"]]
+    result["binaries"] = len(ptx)
+    result["kernels"] = sum(i["kernels"] for i in infos)
+    result["max_registers"] = max(regs, default=0)
+    result["mean_registers"] = sum(regs) / len(regs) if regs else 0
+    result["spill_bytes"] = sum(spills)
+    result["spilling_kernels"] = sum(1 for b in spills if b)
     result["ok"] = not errors
     if errors:
         result["error"] = "; ".join(errors)[:2000]
@@ -228,12 +236,12 @@ def main():
         else:
             print(f"FAIL {r['name']:<40} {r['options'] if 'options' in r else ''}\n     {r['error']}")
     failed = [r for r in results if not r["ok"]]
-    distinct = len(ptxas.cache)
-    spilling = sum(1 for i in ptxas.cache.values() if i["spill_bytes"])
-    regs = max((i["registers"] for i in ptxas.cache.values()), default=0)
+    kernels = sum(r.get("kernels", 0) for r in results)
+    spilling = sum(r.get("spilling_kernels", 0) for r in results)
+    regs = max((r.get("max_registers", 0) for r in results), default=0)
     print(
-        f"{len(results) - len(failed)} of {len(results)} steps pass; {distinct} distinct kernels "
-        f"assembled by ptxas -arch={args.chip}: max {regs} registers, {spilling} spill"
+        f"{len(results) - len(failed)} of {len(results)} steps pass; {kernels} kernels "
+        f"assembled by ptxas -arch={args.chip}: at most {regs} registers, {spilling} spill"
     )
     if args.json:
         with open(args.json, "w") as f:

@@ -232,6 +232,7 @@ void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
   pm.addPass(createFSDPGpuKernels());
   pm.addPass(createFSDPGpuDeviceMemory());
   pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createFSDPGpuMergeModules());
   pm.addPass(createFSDPGpuStreamOrder());
   // The kernels to NVVM here, before the host lowering: its math-to-libm
   // would otherwise turn their math ops into host libm calls. Bare pointers:
@@ -349,7 +350,8 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPLinalgToBlas(),      createFSDPEarlyDealloc(),
       createFSDPLowerIfs(),          createFSDPLinalgToCublas(),
       createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
-      createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit()};
+      createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
+      createFSDPGpuCheckToolkit()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

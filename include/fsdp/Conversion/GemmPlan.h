@@ -48,8 +48,8 @@ struct GemmElementTypes {
 };
 
 /// Plans the gemm of `op`, or fails and says why in `why`.
-FailureOr<GemmPlan> planGemm(linalg::LinalgOp op,
-                             const GemmElementTypes &types, std::string &why);
+FailureOr<GemmPlan> planGemm(linalg::LinalgOp op, const GemmElementTypes &types,
+                             std::string &why);
 
 /// The `linalg.fill` of zeros right before `op` that writes exactly its
 /// output (which the gemm then overwrites with beta = 0), or null.

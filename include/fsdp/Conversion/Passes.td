@@ -348,6 +348,23 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPGpuMergeModules : Pass<"fsdp-gpu-merge-modules", "ModuleOp"> {
+  let summary = "Move every outlined kernel into one gpu.module";
+  let description = [{
+    Runs after `gpu-kernel-outlining`, which gives every kernel a
+    `gpu.module` of its own: `gpu-module-to-binary` would compile each
+    separately (one NVPTX code generation, ptxas and fatbinary run per
+    kernel) and the runtime load each separately. The kernels move into one
+    module, `__fsdp_kernels`, and every `gpu.launch_func` names it: one
+    binary per step, one assembler run, one module load per device. A
+    module with targets of its own or a symbol already merged stays apart.
+  }];
+  let statistics = [
+    Statistic<"numMerged", "merged", "gpu.modules merged into one">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
 def FSDPGpuDeviceMemory : Pass<"fsdp-gpu-device-memory", "ModuleOp"> {
   let summary = "Allocate the step's buffers on the device";
   let description = [{

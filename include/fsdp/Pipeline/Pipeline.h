@@ -26,8 +26,9 @@ enum class ComputeMode { Fast, Loops, Gpu };
                  "BLAS contractions, fused elementwise ops"),                  \
       clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",                    \
                  "scalar loops (reference)"),                                  \
-      clEnumValN(::mlir::fsdp::ComputeMode::Gpu, "gpu",                        \
-                 "NVIDIA GPU: cuBLAS contractions, CUDA kernels (docs/GPU.md)"))
+      clEnumValN(                                                              \
+          ::mlir::fsdp::ComputeMode::Gpu, "gpu",                               \
+          "NVIDIA GPU: cuBLAS contractions, CUDA kernels (docs/GPU.md)"))
 
 /// How compute=gpu compiles the kernels (docs/GPU.md).
 struct FSDPGpuOptions {
@@ -50,7 +51,7 @@ struct FSDPGpuOptions {
                               llvm::cl::init(FSDPGpuOptions().chip)};          \
   Option<std::string> gpuFeatures{                                             \
       *this, "gpu-features",                                                   \
-      llvm::cl::desc("compute=gpu: PTX features (sm_90 needs +ptx80)"),       \
+      llvm::cl::desc("compute=gpu: PTX features (sm_90 needs +ptx80)"),        \
       llvm::cl::init(FSDPGpuOptions().features)};                              \
   Option<std::string> cudaPath{                                                \
       *this, "cuda-path",                                                      \

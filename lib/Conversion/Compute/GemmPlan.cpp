@@ -242,4 +242,3 @@ Value mlir::fsdp::elementPointer(OpBuilder &b, Location loc, Value memref,
   return LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
 }
-

@@ -1,4 +1,5 @@
-//===- LinalgLoops.cpp - a linalg op on buffers as explicit loops ----------===//
+//===- LinalgLoops.cpp - a linalg op on buffers as explicit loops
+//----------===//
 //
 // See LinalgLoops.h.
 //
@@ -59,8 +60,7 @@ SmallVector<Value> mlir::fsdp::bodyAt(OpBuilder &b, Location loc,
   MutableOperandRange inits = op.getDpsInitsMutable();
   for (auto [o, v] : llvm::enumerate(body->getTerminator()->getOperands())) {
     if (!combiners.empty())
-      v = combinedElement(combiners[o],
-                          op.getMatchingBlockArgument(&inits[o]));
+      v = combinedElement(combiners[o], op.getMatchingBlockArgument(&inits[o]));
     results.push_back(map.lookupOrDefault(v));
   }
   return results;

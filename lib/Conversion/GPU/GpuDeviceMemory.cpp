@@ -47,18 +47,19 @@ struct FSDPGpuDeviceMemoryPass
 
   void runOnOperation() override {
     SmallVector<Operation *> ops;
-    WalkResult walk = getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
-      if (isa<gpu::GPUModuleOp, gpu::LaunchOp>(op))
-        return WalkResult::skip();
-      StringRef why = hostAccess(op);
-      if (!why.empty()) {
-        op->emitOpError("cannot run with compute=gpu: ") << why;
-        return WalkResult::interrupt();
-      }
-      if (isa<memref::AllocOp, memref::DeallocOp>(op) && isHostCode(op))
-        ops.push_back(op);
-      return WalkResult::advance();
-    });
+    WalkResult walk =
+        getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+          if (isa<gpu::GPUModuleOp, gpu::LaunchOp>(op))
+            return WalkResult::skip();
+          StringRef why = hostAccess(op);
+          if (!why.empty()) {
+            op->emitOpError("cannot run with compute=gpu: ") << why;
+            return WalkResult::interrupt();
+          }
+          if (isa<memref::AllocOp, memref::DeallocOp>(op) && isHostCode(op))
+            ops.push_back(op);
+          return WalkResult::advance();
+        });
     if (walk.wasInterrupted())
       return signalPassFailure();
     for (Operation *op : ops) {

@@ -63,8 +63,8 @@ SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value flat,
       ivs[i] = constIndex(b, loc, 0);
       continue;
     }
-    bool outermost = llvm::all_of(sizes.take_front(i),
-                                  [](int64_t s) { return s == 1; });
+    bool outermost =
+        llvm::all_of(sizes.take_front(i), [](int64_t s) { return s == 1; });
     if (outermost) {
       ivs[i] = rest;
       rest = nullptr;
@@ -208,8 +208,8 @@ private:
   void launch(OpBuilder &b, int64_t blocks, int64_t threads,
               llvm::function_ref<void(OpBuilder &, Value, Value, Value)> body) {
     Value one = constIndex(b, loc, 1);
-    auto l = gpu::LaunchOp::create(b, loc, constIndex(b, loc, blocks), one,
-                                   one, constIndex(b, loc, threads), one, one);
+    auto l = gpu::LaunchOp::create(b, loc, constIndex(b, loc, blocks), one, one,
+                                   constIndex(b, loc, threads), one, one);
     Block &entry = l.getBody().front();
     OpBuilder kb = OpBuilder::atBlockEnd(&entry);
     body(kb, l.getBlockIds().x, l.getThreadIds().x, l.getGridSize().x);
@@ -219,7 +219,8 @@ private:
   /// `for (i = start; i < end; i += step) body(i)`.
   void stride(OpBuilder &b, Value start, Value step, int64_t end,
               llvm::function_ref<void(OpBuilder &, Value)> body) {
-    auto loop = scf::ForOp::create(b, loc, start, constIndex(b, loc, end), step);
+    auto loop =
+        scf::ForOp::create(b, loc, start, constIndex(b, loc, end), step);
     OpBuilder lb(loop.getBody()->getTerminator());
     body(lb, loop.getInductionVar());
   }
@@ -229,27 +230,28 @@ private:
   /// and the thread's lane in it.
   void gridStride(OpBuilder &b, int64_t total, int64_t width,
                   llvm::function_ref<void(OpBuilder &, Value, Value)> body) {
-    int64_t threads = std::min(blockSize, std::max<int64_t>(
-                                              kWarpSize, ceilDiv(total * width,
-                                                                 kWarpSize) *
-                                                             kWarpSize));
+    int64_t threads =
+        std::min(blockSize,
+                 std::max<int64_t>(
+                     kWarpSize, ceilDiv(total * width, kWarpSize) * kWarpSize));
     int64_t perBlock = threads / width;
-    int64_t blocks = std::clamp<int64_t>(ceilDiv(total, perBlock), 1, maxBlocks);
-    launch(b, blocks, threads, [&](OpBuilder &kb, Value bid, Value tid,
-                                   Value nblocks) {
-      Value w = constIndex(kb, loc, width);
-      Value item = tid, lane = constIndex(kb, loc, 0);
-      if (width > 1) {
-        item = arith::DivUIOp::create(kb, loc, tid, w);
-        lane = arith::RemUIOp::create(kb, loc, tid, w);
-      }
-      Value per = constIndex(kb, loc, perBlock);
-      Value start = arith::AddIOp::create(
-          kb, loc, arith::MulIOp::create(kb, loc, bid, per), item);
-      Value step = arith::MulIOp::create(kb, loc, nblocks, per);
-      stride(kb, start, step, total,
-             [&](OpBuilder &lb, Value i) { body(lb, i, lane); });
-    });
+    int64_t blocks =
+        std::clamp<int64_t>(ceilDiv(total, perBlock), 1, maxBlocks);
+    launch(b, blocks, threads,
+           [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
+             Value w = constIndex(kb, loc, width);
+             Value item = tid, lane = constIndex(kb, loc, 0);
+             if (width > 1) {
+               item = arith::DivUIOp::create(kb, loc, tid, w);
+               lane = arith::RemUIOp::create(kb, loc, tid, w);
+             }
+             Value per = constIndex(kb, loc, perBlock);
+             Value start = arith::AddIOp::create(
+                 kb, loc, arith::MulIOp::create(kb, loc, bid, per), item);
+             Value step = arith::MulIOp::create(kb, loc, nblocks, per);
+             stride(kb, start, step, total,
+                    [&](OpBuilder &lb, Value i) { body(lb, i, lane); });
+           });
   }
 
   /// Loop indices from the parallel ones `pivs` and the reduction ones
@@ -265,8 +267,7 @@ private:
 
   /// The outputs' values before the op at `ivs`: a folded fill's value, a
   /// load, or (for an output the body never reads) a zero.
-  SmallVector<Value> initialValues(OpBuilder &b, ValueRange ivs,
-                                   bool needed) {
+  SmallVector<Value> initialValues(OpBuilder &b, ValueRange ivs, bool needed) {
     SmallVector<Value> accs;
     for (OpOperand &init : op.getDpsInitsMutable()) {
       auto it = fillValues.find(init.getOperandNumber());
@@ -277,8 +278,8 @@ private:
         accs.push_back(memref::LoadOp::create(
             b, loc, init.get(), indicesAt(b, loc, op, init, ivs)));
       else
-        accs.push_back(
-            arith::ConstantOp::create(b, loc, cast<TypedAttr>(b.getZeroAttr(t))));
+        accs.push_back(arith::ConstantOp::create(
+            b, loc, cast<TypedAttr>(b.getZeroAttr(t))));
     }
     return accs;
   }
@@ -334,43 +335,46 @@ private:
 
   void warpReduction(OpBuilder &b) {
     int64_t rowLength = product(redSizes);
-    gridStride(b, product(parSizes), kWarpSize,
-               [&](OpBuilder &lb, Value row, Value lane) {
-      SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
-      // Lane l combines the row's elements l, l + 32, ... from the identity.
-      SmallVector<Value> ids;
-      for (unsigned o = 0; o < combiners.size(); ++o)
-        ids.push_back(identityOf(
-            lb, loc, combiners[o],
-            getElementTypeOrSelf(op.getDpsInits()[o].getType())));
-      auto loop = scf::ForOp::create(
-          lb, loc, lane, constIndex(lb, loc, rowLength),
-          constIndex(lb, loc, kWarpSize), ids,
-          [&](OpBuilder &fb, Location, Value r, ValueRange partials) {
-            SmallVector<Value> rivs = delinearize(fb, loc, r, redSizes);
-            SmallVector<Value> elems =
-                bodyAt(fb, loc, op, merge(fb, pivs, rivs), {}, combiners);
-            SmallVector<Value> next;
-            for (auto [o, p] : llvm::enumerate(partials))
-              next.push_back(combineLike(fb, o, p, elems[o]));
-            scf::YieldOp::create(fb, loc, next);
-          });
-      // The warp's 32 partials, by halves; every lane ends with the total.
-      SmallVector<Value> totals(loop.getResults());
-      for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2)
-        for (auto [o, t] : llvm::enumerate(totals))
-          t = combine(lb, loc, combiners[o], t, shuffleXor(lb, loc, t, offset));
-      Value first = arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq,
-                                          lane, constIndex(lb, loc, 0));
-      auto ifOp = scf::IfOp::create(lb, loc, first, /*withElse=*/false);
-      OpBuilder tb(ifOp.thenBlock()->getTerminator());
-      SmallVector<Value> ivs = merge(tb, pivs, {});
-      SmallVector<Value> accs = initialValues(tb, ivs, /*needed=*/true);
-      SmallVector<Value> results;
-      for (auto [o, acc] : llvm::enumerate(accs))
-        results.push_back(combineLike(tb, o, acc, totals[o]));
-      store(tb, results, ivs);
-    });
+    gridStride(
+        b, product(parSizes), kWarpSize,
+        [&](OpBuilder &lb, Value row, Value lane) {
+          SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
+          // Lane l combines the row's elements l, l + 32, ... from the
+          // identity.
+          SmallVector<Value> ids;
+          for (unsigned o = 0; o < combiners.size(); ++o)
+            ids.push_back(identityOf(
+                lb, loc, combiners[o],
+                getElementTypeOrSelf(op.getDpsInits()[o].getType())));
+          auto loop = scf::ForOp::create(
+              lb, loc, lane, constIndex(lb, loc, rowLength),
+              constIndex(lb, loc, kWarpSize), ids,
+              [&](OpBuilder &fb, Location, Value r, ValueRange partials) {
+                SmallVector<Value> rivs = delinearize(fb, loc, r, redSizes);
+                SmallVector<Value> elems =
+                    bodyAt(fb, loc, op, merge(fb, pivs, rivs), {}, combiners);
+                SmallVector<Value> next;
+                for (auto [o, p] : llvm::enumerate(partials))
+                  next.push_back(combineLike(fb, o, p, elems[o]));
+                scf::YieldOp::create(fb, loc, next);
+              });
+          // The warp's 32 partials, by halves; every lane ends with the total.
+          SmallVector<Value> totals(loop.getResults());
+          for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2)
+            for (auto [o, t] : llvm::enumerate(totals))
+              t = combine(lb, loc, combiners[o], t,
+                          shuffleXor(lb, loc, t, offset));
+          Value first = arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq,
+                                              lane, constIndex(lb, loc, 0));
+          auto ifOp = scf::IfOp::create(lb, loc, first, /*withElse=*/false);
+          OpBuilder tb(ifOp.thenBlock()->getTerminator());
+          SmallVector<Value> ivs = merge(tb, pivs, {});
+          SmallVector<Value> accs = initialValues(tb, ivs, /*needed=*/true);
+          SmallVector<Value> results;
+          for (auto [o, acc] : llvm::enumerate(accs))
+            results.push_back(combineLike(tb, o, acc, totals[o]));
+          store(tb, results, ivs);
+        });
   }
 
   void serial(OpBuilder &b) {
@@ -445,8 +449,8 @@ struct FSDPGpuKernelsPass
         ops.push_back(op);
     });
     for (Operation *op : ops) {
-      LogicalResult lowered =
-          isa<memref::CopyOp>(op) ? lowerCopy(cast<memref::CopyOp>(op))
+      LogicalResult lowered = isa<memref::CopyOp>(op)
+                                  ? lowerCopy(cast<memref::CopyOp>(op))
                                   : lowerLinalg(cast<linalg::LinalgOp>(op));
       if (failed(lowered))
         return signalPassFailure();
@@ -468,9 +472,9 @@ struct FSDPGpuKernelsPass
       copy.erase();
       return success();
     }
-    auto loops = linalg::CopyOp::create(b, copy.getLoc(),
-                                        ValueRange{copy.getSource()},
-                                        ValueRange{copy.getTarget()});
+    auto loops =
+        linalg::CopyOp::create(b, copy.getLoc(), ValueRange{copy.getSource()},
+                               ValueRange{copy.getTarget()});
     copy.erase();
     return lowerLinalg(cast<linalg::LinalgOp>(loops.getOperation()));
   }

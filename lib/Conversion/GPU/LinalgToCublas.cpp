@@ -159,9 +159,8 @@ struct FSDPLinalgToCublasPass
       p->zeroC = bool(fill);
       BatchSplit split = splitBatch(*p);
       if (report) {
-        InFlightDiagnostic d = op->emitRemark()
-                               << "contraction becomes "
-                               << gemmName(p->elementType);
+        InFlightDiagnostic d = op->emitRemark() << "contraction becomes "
+                                                << gemmName(p->elementType);
         if (split.batch > 1)
           d << " (strided-batched, batch " << split.batch << ")";
         if (split.numLoops > 0)

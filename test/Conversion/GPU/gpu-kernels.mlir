@@ -1,4 +1,8 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-gpu-kernels=report -verify-diagnostics | FileCheck %s
+// RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=block-size=100 2>&1 | FileCheck %s --check-prefix=BLOCK
+// RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=max-blocks=0 2>&1 | FileCheck %s --check-prefix=GRID
+// BLOCK: option block-size must be a multiple of 32 between 32 and 1024, got 100
+// GRID: option max-blocks must be between 1 and 2^31 - 1, got 0
 
 // Elementwise: one thread per element, flattened over the loops in
 // row-major order (the last loop fastest), in a grid-stride loop: 8 x 64 =
