@@ -26,6 +26,28 @@ func.func @step(%x: memref<16xf32>) -> memref<16xf32> {
 
 // -----
 
+// A one-element buffer the host reads as a value (a learning rate): copied
+// to a host buffer, read after a wait; one the host writes (a step count):
+// written on the host, copied to the device.
+// CHECK-LABEL: func.func @scalar_read
+func.func @scalar_read(%lr: memref<f32>) -> f32 {
+  // CHECK: %[[H:.*]] = memref.alloca() : memref<f32>
+  // CHECK: gpu.memcpy %[[H]], %{{.*}} : memref<f32>, memref<f32>
+  // CHECK: gpu.wait
+  // CHECK: memref.load %[[H]][] : memref<f32>
+  %v = memref.load %lr[] : memref<f32>
+  // CHECK: %[[S:.*]] = memref.alloca() : memref<1xf64>
+  // CHECK: memref.store %{{.*}}, %[[S]][%{{.*}}] : memref<1xf64>
+  // CHECK: gpu.memcpy %{{.*}}, %[[S]] : memref<1xf64>, memref<1xf64>
+  %step = gpu.alloc () : memref<1xf64>
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f64
+  memref.store %one, %step[%c0] : memref<1xf64>
+  return %v : f32
+}
+
+// -----
+
 func.func @host_load(%x: memref<16xf32>) -> f32 {
   %c0 = arith.constant 0 : index
   // expected-error @below {{cannot run with compute=gpu: host code would access a device buffer}}
