@@ -51,6 +51,13 @@ for name in ["fsdp-run", "fsdp-embed-example", "fsdp-compile"]:
 has_torch = "import importlib.util, sys; sys.exit(importlib.util.find_spec('torch') is None)"
 if subprocess.run([config.python_executable, "-c", has_torch], check=False).returncode == 0:
     config.available_features.add("torch")
+# The CUDA toolkit compute=gpu compiles kernels with (no GPU needed).
+cuda_home = os.environ.get("CUDA_HOME") or "/usr/local/cuda"
+if os.access(os.path.join(cuda_home, "bin", "ptxas"), os.X_OK) and os.path.exists(
+    os.path.join(cuda_home, "nvvm", "libdevice", "libdevice.10.bc")
+):
+    config.available_features.add("cuda-toolkit")
+llvm_config.with_system_environment(["CUDA_HOME"])
 if config.mpirun and "fsdp-run" in config.available_features:
     config.available_features.add("mpi")
     # OpenMPI refuses to run as root unless told, and the CI machine has

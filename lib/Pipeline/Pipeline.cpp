@@ -6,6 +6,8 @@
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
 #include "mlir/Dialect/Bufferization/Transforms/Passes.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/GPU/Transforms/Passes.h"
 #include "mlir/Dialect/Linalg/Passes.h"
 #include "mlir/Dialect/MemRef/Transforms/Passes.h"
 #include "mlir/Pass/PassRegistry.h"
@@ -145,7 +147,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   populateFSDPCollectives(pm, o);
   populateFSDPOptimizer(pm, o);
   if (o.lower)
-    buildFSDPLowerToLLVM(pm, o.compute);
+    buildFSDPLowerToLLVM(pm, o.compute, o.gpuOptions());
 }
 
 //===----------------------------------------------------------------------===//
@@ -171,7 +173,9 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
-  if (compute == ComputeMode::Fast) {
+  // compute=gpu folds and fuses as the fast path does: a fused chain is one
+  // kernel launch.
+  if (compute != ComputeMode::Loops) {
     OpPassManager &fn = pm.nest<func::FuncOp>();
     fn.addPass(createFSDPFoldTransposes());
     fn.addPass(createFSDPFuseElementwise());
@@ -224,7 +228,53 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
   }
 }
 
-void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm) {
+void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
+                                        const FSDPGpuOptions &gpu) {
+  FSDPLinalgToCublasOptions cublas;
+  cublas.tf32 = gpu.tf32;
+  pm.addPass(createFSDPLinalgToCublas(cublas));
+  pm.addPass(createFSDPGpuKernels());
+  pm.addPass(createFSDPGpuDeviceMemory());
+  pm.addPass(createGpuKernelOutliningPass());
+  pm.addPass(createFSDPGpuMergeModules());
+  pm.addPass(createFSDPGpuStreamOrder());
+  // The kernels to NVVM here, before the host lowering: its math-to-libm
+  // would otherwise turn their math ops into host libm calls. Bare pointers:
+  // every kernel argument is a statically shaped buffer, so one pointer
+  // each instead of a descriptor of 3 + 2 x rank words.
+  OpPassManager &device = pm.nest<gpu::GPUModuleOp>();
+  device.addPass(createLowerAffinePass());
+  device.addPass(createSCFToControlFlowPass());
+  GpuNVVMAttachTargetOptions target;
+  target.chip = gpu.chip;
+  target.features = gpu.features;
+  target.optLevel = 3;
+  pm.addPass(createGpuNVVMAttachTarget(target));
+  ConvertGpuOpsToNVVMOpsOptions nvvm;
+  nvvm.useBarePtrCallConv = true;
+  OpPassManager &kernels = pm.nest<gpu::GPUModuleOp>();
+  kernels.addPass(createStripDebugInfoPass());
+  kernels.addPass(createConvertGpuOpsToNVVMOps(nvvm));
+  kernels.addPass(createCanonicalizerPass());
+  kernels.addPass(createCSEPass());
+  kernels.addPass(createReconcileUnrealizedCastsPass());
+}
+
+void mlir::fsdp::populateFSDPGpuBinary(OpPassManager &pm,
+                                       const FSDPGpuOptions &gpu) {
+  std::string toolkit = gpu.cudaPath.empty() ? defaultCudaPath() : gpu.cudaPath;
+  FSDPGpuCheckToolkitOptions check;
+  check.cudaPath = toolkit;
+  check.format = gpu.format;
+  pm.addPass(createFSDPGpuCheckToolkit(check));
+  GpuModuleToBinaryPassOptions binary;
+  binary.toolkitPath = toolkit;
+  binary.compilationTarget = gpu.format;
+  pm.addPass(createGpuModuleToBinaryPass(binary));
+}
+
+void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
+                                                ComputeMode compute) {
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
@@ -246,14 +296,24 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm) {
   ConvertToLLVMPassOptions toLLVM;
   toLLVM.allowPatternRollback = false;
   pm.addPass(createConvertToLLVMPass(toLLVM));
+  if (compute == ComputeMode::Gpu) {
+    GpuToLLVMConversionPassOptions gpuToLLVM;
+    gpuToLLVM.kernelBarePtrCallConv = true;
+    pm.addPass(createGpuToLLVMConversionPass(gpuToLLVM));
+  }
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
+                                      const FSDPGpuOptions &gpu) {
   populateFSDPTensorCompute(pm, compute);
   populateFSDPBufferization(pm);
   populateFSDPRuntimeCalls(pm, compute);
-  populateFSDPLowerToLLVMDialect(pm);
+  if (compute == ComputeMode::Gpu)
+    populateFSDPGpuKernels(pm, gpu);
+  populateFSDPLowerToLLVMDialect(pm, compute);
+  if (compute == ComputeMode::Gpu)
+    populateFSDPGpuBinary(pm, gpu);
 }
 
 void mlir::fsdp::registerFSDPPipelines() {
@@ -262,7 +322,7 @@ void mlir::fsdp::registerFSDPPipelines() {
   PassPipelineRegistration<FSDPLowerToLLVMOptions>(
       kLowerName, kLowerSummary,
       [](OpPassManager &pm, const FSDPLowerToLLVMOptions &o) {
-        buildFSDPLowerToLLVM(pm, o.compute);
+        buildFSDPLowerToLLVM(pm, o.compute, o.gpuOptions());
       });
 }
 
@@ -292,7 +352,10 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
       createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
       createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
-      createFSDPEarlyDealloc(),      createFSDPLowerIfs()};
+      createFSDPEarlyDealloc(),      createFSDPLowerIfs(),
+      createFSDPLinalgToCublas(),    createFSDPGpuKernels(),
+      createFSDPGpuDeviceMemory(),   createFSDPGpuMergeModules(),
+      createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -10,6 +10,7 @@
 #include "mlir/InitAllExtensions.h"
 #include "mlir/InitAllPasses.h"
 #include "mlir/Support/FileUtilities.h"
+#include "mlir/Target/LLVMIR/Dialect/All.h"
 #include "mlir/Tools/mlir-opt/MlirOptMain.h"
 
 #include "llvm/Support/InitLLVM.h"
@@ -22,6 +23,9 @@ int main(int argc, char **argv) {
   // training step is written in, exactly as mlir-opt would.
   mlir::registerAllDialects(registry);
   mlir::registerAllExtensions(registry);
+  // gpu-module-to-binary (compute=gpu) translates the kernels to LLVM IR, as
+  // mlir-opt registers it.
+  mlir::registerAllGPUToLLVMIRTranslations(registry);
   mlir::registerAllPasses();
   registry.insert<mlir::fsdp::FSDPDialect>();
   mlir::fsdp::registerFSDPExtensions(registry);

@@ -7,6 +7,7 @@
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Math/IR/Math.h"
@@ -17,6 +18,10 @@
 #include "mlir/Pass/Pass.h"
 
 namespace mlir::fsdp {
+/// The CUDA toolkit root when no option names one: $CUDA_HOME, else
+/// /usr/local/cuda.
+std::string defaultCudaPath();
+
 #define GEN_PASS_DECL
 #include "fsdp/Conversion/Passes.h.inc"
 

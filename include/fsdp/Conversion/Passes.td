@@ -270,4 +270,188 @@ def FSDPApproximateMath : Pass<"fsdp-approximate-math"> {
                            "::mlir::vector::VectorDialect"];
 }
 
+//===----------------------------------------------------------------------===//
+// Compute lowering for NVIDIA GPUs (the `compute=gpu` path, docs/GPU.md)
+//===----------------------------------------------------------------------===//
+
+def FSDPLinalgToCublas : Pass<"fsdp-linalg-to-cublas", "ModuleOp"> {
+  let summary = "Lower contractions on device buffers to the runtime's "
+                "cuBLAS entry points (strided-batched gemms)";
+  let description = [{
+    The device counterpart of `fsdp-linalg-to-blas`, with the same plan
+    (GemmPlan.h): a linalg op on buffers whose body is a single
+    multiply-accumulate with M, N and K dimensions (several contiguous ones
+    collapsed) and batch dimensions becomes a call to
+    `fsdprt_gpu_gemm_f32` (f32) or `fsdprt_gpu_gemm_bf16` (bf16 operands,
+    f32 accumulation), row-major, on the calling rank's compute stream:
+
+    ```
+    void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
+        int64_t n, int64_t k, float alpha, const float *a, int64_t lda,
+        int64_t stride_a, const float *b, int64_t ldb, int64_t stride_b,
+        float beta, float *c, int64_t ldc, int64_t stride_c, int64_t batch);
+    ```
+
+    The innermost batch dimensions whose strides nest in all three operands
+    (attention's (batch, head) pairs) are one strided-batched call; an
+    outer batch dimension that does not nest is an `scf.for` around it. A
+    zero `linalg.fill` of the output right before becomes beta = 0. With
+    `tf32`, the module gets `fsdp.gpu_tf32`: the runtime may then run f32
+    gemms on TF32 tensor cores. Other contractions stay linalg ops for
+    `fsdp-gpu-kernels`; with `report`, every contraction gets a remark.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per contraction: a cuBLAS call, or why not">,
+    Option<"tf32", "tf32", "bool", /*default=*/"false",
+           "Allow TF32 tensor-core math in f32 gemms (module attribute "
+           "fsdp.gpu_tf32)">
+  ];
+  let statistics = [
+    Statistic<"numGemms", "gemms", "Contractions that became cuBLAS calls">,
+    Statistic<"numBatched", "batched-gemms",
+              "cuBLAS calls with a batch of more than one">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
+  let summary = "Lower the linalg ops and copies of the outlined kernels to "
+                "gpu.launch with a mapping per kind of op";
+  let description = [{
+    Runs after `fsdp-outline-kernels` and `fsdp-linalg-to-cublas`, in every
+    `fsdp.kernel` function: each linalg op on buffers becomes one
+    `gpu.launch` of `block-size` threads, its iteration space chosen by
+    the kind of op:
+
+    - no reduction loop (elementwise ops, fills, strided copies): one
+      thread per element in row-major order of the loops, grid-stride (at
+      most `max-blocks` blocks), so consecutive threads touch consecutive
+      elements of the output;
+    - reduction loops innermost, every output `acc <op> x` (sum, product,
+      max, min) and rows at least one warp long (softmax, norms, losses,
+      dot products): one warp per output element; each lane combines the
+      row's elements lane, lane + 32, ... from the identity, the warp
+      combines the 32 partials with `gpu.shuffle xor` (16, 8, 4, 2, 1) and
+      lane 0 combines the output's initial value with the total;
+    - other reductions (a column sum, a row shorter than a warp, other
+      combiners): one thread per output element over its reduction loops,
+      accumulators in registers;
+    - an output indexed by a reduction loop: one thread runs the op.
+
+    A `linalg.fill` right before an op that accumulates into the filled
+    buffer is folded into that op's kernel (the initial value is the fill
+    value, no load and no second launch). A `memref.copy` between
+    contiguous buffers becomes a device `gpu.memcpy`; other copies are
+    elementwise kernels. Ops need static shapes; anything else is
+    diagnosed at the op.
+  }];
+  let options = [
+    Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
+           "Threads per block (a multiple of 32, at most 1024)">,
+    Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"65535",
+           "Most blocks of one launch (the kernels are grid-stride loops)">,
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per op: the mapping it got">
+  ];
+  let statistics = [
+    Statistic<"numElementwise", "elementwise", "Elementwise kernels">,
+    Statistic<"numWarpReductions", "warp-reductions",
+              "Reductions with one warp per output element">,
+    Statistic<"numThreadReductions", "thread-reductions",
+              "Reductions with one thread per output element">,
+    Statistic<"numSerial", "serial", "Ops run by one thread">,
+    Statistic<"numMemcpy", "memcpy", "Copies that became device memcpys">,
+    Statistic<"numFoldedFills", "folded-fills",
+              "Fills folded into the kernel that accumulates into them">
+  ];
+  let dependentDialects = ["::mlir::affine::AffineDialect",
+                           "::mlir::arith::ArithDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::scf::SCFDialect"];
+}
+
+def FSDPGpuMergeModules : Pass<"fsdp-gpu-merge-modules", "ModuleOp"> {
+  let summary = "Move every outlined kernel into one gpu.module";
+  let description = [{
+    Runs after `gpu-kernel-outlining`, which gives every kernel a
+    `gpu.module` of its own: `gpu-module-to-binary` would compile each
+    separately (one NVPTX code generation, ptxas and fatbinary run per
+    kernel) and the runtime load each separately. The kernels move into one
+    module, `__fsdp_kernels`, and every `gpu.launch_func` names it: one
+    binary per step, one assembler run, one module load per device. A
+    module with targets of its own or a symbol already merged stays apart.
+  }];
+  let statistics = [
+    Statistic<"numMerged", "merged", "gpu.modules merged into one">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def FSDPGpuDeviceMemory : Pass<"fsdp-gpu-device-memory", "ModuleOp"> {
+  let summary = "Allocate the step's buffers on the device";
+  let description = [{
+    Every `memref.alloc` / `memref.dealloc` in host code (outside
+    `gpu.launch` and `gpu.func`) becomes `gpu.alloc` / `gpu.dealloc`:
+    every buffer of a lowered step (activations, gathered parameters,
+    gradients, results) lives in device memory, and `gpu-to-llvm` turns
+    them into the runtime's `mgpuMemAlloc` / `mgpuMemFree`, ordered on the
+    rank's compute stream by `fsdp-gpu-stream-order`. A `memref.alloca`
+    or a `memref.get_global` that host code passes on (a buffer the device
+    cannot read) is diagnosed.
+  }];
+  let statistics = [
+    Statistic<"numAllocs", "allocs", "Allocations moved to the device">
+  ];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def FSDPGpuStreamOrder : Pass<"fsdp-gpu-stream-order", "ModuleOp"> {
+  let summary = "Order every device operation on the rank's compute stream, "
+                "without host synchronization";
+  let description = [{
+    Upstream `gpu-async-region` makes GPU ops asynchronous but waits on the
+    host before every call and at every return (`mgpuStreamSynchronize`):
+    one host round trip per kernel function, segment and collective of a
+    step. Here every block of a host function that holds GPU ops gets one
+    chain: a `gpu.wait async` first (`mgpuStreamCreate`, which the runtime
+    answers with the calling rank's compute stream), then every
+    `gpu.launch_func`, `gpu.memcpy`, `gpu.memset`, `gpu.alloc` and
+    `gpu.dealloc` made asynchronous, each depending on the one before. No
+    wait is added: everything a step runs on the device -- kernels,
+    copies, allocations, the runtime's cuBLAS calls and the collectives,
+    which order themselves after the compute stream -- is enqueued on that
+    one stream in program order, and the runner synchronizes it after the
+    step. Host code in a step never reads device memory.
+  }];
+  let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def FSDPGpuCheckToolkit : Pass<"fsdp-gpu-check-toolkit", "ModuleOp"> {
+  let summary = "Check that the CUDA toolkit the kernels are compiled with "
+                "is there";
+  let description = [{
+    Runs before `gpu-module-to-binary` when the module has kernels: the
+    toolkit at `cuda-path` must hold `bin/ptxas` and `bin/fatbinary`
+    (executable) and `nvvm/libdevice/libdevice.10.bc` (without it the
+    kernels' `__nv_*` math calls stay unresolved and ptxas rejects them).
+    A missing file is an error at the first GPU module, naming the path
+    and the option that sets it, instead of a failure deep in the
+    serializer.
+  }];
+  let options = [
+    Option<"cudaPath", "cuda-path", "std::string", /*default=*/"",
+           "CUDA toolkit root (default: $CUDA_HOME, else /usr/local/cuda)">,
+    Option<"format", "format", "std::string", /*default=*/"\"fatbin\"",
+           "What gpu-module-to-binary will produce (fatbin, bin, isa); isa "
+           "needs no tool">
+  ];
+}
+
 #endif // FSDP_CONVERSION_PASSES_TD

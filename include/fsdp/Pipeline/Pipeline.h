@@ -18,13 +18,64 @@
 namespace mlir::fsdp {
 
 /// How fsdp-lower-to-llvm lowers the arithmetic (docs/COMPUTE.md).
-enum class ComputeMode { Fast, Loops };
+enum class ComputeMode { Fast, Loops, Gpu };
 
 #define FSDP_COMPUTE_OPTION_VALUES                                             \
-  llvm::cl::values(clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",         \
-                              "BLAS contractions, fused elementwise ops"),     \
-                   clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",       \
-                              "scalar loops (reference)"))
+  llvm::cl::values(                                                            \
+      clEnumValN(::mlir::fsdp::ComputeMode::Fast, "fast",                      \
+                 "BLAS contractions, fused elementwise ops"),                  \
+      clEnumValN(::mlir::fsdp::ComputeMode::Loops, "loops",                    \
+                 "scalar loops (reference)"),                                  \
+      clEnumValN(                                                              \
+          ::mlir::fsdp::ComputeMode::Gpu, "gpu",                               \
+          "NVIDIA GPU: cuBLAS contractions, CUDA kernels (docs/GPU.md)"))
+
+/// How compute=gpu compiles the kernels (docs/GPU.md).
+struct FSDPGpuOptions {
+  /// The target GPU (nvvm-attach-target chip).
+  std::string chip = "sm_90";
+  /// PTX features; sm_90 needs PTX 8.0.
+  std::string features = "+ptx80";
+  /// CUDA toolkit root; empty: $CUDA_HOME, else /usr/local/cuda.
+  std::string cudaPath;
+  /// gpu-module-to-binary format: fatbin, bin (cubin) or isa (PTX text).
+  std::string format = "fatbin";
+  /// Allow TF32 tensor-core math in f32 gemms.
+  bool tf32 = false;
+};
+
+/// The pipeline options of compute=gpu, shared by both pipelines.
+#define FSDP_GPU_PIPELINE_OPTIONS                                              \
+  Option<std::string> gpuChip{*this, "gpu-chip",                               \
+                              llvm::cl::desc("compute=gpu: target GPU"),       \
+                              llvm::cl::init(FSDPGpuOptions().chip)};          \
+  Option<std::string> gpuFeatures{                                             \
+      *this, "gpu-features",                                                   \
+      llvm::cl::desc("compute=gpu: PTX features (sm_90 needs +ptx80)"),        \
+      llvm::cl::init(FSDPGpuOptions().features)};                              \
+  Option<std::string> cudaPath{                                                \
+      *this, "cuda-path",                                                      \
+      llvm::cl::desc("compute=gpu: CUDA toolkit root (default $CUDA_HOME, "    \
+                     "else /usr/local/cuda)"),                                 \
+      llvm::cl::init(FSDPGpuOptions().cudaPath)};                              \
+  Option<std::string> gpuFormat{                                               \
+      *this, "gpu-format",                                                     \
+      llvm::cl::desc("compute=gpu: kernels as fatbin, bin (cubin) or isa "     \
+                     "(PTX)"),                                                 \
+      llvm::cl::init(FSDPGpuOptions().format)};                                \
+  Option<bool> tf32{*this, "tf32",                                             \
+                    llvm::cl::desc("compute=gpu: allow TF32 tensor-core "      \
+                                   "math in f32 gemms"),                       \
+                    llvm::cl::init(FSDPGpuOptions().tf32)};                    \
+  FSDPGpuOptions gpuOptions() const {                                          \
+    FSDPGpuOptions o;                                                          \
+    o.chip = gpuChip;                                                          \
+    o.features = gpuFeatures;                                                  \
+    o.cudaPath = cudaPath;                                                     \
+    o.format = gpuFormat;                                                      \
+    o.tf32 = tf32;                                                             \
+    return o;                                                                  \
+  }
 
 /// Options of `fsdp-lower-to-llvm`.
 struct FSDPLowerToLLVMOptions
@@ -34,6 +85,7 @@ struct FSDPLowerToLLVMOptions
       llvm::cl::desc("fast (BLAS contractions, fused elementwise ops) or "
                      "loops (scalar reference)"),
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
+  FSDP_GPU_PIPELINE_OPTIONS
 };
 
 /// Options of `fsdp-pipeline`. Each forwards to the option of one pass; its
@@ -166,8 +218,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<ComputeMode> compute{
       *this, "compute",
       llvm::cl::desc("With lower=true: fast (BLAS contractions, fused "
-                     "elementwise ops) or loops (scalar reference)"),
+                     "elementwise ops), loops (scalar reference) or gpu "
+                     "(NVIDIA GPU)"),
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
+  FSDP_GPU_PIPELINE_OPTIONS
 
   FSDPRecomputeOptions recomputeOptions() const;
   FSDPPartitionOptions partitionOptions() const;
@@ -187,7 +241,8 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect
 /// with fsdprt runtime calls: its stages below in order.
 void buildFSDPLowerToLLVM(OpPassManager &pm,
-                          ComputeMode compute = ComputeMode::Fast);
+                          ComputeMode compute = ComputeMode::Fast,
+                          const FSDPGpuOptions &gpu = {});
 
 // The stages, each appending its passes to `pm` (on builtin.module), for
 // compilers that run part of the pipeline or add passes between stages.
@@ -214,8 +269,16 @@ void populateFSDPBufferization(OpPassManager &pm);
 /// Collectives to fsdprt calls, kernel outlining, and with compute=fast the
 /// BLAS calls and specialized loops.
 void populateFSDPRuntimeCalls(OpPassManager &pm, ComputeMode compute);
-/// Loops, control flow and everything else to the LLVM dialect.
-void populateFSDPLowerToLLVMDialect(OpPassManager &pm);
+/// compute=gpu: contractions to cuBLAS calls, every other kernel to a
+/// gpu.launch, buffers on the device, kernels outlined into gpu.modules,
+/// device ops ordered on the compute stream, kernels lowered to NVVM.
+void populateFSDPGpuKernels(OpPassManager &pm, const FSDPGpuOptions &gpu);
+/// Loops, control flow and everything else to the LLVM dialect (with
+/// compute=gpu the GPU ops' host side too).
+void populateFSDPLowerToLLVMDialect(OpPassManager &pm,
+                                    ComputeMode compute = ComputeMode::Fast);
+/// compute=gpu: the toolkit check and the kernels to a binary.
+void populateFSDPGpuBinary(OpPassManager &pm, const FSDPGpuOptions &gpu);
 
 /// Registers the `fsdp-pipeline` and `fsdp-lower-to-llvm` pipelines.
 void registerFSDPPipelines();

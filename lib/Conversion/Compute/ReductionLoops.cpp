@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Conversion/LinalgLoops.h"
 #include "fsdp/Conversion/Passes.h"
 
 #include "mlir/Dialect/Affine/IR/AffineOps.h"
@@ -27,8 +28,6 @@
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/Dialect/Vector/IR/VectorOps.h"
 #include "mlir/IR/Builders.h"
-#include "mlir/IR/IRMapping.h"
-#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPREDUCTIONLOOPS
@@ -69,22 +68,6 @@ std::string whyNot(linalg::LinalgOp op) {
   return "";
 }
 
-/// Indices of `operand` at the loop induction variables `ivs` (the leading
-/// ones: an output is not indexed by the reduction loops, which are last).
-SmallVector<Value> indicesAt(OpBuilder &b, Location loc, linalg::LinalgOp op,
-                             OpOperand &operand, ValueRange ivs) {
-  AffineMap map = op.getMatchingIndexingMap(&operand);
-  SmallVector<OpFoldResult> dims(ivs.begin(), ivs.end());
-  dims.resize(map.getNumDims(), b.getIndexAttr(0));
-  SmallVector<Value> indices;
-  for (AffineExpr e : map.getResults()) {
-    AffineMap one = AffineMap::get(map.getNumDims(), 0, e);
-    OpFoldResult r = affine::makeComposedFoldedAffineApply(b, loc, one, dims);
-    indices.push_back(getValueOrCreateConstantIndexOp(b, loc, r));
-  }
-  return indices;
-}
-
 /// How many partial results a reduction of this element type keeps: one
 /// 64-byte vector's worth (f32: 16, f64: 8), or 0 for an element type whose
 /// reductions keep their sequential order.
@@ -94,46 +77,6 @@ unsigned partialsFor(Type t) {
   if (t.isF64())
     return 8;
   return 0;
-}
-
-/// The combiner of output `init` when the op's body computes that output as
-/// `acc <op> x` (or `x <op> acc`), `acc` the output's block argument used
-/// nowhere else and <op> an associative, commutative float op that has an
-/// identity: then the elements may be combined into partial results and
-/// those combined in turn. Null otherwise.
-Operation *matchCombiner(linalg::LinalgOp op, OpOperand &init) {
-  BlockArgument acc = op.getMatchingBlockArgument(&init);
-  Operation *yield = op.getBlock()->getTerminator();
-  unsigned pos = init.getOperandNumber() - op.getNumDpsInputs();
-  Operation *combiner = yield->getOperand(pos).getDefiningOp();
-  if (!combiner || !acc.hasOneUse() || combiner->getBlock() != op.getBlock() ||
-      combiner->getNumOperands() != 2 || combiner->getNumResults() != 1 ||
-      !combiner->hasOneUse() ||
-      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp>(
-          combiner) ||
-      (combiner->getOperand(0) != acc && combiner->getOperand(1) != acc))
-    return nullptr;
-  return combiner;
-}
-
-/// The identity of `combiner` (x <op> identity == x, bit for bit, for every
-/// x: -0.0 for a sum, so that a sum of -0.0 stays -0.0).
-Value identityOf(OpBuilder &b, Location loc, Operation *combiner, Type t) {
-  auto ft = cast<FloatType>(t);
-  const llvm::fltSemantics &sem = ft.getFloatSemantics();
-  llvm::APFloat v =
-      llvm::TypeSwitch<Operation *, llvm::APFloat>(combiner)
-          .Case([&](arith::AddFOp) {
-            return llvm::APFloat::getZero(sem, /*Negative=*/true);
-          })
-          .Case([&](arith::MulFOp) { return llvm::APFloat::getOne(sem); })
-          .Case([&](arith::MaximumFOp) {
-            return llvm::APFloat::getInf(sem, /*Negative=*/true);
-          })
-          .Default([&](Operation *) {
-            return llvm::APFloat::getInf(sem, /*Negative=*/false);
-          });
-  return arith::ConstantOp::create(b, loc, ft, b.getFloatAttr(ft, v));
 }
 
 /// The number of partial results every output of `op` may be split into,
@@ -157,15 +100,6 @@ unsigned partialsOf(linalg::LinalgOp op,
   if (!ShapedType::isDynamic(size) && size < k)
     return 0;
   return k;
-}
-
-/// `a <op> c` with the op and attributes of `combiner`, on the type of `a`
-/// (the scalar combiner, or the same op on vectors of partial results).
-Value combine(OpBuilder &b, Location loc, Operation *combiner, Value a,
-              Value c) {
-  OperationState state(loc, combiner->getName().getIdentifier(), {a, c},
-                       {a.getType()}, combiner->getAttrs());
-  return b.create(state)->getResult(0);
 }
 
 /// The loops of one reduction op (see lower()): its loop bounds, the
@@ -208,41 +142,11 @@ public:
 private:
   /// One iteration of the body at the loop indices `ivs`: the outputs'
   /// values from their values `accs` before it or, with `elements`, what
-  /// the combiners would combine into them (no combiner is cloned; `accs`
-  /// is then unused: an output's block argument is only its combiner's
-  /// operand).
+  /// the combiners would combine into them (`accs` is then unused).
   SmallVector<Value> iteration(OpBuilder &rb, Location rl, ValueRange ivs,
                                ValueRange accs, bool elements) {
-    IRMapping map;
-    for (OpOperand *input : op.getDpsInputOperands()) {
-      Value v = input->get();
-      if (isa<MemRefType>(v.getType()))
-        v = memref::LoadOp::create(rb, rl, v,
-                                   indicesAt(rb, rl, op, *input, ivs));
-      map.map(op.getMatchingBlockArgument(input), v);
-    }
-    for (auto [init, acc] : llvm::zip(inits, accs))
-      map.map(op.getMatchingBlockArgument(&init), acc);
-    Block *body = op.getBlock();
-    for (Operation &inner : body->without_terminator()) {
-      if (auto index = dyn_cast<linalg::IndexOp>(inner)) {
-        map.map(index.getResult(), ivs[index.getDim()]);
-        continue;
-      }
-      if (elements && llvm::is_contained(combiners, &inner))
-        continue;
-      rb.clone(inner, map);
-    }
-    SmallVector<Value> results;
-    for (auto [o, v] : llvm::enumerate(body->getTerminator()->getOperands())) {
-      if (elements) {
-        BlockArgument acc = op.getMatchingBlockArgument(&inits[o]);
-        Operation *c = combiners[o];
-        v = c->getOperand(c->getOperand(0) == acc ? 1 : 0);
-      }
-      results.push_back(map.lookupOrDefault(v));
-    }
-    return results;
+    return bodyAt(rb, rl, op, ivs, accs,
+                  elements ? ArrayRef(combiners) : ArrayRef<Operation *>());
   }
 
   ArrayRef<Value> reductionLbs() {

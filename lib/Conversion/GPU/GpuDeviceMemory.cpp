@@ -1,0 +1,126 @@
+//===- GpuDeviceMemory.cpp - the step's buffers in device memory ----------===//
+//
+// With compute=gpu every kernel runs on the device, so every buffer a step
+// allocates is a device buffer: `memref.alloc` / `memref.dealloc` in host
+// code become `gpu.alloc` / `gpu.dealloc` (the runtime's `mgpuMemAlloc` /
+// `mgpuMemFree`, ordered on the rank's compute stream). Host code that
+// would read or write a buffer itself, or hand the device a host buffer
+// (a stack allocation, a global), is diagnosed: it cannot run. The one
+// exception is a scalar the host computes or needs as a value (the
+// optimizer's step count and bias corrections, its learning rate read with
+// `tensor.extract`): a one-element buffer is read through a host copy after a
+// wait on the stream (one host round trip per read) and written through a
+// host copy copied to the device in stream order.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPGPUDEVICEMEMORY
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// A host read or write of a one-element buffer (a scalar the host computes
+/// or needs as a value): it goes through a host copy of the buffer.
+bool isScalarAccess(Operation *op) {
+  MemRefType type;
+  if (auto load = dyn_cast<memref::LoadOp>(op))
+    type = load.getMemRefType();
+  else if (auto store = dyn_cast<memref::StoreOp>(op))
+    type = store.getMemRefType();
+  return type && type.hasStaticShape() && type.getNumElements() == 1 &&
+         type.getLayout().isIdentity();
+}
+
+/// A read: the device buffer copied to a host one once the stream has run
+/// up to here (a host wait), then read. A write: the host buffer written,
+/// then copied to the device buffer in stream order (a copy from pageable
+/// host memory has read it when the call returns).
+void accessScalar(Operation *op) {
+  OpBuilder b(op);
+  Location loc = op->getLoc();
+  auto load = dyn_cast<memref::LoadOp>(op);
+  Value device =
+      load ? load.getMemref() : cast<memref::StoreOp>(op).getMemref();
+  Value host =
+      memref::AllocaOp::create(b, loc, cast<MemRefType>(device.getType()));
+  if (load) {
+    gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), host, device);
+    gpu::WaitOp::create(b, loc, Type(), ValueRange());
+    load.getMemrefMutable().assign(host);
+    return;
+  }
+  auto store = cast<memref::StoreOp>(op);
+  store.getMemrefMutable().assign(host);
+  b.setInsertionPointAfter(store);
+  gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), device, host);
+}
+
+/// Why host code cannot run `op` when buffers live on the device, or "".
+StringRef hostAccess(Operation *op) {
+  if (isScalarAccess(op))
+    return "";
+  if (isa<memref::LoadOp, memref::StoreOp>(op))
+    return "host code would access a device buffer";
+  if (isa<memref::AllocaOp>(op))
+    return "a stack buffer is host memory the device cannot read";
+  if (isa<memref::GetGlobalOp>(op))
+    return "a global buffer is host memory the device cannot read";
+  return "";
+}
+
+struct FSDPGpuDeviceMemoryPass
+    : public mlir::fsdp::impl::FSDPGpuDeviceMemoryBase<
+          FSDPGpuDeviceMemoryPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    SmallVector<Operation *> ops;
+    WalkResult walk =
+        getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
+          if (isa<gpu::GPUModuleOp, gpu::LaunchOp>(op))
+            return WalkResult::skip();
+          StringRef why = hostAccess(op);
+          if (!why.empty()) {
+            op->emitOpError("cannot run with compute=gpu: ") << why;
+            return WalkResult::interrupt();
+          }
+          if (isa<memref::AllocOp, memref::DeallocOp>(op) || isScalarAccess(op))
+            ops.push_back(op);
+          return WalkResult::advance();
+        });
+    if (walk.wasInterrupted())
+      return signalPassFailure();
+    for (Operation *op : ops) {
+      OpBuilder b(op);
+      if (isa<memref::LoadOp, memref::StoreOp>(op)) {
+        accessScalar(op);
+        continue;
+      }
+      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+        auto device = gpu::AllocOp::create(
+            b, alloc.getLoc(), alloc.getType(), /*asyncToken=*/Type(),
+            /*asyncDependencies=*/ValueRange(), alloc.getDynamicSizes(),
+            alloc.getSymbolOperands(), /*hostShared=*/false);
+        alloc.replaceAllUsesWith(device.getMemref());
+        ++numAllocs;
+      } else {
+        auto dealloc = cast<memref::DeallocOp>(op);
+        gpu::DeallocOp::create(b, dealloc.getLoc(), /*asyncToken=*/Type(),
+                               ValueRange(), dealloc.getMemref());
+      }
+      op->erase();
+    }
+  }
+};
+
+} // namespace

@@ -1,0 +1,527 @@
+//===- GpuKernels.cpp - linalg ops on buffers to gpu.launch ---------------===//
+//
+// Lowers every linalg op on buffers in host code (after fsdp-outline-kernels:
+// one op, or a fill and the op accumulating into it, per kernel function) to
+// a `gpu.launch` whose iteration space depends on the kind of op:
+//
+//  - elementwise: one thread per element, flattened row-major over the
+//    loops (the last loop fastest, so a warp touches 32 consecutive
+//    elements of a row-major output), in a grid-stride loop;
+//  - row reduction (reduction loops innermost, `acc <op> x` outputs, rows
+//    of at least a warp): one warp per output element, lanes striding the
+//    row, then a butterfly of `gpu.shuffle xor` and one store by lane 0;
+//  - other reductions: one thread per output element, accumulators in
+//    registers (a column sum is then coalesced along its columns);
+//  - an output indexed by a reduction loop: one thread.
+//
+// The body is cloned per element exactly as the host lowerings do
+// (LinalgLoops.h). Contiguous copies become device memcpys.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Conversion/LinalgLoops.h"
+#include "fsdp/Conversion/Passes.h"
+
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
+#include "mlir/IR/BuiltinOps.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPGPUKERNELS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+constexpr int64_t kWarpSize = 32;
+
+Value constIndex(OpBuilder &b, Location loc, int64_t v) {
+  return arith::ConstantIndexOp::create(b, loc, v);
+}
+
+int64_t product(ArrayRef<int64_t> sizes) {
+  int64_t p = 1;
+  for (int64_t s : sizes)
+    p *= s;
+  return p;
+}
+
+int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// The indices of the flat row-major index `flat` over `sizes` (the last
+/// index fastest).
+SmallVector<Value> delinearize(OpBuilder &b, Location loc, Value flat,
+                               ArrayRef<int64_t> sizes) {
+  SmallVector<Value> ivs(sizes.size());
+  Value rest = flat;
+  for (unsigned i = sizes.size(); i-- > 0;) {
+    if (sizes[i] == 1) {
+      ivs[i] = constIndex(b, loc, 0);
+      continue;
+    }
+    bool outermost =
+        llvm::all_of(sizes.take_front(i), [](int64_t s) { return s == 1; });
+    if (outermost) {
+      ivs[i] = rest;
+      rest = nullptr;
+      continue;
+    }
+    Value size = constIndex(b, loc, sizes[i]);
+    ivs[i] = arith::RemUIOp::create(b, loc, rest, size);
+    rest = arith::DivUIOp::create(b, loc, rest, size);
+  }
+  return ivs;
+}
+
+/// The value of lane (lane ^ offset) of the warp, for any scalar of at most
+/// 64 bits: NVVM shuffles 32-bit words, so narrower values travel widened
+/// bit for bit and 64-bit ones as two words.
+Value shuffleXor(OpBuilder &b, Location loc, Value v, int32_t offset) {
+  Type t = v.getType();
+  unsigned bits = t.getIntOrFloatBitWidth();
+  auto shuffle32 = [&](Value w) -> Value {
+    return gpu::ShuffleOp::create(b, loc, w, offset, kWarpSize,
+                                  gpu::ShuffleMode::XOR)
+        .getShuffleResult();
+  };
+  if (t.isF32() || t.isInteger(32))
+    return shuffle32(v);
+  Type i32 = b.getI32Type(), iN = b.getIntegerType(bits);
+  Value word = t.isInteger(bits) ? v : arith::BitcastOp::create(b, loc, iN, v);
+  Value result;
+  if (bits < 32) {
+    Value wide = arith::ExtUIOp::create(b, loc, i32, word);
+    result = arith::TruncIOp::create(b, loc, iN, shuffle32(wide));
+  } else {
+    Value lo = arith::TruncIOp::create(b, loc, i32, word);
+    Value hiWide = arith::ShRUIOp::create(
+        b, loc, word, arith::ConstantIntOp::create(b, loc, iN, 32));
+    Value hi = arith::TruncIOp::create(b, loc, i32, hiWide);
+    Value lo64 = arith::ExtUIOp::create(b, loc, iN, shuffle32(lo));
+    Value hi64 = arith::ShLIOp::create(
+        b, loc, arith::ExtUIOp::create(b, loc, iN, shuffle32(hi)),
+        arith::ConstantIntOp::create(b, loc, iN, 32));
+    result = arith::OrIOp::create(b, loc, lo64, hi64);
+  }
+  return t.isInteger(bits) ? result
+                           : arith::BitcastOp::create(b, loc, t, result);
+}
+
+enum class Mapping { Elementwise, WarpReduction, ThreadReduction, Serial };
+
+StringRef describe(Mapping m) {
+  switch (m) {
+  case Mapping::Elementwise:
+    return "elementwise, one thread per element";
+  case Mapping::WarpReduction:
+    return "row reduction, one warp per output element";
+  case Mapping::ThreadReduction:
+    return "reduction, one thread per output element";
+  case Mapping::Serial:
+    return "one thread (an output is indexed by a reduction loop)";
+  }
+  llvm_unreachable("mapping");
+}
+
+/// One linalg op's kernel: its loops, how they map to threads, and the
+/// fill folded into it.
+class KernelLowering {
+public:
+  KernelLowering(linalg::LinalgOp op, int64_t blockSize, int64_t maxBlocks)
+      : op(op), loc(op.getLoc()), blockSize(blockSize), maxBlocks(maxBlocks) {
+    ranges = op.getStaticLoopRanges();
+    for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
+      (it == utils::IteratorType::parallel ? par : red).push_back(d);
+    for (unsigned d : par)
+      parSizes.push_back(ranges[d]);
+    for (unsigned d : red)
+      redSizes.push_back(ranges[d]);
+    mapping = choose();
+  }
+
+  Mapping getMapping() const { return mapping; }
+
+  /// Folds `fill` (which writes one of the op's outputs right before it):
+  /// that output starts from the fill's value instead of a load. Only where
+  /// every output element is written exactly once.
+  bool foldFill(linalg::FillOp fill) {
+    if (mapping == Mapping::Serial)
+      return false;
+    Value buffer = fill.getOutputs()[0];
+    if (llvm::is_contained(op.getDpsInputs(), buffer))
+      return false;
+    for (OpOperand &init : op.getDpsInitsMutable())
+      if (init.get() == buffer && !fillValues.count(init.getOperandNumber())) {
+        fillValues[init.getOperandNumber()] = fill.getInputs()[0];
+        return true;
+      }
+    return false;
+  }
+
+  void lower() {
+    OpBuilder b(op);
+    switch (mapping) {
+    case Mapping::Elementwise:
+      elementwise(b);
+      break;
+    case Mapping::WarpReduction:
+      warpReduction(b);
+      break;
+    case Mapping::ThreadReduction:
+      threadReduction(b);
+      break;
+    case Mapping::Serial:
+      serial(b);
+      break;
+    }
+    op->erase();
+  }
+
+private:
+  Mapping choose() {
+    if (red.empty())
+      return Mapping::Elementwise;
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      AffineMap map = op.getMatchingIndexingMap(&init);
+      if (llvm::any_of(red, [&](unsigned d) { return map.isFunctionOfDim(d); }))
+        return Mapping::Serial;
+    }
+    bool rowsInnermost = red.back() == ranges.size() - 1;
+    bool allCombiners = true;
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      Operation *c = matchCombiner(op, init);
+      Type t = getElementTypeOrSelf(init.get().getType());
+      allCombiners &= c && t.getIntOrFloatBitWidth() <= 64;
+      combiners.push_back(c);
+    }
+    if (rowsInnermost && allCombiners && product(redSizes) >= kWarpSize)
+      return Mapping::WarpReduction;
+    return Mapping::ThreadReduction;
+  }
+
+  /// A launch of `blocks` blocks of `threads` threads; `body` fills it at
+  /// (block id, thread id, number of blocks).
+  void launch(OpBuilder &b, int64_t blocks, int64_t threads,
+              llvm::function_ref<void(OpBuilder &, Value, Value, Value)> body) {
+    Value one = constIndex(b, loc, 1);
+    auto l = gpu::LaunchOp::create(b, loc, constIndex(b, loc, blocks), one, one,
+                                   constIndex(b, loc, threads), one, one);
+    Block &entry = l.getBody().front();
+    OpBuilder kb = OpBuilder::atBlockEnd(&entry);
+    body(kb, l.getBlockIds().x, l.getThreadIds().x, l.getGridSize().x);
+    gpu::TerminatorOp::create(kb, loc);
+  }
+
+  /// `for (i = start; i < end; i += step) body(i)`.
+  void stride(OpBuilder &b, Value start, Value step, int64_t end,
+              llvm::function_ref<void(OpBuilder &, Value)> body) {
+    auto loop =
+        scf::ForOp::create(b, loc, start, constIndex(b, loc, end), step);
+    OpBuilder lb(loop.getBody()->getTerminator());
+    body(lb, loop.getInductionVar());
+  }
+
+  /// The launch of one grid-stride loop over `total` work items, each
+  /// `width` threads wide (1: a thread, 32: a warp); `body` gets the item
+  /// and the thread's lane in it.
+  void gridStride(OpBuilder &b, int64_t total, int64_t width,
+                  llvm::function_ref<void(OpBuilder &, Value, Value)> body) {
+    int64_t threads =
+        std::min(blockSize,
+                 std::max<int64_t>(
+                     kWarpSize, ceilDiv(total * width, kWarpSize) * kWarpSize));
+    int64_t perBlock = threads / width;
+    int64_t blocks =
+        std::clamp<int64_t>(ceilDiv(total, perBlock), 1, maxBlocks);
+    launch(b, blocks, threads,
+           [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
+             Value w = constIndex(kb, loc, width);
+             Value item = tid, lane = constIndex(kb, loc, 0);
+             if (width > 1) {
+               item = arith::DivUIOp::create(kb, loc, tid, w);
+               lane = arith::RemUIOp::create(kb, loc, tid, w);
+             }
+             Value per = constIndex(kb, loc, perBlock);
+             Value start = arith::AddIOp::create(
+                 kb, loc, arith::MulIOp::create(kb, loc, bid, per), item);
+             Value step = arith::MulIOp::create(kb, loc, nblocks, per);
+             stride(kb, start, step, total,
+                    [&](OpBuilder &lb, Value i) { body(lb, i, lane); });
+           });
+  }
+
+  /// Loop indices from the parallel ones `pivs` and the reduction ones
+  /// `rivs` (zeros when empty).
+  SmallVector<Value> merge(OpBuilder &b, ValueRange pivs, ValueRange rivs) {
+    SmallVector<Value> ivs(ranges.size());
+    for (auto [d, v] : llvm::zip(par, pivs))
+      ivs[d] = v;
+    for (auto [i, d] : llvm::enumerate(red))
+      ivs[d] = rivs.empty() ? constIndex(b, loc, 0) : rivs[i];
+    return ivs;
+  }
+
+  /// The outputs' values before the op at `ivs`: a folded fill's value, a
+  /// load, or (for an output the body never reads) a zero.
+  SmallVector<Value> initialValues(OpBuilder &b, ValueRange ivs, bool needed) {
+    SmallVector<Value> accs;
+    for (OpOperand &init : op.getDpsInitsMutable()) {
+      auto it = fillValues.find(init.getOperandNumber());
+      Type t = getElementTypeOrSelf(init.get().getType());
+      if (it != fillValues.end())
+        accs.push_back(it->second);
+      else if (needed || !op.getMatchingBlockArgument(&init).use_empty())
+        accs.push_back(memref::LoadOp::create(
+            b, loc, init.get(), indicesAt(b, loc, op, init, ivs)));
+      else
+        accs.push_back(arith::ConstantOp::create(
+            b, loc, cast<TypedAttr>(b.getZeroAttr(t))));
+    }
+    return accs;
+  }
+
+  void store(OpBuilder &b, ValueRange values, ValueRange ivs) {
+    for (auto [init, v] : llvm::zip(op.getDpsInitsMutable(), values))
+      memref::StoreOp::create(b, loc, v, init.get(),
+                              indicesAt(b, loc, op, init, ivs));
+  }
+
+  void elementwise(OpBuilder &b) {
+    gridStride(b, product(ranges), 1, [&](OpBuilder &lb, Value i, Value) {
+      SmallVector<Value> ivs = delinearize(lb, loc, i, ranges);
+      SmallVector<Value> accs = initialValues(lb, ivs, /*needed=*/false);
+      store(lb, bodyAt(lb, loc, op, ivs, accs), ivs);
+    });
+  }
+
+  /// The reduction loops at the parallel indices `pivs` from `accs`.
+  SmallVector<Value> reductionLoops(OpBuilder &b, ValueRange pivs,
+                                    ValueRange accs) {
+    SmallVector<Value> lbs, ubs, steps;
+    for (int64_t s : redSizes) {
+      lbs.push_back(constIndex(b, loc, 0));
+      ubs.push_back(constIndex(b, loc, s));
+      steps.push_back(constIndex(b, loc, 1));
+    }
+    scf::LoopNest nest = scf::buildLoopNest(
+        b, loc, lbs, ubs, steps, accs,
+        [&](OpBuilder &nb, Location, ValueRange rivs,
+            ValueRange iterArgs) -> scf::ValueVector {
+          return bodyAt(nb, loc, op, merge(nb, pivs, rivs), iterArgs);
+        });
+    return nest.results;
+  }
+
+  void threadReduction(OpBuilder &b) {
+    gridStride(b, product(parSizes), 1, [&](OpBuilder &lb, Value i, Value) {
+      SmallVector<Value> pivs = delinearize(lb, loc, i, parSizes);
+      SmallVector<Value> ivs = merge(lb, pivs, {});
+      SmallVector<Value> accs = initialValues(lb, ivs, /*needed=*/true);
+      store(lb, reductionLoops(lb, pivs, accs), ivs);
+    });
+  }
+
+  /// `acc <combiner> x` in the body's operand order.
+  Value combineLike(OpBuilder &b, unsigned o, Value acc, Value x) {
+    Operation *c = combiners[o];
+    Value arg = op.getMatchingBlockArgument(op.getDpsInitOperand(o));
+    return c->getOperand(0) == arg ? combine(b, loc, c, acc, x)
+                                   : combine(b, loc, c, x, acc);
+  }
+
+  void warpReduction(OpBuilder &b) {
+    int64_t rowLength = product(redSizes);
+    gridStride(
+        b, product(parSizes), kWarpSize,
+        [&](OpBuilder &lb, Value row, Value lane) {
+          SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
+          // Lane l combines the row's elements l, l + 32, ... from the
+          // identity.
+          SmallVector<Value> ids;
+          for (unsigned o = 0; o < combiners.size(); ++o)
+            ids.push_back(identityOf(
+                lb, loc, combiners[o],
+                getElementTypeOrSelf(op.getDpsInits()[o].getType())));
+          auto loop = scf::ForOp::create(
+              lb, loc, lane, constIndex(lb, loc, rowLength),
+              constIndex(lb, loc, kWarpSize), ids,
+              [&](OpBuilder &fb, Location, Value r, ValueRange partials) {
+                SmallVector<Value> rivs = delinearize(fb, loc, r, redSizes);
+                SmallVector<Value> elems =
+                    bodyAt(fb, loc, op, merge(fb, pivs, rivs), {}, combiners);
+                SmallVector<Value> next;
+                for (auto [o, p] : llvm::enumerate(partials))
+                  next.push_back(combineLike(fb, o, p, elems[o]));
+                scf::YieldOp::create(fb, loc, next);
+              });
+          // The warp's 32 partials, by halves; every lane ends with the total.
+          SmallVector<Value> totals(loop.getResults());
+          for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2)
+            for (auto [o, t] : llvm::enumerate(totals))
+              t = combine(lb, loc, combiners[o], t,
+                          shuffleXor(lb, loc, t, offset));
+          Value first = arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq,
+                                              lane, constIndex(lb, loc, 0));
+          auto ifOp = scf::IfOp::create(lb, loc, first, /*withElse=*/false);
+          OpBuilder tb(ifOp.thenBlock()->getTerminator());
+          SmallVector<Value> ivs = merge(tb, pivs, {});
+          SmallVector<Value> accs = initialValues(tb, ivs, /*needed=*/true);
+          SmallVector<Value> results;
+          for (auto [o, acc] : llvm::enumerate(accs))
+            results.push_back(combineLike(tb, o, acc, totals[o]));
+          store(tb, results, ivs);
+        });
+  }
+
+  void serial(OpBuilder &b) {
+    launch(b, 1, 1, [&](OpBuilder &kb, Value, Value, Value) {
+      SmallVector<Value> lbs, ubs, steps;
+      for (int64_t s : ranges) {
+        lbs.push_back(constIndex(kb, loc, 0));
+        ubs.push_back(constIndex(kb, loc, s));
+        steps.push_back(constIndex(kb, loc, 1));
+      }
+      scf::buildLoopNest(kb, loc, lbs, ubs, steps,
+                         [&](OpBuilder &nb, Location, ValueRange ivs) {
+                           SmallVector<Value> accs =
+                               initialValues(nb, ivs, /*needed=*/true);
+                           store(nb, bodyAt(nb, loc, op, ivs, accs), ivs);
+                         });
+    });
+  }
+
+  linalg::LinalgOp op;
+  Location loc;
+  int64_t blockSize, maxBlocks;
+  SmallVector<int64_t> ranges, parSizes, redSizes;
+  SmallVector<unsigned> par, red;
+  SmallVector<Operation *> combiners;
+  llvm::DenseMap<unsigned, Value> fillValues;
+  Mapping mapping;
+};
+
+bool isHostCode(Operation *op) {
+  return !op->getParentOfType<gpu::LaunchOp>() &&
+         !op->getParentOfType<gpu::GPUModuleOp>();
+}
+
+/// Why `op` cannot be a kernel, or "".
+std::string unsupported(linalg::LinalgOp op) {
+  if (!op.hasPureBufferSemantics())
+    return "operands are not buffers";
+  if (!op.getBlock())
+    return "the op has no body";
+  if (llvm::any_of(op.getStaticLoopRanges(), ShapedType::isDynamic))
+    return "dynamic loop bounds (compute=gpu needs static shapes)";
+  for (Value v : op->getOperands())
+    if (auto t = dyn_cast<MemRefType>(v.getType());
+        t && !t.getElementType().isIntOrFloat())
+      return "an element type that is neither an integer nor a float";
+  return "";
+}
+
+struct FSDPGpuKernelsPass
+    : public mlir::fsdp::impl::FSDPGpuKernelsBase<FSDPGpuKernelsPass> {
+  using Base::Base;
+
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (blockSize < kWarpSize || blockSize > 1024 || blockSize % kWarpSize)
+      return emitError(UnknownLoc::get(ctx))
+             << "option block-size must be a multiple of 32 between 32 and "
+                "1024, got "
+             << static_cast<int64_t>(blockSize);
+    if (maxBlocks < 1 || maxBlocks > std::numeric_limits<int32_t>::max())
+      return emitError(UnknownLoc::get(ctx))
+             << "option max-blocks must be between 1 and 2^31 - 1, got "
+             << static_cast<int64_t>(maxBlocks);
+    return success();
+  }
+
+  void runOnOperation() override {
+    SmallVector<Operation *> ops;
+    getOperation().walk([&](Operation *op) {
+      if ((isa<linalg::LinalgOp>(op) || isa<memref::CopyOp>(op)) &&
+          isHostCode(op) && !op->getParentOfType<linalg::LinalgOp>())
+        ops.push_back(op);
+    });
+    for (Operation *op : ops) {
+      LogicalResult lowered = isa<memref::CopyOp>(op)
+                                  ? lowerCopy(cast<memref::CopyOp>(op))
+                                  : lowerLinalg(cast<linalg::LinalgOp>(op));
+      if (failed(lowered))
+        return signalPassFailure();
+    }
+  }
+
+  LogicalResult lowerCopy(memref::CopyOp copy) {
+    auto src = dyn_cast<MemRefType>(copy.getSource().getType());
+    auto dst = dyn_cast<MemRefType>(copy.getTarget().getType());
+    if (!src || !dst || !src.hasStaticShape())
+      return copy.emitOpError("cannot become a GPU copy: compute=gpu needs "
+                              "ranked buffers of static shape");
+    OpBuilder b(copy);
+    if (memref::isStaticShapeAndContiguousRowMajor(src) &&
+        memref::isStaticShapeAndContiguousRowMajor(dst)) {
+      gpu::MemcpyOp::create(b, copy.getLoc(), Type(), ValueRange(),
+                            copy.getTarget(), copy.getSource());
+      ++numMemcpy;
+      copy.erase();
+      return success();
+    }
+    auto loops =
+        linalg::CopyOp::create(b, copy.getLoc(), ValueRange{copy.getSource()},
+                               ValueRange{copy.getTarget()});
+    copy.erase();
+    return lowerLinalg(cast<linalg::LinalgOp>(loops.getOperation()));
+  }
+
+  LogicalResult lowerLinalg(linalg::LinalgOp op) {
+    std::string why = unsupported(op);
+    if (!why.empty())
+      return op->emitOpError("cannot become a GPU kernel: ") << why;
+    // A fill of a buffer that the next op accumulates into is left for that
+    // op's kernel, where it is the outputs' initial value (one launch, no
+    // load).
+    if (auto fill = dyn_cast<linalg::FillOp>(op.getOperation()))
+      if (auto next = dyn_cast_or_null<linalg::LinalgOp>(op->getNextNode());
+          next && unsupported(next).empty() &&
+          KernelLowering(next, blockSize, maxBlocks).foldFill(fill))
+        return success();
+    KernelLowering lowering(op, blockSize, maxBlocks);
+    auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+    bool foldsFill = fill && lowering.foldFill(fill);
+    if (report)
+      op->emitRemark() << "GPU kernel: " << describe(lowering.getMapping())
+                       << (foldsFill ? " (the fill before folded in)" : "");
+    countMapping(lowering.getMapping());
+    lowering.lower();
+    if (foldsFill) {
+      fill->erase();
+      ++numFoldedFills;
+    }
+    return success();
+  }
+
+  void countMapping(Mapping m) {
+    switch (m) {
+    case Mapping::Elementwise:
+      ++numElementwise;
+      break;
+    case Mapping::WarpReduction:
+      ++numWarpReductions;
+      break;
+    case Mapping::ThreadReduction:
+      ++numThreadReductions;
+      break;
+    case Mapping::Serial:
+      ++numSerial;
+      break;
+    }
+  }
+};
+
+} // namespace

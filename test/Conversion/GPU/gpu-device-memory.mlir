@@ -1,0 +1,65 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-gpu-device-memory -verify-diagnostics | FileCheck %s
+
+// Host allocations become device allocations; the kernels' own memory
+// accesses (inside gpu.launch) stay.
+// CHECK-LABEL: func.func @step
+func.func @step(%x: memref<16xf32>) -> memref<16xf32> {
+  // CHECK: %[[A:.*]] = gpu.alloc () : memref<16xf32>
+  // CHECK: %[[T:.*]] = gpu.alloc () : memref<16xf32>
+  // CHECK-NOT: memref.alloc
+  %a = memref.alloc() {alignment = 64 : i64} : memref<16xf32>
+  %t = memref.alloc() : memref<16xf32>
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    // CHECK: memref.load
+    %v = memref.load %x[%tx] : memref<16xf32>
+    memref.store %v, %a[%tx] : memref<16xf32>
+    memref.store %v, %t[%tx] : memref<16xf32>
+    gpu.terminator
+  }
+  // CHECK: gpu.dealloc %[[T]] : memref<16xf32>
+  memref.dealloc %t : memref<16xf32>
+  // CHECK: return %[[A]]
+  return %a : memref<16xf32>
+}
+
+// -----
+
+// A one-element buffer the host reads as a value (a learning rate): copied
+// to a host buffer, read after a wait; one the host writes (a step count):
+// written on the host, copied to the device.
+// CHECK-LABEL: func.func @scalar_read
+func.func @scalar_read(%lr: memref<f32>) -> f32 {
+  // CHECK: %[[H:.*]] = memref.alloca() : memref<f32>
+  // CHECK: gpu.memcpy %[[H]], %{{.*}} : memref<f32>, memref<f32>
+  // CHECK: gpu.wait
+  // CHECK: memref.load %[[H]][] : memref<f32>
+  %v = memref.load %lr[] : memref<f32>
+  // CHECK: %[[S:.*]] = memref.alloca() : memref<1xf64>
+  // CHECK: memref.store %{{.*}}, %[[S]][%{{.*}}] : memref<1xf64>
+  // CHECK: gpu.memcpy %{{.*}}, %[[S]] : memref<1xf64>, memref<1xf64>
+  %step = gpu.alloc () : memref<1xf64>
+  %c0 = arith.constant 0 : index
+  %one = arith.constant 1.0 : f64
+  memref.store %one, %step[%c0] : memref<1xf64>
+  return %v : f32
+}
+
+// -----
+
+func.func @host_load(%x: memref<16xf32>) -> f32 {
+  %c0 = arith.constant 0 : index
+  // expected-error @below {{cannot run with compute=gpu: host code would access a device buffer}}
+  %v = memref.load %x[%c0] : memref<16xf32>
+  return %v : f32
+}
+
+// -----
+
+memref.global "private" constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
+func.func @host_global() -> memref<4xf32> {
+  // expected-error @below {{cannot run with compute=gpu: a global buffer is host memory the device cannot read}}
+  %g = memref.get_global @table : memref<4xf32>
+  return %g : memref<4xf32>
+}
