@@ -145,7 +145,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   populateFSDPCollectives(pm, o);
   populateFSDPOptimizer(pm, o);
   if (o.lower)
-    buildFSDPLowerToLLVM(pm, o.compute);
+    buildFSDPLowerToLLVM(pm, o.compute, o.arena);
 }
 
 //===----------------------------------------------------------------------===//
@@ -175,7 +175,7 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   }
 }
 
-void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm) {
+void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -206,6 +206,11 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm) {
   pm.addPass(createCSEPass());
   pm.addPass(createFSDPCanonicalizer());
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // Every buffer freed in its own block now has its lifetime, from its
+  // allocation to its free: the arena plan packs them (docs/RUNTIME.md,
+  // "Static memory"). Clones are allocations by now.
+  if (arena)
+    pm.addPass(createFSDPAssignBuffers());
 }
 
 void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
@@ -245,9 +250,10 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm) {
   pm.addPass(createReconcileUnrealizedCastsPass());
 }
 
-void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute) {
+void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
+                                      bool arena) {
   populateFSDPTensorCompute(pm, compute);
-  populateFSDPBufferization(pm);
+  populateFSDPBufferization(pm, arena);
   populateFSDPRuntimeCalls(pm, compute);
   populateFSDPLowerToLLVMDialect(pm);
 }
@@ -258,7 +264,7 @@ void mlir::fsdp::registerFSDPPipelines() {
   PassPipelineRegistration<FSDPLowerToLLVMOptions>(
       kLowerName, kLowerSummary,
       [](OpPassManager &pm, const FSDPLowerToLLVMOptions &o) {
-        buildFSDPLowerToLLVM(pm, o.compute);
+        buildFSDPLowerToLLVM(pm, o.compute, o.arena);
       });
 }
 
@@ -288,7 +294,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
       createFSDPOutlineSegments(),   createFSDPOutlineKernels(),
       createFSDPLinalgToBlas(),      createFSDPEarlyDealloc(),
-      createFSDPLowerIfs()};
+      createFSDPAssignBuffers(),     createFSDPLowerIfs()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

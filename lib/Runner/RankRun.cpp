@@ -258,6 +258,27 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
   return true;
 }
 
+/// Reserves the step's planned arena on this rank's thread (which touches
+/// its pages first) before the first step; when a rank cannot, every rank
+/// stops there, before any collective of the step.
+bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
+                  fsdprt_comm_t *runner, int64_t rank, std::string &error) {
+  const std::optional<MemoryPlan> &plan = cx.prog.plan;
+  if (!plan || plan->arenaBytes == 0)
+    return true;
+  bool ok = fsdprt_arena_reserve(comm, plan->arenaBytes) == FSDPRT_OK;
+  if (!ok) {
+    error = "rank " + std::to_string(rank) + ": cannot allocate the arena of '" +
+            cx.prog.entry + "', " + std::to_string(plan->arenaBytes) +
+            " bytes for " + std::to_string(plan->buffers) +
+            " planned buffers (largest:";
+    for (int64_t bytes : plan->largest)
+      error += " " + std::to_string(bytes);
+    error += " bytes): " + std::string(fsdprt_comm_error_message(comm));
+  }
+  return agree(runner, ok, "the step's arena", error);
+}
+
 } // namespace
 
 std::vector<Output> outputsOf(const Program &prog) {
@@ -301,6 +322,8 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   bool training = prog.training();
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
+  if (!reserveArena(cx, comm, runner, rank, out.error))
+    total = 0;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
     std::vector<std::vector<char>> args;
@@ -334,6 +357,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (cx.outputs[k].arg >= 0)
       out.pieces[k] = fed[cx.outputs[k].arg];
   out.memory = memory::current();
+  out.arenaBytes = fsdprt_arena_bytes(comm);
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 
