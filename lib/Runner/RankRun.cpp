@@ -262,19 +262,19 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
 /// its pages first) before the first step; when a rank cannot, every rank
 /// stops there, before any collective of the step.
 bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
-                  fsdprt_comm_t *runner, int64_t rank, std::string &error) {
+                  fsdprt_comm_t *runner, std::string &error) {
   const std::optional<MemoryPlan> &plan = cx.prog.plan;
   if (!plan || plan->arenaBytes == 0)
     return true;
-  bool ok = fsdprt_arena_reserve(comm, plan->arenaBytes) == FSDPRT_OK;
+  fsdprt_status_t st = fsdprt_arena_reserve(comm, plan->arenaBytes);
+  bool ok = st == FSDPRT_OK;
   if (!ok) {
-    error = "rank " + std::to_string(rank) + ": cannot allocate the arena of '" +
-            cx.prog.entry + "', " + std::to_string(plan->arenaBytes) +
-            " bytes for " + std::to_string(plan->buffers) +
-            " planned buffers (largest:";
+    error = "cannot allocate the arena of '" + cx.prog.entry + "': " +
+            std::to_string(plan->arenaBytes) + " bytes for " +
+            std::to_string(plan->buffers) + " planned buffers (largest:";
     for (int64_t bytes : plan->largest)
       error += " " + std::to_string(bytes);
-    error += " bytes): " + std::string(fsdprt_comm_error_message(comm));
+    error += " bytes): " + std::string(fsdprt_status_string(st));
   }
   return agree(runner, ok, "the step's arena", error);
 }
@@ -322,7 +322,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   bool training = prog.training();
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
-  if (!reserveArena(cx, comm, runner, rank, out.error))
+  if (!reserveArena(cx, comm, runner, out.error))
     total = 0;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
