@@ -43,6 +43,7 @@ bool ranksHoldScalars(const std::vector<Output> &outputs);
 struct RankOutcome {
   std::vector<std::vector<char>> pieces; // per output
   std::vector<double> stepSeconds;       // the timed steps
+  std::vector<int64_t> stepFaults;       // page faults of the timed steps
   fsdprt_stats_t stats{};
   memory::Counters memory;
   int64_t heldAfterStep = 0; // most bytes still allocated after a step

@@ -88,6 +88,7 @@ json::Object toJSON(const RunResult &r) {
   o["step_median_s"] = r.medianStepSeconds();
   o["step_min_s"] = r.minStepSeconds();
   o["step_s"] = listOf(r.stepSeconds);
+  o["step_page_faults"] = listOf(r.stepPageFaults);
   o["training"] = r.training;
   o["jit_peak_bytes"] = listOf(peaks);
   o["jit_held_after_step_bytes"] = listOf(held);

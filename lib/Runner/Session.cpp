@@ -162,6 +162,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
   runs[rank].stats = mine.stats;
   runs[rank].rss = mine.rss;
   runs[rank].stepSeconds = mine.stepSeconds;
+  runs[rank].stepFaults = mine.stepFaults;
   return runs;
 }
 
@@ -231,6 +232,17 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
 }
 
 /// A step's time is the slowest rank's (this process's ranks).
+/// A step's page faults are those of every rank of this process.
+std::vector<int64_t> stepFaults(const std::vector<RankOutcome> &runs) {
+  std::vector<int64_t> faults;
+  for (const RankOutcome &r : runs) {
+    faults.resize(std::max(faults.size(), r.stepFaults.size()), 0);
+    for (size_t s = 0; s < r.stepFaults.size(); ++s)
+      faults[s] += r.stepFaults[s];
+  }
+  return faults;
+}
+
 std::vector<double> slowestSteps(const std::vector<RankOutcome> &runs) {
   size_t n = 0;
   for (const RankOutcome &r : runs)
@@ -538,6 +550,7 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!training)
     stepsTaken = 0;
   result.stepSeconds = slowestSteps(*runs);
+  result.stepPageFaults = stepFaults(*runs);
   result.residentBytes =
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)

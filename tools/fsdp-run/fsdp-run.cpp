@@ -207,6 +207,12 @@ void printMemory(const RunResult &r, int64_t steps) {
                  << " B + outside " << m.peakBytes << " B, "
                  << m.allocations << " allocations in all\n";
   }
+  const std::vector<int64_t> &faults = r.stepPageFaults;
+  if (faults.size() > 1)
+    llvm::outs() << "  page faults per step after the first (this process): "
+                 << "max "
+                 << *std::max_element(faults.begin() + 1, faults.end())
+                 << ", first step " << faults.front() << "\n";
   const std::vector<int64_t> &rss = r.residentBytes;
   if (!rss.empty())
     llvm::outs() << llvm::format(

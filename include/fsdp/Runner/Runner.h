@@ -144,6 +144,8 @@ struct RunResult {
   std::vector<HostArray> outputs;
   /// Seconds of each timed step (the slowest rank of this process).
   std::vector<double> stepSeconds;
+  /// Page faults of each timed step (every rank thread of this process).
+  std::vector<int64_t> stepPageFaults;
   std::vector<RankMemory> memory;     // per rank
   MemoryPlanSummary plan;             // the same on every rank
   std::vector<CommStats> stats;       // per rank (MPI: rank 0's only)

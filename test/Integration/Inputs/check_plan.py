@@ -3,6 +3,7 @@
 of a `fsdp-run --json` run; with --after-first, the run allocated nothing
 fresh after the first step (its allocations equal those of a one-step run
 of the same step)."""
+
 import json
 import sys
 
@@ -18,17 +19,23 @@ def main():
     if run["jit_arena_bytes"] != [plan["arena_bytes"]] * len(measured):
         print(f"FAIL: arenas {run['jit_arena_bytes']}, plan {plan}")
         sys.exit(1)
-    print(f"PLAN MATCHES: {plan['peak_bytes']} B per rank "
-          f"(arena {plan['arena_bytes']} B + outside {plan['outside_bytes']} B)")
+    print(
+        f"PLAN MATCHES: {plan['peak_bytes']} B per rank "
+        f"(arena {plan['arena_bytes']} B + outside {plan['outside_bytes']} B)"
+    )
     if "--after-first" in sys.argv:
         with open(sys.argv[sys.argv.index("--after-first") + 1]) as f:
             one = json.load(f)
         if run["jit_allocations"] != one["jit_allocations"]:
-            print(f"FAIL: {run['steps']} steps allocated {run['jit_allocations']}, "
-                  f"one step {one['jit_allocations']}")
+            print(
+                f"FAIL: {run['steps']} steps allocated {run['jit_allocations']}, "
+                f"one step {one['jit_allocations']}"
+            )
             sys.exit(1)
-        print(f"NO ALLOCATION AFTER STEP 1: {run['steps']} steps, "
-              f"{one['jit_allocations'][0]} allocations (all in step 1)")
+        print(
+            f"NO ALLOCATION AFTER STEP 1: {run['steps']} steps, "
+            f"{one['jit_allocations'][0]} allocations (all in step 1)"
+        )
 
 
 if __name__ == "__main__":
