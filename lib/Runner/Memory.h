@@ -27,7 +27,7 @@ struct Counters {
   int64_t peakBytes = 0; // high-water mark of liveBytes
   int64_t liveBuffers = 0;
   int64_t allocations = 0, frees = 0; // fresh allocations; frees
-  int64_t reused = 0;                  // requests served by a kept buffer
+  int64_t reused = 0;                 // requests served by a kept buffer
 };
 
 /// The calling thread's counters.

@@ -280,8 +280,8 @@ bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
   fsdprt_status_t st = fsdprt_arena_reserve(comm, plan->arenaBytes);
   bool ok = st == FSDPRT_OK;
   if (!ok) {
-    error = "cannot allocate the arena of '" + cx.prog.entry + "': " +
-            std::to_string(plan->arenaBytes) + " bytes for " +
+    error = "cannot allocate the arena of '" + cx.prog.entry +
+            "': " + std::to_string(plan->arenaBytes) + " bytes for " +
             std::to_string(plan->buffers) + " planned buffers (largest:";
     for (int64_t bytes : plan->largest)
       error += " " + std::to_string(bytes);

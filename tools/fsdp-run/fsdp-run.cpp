@@ -194,8 +194,8 @@ void printMemory(const RunResult &r, int64_t steps) {
   if (r.plan.planned)
     llvm::outs() << "static memory plan of the step (per rank): arena "
                  << r.plan.arenaBytes << " B (" << r.plan.buffers
-                 << " buffers) + outside " << r.plan.outsideBytes << " B = "
-                 << r.plan.peakBytes() << " B\n";
+                 << " buffers) + outside " << r.plan.outsideBytes
+                 << " B = " << r.plan.peakBytes() << " B\n";
   llvm::outs() << "measured memory of the compiled step (its arena and the "
                   "malloc/free of the JIT'd code, per rank):\n";
   for (size_t k = 0; k < r.memory.size(); ++k) {
@@ -204,8 +204,8 @@ void printMemory(const RunResult &r, int64_t steps) {
                  << " B, " << m.allocations / std::max<int64_t>(1, steps)
                  << " allocations per step, held after a step "
                  << m.heldAfterStepBytes << " B; arena " << m.arenaBytes
-                 << " B + outside " << m.peakBytes << " B, "
-                 << m.allocations << " allocations in all\n";
+                 << " B + outside " << m.peakBytes << " B, " << m.allocations
+                 << " allocations in all\n";
   }
   const std::vector<int64_t> &faults = r.stepPageFaults;
   if (faults.size() > 1)

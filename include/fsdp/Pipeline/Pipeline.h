@@ -176,9 +176,10 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
   Option<bool> arena{
       *this, "arena",
-      llvm::cl::desc("With lower=true: plan one arena per rank for the step's statically "
-                     "sized buffers (fsdp-assign-buffers); false keeps "
-                     "malloc/free"),
+      llvm::cl::desc(
+          "With lower=true: plan one arena per rank for the step's statically "
+          "sized buffers (fsdp-assign-buffers); false keeps "
+          "malloc/free"),
       llvm::cl::init(true)};
 
   FSDPRecomputeOptions recomputeOptions() const;

@@ -179,6 +179,27 @@ struct FSDPAssignBuffersPass
   llvm::DenseMap<func::FuncOp, FunctionPlan> plans;
   llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> callsTo;
   llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
+  /// The module's symbols, and the runtime functions declared so far: a
+  /// lookup in the module itself would scan it (quadratic in its size).
+  std::optional<SymbolTable> symbols;
+  llvm::DenseMap<unsigned, func::FuncOp> runtime;
+
+  func::FuncOp calleeOf(func::CallOp call) {
+    return symbols->lookup<func::FuncOp>(call.getCallee());
+  }
+
+  /// A call of runtime function `fn`, declared once.
+  func::CallOp callRuntime(OpBuilder &b, Location loc, RuntimeFunction fn,
+                           ArrayRef<RuntimeArg> args) {
+    func::FuncOp &decl = runtime[unsigned(fn)];
+    if (!decl)
+      decl = declareRuntimeFunction(getOperation(), fn);
+    SmallVector<Value> operands;
+    for (auto [arg, type] :
+         llvm::zip_equal(args, decl.getFunctionType().getInputs()))
+      operands.push_back(arg.materialize(b, loc, type));
+    return func::CallOp::create(b, loc, decl, operands);
+  }
 
   LogicalResult initialize(MLIRContext *ctx) override {
     if (alignment < 1 || alignment > kMaxAlignment ||
@@ -202,16 +223,16 @@ struct FSDPAssignBuffersPass
   }
 
   /// Every function's direct calls, and the functions used otherwise.
-  void collectUses(ModuleOp module, SymbolTable &symbols) {
+  void collectUses(ModuleOp module) {
     module.walk([&](Operation *op) {
       if (auto call = dyn_cast<func::CallOp>(op)) {
-        if (auto callee = symbols.lookup<func::FuncOp>(call.getCallee()))
+        if (auto callee = calleeOf(call))
           callsTo[callee].push_back(call);
         return;
       }
       for (NamedAttribute a : op->getAttrs())
         a.getValue().walk([&](SymbolRefAttr ref) {
-          if (auto f = symbols.lookup<func::FuncOp>(ref.getRootReference()))
+          if (auto f = symbols->lookup<func::FuncOp>(ref.getRootReference()))
             otherUses.insert(f);
         });
     });
@@ -219,15 +240,14 @@ struct FSDPAssignBuffersPass
 
   /// Functions in an order where every callee comes before its callers
   /// (a function in a cycle comes once, wherever the walk meets it).
-  SmallVector<func::FuncOp> calleesFirst(ModuleOp module,
-                                         SymbolTable &symbols) {
+  SmallVector<func::FuncOp> calleesFirst(ModuleOp module) {
     SmallVector<func::FuncOp> order;
     llvm::DenseSet<func::FuncOp> seen;
     std::function<void(func::FuncOp)> visit = [&](func::FuncOp f) {
       if (!seen.insert(f).second)
         return;
       f.walk([&](func::CallOp call) {
-        if (auto callee = symbols.lookup<func::FuncOp>(call.getCallee()))
+        if (auto callee = calleeOf(call))
           visit(callee);
       });
       order.push_back(f);
@@ -239,13 +259,14 @@ struct FSDPAssignBuffersPass
 
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    SymbolTable symbols(module);
+    symbols.emplace(module);
     plans.clear();
     callsTo.clear();
     otherUses.clear();
-    collectUses(module, symbols);
+    runtime.clear();
+    collectUses(module);
     SmallVector<NamedAttribute> entries;
-    for (func::FuncOp func : calleesFirst(module, symbols)) {
+    for (func::FuncOp func : calleesFirst(module)) {
       Role role = roleOf(func);
       if (role == Role::Callee)
         resultsToOutParams(func);
@@ -334,15 +355,24 @@ struct FSDPAssignBuffersPass
     SmallVector<OutParam> outs = outParamResults(func, ret);
     if (outs.empty())
       return;
+    // All at once: one insertion per argument would rebuild the function's
+    // type each time (quadratic in the optimizer segment's results).
     llvm::BitVector dropped(ret.getNumOperands());
+    unsigned first = func.getNumArguments();
+    SmallVector<unsigned> at(outs.size(), first);
+    SmallVector<Type> types;
+    SmallVector<Location> locs;
     for (OutParam &p : outs) {
       dropped.set(p.result);
-      unsigned arg = func.getNumArguments();
-      if (failed(func.insertArgument(arg, p.alloc.getType(), {},
-                                     p.alloc.getLoc())))
-        return signalPassFailure();
-      p.alloc.replaceAllUsesWith(func.getArgument(arg));
+      types.push_back(p.alloc.getType());
+      locs.push_back(p.alloc.getLoc());
     }
+    SmallVector<DictionaryAttr> attrs(outs.size(),
+                                      DictionaryAttr::get(func.getContext()));
+    if (failed(func.insertArguments(at, types, attrs, locs)))
+      return signalPassFailure();
+    for (auto [i, p] : llvm::enumerate(outs))
+      p.alloc.replaceAllUsesWith(func.getArgument(first + i));
     SmallVector<Value> kept;
     for (auto [i, v] : llvm::enumerate(ret.getOperands()))
       if (!dropped.test(i))
@@ -408,8 +438,7 @@ struct FSDPAssignBuffersPass
   void addSubArenas(func::FuncOp func) {
     MLIRContext *ctx = func.getContext();
     func.walk([&](func::CallOp call) {
-      auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-          call, call.getCalleeAttr());
+      func::FuncOp callee = calleeOf(call);
       auto it = callee ? plans.find(callee) : plans.end();
       if (it == plans.end() || !it->second.takesArena)
         return;
@@ -506,7 +535,7 @@ struct FSDPAssignBuffersPass
     OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
     Location loc = func.getLoc();
     Value ptr =
-        createRuntimeCall(b, loc, RuntimeFunction::arena, {bytes}).getResult(0);
+        callRuntime(b, loc, RuntimeFunction::arena, {bytes}).getResult(0);
     Type i64 = b.getI64Type();
     Type sizes = LLVM::LLVMArrayType::get(i64, 1);
     auto descType = LLVM::LLVMStructType::getLiteral(
@@ -563,11 +592,11 @@ struct FSDPAssignBuffersPass
                                         offset, ValueRange{});
     bool marks = poison && base && !p.alloc->hasAttr(kSubArenaAttrName);
     if (marks) {
-      createRuntimeCall(b, loc, RuntimeFunction::arena_unpoison,
-                        {addressAt(b, loc, base, p.offset), p.bytes});
+      callRuntime(b, loc, RuntimeFunction::arena_unpoison,
+                  {addressAt(b, loc, base, p.offset), p.bytes});
       OpBuilder d(p.dealloc);
-      createRuntimeCall(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
-                        {addressAt(d, loc, base, p.offset), p.bytes});
+      callRuntime(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
+                  {addressAt(d, loc, base, p.offset), p.bytes});
     }
     p.dealloc.erase();
     p.alloc.replaceAllUsesWith(view);
@@ -635,8 +664,7 @@ struct FSDPAssignBuffersPass
 
   void accountCall(func::CallOp call, llvm::DenseMap<Value, int64_t> &open,
                    int64_t &live, int64_t &peak) {
-    auto callee = SymbolTable::lookupNearestSymbolFrom<func::FuncOp>(
-        call, call.getCalleeAttr());
+    func::FuncOp callee = calleeOf(call);
     auto it = callee ? plans.find(callee) : plans.end();
     if (it == plans.end())
       return;
