@@ -89,10 +89,11 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
 
     Outlined functions (the segments, which return buffers they allocate)
     are handled bottom up. A private function called only by `func.call`
-    gets, for every result that is directly a statically shaped
-    `memref.alloc` of its body (returned once, no other result a view of
-    it), an out-parameter instead: its callers allocate the buffer before
-    the call, so the caller plans it with the rest of its buffers. The
+    gets, for every result that is a statically shaped `memref.alloc` of
+    its body (possibly through views that take no other operand: reshapes,
+    constant subviews; no other result sharing it), an out-parameter
+    instead: its callers allocate the buffer before the call and repeat
+    the views, so the caller plans it with the rest of its buffers. The
     function's own temporaries are planned as a sub-arena: it takes one
     more argument, `memref<N x i8>` of its peak, which every caller
     allocates around the call (alive for the call only) and plans in turn.
