@@ -4,8 +4,14 @@
 #   scripts/sanitize.sh            the full run: build-sanitize/ holds the
 #                                  whole project; runs the runtime's unit tests
 #                                  (threads, C API, mpi, quantization), the .npy
-#                                  reader's and the fsdp-run lit tests
-#                                  (test/Tools and the MLP end-to-end suite).
+#                                  reader's, the compiler's lit suites
+#                                  (test/Dialect, test/Transforms,
+#                                  test/Conversion) under the instrumented
+#                                  fsdp-opt and the fsdp-run lit tests
+#                                  (test/Tools and the MLP end-to-end suite),
+#                                  with leak checking (scripts/lsan.supp
+#                                  names what LLVM, MLIR and MPI keep until
+#                                  exit).
 #                                  The first build compiles the compiler too
 #                                  (about 15-20 minutes on 2 cores; ccache helps
 #                                  afterwards).
@@ -73,17 +79,23 @@ fi
 ninja -C "$dir" -j"$jobs" "${targets[@]}"
 
 # LLVM, MLIR and the JIT-compiled code are not instrumented: containers they
-# share with the project cannot be annotated, and their allocations live
-# until exit.
-export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=0:abort_on_error=0
+# share with the project cannot be annotated. Leaks are checked for the
+# project's own code; what LLVM, MLIR (their registries, the JIT) and MPI
+# allocate once and keep until exit is suppressed by module.
+export ASAN_OPTIONS=detect_container_overflow=0:detect_leaks=1:abort_on_error=0
+export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export FSDP_SANITIZE=1 # lit: tests that cannot run under ASan are unsupported
 status=0
 echo "== runtime and .npy unit tests (ASan + UBSan) =="
 ctest --test-dir "$dir" -L "runtime|quant" -E "quant.python|gpu|nccl|kernel_emulation|cuda_host" \
   -j "$jobs" --output-on-failure || status=1
 ctest --test-dir "$dir" -R "^Npy" -j "$jobs" --output-on-failure || status=1
-echo "== fsdp-run lit tests (ASan + UBSan) =="
 lit=.venv/bin/lit
 [ -x "$lit" ] || lit=lit
-"$lit" -sv -j "$jobs" "$dir/test/Tools" "$dir/test/Integration/mlp" || status=1
+echo "== compiler lit tests under the instrumented fsdp-opt (ASan + UBSan + LSan) =="
+"$lit" -sv -j "$jobs" "$dir/test/Dialect" "$dir/test/Transforms" \
+  "$dir/test/Conversion" || status=1
+echo "== fsdp-run lit tests (ASan + UBSan + LSan) =="
+"$lit" -sv -j "$jobs" "$dir/test/Tools" "$dir/test/Integration/mlp" \
+  "$dir/test/Integration/arena.test" || status=1
 exit $status

@@ -76,11 +76,15 @@ def _fsdp2_rank(rank, world, spec, steps, warmup, init_file, result_file):
         dt = time.perf_counter() - t0
         if i >= warmup:
             times.append(dt)
+    import resource
+
+    peak_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
     gathered = [None] * world
-    dist.all_gather_object(gathered, times)
+    dist.all_gather_object(gathered, (times, peak_rss))
     if rank == 0:
-        worst = [max(t[s] for t in gathered) for s in range(steps)]
-        Path(result_file).write_text(json.dumps(worst))
+        worst = [max(t[s] for t, _ in gathered) for s in range(steps)]
+        rss = max(r for _, r in gathered)
+        Path(result_file).write_text(json.dumps({"steps": worst, "rss": rss}))
     # Leave together and without gloo's teardown: destroying the group while
     # a peer closes its connections can abort the process ("terminate called
     # without an active exception"). Past the barrier nothing is left to send.
@@ -100,8 +104,29 @@ def fsdp2_step_seconds(spec, world, steps, warmup):
             nprocs=world,
             join=True,
         )
-        worst = json.loads(result_file.read_text())
-    return statistics.median(worst)
+        result = json.loads(result_file.read_text())
+    return statistics.median(result["steps"]), result["rss"]
+
+
+def eager_ideal_seconds(spec, world, steps, warmup):
+    """The no-communication limit of `world` eager ranks on this machine:
+    torch, 1 thread, forward + backward of one rank's micro-batch, times
+    ranks / cores (median of `steps` after `warmup`)."""
+    import models
+    import torch
+
+    torch.set_num_threads(1)
+    built = getattr(models, spec)()
+    module, loss_fn, batch = built["module"], built["loss_fn"], built["batch"]
+    local = tuple(t.chunk(world, dim=0)[0] for t in batch)
+    times = []
+    for i in range(warmup + steps):
+        module.zero_grad(set_to_none=True)
+        t0 = time.perf_counter()
+        loss_fn(module, *local).backward()
+        if i >= warmup:
+            times.append(time.perf_counter() - t0)
+    return statistics.median(times) * world / (os.cpu_count() or 1)
 
 
 # --- fsdp-opt + fsdp-run ----------------------------------------------------
@@ -130,15 +155,21 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     out = work / f"{spec}.{backend}.out"
     timing_args = ["--steps", args.steps, "--warmup", args.warmup, "--json"]
     common = [lowered, "--inputs", exported, "--outputs", out] + timing_args
+    # The process's peak resident set (GNU time's %M, KiB, on stderr).
+    timed = (
+        ["/usr/bin/time", "-f", "maxrss_kib %M"]
+        if Path("/usr/bin/time").exists()
+        else []
+    )
     if backend == "threads":
-        proc = run([args.fsdp_run] + common)
+        proc = run(timed + [args.fsdp_run] + common)
     else:
         mpirun = [args.mpirun, "-np", str(world), "--oversubscribe"]
         if os.geteuid() == 0:
             mpirun.append("--allow-run-as-root")
         # One OpenBLAS thread per process, as torch's set_num_threads(1).
         proc = run(
-            mpirun + [args.fsdp_run, "--backend", "mpi"] + common,
+            timed + mpirun + [args.fsdp_run, "--backend", "mpi"] + common,
             env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
         )
     # Under MPI every rank prints its own line: the slowest rank per step.
@@ -146,13 +177,34 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     if not lines:
         fail(f"no timing from fsdp-run ({backend}):\n{proc.stdout}{proc.stderr}")
     per_step = [max(t["step_s"][s] for t in lines) for s in range(int(args.steps))]
+    # Page faults of a steady-state step: every rank of the run (the threads
+    # process, or each MPI process's own).
+    faults = statistics.median(
+        sum(t["step_page_faults"][s] for t in lines) for s in range(int(args.steps))
+    )
+    rss = [
+        int(x.split()[1]) * 1024
+        for x in proc.stderr.splitlines()
+        if x.startswith("maxrss_kib")
+    ]
+    # GNU time measures the threads process (all ranks) or mpirun itself.
+    rss_rank = rss[0] / world if rss and backend == "threads" else None
+    plan = lines[0].get("plan", {}).get("peak_bytes")
     # f32 loss means over the whole batch: 1e-4 relative, as bench/compute.
     run(
         [args.python, "-m", "fsdp_mlir.torch", "check", spec_ref, exported, out]
         + ["--rtol", "1e-4"],
         env=python_env(),
     )
-    return statistics.median(per_step)
+    return statistics.median(per_step), faults, rss_rank, plan
+
+
+def _has_transformers():
+    try:
+        import transformers  # noqa: F401
+    except ImportError:
+        return False
+    return True
 
 
 def main():
@@ -161,7 +213,11 @@ def main():
     ap.add_argument("--python", default=sys.executable)
     ap.add_argument("--mpirun", default="mpirun")
     ap.add_argument("--world", type=int, default=8)
-    ap.add_argument("--models", default="mlp512x8,gpt128x8")
+    ap.add_argument(
+        "--models",
+        default="mlp512x8,gpt128x8,gpt256x8,gpt512x8"
+        + (",gpt2_small" if _has_transformers() else ""),
+    )
     ap.add_argument("--steps", default="10")
     ap.add_argument("--warmup", default="2")
     ap.add_argument("--no-mpi", action="store_true")
@@ -180,25 +236,42 @@ def main():
     if not args.no_mpi and shutil.which(args.mpirun):
         backends.append("mpi")
     print(
-        f"## {args.world}-rank step, median of {args.steps} steps after "
-        f"{args.warmup} warmup (load average {os.getloadavg()[0]:.1f})"
+        f"## training step, median of {args.steps} steps after "
+        f"{args.warmup} warmup (load average {os.getloadavg()[0]:.1f}, "
+        f"{os.cpu_count()} cores)"
     )
-    head = "| model | FSDP2 (gloo) |" + "".join(
-        f" fsdp-run {b} | {b} / FSDP2 |" for b in backends
+    head = "| model | ranks | FSDP2 (gloo) | eager ideal |" + "".join(
+        f" fsdp-run {b} | {b} / ideal |" for b in backends
     )
+    head += " page faults / step (threads) | plan peak / rank | RSS / rank (threads) | FSDP2 RSS / rank |"
     print(head)
-    print("|---|---|" + "---|---|" * len(backends))
+    print("|---|---|---|---|" + "---|---|" * len(backends) + "---|---|---|---|")
+    mib = lambda b: (
+        (f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 1024:.0f} KiB") if b else "-"
+    )
     with tempfile.TemporaryDirectory(prefix="fsdp2-bench-") as tmp:
         work = Path(tmp)
         for spec in args.models.split(","):
-            ref = fsdp2_step_seconds(
-                spec, args.world, int(args.steps), int(args.warmup)
-            )
-            cells = []
+            import models
+
+            world = models.WORLD.get(spec, args.world)
+            steps, warmup = int(args.steps), int(args.warmup)
+            ref, ref_rss = fsdp2_step_seconds(spec, world, steps, warmup)
+            ideal = eager_ideal_seconds(spec, world, steps, warmup)
+            cells, extra = [], None
             for backend in backends:
-                t = fsdp_step_seconds(args, spec, args.world, work, backend)
-                cells.append(f" {t * 1e3:.1f} ms | {t / ref:.2f}x |")
-            print(f"| {spec} | {ref * 1e3:.1f} ms |" + "".join(cells))
+                t, faults, rss, plan = fsdp_step_seconds(
+                    args, spec, world, work, backend
+                )
+                cells.append(f" {t * 1e3:.1f} ms | {t / ideal:.2f}x |")
+                if backend == "threads":
+                    extra = f" {faults:.0f} | {mib(plan)} | {mib(rss)} |"
+            print(
+                f"| {spec} | {world} | {ref * 1e3:.1f} ms | {ideal * 1e3:.1f} ms |"
+                + "".join(cells)
+                + (extra or " - | - | - |")
+                + f" {mib(ref_rss)} |"
+            )
             sys.stdout.flush()
 
 

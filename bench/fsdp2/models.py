@@ -46,3 +46,54 @@ def gpt128x8():
         "batch": (tokens, targets),
         "units": [Block],
     }
+
+
+def _gpt(vocab, seq, dim, heads, ffn, blocks, global_batch):
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, vocab, (global_batch, seq), generator=g)
+    targets = torch.randint(0, vocab, (global_batch, seq), generator=g)
+    return {
+        "module": GPT(
+            vocab=vocab, seq=seq, dim=dim, heads=heads, ffn=ffn, blocks=blocks
+        ),
+        "loss_fn": lm_loss,
+        "batch": (tokens, targets),
+        "units": [Block],
+    }
+
+
+def gpt256x8():
+    """2-block GPT, D=256, T=64, V=512, 4 heads, 16 sequences per rank on 8."""
+    return _gpt(512, 64, 256, 4, 1024, 2, 128)
+
+
+def gpt512x8():
+    """4-block GPT, D=512, T=128, V=2048, 8 heads, 2 sequences per rank on 8."""
+    return _gpt(2048, 128, 512, 8, 2048, 4, 16)
+
+
+def _hf_lm_loss(model, tokens):
+    return model(input_ids=tokens, labels=tokens).loss
+
+
+def gpt2_small():
+    """Hugging Face GPT2LMHeadModel, the GPT-2 small config (124M
+    parameters), 1 x 128 tokens per rank on 2 ranks (needs transformers)."""
+    import transformers
+    from transformers.models.gpt2.modeling_gpt2 import GPT2Block
+
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    model = transformers.GPT2LMHeadModel(transformers.GPT2Config()).eval()
+    tokens = torch.randint(0, 50257, (2, 128), generator=g)
+    return {
+        "module": model,
+        "loss_fn": _hf_lm_loss,
+        "batch": (tokens,),
+        "units": [GPT2Block],
+    }
+
+
+# Specs that run on their own number of ranks (the others take --world).
+WORLD = {"gpt2_small": 2}

@@ -130,7 +130,7 @@ INC="-I$ROOT/runtime/include -I$ROOT/runtime/quant"
 NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -ffp-contract=off $INC"
 GT="-I$ROOT/bench/gpu/mini_gtest"
 RPATH="-Xlinker -rpath=$OUT"
-RT_SRC="api common kernels memref stubs threads_backend jit_quant"
+RT_SRC="api arena common kernels memref stubs threads_backend jit_quant"
 GPU_SRC="gpu_context mgpu gpu_blas gpu_quant"
 
 BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"

@@ -147,7 +147,7 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
   populateFSDPCollectives(pm, o);
   populateFSDPOptimizer(pm, o);
   if (o.lower)
-    buildFSDPLowerToLLVM(pm, o.compute, o.gpuOptions());
+    buildFSDPLowerToLLVM(pm, o.compute, o.arena, o.gpuOptions());
 }
 
 //===----------------------------------------------------------------------===//
@@ -183,7 +183,7 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   }
 }
 
-void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm) {
+void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -214,6 +214,11 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm) {
   pm.addPass(createCSEPass());
   pm.addPass(createFSDPCanonicalizer());
   pm.addPass(createConvertBufferizationToMemRefPass());
+  // Every buffer freed in its own block now has its lifetime, from its
+  // allocation to its free: the arena plan packs them (docs/RUNTIME.md,
+  // "Static memory"). Clones are allocations by now.
+  if (arena)
+    pm.addPass(createFSDPAssignBuffers());
 }
 
 void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
@@ -305,9 +310,12 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
 }
 
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
-                                      const FSDPGpuOptions &gpu) {
+                                      bool arena, const FSDPGpuOptions &gpu) {
   populateFSDPTensorCompute(pm, compute);
-  populateFSDPBufferization(pm);
+  // The arena is host memory (fsdprt_jit_arena); a compute=gpu step's buffers
+  // come from the rank's stream-ordered device pool until the runtime hands
+  // out a device arena.
+  populateFSDPBufferization(pm, arena && compute != ComputeMode::Gpu);
   populateFSDPRuntimeCalls(pm, compute);
   if (compute == ComputeMode::Gpu)
     populateFSDPGpuKernels(pm, gpu);
@@ -322,7 +330,7 @@ void mlir::fsdp::registerFSDPPipelines() {
   PassPipelineRegistration<FSDPLowerToLLVMOptions>(
       kLowerName, kLowerSummary,
       [](OpPassManager &pm, const FSDPLowerToLLVMOptions &o) {
-        buildFSDPLowerToLLVM(pm, o.compute, o.gpuOptions());
+        buildFSDPLowerToLLVM(pm, o.compute, o.arena, o.gpuOptions());
       });
 }
 
@@ -352,10 +360,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
       createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
       createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
-      createFSDPEarlyDealloc(),      createFSDPLowerIfs(),
-      createFSDPLinalgToCublas(),    createFSDPGpuKernels(),
-      createFSDPGpuDeviceMemory(),   createFSDPGpuMergeModules(),
-      createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit()};
+      createFSDPEarlyDealloc(),      createFSDPAssignBuffers(),
+      createFSDPLowerIfs(),          createFSDPLinalgToCublas(),
+      createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
+      createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
+      createFSDPGpuCheckToolkit()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

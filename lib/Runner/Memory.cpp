@@ -11,6 +11,17 @@ namespace {
 struct ThreadState {
   Counters counters;
   std::unordered_map<void *, size_t> live; // buffer -> requested bytes
+  // Freed buffers kept for reuse, by size, and their bytes in all.
+  std::unordered_multimap<size_t, void *> kept;
+  int64_t keptBytes = 0;
+
+  ThreadState() = default;
+  ThreadState(const ThreadState &) = delete;
+  ThreadState &operator=(const ThreadState &) = delete;
+  ~ThreadState() {
+    for (auto &entry : kept)
+      std::free(entry.second);
+  }
 };
 
 ThreadState &state() {
@@ -18,11 +29,30 @@ ThreadState &state() {
   return s;
 }
 
+/// Ends a live buffer: kept for the next request of its size (a step asks
+/// for the same sizes every step; the kept buffers are freed when the
+/// thread ends).
 void forget(ThreadState &s, std::unordered_map<void *, size_t>::iterator it) {
-  s.counters.liveBytes -= int64_t(it->second);
+  void *ptr = it->first;
+  size_t bytes = it->second;
+  s.counters.liveBytes -= int64_t(bytes);
   s.counters.liveBuffers -= 1;
   s.counters.frees += 1;
   s.live.erase(it);
+  s.kept.emplace(bytes, ptr);
+  s.keptBytes += int64_t(bytes);
+}
+
+/// A kept buffer of exactly `bytes`, or null.
+void *reuse(ThreadState &s, size_t bytes) {
+  auto it = s.kept.find(bytes);
+  if (it == s.kept.end())
+    return nullptr;
+  void *p = it->second;
+  s.kept.erase(it);
+  s.keptBytes -= int64_t(bytes);
+  s.counters.reused += 1;
+  return p;
 }
 } // namespace
 
@@ -36,19 +66,21 @@ bool release(void *ptr) {
   if (it == s.live.end())
     return false;
   forget(s, it);
-  std::free(ptr);
   return true;
 }
 
 extern "C" void *fsdp_run_jit_malloc(size_t bytes) {
-  void *p = std::malloc(bytes);
-  if (!p)
-    return p;
   ThreadState &s = state();
+  void *p = reuse(s, bytes);
+  if (!p) {
+    p = std::malloc(bytes);
+    if (!p)
+      return p;
+    s.counters.allocations += 1;
+  }
   s.live[p] = bytes;
   s.counters.liveBytes += int64_t(bytes);
   s.counters.liveBuffers += 1;
-  s.counters.allocations += 1;
   if (s.counters.liveBytes > s.counters.peakBytes)
     s.counters.peakBytes = s.counters.liveBytes;
   return p;
@@ -61,7 +93,8 @@ extern "C" void fsdp_run_jit_free(void *ptr) {
   auto it = s.live.find(ptr);
   if (it != s.live.end())
     forget(s, it);
-  std::free(ptr);
+  else
+    std::free(ptr);
 }
 
 } // namespace fsdp::run::memory

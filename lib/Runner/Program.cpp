@@ -335,6 +335,24 @@ llvm::Error readSignature(mlir::fsdp::SignatureAttr sig, ModuleOp module,
 
 } // namespace
 
+/// The entry's `#fsdp.memory_plan`, when the module has one (the dialect
+/// verified its form).
+static std::optional<MemoryPlan> readMemoryPlan(ModuleOp module,
+                                                StringRef entry) {
+  auto plans = module->getAttrOfType<mlir::DictionaryAttr>(
+      mlir::fsdp::kMemoryPlansAttrName);
+  auto attr = plans ? plans.getAs<mlir::fsdp::MemoryPlanAttr>(entry) : nullptr;
+  if (!attr)
+    return std::nullopt;
+  MemoryPlan plan;
+  plan.arenaBytes = attr.getArena();
+  plan.outsideBytes = attr.getOutside();
+  plan.buffers = attr.getBuffers();
+  plan.largest.assign(attr.getLargest().asArrayRef().begin(),
+                      attr.getLargest().asArrayRef().end());
+  return plan;
+}
+
 llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
   Program prog;
   llvm::Expected<mlir::fsdp::SignatureAttr> sig =
@@ -345,6 +363,7 @@ llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
     return std::move(err);
   if (llvm::Error err = checkFunction(module, prog))
     return std::move(err);
+  prog.plan = readMemoryPlan(module, prog.entry);
   stripFSDP(module);
   return prog;
 }

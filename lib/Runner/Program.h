@@ -46,6 +46,15 @@ struct Port {
   int64_t descriptorWords() const { return 3 + 2 * type.getRank(); }
 };
 
+/// The static memory of the entry on one rank (fsdp-assign-buffers'
+/// `#fsdp.memory_plan`): its arena, the peak of the static buffers outside
+/// it, the number of planned buffers and the largest ones.
+struct MemoryPlan {
+  int64_t arenaBytes = 0, outsideBytes = 0, buffers = 0;
+  std::vector<int64_t> largest;
+  int64_t peakBytes() const { return arenaBytes + outsideBytes; }
+};
+
 struct Program {
   std::string entry;
   std::vector<int64_t> meshShape;
@@ -54,6 +63,8 @@ struct Program {
   /// Per argument: the result fed back into it after each training step,
   /// or -1.
   std::vector<int64_t> fedBy;
+  /// Its memory plan, when it was compiled with one.
+  std::optional<MemoryPlan> plan;
   int64_t meshSize() const { return ::fsdp::layout::product(meshShape); }
   /// A training step: some result has fsdp.update_of.
   bool training() const {

@@ -13,6 +13,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <sys/resource.h>
 #include <unistd.h>
 
 namespace lm = ::fsdp::layout;
@@ -241,9 +242,18 @@ void collectResults(const RunContext &cx, RankCall &call, bool last,
   call.releaseResults();
 }
 
+/// Page faults (minor and major) the calling thread has taken.
+int64_t threadFaults() {
+  struct rusage u;
+  if (getrusage(RUSAGE_THREAD, &u) != 0)
+    return 0;
+  return int64_t(u.ru_minflt) + int64_t(u.ru_majflt);
+}
+
 /// One call of the step; false with `out.error` set when it failed.
 bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
-              double &seconds, RankOutcome &out) {
+              double &seconds, int64_t &faults, RankOutcome &out) {
+  int64_t faults0 = threadFaults();
   auto t0 = std::chrono::steady_clock::now();
   if (llvm::Error err = call.invoke(cx.code, cx.prog.entry)) {
     out.error = llvm::toString(std::move(err));
@@ -251,11 +261,33 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
   }
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                 .count();
+  faults = threadFaults() - faults0;
   if (fsdprt_comm_error(comm) != FSDPRT_OK) {
     out.error = fsdprt_comm_error_message(comm);
     return false;
   }
   return true;
+}
+
+/// Reserves the step's planned arena on this rank's thread (which touches
+/// its pages first) before the first step; when a rank cannot, every rank
+/// stops there, before any collective of the step.
+bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
+                  fsdprt_comm_t *runner, std::string &error) {
+  const std::optional<MemoryPlan> &plan = cx.prog.plan;
+  if (!plan || plan->arenaBytes == 0)
+    return true;
+  fsdprt_status_t st = fsdprt_arena_reserve(comm, plan->arenaBytes);
+  bool ok = st == FSDPRT_OK;
+  if (!ok) {
+    error = "cannot allocate the arena of '" + cx.prog.entry +
+            "': " + std::to_string(plan->arenaBytes) + " bytes for " +
+            std::to_string(plan->buffers) + " planned buffers (largest:";
+    for (int64_t bytes : plan->largest)
+      error += " " + std::to_string(bytes);
+    error += " bytes): " + std::string(fsdprt_status_string(st));
+  }
+  return agree(runner, ok, "the step's arena", error);
 }
 
 } // namespace
@@ -301,6 +333,8 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   bool training = prog.training();
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
+  if (!reserveArena(cx, comm, runner, out.error))
+    total = 0;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
     std::vector<std::vector<char>> args;
@@ -310,13 +344,16 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     // arguments in place); only the call is timed.
     RankCall call(prog, std::move(args));
     double seconds = 0;
-    if (!callStep(cx, comm, call, seconds, out)) {
+    int64_t faults = 0;
+    if (!callStep(cx, comm, call, seconds, faults, out)) {
       out.stateLost = true;
       break;
     }
     out.stepsDone = s + 1;
-    if (training || s >= opt.warmup)
+    if (training || s >= opt.warmup) {
       out.stepSeconds.push_back(seconds);
+      out.stepFaults.push_back(faults);
+    }
     bool last = s + 1 == total;
     collectResults(cx, call, last, fed, out);
     if (training && cx.liveSteps && rank == 0 && opt.onStep)
@@ -334,6 +371,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (cx.outputs[k].arg >= 0)
       out.pieces[k] = fed[cx.outputs[k].arg];
   out.memory = memory::current();
+  out.arenaBytes = fsdprt_arena_bytes(comm);
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 

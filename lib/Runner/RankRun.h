@@ -43,9 +43,11 @@ bool ranksHoldScalars(const std::vector<Output> &outputs);
 struct RankOutcome {
   std::vector<std::vector<char>> pieces; // per output
   std::vector<double> stepSeconds;       // the timed steps
+  std::vector<int64_t> stepFaults;       // page faults of the timed steps
   fsdprt_stats_t stats{};
   memory::Counters memory;
   int64_t heldAfterStep = 0; // most bytes still allocated after a step
+  int64_t arenaBytes = 0;    // the step's arena the runtime holds
   std::vector<int64_t> rss;  // rank 0: resident bytes after each step
   int64_t stepsDone = 0;     // steps whose call returned
   bool stateLost = false;    // a call or collective failed mid-step

@@ -76,21 +76,31 @@ json::Object toJSON(const RunResult &r) {
       phases[name] = seconds;
     o["jit_phases_s"] = std::move(phases);
   }
-  std::vector<int64_t> peaks, held, allocs;
+  std::vector<int64_t> peaks, held, allocs, arenas, measured;
   for (const RankMemory &m : r.memory) {
     peaks.push_back(m.peakBytes);
     held.push_back(m.heldAfterStepBytes);
     allocs.push_back(m.allocations);
+    arenas.push_back(m.arenaBytes);
+    measured.push_back(m.measuredPeakBytes());
   }
   o["warmup"] = r.warmup;
   o["steps"] = int64_t(r.stepSeconds.size());
   o["step_median_s"] = r.medianStepSeconds();
   o["step_min_s"] = r.minStepSeconds();
   o["step_s"] = listOf(r.stepSeconds);
+  o["step_page_faults"] = listOf(r.stepPageFaults);
   o["training"] = r.training;
   o["jit_peak_bytes"] = listOf(peaks);
   o["jit_held_after_step_bytes"] = listOf(held);
   o["jit_allocations"] = listOf(allocs);
+  o["jit_arena_bytes"] = listOf(arenas);
+  o["measured_peak_bytes"] = listOf(measured);
+  if (r.plan.planned)
+    o["plan"] = json::Object{{"arena_bytes", r.plan.arenaBytes},
+                             {"outside_bytes", r.plan.outsideBytes},
+                             {"peak_bytes", r.plan.peakBytes()},
+                             {"buffers", r.plan.buffers}};
   o["rss_bytes"] = listOf(r.residentBytes);
   // The per-step scalars of a training run (the loss, ...).
   for (const HostArray &a : r.outputs) {

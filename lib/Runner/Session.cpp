@@ -149,21 +149,23 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
                                   all.begin() + (r + 1) * piece.size());
   }
-  int64_t counters[3] = {mine.memory.peakBytes, mine.memory.allocations,
-                         mine.heldAfterStep};
-  std::vector<int64_t> all(3 * size_t(size));
+  int64_t counters[4] = {mine.memory.peakBytes, mine.memory.allocations,
+                         mine.heldAfterStep, mine.arenaBytes};
+  std::vector<int64_t> all(4 * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
         "rank " + llvm::Twine(rank) +
         ": gathering the results failed: " + fsdprt_comm_error_message(comm));
   for (int64_t r = 0; r < size; ++r) {
-    runs[r].memory.peakBytes = all[3 * r];
-    runs[r].memory.allocations = all[3 * r + 1];
-    runs[r].heldAfterStep = all[3 * r + 2];
+    runs[r].memory.peakBytes = all[4 * r];
+    runs[r].memory.allocations = all[4 * r + 1];
+    runs[r].heldAfterStep = all[4 * r + 2];
+    runs[r].arenaBytes = all[4 * r + 3];
   }
   runs[rank].stats = mine.stats;
   runs[rank].rss = mine.rss;
   runs[rank].stepSeconds = mine.stepSeconds;
+  runs[rank].stepFaults = mine.stepFaults;
   return runs;
 }
 
@@ -225,14 +227,25 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
     result.outputs.push_back(std::move(h));
   }
   for (const RankOutcome &run : runs) {
-    result.memory.push_back(
-        {run.memory.peakBytes, run.memory.allocations, run.heldAfterStep});
+    result.memory.push_back({run.memory.peakBytes, run.memory.allocations,
+                             run.heldAfterStep, run.arenaBytes});
     result.stats.push_back(commStats(run.stats));
   }
   return llvm::Error::success();
 }
 
 /// A step's time is the slowest rank's (this process's ranks).
+/// A step's page faults are those of every rank of this process.
+std::vector<int64_t> stepFaults(const std::vector<RankOutcome> &runs) {
+  std::vector<int64_t> faults;
+  for (const RankOutcome &r : runs) {
+    faults.resize(std::max(faults.size(), r.stepFaults.size()), 0);
+    for (size_t s = 0; s < r.stepFaults.size(); ++s)
+      faults[s] += r.stepFaults[s];
+  }
+  return faults;
+}
+
 std::vector<double> slowestSteps(const std::vector<RankOutcome> &runs) {
   size_t n = 0;
   for (const RankOutcome &r : runs)
@@ -551,6 +564,9 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   result.training = training;
   result.firstStep = firstStep;
   result.warmup = o.warmup;
+  if (prog.plan)
+    result.plan = {true, prog.plan->arenaBytes, prog.plan->outsideBytes,
+                   prog.plan->buffers};
   result.parseSeconds = code->parseSeconds;
   result.jitSeconds = code->compileSeconds;
   result.jitCached = code->cacheHit;
@@ -562,6 +578,7 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!training)
     stepsTaken = 0;
   result.stepSeconds = slowestSteps(*runs);
+  result.stepPageFaults = stepFaults(*runs);
   result.residentBytes =
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)

@@ -215,10 +215,11 @@ def lowering_pipeline() -> str:
         if not fsdp_opt:
             raise ToolError("fsdp-opt not found (it prints the lowering pipeline)")
         proc = subprocess.run(
-            # The scalar reference (compute=loops): no BLAS calls to link.
+            # The scalar reference (compute=loops): no BLAS calls to link;
+            # malloc/free (arena=false): no runtime to hand out an arena.
             [
                 fsdp_opt,
-                "--fsdp-lower-to-llvm=compute=loops",
+                "--fsdp-lower-to-llvm=compute=loops arena=false",
                 "--dump-pass-pipeline",
                 "-o",
                 os.devnull,

@@ -387,6 +387,41 @@ FSDPRT_API void fsdprt_jit_dequantize(const void *packets, void *y, int64_t k,
                                       int32_t dtype, int32_t format,
                                       int64_t rows, int64_t cols);
 
+/* ------------------------------------------------------------------------ */
+/* Arenas: the planned buffers of a compiled step                           */
+/* ------------------------------------------------------------------------ */
+/*
+ * fsdp-assign-buffers gives every step-local buffer of static size an offset
+ * in one block per rank (docs/RUNTIME.md, "Static memory"). The comm holds
+ * that block: allocated once, on the thread that calls first (its pages
+ * touched there, so they are that thread's and no later step faults them
+ * in), grown only when a larger plan asks, and released with the comm. A
+ * device backend can implement the same calls with one device allocation.
+ *
+ * fsdprt_arena_reserve: makes the comm's arena at least `bytes` bytes
+ * (FSDPRT_ERR_OUT_OF_MEMORY, recorded on the comm, when it cannot; nothing
+ * changes then). A runner reserves before the first step so that a failure
+ * is reported before any collective starts. fsdprt_arena_bytes: its size (0
+ * before any reservation).
+ */
+FSDPRT_API fsdprt_status_t fsdprt_arena_reserve(fsdprt_comm_t *comm,
+                                                int64_t bytes);
+FSDPRT_API int64_t fsdprt_arena_bytes(const fsdprt_comm_t *comm);
+
+/*
+ * For compiled code. fsdprt_jit_arena: the base of the calling thread's
+ * comm's arena, reserved to `bytes` first if smaller (64-byte aligned, page
+ * aligned in practice). A reservation that fails there cannot be returned
+ * to the step: the message names the rank and size and the process aborts.
+ * fsdprt_jit_arena_unpoison / _poison mark a planned buffer live / dead: in
+ * AddressSanitizer builds the arena starts poisoned and only live buffers
+ * are addressable, so an overrun into a gap or a dead neighbour is
+ * reported; in other builds they do nothing.
+ */
+FSDPRT_API void *fsdprt_jit_arena(int64_t bytes);
+FSDPRT_API void fsdprt_jit_arena_unpoison(void *ptr, int64_t bytes);
+FSDPRT_API void fsdprt_jit_arena_poison(void *ptr, int64_t bytes);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -99,6 +99,20 @@ struct fsdprt_request {
 
 // Communicator of one rank. Backends derive from it; the front end
 // (api.cpp) validates arguments, counts statistics and records errors.
+namespace fsdprt {
+// The planned buffers of the compiled step on one rank (arena.cpp): one
+// mapping, reserved on the rank's thread, released with the comm.
+struct Arena {
+  void *base = nullptr;
+  int64_t bytes = 0;  // the largest reservation asked for
+  size_t mapped = 0;  // bytes mapped (whole pages)
+  Arena() = default;
+  Arena(const Arena &) = delete;
+  Arena &operator=(const Arena &) = delete;
+  ~Arena();
+};
+} // namespace fsdprt
+
 struct fsdprt_comm {
   fsdprt_backend_t backend = FSDPRT_BACKEND_THREADS;
   fsdprt::Mesh mesh;
@@ -142,6 +156,9 @@ struct fsdprt_comm {
   // Outstanding jit handles (used by the thread the comm is set on).
   std::unordered_map<int64_t, fsdprt_request *> jit_requests;
   int64_t jit_next_handle = 1;
+
+  // The step's arena (used by the thread the comm is set on).
+  fsdprt::Arena arena;
 
 private:
   mutable std::mutex error_mu_;

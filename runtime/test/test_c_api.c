@@ -3,6 +3,7 @@
 #include "fsdprt_gpu.h"
 
 #include <pthread.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -18,6 +19,28 @@ static void fail(const char *what, long rank) {
   fprintf(stderr, "rank %ld: %s\n", rank, what);
   ++failures;
   pthread_mutex_unlock(&fail_mu);
+}
+
+/* The rank's arena: reserved on this thread, reused by a smaller request,
+ * grown by a larger one; planned buffers marked live and dead. */
+static void check_arena(fsdprt_comm_t *comm, long rank) {
+  char *base;
+  if (fsdprt_arena_bytes(comm) != 0 ||
+      fsdprt_arena_reserve(comm, 1000) != FSDPRT_OK ||
+      fsdprt_arena_bytes(comm) != 1000)
+    fail("arena reserve", rank);
+  base = (char *)fsdprt_jit_arena(1000);
+  if (!base || (uintptr_t)base % 64 != 0)
+    fail("arena base", rank);
+  fsdprt_jit_arena_unpoison(base + 64, 16);
+  memset(base + 64, 1, 16);
+  fsdprt_jit_arena_poison(base + 64, 16);
+  if ((char *)fsdprt_jit_arena(500) != base)
+    fail("arena reused", rank);
+  if (!fsdprt_jit_arena(1 << 20) || fsdprt_arena_bytes(comm) != 1 << 20)
+    fail("arena grown", rank);
+  if (fsdprt_arena_reserve(comm, -1) != FSDPRT_ERR_INVALID_ARGUMENT)
+    fail("arena of negative size", rank);
 }
 
 static void *rank_main(void *arg) {
@@ -49,6 +72,7 @@ static void *rank_main(void *arg) {
                         (int32_t)FSDPRT_SUM, 1);
   if (fsdprt_comm_error(comm) != FSDPRT_OK || sum_out != 0.0 + 1.0 + 2.0)
     fail("jit all_reduce", rank);
+  check_arena(comm, rank);
   fsdprt_set_thread_comm(NULL);
   if (fsdprt_comm_get_stats(comm, &stats) != FSDPRT_OK ||
       stats.calls[FSDPRT_KIND_ALL_GATHER] != 1 ||

@@ -188,17 +188,31 @@ void printRankStats(size_t rank, const CommStats &s) {
                << s.bytesReceived << " B\n";
 }
 
-/// The measured memory of the compiled step per rank (--print-memory).
+/// The static plan and the measured memory of the compiled step per rank
+/// (--print-memory).
 void printMemory(const RunResult &r, int64_t steps) {
-  llvm::outs() << "measured memory of the compiled step (malloc/free of the "
-                  "JIT'd code, per rank):\n";
+  if (r.plan.planned)
+    llvm::outs() << "static memory plan of the step (per rank): arena "
+                 << r.plan.arenaBytes << " B (" << r.plan.buffers
+                 << " buffers) + outside " << r.plan.outsideBytes
+                 << " B = " << r.plan.peakBytes() << " B\n";
+  llvm::outs() << "measured memory of the compiled step (its arena and the "
+                  "malloc/free of the JIT'd code, per rank):\n";
   for (size_t k = 0; k < r.memory.size(); ++k) {
     const RankMemory &m = r.memory[k];
-    llvm::outs() << "  rank " << k << ": peak " << m.peakBytes << " B, "
-                 << m.allocations / std::max<int64_t>(1, steps)
+    llvm::outs() << "  rank " << k << ": peak " << m.measuredPeakBytes()
+                 << " B, " << m.allocations / std::max<int64_t>(1, steps)
                  << " allocations per step, held after a step "
-                 << m.heldAfterStepBytes << " B\n";
+                 << m.heldAfterStepBytes << " B; arena " << m.arenaBytes
+                 << " B + outside " << m.peakBytes << " B, " << m.allocations
+                 << " allocations in all\n";
   }
+  const std::vector<int64_t> &faults = r.stepPageFaults;
+  if (faults.size() > 1)
+    llvm::outs() << "  page faults per step after the first (this process): "
+                 << "max "
+                 << *std::max_element(faults.begin() + 1, faults.end())
+                 << ", first step " << faults.front() << "\n";
   const std::vector<int64_t> &rss = r.residentBytes;
   if (!rss.empty())
     llvm::outs() << llvm::format(

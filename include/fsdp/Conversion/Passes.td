@@ -70,6 +70,74 @@ def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "ModuleOp"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
+  let summary = "Give every step-local buffer of static size an offset in "
+                "one per-rank arena";
+  let description = [{
+    Runs after `fsdp-early-dealloc` and the lowering of the deallocations:
+    a buffer's lifetime is the span from its `memref.alloc` to its
+    `memref.dealloc` in the same block (early deallocation placed the free
+    right after the last use, after the wait of a collective that uses it).
+    Within one function the pass packs these buffers into one arena by a
+    heap simulation in program order: each allocation takes the smallest
+    free range that holds it (best fit, split and coalesced on free), or
+    extends the arena; sizes and offsets are multiples of `alignment`.
+    The work is O(n log n) in the number of buffers. Each planned
+    `memref.alloc` becomes a `memref.view` of the arena at its offset and
+    its `memref.dealloc` is erased; collective receive and bucket buffers
+    are planned like any other.
+
+    Outlined functions (the segments, which return buffers they allocate)
+    are handled bottom up. A private function called only by `func.call`
+    gets, for every result that is a statically shaped `memref.alloc` of
+    its body (possibly through views that take no other operand: reshapes,
+    constant subviews; no other result sharing it), an out-parameter
+    instead: its callers allocate the buffer before the call and repeat
+    the views, so the caller plans it with the rest of its buffers. The
+    function's own temporaries are planned as a sub-arena: it takes one
+    more argument, `memref<N x i8>` of its peak, which every caller
+    allocates around the call (alive for the call only) and plans in turn.
+    A function that is not called (an entry) takes its arena from the
+    runtime, `fsdprt_jit_arena(bytes)`, which hands out the calling rank's
+    arena: allocated once, at the first step, and reused by every step.
+
+    What stays outside the arena: results of an entry (the caller owns
+    them), buffers of dynamic size, buffers allocated or freed inside
+    nested regions or whose free is conditional, buffers of a function
+    called other than by `func.call`, and results of callees that are
+    views or shared. The plan of each entry is recorded in the module
+    attribute `fsdp.memory_plans` (a `#fsdp.memory_plan` per entry: arena
+    bytes, peak bytes of the static buffers outside it, planned buffers,
+    the largest ones), which the runner reads to reserve the arena before
+    the first step and to report the static peak.
+
+    With `poison` (the default), every planned buffer calls
+    `fsdprt_jit_arena_unpoison` at its allocation and
+    `fsdprt_jit_arena_poison` at its free: the runtime poisons the arena's
+    gaps and dead ranges in AddressSanitizer builds (no-ops otherwise).
+  }];
+  let options = [
+    Option<"alignment", "alignment", "int64_t", /*default=*/"64",
+           "Alignment in bytes of every buffer in the arena (a power of two)">,
+    Option<"poison", "poison", "bool", /*default=*/"true",
+           "Mark each planned buffer live and dead for the runtime's "
+           "sanitizer poisoning">,
+  ];
+  let statistics = [
+    Statistic<"numPlanned", "planned-buffers",
+              "Buffers given an offset in an arena">,
+    Statistic<"numOutParams", "out-params",
+              "Callee results turned into out-parameters">,
+    Statistic<"numOutside", "outside-buffers",
+              "Static buffers left outside the arena">,
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::fsdp::FSDPDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 //===----------------------------------------------------------------------===//
 // Compute lowering for CPU (the `compute=fast` path of fsdp-lower-to-llvm)
 //===----------------------------------------------------------------------===//

@@ -86,6 +86,12 @@ struct FSDPLowerToLLVMOptions
                      "loops (scalar reference)"),
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
   FSDP_GPU_PIPELINE_OPTIONS
+  Option<bool> arena{
+      *this, "arena",
+      llvm::cl::desc("Plan one arena per rank for the step's statically "
+                     "sized buffers (fsdp-assign-buffers); false keeps "
+                     "malloc/free"),
+      llvm::cl::init(true)};
 };
 
 /// Options of `fsdp-pipeline`. Each forwards to the option of one pass; its
@@ -222,6 +228,13 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "(NVIDIA GPU)"),
       llvm::cl::init(ComputeMode::Fast), FSDP_COMPUTE_OPTION_VALUES};
   FSDP_GPU_PIPELINE_OPTIONS
+  Option<bool> arena{
+      *this, "arena",
+      llvm::cl::desc(
+          "With lower=true: plan one arena per rank for the step's statically "
+          "sized buffers (fsdp-assign-buffers); false keeps "
+          "malloc/free"),
+      llvm::cl::init(true)};
 
   FSDPRecomputeOptions recomputeOptions() const;
   FSDPPartitionOptions partitionOptions() const;
@@ -240,9 +253,11 @@ void buildFSDPPipeline(OpPassManager &pm, const FSDPPipelineOptions &options);
 
 /// Appends the lowering of an expanded fsdp program to the LLVM dialect
 /// with fsdprt runtime calls: its stages below in order.
+/// With `arena`, the step's statically sized buffers live in one planned
+/// arena per rank (fsdp-assign-buffers).
 void buildFSDPLowerToLLVM(OpPassManager &pm,
                           ComputeMode compute = ComputeMode::Fast,
-                          const FSDPGpuOptions &gpu = {});
+                          bool arena = true, const FSDPGpuOptions &gpu = {});
 
 // The stages, each appending its passes to `pm` (on builtin.module), for
 // compilers that run part of the pipeline or add passes between stages.
@@ -264,8 +279,8 @@ void populateFSDPOptimizer(OpPassManager &pm,
 /// transposes and fuse elementwise ops (on tensors).
 void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute);
 /// One-shot bufferization and deallocation (early frees, then the
-/// ownership-based rest).
-void populateFSDPBufferization(OpPassManager &pm);
+/// ownership-based rest), and with `arena` the buffer assignment.
+void populateFSDPBufferization(OpPassManager &pm, bool arena = true);
 /// Collectives to fsdprt calls, kernel outlining, and with compute=fast the
 /// BLAS calls and specialized loops.
 void populateFSDPRuntimeCalls(OpPassManager &pm, ComputeMode compute);

@@ -99,9 +99,23 @@ struct CommStats {
 
 /// The measured allocations of one rank's compiled step.
 struct RankMemory {
+  /// High-water mark of the JIT'd code's malloc/free (what stays outside
+  /// the arena), and its fresh allocations (a freed buffer of the same size
+  /// is reused without one).
   int64_t peakBytes = 0;
   int64_t allocations = 0;
   int64_t heldAfterStepBytes = 0; // most bytes still allocated after a step
+  int64_t arenaBytes = 0;         // the rank's arena, held by the runtime
+  /// The step's measured high-water mark: its arena and what is outside.
+  int64_t measuredPeakBytes() const { return arenaBytes + peakBytes; }
+};
+
+/// The static memory plan of the step on every rank (fsdp-assign-buffers):
+/// the arena and the peak of the static buffers outside it.
+struct MemoryPlanSummary {
+  bool planned = false;
+  int64_t arenaBytes = 0, outsideBytes = 0, buffers = 0;
+  int64_t peakBytes() const { return arenaBytes + outsideBytes; }
 };
 
 /// A global array: numpy's dtype string, shape and row-major bytes.
@@ -130,7 +144,10 @@ struct RunResult {
   std::vector<HostArray> outputs;
   /// Seconds of each timed step (the slowest rank of this process).
   std::vector<double> stepSeconds;
+  /// Page faults of each timed step (every rank thread of this process).
+  std::vector<int64_t> stepPageFaults;
   std::vector<RankMemory> memory;     // per rank
+  MemoryPlanSummary plan;             // the same on every rank
   std::vector<CommStats> stats;       // per rank (MPI: rank 0's only)
   std::vector<int64_t> residentBytes; // the process after each step
   double parseSeconds = 0, jitSeconds = 0;

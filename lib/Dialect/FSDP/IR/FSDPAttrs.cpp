@@ -174,3 +174,19 @@ void LayoutAttr::print(AsmPrinter &printer) const {
     printer << ", policy = " << stringifyUnevenPolicy(getPolicy());
   printer << ">";
 }
+
+LogicalResult
+MemoryPlanAttr::verify(function_ref<InFlightDiagnostic()> emitError,
+                       int64_t arena, int64_t outside, int64_t buffers,
+                       DenseI64ArrayAttr largest) {
+  if (arena < 0 || outside < 0 || buffers < 0)
+    return emitError() << "memory plan sizes and counts must be non-negative";
+  if (!largest)
+    return emitError() << "memory plan needs its largest buffers";
+  for (int64_t bytes : largest.asArrayRef())
+    if (bytes < 0 || bytes > arena)
+      return emitError() << "memory plan buffer of " << bytes
+                         << " bytes does not fit its arena of " << arena
+                         << " bytes";
+  return success();
+}

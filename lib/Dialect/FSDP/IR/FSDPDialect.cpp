@@ -69,6 +69,17 @@ LogicalResult FSDPDialect::verifyOperationAttribute(Operation *op,
   }
   if (name == kSignaturesAttrName)
     return verifySignatures(op, attr.getValue());
+  if (name == kMemoryPlansAttrName) {
+    auto plans = dyn_cast<DictionaryAttr>(attr.getValue());
+    if (!plans || !isa<ModuleOp>(op) ||
+        !llvm::all_of(plans, [](NamedAttribute entry) {
+          return isa<MemoryPlanAttr>(entry.getValue());
+        }))
+      return op->emitOpError()
+             << "'" << name
+             << "' must be a module's dictionary of #fsdp.memory_plan";
+    return success();
+  }
   return success();
 }
 

@@ -143,4 +143,26 @@ def FSDP_SignatureAttr : FSDP_Attr<"Signature", "signature"> {
   let genVerifyDecl = 1;
 }
 
+def FSDP_MemoryPlanAttr : FSDP_Attr<"MemoryPlan", "memory_plan"> {
+  let summary = "the static memory of one lowered step on one rank";
+  let description = [{
+    ```mlir
+    module attributes {fsdp.memory_plans = {step = #fsdp.memory_plan<
+        arena = 1048576, outside = 4096, buffers = 120,
+        largest = array<i64: 262144, 131072, 65536>>}} {...}
+    ```
+    What `fsdp-assign-buffers` records for the runner: the bytes of the
+    rank's arena (every planned buffer is a view of it), the peak bytes of
+    the statically sized buffers that stay outside it (the step's results,
+    buffers freed conditionally), the number of planned buffers and the
+    sizes of the largest ones (for the error of an arena that cannot be
+    allocated). The static peak of the step is `arena + outside`.
+  }];
+  let parameters = (ins "int64_t":$arena, "int64_t":$outside,
+                        "int64_t":$buffers,
+                        "::mlir::DenseI64ArrayAttr":$largest);
+  let assemblyFormat = "`<` struct(params) `>`";
+  let genVerifyDecl = 1;
+}
+
 #endif // FSDP_ATTRS_TD

@@ -80,6 +80,9 @@ inline constexpr llvm::StringLiteral kKernelAttrName = "fsdp.kernel";
 
 /// Dictionary from step name to its `#fsdp.signature` (FSDPSignature.h).
 inline constexpr llvm::StringLiteral kSignaturesAttrName = "fsdp.signatures";
+/// Dictionary from step name to its `#fsdp.memory_plan` (written by
+/// fsdp-assign-buffers).
+inline constexpr llvm::StringLiteral kMemoryPlansAttrName = "fsdp.memory_plans";
 
 } // namespace mlir::fsdp
 

@@ -1,0 +1,697 @@
+//===- AssignBuffers.cpp - one planned arena of buffers per rank ----------===//
+//
+// After bufferization and early deallocation every step-local buffer is a
+// `memref.alloc` freed by a `memref.dealloc` right after its last use. As
+// plain malloc/free, a step of a real model maps and unmaps gigabytes of
+// pages per step (hundreds of thousands of page faults), and on the threads
+// backend every rank's thread does so in one address space. This pass
+// instead packs the buffers of each function into one arena by a heap
+// simulation in program order (best fit, as XLA's buffer assignment does),
+// and turns each allocation into a view of the arena at its offset.
+//
+// Outlined segments return buffers they allocate. Those results become
+// out-parameters that the caller allocates (and plans with its own
+// buffers); a segment's temporaries form a sub-arena, an argument of the
+// segment's peak size that every caller allocates for the duration of the
+// call. Functions are processed callees first, so a caller plans the
+// out-parameters and sub-arenas of its callees like any other buffer. An
+// entry (a function nobody calls) gets its arena from the runtime, which
+// allocates it once per rank.
+//
+//===----------------------------------------------------------------------===//
+
+#include "../FSDPToRuntime/RuntimeFunctions.h"
+#include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+
+#include "mlir/IR/IRMapping.h"
+#include "mlir/Interfaces/DataLayoutInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
+
+#include <map>
+#include <set>
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPASSIGNBUFFERS
+#include "fsdp/Conversion/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// Discardable attribute on the sub-arena a caller allocates for a callee:
+/// the callee marks its own buffers live and dead.
+constexpr llvm::StringLiteral kSubArenaAttrName = "fsdp.sub_arena";
+/// How many of the largest planned buffers a plan records.
+constexpr size_t kLargestRecorded = 3;
+constexpr int64_t kMaxAlignment = 4096;
+
+int64_t alignTo(int64_t bytes, int64_t alignment) {
+  return (bytes + alignment - 1) / alignment * alignment;
+}
+
+/// The bytes of a statically shaped, identity-layout memref in the default
+/// memory space, or nullopt.
+std::optional<int64_t> staticBytes(MemRefType type, const DataLayout &layout) {
+  if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
+      type.getMemorySpace())
+    return std::nullopt;
+  Type element = type.getElementType();
+  if (!element.isIntOrIndexOrFloat())
+    return std::nullopt;
+  return int64_t(layout.getTypeSize(element)) * type.getNumElements();
+}
+
+/// The buffer `v` is a view of (through view-like ops), or `v` itself.
+Value viewRoot(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    auto view = dyn_cast<ViewLikeOpInterface>(def);
+    if (!view || !isa<BaseMemRefType>(view.getViewSource().getType()))
+      break;
+    v = view.getViewSource();
+  }
+  return v;
+}
+
+/// A heap of one arena: free ranges by offset (to coalesce on release) and
+/// by size (for the best fit), O(log n) per allocation and release. Sizes
+/// are multiples of the alignment, so every offset is aligned.
+class ArenaHeap {
+public:
+  explicit ArenaHeap(int64_t alignment) : alignment(alignment) {}
+
+  int64_t allocate(int64_t bytes) {
+    bytes = std::max(alignTo(bytes, alignment), alignment);
+    auto fit = bySize.lower_bound({bytes, INT64_MIN});
+    if (fit != bySize.end()) {
+      auto [size, offset] = *fit;
+      erase(offset);
+      if (size > bytes)
+        insert(offset + bytes, size - bytes);
+      return offset;
+    }
+    // No free range holds it: extend the free range at the top, if any.
+    int64_t offset = top;
+    if (!byOffset.empty()) {
+      auto last = std::prev(byOffset.end());
+      if (last->first + last->second == top) {
+        offset = last->first;
+        erase(offset);
+      }
+    }
+    top = offset + bytes;
+    return offset;
+  }
+
+  void release(int64_t offset, int64_t bytes) {
+    bytes = std::max(alignTo(bytes, alignment), alignment);
+    auto next = byOffset.lower_bound(offset);
+    if (next != byOffset.end() && next->first == offset + bytes) {
+      bytes += next->second;
+      erase(next->first);
+    }
+    auto after = byOffset.lower_bound(offset);
+    if (after != byOffset.begin()) {
+      auto prev = std::prev(after);
+      if (prev->first + prev->second == offset) {
+        offset = prev->first;
+        bytes += prev->second;
+        erase(offset);
+      }
+    }
+    insert(offset, bytes);
+  }
+
+  int64_t size() const { return top; }
+
+private:
+  void insert(int64_t offset, int64_t bytes) {
+    byOffset[offset] = bytes;
+    bySize.insert({bytes, offset});
+  }
+  void erase(int64_t offset) {
+    auto it = byOffset.find(offset);
+    bySize.erase({it->second, offset});
+    byOffset.erase(it);
+  }
+
+  int64_t alignment;
+  int64_t top = 0;
+  std::map<int64_t, int64_t> byOffset;
+  std::set<std::pair<int64_t, int64_t>> bySize;
+};
+
+/// What the pass decided for one function.
+struct FunctionPlan {
+  int64_t arena = 0; ///< bytes of its arena (0: nothing planned)
+  /// Peak bytes of the static buffers outside the arena while it runs, and
+  /// those still allocated when it returns (its results).
+  int64_t outsidePeak = 0, outsideHeld = 0;
+  int64_t buffers = 0;
+  SmallVector<int64_t> largest;
+  /// Per result: the outside bytes it hands the caller (0: none).
+  SmallVector<int64_t> resultBytes;
+  bool takesArena = false; ///< its arena is its last argument
+};
+
+/// One planned buffer: its allocation, its free and its offset.
+struct Planned {
+  memref::AllocOp alloc;
+  memref::DeallocOp dealloc;
+  int64_t bytes = 0, offset = 0;
+};
+
+} // namespace
+
+namespace {
+
+struct FSDPAssignBuffersPass
+    : public mlir::fsdp::impl::FSDPAssignBuffersBase<FSDPAssignBuffersPass> {
+  using Base::Base;
+
+  enum class Role { Entry, Callee, Other };
+
+  llvm::DenseMap<func::FuncOp, FunctionPlan> plans;
+  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> callsTo;
+  llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
+  /// The module's symbols, and the runtime functions declared so far: a
+  /// lookup in the module itself would scan it (quadratic in its size).
+  std::optional<SymbolTable> symbols;
+  llvm::DenseMap<unsigned, func::FuncOp> runtime;
+
+  func::FuncOp calleeOf(func::CallOp call) {
+    return symbols->lookup<func::FuncOp>(call.getCallee());
+  }
+
+  /// A call of runtime function `fn`, declared once.
+  func::CallOp callRuntime(OpBuilder &b, Location loc, RuntimeFunction fn,
+                           ArrayRef<RuntimeArg> args) {
+    func::FuncOp &decl = runtime[unsigned(fn)];
+    if (!decl)
+      decl = declareRuntimeFunction(getOperation(), fn);
+    SmallVector<Value> operands;
+    for (auto [arg, type] :
+         llvm::zip_equal(args, decl.getFunctionType().getInputs()))
+      operands.push_back(arg.materialize(b, loc, type));
+    return func::CallOp::create(b, loc, decl, operands);
+  }
+
+  LogicalResult initialize(MLIRContext *ctx) override {
+    if (alignment < 1 || alignment > kMaxAlignment ||
+        !llvm::isPowerOf2_64(uint64_t(int64_t(alignment))))
+      return emitError(UnknownLoc::get(ctx))
+             << "option alignment must be a power of two between 1 and "
+             << kMaxAlignment << " bytes, got " << int64_t(alignment);
+    return success();
+  }
+
+  Role roleOf(func::FuncOp func) {
+    if (func.isExternal() || !func.getBody().hasOneBlock())
+      return Role::Other;
+    auto it = callsTo.find(func);
+    bool called = it != callsTo.end() && !it->second.empty();
+    if (otherUses.contains(func))
+      return Role::Other;
+    if (!called)
+      return Role::Entry;
+    return func.isPrivate() ? Role::Callee : Role::Other;
+  }
+
+  /// Every function's direct calls, and the functions used otherwise.
+  void collectUses(ModuleOp module) {
+    module.walk([&](Operation *op) {
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        if (auto callee = calleeOf(call))
+          callsTo[callee].push_back(call);
+        return;
+      }
+      for (NamedAttribute a : op->getAttrs())
+        a.getValue().walk([&](SymbolRefAttr ref) {
+          if (auto f = symbols->lookup<func::FuncOp>(ref.getRootReference()))
+            otherUses.insert(f);
+        });
+    });
+  }
+
+  /// Functions in an order where every callee comes before its callers
+  /// (a function in a cycle comes once, wherever the walk meets it).
+  SmallVector<func::FuncOp> calleesFirst(ModuleOp module) {
+    SmallVector<func::FuncOp> order;
+    llvm::DenseSet<func::FuncOp> seen;
+    std::function<void(func::FuncOp)> visit = [&](func::FuncOp f) {
+      if (!seen.insert(f).second)
+        return;
+      f.walk([&](func::CallOp call) {
+        if (auto callee = calleeOf(call))
+          visit(callee);
+      });
+      order.push_back(f);
+    };
+    for (auto f : module.getOps<func::FuncOp>())
+      visit(f);
+    return order;
+  }
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    symbols.emplace(module);
+    plans.clear();
+    callsTo.clear();
+    otherUses.clear();
+    runtime.clear();
+    collectUses(module);
+    SmallVector<NamedAttribute> entries;
+    for (func::FuncOp func : calleesFirst(module)) {
+      Role role = roleOf(func);
+      if (role == Role::Callee)
+        resultsToOutParams(func);
+      addSubArenas(func);
+      FunctionPlan &plan = plans[func];
+      if (role != Role::Other)
+        planFunction(func, role == Role::Entry, plan);
+      else
+        accountOutside(func, {}, plan);
+      if (role == Role::Entry)
+        entries.emplace_back(func.getSymNameAttr(), planAttr(plan));
+    }
+    if (!entries.empty())
+      module->setAttr(kMemoryPlansAttrName,
+                      DictionaryAttr::get(module.getContext(), entries));
+  }
+
+  Attribute planAttr(const FunctionPlan &plan) {
+    MLIRContext *ctx = &getContext();
+    return MemoryPlanAttr::get(ctx, plan.arena, plan.outsidePeak, plan.buffers,
+                               DenseI64ArrayAttr::get(ctx, plan.largest));
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Out-parameters and sub-arenas of callees
+  //===--------------------------------------------------------------------===//
+
+  /// A result of a callee that becomes an out-parameter: the allocation
+  /// it is, through static views (reshapes, constant subviews) that each
+  /// caller repeats on its own buffer.
+  struct OutParam {
+    unsigned result;
+    memref::AllocOp alloc;
+    SmallVector<Operation *> views; ///< from the allocation outward
+  };
+
+  /// The allocation of `func`'s block that `v` is, through views that take
+  /// no operand but their source, or nullopt.
+  std::optional<OutParam> outParamOf(Value v, Block &block,
+                                     const DataLayout &layout) {
+    OutParam p;
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto alloc = dyn_cast<memref::AllocOp>(def)) {
+        if (alloc->getBlock() != &block || !alloc.getDynamicSizes().empty() ||
+            !alloc.getSymbolOperands().empty() ||
+            !staticBytes(alloc.getType(), layout))
+          return std::nullopt;
+        p.alloc = alloc;
+        std::reverse(p.views.begin(), p.views.end());
+        return p;
+      }
+      auto view = dyn_cast<ViewLikeOpInterface>(def);
+      if (!view || def->getNumOperands() != 1 || def->getNumResults() != 1 ||
+          def->getNumRegions() != 0)
+        return std::nullopt;
+      p.views.push_back(def);
+      v = view.getViewSource();
+    }
+    return std::nullopt;
+  }
+
+  /// The results of `func` that are a statically shaped allocation of its
+  /// body (possibly viewed), no other result sharing the allocation.
+  SmallVector<OutParam> outParamResults(func::FuncOp func, func::ReturnOp ret) {
+    DataLayout layout = DataLayout::closest(func);
+    llvm::DenseMap<Value, unsigned> roots;
+    for (Value v : ret.getOperands())
+      if (isa<BaseMemRefType>(v.getType()))
+        ++roots[viewRoot(v)];
+    SmallVector<OutParam> out;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
+      if (!isa<BaseMemRefType>(v.getType()) || roots[viewRoot(v)] != 1)
+        continue;
+      if (std::optional<OutParam> p = outParamOf(v, *ret->getBlock(), layout)) {
+        p->result = unsigned(i);
+        out.push_back(std::move(*p));
+      }
+    }
+    return out;
+  }
+
+  /// Turns the results outParamResults picks into arguments the callers
+  /// allocate before each call.
+  void resultsToOutParams(func::FuncOp func) {
+    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    SmallVector<OutParam> outs = outParamResults(func, ret);
+    if (outs.empty())
+      return;
+    // All at once: one insertion per argument would rebuild the function's
+    // type each time (quadratic in the optimizer segment's results).
+    llvm::BitVector dropped(ret.getNumOperands());
+    unsigned first = func.getNumArguments();
+    SmallVector<unsigned> at(outs.size(), first);
+    SmallVector<Type> types;
+    SmallVector<Location> locs;
+    for (OutParam &p : outs) {
+      dropped.set(p.result);
+      types.push_back(p.alloc.getType());
+      locs.push_back(p.alloc.getLoc());
+    }
+    SmallVector<DictionaryAttr> attrs(outs.size(),
+                                      DictionaryAttr::get(func.getContext()));
+    if (failed(func.insertArguments(at, types, attrs, locs)))
+      return signalPassFailure();
+    for (auto [i, p] : llvm::enumerate(outs))
+      p.alloc.replaceAllUsesWith(func.getArgument(first + i));
+    SmallVector<Value> kept;
+    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+      if (!dropped.test(i))
+        kept.push_back(v);
+    ret->setOperands(kept);
+    if (failed(func.eraseResults(dropped)))
+      return signalPassFailure();
+    SmallVector<func::CallOp> calls;
+    for (func::CallOp call : callsTo[func])
+      calls.push_back(rewriteCall(call, func, dropped, outs));
+    callsTo[func] = calls;
+    numOutParams += outs.size() * calls.size();
+    for (OutParam &p : outs) {
+      // The views now only fed the return; the allocation is the argument.
+      for (Operation *view : llvm::reverse(p.views))
+        if (view->use_empty())
+          view->erase();
+      p.alloc.erase();
+    }
+  }
+
+  /// The call of `func` (already rewritten) with an allocation before it for
+  /// each out-parameter; the old call's results map to the new one's and to
+  /// those allocations (through the callee's views, repeated here). A free
+  /// of such a result frees the allocation.
+  func::CallOp rewriteCall(func::CallOp call, func::FuncOp func,
+                           const llvm::BitVector &dropped,
+                           MutableArrayRef<OutParam> outs) {
+    OpBuilder b(call);
+    SmallVector<Value> operands(call.getOperands());
+    llvm::DenseMap<unsigned, std::pair<Value, Value>> byResult;
+    for (OutParam &p : outs) {
+      Value alloc = memref::AllocOp::create(b, call.getLoc(), p.alloc.getType(),
+                                            p.alloc.getAlignmentAttr());
+      operands.push_back(alloc);
+      Value v = alloc;
+      for (Operation *view : p.views) {
+        IRMapping map;
+        map.map(view->getOperand(0), v);
+        v = b.clone(*view, map)->getResult(0);
+      }
+      byResult[p.result] = {v, alloc};
+    }
+    auto fresh = func::CallOp::create(b, call.getLoc(), func, operands);
+    fresh->setDiscardableAttrs(call->getDiscardableAttrDictionary());
+    unsigned next = 0;
+    for (unsigned i = 0; i < call.getNumResults(); ++i) {
+      Value old = call.getResult(i);
+      if (!dropped.test(i)) {
+        old.replaceAllUsesWith(fresh.getResult(next++));
+        continue;
+      }
+      auto [view, alloc] = byResult[i];
+      for (OpOperand &use : llvm::make_early_inc_range(old.getUses()))
+        use.set(isa<memref::DeallocOp>(use.getOwner()) ? alloc : view);
+    }
+    call.erase();
+    return fresh;
+  }
+
+  /// Each call of a function that takes an arena gets one, allocated just
+  /// before the call and freed just after it.
+  void addSubArenas(func::FuncOp func) {
+    MLIRContext *ctx = func.getContext();
+    func.walk([&](func::CallOp call) {
+      func::FuncOp callee = calleeOf(call);
+      auto it = callee ? plans.find(callee) : plans.end();
+      if (it == plans.end() || !it->second.takesArena)
+        return;
+      OpBuilder b(call);
+      auto type = MemRefType::get({it->second.arena}, IntegerType::get(ctx, 8));
+      auto sub = memref::AllocOp::create(b, call.getLoc(), type,
+                                         b.getI64IntegerAttr(alignment));
+      sub->setAttr(kSubArenaAttrName, UnitAttr::get(ctx));
+      call->insertOperands(call->getNumOperands(), {sub});
+      b.setInsertionPointAfter(call);
+      memref::DeallocOp::create(b, call.getLoc(), sub);
+    });
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Planning one function
+  //===--------------------------------------------------------------------===//
+
+  /// The buffers of `block` the arena takes: statically sized allocations
+  /// of the block freed once by a `memref.dealloc` of the same block, in
+  /// program order.
+  SmallVector<Planned> collectPlanned(Block &block, const DataLayout &layout) {
+    SmallVector<Planned> planned;
+    for (auto alloc : block.getOps<memref::AllocOp>()) {
+      std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
+      std::optional<uint64_t> align = alloc.getAlignment();
+      if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
+          !alloc.getSymbolOperands().empty() ||
+          (align && int64_t(*align) > alignment))
+        continue;
+      memref::DeallocOp dealloc;
+      unsigned frees = 0;
+      for (Operation *user : alloc->getUsers())
+        if (auto d = dyn_cast<memref::DeallocOp>(user)) {
+          dealloc = d;
+          ++frees;
+        }
+      if (frees != 1 || dealloc->getBlock() != &block)
+        continue;
+      planned.push_back({alloc, dealloc, *bytes, 0});
+    }
+    return planned;
+  }
+
+  /// Offsets by a best-fit heap simulation in program order.
+  void simulate(Block &block, MutableArrayRef<Planned> planned,
+                FunctionPlan &plan) {
+    ArenaHeap heap(alignment);
+    llvm::DenseMap<Operation *, size_t> freeOf;
+    for (auto [i, p] : llvm::enumerate(planned))
+      freeOf[p.dealloc] = i;
+    size_t next = 0;
+    for (Operation &op : block) {
+      if (next < planned.size() && &op == planned[next].alloc) {
+        planned[next].offset = heap.allocate(planned[next].bytes);
+        ++next;
+      } else if (auto it = freeOf.find(&op); it != freeOf.end()) {
+        heap.release(planned[it->second].offset, planned[it->second].bytes);
+      }
+    }
+    plan.arena = heap.size();
+    plan.buffers = int64_t(planned.size());
+    SmallVector<int64_t> sizes =
+        llvm::map_to_vector(planned, [](const Planned &p) { return p.bytes; });
+    size_t n = std::min(sizes.size(), kLargestRecorded);
+    std::partial_sort(sizes.begin(), sizes.begin() + n, sizes.end(),
+                      std::greater<int64_t>());
+    plan.largest.assign(sizes.begin(), sizes.begin() + n);
+  }
+
+  void planFunction(func::FuncOp func, bool entry, FunctionPlan &plan) {
+    Block &block = func.getBody().front();
+    SmallVector<Planned> planned =
+        collectPlanned(block, DataLayout::closest(func));
+    simulate(block, planned, plan);
+    llvm::DenseSet<Operation *> inArena;
+    for (const Planned &p : planned)
+      inArena.insert(p.alloc);
+    accountOutside(func, inArena, plan);
+    numPlanned += planned.size();
+    if (planned.empty())
+      return;
+    auto [base, pointer] = entry ? arenaFromRuntime(func, plan.arena)
+                                 : arenaArgument(func, plan.arena);
+    plan.takesArena = !entry;
+    for (Planned &p : planned)
+      rewritePlanned(p, base, pointer);
+  }
+
+  /// The entry's arena: the runtime's base pointer for this rank, as a
+  /// `memref<bytes x i8>` (a descriptor the LLVM lowering folds away).
+  std::pair<Value, Value> arenaFromRuntime(func::FuncOp func, int64_t bytes) {
+    MLIRContext *ctx = func.getContext();
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    Location loc = func.getLoc();
+    Value ptr =
+        callRuntime(b, loc, RuntimeFunction::arena, {bytes}).getResult(0);
+    Type i64 = b.getI64Type();
+    Type sizes = LLVM::LLVMArrayType::get(i64, 1);
+    auto descType = LLVM::LLVMStructType::getLiteral(
+        ctx, {ptr.getType(), ptr.getType(), i64, sizes, sizes});
+    auto word = [&](int64_t v) {
+      return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
+    };
+    Value desc = LLVM::PoisonOp::create(b, loc, descType);
+    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{0});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{1});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(0),
+                                       ArrayRef<int64_t>{2});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(bytes),
+                                       ArrayRef<int64_t>{3, 0});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(1),
+                                       ArrayRef<int64_t>{4, 0});
+    auto type = MemRefType::get({bytes}, b.getI8Type());
+    Value arena =
+        UnrealizedConversionCastOp::create(b, loc, type, desc).getResult(0);
+    return {arena, ptr};
+  }
+
+  /// A callee's arena: a new last argument (its callers allocate it).
+  std::pair<Value, Value> arenaArgument(func::FuncOp func, int64_t bytes) {
+    auto type =
+        MemRefType::get({bytes}, IntegerType::get(func.getContext(), 8));
+    unsigned i = func.getNumArguments();
+    if (failed(func.insertArgument(i, type, {}, func.getLoc()))) {
+      signalPassFailure();
+      return {};
+    }
+    Value arena = func.getArgument(i);
+    if (!poison)
+      return {arena, Value()};
+    OpBuilder b = OpBuilder::atBlockBegin(&func.getBody().front());
+    Location loc = func.getLoc();
+    Value address =
+        memref::ExtractAlignedPointerAsIndexOp::create(b, loc, arena);
+    Value asInt = arith::IndexCastOp::create(b, loc, b.getI64Type(), address);
+    Value ptr = LLVM::IntToPtrOp::create(
+        b, loc, LLVM::LLVMPointerType::get(func.getContext()), asInt);
+    return {arena, ptr};
+  }
+
+  /// The allocation becomes a view of the arena at its offset; with
+  /// `poison`, the runtime hears where it becomes live and dead.
+  void rewritePlanned(Planned &p, Value arena, Value base) {
+    if (!arena)
+      return;
+    Location loc = p.alloc.getLoc();
+    OpBuilder b(p.alloc);
+    Value offset = arith::ConstantIndexOp::create(b, loc, p.offset);
+    Value view = memref::ViewOp::create(b, loc, p.alloc.getType(), arena,
+                                        offset, ValueRange{});
+    bool marks = poison && base && !p.alloc->hasAttr(kSubArenaAttrName);
+    if (marks) {
+      callRuntime(b, loc, RuntimeFunction::arena_unpoison,
+                  {addressAt(b, loc, base, p.offset), p.bytes});
+      OpBuilder d(p.dealloc);
+      callRuntime(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
+                  {addressAt(d, loc, base, p.offset), p.bytes});
+    }
+    p.dealloc.erase();
+    p.alloc.replaceAllUsesWith(view);
+    p.alloc.erase();
+  }
+
+  static Value addressAt(OpBuilder &b, Location loc, Value base,
+                         int64_t offset) {
+    Value bytes = LLVM::ConstantOp::create(b, loc, b.getI64Type(),
+                                           b.getI64IntegerAttr(offset));
+    return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
+                               ArrayRef<LLVM::GEPArg>{bytes});
+  }
+
+  //===--------------------------------------------------------------------===//
+  // What stays outside
+  //===--------------------------------------------------------------------===//
+
+  /// The bytes the lowered allocation asks malloc for: the buffer, plus its
+  /// alignment when it has one (the LLVM lowering aligns by hand).
+  static std::optional<int64_t> mallocBytes(memref::AllocOp alloc,
+                                            const DataLayout &layout) {
+    std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
+    if (!bytes || !alloc.getDynamicSizes().empty())
+      return std::nullopt;
+    return *bytes + int64_t(alloc.getAlignment().value_or(0));
+  }
+
+  /// The peak bytes of static buffers outside the arena while `func` runs
+  /// (its callees' included) and those it returns. A free inside a nested
+  /// region (a conditional one) is not counted: the bound stays an upper
+  /// one.
+  void accountOutside(func::FuncOp func,
+                      const llvm::DenseSet<Operation *> &inArena,
+                      FunctionPlan &plan) {
+    if (func.isExternal())
+      return;
+    DataLayout layout = DataLayout::closest(func);
+    llvm::DenseMap<Value, int64_t> open;
+    int64_t live = 0, peak = 0;
+    for (Operation &top : func.getBody().front()) {
+      top.walk<WalkOrder::PreOrder>([&](Operation *op) {
+        if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+          std::optional<int64_t> bytes = mallocBytes(alloc, layout);
+          if (inArena.contains(op) || !bytes)
+            return;
+          open[alloc] = *bytes;
+          live += *bytes;
+        } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+          auto it = open.find(dealloc.getMemref());
+          if (op != &top || it == open.end())
+            return;
+          live -= it->second;
+          open.erase(it);
+        } else if (auto call = dyn_cast<func::CallOp>(op)) {
+          accountCall(call, open, live, peak);
+        }
+        peak = std::max(peak, live);
+      });
+    }
+    plan.outsidePeak = peak;
+    plan.outsideHeld = live;
+    recordResultBytes(func, open, plan);
+  }
+
+  void accountCall(func::CallOp call, llvm::DenseMap<Value, int64_t> &open,
+                   int64_t &live, int64_t &peak) {
+    func::FuncOp callee = calleeOf(call);
+    auto it = callee ? plans.find(callee) : plans.end();
+    if (it == plans.end())
+      return;
+    const FunctionPlan &p = it->second;
+    peak = std::max(peak, live + p.outsidePeak);
+    for (auto [i, bytes] : llvm::enumerate(p.resultBytes))
+      if (bytes > 0 && i < call.getNumResults()) {
+        open[call.getResult(i)] = bytes;
+        live += bytes;
+      }
+  }
+
+  /// Per result of `func`, the outside bytes it hands its caller (a buffer
+  /// shared by several results counts once).
+  void recordResultBytes(func::FuncOp func,
+                         llvm::DenseMap<Value, int64_t> &open,
+                         FunctionPlan &plan) {
+    auto ret = dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
+    if (!ret)
+      return;
+    for (Value v : ret.getOperands()) {
+      auto it = open.find(viewRoot(v));
+      plan.resultBytes.push_back(it == open.end() ? 0 : it->second);
+      if (it != open.end())
+        open.erase(it);
+    }
+  }
+};
+
+} // namespace
