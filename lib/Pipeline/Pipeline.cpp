@@ -168,9 +168,12 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // segment functions, about ten for a transformer of any depth, instead of
   // on one step that grows with the model.
   // One-hot products (the frontend's embedding backward) become scatter-add
-  // loops first, in both compute modes: the loop's summation order is
-  // aten's, and the one-hot matrix is never built.
-  pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
+  // loops first on the CPU paths: the loop's summation order is aten's, and
+  // the one-hot matrix is never built. compute=gpu keeps the product (one
+  // cuBLAS gemm): the loop reads token indices on the host, and the GPU
+  // lowering has no scatter kernel yet.
+  if (compute != ComputeMode::Gpu)
+    pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // compute=gpu folds and fuses as the fast path does: a fused chain is one

@@ -15,8 +15,10 @@ that fsdp-run rejects too.
 
 from __future__ import annotations
 
+import difflib
 import filecmp
 import hashlib
+import json
 import os
 import re
 import subprocess
@@ -31,7 +33,7 @@ VALUE_FLAGS = {
 }  # fmt: skip
 # Lines that differ between two runs of the same step: timings, and the
 # process's resident set (which holds the JIT's compiler or not).
-TIMING = re.compile(r"^(parse [0-9.]+ s, (jit|load) |\s*resident set of the process)")
+TIMING = re.compile(r"^(parse [0-9.]+ s, (jit|load) |\s*resident set of the process|\s*page faults per step)")
 
 
 def module_index(args: list[str]) -> int | None:
@@ -75,7 +77,9 @@ def compile_library(tools: str, module: str) -> tuple[str | None, str]:
         return str(lib), ""
     tmp = cache / f"{digest}.{os.getpid()}.so"
     p = subprocess.run(
-        [f"{tools}/fsdp-compile", module, "-o", str(tmp)], capture_output=True, text=True
+        [f"{tools}/fsdp-compile", module, "-o", str(tmp)],
+        capture_output=True,
+        text=True,
     )
     if p.returncode != 0:
         return None, p.stderr
@@ -95,8 +99,35 @@ def same_tree(a: str, b: str) -> list[str]:
     return diffs
 
 
+# --json keys that measure the run or say where the code came from.
+VARYING_KEYS = (
+    "parse_s",
+    "jit_s",
+    "jit_cached",
+    "jit_phases",
+    "precompiled",
+    "rss_bytes",
+    "step_s",
+    "step_median_s",
+    "step_min_s",
+    "step_page_faults",
+)
+
+
+def comparable(line: str) -> str:
+    if not line.startswith("{"):
+        return line
+    try:
+        report = json.loads(line)
+    except json.JSONDecodeError:
+        return line
+    for key in VARYING_KEYS:
+        report.pop(key, None)
+    return json.dumps(report, sort_keys=True)
+
+
 def lines(text: str) -> list[str]:
-    return [line for line in text.splitlines() if not TIMING.match(line)]
+    return [comparable(line) for line in text.splitlines() if not TIMING.match(line)]
 
 
 def main() -> int:
@@ -118,7 +149,9 @@ def main() -> int:
         return jit.returncode
     if lib is None:
         if jit.returncode == 0:
-            sys.stderr.write(f"AOT MISMATCH: fsdp-compile rejects what the JIT runs:\n{why}")
+            sys.stderr.write(
+                f"AOT MISMATCH: fsdp-compile rejects what the JIT runs:\n{why}"
+            )
             return 1
         return jit.returncode
     aot_args = args[:i] + [lib] + args[i + 1 :]
@@ -141,7 +174,10 @@ def main() -> int:
     for a, b in renamed:
         aot_out = aot_out.replace(b, a)
     if lines(aot_out) != lines(jit.stdout):
-        problems.append("different output:\n" + aot.stdout)
+        diff = difflib.unified_diff(
+            lines(jit.stdout), lines(aot_out), "jit", "aot", lineterm=""
+        )
+        problems.append("different output:\n" + "\n".join(diff))
     if jit.returncode == 0:
         for a, b in renamed:
             if os.path.isdir(a):
