@@ -33,7 +33,9 @@ VALUE_FLAGS = {
 }  # fmt: skip
 # Lines that differ between two runs of the same step: timings, and the
 # process's resident set (which holds the JIT's compiler or not).
-TIMING = re.compile(r"^(parse [0-9.]+ s, (jit|load) |\s*resident set of the process|\s*page faults per step)")
+TIMING = re.compile(
+    r"^(parse [0-9.]+ s, (jit|load) |\s*resident set of the process|\s*page faults per step)"
+)
 
 
 def module_index(args: list[str]) -> int | None:
@@ -105,6 +107,7 @@ VARYING_KEYS = (
     "jit_s",
     "jit_cached",
     "jit_phases",
+    "jit_phases_s",
     "precompiled",
     "rss_bytes",
     "step_s",
