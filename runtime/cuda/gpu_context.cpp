@@ -445,38 +445,33 @@ void fsdprt_gpu_free(void *ptr) {
     cudaGetLastError();
 }
 
-fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
-                                          int64_t bytes) {
-  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_copy_to_device");
+// A copy on the compute stream that has finished when it returns: pageable
+// sources are staged before the call returns, pinned ones are read later,
+// so waiting keeps "src may be reused" true for both (and dst readable).
+static fsdprt_status_t copy_and_wait(void *dst, const void *src, int64_t bytes,
+                                     const char *api) {
+  fsdprt_gpu_context *ctx = entry(api);
   if (!ctx)
     return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
   if (bytes <= 0)
     return FSDPRT_OK;
   cudaError_t rc =
       cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, ctx->compute);
-  // Pageable sources are staged before the call returns; pinned ones are
-  // read later, so wait to keep "src may be reused" true for both.
   if (rc == cudaSuccess)
     rc = cudaStreamSynchronize(ctx->compute);
-  if (failed(ctx, rc, "fsdprt_gpu_copy_to_device", "cudaMemcpyAsync"))
+  if (failed(ctx, rc, api, "cudaMemcpyAsync"))
     return ctx->first_error();
   return FSDPRT_OK;
 }
 
+fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
+                                          int64_t bytes) {
+  return copy_and_wait(dst, src, bytes, "fsdprt_gpu_copy_to_device");
+}
+
 fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
                                         int64_t bytes) {
-  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_copy_to_host");
-  if (!ctx)
-    return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
-  if (bytes <= 0)
-    return FSDPRT_OK;
-  cudaError_t rc =
-      cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, ctx->compute);
-  if (rc == cudaSuccess)
-    rc = cudaStreamSynchronize(ctx->compute);
-  if (failed(ctx, rc, "fsdprt_gpu_copy_to_host", "cudaMemcpyAsync"))
-    return ctx->first_error();
-  return FSDPRT_OK;
+  return copy_and_wait(dst, src, bytes, "fsdprt_gpu_copy_to_host");
 }
 
 } // extern "C"
