@@ -1375,10 +1375,9 @@ int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
       (err = cudaMemcpy(dTensor, &tensor_value, sizeof(float),
                         cudaMemcpyHostToDevice)) != cudaSuccess)
     return cudaFail(fn, "copy to the device", err);
-  FSDPRT_CHECK(
-      dequantizeOnDevice(format, reinterpret_cast<uint8_t *>(a.base + oq),
-                         a.base + os, dTensor, rows, cols, a.base, out_dtype,
-                         nullptr));
+  FSDPRT_CHECK(dequantizeOnDevice(
+      format, reinterpret_cast<uint8_t *>(a.base + oq), a.base + os, dTensor,
+      rows, cols, a.base, out_dtype, nullptr));
   if ((err = cudaMemcpy(y, a.base, outBytes, cudaMemcpyDeviceToHost)) !=
       cudaSuccess)
     return cudaFail(fn, "copy to the host", err);

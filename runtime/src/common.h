@@ -104,8 +104,8 @@ namespace fsdprt {
 // mapping, reserved on the rank's thread, released with the comm.
 struct Arena {
   void *base = nullptr;
-  int64_t bytes = 0;  // the largest reservation asked for
-  size_t mapped = 0;  // bytes mapped (whole pages)
+  int64_t bytes = 0; // the largest reservation asked for
+  size_t mapped = 0; // bytes mapped (whole pages)
   Arena() = default;
   Arena(const Arena &) = delete;
   Arena &operator=(const Arena &) = delete;

@@ -510,9 +510,8 @@ void run_ranks(int ranks, const std::function<void(int, fsdprt_comm_t *)> &fn,
   for (int r = 0; r < ranks; ++r)
     threads.emplace_back([&, r] {
       fsdprt_comm_t *comm = nullptr;
-      st[size_t(r)] =
-          fsdprt_nccl_comm_create(int32_t(mesh.size()), mesh.data(), r, &id,
-                                  r % devices, &opts, &comm);
+      st[size_t(r)] = fsdprt_nccl_comm_create(
+          int32_t(mesh.size()), mesh.data(), r, &id, r % devices, &opts, &comm);
       if (st[size_t(r)] != FSDPRT_OK)
         return;
       fsdprt_set_thread_comm(comm);
