@@ -37,6 +37,10 @@ typedef struct fsdprt_gpu_context fsdprt_gpu_context_t;
 /* 1 if this library was built with the CUDA runtime, else 0 (then every
  * other function fails with FSDPRT_ERR_UNSUPPORTED). */
 FSDPRT_API int32_t fsdprt_gpu_built(void);
+/* 1 in the build of this library over the host emulation of CUDA (its GPUs
+ * are threads of this process; it runs steps compiled with
+ * gpu-emulation=true), 0 in a build over the real CUDA runtime. */
+FSDPRT_API int32_t fsdprt_gpu_emulated(void);
 /* Number of usable GPUs. FSDPRT_ERR_NO_DEVICE when there is no driver, no
  * GPU or a driver older than the CUDA runtime this library was built with;
  * the reason is in fsdprt_gpu_last_error_message(). */
