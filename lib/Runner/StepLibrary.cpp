@@ -173,9 +173,11 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
   json::Array features;
   for (const std::string &f : target.features)
     features.push_back(f);
-  return json::Object{
+  // A compute=gpu step (the same module attributes the runner reads).
+  bool gpu = stub->hasAttr(kGpuAttrName);
+  json::Object manifest{
       {"format", "fsdp-step"},
-      {"version", kManifestVersion},
+      {"version", gpu ? kManifestVersion : kOldestManifestVersion},
       {"abi_version", FSDPRT_ABI_VERSION},
       {"source", llvm::sys::path::filename(source).str()},
       {"target", json::Object{{"triple", llvm::sys::getProcessTriple()},
@@ -183,6 +185,11 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
                               {"features", std::move(features)}}},
       {"meshes", meshesJSON(stub)},
       {"entries", std::move(entries)}};
+  if (gpu)
+    manifest["gpu"] =
+        json::Object{{"tf32", stub->hasAttr(kGpuTf32AttrName)},
+                     {"emulation", stub->hasAttr(kGpuEmulationAttrName)}};
+  return manifest;
 }
 
 //===----------------------------------------------------------------------===//
@@ -549,10 +556,17 @@ llvm::Expected<StepManifest> readStepManifest(const std::string &path) {
       !o->getInteger("version") || !o->getInteger("abi_version") ||
       !o->getObject("target") || !o->getArray("entries"))
     return error(path + ": corrupt manifest: not an fsdp-step manifest");
-  if (*o->getInteger("version") != kManifestVersion)
-    return error(
-        path + ": manifest version " + llvm::Twine(*o->getInteger("version")) +
-        ", this runner reads version " + llvm::Twine(kManifestVersion));
+  int64_t version = *o->getInteger("version");
+  if (version < kOldestManifestVersion || version > kManifestVersion)
+    return error(path + ": manifest version " + llvm::Twine(version) +
+                 ", this runner reads versions " +
+                 llvm::Twine(kOldestManifestVersion) + " to " +
+                 llvm::Twine(kManifestVersion));
+  // The stub's module attributes say the same; a manifest that says GPU
+  // where its version cannot is corrupt.
+  if (o->get("gpu") && (version < 2 || !o->getObject("gpu")))
+    return error(path + ": corrupt manifest: a 'gpu' key in a version " +
+                 llvm::Twine(version) + " manifest");
   if (!stub || stub->size() < 2)
     return error(path + ": corrupt manifest: no stub module");
   m.stub = stub->drop_back().str(); // its terminating NUL

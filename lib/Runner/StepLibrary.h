@@ -41,8 +41,12 @@ namespace fsdp::run {
 
 inline constexpr char kManifestSection[] = ".fsdp.manifest";
 inline constexpr char kStubSection[] = ".fsdp.stub";
-/// The version of the manifest's JSON layout.
-inline constexpr int kManifestVersion = 1;
+/// The version of the manifest's JSON layout. Version 2 adds the `gpu`
+/// object of a compute=gpu step ({"tf32": bool, "emulation": bool}); the
+/// manifest of a CPU step is still written as version 1 (it has nothing
+/// new), so that runners reading version 1 run it and refuse a GPU step.
+inline constexpr int kManifestVersion = 2;
+inline constexpr int kOldestManifestVersion = 1;
 
 /// How fsdp-compile builds a step library.
 struct CompileOptions {
