@@ -67,6 +67,9 @@ int32_t deviceCount() {
 }
 
 RankDevice::~RankDevice() {
+  // The thread may go on (the MPI backend's): it must not keep a freed comm.
+  if (comm && fsdprt_get_thread_comm() == comm)
+    fsdprt_set_thread_comm(nullptr);
   if (comm)
     fsdprt_comm_destroy(comm);
   if (context)
