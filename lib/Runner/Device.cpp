@@ -100,12 +100,15 @@ bool RankDevice::open(const Program &prog, const fsdprt_options_t &options,
   } else if (!ok) {
     err = "cannot create the nccl communicator on GPU " + std::to_string(gpu) +
           ": " + fsdprt_gpu_last_error_message();
-    if (sharing)
-      err += " (the ranks share GPUs here, which NCCL allows from version "
-             "2.30 on: run at most " +
-             std::to_string(deviceCount()) +
-             " ranks (world size <= GPU count), or one process per GPU "
-             "under mpirun)";
+    if (sharing) {
+      int32_t gpus = deviceCount();
+      err += "; the ranks share GPUs here (" + std::to_string(gpus) +
+             (gpus == 1 ? " GPU" : " GPUs") +
+             "), which NCCL allows from version 2.30 on: run at most " +
+             std::to_string(gpus) + (gpus == 1 ? " rank" : " ranks") +
+             " (world size <= GPU count), or one process per GPU under "
+             "mpirun";
+    }
   }
   if (!agree(runner, ok, "creating the nccl communicators", err))
     return false;
