@@ -555,6 +555,14 @@ Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
 /// host mod the GPUs it sees), an nccl communicator from rank 0's id.
 void Session::Impl::runMpiGpu(const RunContext &cx, RankOutcome &mine) {
   mine.gpu = true;
+  // Its NCCL joins the ranks of one process only: processes would wait
+  // for each other forever.
+  if (fsdprt_gpu_emulated()) {
+    mine.error = "the emulated GPUs of one process cannot be joined across "
+                 "processes: run a step on the emulated runtime with the "
+                 "threads backend";
+    return;
+  }
   int64_t local = 0, onHost = 1;
   fsdprt_nccl_id_t id{};
   bool ok = device::localRank(mpiRunner, mpiRank, local, onHost, mine.error);
