@@ -169,6 +169,10 @@ FSDPRT_API void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
  * waits only when host-visible work is pending), events come from its pool.
  */
 FSDPRT_API void *mgpuModuleLoad(void *data, int64_t size);
+/* A module of PTX text (a step lowered with gpu-format=isa): NUL-terminated,
+ * registered like mgpuModuleLoad's images; the driver compiles it at its
+ * first launch on each device (the optimization level is the driver's). */
+FSDPRT_API void *mgpuModuleLoadJIT(void *data, int32_t opt_level);
 FSDPRT_API void mgpuModuleUnload(void *module);
 FSDPRT_API void *mgpuModuleGetFunction(void *module, const char *name);
 FSDPRT_API void mgpuLaunchKernel(void *function, int64_t grid_x, int64_t grid_y,
