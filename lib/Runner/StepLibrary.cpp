@@ -177,7 +177,7 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
   bool gpu = stub->hasAttr(kGpuAttrName);
   json::Object manifest{
       {"format", "fsdp-step"},
-      {"version", gpu ? kManifestVersion : kOldestManifestVersion},
+      {"version", kManifestVersion},
       {"abi_version", FSDPRT_ABI_VERSION},
       {"source", llvm::sys::path::filename(source).str()},
       {"target", json::Object{{"triple", llvm::sys::getProcessTriple()},
@@ -556,17 +556,12 @@ llvm::Expected<StepManifest> readStepManifest(const std::string &path) {
       !o->getInteger("version") || !o->getInteger("abi_version") ||
       !o->getObject("target") || !o->getArray("entries"))
     return error(path + ": corrupt manifest: not an fsdp-step manifest");
-  int64_t version = *o->getInteger("version");
-  if (version < kOldestManifestVersion || version > kManifestVersion)
-    return error(path + ": manifest version " + llvm::Twine(version) +
-                 ", this runner reads versions " +
-                 llvm::Twine(kOldestManifestVersion) + " to " +
-                 llvm::Twine(kManifestVersion));
-  // The stub's module attributes say the same; a manifest that says GPU
-  // where its version cannot is corrupt.
-  if (o->get("gpu") && (version < 2 || !o->getObject("gpu")))
-    return error(path + ": corrupt manifest: a 'gpu' key in a version " +
-                 llvm::Twine(version) + " manifest");
+  if (*o->getInteger("version") != kManifestVersion)
+    return error(
+        path + ": manifest version " + llvm::Twine(*o->getInteger("version")) +
+        ", this runner reads version " + llvm::Twine(kManifestVersion));
+  if (const json::Value *gpu = o->get("gpu"); gpu && !gpu->getAsObject())
+    return error(path + ": corrupt manifest: 'gpu' is not an object");
   if (!stub || stub->size() < 2)
     return error(path + ": corrupt manifest: no stub module");
   m.stub = stub->drop_back().str(); // its terminating NUL

@@ -41,12 +41,11 @@ namespace fsdp::run {
 
 inline constexpr char kManifestSection[] = ".fsdp.manifest";
 inline constexpr char kStubSection[] = ".fsdp.stub";
-/// The version of the manifest's JSON layout. Version 2 adds the `gpu`
-/// object of a compute=gpu step ({"tf32": bool, "emulation": bool}); the
-/// manifest of a CPU step is still written as version 1 (it has nothing
-/// new), so that runners reading version 1 run it and refuse a GPU step.
-inline constexpr int kManifestVersion = 2;
-inline constexpr int kOldestManifestVersion = 1;
+/// The version of the manifest's JSON layout. Keys are added without a new
+/// version when a reader may ignore them: a compute=gpu step's manifest has
+/// `gpu` ({"tf32": bool, "emulation": bool}), which its stub's module
+/// attributes (fsdp.gpu, fsdp.gpu_tf32, fsdp.gpu_emulation) also say.
+inline constexpr int kManifestVersion = 1;
 
 /// How fsdp-compile builds a step library.
 struct CompileOptions {
