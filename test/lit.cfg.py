@@ -39,6 +39,8 @@ tools = [
     fsdp_run,
     ToolSubst("fsdp-compile", unresolved="ignore"),
     "mlir-opt",
+    "mlir-translate",
+    "llc",
     "FileCheck",
     "not",
     "split-file",
@@ -58,6 +60,10 @@ if os.access(os.path.join(cuda_home, "bin", "ptxas"), os.X_OK) and os.path.exist
 ):
     config.available_features.add("cuda-toolkit")
 llvm_config.with_system_environment(["CUDA_HOME"])
+# The runtime built against the host emulation of CUDA (gpu-emulation=true
+# steps run on it).
+if os.path.exists(os.path.join(config.fsdp_obj_root, "lib", "cuda-emulation", "libfsdprt.so")):
+    config.available_features.add("cuda-emulation")
 if config.mpirun and "fsdp-run" in config.available_features:
     config.available_features.add("mpi")
     # OpenMPI refuses to run as root unless told, and the CI machine has

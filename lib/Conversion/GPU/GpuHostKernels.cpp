@@ -246,7 +246,7 @@ struct FSDPGpuHostKernelsPass
       HostKernel kernel;
       kernel.name = func.getName().str();
       std::string prefix =
-          ("__fsdp_host_" + kernels.getName() + "_" + kernel.name).str();
+          (kernels.getName() + "_host_" + kernel.name).str();
       FunctionType type = func.getFunctionType();
       Location loc = func.getLoc();
 
@@ -386,7 +386,7 @@ struct FSDPGpuHostKernelsPass
     Type i8 = IntegerType::get(ctx, 8), i32 = IntegerType::get(ctx, 32),
          i64 = IntegerType::get(ctx, 64);
     auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-    std::string prefix = ("__fsdp_host_" + kernels.getName()).str();
+    std::string prefix = (kernels.getName() + "_host").str();
     OpBuilder b(kernels);
     auto string = [&](StringRef symbol, StringRef value) {
       std::string bytes = value.str();
