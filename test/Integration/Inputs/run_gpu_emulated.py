@@ -2,7 +2,7 @@
 emulated GPU runtime (build/lib/cuda-emulation/libfsdprt.so) and writes its
 results as .npy files, as fsdp-run --outputs does:
 
-  run_gpu_emulated.py lowered.mlir --inputs DIR --outputs DIR
+  run_gpu_emulated.py lowered.mlir --inputs DIR [--inputs DIR] --outputs DIR
       --runtime build/lib/cuda-emulation/libfsdprt.so
       --translate mlir-translate --llc llc
 
@@ -70,12 +70,17 @@ def compile_step(text: str, work: str, translate: str, llc: str) -> str:
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("module")
-    ap.add_argument("--inputs", required=True)
+    ap.add_argument("--inputs", action="append", required=True,
+                    help="directories of <name>.npy inputs, first match wins; "
+                    "an input in none of them is zeros (as in fsdp-run)")
     ap.add_argument("--outputs", required=True)
     ap.add_argument("--runtime", required=True)
     ap.add_argument("--translate", default="mlir-translate")
     ap.add_argument("--llc", default="llc")
     ap.add_argument("--entry", default="step")
+    ap.add_argument("--stack", default="",
+                    help="comma-separated scalar results to write with one entry per "
+                    "step (shape [1]), as fsdp-run does for a training step's loss")
     args = ap.parse_args()
 
     text = open(args.module).read()
@@ -136,7 +141,12 @@ def main():
 
     buffers, descs = [], []
     for name, dims, dtype in ins:
-        host = np.ascontiguousarray(np.load(os.path.join(args.inputs, name + ".npy")), dtype=dtype)
+        found = [d for d in args.inputs if os.path.exists(os.path.join(d, name + ".npy"))]
+        if found:
+            host = np.load(os.path.join(found[0], name + ".npy"))
+        else:
+            host = np.zeros(dims, dtype=dtype)
+        host = np.array(host, dtype=dtype, order="C")  # keeps a 0-d shape
         if list(host.shape) != dims:
             sys.exit(f"FAIL: input {name} has shape {list(host.shape)}, the step wants {dims}")
         dev = rt.fsdprt_gpu_alloc(max(host.nbytes, 1))
@@ -167,7 +177,8 @@ def main():
         item = np.dtype(dtype).itemsize
         if rt.fsdprt_gpu_copy_to_host(host.ctypes.data, aligned + offset * item, host.nbytes):
             sys.exit(f"FAIL: result {name}: " + rt.fsdprt_gpu_last_error_message().decode())
-        np.save(os.path.join(args.outputs, name + ".npy"), host)
+        np.save(os.path.join(args.outputs, name + ".npy"),
+                host.reshape(1) if name in args.stack.split(",") else host)
         if allocated not in allocations:
             allocations.append(allocated)
     # Results may share a buffer (a reduce-scatter's packed output).

@@ -461,6 +461,17 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind) {
 
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
                             cudaMemcpyKind, cudaStream_t stream) {
+  // From pageable host memory CUDA stages the source before returning, so
+  // the caller may reuse it at once (a lowered step copies a host scalar
+  // from its stack): so does the emulation.
+  cudaPointerAttributes attr{};
+  cudaPointerGetAttributes(&attr, s);
+  if (stream && attr.type == cudaMemoryTypeUnregistered) {
+    auto staged = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(s), static_cast<const char *>(s) + bytes);
+    enqueue(stream, [=] { std::memmove(d, staged->data(), bytes); });
+    return cudaSuccess;
+  }
   enqueue(stream, [=] { std::memmove(d, s, bytes); });
   return cudaSuccess;
 }
