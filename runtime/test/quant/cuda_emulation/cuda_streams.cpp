@@ -595,8 +595,7 @@ CUresult cuModuleGetFunction(CUfunction *out, CUmodule module,
   auto *m = reinterpret_cast<Module *>(module);
   for (const std::unique_ptr<Kernel> &k : m->kernels)
     if (k->name == name) {
-      m->functions.push_back(
-          std::make_unique<Function>(Function{k.get(), m}));
+      m->functions.push_back(std::make_unique<Function>(Function{k.get(), m}));
       *out = reinterpret_cast<CUfunction>(m->functions.back().get());
       return CUDA_SUCCESS;
     }
