@@ -60,8 +60,8 @@ if os.access(os.path.join(cuda_home, "bin", "ptxas"), os.X_OK) and os.path.exist
 ):
     config.available_features.add("cuda-toolkit")
 llvm_config.with_system_environment(["CUDA_HOME"])
-# The runtime built against the host emulation of CUDA (gpu-emulation=true
-# steps run on it).
+# The libfsdprt built over the host emulation of CUDA (fsdp-run runs
+# gpu-emulation=true steps on it with LD_LIBRARY_PATH=%fsdp_obj/lib/cuda-emulation).
 if os.path.exists(os.path.join(config.fsdp_obj_root, "lib", "cuda-emulation", "libfsdprt.so")):
     config.available_features.add("cuda-emulation")
 if config.mpirun and "fsdp-run" in config.available_features:

@@ -167,6 +167,12 @@ void *mgpuModuleLoad(void *data, int64_t size) {
   return m;
 }
 
+void *mgpuModuleLoadJIT(void *data, int32_t) {
+  // cuModuleLoadData takes PTX text as it takes a cubin or a fatbin.
+  return mgpuModuleLoad(
+      data, int64_t(std::strlen(static_cast<const char *>(data))) + 1);
+}
+
 void mgpuModuleUnload(void *module) {
   auto *m = static_cast<Module *>(module);
   if (!m)
@@ -382,14 +388,6 @@ static_assert(sizeof(fsdprt_gpu_host_kernel_t) ==
 #endif
 
 extern "C" {
-
-int32_t fsdprt_gpu_emulated(void) {
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-  return 1;
-#else
-  return 0;
-#endif
-}
 
 fsdprt_status_t fsdprt_gpu_register_host_kernels(
     const char *id, const fsdprt_gpu_host_kernel_t *kernels, int32_t count) {
