@@ -312,6 +312,15 @@ extern "C" {
 
 int32_t fsdprt_gpu_built(void) { return 1; }
 
+// 1 in the build over the host emulation of CUDA (build/lib/cuda-emulation).
+int32_t fsdprt_gpu_emulated(void) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
 fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
   if (!count)
     return FSDPRT_ERR_INVALID_ARGUMENT;

@@ -126,8 +126,7 @@ CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
   if (rc != CUDA_SUCCESS) {
     fail(ctx,
          Status(FSDPRT_ERR_BACKEND,
-                format("%s: kernel %s: %s",
-                       who(ctx).c_str(), f->name.c_str(),
+                format("%s: kernel %s: %s", who(ctx).c_str(), f->name.c_str(),
                        driver_error(rc, "cuModuleGetFunction").c_str())));
     return nullptr;
   }
@@ -151,7 +150,6 @@ bool host_visible(const void *p) {
 }
 
 bool fits_uint(int64_t v) { return v >= 0 && v <= int64_t(UINT_MAX); }
-
 
 } // namespace
 
@@ -391,18 +389,8 @@ static_assert(sizeof(fsdprt_gpu_host_kernel_t) ==
 
 extern "C" {
 
-int32_t fsdprt_gpu_emulated(void) {
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-  return 1;
-#else
-  return 0;
-#endif
-}
-
-fsdprt_status_t
-fsdprt_gpu_register_host_kernels(const char *id,
-                                 const fsdprt_gpu_host_kernel_t *kernels,
-                                 int32_t count) {
+fsdprt_status_t fsdprt_gpu_register_host_kernels(
+    const char *id, const fsdprt_gpu_host_kernel_t *kernels, int32_t count) {
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
   if (cuda_emulation::registerHostKernels(
           id, reinterpret_cast<const cuda_emulation::HostKernel *>(kernels),

@@ -211,13 +211,13 @@ FSDPRT_API void mgpuSetDefaultDevice(int32_t device);
  * the step's kernels fails with a message naming the kernel.
  */
 #define FSDPRT_GPU_HOST_KERNELS_MAGIC 0x4b485346u /* "FSHK" */
-#define FSDPRT_GPU_HOST_KERNEL_LOCKSTEP 1 /* shuffles or barriers */
+#define FSDPRT_GPU_HOST_KERNEL_LOCKSTEP 1         /* shuffles or barriers */
 typedef struct fsdprt_gpu_host_kernel {
-  const char *name;                 /* the gpu.func's name */
-  void (*fn)(void *const *params);  /* one CUDA thread; params[i] -> arg i */
-  const int64_t *param_sizes;       /* bytes of each argument */
+  const char *name;                /* the gpu.func's name */
+  void (*fn)(void *const *params); /* one CUDA thread; params[i] -> arg i */
+  const int64_t *param_sizes;      /* bytes of each argument */
   int32_t nparams;
-  int32_t flags;                    /* FSDPRT_GPU_HOST_KERNEL_LOCKSTEP */
+  int32_t flags; /* FSDPRT_GPU_HOST_KERNEL_LOCKSTEP */
 } fsdprt_gpu_host_kernel_t;
 FSDPRT_API fsdprt_status_t fsdprt_gpu_register_host_kernels(
     const char *id, const fsdprt_gpu_host_kernel_t *kernels, int32_t count);

@@ -1,6 +1,6 @@
 // Entry points called by compiled code (plain C types, thread comm).
-#include "test_util.h"
 #include "fsdprt_gpu.h"
+#include "test_util.h"
 
 #include <atomic>
 #include <string>
@@ -172,8 +172,8 @@ TEST(Jit, NoThreadCommRecordsAProcessError) {
 TEST(Jit, HostKernelTablesNeedTheEmulatedRuntime) {
   EXPECT_EQ(fsdprt_gpu_emulated(), 0);
   static const int64_t sizes[] = {8};
-  const fsdprt_gpu_host_kernel_t kernel = {
-      "k", [](void *const *) {}, sizes, 1, 0};
+  const fsdprt_gpu_host_kernel_t kernel = {"k", [](void *const *) {}, sizes, 1,
+                                           0};
   EXPECT_EQ(fsdprt_gpu_register_host_kernels("__fsdp_kernels.x", &kernel, 1),
             FSDPRT_ERR_UNSUPPORTED);
   if (fsdprt_gpu_built())

@@ -100,8 +100,6 @@ struct FSDPGpuDeviceMemoryPass
         });
     if (walk.wasInterrupted())
       return signalPassFailure();
-    // Runners read this: every buffer of the step is a device buffer.
-    getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
     for (Operation *op : ops) {
       OpBuilder b(op);
       if (isa<memref::LoadOp, memref::StoreOp>(op)) {

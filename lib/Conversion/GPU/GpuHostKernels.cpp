@@ -95,8 +95,7 @@ LogicalResult checkArgument(gpu::GPUFuncOp func, unsigned i, Type t) {
   if (t.isIndex() || t.isIntOrFloat())
     return success();
   return func.emitOpError("argument ")
-         << i << " of type " << t
-         << " cannot be passed to the host emulation";
+         << i << " of type " << t << " cannot be passed to the host emulation";
 }
 
 /// Bytes of argument `t` as mgpuLaunchKernel passes it.
@@ -245,8 +244,7 @@ struct FSDPGpuHostKernelsPass
              kernels.getBodyRegion().front().getOps<gpu::GPUFuncOp>())) {
       HostKernel kernel;
       kernel.name = func.getName().str();
-      std::string prefix =
-          (kernels.getName() + "_host_" + kernel.name).str();
+      std::string prefix = (kernels.getName() + "_host_" + kernel.name).str();
       FunctionType type = func.getFunctionType();
       Location loc = func.getLoc();
 
@@ -271,9 +269,8 @@ struct FSDPGpuHostKernelsPass
             return;
           Value which = arith::ConstantIntOp::create(
               b, l, i32, 3 * int64_t(kind) + int64_t(dim));
-          Value v =
-              func::CallOp::create(b, l, indexFn, ValueRange{which}).getResult(
-                  0);
+          Value v = func::CallOp::create(b, l, indexFn, ValueRange{which})
+                        .getResult(0);
           op->getResult(0).replaceAllUsesWith(
               arith::IndexCastUIOp::create(b, l, b.getIndexType(), v));
         };
@@ -366,9 +363,9 @@ struct FSDPGpuHostKernelsPass
     auto object = gpu::ObjectAttr::get(
         ctx, NVVM::NVVMTargetAttr::get(ctx), gpu::CompilationTarget::Binary,
         StringAttr::get(ctx, image),
-        DictionaryAttr::get(ctx, {NamedAttribute(
-                                     StringAttr::get(ctx, "fsdp.host_kernels"),
-                                     StringAttr::get(ctx, id))}),
+        DictionaryAttr::get(
+            ctx, {NamedAttribute(StringAttr::get(ctx, "fsdp.host_kernels"),
+                                 StringAttr::get(ctx, id))}),
         nullptr);
     gpu::BinaryOp::create(b, kernels.getLoc(), kernels.getName(),
                           /*offloadingHandler=*/nullptr,
@@ -416,9 +413,9 @@ struct FSDPGpuHostKernelsPass
       sizes.push_back(global);
     }
 
-    LLVM::LLVMFuncOp registerFn = declareLLVM(
-        module, kRegisterFn,
-        LLVM::LLVMFunctionType::get(i32, {ptrTy, ptrTy, i32}));
+    LLVM::LLVMFuncOp registerFn =
+        declareLLVM(module, kRegisterFn,
+                    LLVM::LLVMFunctionType::get(i32, {ptrTy, ptrTy, i32}));
     LLVM::LLVMFuncOp unregisterFn = declareLLVM(
         module, kUnregisterFn,
         LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {ptrTy}));
@@ -436,9 +433,9 @@ struct FSDPGpuHostKernelsPass
       return LLVM::ConstantOp::create(b, loc, i32, b.getI32IntegerAttr(v));
     };
     Value count = i32c(int64_t(table.size()));
-    Value entries = LLVM::AllocaOp::create(b, loc, ptrTy, entryTy,
-                                           i32c(std::max<int64_t>(
-                                               int64_t(table.size()), 1)));
+    Value entries = LLVM::AllocaOp::create(
+        b, loc, ptrTy, entryTy,
+        i32c(std::max<int64_t>(int64_t(table.size()), 1)));
     for (auto [i, k] : llvm::enumerate(table)) {
       Value entry = LLVM::PoisonOp::create(b, loc, entryTy);
       Value name = LLVM::AddressOfOp::create(b, loc, names[i]);
@@ -448,21 +445,21 @@ struct FSDPGpuHostKernelsPass
                                           k.wrapper.getName());
       Value fnPtr =
           UnrealizedConversionCastOp::create(b, loc, ptrTy, fn).getResult(0);
-      Value sizesPtr =
-          sizes[i] ? Value(LLVM::AddressOfOp::create(b, loc, sizes[i]))
-                   : Value(LLVM::ZeroOp::create(b, loc, ptrTy));
+      Value sizesPtr = sizes[i]
+                           ? Value(LLVM::AddressOfOp::create(b, loc, sizes[i]))
+                           : Value(LLVM::ZeroOp::create(b, loc, ptrTy));
       entry = LLVM::InsertValueOp::create(b, loc, entry, name,
                                           ArrayRef<int64_t>{0});
       entry = LLVM::InsertValueOp::create(b, loc, entry, fnPtr,
                                           ArrayRef<int64_t>{1});
       entry = LLVM::InsertValueOp::create(b, loc, entry, sizesPtr,
                                           ArrayRef<int64_t>{2});
-      entry = LLVM::InsertValueOp::create(
-          b, loc, entry, i32c(int64_t(k.paramSizes.size())),
-          ArrayRef<int64_t>{3});
-      entry = LLVM::InsertValueOp::create(
-          b, loc, entry, i32c(k.lockstep ? kLockstepFlag : 0),
-          ArrayRef<int64_t>{4});
+      entry = LLVM::InsertValueOp::create(b, loc, entry,
+                                          i32c(int64_t(k.paramSizes.size())),
+                                          ArrayRef<int64_t>{3});
+      entry = LLVM::InsertValueOp::create(b, loc, entry,
+                                          i32c(k.lockstep ? kLockstepFlag : 0),
+                                          ArrayRef<int64_t>{4});
       Value slot = LLVM::GEPOp::create(b, loc, ptrTy, entryTy, entries,
                                        ArrayRef<LLVM::GEPArg>{int32_t(i)});
       LLVM::StoreOp::create(b, loc, entry, slot);
@@ -474,12 +471,13 @@ struct FSDPGpuHostKernelsPass
     LLVM::ReturnOp::create(b, loc, ValueRange{});
 
     b.setInsertionPoint(kernels);
-    auto dtor = LLVM::LLVMFuncOp::create(b, loc, prefix + "_unregister",
-                                         voidFn, LLVM::Linkage::Internal);
+    auto dtor = LLVM::LLVMFuncOp::create(b, loc, prefix + "_unregister", voidFn,
+                                         LLVM::Linkage::Internal);
     symbols.insert(dtor);
     b.setInsertionPointToStart(dtor.addEntryBlock(b));
-    LLVM::CallOp::create(b, loc, unregisterFn,
-                         ValueRange{LLVM::AddressOfOp::create(b, loc, idGlobal)});
+    LLVM::CallOp::create(
+        b, loc, unregisterFn,
+        ValueRange{LLVM::AddressOfOp::create(b, loc, idGlobal)});
     LLVM::ReturnOp::create(b, loc, ValueRange{});
 
     appendStructors<LLVM::GlobalCtorsOp>(module, ctor);

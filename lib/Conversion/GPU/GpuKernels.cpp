@@ -124,10 +124,10 @@ Value identityView(OpBuilder &b, Location loc, Value v) {
   auto ptrTy = LLVM::LLVMPointerType::get(ctx);
   Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, v);
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, v);
-  Value bytes = arith::MulIOp::create(
-      b, loc, meta.getOffset(),
-      arith::ConstantIndexOp::create(
-          b, loc, (t.getElementTypeBitWidth() + 7) / 8));
+  Value bytes =
+      arith::MulIOp::create(b, loc, meta.getOffset(),
+                            arith::ConstantIndexOp::create(
+                                b, loc, (t.getElementTypeBitWidth() + 7) / 8));
   Value addr = arith::IndexCastOp::create(
       b, loc, i64, arith::AddIOp::create(b, loc, base, bytes));
   Value ptr = LLVM::IntToPtrOp::create(b, loc, ptrTy, addr);

@@ -42,6 +42,8 @@ struct Stream {
   std::deque<Work> queue;
   uint64_t enqueued = 0, completed = 0;
   bool stop = false;
+  // Sticky, as in CUDA: a kernel fault fails every later synchronization.
+  cudaError_t error = cudaSuccess;
   std::thread worker;
 };
 
@@ -229,6 +231,8 @@ const char *cudaGetErrorString(cudaError_t e) {
     return "invalid device ordinal";
   case cudaErrorNotReady:
     return "device not ready";
+  case cudaErrorLaunchFailure:
+    return "unspecified launch failure";
   default:
     return "emulated error";
   }
@@ -248,6 +252,8 @@ const char *cudaGetErrorName(cudaError_t e) {
     return "cudaErrorInvalidDevice";
   case cudaErrorNotReady:
     return "cudaErrorNotReady";
+  case cudaErrorLaunchFailure:
+    return "cudaErrorLaunchFailure";
   default:
     return "cudaErrorUnknown";
   }
@@ -327,12 +333,14 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   std::unique_lock<std::mutex> lock(mu);
   const uint64_t target = s->enqueued;
   cv.wait(lock, [&] { return s->completed >= target; });
-  return cudaSuccess;
+  return s->error;
 }
 
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   auto *s = reinterpret_cast<Stream *>(stream);
   std::lock_guard<std::mutex> lock(mu);
+  if (s && s->error != cudaSuccess)
+    return s->error;
   return !s || s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
 }
 
@@ -595,8 +603,7 @@ CUresult cuModuleGetFunction(CUfunction *out, CUmodule module,
   auto *m = reinterpret_cast<Module *>(module);
   for (const std::unique_ptr<Kernel> &k : m->kernels)
     if (k->name == name) {
-      m->functions.push_back(
-          std::make_unique<Function>(Function{k.get(), m}));
+      m->functions.push_back(std::make_unique<Function>(Function{k.get(), m}));
       *out = reinterpret_cast<CUfunction>(m->functions.back().get());
       return CUDA_SUCCESS;
     }
@@ -730,15 +737,22 @@ std::string run_block_lockstep(void (*fn)(void *const *), void *const *args,
   return r.fault;
 }
 
-void record_fault(const std::string &kernel, const std::string &why) {
+// The launch fails: the stream's later synchronizations report it, the
+// message (which CUDA would not have) goes to stderr.
+void record_fault(Stream *s, const std::string &kernel,
+                  const std::string &why) {
   std::string msg = "cuda emulation: kernel " + kernel + ": " + why;
   std::fprintf(stderr, "%s\n", msg.c_str());
   std::lock_guard<std::mutex> lock(mu);
   kernel_faults++;
   last_kernel_fault = msg;
+  if (s)
+    s->error = cudaErrorLaunchFailure;
+  else
+    tls_last = cudaErrorLaunchFailure;
 }
 
-void run_grid(const Kernel &k, void *const *args,
+void run_grid(Stream *s, const Kernel &k, void *const *args,
               const cuda_emulation::Launch &g) {
   unsigned bid[3];
   for (bid[2] = 0; bid[2] < g.grid[2]; ++bid[2])
@@ -747,7 +761,7 @@ void run_grid(const Kernel &k, void *const *args,
         if (k.lockstep) {
           std::string fault = run_block_lockstep(k.fn, args, g, bid);
           if (!fault.empty()) {
-            record_fault(k.name, fault);
+            record_fault(s, k.name, fault);
             return;
           }
           continue;
@@ -782,13 +796,13 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
   }
   cuda_emulation::Launch geometry{{gx, gy, gz}, {bx, by, bz}};
   const Kernel *k = f->kernel;
-  enqueue(reinterpret_cast<cudaStream_t>(stream), [storage, geometry, k] {
+  enqueue(reinterpret_cast<cudaStream_t>(stream), [storage, geometry, k, s] {
     std::vector<void *> args;
     for (auto &v : *storage)
       args.push_back(v.data());
     tls_launch = geometry;
     if (k->per_thread)
-      run_grid(*k, args.data(), geometry);
+      run_grid(s, *k, args.data(), geometry);
     else
       k->fn(args.data());
   });
