@@ -424,6 +424,15 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind) {
 
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
                             cudaMemcpyKind, cudaStream_t stream) {
+  cudaPointerAttributes a;
+  cudaPointerGetAttributes(&a, s);
+  if (a.type == cudaMemoryTypeUnregistered) {
+    // Pageable host memory: CUDA has read it when the call returns.
+    auto staged = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(s), static_cast<const char *>(s) + bytes);
+    enqueue(stream, [=] { std::memmove(d, staged->data(), bytes); });
+    return cudaSuccess;
+  }
   enqueue(stream, [=] { std::memmove(d, s, bytes); });
   return cudaSuccess;
 }
