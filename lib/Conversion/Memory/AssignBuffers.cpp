@@ -159,11 +159,13 @@ struct FunctionPlan {
   bool takesArena = false; ///< its arena is its last argument
 };
 
-/// One planned buffer: its allocation, its free and its offset.
+/// One planned buffer: its allocation, its free, its live interval
+/// [allocation, free) in the program order of its group, and its offset.
 struct Planned {
   memref::AllocOp alloc;
   memref::DeallocOp dealloc;
   int64_t bytes = 0, offset = 0;
+  int64_t start = 0, end = 0;
 };
 
 } // namespace
@@ -179,6 +181,8 @@ struct FSDPAssignBuffersPass
   llvm::DenseMap<func::FuncOp, FunctionPlan> plans;
   llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> callsTo;
   llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
+  /// Functions planned with their only caller's group, and that call.
+  llvm::DenseMap<func::FuncOp, func::CallOp> memberCall;
   /// The module's symbols, and the runtime functions declared so far: a
   /// lookup in the module itself would scan it (quadratic in its size).
   std::optional<SymbolTable> symbols;
@@ -264,20 +268,24 @@ struct FSDPAssignBuffersPass
     callsTo.clear();
     otherUses.clear();
     runtime.clear();
+    memberCall.clear();
     collectUses(module);
+    collectMembers();
     SmallVector<NamedAttribute> entries;
     for (func::FuncOp func : calleesFirst(module)) {
       Role role = roleOf(func);
-      if (role == Role::Callee)
+      bool member = memberCall.contains(func);
+      if (role == Role::Callee && !member)
         resultsToOutParams(func);
       addSubArenas(func);
-      FunctionPlan &plan = plans[func];
+      if (member)
+        continue; // planned with its caller's group
       if (role != Role::Other)
-        planFunction(func, role == Role::Entry, plan);
+        planGroup(func, role == Role::Entry);
       else
-        accountOutside(func, {}, plan);
+        accountOutside(func, {}, plans[func]);
       if (role == Role::Entry)
-        entries.emplace_back(func.getSymNameAttr(), planAttr(plan));
+        entries.emplace_back(func.getSymNameAttr(), planAttr(plans[func]));
     }
     if (!entries.empty())
       module->setAttr(kMemoryPlansAttrName,
@@ -454,52 +462,264 @@ struct FSDPAssignBuffersPass
   }
 
   //===--------------------------------------------------------------------===//
-  // Planning one function
+  // Groups: a function and the segments it alone calls
   //===--------------------------------------------------------------------===//
 
-  /// The buffers of `block` the arena takes: statically sized allocations
-  /// of the block freed once by a `memref.dealloc` of the same block, in
-  /// program order.
-  SmallVector<Planned> collectPlanned(Block &block, const DataLayout &layout) {
-    SmallVector<Planned> planned;
-    for (auto alloc : block.getOps<memref::AllocOp>()) {
-      std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
-      std::optional<uint64_t> align = alloc.getAlignment();
-      if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
-          !alloc.getSymbolOperands().empty() ||
-          (align && int64_t(*align) > alignment))
+  /// The private functions called exactly once, from the top-level block of
+  /// a function that is itself planned (an entry, a callee, or one of
+  /// these), with no cycle: each is planned with its caller's group, its
+  /// buffers in the caller's arena at the times of the call.
+  void collectMembers() {
+    llvm::DenseMap<func::FuncOp, func::CallOp> single;
+    for (auto &[callee, calls] : callsTo) {
+      if (calls.size() != 1 || roleOf(callee) != Role::Callee)
         continue;
-      memref::DeallocOp dealloc;
-      unsigned frees = 0;
-      for (Operation *user : alloc->getUsers())
-        if (auto d = dyn_cast<memref::DeallocOp>(user)) {
-          dealloc = d;
-          ++frees;
-        }
-      if (frees != 1 || dealloc->getBlock() != &block)
+      func::CallOp call = calls.front();
+      auto caller = call->getParentOfType<func::FuncOp>();
+      if (!caller || roleOf(caller) == Role::Other ||
+          call->getBlock() != &caller.getBody().front())
         continue;
-      planned.push_back({alloc, dealloc, *bytes, 0});
+      single[callee] = call;
     }
+    // A chain of single callers must end at a root (no cycle).
+    for (auto &[callee, call] : single) {
+      llvm::DenseSet<func::FuncOp> chain;
+      func::FuncOp f = callee;
+      bool rooted = true;
+      for (auto it = single.find(f); it != single.end(); it = single.find(f)) {
+        if (!chain.insert(f).second) {
+          rooted = false;
+          break;
+        }
+        f = it->second->getParentOfType<func::FuncOp>();
+      }
+      if (rooted)
+        memberCall[callee] = call;
+    }
+  }
+
+  //===--------------------------------------------------------------------===//
+  // Planning one group
+  //===--------------------------------------------------------------------===//
+
+  /// The group of `root` in program order: the ops of its block, a call of
+  /// a member replaced by the member's block (recursively). Records the
+  /// candidate buffers (static allocations of these blocks), every free of
+  /// these blocks, and the frees nested in regions.
+  struct Timeline {
+    SmallVector<func::FuncOp> functions; ///< root first, callers first
+    SmallVector<Planned> candidates;
+    llvm::DenseMap<Operation *, unsigned> candidateOf;
+    SmallVector<std::pair<memref::DeallocOp, int64_t>> frees;
+    SmallVector<memref::DeallocOp> nestedFrees;
+    int64_t position = 0;
+  };
+
+  void walkGroup(func::FuncOp func, Timeline &t) {
+    t.functions.push_back(func);
+    DataLayout layout = DataLayout::closest(func);
+    for (Operation &op : func.getBody().front()) {
+      ++t.position;
+      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+        std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
+        std::optional<uint64_t> align = alloc.getAlignment();
+        if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
+            !alloc.getSymbolOperands().empty() ||
+            (align && int64_t(*align) > alignment))
+          continue;
+        t.candidateOf[alloc] = t.candidates.size();
+        Planned p;
+        p.alloc = alloc;
+        p.bytes = *bytes;
+        p.start = t.position;
+        t.candidates.push_back(p);
+        continue;
+      }
+      if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+        t.frees.push_back({dealloc, t.position});
+        continue;
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        func::FuncOp callee = calleeOf(call);
+        auto it = callee ? memberCall.find(callee) : memberCall.end();
+        if (it != memberCall.end() && it->second == call) {
+          walkGroup(callee, t);
+          ++t.position; // the return
+          continue;
+        }
+      }
+      if (op.getNumRegions())
+        op.walk([&](memref::DeallocOp d) { t.nestedFrees.push_back(d); });
+    }
+  }
+
+  /// The allocation of the group that `v` is: through views, from a
+  /// member's argument to its call's operand and from a member call's
+  /// result to the member's returned value. Null when it is none.
+  Operation *allocationOf(Value v) {
+    for (unsigned steps = 0; steps < 1024; ++steps) {
+      v = viewRoot(v);
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+        auto it = f ? memberCall.find(f) : memberCall.end();
+        if (it == memberCall.end() ||
+            arg.getOwner() != &f.getBody().front() ||
+            arg.getArgNumber() >= it->second.getNumOperands())
+          return nullptr;
+        v = it->second.getOperand(arg.getArgNumber());
+        continue;
+      }
+      Operation *def = v.getDefiningOp();
+      if (isa<memref::AllocOp>(def))
+        return def;
+      auto call = dyn_cast<func::CallOp>(def);
+      func::FuncOp callee = call ? calleeOf(call) : func::FuncOp();
+      auto it = callee ? memberCall.find(callee) : memberCall.end();
+      if (it == memberCall.end() || it->second != call)
+        return nullptr;
+      auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+      v = ret.getOperand(cast<OpResult>(v).getResultNumber());
+    }
+    return nullptr;
+  }
+
+  /// The buffers the arena takes: candidates freed exactly once, by a free
+  /// of the group's blocks (none in a nested region), with their live
+  /// intervals [allocation, free).
+  SmallVector<Planned> collectPlanned(Timeline &t) {
+    SmallVector<unsigned> frees(t.candidates.size(), 0);
+    for (auto [dealloc, position] : t.frees) {
+      auto it = t.candidateOf.find(allocationOf(dealloc.getMemref()));
+      if (it == t.candidateOf.end())
+        continue;
+      Planned &p = t.candidates[it->second];
+      ++frees[it->second];
+      p.dealloc = dealloc;
+      p.end = position;
+    }
+    for (memref::DeallocOp d : t.nestedFrees) {
+      auto it = t.candidateOf.find(allocationOf(d.getMemref()));
+      if (it != t.candidateOf.end())
+        frees[it->second] += 2;
+    }
+    SmallVector<Planned> planned;
+    for (auto [i, p] : llvm::enumerate(t.candidates))
+      if (frees[i] == 1)
+        planned.push_back(p);
     return planned;
   }
 
-  /// Offsets by a best-fit heap simulation in program order.
-  void simulate(Block &block, MutableArrayRef<Planned> planned,
-                FunctionPlan &plan) {
-    ArenaHeap heap(alignment);
-    llvm::DenseMap<Operation *, size_t> freeOf;
-    for (auto [i, p] : llvm::enumerate(planned))
-      freeOf[p.dealloc] = i;
-    size_t next = 0;
-    for (Operation &op : block) {
-      if (next < planned.size() && &op == planned[next].alloc) {
-        planned[next].offset = heap.allocate(planned[next].bytes);
-        ++next;
-      } else if (auto it = freeOf.find(&op); it != freeOf.end()) {
-        heap.release(planned[it->second].offset, planned[it->second].bytes);
-      }
+  int64_t slot(int64_t bytes) const {
+    return std::max(alignTo(bytes, alignment), int64_t(alignment));
+  }
+
+  /// Offsets by a best-fit heap simulation in program order: O(n log n).
+  int64_t packInProgramOrder(ArrayRef<Planned> planned,
+                             SmallVectorImpl<int64_t> &offsets) {
+    // (position, buffer, is the allocation); positions are distinct ops.
+    SmallVector<std::tuple<int64_t, size_t, bool>> events;
+    for (auto [i, p] : llvm::enumerate(planned)) {
+      events.push_back({p.start, i, true});
+      events.push_back({p.end, i, false});
     }
-    plan.arena = heap.size();
+    llvm::sort(events);
+    ArenaHeap heap(alignment);
+    offsets.assign(planned.size(), 0);
+    for (auto [position, i, isAlloc] : events) {
+      if (isAlloc)
+        offsets[i] = heap.allocate(planned[i].bytes);
+      else
+        heap.release(offsets[i], planned[i].bytes);
+    }
+    return heap.size();
+  }
+
+  /// Offsets by global decreasing-size best fit over the live intervals:
+  /// the largest buffer first, each at the smallest gap (lowest offset on
+  /// a tie) between the buffers already placed that are live at the same
+  /// time, or above them. O(n log n) to sort plus, per buffer, the buffers
+  /// live with it.
+  int64_t packBySize(ArrayRef<Planned> planned,
+                     SmallVectorImpl<int64_t> &offsets) {
+    size_t n = planned.size();
+    SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
+    llvm::stable_sort(order, [&](size_t a, size_t b) {
+      int64_t sa = slot(planned[a].bytes), sb = slot(planned[b].bytes);
+      if (sa != sb)
+        return sa > sb;
+      return planned[a].start < planned[b].start;
+    });
+    offsets.assign(n, 0);
+    // The placed buffers by start: those live at [s, e) start before e.
+    std::multimap<int64_t, size_t> placed;
+    // The longest lifetime placed so far bounds how far back to look.
+    int64_t longest = 0, top = 0;
+    SmallVector<std::pair<int64_t, int64_t>> busy;
+    for (size_t i : order) {
+      const Planned &p = planned[i];
+      int64_t size = slot(p.bytes);
+      busy.clear();
+      for (auto it = placed.lower_bound(p.start - longest);
+           it != placed.end() && it->first < p.end; ++it) {
+        const Planned &q = planned[it->second];
+        if (q.end > p.start)
+          busy.push_back({offsets[it->second],
+                          offsets[it->second] + slot(q.bytes)});
+      }
+      llvm::sort(busy);
+      int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
+      for (auto [begin, end] : busy) {
+        if (begin - cursor >= size && begin - cursor < bestGap) {
+          best = cursor;
+          bestGap = begin - cursor;
+        }
+        cursor = std::max(cursor, end);
+      }
+      offsets[i] = best >= 0 ? best : cursor;
+      top = std::max(top, offsets[i] + size);
+      longest = std::max(longest, p.end - p.start);
+      placed.insert({p.start, i});
+    }
+    return top;
+  }
+
+  /// Packs `planned` both ways and keeps the smaller arena (program order
+  /// on a tie).
+  int64_t pack(MutableArrayRef<Planned> planned) {
+    SmallVector<int64_t> inOrder, bySize;
+    int64_t a = packInProgramOrder(planned, inOrder);
+    int64_t b = packBySize(planned, bySize);
+    ArrayRef<int64_t> chosen = b < a ? bySize : inOrder;
+    if (getenv("AB_DEBUG")) {
+      SmallVector<std::pair<int64_t, int64_t>> ev;
+      for (auto &p : planned) {
+        ev.push_back({p.start, slot(p.bytes)});
+        ev.push_back({p.end, -slot(p.bytes)});
+      }
+      llvm::sort(ev);
+      int64_t live = 0, peak = 0;
+      for (auto [t, d] : ev) {
+        live += d;
+        peak = std::max(peak, live);
+      }
+      llvm::errs() << "pack: n=" << planned.size() << " order=" << a
+                   << " size=" << b << " maxlive=" << peak << "\n";
+    }
+    for (auto [p, offset] : llvm::zip_equal(planned, chosen))
+      p.offset = offset;
+    return std::min(a, b);
+  }
+
+  /// Plans `root` and its members into one arena; records the plans of
+  /// all of them.
+  void planGroup(func::FuncOp root, bool entry) {
+    Timeline t;
+    walkGroup(root, t);
+    SmallVector<Planned> planned = collectPlanned(t);
+    for (func::FuncOp f : t.functions)
+      (void)plans[f]; // no insertion below: references stay valid
+    FunctionPlan &plan = plans[root];
+    plan.arena = pack(planned);
     plan.buffers = int64_t(planned.size());
     SmallVector<int64_t> sizes =
         llvm::map_to_vector(planned, [](const Planned &p) { return p.bytes; });
@@ -507,25 +727,33 @@ struct FSDPAssignBuffersPass
     std::partial_sort(sizes.begin(), sizes.begin() + n, sizes.end(),
                       std::greater<int64_t>());
     plan.largest.assign(sizes.begin(), sizes.begin() + n);
-  }
 
-  void planFunction(func::FuncOp func, bool entry, FunctionPlan &plan) {
-    Block &block = func.getBody().front();
-    SmallVector<Planned> planned =
-        collectPlanned(block, DataLayout::closest(func));
-    simulate(block, planned, plan);
     llvm::DenseSet<Operation *> inArena;
     for (const Planned &p : planned)
       inArena.insert(p.alloc);
-    accountOutside(func, inArena, plan);
+    // Callees before callers: a caller counts its members' outside bytes.
+    for (func::FuncOp f : llvm::reverse(t.functions))
+      accountOutside(f, inArena, plans[f]);
     numPlanned += planned.size();
     if (planned.empty())
       return;
-    auto [base, pointer] = entry ? arenaFromRuntime(func, plan.arena)
-                                 : arenaArgument(func, plan.arena);
+
+    llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> arenaOf;
+    arenaOf[root] = entry ? arenaFromRuntime(root, plan.arena)
+                          : arenaArgument(root, plan.arena);
     plan.takesArena = !entry;
-    for (Planned &p : planned)
-      rewritePlanned(p, base, pointer);
+    for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
+      func::CallOp call = memberCall.lookup(f);
+      auto caller = call->getParentOfType<func::FuncOp>();
+      arenaOf[f] = arenaArgument(f, plan.arena);
+      call->insertOperands(call->getNumOperands(), {arenaOf[caller].first});
+    }
+    for (Planned &p : planned) {
+      auto owner = p.alloc->getParentOfType<func::FuncOp>();
+      auto freer = p.dealloc->getParentOfType<func::FuncOp>();
+      rewritePlanned(p, arenaOf[owner].first, arenaOf[owner].second,
+                     arenaOf[freer].second);
+    }
   }
 
   /// The entry's arena: the runtime's base pointer for this rank, as a
@@ -558,7 +786,8 @@ struct FSDPAssignBuffersPass
     return {arena, ptr};
   }
 
-  /// A callee's arena: a new last argument (its callers allocate it).
+  /// A callee's arena: a new last argument (its callers allocate it, or
+  /// pass their own arena to a member).
   std::pair<Value, Value> arenaArgument(func::FuncOp func, int64_t bytes) {
     auto type =
         MemRefType::get({bytes}, IntegerType::get(func.getContext(), 8));
@@ -581,8 +810,10 @@ struct FSDPAssignBuffersPass
   }
 
   /// The allocation becomes a view of the arena at its offset; with
-  /// `poison`, the runtime hears where it becomes live and dead.
-  void rewritePlanned(Planned &p, Value arena, Value base) {
+  /// `poison`, the runtime hears where it becomes live and dead (the free
+  /// may be in another function of the group, with its own base pointer).
+  void rewritePlanned(Planned &p, Value arena, Value allocBase,
+                      Value freeBase) {
     if (!arena)
       return;
     Location loc = p.alloc.getLoc();
@@ -590,13 +821,14 @@ struct FSDPAssignBuffersPass
     Value offset = arith::ConstantIndexOp::create(b, loc, p.offset);
     Value view = memref::ViewOp::create(b, loc, p.alloc.getType(), arena,
                                         offset, ValueRange{});
-    bool marks = poison && base && !p.alloc->hasAttr(kSubArenaAttrName);
+    bool marks =
+        poison && allocBase && freeBase && !p.alloc->hasAttr(kSubArenaAttrName);
     if (marks) {
       callRuntime(b, loc, RuntimeFunction::arena_unpoison,
-                  {addressAt(b, loc, base, p.offset), p.bytes});
+                  {addressAt(b, loc, allocBase, p.offset), p.bytes});
       OpBuilder d(p.dealloc);
       callRuntime(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
-                  {addressAt(d, loc, base, p.offset), p.bytes});
+                  {addressAt(d, loc, freeBase, p.offset), p.bytes});
     }
     p.dealloc.erase();
     p.alloc.replaceAllUsesWith(view);
