@@ -122,12 +122,19 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
     Option<"poison", "poison", "bool", /*default=*/"true",
            "Mark each planned buffer live and dead for the runtime's "
            "sanitizer poisoning">,
+    Option<"entryResults", "entry-results", "bool", /*default=*/"true",
+           "Plan an entry's statically shaped results into the arena too: "
+           "they stay valid until the entry's next call on that rank (the "
+           "runners copy them first and free only what malloc returned)">,
   ];
   let statistics = [
     Statistic<"numPlanned", "planned-buffers",
               "Buffers given an offset in an arena">,
     Statistic<"numOutParams", "out-params",
               "Callee results turned into out-parameters">,
+    Statistic<"numRepeatedCalls", "repeated-calls",
+              "Calls of a function called several times whose buffers are "
+              "planned in the caller's arena at offsets the call passes">,
     Statistic<"numOutside", "outside-buffers",
               "Static buffers left outside the arena">,
   ];

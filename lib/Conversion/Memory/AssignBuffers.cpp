@@ -30,6 +30,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <map>
 #include <set>
@@ -166,6 +168,8 @@ struct Planned {
   memref::DeallocOp dealloc;
   int64_t bytes = 0, offset = 0;
   int64_t start = 0, end = 0;
+  /// The call of the repeated function this is a buffer of, or null.
+  Operation *instance = nullptr;
 };
 
 } // namespace
@@ -183,6 +187,8 @@ struct FSDPAssignBuffersPass
   llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
   /// Functions planned with their only caller's group, and that call.
   llvm::DenseMap<func::FuncOp, func::CallOp> memberCall;
+  /// Functions planned in each of their calls, and those calls.
+  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> repeated;
   /// The module's symbols, and the runtime functions declared so far: a
   /// lookup in the module itself would scan it (quadratic in its size).
   std::optional<SymbolTable> symbols;
@@ -269,12 +275,13 @@ struct FSDPAssignBuffersPass
     otherUses.clear();
     runtime.clear();
     memberCall.clear();
+    repeated.clear();
     collectUses(module);
     collectMembers();
     SmallVector<NamedAttribute> entries;
     for (func::FuncOp func : calleesFirst(module)) {
       Role role = roleOf(func);
-      bool member = memberCall.contains(func);
+      bool member = planInCaller(func);
       if (role == Role::Callee && !member)
         resultsToOutParams(func);
       addSubArenas(func);
@@ -462,26 +469,37 @@ struct FSDPAssignBuffersPass
   }
 
   //===--------------------------------------------------------------------===//
-  // Groups: a function and the segments it alone calls
+  // Groups: a function and the segments it calls, planned as one program
   //===--------------------------------------------------------------------===//
 
-  /// The private functions called exactly once, from the top-level block of
-  /// a function that is itself planned (an entry, a callee, or one of
-  /// these), with no cycle: each is planned with its caller's group, its
-  /// buffers in the caller's arena at the times of the call.
+  /// The function whose top-level block holds `call`, or null.
+  static func::FuncOp topLevelCaller(func::CallOp call) {
+    auto caller = call->getParentOfType<func::FuncOp>();
+    if (!caller || !caller.getBody().hasOneBlock() ||
+        call->getBlock() != &caller.getBody().front())
+      return {};
+    return caller;
+  }
+
+  /// Which callees are planned with their callers (the call's times in the
+  /// caller's program order, their buffers in the caller's arena):
+  /// - a member: a private function called once, from the top-level block
+  ///   of a planned function, no cycle; a chain of members ends at a root;
+  /// - a repeated function: a private function called several times, each
+  ///   call from the top-level block of an entry or of a member of an
+  ///   entry, all of the same entry. Each call passes the offsets of that
+  ///   call's buffers.
+  /// Every other planned function is a root with an arena of its own.
   void collectMembers() {
     llvm::DenseMap<func::FuncOp, func::CallOp> single;
     for (auto &[callee, calls] : callsTo) {
       if (calls.size() != 1 || roleOf(callee) != Role::Callee)
         continue;
-      func::CallOp call = calls.front();
-      auto caller = call->getParentOfType<func::FuncOp>();
-      if (!caller || roleOf(caller) == Role::Other ||
-          call->getBlock() != &caller.getBody().front())
-        continue;
-      single[callee] = call;
+      func::FuncOp caller = topLevelCaller(calls.front());
+      if (caller && roleOf(caller) != Role::Other)
+        single[callee] = calls.front();
     }
-    // A chain of single callers must end at a root (no cycle).
+    llvm::DenseMap<func::FuncOp, func::FuncOp> rootOf;
     for (auto &[callee, call] : single) {
       llvm::DenseSet<func::FuncOp> chain;
       func::FuncOp f = callee;
@@ -491,32 +509,75 @@ struct FSDPAssignBuffersPass
           rooted = false;
           break;
         }
-        f = it->second->getParentOfType<func::FuncOp>();
+        f = topLevelCaller(it->second);
       }
       if (rooted)
-        memberCall[callee] = call;
+        rootOf[callee] = f;
     }
+    auto entryRoot = [&](func::FuncOp g) -> func::FuncOp {
+      auto it = rootOf.find(g);
+      func::FuncOp root = it == rootOf.end() ? g : it->second;
+      return roleOf(root) == Role::Entry ? root : func::FuncOp();
+    };
+    for (auto &[callee, calls] : callsTo) {
+      if (calls.size() < 2 || roleOf(callee) != Role::Callee ||
+          rootOf.contains(callee))
+        continue;
+      func::FuncOp root;
+      bool ok = true;
+      for (func::CallOp call : calls) {
+        func::FuncOp caller = topLevelCaller(call);
+        func::FuncOp r = caller ? entryRoot(caller) : func::FuncOp();
+        ok &= r && (!root || r == root);
+        root = r;
+      }
+      if (ok)
+        repeated[callee] = calls;
+    }
+    // A member of a repeated function runs once per call: it is a root.
+    for (auto &[callee, call] : single)
+      if (auto it = rootOf.find(callee);
+          it != rootOf.end() && !repeated.contains(it->second))
+        memberCall[callee] = call;
   }
 
-  //===--------------------------------------------------------------------===//
-  // Planning one group
-  //===--------------------------------------------------------------------===//
+  bool planInCaller(func::FuncOp f) {
+    return memberCall.contains(f) || repeated.contains(f);
+  }
 
-  /// The group of `root` in program order: the ops of its block, a call of
-  /// a member replaced by the member's block (recursively). Records the
-  /// candidate buffers (static allocations of these blocks), every free of
-  /// these blocks, and the frees nested in regions.
+  /// The call `call` as a call of a planned-in-caller function: the callee
+  /// (null when it is not one).
+  func::FuncOp inlinedCallee(func::CallOp call) {
+    func::FuncOp callee = calleeOf(call);
+    if (!callee)
+      return {};
+    if (auto it = memberCall.find(callee); it != memberCall.end())
+      return it->second == call ? callee : func::FuncOp();
+    if (auto it = repeated.find(callee); it != repeated.end())
+      return llvm::is_contained(it->second, call) ? callee : func::FuncOp();
+    return {};
+  }
+
+  /// The group of `root` in program order: the ops of its block, each call
+  /// of a member or repeated function replaced by the callee's block
+  /// (recursively), each such call an instance of the callee. Records the
+  /// candidate buffers (static allocations of these blocks) per instance,
+  /// every free of these blocks, and the frees nested in regions.
   struct Timeline {
     SmallVector<func::FuncOp> functions; ///< root first, callers first
     SmallVector<Planned> candidates;
-    llvm::DenseMap<Operation *, unsigned> candidateOf;
-    SmallVector<std::pair<memref::DeallocOp, int64_t>> frees;
-    SmallVector<memref::DeallocOp> nestedFrees;
+    /// (allocation, instance: the repeated function's call, or null)
+    llvm::DenseMap<std::pair<Operation *, Operation *>, unsigned> candidateOf;
+    SmallVector<std::tuple<memref::DeallocOp, int64_t, Operation *>> frees;
+    SmallVector<std::pair<memref::DeallocOp, Operation *>> nestedFrees;
+    /// Candidates an entry returns: live to its return.
+    SmallVector<unsigned> results;
     int64_t position = 0;
   };
 
-  void walkGroup(func::FuncOp func, Timeline &t) {
-    t.functions.push_back(func);
+  void walkGroup(func::FuncOp func, Operation *instance, Timeline &t) {
+    if (!llvm::is_contained(t.functions, func))
+      t.functions.push_back(func);
     DataLayout layout = DataLayout::closest(func);
     for (Operation &op : func.getBody().front()) {
       ++t.position;
@@ -527,84 +588,107 @@ struct FSDPAssignBuffersPass
             !alloc.getSymbolOperands().empty() ||
             (align && int64_t(*align) > alignment))
           continue;
-        t.candidateOf[alloc] = t.candidates.size();
+        t.candidateOf[{alloc, instance}] = t.candidates.size();
         Planned p;
         p.alloc = alloc;
+        p.instance = instance;
         p.bytes = *bytes;
         p.start = t.position;
         t.candidates.push_back(p);
         continue;
       }
       if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
-        t.frees.push_back({dealloc, t.position});
+        t.frees.push_back({dealloc, t.position, instance});
         continue;
       }
       if (auto call = dyn_cast<func::CallOp>(op)) {
-        func::FuncOp callee = calleeOf(call);
-        auto it = callee ? memberCall.find(callee) : memberCall.end();
-        if (it != memberCall.end() && it->second == call) {
-          walkGroup(callee, t);
+        if (func::FuncOp callee = inlinedCallee(call)) {
+          walkGroup(callee, repeated.contains(callee) ? call : instance, t);
           ++t.position; // the return
           continue;
         }
       }
       if (op.getNumRegions())
-        op.walk([&](memref::DeallocOp d) { t.nestedFrees.push_back(d); });
+        op.walk([&](memref::DeallocOp d) {
+          t.nestedFrees.push_back({d, instance});
+        });
     }
   }
 
-  /// The allocation of the group that `v` is: through views, from a
-  /// member's argument to its call's operand and from a member call's
-  /// result to the member's returned value. Null when it is none.
-  Operation *allocationOf(Value v) {
+  /// The allocation of the group that `v` (of `instance`) is, and its
+  /// instance: through views, from an argument to the operand of the
+  /// instance's call and from a call's result to the callee's returned
+  /// value. Null when it is none.
+  std::pair<Operation *, Operation *> allocationOf(Value v,
+                                                   Operation *instance) {
     for (unsigned steps = 0; steps < 1024; ++steps) {
       v = viewRoot(v);
       if (auto arg = dyn_cast<BlockArgument>(v)) {
         auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-        auto it = f ? memberCall.find(f) : memberCall.end();
-        if (it == memberCall.end() ||
-            arg.getOwner() != &f.getBody().front() ||
-            arg.getArgNumber() >= it->second.getNumOperands())
-          return nullptr;
-        v = it->second.getOperand(arg.getArgNumber());
+        if (!f || arg.getOwner() != &f.getBody().front())
+          return {};
+        Operation *call = nullptr;
+        if (auto it = memberCall.find(f); it != memberCall.end())
+          call = it->second;
+        else if (repeated.contains(f))
+          call = instance;
+        if (!call || arg.getArgNumber() >= call->getNumOperands())
+          return {};
+        v = call->getOperand(arg.getArgNumber());
+        if (call == instance)
+          instance = nullptr; // repeated functions are called from roots'
         continue;
       }
       Operation *def = v.getDefiningOp();
       if (isa<memref::AllocOp>(def))
-        return def;
+        return {def, instance};
       auto call = dyn_cast<func::CallOp>(def);
-      func::FuncOp callee = call ? calleeOf(call) : func::FuncOp();
-      auto it = callee ? memberCall.find(callee) : memberCall.end();
-      if (it == memberCall.end() || it->second != call)
-        return nullptr;
+      func::FuncOp callee = call ? inlinedCallee(call) : func::FuncOp();
+      if (!callee)
+        return {};
+      if (repeated.contains(callee))
+        instance = call;
       auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
       v = ret.getOperand(cast<OpResult>(v).getResultNumber());
     }
-    return nullptr;
+    return {};
   }
 
   /// The buffers the arena takes: candidates freed exactly once, by a free
   /// of the group's blocks (none in a nested region), with their live
-  /// intervals [allocation, free).
+  /// intervals [allocation, free). A repeated function's allocation is
+  /// planned in all its calls or in none, and a free there must be of its
+  /// own allocation (the same op frees it in every call).
   SmallVector<Planned> collectPlanned(Timeline &t) {
     SmallVector<unsigned> frees(t.candidates.size(), 0);
-    for (auto [dealloc, position] : t.frees) {
-      auto it = t.candidateOf.find(allocationOf(dealloc.getMemref()));
+    llvm::DenseSet<Operation *> dropped;
+    for (auto [dealloc, position, instance] : t.frees) {
+      auto key = allocationOf(dealloc.getMemref(), instance);
+      auto it = t.candidateOf.find(key);
       if (it == t.candidateOf.end())
         continue;
       Planned &p = t.candidates[it->second];
       ++frees[it->second];
       p.dealloc = dealloc;
       p.end = position;
+      if (instance && key.second != instance)
+        dropped.insert(p.alloc);
     }
-    for (memref::DeallocOp d : t.nestedFrees) {
-      auto it = t.candidateOf.find(allocationOf(d.getMemref()));
+    for (unsigned i : t.results) {
+      ++frees[i];
+      t.candidates[i].end = t.position + 1;
+    }
+    for (auto [d, instance] : t.nestedFrees) {
+      auto it = t.candidateOf.find(allocationOf(d.getMemref(), instance));
       if (it != t.candidateOf.end())
         frees[it->second] += 2;
     }
-    SmallVector<Planned> planned;
     for (auto [i, p] : llvm::enumerate(t.candidates))
-      if (frees[i] == 1)
+      if (frees[i] != 1)
+        dropped.insert(p.alloc);
+    SmallVector<Planned> planned;
+    for (Planned &p : t.candidates)
+      if (!dropped.contains(p.alloc))
         planned.push_back(p);
     return planned;
   }
@@ -634,25 +718,41 @@ struct FSDPAssignBuffersPass
     return heap.size();
   }
 
-  /// Offsets by global decreasing-size best fit over the live intervals:
-  /// the largest buffer first, each at the smallest gap (lowest offset on
-  /// a tie) between the buffers already placed that are live at the same
-  /// time, or above them. O(n log n) to sort plus, per buffer, the buffers
-  /// live with it.
-  int64_t packBySize(ArrayRef<Planned> planned,
-                     SmallVectorImpl<int64_t> &offsets) {
+  /// Orders of the global best-fit packing (as XLA's heap simulator tries).
+  enum class Order { Size, Lifetime, Area };
+
+  /// Offsets by a global best fit over the live intervals, the buffers in
+  /// decreasing size (or lifetime, or size times lifetime): each at the
+  /// smallest gap (the lowest on a tie) between the buffers already placed
+  /// that are live at the same time, or above them. O(n log n) to sort
+  /// plus, per buffer, the buffers live with it.
+  int64_t packGlobally(ArrayRef<Planned> planned, Order by,
+                       SmallVectorImpl<int64_t> &offsets) {
     size_t n = planned.size();
+    auto key = [&](size_t i) -> std::pair<double, int64_t> {
+      const Planned &p = planned[i];
+      double size = double(slot(p.bytes)), life = double(p.end - p.start);
+      switch (by) {
+      case Order::Size:
+        return {size, int64_t(life)};
+      case Order::Lifetime:
+        return {life, int64_t(size)};
+      case Order::Area:
+        return {size * life, int64_t(size)};
+      }
+      return {};
+    };
     SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
     llvm::stable_sort(order, [&](size_t a, size_t b) {
-      int64_t sa = slot(planned[a].bytes), sb = slot(planned[b].bytes);
-      if (sa != sb)
-        return sa > sb;
+      auto ka = key(a), kb = key(b);
+      if (ka != kb)
+        return ka > kb;
       return planned[a].start < planned[b].start;
     });
     offsets.assign(n, 0);
-    // The placed buffers by start: those live at [s, e) start before e.
+    // The placed buffers by start: those live at [s, e) start before e,
+    // and after s minus the longest lifetime placed.
     std::multimap<int64_t, size_t> placed;
-    // The longest lifetime placed so far bounds how far back to look.
     int64_t longest = 0, top = 0;
     SmallVector<std::pair<int64_t, int64_t>> busy;
     for (size_t i : order) {
@@ -663,8 +763,8 @@ struct FSDPAssignBuffersPass
            it != placed.end() && it->first < p.end; ++it) {
         const Planned &q = planned[it->second];
         if (q.end > p.start)
-          busy.push_back({offsets[it->second],
-                          offsets[it->second] + slot(q.bytes)});
+          busy.push_back(
+              {offsets[it->second], offsets[it->second] + slot(q.bytes)});
       }
       llvm::sort(busy);
       int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
@@ -683,38 +783,38 @@ struct FSDPAssignBuffersPass
     return top;
   }
 
-  /// Packs `planned` both ways and keeps the smaller arena (program order
-  /// on a tie).
+  /// Packs `planned` in program order and globally in each order, keeping
+  /// the smallest arena (the first on a tie).
   int64_t pack(MutableArrayRef<Planned> planned) {
-    SmallVector<int64_t> inOrder, bySize;
-    int64_t a = packInProgramOrder(planned, inOrder);
-    int64_t b = packBySize(planned, bySize);
-    ArrayRef<int64_t> chosen = b < a ? bySize : inOrder;
-    if (getenv("AB_DEBUG")) {
-      SmallVector<std::pair<int64_t, int64_t>> ev;
-      for (auto &p : planned) {
-        ev.push_back({p.start, slot(p.bytes)});
-        ev.push_back({p.end, -slot(p.bytes)});
+    SmallVector<int64_t> best, offsets;
+    int64_t arena = packInProgramOrder(planned, best);
+    for (Order by : {Order::Size, Order::Lifetime, Order::Area}) {
+      int64_t size = packGlobally(planned, by, offsets);
+      if (size < arena) {
+        arena = size;
+        std::swap(best, offsets);
       }
-      llvm::sort(ev);
-      int64_t live = 0, peak = 0;
-      for (auto [t, d] : ev) {
-        live += d;
-        peak = std::max(peak, live);
-      }
-      llvm::errs() << "pack: n=" << planned.size() << " order=" << a
-                   << " size=" << b << " maxlive=" << peak << "\n";
     }
-    for (auto [p, offset] : llvm::zip_equal(planned, chosen))
+    for (auto [p, offset] : llvm::zip_equal(planned, best))
       p.offset = offset;
-    return std::min(a, b);
+    return arena;
   }
 
-  /// Plans `root` and its members into one arena; records the plans of
-  /// all of them.
+  /// Plans `root` and the functions planned in its callers into one arena;
+  /// records the plans of all of them.
   void planGroup(func::FuncOp root, bool entry) {
     Timeline t;
-    walkGroup(root, t);
+    walkGroup(root, nullptr, t);
+    if (entry && entryResults) {
+      // Each buffer the entry returns once, live to the return.
+      llvm::SetVector<unsigned> results;
+      for (Value v : root.getBody().front().getTerminator()->getOperands())
+        if (isa<BaseMemRefType>(v.getType()))
+          if (auto it = t.candidateOf.find(allocationOf(v, nullptr));
+              it != t.candidateOf.end())
+            results.insert(it->second);
+      t.results.assign(results.begin(), results.end());
+    }
     SmallVector<Planned> planned = collectPlanned(t);
     for (func::FuncOp f : t.functions)
       (void)plans[f]; // no insertion below: references stay valid
@@ -731,28 +831,80 @@ struct FSDPAssignBuffersPass
     llvm::DenseSet<Operation *> inArena;
     for (const Planned &p : planned)
       inArena.insert(p.alloc);
-    // Callees before callers: a caller counts its members' outside bytes.
+    // Callees before callers (a caller counts its callees' outside bytes):
+    // repeated functions call no member, and a member comes after its
+    // caller in `functions`.
+    for (func::FuncOp f : t.functions)
+      if (repeated.contains(f))
+        accountOutside(f, inArena, plans[f]);
     for (func::FuncOp f : llvm::reverse(t.functions))
-      accountOutside(f, inArena, plans[f]);
+      if (!repeated.contains(f))
+        accountOutside(f, inArena, plans[f]);
     numPlanned += planned.size();
     if (planned.empty())
       return;
 
+    // Each function's arena and base pointer; a member's and a repeated
+    // function's are arguments its calls pass, with a repeated function's
+    // offsets (one index per buffer) after them.
     llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> arenaOf;
     arenaOf[root] = entry ? arenaFromRuntime(root, plan.arena)
                           : arenaArgument(root, plan.arena);
     plan.takesArena = !entry;
+    llvm::MapVector<Operation *, SmallVector<Planned *>> byAlloc;
+    for (Planned &p : planned)
+      byAlloc[p.alloc].push_back(&p);
+    llvm::DenseMap<Operation *, Value> offsetArg;
+    // Members first (each after its caller), then repeated functions,
+    // whose callers are the root and members.
     for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
-      func::CallOp call = memberCall.lookup(f);
-      auto caller = call->getParentOfType<func::FuncOp>();
+      auto it = memberCall.find(f);
+      if (it == memberCall.end())
+        continue;
       arenaOf[f] = arenaArgument(f, plan.arena);
-      call->insertOperands(call->getNumOperands(), {arenaOf[caller].first});
+      func::CallOp call = it->second;
+      call->insertOperands(call->getNumOperands(),
+                           {arenaOf[topLevelCaller(call)].first});
     }
-    for (Planned &p : planned) {
-      auto owner = p.alloc->getParentOfType<func::FuncOp>();
-      auto freer = p.dealloc->getParentOfType<func::FuncOp>();
-      rewritePlanned(p, arenaOf[owner].first, arenaOf[owner].second,
-                     arenaOf[freer].second);
+    for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
+      if (!repeated.contains(f))
+        continue;
+      arenaOf[f] = arenaArgument(f, plan.arena);
+      // The repeated function's buffers, in one order for every call.
+      SmallVector<Operation *> own;
+      for (auto &[alloc, instances] : byAlloc)
+        if (alloc->getParentOfType<func::FuncOp>() == f)
+          own.push_back(alloc);
+      unsigned first = f.getNumArguments();
+      Type index = IndexType::get(f.getContext());
+      SmallVector<unsigned> at(own.size(), first);
+      SmallVector<Type> types(own.size(), index);
+      SmallVector<DictionaryAttr> attrs(own.size(),
+                                        DictionaryAttr::get(f.getContext()));
+      SmallVector<Location> locs(own.size(), f.getLoc());
+      if (failed(f.insertArguments(at, types, attrs, locs)))
+        return signalPassFailure();
+      for (auto [i, alloc] : llvm::enumerate(own))
+        offsetArg[alloc] = f.getArgument(first + i);
+      numRepeatedCalls += repeated[f].size();
+      for (func::CallOp call : repeated[f]) {
+        OpBuilder b(call);
+        SmallVector<Value> extra = {arenaOf[topLevelCaller(call)].first};
+        for (Operation *alloc : own) {
+          const Planned *mine = nullptr;
+          for (const Planned *p : byAlloc[alloc])
+            if (p->instance == call)
+              mine = p;
+          extra.push_back(
+              arith::ConstantIndexOp::create(b, call.getLoc(), mine->offset));
+        }
+        call->insertOperands(call->getNumOperands(), extra);
+      }
+    }
+    for (auto &[alloc, instances] : byAlloc) {
+      auto owner = alloc->getParentOfType<func::FuncOp>();
+      rewritePlanned(cast<memref::AllocOp>(alloc), instances, arenaOf[owner],
+                     offsetArg.lookup(alloc), arenaOf);
     }
   }
 
@@ -783,6 +935,9 @@ struct FSDPAssignBuffersPass
     auto type = MemRefType::get({bytes}, b.getI8Type());
     Value arena =
         UnrealizedConversionCastOp::create(b, loc, type, desc).getResult(0);
+    // The last step's results (in the arena) stay addressable until here.
+    if (poison && entryResults)
+      callRuntime(b, loc, RuntimeFunction::arena_poison, {ptr, bytes});
     return {arena, ptr};
   }
 
@@ -809,36 +964,58 @@ struct FSDPAssignBuffersPass
     return {arena, ptr};
   }
 
-  /// The allocation becomes a view of the arena at its offset; with
-  /// `poison`, the runtime hears where it becomes live and dead (the free
-  /// may be in another function of the group, with its own base pointer).
-  void rewritePlanned(Planned &p, Value arena, Value allocBase,
-                      Value freeBase) {
-    if (!arena)
+  /// The allocation becomes a view of its function's arena at its offset
+  /// (a constant, or `offsetArg` in a repeated function); with `poison`,
+  /// the runtime hears where it becomes live and dead (the free may be in
+  /// another function of the group, with its own base pointer; a free in
+  /// the caller of a repeated function is one per call, at that call's
+  /// offset).
+  void rewritePlanned(
+      memref::AllocOp alloc, ArrayRef<Planned *> instances,
+      std::pair<Value, Value> arena, Value offsetArg,
+      llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf) {
+    if (!arena.first)
       return;
-    Location loc = p.alloc.getLoc();
-    OpBuilder b(p.alloc);
-    Value offset = arith::ConstantIndexOp::create(b, loc, p.offset);
-    Value view = memref::ViewOp::create(b, loc, p.alloc.getType(), arena,
+    Location loc = alloc.getLoc();
+    OpBuilder b(alloc);
+    Value offset =
+        offsetArg
+            ? offsetArg
+            : arith::ConstantIndexOp::create(b, loc, instances.front()->offset)
+                  .getResult();
+    Value view = memref::ViewOp::create(b, loc, alloc.getType(), arena.first,
                                         offset, ValueRange{});
-    bool marks =
-        poison && allocBase && freeBase && !p.alloc->hasAttr(kSubArenaAttrName);
-    if (marks) {
+    int64_t bytes = instances.front()->bytes;
+    bool marks = poison && !alloc->hasAttr(kSubArenaAttrName);
+    auto owner = alloc->getParentOfType<func::FuncOp>();
+    if (marks && arena.second)
       callRuntime(b, loc, RuntimeFunction::arena_unpoison,
-                  {addressAt(b, loc, allocBase, p.offset), p.bytes});
-      OpBuilder d(p.dealloc);
-      callRuntime(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
-                  {addressAt(d, loc, freeBase, p.offset), p.bytes});
+                  {addressAt(b, loc, arena.second, offset), bytes});
+    llvm::SetVector<Operation *> frees;
+    for (Planned *p : instances) {
+      if (!p->dealloc || !frees.insert(p->dealloc))
+        continue;
+      auto freer = p->dealloc->getParentOfType<func::FuncOp>();
+      Value base = arenaOf.lookup(freer).second;
+      if (!marks || !base)
+        continue;
+      OpBuilder d(p->dealloc);
+      Value at =
+          freer == owner
+              ? offset
+              : arith::ConstantIndexOp::create(d, loc, p->offset).getResult();
+      callRuntime(d, p->dealloc.getLoc(), RuntimeFunction::arena_poison,
+                  {addressAt(d, loc, base, at), bytes});
     }
-    p.dealloc.erase();
-    p.alloc.replaceAllUsesWith(view);
-    p.alloc.erase();
+    for (Operation *free : frees)
+      free->erase();
+    alloc.replaceAllUsesWith(view);
+    alloc.erase();
   }
 
-  static Value addressAt(OpBuilder &b, Location loc, Value base,
-                         int64_t offset) {
-    Value bytes = LLVM::ConstantOp::create(b, loc, b.getI64Type(),
-                                           b.getI64IntegerAttr(offset));
+  /// `base` + `offset` bytes (an index) as a pointer.
+  static Value addressAt(OpBuilder &b, Location loc, Value base, Value offset) {
+    Value bytes = arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
     return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                                ArrayRef<LLVM::GEPArg>{bytes});
   }
