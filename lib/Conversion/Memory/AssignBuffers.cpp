@@ -718,29 +718,25 @@ struct FSDPAssignBuffersPass
     return heap.size();
   }
 
-  /// Orders of the global best-fit packing (as XLA's heap simulator tries).
-  enum class Order { Size, Lifetime, Area };
+  /// Orders of the global best-fit packing (as XLA's heap simulator tries
+  /// several).
+  enum class Order { Size, Area };
 
   /// Offsets by a global best fit over the live intervals, the buffers in
-  /// decreasing size (or lifetime, or size times lifetime): each at the
+  /// decreasing size (or size times lifetime): each at the
   /// smallest gap (the lowest on a tie) between the buffers already placed
   /// that are live at the same time, or above them. O(n log n) to sort
-  /// plus, per buffer, the buffers live with it.
-  int64_t packGlobally(ArrayRef<Planned> planned, Order by,
+  /// plus one pass over the buffers placed before each (n^2 / 2
+  /// comparisons, no allocation).
+  int64_t packGlobally(ArrayRef<Planned> planned, Order by, int64_t limit,
                        SmallVectorImpl<int64_t> &offsets) {
     size_t n = planned.size();
     auto key = [&](size_t i) -> std::pair<double, int64_t> {
       const Planned &p = planned[i];
       double size = double(slot(p.bytes)), life = double(p.end - p.start);
-      switch (by) {
-      case Order::Size:
+      if (by == Order::Size)
         return {size, int64_t(life)};
-      case Order::Lifetime:
-        return {life, int64_t(size)};
-      case Order::Area:
-        return {size * life, int64_t(size)};
-      }
-      return {};
+      return {size * life, int64_t(size)};
     };
     SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
     llvm::stable_sort(order, [&](size_t a, size_t b) {
@@ -750,37 +746,54 @@ struct FSDPAssignBuffersPass
       return planned[a].start < planned[b].start;
     });
     offsets.assign(n, 0);
-    // The placed buffers by start: those live at [s, e) start before e,
-    // and after s minus the longest lifetime placed.
-    std::multimap<int64_t, size_t> placed;
-    int64_t longest = 0, top = 0;
-    SmallVector<std::pair<int64_t, int64_t>> busy;
+    // The placed buffers by offset, compact: one pass over them finds the
+    // gaps among those live at the same time (no sort per buffer).
+    struct Placed {
+      int64_t offset, end, start, stop; ///< bytes [offset, end), [start, stop)
+    };
+    SmallVector<Placed> placed;
+    int64_t top = 0;
     for (size_t i : order) {
       const Planned &p = planned[i];
       int64_t size = slot(p.bytes);
-      busy.clear();
-      for (auto it = placed.lower_bound(p.start - longest);
-           it != placed.end() && it->first < p.end; ++it) {
-        const Planned &q = planned[it->second];
-        if (q.end > p.start)
-          busy.push_back(
-              {offsets[it->second], offsets[it->second] + slot(q.bytes)});
-      }
-      llvm::sort(busy);
       int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
-      for (auto [begin, end] : busy) {
-        if (begin - cursor >= size && begin - cursor < bestGap) {
+      for (const Placed &q : placed) {
+        if (q.stop <= p.start || p.end <= q.start)
+          continue;
+        int64_t gap = q.offset - cursor;
+        if (gap >= size && gap < bestGap) {
           best = cursor;
-          bestGap = begin - cursor;
+          bestGap = gap;
         }
-        cursor = std::max(cursor, end);
+        cursor = std::max(cursor, q.end);
       }
       offsets[i] = best >= 0 ? best : cursor;
       top = std::max(top, offsets[i] + size);
-      longest = std::max(longest, p.end - p.start);
-      placed.insert({p.start, i});
+      if (top >= limit)
+        return top; // cannot beat the packing it is compared with
+      auto at =
+          llvm::upper_bound(placed, offsets[i], [](int64_t o, const Placed &q) {
+            return o < q.offset;
+          });
+      placed.insert(at, {offsets[i], offsets[i] + size, p.start, p.end});
     }
     return top;
+  }
+
+  /// The most bytes live at once: no packing can do better.
+  int64_t mostLive(ArrayRef<Planned> planned) {
+    SmallVector<std::pair<int64_t, int64_t>> events;
+    for (const Planned &p : planned) {
+      events.push_back({p.start, slot(p.bytes)});
+      events.push_back({p.end, -slot(p.bytes)});
+    }
+    llvm::sort(events);
+    int64_t live = 0, most = 0;
+    for (auto [position, delta] : events) {
+      live += delta;
+      most = std::max(most, live);
+    }
+    return most;
   }
 
   /// Packs `planned` in program order and globally in each order, keeping
@@ -788,8 +801,11 @@ struct FSDPAssignBuffersPass
   int64_t pack(MutableArrayRef<Planned> planned) {
     SmallVector<int64_t> best, offsets;
     int64_t arena = packInProgramOrder(planned, best);
-    for (Order by : {Order::Size, Order::Lifetime, Order::Area}) {
-      int64_t size = packGlobally(planned, by, offsets);
+    int64_t bound = mostLive(planned);
+    for (Order by : {Order::Size, Order::Area}) {
+      if (arena == bound)
+        break; // already the least possible
+      int64_t size = packGlobally(planned, by, arena, offsets);
       if (size < arena) {
         arena = size;
         std::swap(best, offsets);
