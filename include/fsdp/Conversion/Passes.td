@@ -80,12 +80,13 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
     last use, after the wait of a collective that uses it), in the program
     order of its group: a planned function with the segments it calls
     expanded at their calls. The pass packs the group's buffers into one
-    arena three ways and keeps the smallest: a heap simulation in program
+    arena four ways and keeps the smallest: a heap simulation in program
     order (best fit, split and coalesced on free, O(n log n)) and a global
-    best fit over the live intervals, the buffers by decreasing size and
-    by decreasing size times lifetime (each at the smallest gap among the
-    buffers live with it, n^2 / 2 comparisons); it stops at the most bytes
-    ever live. Sizes and offsets are multiples of `alignment`. Each
+    best fit over the live intervals, the buffers by decreasing size, by
+    decreasing size times lifetime and by decreasing breadth (the most
+    bytes live during the buffer's life), each at the smallest gap among
+    the buffers live with it (n^2 / 2 comparisons); it stops at the most
+    bytes ever live. Sizes and offsets are multiples of `alignment`. Each
     planned `memref.alloc` becomes a `memref.view` of the arena at its
     offset and its `memref.dealloc` is erased.
 

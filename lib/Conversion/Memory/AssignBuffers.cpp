@@ -719,24 +719,66 @@ struct FSDPAssignBuffersPass
   }
 
   /// Orders of the global best-fit packing (as XLA's heap simulator tries
-  /// several).
-  enum class Order { Size, Area };
+  /// several): decreasing size; size times lifetime; breadth (the most
+  /// bytes live at any time of the buffer's life), then lifetime.
+  enum class Order { Size, Area, Breadth };
+
+  /// Per buffer, the most bytes live at once during its life: the live
+  /// bytes between consecutive events, and a sparse table of their maxima.
+  SmallVector<int64_t> breadths(ArrayRef<Planned> planned) {
+    SmallVector<int64_t> times;
+    for (const Planned &p : planned) {
+      times.push_back(p.start);
+      times.push_back(p.end);
+    }
+    llvm::sort(times);
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    auto at = [&](int64_t t) {
+      return size_t(llvm::lower_bound(times, t) - times.begin());
+    };
+    size_t m = times.size();
+    SmallVector<int64_t> delta(m + 1, 0);
+    for (const Planned &p : planned) {
+      delta[at(p.start)] += slot(p.bytes);
+      delta[at(p.end)] -= slot(p.bytes);
+    }
+    std::vector<SmallVector<int64_t>> table(1, SmallVector<int64_t>(m, 0));
+    int64_t live = 0;
+    for (size_t k = 0; k < m; ++k)
+      table[0][k] = live += delta[k];
+    for (size_t w = 1; 2 * w <= m; w *= 2) {
+      SmallVector<int64_t> next(m - 2 * w + 1);
+      for (size_t k = 0; k + 2 * w <= m; ++k)
+        next[k] = std::max(table.back()[k], table.back()[k + w]);
+      table.push_back(std::move(next));
+    }
+    SmallVector<int64_t> result;
+    for (const Planned &p : planned) {
+      size_t lo = at(p.start), hi = at(p.end); // events [lo, hi)
+      size_t level = llvm::Log2_64(uint64_t(hi - lo));
+      result.push_back(
+          std::max(table[level][lo], table[level][hi - (size_t(1) << level)]));
+    }
+    return result;
+  }
 
   /// Offsets by a global best fit over the live intervals, the buffers in
-  /// decreasing size (or size times lifetime): each at the
-  /// smallest gap (the lowest on a tie) between the buffers already placed
-  /// that are live at the same time, or above them. O(n log n) to sort
-  /// plus one pass over the buffers placed before each (n^2 / 2
-  /// comparisons, no allocation).
-  int64_t packGlobally(ArrayRef<Planned> planned, Order by, int64_t limit,
+  /// one of those orders: each at the smallest gap (the lowest on a tie)
+  /// between the buffers already placed that are live at the same time, or
+  /// above them. O(n log n) to sort plus one pass over the buffers placed
+  /// before each (n^2 / 2 comparisons, no allocation).
+  int64_t packGlobally(ArrayRef<Planned> planned, Order by,
+                       ArrayRef<int64_t> breadth, int64_t limit,
                        SmallVectorImpl<int64_t> &offsets) {
     size_t n = planned.size();
-    auto key = [&](size_t i) -> std::pair<double, int64_t> {
+    auto key = [&](size_t i) -> std::tuple<double, int64_t, int64_t> {
       const Planned &p = planned[i];
-      double size = double(slot(p.bytes)), life = double(p.end - p.start);
+      int64_t size = slot(p.bytes), life = p.end - p.start;
       if (by == Order::Size)
-        return {size, int64_t(life)};
-      return {size * life, int64_t(size)};
+        return {double(size), life, 0};
+      if (by == Order::Area)
+        return {double(size) * double(life), size, 0};
+      return {double(breadth[i]), life, size};
     };
     SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
     llvm::stable_sort(order, [&](size_t a, size_t b) {
@@ -802,10 +844,11 @@ struct FSDPAssignBuffersPass
     SmallVector<int64_t> best, offsets;
     int64_t arena = packInProgramOrder(planned, best);
     int64_t bound = mostLive(planned);
-    for (Order by : {Order::Size, Order::Area}) {
+    SmallVector<int64_t> breadth = breadths(planned);
+    for (Order by : {Order::Size, Order::Area, Order::Breadth}) {
       if (arena == bound)
         break; // already the least possible
-      int64_t size = packGlobally(planned, by, arena, offsets);
+      int64_t size = packGlobally(planned, by, breadth, arena, offsets);
       if (size < arena) {
         arena = size;
         std::swap(best, offsets);
