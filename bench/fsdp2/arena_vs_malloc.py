@@ -1,3 +1,4 @@
+#!/usr/bin/env python3
 """The planned arena's static peak per rank against the malloc/free
 high-water mark of the same step (`arena=false`), both measured by
 fsdp-run (`--json`: `plan.peak_bytes`, per rank `measured_peak_bytes`).
@@ -22,7 +23,7 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
-from driver import ROOT, Driver, python_env  # noqa: E402
+from driver import ROOT, Driver, python_env
 
 fail, run = (_driver := Driver("bench/fsdp2/arena_vs_malloc")).fail, _driver.run
 INTEGRATION = ROOT / "test" / "Integration" / "Inputs"
@@ -34,9 +35,7 @@ def gen(args, work, name, gen_args, steps_inputs=True):
     """A generator model and its per-step inputs: the model, [inputs]."""
     model, data = work / f"{name}.mlir", work / f"{name}-data"
     run(
-        [args.python, "-m", "fsdp_mlir.gen"]
-        + gen_args
-        + ["-o", model, "--data", data],
+        [args.python, "-m", "fsdp_mlir.gen"] + gen_args + ["-o", model, "--data", data],
         env=python_env(),
     )
     inputs = [data]
@@ -76,15 +75,24 @@ def cases(args, work):
     low = "lower=true all-reduce-loss=true"
     return {
         "hsdp2x4": (
-            lambda: gen(args, work, "hsdp2x4", t + ["--seq", "8", "--batch", "2", "--mesh", "2x4"]),
+            lambda: gen(
+                args,
+                work,
+                "hsdp2x4",
+                t + ["--seq", "8", "--batch", "2", "--mesh", "2x4"],
+            ),
             f"{low} {ADAMW}",
         ),
         "transformer2x2": (
-            lambda: gen(args, work, "t2x2", t + ["--seq", "8", "--batch", "2", "--mesh", "2x2"]),
+            lambda: gen(
+                args, work, "t2x2", t + ["--seq", "8", "--batch", "2", "--mesh", "2x2"]
+            ),
             f"{low} optimizer=adamw",
         ),
         "transformer2x2-recompute": (
-            lambda: gen(args, work, "t2x2r", t + ["--seq", "8", "--batch", "2", "--mesh", "2x2"]),
+            lambda: gen(
+                args, work, "t2x2r", t + ["--seq", "8", "--batch", "2", "--mesh", "2x2"]
+            ),
             f"{low} optimizer=adamw recompute=all",
         ),
         "mlp-fp8-loops": (
@@ -130,7 +138,12 @@ def measure(args, work, name, model, inputs, options, arena):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bin", default=str(ROOT / "build" / "bin"))
-    ap.add_argument("--python", default=sys.executable)
+    venv = ROOT / ".venv" / "bin" / "python"
+    ap.add_argument(
+        "--python",
+        default=str(venv) if venv.exists() else sys.executable,
+        help="the interpreter with numpy and torch (default: .venv's)",
+    )
     ap.add_argument(
         "--models",
         default="hsdp2x4,transformer2x2,transformer2x2-recompute,mlp-fp8-loops,"
