@@ -5,18 +5,23 @@
 // plain malloc/free, a step of a real model maps and unmaps gigabytes of
 // pages per step (hundreds of thousands of page faults), and on the threads
 // backend every rank's thread does so in one address space. This pass
-// instead packs the buffers of each function into one arena by a heap
-// simulation in program order (best fit, as XLA's buffer assignment does),
-// and turns each allocation into a view of the arena at its offset.
+// instead packs the buffers into one arena per rank and turns each
+// allocation into a view of the arena at its offset.
 //
-// Outlined segments return buffers they allocate. Those results become
-// out-parameters that the caller allocates (and plans with its own
-// buffers); a segment's temporaries form a sub-arena, an argument of the
-// segment's peak size that every caller allocates for the duration of the
-// call. Functions are processed callees first, so a caller plans the
-// out-parameters and sub-arenas of its callees like any other buffer. An
-// entry (a function nobody calls) gets its arena from the runtime, which
-// allocates it once per rank.
+// A planned function and the outlined segments it calls are one program:
+// a segment called once is planned in its caller's order (its buffers at
+// the times of the call, its results live from their allocation inside it
+// to their free in the caller, as with malloc), and a segment called
+// several times in each of its calls, which pass the offsets of their
+// buffers. The packing is the smallest of a heap simulation in program
+// order and three global best fits over the live intervals (decreasing
+// size, size times lifetime, breadth), as XLA's heap simulator tries
+// several. A callee that cannot be planned with its callers has a plan of
+// its own: its results become out-parameters its callers allocate, and its
+// temporaries a sub-arena argument allocated around each call. An entry (a
+// function nobody calls) gets its arena from the runtime, which allocates
+// it once per rank; its results are planned too (valid until its next
+// call, which the runners copy them before).
 //
 //===----------------------------------------------------------------------===//
 
