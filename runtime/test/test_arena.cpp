@@ -5,6 +5,9 @@
 // runs these).
 #include "test_util.h"
 
+#include <cstdlib>
+#include <string>
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer)
 #define ARENA_TEST_ASAN 1
@@ -60,6 +63,22 @@ TEST(ArenaPoisonDeathTest, TheAlignmentGapIsPoisoned) {
   scribble(base + 128, 40);
   EXPECT_DEATH(scribble(base + 128, 41), "use-after-poison");
   fsdprt_jit_arena_poison(base + 128, 40);
+}
+
+// FSDPRT_ARENA_MAX_BYTES caps a reservation: above it the comm records
+// out of memory and keeps what it had.
+TEST(Arena, ReservationAboveTheCapFails) {
+  rt_test::run_world({1}, [](int64_t, fsdprt_comm_t *comm) {
+    ASSERT_EQ(setenv("FSDPRT_ARENA_MAX_BYTES", "4096", 1), 0);
+    EXPECT_EQ(fsdprt_arena_reserve(comm, 4096), FSDPRT_OK);
+    EXPECT_EQ(fsdprt_arena_reserve(comm, 4097), FSDPRT_ERR_OUT_OF_MEMORY);
+    EXPECT_EQ(fsdprt_arena_bytes(comm), 4096);
+    EXPECT_NE(std::string(fsdprt_comm_error_message(comm))
+                  .find("exceeds FSDPRT_ARENA_MAX_BYTES=4096"),
+              std::string::npos)
+        << fsdprt_comm_error_message(comm);
+    ASSERT_EQ(unsetenv("FSDPRT_ARENA_MAX_BYTES"), 0);
+  });
 }
 
 } // namespace
