@@ -72,6 +72,17 @@ bool map(Arena &a, int64_t bytes) {
   return true;
 }
 
+/// FSDPRT_ARENA_MAX_BYTES: the most bytes an arena may take (unset or
+/// invalid: no cap), to leave room for other processes on a shared node.
+int64_t arenaCap() {
+  const char *v = std::getenv("FSDPRT_ARENA_MAX_BYTES");
+  if (!v || !*v)
+    return -1;
+  char *end = nullptr;
+  long long cap = std::strtoll(v, &end, 10);
+  return *end || cap < 0 ? -1 : int64_t(cap);
+}
+
 Status reserve(Arena &a, int64_t rank, int64_t bytes) {
   if (bytes < 0)
     return Status(FSDPRT_ERR_INVALID_ARGUMENT,
@@ -79,6 +90,11 @@ Status reserve(Arena &a, int64_t rank, int64_t bytes) {
                          (long long)rank, (long long)bytes));
   if (bytes == 0 || bytes <= a.bytes)
     return Status::Ok();
+  if (int64_t cap = arenaCap(); cap >= 0 && bytes > cap)
+    return Status(FSDPRT_ERR_OUT_OF_MEMORY,
+                  format("rank %lld: out of memory: the step's arena of %lld "
+                         "bytes exceeds FSDPRT_ARENA_MAX_BYTES=%lld",
+                         (long long)rank, (long long)bytes, (long long)cap));
   // The block holds no value between steps, so growing it is a new map.
   unmap(a);
   if (!map(a, bytes))

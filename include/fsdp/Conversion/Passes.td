@@ -75,41 +75,49 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
                 "one per-rank arena";
   let description = [{
     Runs after `fsdp-early-dealloc` and the lowering of the deallocations:
-    a buffer's lifetime is the span from its `memref.alloc` to its
-    `memref.dealloc` in the same block (early deallocation placed the free
-    right after the last use, after the wait of a collective that uses it).
-    Within one function the pass packs these buffers into one arena by a
-    heap simulation in program order: each allocation takes the smallest
-    free range that holds it (best fit, split and coalesced on free), or
-    extends the arena; sizes and offsets are multiples of `alignment`.
-    The work is O(n log n) in the number of buffers. Each planned
-    `memref.alloc` becomes a `memref.view` of the arena at its offset and
-    its `memref.dealloc` is erased; collective receive and bucket buffers
-    are planned like any other.
+    a buffer's lifetime is the span from its `memref.alloc` to its one
+    `memref.dealloc` (early deallocation placed the free right after the
+    last use, after the wait of a collective that uses it), in the program
+    order of its group: a planned function with the segments it calls
+    expanded at their calls. The pass packs the group's buffers into one
+    arena four ways and keeps the smallest: a heap simulation in program
+    order (best fit, split and coalesced on free, O(n log n)) and a global
+    best fit over the live intervals, the buffers by decreasing size, by
+    decreasing size times lifetime and by decreasing breadth (the most
+    bytes live during the buffer's life), each at the smallest gap among
+    the buffers live with it (n^2 / 2 comparisons); it stops at the most
+    bytes ever live. Sizes and offsets are multiples of `alignment`. Each
+    planned `memref.alloc` becomes a `memref.view` of the arena at its
+    offset and its `memref.dealloc` is erased.
 
-    Outlined functions (the segments, which return buffers they allocate)
-    are handled bottom up. A private function called only by `func.call`
-    gets, for every result that is a statically shaped `memref.alloc` of
-    its body (possibly through views that take no other operand: reshapes,
-    constant subviews; no other result sharing it), an out-parameter
-    instead: its callers allocate the buffer before the call and repeat
-    the views, so the caller plans it with the rest of its buffers. The
-    function's own temporaries are planned as a sub-arena: it takes one
-    more argument, `memref<N x i8>` of its peak, which every caller
-    allocates around the call (alive for the call only) and plans in turn.
-    A function that is not called (an entry) takes its arena from the
-    runtime, `fsdprt_jit_arena(bytes)`, which hands out the calling rank's
-    arena: allocated once, at the first step, and reused by every step.
+    Segments (private functions called only by `func.call`): one called
+    once, from the top-level block of a planned function, is a member of
+    its caller's group; one called several times, each call from an entry
+    or a member of it, is planned in each call, which passes the offsets
+    of that call's buffers (index arguments). Both take the caller's arena
+    as a last argument and keep their results: a result's buffer lives
+    from its allocation in the segment to its free in the caller. Any
+    other callee has a plan of its own: results that are a statically
+    shaped `memref.alloc` of its body (through views that take no other
+    operand; no other result sharing it) become out-parameters its callers
+    allocate before the call, and its temporaries a sub-arena, an
+    argument `memref<N x i8>` of its peak that every caller allocates
+    around the call. An entry (a function nobody calls) takes its arena
+    from the runtime, `fsdprt_jit_arena(bytes)`: the calling rank's arena,
+    allocated once and reused by every step. With `entry-results` (the
+    default) an entry's statically shaped results are planned too, live
+    to the return: they stay valid until the entry's next call on that
+    rank (the runners copy them first and free only what malloc returned).
 
-    What stays outside the arena: results of an entry (the caller owns
-    them), buffers of dynamic size, buffers allocated or freed inside
-    nested regions or whose free is conditional, buffers of a function
-    called other than by `func.call`, and results of callees that are
-    views or shared. The plan of each entry is recorded in the module
-    attribute `fsdp.memory_plans` (a `#fsdp.memory_plan` per entry: arena
-    bytes, peak bytes of the static buffers outside it, planned buffers,
-    the largest ones), which the runner reads to reserve the arena before
-    the first step and to report the static peak.
+    What stays outside the arena: buffers of dynamic size, buffers
+    allocated or freed inside nested regions or whose free is conditional,
+    buffers of a function called other than by `func.call`, and results of
+    callees with a plan of their own that are views or shared. The plan of
+    each entry is recorded in the module attribute `fsdp.memory_plans` (a
+    `#fsdp.memory_plan` per entry: arena bytes, peak bytes of the static
+    buffers outside it, planned buffers, the largest ones), which the
+    runner reads to reserve the arena before the first step and to report
+    the static peak.
 
     With `poison` (the default), every planned buffer calls
     `fsdprt_jit_arena_unpoison` at its allocation and
@@ -122,12 +130,19 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
     Option<"poison", "poison", "bool", /*default=*/"true",
            "Mark each planned buffer live and dead for the runtime's "
            "sanitizer poisoning">,
+    Option<"entryResults", "entry-results", "bool", /*default=*/"true",
+           "Plan an entry's statically shaped results into the arena too: "
+           "they stay valid until the entry's next call on that rank (the "
+           "runners copy them first and free only what malloc returned)">,
   ];
   let statistics = [
     Statistic<"numPlanned", "planned-buffers",
               "Buffers given an offset in an arena">,
     Statistic<"numOutParams", "out-params",
               "Callee results turned into out-parameters">,
+    Statistic<"numRepeatedCalls", "repeated-calls",
+              "Calls of a function called several times whose buffers are "
+              "planned in the caller's arena at offsets the call passes">,
     Statistic<"numOutside", "outside-buffers",
               "Static buffers left outside the arena">,
   ];

@@ -5,18 +5,23 @@
 // plain malloc/free, a step of a real model maps and unmaps gigabytes of
 // pages per step (hundreds of thousands of page faults), and on the threads
 // backend every rank's thread does so in one address space. This pass
-// instead packs the buffers of each function into one arena by a heap
-// simulation in program order (best fit, as XLA's buffer assignment does),
-// and turns each allocation into a view of the arena at its offset.
+// instead packs the buffers into one arena per rank and turns each
+// allocation into a view of the arena at its offset.
 //
-// Outlined segments return buffers they allocate. Those results become
-// out-parameters that the caller allocates (and plans with its own
-// buffers); a segment's temporaries form a sub-arena, an argument of the
-// segment's peak size that every caller allocates for the duration of the
-// call. Functions are processed callees first, so a caller plans the
-// out-parameters and sub-arenas of its callees like any other buffer. An
-// entry (a function nobody calls) gets its arena from the runtime, which
-// allocates it once per rank.
+// A planned function and the outlined segments it calls are one program:
+// a segment called once is planned in its caller's order (its buffers at
+// the times of the call, its results live from their allocation inside it
+// to their free in the caller, as with malloc), and a segment called
+// several times in each of its calls, which pass the offsets of their
+// buffers. The packing is the smallest of a heap simulation in program
+// order and three global best fits over the live intervals (decreasing
+// size, size times lifetime, breadth), as XLA's heap simulator tries
+// several. A callee that cannot be planned with its callers has a plan of
+// its own: its results become out-parameters its callers allocate, and its
+// temporaries a sub-arena argument allocated around each call. An entry (a
+// function nobody calls) gets its arena from the runtime, which allocates
+// it once per rank; its results are planned too (valid until its next
+// call, which the runners copy them before).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +35,8 @@
 #include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/MapVector.h"
+#include "llvm/ADT/SetVector.h"
 
 #include <map>
 #include <set>
@@ -159,11 +166,15 @@ struct FunctionPlan {
   bool takesArena = false; ///< its arena is its last argument
 };
 
-/// One planned buffer: its allocation, its free and its offset.
+/// One planned buffer: its allocation, its free, its live interval
+/// [allocation, free) in the program order of its group, and its offset.
 struct Planned {
   memref::AllocOp alloc;
   memref::DeallocOp dealloc;
   int64_t bytes = 0, offset = 0;
+  int64_t start = 0, end = 0;
+  /// The call of the repeated function this is a buffer of, or null.
+  Operation *instance = nullptr;
 };
 
 } // namespace
@@ -179,6 +190,10 @@ struct FSDPAssignBuffersPass
   llvm::DenseMap<func::FuncOp, FunctionPlan> plans;
   llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> callsTo;
   llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
+  /// Functions planned with their only caller's group, and that call.
+  llvm::DenseMap<func::FuncOp, func::CallOp> memberCall;
+  /// Functions planned in each of their calls, and those calls.
+  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> repeated;
   /// The module's symbols, and the runtime functions declared so far: a
   /// lookup in the module itself would scan it (quadratic in its size).
   std::optional<SymbolTable> symbols;
@@ -264,20 +279,25 @@ struct FSDPAssignBuffersPass
     callsTo.clear();
     otherUses.clear();
     runtime.clear();
+    memberCall.clear();
+    repeated.clear();
     collectUses(module);
+    collectMembers();
     SmallVector<NamedAttribute> entries;
     for (func::FuncOp func : calleesFirst(module)) {
       Role role = roleOf(func);
-      if (role == Role::Callee)
+      bool member = planInCaller(func);
+      if (role == Role::Callee && !member)
         resultsToOutParams(func);
       addSubArenas(func);
-      FunctionPlan &plan = plans[func];
+      if (member)
+        continue; // planned with its caller's group
       if (role != Role::Other)
-        planFunction(func, role == Role::Entry, plan);
+        planGroup(func, role == Role::Entry);
       else
-        accountOutside(func, {}, plan);
+        accountOutside(func, {}, plans[func]);
       if (role == Role::Entry)
-        entries.emplace_back(func.getSymNameAttr(), planAttr(plan));
+        entries.emplace_back(func.getSymNameAttr(), planAttr(plans[func]));
     }
     if (!entries.empty())
       module->setAttr(kMemoryPlansAttrName,
@@ -454,52 +474,416 @@ struct FSDPAssignBuffersPass
   }
 
   //===--------------------------------------------------------------------===//
-  // Planning one function
+  // Groups: a function and the segments it calls, planned as one program
   //===--------------------------------------------------------------------===//
 
-  /// The buffers of `block` the arena takes: statically sized allocations
-  /// of the block freed once by a `memref.dealloc` of the same block, in
-  /// program order.
-  SmallVector<Planned> collectPlanned(Block &block, const DataLayout &layout) {
-    SmallVector<Planned> planned;
-    for (auto alloc : block.getOps<memref::AllocOp>()) {
-      std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
-      std::optional<uint64_t> align = alloc.getAlignment();
-      if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
-          !alloc.getSymbolOperands().empty() ||
-          (align && int64_t(*align) > alignment))
+  /// The function whose top-level block holds `call`, or null.
+  static func::FuncOp topLevelCaller(func::CallOp call) {
+    auto caller = call->getParentOfType<func::FuncOp>();
+    if (!caller || !caller.getBody().hasOneBlock() ||
+        call->getBlock() != &caller.getBody().front())
+      return {};
+    return caller;
+  }
+
+  /// Which callees are planned with their callers (the call's times in the
+  /// caller's program order, their buffers in the caller's arena):
+  /// - a member: a private function called once, from the top-level block
+  ///   of a planned function, no cycle; a chain of members ends at a root;
+  /// - a repeated function: a private function called several times, each
+  ///   call from the top-level block of an entry or of a member of an
+  ///   entry, all of the same entry. Each call passes the offsets of that
+  ///   call's buffers.
+  /// Every other planned function is a root with an arena of its own.
+  void collectMembers() {
+    llvm::DenseMap<func::FuncOp, func::CallOp> single;
+    for (auto &[callee, calls] : callsTo) {
+      if (calls.size() != 1 || roleOf(callee) != Role::Callee)
         continue;
-      memref::DeallocOp dealloc;
-      unsigned frees = 0;
-      for (Operation *user : alloc->getUsers())
-        if (auto d = dyn_cast<memref::DeallocOp>(user)) {
-          dealloc = d;
-          ++frees;
-        }
-      if (frees != 1 || dealloc->getBlock() != &block)
-        continue;
-      planned.push_back({alloc, dealloc, *bytes, 0});
+      func::FuncOp caller = topLevelCaller(calls.front());
+      if (caller && roleOf(caller) != Role::Other)
+        single[callee] = calls.front();
     }
+    llvm::DenseMap<func::FuncOp, func::FuncOp> rootOf;
+    for (auto &[callee, call] : single) {
+      llvm::DenseSet<func::FuncOp> chain;
+      func::FuncOp f = callee;
+      bool rooted = true;
+      for (auto it = single.find(f); it != single.end(); it = single.find(f)) {
+        if (!chain.insert(f).second) {
+          rooted = false;
+          break;
+        }
+        f = topLevelCaller(it->second);
+      }
+      if (rooted)
+        rootOf[callee] = f;
+    }
+    auto entryRoot = [&](func::FuncOp g) -> func::FuncOp {
+      auto it = rootOf.find(g);
+      func::FuncOp root = it == rootOf.end() ? g : it->second;
+      return roleOf(root) == Role::Entry ? root : func::FuncOp();
+    };
+    for (auto &[callee, calls] : callsTo) {
+      if (calls.size() < 2 || roleOf(callee) != Role::Callee ||
+          rootOf.contains(callee))
+        continue;
+      func::FuncOp root;
+      bool ok = true;
+      for (func::CallOp call : calls) {
+        func::FuncOp caller = topLevelCaller(call);
+        func::FuncOp r = caller ? entryRoot(caller) : func::FuncOp();
+        ok &= r && (!root || r == root);
+        root = r;
+      }
+      if (ok)
+        repeated[callee] = calls;
+    }
+    // A member of a repeated function runs once per call: it is a root.
+    for (auto &[callee, call] : single)
+      if (auto it = rootOf.find(callee);
+          it != rootOf.end() && !repeated.contains(it->second))
+        memberCall[callee] = call;
+  }
+
+  bool planInCaller(func::FuncOp f) {
+    return memberCall.contains(f) || repeated.contains(f);
+  }
+
+  /// The call `call` as a call of a planned-in-caller function: the callee
+  /// (null when it is not one).
+  func::FuncOp inlinedCallee(func::CallOp call) {
+    func::FuncOp callee = calleeOf(call);
+    if (!callee)
+      return {};
+    if (auto it = memberCall.find(callee); it != memberCall.end())
+      return it->second == call ? callee : func::FuncOp();
+    if (auto it = repeated.find(callee); it != repeated.end())
+      return llvm::is_contained(it->second, call) ? callee : func::FuncOp();
+    return {};
+  }
+
+  /// The group of `root` in program order: the ops of its block, each call
+  /// of a member or repeated function replaced by the callee's block
+  /// (recursively), each such call an instance of the callee. Records the
+  /// candidate buffers (static allocations of these blocks) per instance,
+  /// every free of these blocks, and the frees nested in regions.
+  struct Timeline {
+    SmallVector<func::FuncOp> functions; ///< root first, callers first
+    SmallVector<Planned> candidates;
+    /// (allocation, instance: the repeated function's call, or null)
+    llvm::DenseMap<std::pair<Operation *, Operation *>, unsigned> candidateOf;
+    SmallVector<std::tuple<memref::DeallocOp, int64_t, Operation *>> frees;
+    SmallVector<std::pair<memref::DeallocOp, Operation *>> nestedFrees;
+    /// Candidates an entry returns: live to its return.
+    SmallVector<unsigned> results;
+    int64_t position = 0;
+  };
+
+  void walkGroup(func::FuncOp func, Operation *instance, Timeline &t) {
+    if (!llvm::is_contained(t.functions, func))
+      t.functions.push_back(func);
+    DataLayout layout = DataLayout::closest(func);
+    for (Operation &op : func.getBody().front()) {
+      ++t.position;
+      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
+        std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
+        std::optional<uint64_t> align = alloc.getAlignment();
+        if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
+            !alloc.getSymbolOperands().empty() ||
+            (align && int64_t(*align) > alignment))
+          continue;
+        t.candidateOf[{alloc, instance}] = t.candidates.size();
+        Planned p;
+        p.alloc = alloc;
+        p.instance = instance;
+        p.bytes = *bytes;
+        p.start = t.position;
+        t.candidates.push_back(p);
+        continue;
+      }
+      if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
+        t.frees.push_back({dealloc, t.position, instance});
+        continue;
+      }
+      if (auto call = dyn_cast<func::CallOp>(op)) {
+        if (func::FuncOp callee = inlinedCallee(call)) {
+          walkGroup(callee, repeated.contains(callee) ? call : instance, t);
+          ++t.position; // the return
+          continue;
+        }
+      }
+      if (op.getNumRegions())
+        op.walk([&](memref::DeallocOp d) {
+          t.nestedFrees.push_back({d, instance});
+        });
+    }
+  }
+
+  /// The allocation of the group that `v` (of `instance`) is, and its
+  /// instance: through views, from an argument to the operand of the
+  /// instance's call and from a call's result to the callee's returned
+  /// value. Null when it is none.
+  std::pair<Operation *, Operation *> allocationOf(Value v,
+                                                   Operation *instance) {
+    for (unsigned steps = 0; steps < 1024; ++steps) {
+      v = viewRoot(v);
+      if (auto arg = dyn_cast<BlockArgument>(v)) {
+        auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
+        if (!f || arg.getOwner() != &f.getBody().front())
+          return {};
+        Operation *call = nullptr;
+        if (auto it = memberCall.find(f); it != memberCall.end())
+          call = it->second;
+        else if (repeated.contains(f))
+          call = instance;
+        if (!call || arg.getArgNumber() >= call->getNumOperands())
+          return {};
+        v = call->getOperand(arg.getArgNumber());
+        if (call == instance)
+          instance = nullptr; // repeated functions are called from roots'
+        continue;
+      }
+      Operation *def = v.getDefiningOp();
+      if (isa<memref::AllocOp>(def))
+        return {def, instance};
+      auto call = dyn_cast<func::CallOp>(def);
+      func::FuncOp callee = call ? inlinedCallee(call) : func::FuncOp();
+      if (!callee)
+        return {};
+      if (repeated.contains(callee))
+        instance = call;
+      auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
+      v = ret.getOperand(cast<OpResult>(v).getResultNumber());
+    }
+    return {};
+  }
+
+  /// The buffers the arena takes: candidates freed exactly once, by a free
+  /// of the group's blocks (none in a nested region), with their live
+  /// intervals [allocation, free). A repeated function's allocation is
+  /// planned in all its calls or in none, and a free there must be of its
+  /// own allocation (the same op frees it in every call).
+  SmallVector<Planned> collectPlanned(Timeline &t) {
+    SmallVector<unsigned> frees(t.candidates.size(), 0);
+    llvm::DenseSet<Operation *> dropped;
+    for (auto [dealloc, position, instance] : t.frees) {
+      auto key = allocationOf(dealloc.getMemref(), instance);
+      auto it = t.candidateOf.find(key);
+      if (it == t.candidateOf.end())
+        continue;
+      Planned &p = t.candidates[it->second];
+      ++frees[it->second];
+      p.dealloc = dealloc;
+      p.end = position;
+      if (instance && key.second != instance)
+        dropped.insert(p.alloc);
+    }
+    for (unsigned i : t.results) {
+      ++frees[i];
+      t.candidates[i].end = t.position + 1;
+    }
+    for (auto [d, instance] : t.nestedFrees) {
+      auto it = t.candidateOf.find(allocationOf(d.getMemref(), instance));
+      if (it != t.candidateOf.end())
+        frees[it->second] += 2;
+    }
+    for (auto [i, p] : llvm::enumerate(t.candidates))
+      if (frees[i] != 1)
+        dropped.insert(p.alloc);
+    SmallVector<Planned> planned;
+    for (Planned &p : t.candidates)
+      if (!dropped.contains(p.alloc))
+        planned.push_back(p);
     return planned;
   }
 
-  /// Offsets by a best-fit heap simulation in program order.
-  void simulate(Block &block, MutableArrayRef<Planned> planned,
-                FunctionPlan &plan) {
+  int64_t slot(int64_t bytes) const {
+    return std::max(alignTo(bytes, alignment), int64_t(alignment));
+  }
+
+  /// Offsets by a best-fit heap simulation in program order: O(n log n).
+  int64_t packInProgramOrder(ArrayRef<Planned> planned,
+                             SmallVectorImpl<int64_t> &offsets) {
+    // (position, buffer, is the allocation); positions are distinct ops.
+    SmallVector<std::tuple<int64_t, size_t, bool>> events;
+    for (auto [i, p] : llvm::enumerate(planned)) {
+      events.push_back({p.start, i, true});
+      events.push_back({p.end, i, false});
+    }
+    llvm::sort(events);
     ArenaHeap heap(alignment);
-    llvm::DenseMap<Operation *, size_t> freeOf;
-    for (auto [i, p] : llvm::enumerate(planned))
-      freeOf[p.dealloc] = i;
-    size_t next = 0;
-    for (Operation &op : block) {
-      if (next < planned.size() && &op == planned[next].alloc) {
-        planned[next].offset = heap.allocate(planned[next].bytes);
-        ++next;
-      } else if (auto it = freeOf.find(&op); it != freeOf.end()) {
-        heap.release(planned[it->second].offset, planned[it->second].bytes);
+    offsets.assign(planned.size(), 0);
+    for (auto [position, i, isAlloc] : events) {
+      if (isAlloc)
+        offsets[i] = heap.allocate(planned[i].bytes);
+      else
+        heap.release(offsets[i], planned[i].bytes);
+    }
+    return heap.size();
+  }
+
+  /// Orders of the global best-fit packing (as XLA's heap simulator tries
+  /// several): decreasing size; size times lifetime; breadth (the most
+  /// bytes live at any time of the buffer's life), then lifetime.
+  enum class Order { Size, Area, Breadth };
+
+  /// Per buffer, the most bytes live at once during its life: the live
+  /// bytes between consecutive events, and a sparse table of their maxima.
+  SmallVector<int64_t> breadths(ArrayRef<Planned> planned) {
+    SmallVector<int64_t> times;
+    for (const Planned &p : planned) {
+      times.push_back(p.start);
+      times.push_back(p.end);
+    }
+    llvm::sort(times);
+    times.erase(std::unique(times.begin(), times.end()), times.end());
+    auto at = [&](int64_t t) {
+      return size_t(llvm::lower_bound(times, t) - times.begin());
+    };
+    size_t m = times.size();
+    SmallVector<int64_t> delta(m + 1, 0);
+    for (const Planned &p : planned) {
+      delta[at(p.start)] += slot(p.bytes);
+      delta[at(p.end)] -= slot(p.bytes);
+    }
+    std::vector<SmallVector<int64_t>> table(1, SmallVector<int64_t>(m, 0));
+    int64_t live = 0;
+    for (size_t k = 0; k < m; ++k)
+      table[0][k] = live += delta[k];
+    for (size_t w = 1; 2 * w <= m; w *= 2) {
+      SmallVector<int64_t> next(m - 2 * w + 1);
+      for (size_t k = 0; k + 2 * w <= m; ++k)
+        next[k] = std::max(table.back()[k], table.back()[k + w]);
+      table.push_back(std::move(next));
+    }
+    SmallVector<int64_t> result;
+    for (const Planned &p : planned) {
+      size_t lo = at(p.start), hi = at(p.end); // events [lo, hi)
+      size_t level = llvm::Log2_64(uint64_t(hi - lo));
+      result.push_back(
+          std::max(table[level][lo], table[level][hi - (size_t(1) << level)]));
+    }
+    return result;
+  }
+
+  /// Offsets by a global best fit over the live intervals, the buffers in
+  /// one of those orders: each at the smallest gap (the lowest on a tie)
+  /// between the buffers already placed that are live at the same time, or
+  /// above them. O(n log n) to sort plus one pass over the buffers placed
+  /// before each (n^2 / 2 comparisons, no allocation).
+  int64_t packGlobally(ArrayRef<Planned> planned, Order by,
+                       ArrayRef<int64_t> breadth, int64_t limit,
+                       SmallVectorImpl<int64_t> &offsets) {
+    size_t n = planned.size();
+    auto key = [&](size_t i) -> std::tuple<double, int64_t, int64_t> {
+      const Planned &p = planned[i];
+      int64_t size = slot(p.bytes), life = p.end - p.start;
+      if (by == Order::Size)
+        return {double(size), life, 0};
+      if (by == Order::Area)
+        return {double(size) * double(life), size, 0};
+      return {double(breadth[i]), life, size};
+    };
+    SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
+    llvm::stable_sort(order, [&](size_t a, size_t b) {
+      auto ka = key(a), kb = key(b);
+      if (ka != kb)
+        return ka > kb;
+      return planned[a].start < planned[b].start;
+    });
+    offsets.assign(n, 0);
+    // The placed buffers by offset, compact: one pass over them finds the
+    // gaps among those live at the same time (no sort per buffer).
+    struct Placed {
+      int64_t offset, end, start, stop; ///< bytes [offset, end), [start, stop)
+    };
+    SmallVector<Placed> placed;
+    int64_t top = 0;
+    for (size_t i : order) {
+      const Planned &p = planned[i];
+      int64_t size = slot(p.bytes);
+      int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
+      for (const Placed &q : placed) {
+        if (q.stop <= p.start || p.end <= q.start)
+          continue;
+        int64_t gap = q.offset - cursor;
+        if (gap >= size && gap < bestGap) {
+          best = cursor;
+          bestGap = gap;
+        }
+        cursor = std::max(cursor, q.end);
+      }
+      offsets[i] = best >= 0 ? best : cursor;
+      top = std::max(top, offsets[i] + size);
+      if (top >= limit)
+        return top; // cannot beat the packing it is compared with
+      auto at =
+          llvm::upper_bound(placed, offsets[i], [](int64_t o, const Placed &q) {
+            return o < q.offset;
+          });
+      placed.insert(at, {offsets[i], offsets[i] + size, p.start, p.end});
+    }
+    return top;
+  }
+
+  /// The most bytes live at once: no packing can do better.
+  int64_t mostLive(ArrayRef<Planned> planned) {
+    SmallVector<std::pair<int64_t, int64_t>> events;
+    for (const Planned &p : planned) {
+      events.push_back({p.start, slot(p.bytes)});
+      events.push_back({p.end, -slot(p.bytes)});
+    }
+    llvm::sort(events);
+    int64_t live = 0, most = 0;
+    for (auto [position, delta] : events) {
+      live += delta;
+      most = std::max(most, live);
+    }
+    return most;
+  }
+
+  /// Packs `planned` in program order and globally in each order, keeping
+  /// the smallest arena (the first on a tie).
+  int64_t pack(MutableArrayRef<Planned> planned) {
+    SmallVector<int64_t> best, offsets;
+    int64_t arena = packInProgramOrder(planned, best);
+    int64_t bound = mostLive(planned);
+    SmallVector<int64_t> breadth = breadths(planned);
+    for (Order by : {Order::Size, Order::Area, Order::Breadth}) {
+      if (arena == bound)
+        break; // already the least possible
+      int64_t size = packGlobally(planned, by, breadth, arena, offsets);
+      if (size < arena) {
+        arena = size;
+        std::swap(best, offsets);
       }
     }
-    plan.arena = heap.size();
+    for (auto [p, offset] : llvm::zip_equal(planned, best))
+      p.offset = offset;
+    return arena;
+  }
+
+  /// Plans `root` and the functions planned in its callers into one arena;
+  /// records the plans of all of them.
+  void planGroup(func::FuncOp root, bool entry) {
+    Timeline t;
+    walkGroup(root, nullptr, t);
+    if (entry && entryResults) {
+      // Each buffer the entry returns once, live to the return.
+      llvm::SetVector<unsigned> results;
+      for (Value v : root.getBody().front().getTerminator()->getOperands())
+        if (isa<BaseMemRefType>(v.getType()))
+          if (auto it = t.candidateOf.find(allocationOf(v, nullptr));
+              it != t.candidateOf.end())
+            results.insert(it->second);
+      t.results.assign(results.begin(), results.end());
+    }
+    SmallVector<Planned> planned = collectPlanned(t);
+    for (func::FuncOp f : t.functions)
+      (void)plans[f]; // no insertion below: references stay valid
+    FunctionPlan &plan = plans[root];
+    plan.arena = pack(planned);
     plan.buffers = int64_t(planned.size());
     SmallVector<int64_t> sizes =
         llvm::map_to_vector(planned, [](const Planned &p) { return p.bytes; });
@@ -507,25 +891,85 @@ struct FSDPAssignBuffersPass
     std::partial_sort(sizes.begin(), sizes.begin() + n, sizes.end(),
                       std::greater<int64_t>());
     plan.largest.assign(sizes.begin(), sizes.begin() + n);
-  }
 
-  void planFunction(func::FuncOp func, bool entry, FunctionPlan &plan) {
-    Block &block = func.getBody().front();
-    SmallVector<Planned> planned =
-        collectPlanned(block, DataLayout::closest(func));
-    simulate(block, planned, plan);
     llvm::DenseSet<Operation *> inArena;
     for (const Planned &p : planned)
       inArena.insert(p.alloc);
-    accountOutside(func, inArena, plan);
+    // Callees before callers (a caller counts its callees' outside bytes):
+    // repeated functions call no member, and a member comes after its
+    // caller in `functions`.
+    for (func::FuncOp f : t.functions)
+      if (repeated.contains(f))
+        accountOutside(f, inArena, plans[f]);
+    for (func::FuncOp f : llvm::reverse(t.functions))
+      if (!repeated.contains(f))
+        accountOutside(f, inArena, plans[f]);
     numPlanned += planned.size();
     if (planned.empty())
       return;
-    auto [base, pointer] = entry ? arenaFromRuntime(func, plan.arena)
-                                 : arenaArgument(func, plan.arena);
+
+    // Each function's arena and base pointer; a member's and a repeated
+    // function's are arguments its calls pass, with a repeated function's
+    // offsets (one index per buffer) after them.
+    llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> arenaOf;
+    arenaOf[root] = entry ? arenaFromRuntime(root, plan.arena)
+                          : arenaArgument(root, plan.arena);
     plan.takesArena = !entry;
+    llvm::MapVector<Operation *, SmallVector<Planned *>> byAlloc;
     for (Planned &p : planned)
-      rewritePlanned(p, base, pointer);
+      byAlloc[p.alloc].push_back(&p);
+    llvm::DenseMap<Operation *, Value> offsetArg;
+    // Members first (each after its caller), then repeated functions,
+    // whose callers are the root and members.
+    for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
+      auto it = memberCall.find(f);
+      if (it == memberCall.end())
+        continue;
+      arenaOf[f] = arenaArgument(f, plan.arena);
+      func::CallOp call = it->second;
+      call->insertOperands(call->getNumOperands(),
+                           {arenaOf[topLevelCaller(call)].first});
+    }
+    for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
+      if (!repeated.contains(f))
+        continue;
+      arenaOf[f] = arenaArgument(f, plan.arena);
+      // The repeated function's buffers, in one order for every call.
+      SmallVector<Operation *> own;
+      for (auto &[alloc, instances] : byAlloc)
+        if (alloc->getParentOfType<func::FuncOp>() == f)
+          own.push_back(alloc);
+      unsigned first = f.getNumArguments();
+      Type index = IndexType::get(f.getContext());
+      SmallVector<unsigned> at(own.size(), first);
+      SmallVector<Type> types(own.size(), index);
+      SmallVector<DictionaryAttr> attrs(own.size(),
+                                        DictionaryAttr::get(f.getContext()));
+      SmallVector<Location> locs(own.size(), f.getLoc());
+      if (failed(f.insertArguments(at, types, attrs, locs)))
+        return signalPassFailure();
+      for (auto [i, alloc] : llvm::enumerate(own))
+        offsetArg[alloc] = f.getArgument(first + i);
+      numRepeatedCalls += repeated[f].size();
+      for (func::CallOp call : repeated[f]) {
+        OpBuilder b(call);
+        SmallVector<Value> extra = {arenaOf[topLevelCaller(call)].first};
+        for (Operation *alloc : own) {
+          const Planned *mine = nullptr;
+          for (const Planned *p : byAlloc[alloc])
+            if (p->instance == call)
+              mine = p;
+          extra.push_back(
+              arith::ConstantIndexOp::create(b, call.getLoc(), mine->offset));
+        }
+        call->insertOperands(call->getNumOperands(), extra);
+      }
+    }
+    for (auto &[alloc, instances] : byAlloc) {
+      auto owner = alloc->getParentOfType<func::FuncOp>();
+      rewritePlanned(cast<memref::AllocOp>(alloc), instances, arenaOf[owner],
+                     offsetArg.lookup(alloc), arenaOf);
+    }
   }
 
   /// The entry's arena: the runtime's base pointer for this rank, as a
@@ -555,10 +999,14 @@ struct FSDPAssignBuffersPass
     auto type = MemRefType::get({bytes}, b.getI8Type());
     Value arena =
         UnrealizedConversionCastOp::create(b, loc, type, desc).getResult(0);
+    // The last step's results (in the arena) stay addressable until here.
+    if (poison && entryResults)
+      callRuntime(b, loc, RuntimeFunction::arena_poison, {ptr, bytes});
     return {arena, ptr};
   }
 
-  /// A callee's arena: a new last argument (its callers allocate it).
+  /// A callee's arena: a new last argument (its callers allocate it, or
+  /// pass their own arena to a member).
   std::pair<Value, Value> arenaArgument(func::FuncOp func, int64_t bytes) {
     auto type =
         MemRefType::get({bytes}, IntegerType::get(func.getContext(), 8));
@@ -580,33 +1028,58 @@ struct FSDPAssignBuffersPass
     return {arena, ptr};
   }
 
-  /// The allocation becomes a view of the arena at its offset; with
-  /// `poison`, the runtime hears where it becomes live and dead.
-  void rewritePlanned(Planned &p, Value arena, Value base) {
-    if (!arena)
+  /// The allocation becomes a view of its function's arena at its offset
+  /// (a constant, or `offsetArg` in a repeated function); with `poison`,
+  /// the runtime hears where it becomes live and dead (the free may be in
+  /// another function of the group, with its own base pointer; a free in
+  /// the caller of a repeated function is one per call, at that call's
+  /// offset).
+  void rewritePlanned(
+      memref::AllocOp alloc, ArrayRef<Planned *> instances,
+      std::pair<Value, Value> arena, Value offsetArg,
+      llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf) {
+    if (!arena.first)
       return;
-    Location loc = p.alloc.getLoc();
-    OpBuilder b(p.alloc);
-    Value offset = arith::ConstantIndexOp::create(b, loc, p.offset);
-    Value view = memref::ViewOp::create(b, loc, p.alloc.getType(), arena,
+    Location loc = alloc.getLoc();
+    OpBuilder b(alloc);
+    Value offset =
+        offsetArg
+            ? offsetArg
+            : arith::ConstantIndexOp::create(b, loc, instances.front()->offset)
+                  .getResult();
+    Value view = memref::ViewOp::create(b, loc, alloc.getType(), arena.first,
                                         offset, ValueRange{});
-    bool marks = poison && base && !p.alloc->hasAttr(kSubArenaAttrName);
-    if (marks) {
+    int64_t bytes = instances.front()->bytes;
+    bool marks = poison && !alloc->hasAttr(kSubArenaAttrName);
+    auto owner = alloc->getParentOfType<func::FuncOp>();
+    if (marks && arena.second)
       callRuntime(b, loc, RuntimeFunction::arena_unpoison,
-                  {addressAt(b, loc, base, p.offset), p.bytes});
-      OpBuilder d(p.dealloc);
-      callRuntime(d, p.dealloc.getLoc(), RuntimeFunction::arena_poison,
-                  {addressAt(d, loc, base, p.offset), p.bytes});
+                  {addressAt(b, loc, arena.second, offset), bytes});
+    llvm::SetVector<Operation *> frees;
+    for (Planned *p : instances) {
+      if (!p->dealloc || !frees.insert(p->dealloc))
+        continue;
+      auto freer = p->dealloc->getParentOfType<func::FuncOp>();
+      Value base = arenaOf.lookup(freer).second;
+      if (!marks || !base)
+        continue;
+      OpBuilder d(p->dealloc);
+      Value at =
+          freer == owner
+              ? offset
+              : arith::ConstantIndexOp::create(d, loc, p->offset).getResult();
+      callRuntime(d, p->dealloc.getLoc(), RuntimeFunction::arena_poison,
+                  {addressAt(d, loc, base, at), bytes});
     }
-    p.dealloc.erase();
-    p.alloc.replaceAllUsesWith(view);
-    p.alloc.erase();
+    for (Operation *free : frees)
+      free->erase();
+    alloc.replaceAllUsesWith(view);
+    alloc.erase();
   }
 
-  static Value addressAt(OpBuilder &b, Location loc, Value base,
-                         int64_t offset) {
-    Value bytes = LLVM::ConstantOp::create(b, loc, b.getI64Type(),
-                                           b.getI64IntegerAttr(offset));
+  /// `base` + `offset` bytes (an index) as a pointer.
+  static Value addressAt(OpBuilder &b, Location loc, Value base, Value offset) {
+    Value bytes = arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
     return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                                ArrayRef<LLVM::GEPArg>{bytes});
   }
