@@ -41,6 +41,7 @@ import argparse
 import ast
 import ctypes
 import json
+import math
 import os
 import struct
 import sys
@@ -1043,9 +1044,16 @@ def _values(descr: str, data: bytes) -> list[float] | bytes:
     return data
 
 
-def compare_dirs(got: str, want: str, rtol: float, atol: float = 0.0) -> list[str]:
+def compare_dirs(
+    got: str, want: str, rtol: float, atol: float = 0.0, metric: str = "elementwise"
+) -> list[str]:
     """Differences between the .npy files of ``want`` and those of ``got``:
-    floats within ``atol + rtol * |want|``, others equal."""
+    floats within ``atol + rtol * |want|`` (``metric`` "elementwise") or
+    ``||got - want|| <= atol + rtol * ||want||`` in the 2-norm of each file
+    ("norm": results summed in another order, where single elements that
+    cancel differ more), others equal."""
+    if metric not in ("elementwise", "norm"):
+        raise AotError(f"metric '{metric}': expected elementwise or norm")
     problems = []
     names = sorted(f for f in os.listdir(want) if f.endswith(".npy"))
     if not names:
@@ -1064,6 +1072,14 @@ def compare_dirs(got: str, want: str, rtol: float, atol: float = 0.0) -> list[st
         if isinstance(g, bytes):
             if g != w:
                 problems.append(f"{name}: differs")
+            continue
+        if metric == "norm":
+            diff = math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(g, w)))
+            size = math.sqrt(math.fsum(b * b for b in w))
+            if not diff <= atol + rtol * size:  # also NaN
+                problems.append(
+                    f"{name}: relative difference {diff / max(size, 1e-30):.3g} (2-norm) over {rtol:g}"
+                )
             continue
         worst = 0.0
         for a, b in zip(g, w):
@@ -1107,12 +1123,16 @@ def main(argv: list[str] | None = None) -> int:
     c.add_argument("want")
     c.add_argument("--rtol", type=float, default=0.0)
     c.add_argument("--atol", type=float, default=0.0)
+    c.add_argument(
+        "--metric", choices=["elementwise", "norm"], default="elementwise",
+        help="compare each element, or each file's 2-norm of the difference",
+    )  # fmt: skip
     a = ap.parse_args(argv)
     try:
         if a.cmd == "manifest":
             print(json.dumps(read_manifest(a.library), indent=2, sort_keys=True))
         elif a.cmd == "compare":
-            problems = compare_dirs(a.got, a.want, a.rtol, a.atol)
+            problems = compare_dirs(a.got, a.want, a.rtol, a.atol, a.metric)
             for p in problems:
                 print(p)
             print("SAME" if not problems else f"DIFFERENT ({len(problems)} file(s))")

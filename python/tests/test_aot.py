@@ -351,3 +351,17 @@ def test_the_device_path_matches_the_host_path(tmp_path, monkeypatch, training):
     assert fake.device_copies == 0
     assert (fake.uploads > 4 * args) == training, (fake.uploads, args)
     assert aot.compare_dirs(str(tmp_path / "dev"), str(tmp_path / "host"), 0.0) == []
+
+
+def test_compare_in_the_norm_tolerates_cancelling_elements(tmp_path):
+    want = np.array([1.0, -1.0, 1e-4], np.float32)
+    got = want + np.array([0, 0, 1e-6], np.float32)  # 1% off in one small element
+    for d, v in (("want", want), ("got", got)):
+        os.makedirs(tmp_path / d)
+        np.save(tmp_path / d / "g.npy", v)
+    got_dir, want_dir = str(tmp_path / "got"), str(tmp_path / "want")
+    assert aot.compare_dirs(got_dir, want_dir, 1e-5)  # elementwise: 1e-2
+    assert aot.compare_dirs(got_dir, want_dir, 1e-5, metric="norm") == []
+    assert aot.compare_dirs(got_dir, want_dir, 1e-7, metric="norm")
+    np.save(tmp_path / "got" / "g.npy", np.full(3, np.nan, np.float32))
+    assert aot.compare_dirs(got_dir, want_dir, 1e-5, metric="norm")
