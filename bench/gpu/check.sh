@@ -271,5 +271,10 @@ if [ -f "$OUT/gpu_check.txt" ] && [ "$DRY" = 0 ]; then
   echo "gpu_check table ($OUT/gpu_check.txt):"
   sed -n '/^section /,$p' "$OUT/gpu_check.txt"
 fi
+if [ -f "$OUT/e2e_table.txt" ]; then
+  echo
+  echo "end-to-end table ($OUT/e2e_table.txt; docs/AOT.md):"
+  cat "$OUT/e2e_table.txt"
+fi
 [ "$FAILED" = 0 ] && echo "check.sh: passed" || echo "check.sh: $FAILED step(s) failed"
 [ "$FAILED" = 0 ]

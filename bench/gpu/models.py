@@ -102,3 +102,23 @@ def load(name: str) -> dict:
     if not callable(fn) or name.startswith("_") or name == "load":
         raise KeyError(f"bench/gpu/models.py has no model '{name}'")
     return fn()
+
+
+def gpt2_tiny():
+    """GPT-2's architecture at a small size (2 layers, D=64, V=128, 2 x 32
+    tokens): pack_aot.py exports it traced both ways to check that fake
+    tensors give the same MLIR."""
+    import transformers
+
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)
+    model = transformers.GPT2LMHeadModel(config).eval()
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, 128, (2, 32), generator=g)
+    return {
+        "module": model,
+        "loss_fn": hf_lm_loss,
+        "batch": (tokens,),
+        "units": [type(model.transformer.h[0])],
+        "mesh": "1",
+    }

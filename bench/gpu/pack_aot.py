@@ -26,6 +26,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -71,6 +72,7 @@ def _first_error(text: str) -> str:
     """The first diagnostic of a tool's output, one line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
     pick = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    pick = re.sub(r'^loc\("[^"]*":\d+:\d+\): ', "", pick)  # the work directory's path
     return pick if len(pick) <= 240 else pick[:237] + "..."
 
 
@@ -203,12 +205,16 @@ class Packer:
             run([self.python, "-c", lr])
         self.add(name, work / "m.mlir", work / "data", pipeline, steps, **kw)
 
-    def export(self, spec: str, mesh: str) -> Path:
-        """The frontend's export of a spec (once per spec and mesh)."""
-        work = self.out / "work" / f"export-{spec.rsplit(':', 1)[-1]}-{mesh}"
+    def export(self, spec: str, mesh: str, fake: bool = False) -> Path:
+        """The frontend's export of a spec (once per spec and mesh); traced
+        on fake tensors with ``fake`` (bench/gpu/export_fake.py)."""
+        tag = "-fake" if fake else ""
+        work = self.out / "work" / f"export-{spec.rsplit(':', 1)[-1]}-{mesh}{tag}"
         if not (work / "step.mlir").exists():
+            how = [str(ROOT / "bench" / "gpu" / "export_fake.py")] if fake else [
+                "-m", "fsdp_mlir.torch", "export"]  # fmt: skip
             run(
-                [self.python, "-m", "fsdp_mlir.torch", "export", spec, "--mesh", mesh, "-o", work],
+                [self.python, *how, spec, "--mesh", mesh, "-o", work],
                 env=self.env, stdout=subprocess.DEVNULL,
             )  # fmt: skip
         return work
@@ -231,7 +237,7 @@ class Packer:
             self.gen(name, what, pipeline, steps, kind="gpu", reference_pipeline=reference, dtype=dtype, **kw)
         else:
             spec, mesh = what
-            work = self.export(f"{MODELS}:{spec}", mesh)
+            work = kw.pop("export", None) or self.export(f"{MODELS}:{spec}", mesh)
             self.add(name, work / "step.mlir", work, pipeline, steps, kind="gpu",
                      reference_pipeline=reference, dtype=dtype, **kw)  # fmt: skip
 
@@ -240,10 +246,7 @@ def size_of(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-GPT2_NOTE = (
-    "pack_aot.py --gpt2 not given (its export traces GPT-2 small at 8 x 1024 tokens with real "
-    "tensors on the CPU: tens of GB and minutes)"
-)
+GPT2_NOTE = "the pack was built without --gpt2 (pack_aot.py --gpt2: GPT-2 small's export and lowering)"
 
 
 def gpt2_steps(p: Packer, enabled: bool) -> None:
@@ -253,6 +256,7 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
     bench/gpu/gpt2_inputs.py builds the same model from its seeds
     (transformers), writes the inputs and torch's own fp32 result on the
     GPU as the reference."""
+    fake_checked = False
     for name, options, autocast in (("gpt2-small", "", None), ("gpt2-small-bf16", "param-dtype=bf16", "bf16")):
         extra = {
             "inputs_from": "gpt2_inputs",  # generated there, with the reference
@@ -266,8 +270,17 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
                  "unavailable": GPT2_NOTE, **extra}
             )  # fmt: skip
             continue
-        work = p.export(f"{MODELS}:gpt2_small", "1")
-        p.gpu(name, "torch", ("gpt2_small", "1"), options, steps=3, skip_reference=True, **extra)
+        if not fake_checked:
+            # Fake tensors must give the real trace's MLIR (GPT-2's
+            # architecture at a small size) before the large one uses them.
+            real = p.export(f"{MODELS}:gpt2_tiny", "1")
+            fake = p.export(f"{MODELS}:gpt2_tiny", "1", fake=True)
+            if (real / "step.mlir").read_bytes() != (fake / "step.mlir").read_bytes():
+                raise SystemExit("pack_aot: tracing GPT-2 on fake tensors gives another MLIR")
+            fake_checked = True
+        work = p.export(f"{MODELS}:gpt2_small", "1", fake=True)
+        p.gpu(name, "torch", ("gpt2_small", "1"), options, steps=3, skip_reference=True,
+              export=work, **extra)  # fmt: skip
         d = p.out / "steps" / name
         if d.exists():
             for f in d.glob("inputs/*.npy"):  # generated there
