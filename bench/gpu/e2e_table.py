@@ -105,7 +105,7 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
              _ms(step_ms), _ms(eager), _ms(compile_), _ratio(step_ms, eager),
              _ratio(step_ms, compile_), exposed, comm, note]
         )  # fmt: skip
-    # torch rows whose step is not in the pack still show (GPT-2 without --gpt2).
+    # A step that did not run keeps its torch times (they are measured anyway).
     widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header) - 1)]
     out = []
     for r in [header] + lines:

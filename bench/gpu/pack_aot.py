@@ -11,19 +11,26 @@ machine, from the copied directory:
 
     bench/gpu/check.sh          # the pack's own copy: ROOT is the pack
 
-The steps (pack.json lists them): the integration MLP (HSDP 2x2, forward
-and backward; and ten AdamW training steps), the integration transformer
-(2 ranks) and the PyTorch frontend's GPT (2 ranks). They are lowered with
-compute=loops, which needs no BLAS library on the device (compute=fast steps
-need libopenblas.so.0 there). The references are fsdp-run's JIT results on
-this machine; the AOT step must match them within 1e-5 relative (on the
-same CPU they are bit-identical). Steps lowered with compute=gpu join the
-pack with kind "gpu" once that lowering exists.
+The steps (pack.json lists them; docs/AOT.md has the table): CPU steps
+(kind "cpu", compute=loops, which needs no BLAS library on the device): the
+integration MLP (HSDP 2x2; and ten AdamW training steps), the integration
+transformer (2 ranks) and the PyTorch frontend's GPT (2 ranks), with
+fsdp-run's JIT results here as references (elementwise within 1e-5; on the
+same CPU bit-identical). GPU steps (kind "gpu", compute=gpu): the MLP, the
+transformer and the frontend's GPTs (bench/gpu/models.py) on one and two
+ranks, fp32 and bf16, with the CPU path's results (compute=loops, the same
+options) as references, in the 2-norm within 1e-5 (fp32) or 1e-2 (bf16);
+and GPT-2 small (one GPU, 8 x 1024 tokens, fp32 and param-dtype=bf16),
+exported on fake tensors (bench/gpu/export_fake.py), whose inputs and
+torch reference are made on the GPU machine (bench/gpu/gpt2_inputs.py). A
+GPU step that does not lower or compile is packed as "unavailable" with
+the reason, which the stage reports as skipped.
 """
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -82,9 +89,11 @@ GPU_LIBRARIES = ("libfsdprt.so", "libcudart.so", "libcublas.so", "libcublasLt.so
 
 
 class Packer:
-    def __init__(self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90"):
+    def __init__(
+        self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()
+    ):
         self.out, self.bin, self.python = out, build / "bin", python
-        self.gpu_chip = gpu_chip
+        self.gpu_chip, self.gpu_link = gpu_chip, list(gpu_link)
         self.steps: list[dict] = []
         self.env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
 
@@ -92,6 +101,8 @@ class Packer:
         """fsdp-compile; the reason when it fails (a GPU step is then packed
         as unavailable, a CPU step stops the pack)."""
         cmd = [self.bin / "fsdp-compile", lowered, "-o", library, "--mcpu=x86-64"]
+        if kind == "gpu":  # the step's device calls go through libfsdprt
+            cmd += [f"--link={lib}" for lib in self.gpu_link]
         print("+", " ".join(str(c) for c in cmd), flush=True)
         r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
         if r.returncode != 0:
@@ -246,7 +257,7 @@ def size_of(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
 
 
-GPT2_NOTE = "the pack was built without --gpt2 (pack_aot.py --gpt2: GPT-2 small's export and lowering)"
+GPT2_NOTE = "the pack was built without GPT-2 (--no-gpt2, or no transformers where it was built)"
 
 
 def gpt2_steps(p: Packer, enabled: bool) -> None:
@@ -294,14 +305,19 @@ def main() -> int:
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch frontend's GPTs")
     ap.add_argument("--no-gpu", action="store_true", help="leave out the compute=gpu steps")
-    ap.add_argument("--gpt2", action="store_true", help="export and compile GPT-2 small (slow)")
+    ap.add_argument("--no-gpt2", action="store_true", help="leave out GPT-2 small")
     ap.add_argument("--gpu-chip", default="sm_90", help="the GPU's architecture (H100/H200: sm_90)")
+    ap.add_argument(
+        "--gpu-link", action="append", default=[],
+        help="another library for GPU steps' fsdp-compile --link (e.g. "
+        "/usr/local/cuda/lib64/stubs/libcuda.so); repeatable",
+    )  # fmt: skip
     a = ap.parse_args()
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     copy_sources(out)
-    p = Packer(out, Path(a.build), sys.executable, a.gpu_chip)
+    p = Packer(out, Path(a.build), sys.executable, a.gpu_chip, a.gpu_link)
     low = "lower=true all-reduce-loss=true compute=loops"
     mlp = ["mlp", "--widths", "16,10,7,4", "--batch", "2"]
     tr = ["transformer", "--attention", "--blocks", "2", "--dim", "16", "--ffn", "32", "--seq", "8",
@@ -330,7 +346,7 @@ def main() -> int:
             p.gpu("gpu-gpt256-2", "torch", ("gpt256_2ranks", "2"), steps=5, pair="gpu-gpt256")
             p.gpu("gpu-gpt256-bf16", "torch", ("gpt256", "1"), "param-dtype=bf16", steps=5,
                   torch={"model": "gpt256", "autocast": "bf16"})  # fmt: skip
-            gpt2_steps(p, a.gpt2)
+            gpt2_steps(p, not a.no_gpt2 and importlib.util.find_spec("transformers") is not None)
     shutil.rmtree(out / "work")
     pack = {"format": "fsdp-gpu-pack", "version": 1, "steps": p.steps}
     (out / "pack.json").write_text(json.dumps(pack, indent=2) + "\n")
