@@ -91,6 +91,7 @@ else
   note "CUDA toolkit" FAIL "nvcc not found (set CUDA_HOME)"
 fi
 
+NCCL_HOME_SET=${NCCL_HOME:-}
 NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
 NCCL_INC="" NCCL_LIB=""
 for d in "$NCCL_HOME/include" "$CUDA_HOME/include" /usr/include; do
@@ -99,6 +100,26 @@ done
 for d in "$NCCL_HOME/lib" "$NCCL_HOME/lib64" "$CUDA_HOME/lib64" /usr/lib/x86_64-linux-gnu; do
   ls "$d"/libnccl.so* >/dev/null 2>&1 && { NCCL_LIB=$d; break; }
 done
+nccl_code() { # nccl.h -> major*10000 + minor*100 + patch
+  sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$1" |
+    awk 'NR==1{v=$1*10000} NR==2{v+=$1*100} NR==3{v+=$1} END{print v+0}'
+}
+# PyTorch's wheels bring NCCL too (the nvidia-nccl package); the newer of the
+# two is taken unless NCCL_HOME is set: several ranks on one GPU need 2.30.
+if [ -z "${NCCL_HOME_SET:-}" ] && command -v "${FSDP_TORCH_PYTHON:-python3}" >/dev/null 2>&1; then
+  d=$("${FSDP_TORCH_PYTHON:-python3}" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  if [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && ls "$d"/lib/libnccl.so* >/dev/null 2>&1; then
+    if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ] ||
+       [ "$(nccl_code "$d/include/nccl.h")" -gt "$(nccl_code "$NCCL_INC/nccl.h")" ]; then
+      NCCL_INC=$d/include NCCL_LIB=$d/lib
+    fi
+  fi
+fi
+# The wheel has libnccl.so.2 only (no libnccl.so to link with -lnccl).
+NCCL_LINK="-L$NCCL_LIB -lnccl"
+if [ -n "$NCCL_LIB" ] && [ ! -e "$NCCL_LIB/libnccl.so" ]; then
+  NCCL_LINK="-L$NCCL_LIB -l:$(basename "$(ls "$NCCL_LIB"/libnccl.so* | head -1)")"
+fi
 if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then
   NCCL_VER=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$NCCL_INC/nccl.h" | paste -sd. -)
   note "NCCL" ok "$NCCL_VER ($NCCL_INC/nccl.h, $NCCL_LIB)"
@@ -142,7 +163,7 @@ for f in $GPU_SRC; do rt_files="$rt_files $ROOT/runtime/cuda/$f.cpp"; done
 # The GPU runtime links the CUDA runtime and cuBLAS, never libcuda (the
 # driver is reached through cudaGetDriverEntryPointByVersion); the shared
 # CUDA runtime keeps one runtime per process between it and its tests.
-BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas $NCCL_LINK $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_GPU_RT_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_runtime_test $ROOT/runtime/test/test_gpu_device.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
 GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors")
