@@ -373,3 +373,33 @@ def test_compare_in_the_norm_tolerates_cancelling_elements(tmp_path):
     assert aot.compare_dirs(got_dir, want_dir, 1e-7, metric="norm")
     np.save(tmp_path / "got" / "g.npy", np.full(3, np.nan, np.float32))
     assert aot.compare_dirs(got_dir, want_dir, 1e-5, metric="norm")
+
+
+# The runtime built on the host emulation of CUDA, cuBLAS and NCCL, and
+# steps whose kernels are host functions (compute=gpu gpu-emulation=true):
+# a GPU step through the device path without a GPU.
+EMULATED = os.path.join(BUILD, "lib", "cuda-emulation", "libfsdprt.so")
+
+
+@needs_tools
+@pytest.mark.skipif(not os.path.exists(EMULATED), reason="no emulated libfsdprt built")
+@pytest.mark.parametrize("training", [False, True])
+def test_an_emulated_gpu_step_runs_on_the_device_path_like_the_cpu_path(tmp_path, training):
+    lib = _training_library(tmp_path) if training else _cpu_library(tmp_path)  # inputs
+    model = tmp_path / "m.mlir" if training else STEP
+    extra = " all-reduce-loss=true optimizer=adamw" if training else ""
+    gpu, emu = tmp_path / "gpu.mlir", tmp_path / "emu.so"
+    r = subprocess.run(
+        [_tool("fsdp-opt"), model, "-o", gpu,
+         f"--fsdp-pipeline=lower=true{extra} compute=gpu gpu-emulation=true"],
+        capture_output=True, text=True,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    subprocess.run([_tool("fsdp-compile"), gpu, "-o", emu], check=True, capture_output=True)
+    info = aot.gpu_info(aot.read_manifest(str(emu)), str(emu))
+    assert info is not None
+    host = aot.run_step(str(lib), [str(tmp_path)], str(tmp_path / "host"), 3, RUNTIME)
+    report = aot.run_step(str(emu), [str(tmp_path)], str(tmp_path / "emu"), 3, EMULATED)
+    assert report["device"] == "gpu" and report["world"] == host["world"]
+    assert len(report["step_s"]) == 3
+    assert aot.compare_dirs(str(tmp_path / "emu"), str(tmp_path / "host"), 1e-5, metric="norm") == []
