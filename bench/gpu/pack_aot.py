@@ -89,9 +89,7 @@ GPU_LIBRARIES = ("libfsdprt.so", "libcudart.so", "libcublas.so", "libcublasLt.so
 
 
 class Packer:
-    def __init__(
-        self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()
-    ):
+    def __init__(self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()):
         self.out, self.bin, self.python = out, build / "bin", python
         self.gpu_chip, self.gpu_link = gpu_chip, list(gpu_link)
         self.steps: list[dict] = []
@@ -199,11 +197,19 @@ class Packer:
         reference = lowered
         if reference_pipeline is not None:
             reference = work / "reference.mlir"
-            run([self.bin / "fsdp-opt", model, f"--fsdp-pipeline={reference_pipeline}", "-o", reference])
+            run(
+                [
+                    self.bin / "fsdp-opt",
+                    model,
+                    f"--fsdp-pipeline={reference_pipeline}",
+                    "-o",
+                    reference,
+                ]
+            )
             entry["reference_pipeline"] = reference_pipeline
         run(
-            [self.bin / "fsdp-run", reference, "--inputs", self.out / entry["inputs"], "--outputs", d / "reference",
-             "--steps", steps, "--no-jit-cache"],
+            [self.bin / "fsdp-run", reference, "--inputs", self.out / entry["inputs"],
+             "--outputs", d / "reference", "--steps", steps, "--no-jit-cache"],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
 
@@ -235,7 +241,9 @@ class Packer:
             )  # fmt: skip
         return work
 
-    def torch_gpt(self, name: str, mesh: str, spec="fsdp_mlir.torch.examples:gpt", pipeline=None, **kw):
+    def torch_gpt(
+        self, name: str, mesh: str, spec="fsdp_mlir.torch.examples:gpt", pipeline=None, **kw
+    ):
         work = self.export(spec, mesh)
         pipeline = pipeline or "lower=true all-reduce-loss=true compute=loops"
         self.add(name, work / "step.mlir", work, pipeline, **kw)
@@ -250,7 +258,16 @@ class Packer:
         bf16 = "param-dtype=bf16" in options or (how == "gen" and "bf16" in what)
         dtype = "bf16" if bf16 else "f32"
         if how == "gen":
-            self.gen(name, what, pipeline, steps, kind="gpu", reference_pipeline=reference, dtype=dtype, **kw)
+            self.gen(
+                name,
+                what,
+                pipeline,
+                steps,
+                kind="gpu",
+                reference_pipeline=reference,
+                dtype=dtype,
+                **kw,
+            )
         else:
             spec, mesh = what
             work = kw.pop("export", None) or self.export(f"{MODELS}:{spec}", mesh)
@@ -273,7 +290,10 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
     (transformers), writes the inputs and torch's own fp32 result on the
     GPU as the reference."""
     fake_checked = False
-    for name, options, autocast in (("gpt2-small", "", None), ("gpt2-small-bf16", "param-dtype=bf16", "bf16")):
+    for name, options, autocast in (
+        ("gpt2-small", "", None),
+        ("gpt2-small-bf16", "param-dtype=bf16", "bf16"),
+    ):
         extra = {
             "inputs_from": "gpt2_inputs",  # generated there, with the reference
             # torch.compile for the bf16 row (the goal: <= 1.2x eager).
@@ -344,7 +364,9 @@ def main() -> int:
         p.gpu("gpu-transformer-2", "gen", tr + ["--mesh", "2"], steps=5, pair="gpu-transformer")
         p.gpu("gpu-transformer-bf16", "gen", tr + ["--mesh", "1", "--dtype", "bf16"], steps=5)
         if not a.no_torch:
-            p.gpu("gpu-gpt", "torch", ("gpt", "1"), steps=5, torch={"model": "gpt", "autocast": None})
+            p.gpu(
+                "gpu-gpt", "torch", ("gpt", "1"), steps=5, torch={"model": "gpt", "autocast": None}
+            )
             p.gpu("gpu-gpt-2", "torch", ("gpt_2ranks", "2"), steps=5, pair="gpu-gpt")
             g256 = {"model": "gpt256", "autocast": None, "compile": True}
             p.gpu("gpu-gpt256", "torch", ("gpt256", "1"), steps=5, torch=g256)

@@ -129,7 +129,9 @@ def _child(row: dict, mode: str, timeout: float, a) -> dict:
         r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
     except subprocess.TimeoutExpired:
         what = "compile and " if mode == "compile" else ""
-        return {"skipped": f"{what}{a.iters + a.warmup + 1} steps took over {timeout:.0f} s (budget)"}
+        return {
+            "skipped": f"{what}{a.iters + a.warmup + 1} steps took over {timeout:.0f} s (budget)"
+        }
     wall = time.perf_counter() - t0
     if r.returncode != 0:
         tail = [ln for ln in (r.stderr or r.stdout).strip().splitlines() if ln.strip()]
@@ -187,7 +189,9 @@ def main(argv=None) -> int:
     ap.add_argument("--pack", help="pack.json (its steps' torch fields are the rows)")
     ap.add_argument("--out", help="write the JSON here (default: stdout)")
     ap.add_argument("--one", nargs=3, metavar=("MODEL", "AUTOCAST", "MODE"))
-    ap.add_argument("--device", default="cuda", help="with --one: cuda, or cpu to check this script")
+    ap.add_argument(
+        "--device", default="cuda", help="with --one: cuda, or cpu to check this script"
+    )
     ap.add_argument("--dry-run", action="store_true")
     ap.add_argument("--warmup", type=int, default=3)
     ap.add_argument("--iters", type=int, default=10)

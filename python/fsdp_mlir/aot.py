@@ -130,7 +130,12 @@ def read_manifest(path: str) -> dict:
 
 # Entry points only a step lowered with compute=gpu calls (its host code's
 # device allocations and stream), for manifests without the "gpu" key.
-_GPU_SYMBOLS = (b"mgpuStreamCreate", b"mgpuMemAlloc", b"fsdprt_gpu_gemm_f32", b"fsdprt_gpu_gemm_bf16")
+_GPU_SYMBOLS = (
+    b"mgpuStreamCreate",
+    b"mgpuMemAlloc",
+    b"fsdprt_gpu_gemm_f32",
+    b"fsdprt_gpu_gemm_bf16",
+)
 
 
 def gpu_info(manifest: dict, path: str) -> dict | None:
@@ -140,7 +145,10 @@ def gpu_info(manifest: dict, path: str) -> dict | None:
     points."""
     info = manifest.get("gpu")
     if isinstance(info, dict):
-        return {"tf32": bool(info.get("tf32", False)), "emulation": bool(info.get("emulation", False))}
+        return {
+            "tf32": bool(info.get("tf32", False)),
+            "emulation": bool(info.get("emulation", False)),
+        }
     if info is not None:
         return None if info is False else {"tf32": False, "emulation": False}
     data = Path(path).read_bytes()
@@ -789,11 +797,15 @@ class _Rank(threading.Thread):
         fn.restype = None
         fn.argtypes = [ctypes.c_void_p]
         training = entry["training"]
-        read = _read_result if ctx is None else (lambda p, a, o: _read_device_result(p, a, o, buffers))
+        read = (
+            _read_result if ctx is None else (lambda p, a, o: _read_device_result(p, a, o, buffers))
+        )
         for step in range(r.steps):
             for i, (p, (g, s)) in enumerate(zip(entry["args"], r.inputs)):
                 if s and step > 0:
-                    buffers.write(args[i], bytes(shard_input(p, _step_slice(g, s, step), self.rank)))
+                    buffers.write(
+                        args[i], bytes(shard_input(p, _step_slice(g, s, step), self.rank))
+                    )
             t0 = time.perf_counter()
             fn(packed)
             if ctx is not None:
@@ -1077,9 +1089,8 @@ def compare_dirs(
             diff = math.sqrt(math.fsum((a - b) ** 2 for a, b in zip(g, w)))
             size = math.sqrt(math.fsum(b * b for b in w))
             if not diff <= atol + rtol * size:  # also NaN
-                problems.append(
-                    f"{name}: relative difference {diff / max(size, 1e-30):.3g} (2-norm) over {rtol:g}"
-                )
+                rel = diff / max(size, 1e-30)
+                problems.append(f"{name}: relative difference {rel:.3g} (2-norm) over {rtol:g}")
             continue
         worst = 0.0
         for a, b in zip(g, w):

@@ -305,7 +305,12 @@ class _FakeGpu:
         with self.lock:
             if self.world is None:
                 self.world = ctypes.c_void_p()
-                assert self.real.fsdprt_threads_world_create(ndims, dims, opts, ctypes.byref(self.world)) == 0
+                assert (
+                    self.real.fsdprt_threads_world_create(
+                        ndims, dims, opts, ctypes.byref(self.world)
+                    )
+                    == 0
+                )
         comm = ctypes.c_void_p()
         assert self.real.fsdprt_threads_comm(self.world, rank, ctypes.byref(comm)) == 0
         self._set(ref, comm.value)
@@ -402,4 +407,6 @@ def test_an_emulated_gpu_step_runs_on_the_device_path_like_the_cpu_path(tmp_path
     report = aot.run_step(str(emu), [str(tmp_path)], str(tmp_path / "emu"), 3, EMULATED)
     assert report["device"] == "gpu" and report["world"] == host["world"]
     assert len(report["step_s"]) == 3
-    assert aot.compare_dirs(str(tmp_path / "emu"), str(tmp_path / "host"), 1e-5, metric="norm") == []
+    assert (
+        aot.compare_dirs(str(tmp_path / "emu"), str(tmp_path / "host"), 1e-5, metric="norm") == []
+    )

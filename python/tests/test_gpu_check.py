@@ -46,14 +46,18 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
         "missing\tskipped\tnot in the pack: fsdp-compile: error: no\t\n"
     )
     torch = {"rows": {
-        "gpt256|none": {"eager": {"median_ms": 4.0}, "compile": {"median_ms": 1.0, "first_call_s": 30}},
+        "gpt256|none": {"eager": {"median_ms": 4.0},
+                        "compile": {"median_ms": 1.0, "first_call_s": 30}},
         "gpt2_small|bf16": {"eager": {"median_ms": 100.0}, "compile": {"skipped": "budget"}},
     }}  # fmt: skip
     lines = e2e_table.table(_pack(), e2e_table.load_status(str(status)), torch)
     rows = {ln.split()[0]: ln for ln in lines[2:]}
     assert "0.50x" in rows["one"] and "2.00x" in rows["one"] and "compile 30 s" in rows["one"]
     assert " 0.500* " in rows["two"] and "4 / 2.00 MB" in rows["two"]  # 2.5 - 2.0 ms, shared GPU
-    assert "1.30x" in rows["gpt2-small-bf16"] and "goal <= 1.2x eager: NOT met" in rows["gpt2-small-bf16"]
+    assert (
+        "1.30x" in rows["gpt2-small-bf16"]
+        and "goal <= 1.2x eager: NOT met" in rows["gpt2-small-bf16"]
+    )
     assert "skipped" in rows["missing"] and "fsdp-compile: error: no" in rows["missing"]
     assert any("share the GPU" in ln for ln in lines)
 
