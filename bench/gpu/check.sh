@@ -23,9 +23,15 @@
 #      out-of-memory error), one summary row each;
 #   5. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
 #      the runtime from source with CMake, runs the pack's step libraries with
-#      the LLVM-free runner and compares them with the CPU path's results
-#      (CPU steps run without a GPU too; GPU steps are skipped without one);
-#   6. prints one summary table. Exit status 0 when nothing failed.
+#      the LLVM-free runner (GPU steps on the device path: a GPU context and
+#      an NCCL communicator per rank) and compares them with the CPU path's
+#      results, times torch eager and torch.compile on the same models and
+#      batches (bench/gpu/torch_baseline.py) and prints the end-to-end table
+#      (step time, torch's, ratios, exposed communication; docs/AOT.md). CPU
+#      steps run without a GPU too; GPU steps and torch's rows are skipped
+#      without one, with the reason;
+#   6. prints one summary table (and the end-to-end table after it). Exit
+#      status 0 when nothing failed.
 # About 2 minutes on an H200 (at most 5).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
@@ -46,7 +52,10 @@
 #   a pack, else build-gpu-pack; bench/gpu/pack_aot.py builds one where the
 #   compiler is; the stage is skipped without one).
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
-# include/nccl.h and lib/libnccl.so; default: the CUDA toolkit's), CXX.
+# include/nccl.h and lib/libnccl.so; default: the newer of the CUDA toolkit's
+# and PyTorch's nvidia-nccl), CXX, FSDP_TORCH_PYTHON (the Python with torch;
+# default python3), FSDP_TORCH_BUDGET (seconds for torch's rows, 120),
+# FSDP_STEP_TIMEOUT (seconds per step run, 180).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
