@@ -32,7 +32,8 @@
 #      without one, with the reason;
 #   6. prints one summary table (and the end-to-end table after it). Exit
 #      status 0 when nothing failed.
-# About 2 minutes on an H200 (at most 5).
+# About 2 minutes on an H200 before the end-to-end stage, which adds at most
+# 3 (torch's rows: FSDP_TORCH_BUDGET).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
 #   (finds the toolchain, NCCL and the sources, shows the build commands) and
@@ -54,7 +55,7 @@
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
 # include/nccl.h and lib/libnccl.so; default: the newer of the CUDA toolkit's
 # and PyTorch's nvidia-nccl), CXX, FSDP_TORCH_PYTHON (the Python with torch;
-# default python3), FSDP_TORCH_BUDGET (seconds for torch's rows, 120),
+# default python3), FSDP_TORCH_BUDGET (seconds for torch's rows, 100; 30 with --quick),
 # FSDP_STEP_TIMEOUT (seconds per step run, 180).
 set -u -o pipefail
 

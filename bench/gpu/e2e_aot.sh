@@ -141,10 +141,11 @@ print(f"{ms:.3f} ms on {world} rank(s), load {load:.3f} s; matches (rtol {sys.ar
     note "e2e: GPU steps" skipped "the pack has no compute=gpu steps (pack_aot.py --no-gpu?)"
   fi
   # torch eager / torch.compile on the same models and batches.
-  local dry=()
+  local dry=() budget=${FSDP_TORCH_BUDGET:-100}
   [ "$DRY" = 1 ] && dry=(--dry-run)
+  [ "${QUICK:-0}" = 1 ] && [ -z "${FSDP_TORCH_BUDGET:-}" ] && budget=30
   if "$tpy" "$pack/bench/gpu/torch_baseline.py" --pack "$pack/pack.json" --out "$res/torch.json" \
-       --budget "${FSDP_TORCH_BUDGET:-120}" "${dry[@]}" >"$res/torch.log" 2>&1; then
+       --budget "$budget" --compile-budget 75 "${dry[@]}" >"$res/torch.log" 2>&1; then
     local measured
     measured=$(grep -c ' ms$' "$res/torch.log")
     if [ "$measured" -gt 0 ]; then
