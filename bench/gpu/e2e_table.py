@@ -112,6 +112,9 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
         out.append("  ".join(c.ljust(w) for c, w in zip(r, widths)) + "  " + r[-1])
         if r is header:
             out.append("  ".join("-" * w for w in widths) + "  " + "-" * 4)
+    built = pack.get("built")
+    if built:
+        out.insert(0, f"pack built {built.get('date', '?')} from {built.get('commit', '?')}")
     missing = [n for n in status if n not in steps]
     if missing:
         out.append(f"(status for steps not in the pack: {', '.join(missing)})")

@@ -37,6 +37,7 @@ import re
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -164,7 +165,16 @@ class Packer:
         }
         self.steps.append(entry)
         lowered = work / "lowered.mlir"
-        why = self._lower(model, pipeline, lowered)
+        why = None
+        cpu_reference = None
+        if reference_pipeline is not None and not skip_reference:
+            # The CPU path first, from the source inputs: it is checked even
+            # when the GPU step does not compile.
+            entry["reference_pipeline"] = reference_pipeline
+            cpu_reference = work / "reference"
+            why = self._reference(model, reference_pipeline, data, steps, work, cpu_reference)
+        if why is None:
+            why = self._lower(model, pipeline, lowered)
         if why is None:
             (d / "inputs").mkdir(parents=True, exist_ok=True)
             why = self._compile(lowered, d / "step.so", kind)
@@ -194,24 +204,29 @@ class Packer:
                 shutil.copy2(found, d / "inputs" / found.name)
         if skip_reference:  # made where the step runs
             return
-        reference = lowered
-        if reference_pipeline is not None:
-            reference = work / "reference.mlir"
-            run(
-                [
-                    self.bin / "fsdp-opt",
-                    model,
-                    f"--fsdp-pipeline={reference_pipeline}",
-                    "-o",
-                    reference,
-                ]
-            )
-            entry["reference_pipeline"] = reference_pipeline
+        if cpu_reference is not None:
+            shutil.move(str(cpu_reference), str(d / "reference"))
+            return
         run(
-            [self.bin / "fsdp-run", reference, "--inputs", self.out / entry["inputs"],
+            [self.bin / "fsdp-run", lowered, "--inputs", self.out / entry["inputs"],
              "--outputs", d / "reference", "--steps", steps, "--no-jit-cache"],
             stdout=subprocess.DEVNULL,
         )  # fmt: skip
+
+    def _reference(self, model, pipeline, data, steps, work, out) -> str | None:
+        """The CPU path's results of the step (fsdp-run's JIT); the reason
+        when it cannot run."""
+        lowered = work / "reference.mlir"
+        why = self._lower(model, pipeline, lowered)
+        if why is not None:
+            return f"the CPU reference: {why}"
+        cmd = [self.bin / "fsdp-run", lowered, "--inputs", data, "--outputs", out,
+               "--steps", steps, "--no-jit-cache"]  # fmt: skip
+        print("+", " ".join(str(c) for c in cmd), flush=True)
+        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True)
+        if r.returncode != 0:
+            return "the CPU reference: fsdp-run: " + _first_error(r.stderr + r.stdout)
+        return None
 
     def gen(self, name: str, argv: list[str], pipeline: str, steps: int = 1, **kw):
         work = self.out / "work" / name
@@ -376,7 +391,11 @@ def main() -> int:
                   share_inputs_with="gpu-gpt256")  # fmt: skip
             gpt2_steps(p, not a.no_gpt2 and importlib.util.find_spec("transformers") is not None)
     shutil.rmtree(out / "work")
-    pack = {"format": "fsdp-gpu-pack", "version": 1, "steps": p.steps}
+    commit = subprocess.run(
+        ["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True
+    ).stdout.strip()
+    built = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    pack = {"format": "fsdp-gpu-pack", "version": 1, "built": built, "steps": p.steps}
     (out / "pack.json").write_text(json.dumps(pack, indent=2) + "\n")
     size = size_of(out)
     gpu = [s for s in p.steps if s["kind"] == "gpu"]

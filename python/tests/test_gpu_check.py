@@ -50,8 +50,10 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
                         "compile": {"median_ms": 1.0, "first_call_s": 30}},
         "gpt2_small|bf16": {"eager": {"median_ms": 100.0}, "compile": {"skipped": "budget"}},
     }}  # fmt: skip
-    lines = e2e_table.table(_pack(), e2e_table.load_status(str(status)), torch)
-    rows = {ln.split()[0]: ln for ln in lines[2:]}
+    pack = dict(_pack(), built={"commit": "abc123", "date": "today"})
+    lines = e2e_table.table(pack, e2e_table.load_status(str(status)), torch)
+    assert lines[0] == "pack built today from abc123"
+    rows = {ln.split()[0]: ln for ln in lines[3:]}
     assert "0.50x" in rows["one"] and "2.00x" in rows["one"] and "compile 30 s" in rows["one"]
     assert " 0.500* " in rows["two"] and "4 / 2.00 MB" in rows["two"]  # 2.5 - 2.0 ms, shared GPU
     assert (
