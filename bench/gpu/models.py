@@ -111,7 +111,15 @@ def gpt2_tiny():
     import transformers
 
     torch.manual_seed(0)
-    config = transformers.GPT2Config(n_layer=2, n_embd=64, n_head=4, vocab_size=128, n_positions=64)
+    config = transformers.GPT2Config(
+        n_layer=2,
+        n_embd=64,
+        n_head=4,
+        vocab_size=128,
+        n_positions=64,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = transformers.GPT2LMHeadModel(config).eval()
     g = torch.Generator().manual_seed(1)
     tokens = torch.randint(0, 128, (2, 32), generator=g)
