@@ -625,6 +625,11 @@ class _HostBuffers:
         pass
 
 
+# The allocated pointer of a memref.get_global descriptor (MLIR's LLVM
+# lowering): a constant the step returns, never freed.
+_GLOBAL_ALLOCATED = 0xDEADBEEF
+
+
 def _gpu_message(rt: ctypes.CDLL, ctx) -> str:
     """The context's first error, else the thread's last GPU error."""
     msg = (ctx is not None and rt.fsdprt_gpu_context_error_message(ctx)) or b""
@@ -679,7 +684,7 @@ class _DeviceBuffers:
     def release(self, ptr: int) -> None:
         if self._host(ptr):
             self.allocator.release(ptr)
-        elif ptr and ptr not in self.args:
+        elif ptr and ptr != _GLOBAL_ALLOCATED and ptr not in self.args:
             self.rt.fsdprt_gpu_free(ptr)
 
     def finish(self) -> None:
