@@ -150,7 +150,7 @@ def gpu_info(manifest: dict, path: str) -> dict | None:
             "emulation": bool(info.get("emulation", False)),
         }
     if info is not None:
-        return None if info is False else {"tf32": False, "emulation": False}
+        raise AotError(f"{path}: corrupt manifest: 'gpu' is not an object")
     data = Path(path).read_bytes()
     where = elf_section_range(data, ".dynstr", path)
     if where is None:

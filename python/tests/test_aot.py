@@ -165,7 +165,8 @@ def _cpu_library(tmp_path, pipeline="lower=true compute=loops"):
 
 def test_gpu_steps_are_told_by_the_manifest_or_the_device_symbols(tmp_path):
     assert aot.gpu_info({"gpu": {"tf32": True}}, "x") == {"tf32": True, "emulation": False}
-    assert aot.gpu_info({"gpu": False}, "x") is None
+    with pytest.raises(aot.AotError, match="x: corrupt manifest: 'gpu' is not an object"):
+        aot.gpu_info({"gpu": True}, "x")
     # Without the key: the dynamic symbols name the device entry points.
     cc = shutil.which("cc") or shutil.which("gcc")
     if cc is None:
