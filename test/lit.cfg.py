@@ -58,6 +58,10 @@ if os.access(os.path.join(cuda_home, "bin", "ptxas"), os.X_OK) and os.path.exist
 ):
     config.available_features.add("cuda-toolkit")
 llvm_config.with_system_environment(["CUDA_HOME"])
+# The libfsdprt built over the host emulation of CUDA (fsdp-run runs
+# gpu-emulation=true steps on it with LD_LIBRARY_PATH=%fsdp_obj/lib/cuda-emulation).
+if os.path.exists(os.path.join(config.fsdp_obj_root, "lib", "cuda-emulation", "libfsdprt.so")):
+    config.available_features.add("cuda-emulation")
 if config.mpirun and "fsdp-run" in config.available_features:
     config.available_features.add("mpi")
     # OpenMPI refuses to run as root unless told, and the CI machine has

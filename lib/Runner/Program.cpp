@@ -353,6 +353,16 @@ static std::optional<MemoryPlan> readMemoryPlan(ModuleOp module,
   return plan;
 }
 
+/// Whether the module is a compute=gpu step, and how it was compiled.
+static std::optional<GpuStep> readGpuStep(ModuleOp module) {
+  if (!module->hasAttr(kGpuAttrName))
+    return std::nullopt;
+  GpuStep gpu;
+  gpu.tf32 = module->hasAttr(kGpuTf32AttrName);
+  gpu.emulation = module->hasAttr(kGpuEmulationAttrName);
+  return gpu;
+}
+
 llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
   Program prog;
   llvm::Expected<mlir::fsdp::SignatureAttr> sig =
@@ -364,6 +374,7 @@ llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
   if (llvm::Error err = checkFunction(module, prog))
     return std::move(err);
   prog.plan = readMemoryPlan(module, prog.entry);
+  prog.gpu = readGpuStep(module);
   stripFSDP(module);
   return prog;
 }

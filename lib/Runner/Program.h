@@ -55,6 +55,14 @@ struct MemoryPlan {
   int64_t peakBytes() const { return arenaBytes + outsideBytes; }
 };
 
+/// A step lowered with compute=gpu (`fsdp.gpu`): its buffers are device
+/// memory, its work is enqueued on the rank's compute stream and its
+/// collectives need an nccl communicator (docs/GPU.md, "Running on GPUs").
+struct GpuStep {
+  bool tf32 = false;      // fsdp.gpu_tf32: f32 GEMMs may use TF32
+  bool emulation = false; // fsdp.gpu_emulation: kernels are host functions
+};
+
 struct Program {
   std::string entry;
   std::vector<int64_t> meshShape;
@@ -65,6 +73,8 @@ struct Program {
   std::vector<int64_t> fedBy;
   /// Its memory plan, when it was compiled with one.
   std::optional<MemoryPlan> plan;
+  /// Set for a compute=gpu step.
+  std::optional<GpuStep> gpu;
   int64_t meshSize() const { return ::fsdp::layout::product(meshShape); }
   /// A training step: some result has fsdp.update_of.
   bool training() const {
@@ -74,6 +84,12 @@ struct Program {
     return false;
   }
 };
+
+/// The module attributes of a compute=gpu step (set by the lowering).
+inline constexpr llvm::StringLiteral kGpuAttrName = "fsdp.gpu";
+inline constexpr llvm::StringLiteral kGpuTf32AttrName = "fsdp.gpu_tf32";
+inline constexpr llvm::StringLiteral kGpuEmulationAttrName =
+    "fsdp.gpu_emulation";
 
 /// Reads and checks the signature of `entry` (the only entry when empty)
 /// and the lowered function against it, then strips every fsdp attribute

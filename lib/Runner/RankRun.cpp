@@ -2,6 +2,7 @@
 
 #include "RankRun.h"
 #include "Checkpoint.h"
+#include "Device.h"
 #include "Shards.h"
 
 #include "fsdp/Layout/LayoutMath.h"
@@ -13,8 +14,10 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <sys/resource.h>
 #include <unistd.h>
+#include <utility>
 
 namespace lm = ::fsdp::layout;
 
@@ -30,6 +33,88 @@ public:
     for (size_t i = 0; i < prog.args.size(); ++i)
       descs.push_back(Descriptor::forBuffer(buffers[i].data(),
                                             prog.args[i].type.getShape()));
+    pack(prog);
+  }
+
+  /// A GPU step's call on device buffers, which the call owns until a
+  /// result takes one (releaseDevice frees the rest).
+  RankCall(const Program &prog, std::vector<device::Buffer> args)
+      : deviceArgs(std::move(args)), onDevice(true) {
+    for (size_t i = 0; i < prog.args.size(); ++i)
+      descs.push_back(Descriptor::forBuffer(deviceArgs[i].ptr,
+                                            prog.args[i].type.getShape()));
+    pack(prog);
+  }
+
+  RankCall(const RankCall &) = delete;
+  RankCall &operator=(const RankCall &) = delete;
+  ~RankCall() { releaseDevice(); }
+
+  llvm::Error invoke(StepCode &code, const std::string &entry) {
+    return code.invokePacked("_mlir_ciface_" + entry, packed);
+  }
+
+  /// A copy of result `i`'s elements.
+  std::vector<char> result(const Program &prog, size_t i) const {
+    return copyResult(prog.results[i], resultArea.data() + offsets[i]);
+  }
+
+  /// The same from the device.
+  bool deviceResult(const Program &prog, size_t i, std::vector<char> &out,
+                    std::string &error) const {
+    return device::download(prog.results[i], resultArea.data() + offsets[i],
+                            out, error);
+  }
+
+  /// Result `i` as a device buffer the caller owns from now on: the step's
+  /// own allocation when it is a row-major buffer not taken yet, else a
+  /// copy.
+  bool takeResult(const Program &prog, size_t i, device::Buffer &out,
+                  std::string &error) {
+    const int64_t *words = resultArea.data() + offsets[i];
+    void *allocated = reinterpret_cast<void *>(words[0]);
+    bool copied = false;
+    if (llvm::is_contained(taken, allocated)) {
+      std::vector<char> host;
+      if (!device::download(prog.results[i], words, host, error))
+        return false;
+      out = device::upload(host, "'" + prog.results[i].name + "'", error);
+      return out.ptr != nullptr;
+    }
+    if (!device::compact(prog.results[i], words, out, copied, error))
+      return false;
+    if (!copied)
+      taken.push_back(allocated);
+    return true;
+  }
+
+  /// Frees, each once, the device buffers of the arguments and results
+  /// that no result took.
+  void releaseDevice() {
+    if (!onDevice)
+      return;
+    std::vector<void *> done = taken;
+    auto once = [&](void *p) {
+      if (!p || llvm::is_contained(done, p))
+        return;
+      done.push_back(p);
+      device::release(p);
+    };
+    for (const device::Buffer &b : deviceArgs)
+      once(b.ptr);
+    if (called)
+      for (size_t off : offsets)
+        once(reinterpret_cast<void *>(resultArea[off]));
+    deviceArgs.clear();
+    called = false;
+    onDevice = false;
+  }
+
+  /// Set once the step returned: its results are live allocations.
+  bool called = false;
+
+private:
+  void pack(const Program &prog) {
     size_t words = 0;
     for (const Port &p : prog.results) {
       offsets.push_back(words);
@@ -44,15 +129,7 @@ public:
       packed.push_back(&p);
   }
 
-  llvm::Error invoke(StepCode &code, const std::string &entry) {
-    return code.invokePacked("_mlir_ciface_" + entry, packed);
-  }
-
-  /// A copy of result `i`'s elements.
-  std::vector<char> result(const Program &prog, size_t i) const {
-    return copyResult(prog.results[i], resultArea.data() + offsets[i]);
-  }
-
+public:
   /// Frees the buffers the step returned, each once (results may share a
   /// buffer). Only live allocations of the step are freed: a result that is
   /// an argument or a constant is left alone.
@@ -69,6 +146,9 @@ public:
 
 private:
   std::vector<std::vector<char>> buffers;
+  std::vector<device::Buffer> deviceArgs;
+  std::vector<void *> taken; // allocations results handed to the caller
+  bool onDevice = false;
   std::vector<Descriptor> descs;
   std::vector<int64_t> resultArea;
   std::vector<size_t> offsets;
@@ -100,8 +180,8 @@ void reportStep(const RunContext &cx, const RankOutcome &out, int64_t step) {
   cx.options.onStep(step, scalars);
 }
 
-/// Whether every rank of `runner` reports `ok`; names the first that did
-/// not in `error`.
+} // namespace
+
 bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
            std::string &error) {
   int64_t size = 1;
@@ -121,6 +201,8 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
     }
   return true;
 }
+
+namespace {
 
 /// Every rank's success flag and CRC-32 list of its checkpoint file, or
 /// false with a message.
@@ -215,9 +297,101 @@ bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
   if (stepFiles && !agree(runner, error.empty(),
                           "step " + std::to_string(g) + " inputs", error))
     return false;
-  for (size_t i = 0; i < prog.args.size(); ++i)
+  // A GPU step's fed-back state stays on the device (uploadArguments).
+  for (size_t i = 0; i < prog.args.size() && !prog.gpu; ++i)
     if (training && prog.fedBy[i] >= 0)
       args[i] = std::move(fed[i]);
+  return true;
+}
+
+/// A GPU step's training state: the device buffer of each fed-back
+/// argument, and whether the host copy (`fed`) is behind it.
+struct DeviceState {
+  std::vector<device::Buffer> fed;
+  bool hostStale = false;
+  ~DeviceState() {
+    for (device::Buffer &b : fed)
+      device::release(b.ptr);
+  }
+};
+
+/// The device buffers of a GPU step's call: the fed-back state where it is
+/// on the device (moved into the call), everything else uploaded. The
+/// copies are complete when it returns, so that the step's time does not
+/// include them.
+bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
+                     std::vector<std::vector<char>> &args,
+                     const std::vector<std::vector<char>> &fed,
+                     DeviceState &state, std::vector<device::Buffer> &out,
+                     std::string &error) {
+  const Program &prog = cx.prog;
+  out.assign(prog.args.size(), {});
+  bool ok = true;
+  for (size_t i = 0; i < prog.args.size() && ok; ++i) {
+    bool fedBack = prog.training() && prog.fedBy[i] >= 0;
+    if (fedBack && state.fed[i].ptr) {
+      out[i] = std::exchange(state.fed[i], {});
+      continue;
+    }
+    out[i] = device::upload(fedBack ? fed[i] : args[i],
+                            "argument '" + prog.args[i].name + "'", error);
+    ok = out[i].ptr != nullptr;
+    args[i] = {};
+  }
+  return ok && device::synchronize(context, "uploading the arguments", error);
+}
+
+/// Brings the fed-back state of a GPU step to the host (a checkpoint, the
+/// end of a run); the device buffers stay.
+bool downloadState(const RunContext &cx, DeviceState &state,
+                   std::vector<std::vector<char>> &fed, std::string &error) {
+  if (!state.hostStale)
+    return true;
+  for (size_t i = 0; i < state.fed.size(); ++i) {
+    if (!state.fed[i].ptr)
+      continue;
+    std::vector<char> host(size_t(state.fed[i].bytes));
+    if (!host.empty() &&
+        fsdprt_gpu_copy_to_host(host.data(), state.fed[i].ptr,
+                                state.fed[i].bytes) != FSDPRT_OK) {
+      error = "cannot download '" + cx.prog.args[i].name +
+              "': " + fsdprt_gpu_last_error_message();
+      return false;
+    }
+    fed[i] = std::move(host);
+  }
+  state.hostStale = false;
+  return true;
+}
+
+/// collectResults for a GPU step: what the outputs need is downloaded, the
+/// updates stay on the device as the next step's arguments.
+bool collectDeviceResults(const RunContext &cx, RankCall &call, bool last,
+                          DeviceState &state, RankOutcome &out) {
+  const Program &prog = cx.prog;
+  for (size_t k = 0; k < cx.outputs.size(); ++k) {
+    const Output &o = cx.outputs[k];
+    if (!o.stacked && !(last && o.arg < 0))
+      continue;
+    std::vector<char> v;
+    if (!call.deviceResult(prog, size_t(o.result), v, out.error))
+      return false;
+    if (o.stacked)
+      out.pieces[k].insert(out.pieces[k].end(), v.begin(), v.end());
+    else
+      out.pieces[k] = std::move(v);
+  }
+  if (prog.training())
+    for (size_t i = 0; i < prog.results.size(); ++i)
+      if (prog.results[i].updateOf) {
+        device::Buffer &slot = state.fed[size_t(*prog.results[i].updateOf)];
+        device::release(slot.ptr);
+        slot = {};
+        if (!call.takeResult(prog, i, slot, out.error))
+          return false;
+        state.hostStale = true;
+      }
+  call.releaseDevice();
   return true;
 }
 
@@ -259,6 +433,12 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
     out.error = llvm::toString(std::move(err));
     return false;
   }
+  call.called = true;
+  // The step only enqueues its device work: its time is until it is done.
+  if (fsdprt_gpu_context_t *context = fsdprt_nccl_comm_context(comm);
+      cx.prog.gpu &&
+      !device::synchronize(context, "the step failed on the GPU", out.error))
+    return false;
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                 .count();
   faults = threadFaults() - faults0;
@@ -331,18 +511,41 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   const Program &prog = cx.prog;
   const RunOptions &opt = cx.options;
   bool training = prog.training();
+  bool gpu = prog.gpu.has_value();
+  fsdprt_gpu_context_t *context =
+      gpu ? fsdprt_nccl_comm_context(comm) : nullptr;
+  DeviceState state;
+  state.fed.assign(prog.args.size(), {});
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
-  if (!reserveArena(cx, comm, runner, out.error))
+  out.gpu = gpu;
+  if (!gpu && !reserveArena(cx, comm, runner, out.error))
     total = 0;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
     std::vector<std::vector<char>> args;
     if (!bindArguments(cx, runner, rank, g, fed, args, out.error))
       break;
+    std::vector<device::Buffer> deviceArgs;
+    // A rank that cannot upload its arguments stops every rank before the
+    // step's collectives.
+    if (gpu && !agree(runner,
+                      uploadArguments(cx, context, args, fed, state, deviceArgs,
+                                      out.error),
+                      "step " + std::to_string(g) + " arguments", out.error)) {
+      // Fed-back buffers hold the current state (moved from it, or
+      // uploaded from its host copy): they go back.
+      for (size_t i = 0; i < deviceArgs.size(); ++i)
+        if (training && prog.fedBy[i] >= 0 && !state.fed[i].ptr)
+          state.fed[i] = std::exchange(deviceArgs[i], {});
+        else
+          device::release(deviceArgs[i].ptr);
+      break;
+    }
     // Every step gets fresh argument buffers (a step may update its
     // arguments in place); only the call is timed.
-    RankCall call(prog, std::move(args));
+    RankCall call = gpu ? RankCall(prog, std::move(deviceArgs))
+                        : RankCall(prog, std::move(args));
     double seconds = 0;
     int64_t faults = 0;
     if (!callStep(cx, comm, call, seconds, faults, out)) {
@@ -355,7 +558,15 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
       out.stepFaults.push_back(faults);
     }
     bool last = s + 1 == total;
-    collectResults(cx, call, last, fed, out);
+    if (!gpu) {
+      collectResults(cx, call, last, fed, out);
+    } else if (!collectDeviceResults(cx, call, last, state, out)) {
+      out.stateLost = true;
+      break;
+    }
+    // The first step checked every collective against its peers.
+    if (gpu && s == 0 && !std::getenv("FSDPRT_NCCL_DESYNC_CHECKS"))
+      fsdprt_nccl_comm_set_desync_checks(comm, 0);
     if (training && cx.liveSteps && rank == 0 && opt.onStep)
       reportStep(cx, out, g + 1);
     out.heldAfterStep =
@@ -363,15 +574,24 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (opt.measureResidentSet && rank == 0)
       out.rss.push_back(residentBytes());
     bool due = opt.saveEvery > 0 && (g + 1) % opt.saveEvery == 0;
-    if (training && !opt.saveDir.empty() && (due || last) &&
-        !saveCheckpoint(cx, runner, fed, rank, g + 1, out.error))
+    bool save = training && !opt.saveDir.empty() && (due || last);
+    if (save && gpu && !downloadState(cx, state, fed, out.error)) {
+      out.stateLost = true;
+      break;
+    }
+    if (save && !saveCheckpoint(cx, runner, fed, rank, g + 1, out.error))
       break;
   }
+  // The state the session keeps, and the outputs, are host copies.
+  if (gpu && !out.stateLost && !downloadState(cx, state, fed, out.error))
+    out.stateLost = true;
   for (size_t k = 0; k < cx.outputs.size() && out.error.empty(); ++k)
     if (cx.outputs[k].arg >= 0)
       out.pieces[k] = fed[cx.outputs[k].arg];
   out.memory = memory::current();
-  out.arenaBytes = fsdprt_arena_bytes(comm);
+  out.arenaBytes = gpu ? 0 : fsdprt_arena_bytes(comm);
+  if (gpu)
+    fsdprt_gpu_context_stats(context, &out.device);
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 

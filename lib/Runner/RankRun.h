@@ -17,6 +17,7 @@
 #include "StepCode.h"
 #include "fsdp/Runner/Runner.h"
 #include "fsdprt.h"
+#include "fsdprt_gpu.h"
 
 #include <string>
 #include <vector>
@@ -51,6 +52,9 @@ struct RankOutcome {
   std::vector<int64_t> rss;  // rank 0: resident bytes after each step
   int64_t stepsDone = 0;     // steps whose call returned
   bool stateLost = false;    // a call or collective failed mid-step
+  bool gpu = false;          // a compute=gpu step on GPU `deviceIndex`
+  int32_t deviceIndex = -1;
+  fsdprt_gpu_stats_t device{}; // its counters at the end of the run
   std::string error;
 };
 
@@ -65,8 +69,15 @@ struct RunContext {
   bool liveSteps;    // rank 0 reports each step's scalars as it ends
 };
 
-/// Runs the steps of rank `rank`. `fed` holds the rank's buffer of every
-/// fed-back argument (indexed by argument) and is updated step by step.
+/// Whether every rank of `runner` reports `ok`; names the first that did
+/// not in `error` (unless it holds this rank's own message).
+bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
+           std::string &error);
+
+/// Runs the steps of rank `rank`. A GPU step's `comm` is the rank's nccl
+/// communicator, whose context is current on the calling thread. `fed` holds
+/// the rank's buffer of every fed-back argument (indexed by argument) and is
+/// updated step by step.
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
              int64_t rank, std::vector<std::vector<char>> &fed,
              RankOutcome &out);

@@ -102,6 +102,22 @@ json::Object toJSON(const RunResult &r) {
                              {"peak_bytes", r.plan.peakBytes()},
                              {"buffers", r.plan.buffers}};
   o["rss_bytes"] = listOf(r.residentBytes);
+  // A GPU step: the jit_* counters above are the host's (nothing there);
+  // these are the device's.
+  o["gpu"] = r.gpu;
+  if (r.gpu) {
+    std::vector<int64_t> devices, bytes, launches, gemms;
+    for (const RankMemory &m : r.memory) {
+      devices.push_back(m.device);
+      bytes.push_back(m.deviceAllocatedBytes);
+      launches.push_back(m.deviceLaunches);
+      gemms.push_back(m.deviceGemms);
+    }
+    o["devices"] = listOf(devices);
+    o["device_allocated_bytes"] = listOf(bytes);
+    o["device_launches"] = listOf(launches);
+    o["device_gemms"] = listOf(gemms);
+  }
   // The per-step scalars of a training run (the loss, ...).
   for (const HostArray &a : r.outputs) {
     if (!a.perStep)

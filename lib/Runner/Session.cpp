@@ -1,6 +1,7 @@
 //===- Session.cpp - a loaded program and its runs ------------------------===//
 
 #include "Checkpoint.h"
+#include "Device.h"
 #include "Inputs.h"
 #include "Jit.h"
 #include "Program.h"
@@ -16,6 +17,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/InitAllDialects.h"
 #include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
 #include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "llvm/Support/TargetSelect.h"
 
@@ -76,6 +78,10 @@ DialectRegistry runnerRegistry() {
   registry.insert<mlir::fsdp::FSDPDialect>();
   registerBuiltinDialectTranslation(registry);
   registerLLVMDialectTranslation(registry);
+  // A compute=gpu step: its gpu.binary becomes an embedded image loaded by
+  // mgpuModuleLoad, its gpu.launch_func calls mgpuLaunchKernel.
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
   return registry;
 }
 
@@ -149,18 +155,31 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
                                   all.begin() + (r + 1) * piece.size());
   }
-  int64_t counters[4] = {mine.memory.peakBytes, mine.memory.allocations,
-                         mine.heldAfterStep, mine.arenaBytes};
-  std::vector<int64_t> all(4 * size_t(size));
+  constexpr size_t n = 8;
+  int64_t counters[n] = {mine.memory.peakBytes,
+                         mine.memory.allocations,
+                         mine.heldAfterStep,
+                         mine.arenaBytes,
+                         mine.deviceIndex,
+                         int64_t(mine.device.bytes_allocated),
+                         int64_t(mine.device.launches),
+                         int64_t(mine.device.gemms)};
+  std::vector<int64_t> all(n * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
         "rank " + llvm::Twine(rank) +
         ": gathering the results failed: " + fsdprt_comm_error_message(comm));
   for (int64_t r = 0; r < size; ++r) {
-    runs[r].memory.peakBytes = all[4 * r];
-    runs[r].memory.allocations = all[4 * r + 1];
-    runs[r].heldAfterStep = all[4 * r + 2];
-    runs[r].arenaBytes = all[4 * r + 3];
+    const int64_t *c = all.data() + n * r;
+    runs[r].memory.peakBytes = c[0];
+    runs[r].memory.allocations = c[1];
+    runs[r].heldAfterStep = c[2];
+    runs[r].arenaBytes = c[3];
+    runs[r].gpu = mine.gpu;
+    runs[r].deviceIndex = int32_t(c[4]);
+    runs[r].device.bytes_allocated = uint64_t(c[5]);
+    runs[r].device.launches = uint64_t(c[6]);
+    runs[r].device.gemms = uint64_t(c[7]);
   }
   runs[rank].stats = mine.stats;
   runs[rank].rss = mine.rss;
@@ -227,8 +246,18 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
     result.outputs.push_back(std::move(h));
   }
   for (const RankOutcome &run : runs) {
-    result.memory.push_back({run.memory.peakBytes, run.memory.allocations,
-                             run.heldAfterStep, run.arenaBytes});
+    RankMemory m;
+    m.peakBytes = run.memory.peakBytes;
+    m.allocations = run.memory.allocations;
+    m.heldAfterStepBytes = run.heldAfterStep;
+    m.arenaBytes = run.arenaBytes;
+    if (run.gpu) {
+      m.device = run.deviceIndex;
+      m.deviceAllocatedBytes = int64_t(run.device.bytes_allocated);
+      m.deviceLaunches = int64_t(run.device.launches);
+      m.deviceGemms = int64_t(run.device.gemms);
+    }
+    result.memory.push_back(m);
     result.stats.push_back(commStats(run.stats));
   }
   return llvm::Error::success();
@@ -301,6 +330,7 @@ struct Session::Impl {
   llvm::Expected<std::vector<RankOutcome>> runThreads(const RunContext &cx);
   llvm::Expected<std::vector<RankOutcome>> runMpi(const RunContext &cx,
                                                   bool &reporter);
+  void runMpiGpu(const RunContext &cx, RankOutcome &mine);
   int64_t localRanks() const {
     return load.backend == Backend::Mpi ? 1 : prog.meshSize();
   }
@@ -337,6 +367,10 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                  " ranks; the threads backend runs at most " +
                  llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
   outputs = outputsOf(prog);
+  // A GPU step that cannot run here fails now, not after compiling it.
+  if (prog.gpu)
+    if (llvm::Error e = device::checkRunnable(prog))
+      return e;
   if (jit)
     if (llvm::Error e = jit->compile(*module))
       return e;
@@ -430,12 +464,28 @@ Session::Impl::runThreads(const RunContext &cx) {
   int64_t size = prog.meshSize();
   fsdprt_world_t *world = nullptr, *runnerWorld = nullptr;
   fsdprt_options_t runnerOptions = runtime->runnerOptions();
-  if (fsdprt_threads_world_create(prog.meshShape.size(), prog.meshShape.data(),
+  // A GPU step's ranks make their nccl communicators (one id for all) on
+  // rank r mod count's GPU; the threads world is the runner's only.
+  fsdprt_nccl_id_t ncclId{};
+  int32_t gpus = 0;
+  if (prog.gpu) {
+    auto id = device::uniqueId();
+    if (!id)
+      return id.takeError();
+    ncclId = *id;
+    gpus = device::deviceCount();
+    if (gpus < 1)
+      return error("no GPU for the compute=gpu step: " +
+                   llvm::Twine(fsdprt_gpu_last_error_message()));
+  }
+  if (!prog.gpu &&
+      fsdprt_threads_world_create(prog.meshShape.size(), prog.meshShape.data(),
                                   &runtime->options, &world) != FSDPRT_OK)
     return error("cannot create the threads world");
   if (fsdprt_threads_world_create(1, &size, &runnerOptions, &runnerWorld) !=
       FSDPRT_OK) {
-    fsdprt_world_destroy(world);
+    if (world)
+      fsdprt_world_destroy(world);
     return error("cannot create the threads world");
   }
   std::vector<RankOutcome> runs(size);
@@ -445,15 +495,27 @@ Session::Impl::runThreads(const RunContext &cx) {
   try {
     for (int64_t r = 0; r < size; ++r) {
       fsdprt_comm_t *comm = nullptr, *runner = nullptr;
-      fsdprt_threads_comm(world, r, &comm);
+      if (world)
+        fsdprt_threads_comm(world, r, &comm);
       fsdprt_threads_comm(runnerWorld, r, &runner);
       threads.emplace_back([&, comm, runner, r] {
-        runRank(cx, comm, runner, r, state[size_t(r)], runs[size_t(r)]);
+        RankOutcome &out = runs[size_t(r)];
+        if (!prog.gpu) {
+          runRank(cx, comm, runner, r, state[size_t(r)], out);
+          return;
+        }
+        device::RankDevice gpu;
+        out.gpu = true;
+        out.deviceIndex = int32_t(r % gpus);
+        if (gpu.open(prog, runtime->options, runner, r, out.deviceIndex, ncclId,
+                     size > gpus, out.error))
+          runRank(cx, gpu.comm, runner, r, state[size_t(r)], out);
       });
     }
   } catch (const std::system_error &e) {
     // The started ranks return once the world is aborted.
-    fsdprt_world_abort(world, "the runner could not start every rank");
+    if (world)
+      fsdprt_world_abort(world, "the runner could not start every rank");
     fsdprt_world_abort(runnerWorld, "the runner could not start every rank");
     startError = "cannot start thread " + std::to_string(threads.size()) +
                  " of " + std::to_string(size) + " for the threads backend (" +
@@ -461,7 +523,8 @@ Session::Impl::runThreads(const RunContext &cx) {
   }
   for (auto &t : threads)
     t.join();
-  fsdprt_world_destroy(world);
+  if (world)
+    fsdprt_world_destroy(world);
   fsdprt_world_destroy(runnerWorld);
   if (!startError.empty()) {
     usable = false;
@@ -474,7 +537,10 @@ llvm::Expected<std::vector<RankOutcome>>
 Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
   fsdprt_comm_reset_stats(mpiComm);
   RankOutcome mine;
-  runRank(cx, mpiComm, mpiRunner, mpiRank, state[0], mine);
+  if (prog.gpu)
+    runMpiGpu(cx, mine);
+  else
+    runRank(cx, mpiComm, mpiRunner, mpiRank, state[0], mine);
   if (!mine.error.empty()) {
     if (mine.stateLost)
       usable = false;
@@ -483,6 +549,37 @@ Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
   stepsTaken = cx.firstStep + mine.stepsDone;
   reporter = mpiRank == 0;
   return gatherOutcomes(mine, mpiRank, prog.meshSize(), mpiRunner);
+}
+
+/// The MPI backend's GPU rank: one process per GPU (its local rank on the
+/// host mod the GPUs it sees), an nccl communicator from rank 0's id.
+void Session::Impl::runMpiGpu(const RunContext &cx, RankOutcome &mine) {
+  mine.gpu = true;
+  // Its NCCL joins the ranks of one process only: processes would wait
+  // for each other forever.
+  if (fsdprt_gpu_emulated()) {
+    mine.error = "the emulated GPUs of one process cannot be joined across "
+                 "processes: run a step on the emulated runtime with the "
+                 "threads backend";
+    return;
+  }
+  int64_t local = 0, onHost = 1;
+  fsdprt_nccl_id_t id{};
+  bool ok = device::localRank(mpiRunner, mpiRank, local, onHost, mine.error);
+  int32_t gpus = device::deviceCount();
+  if (ok && gpus < 1) {
+    mine.error = std::string("no GPU for the compute=gpu step: ") +
+                 fsdprt_gpu_last_error_message();
+    ok = false;
+  }
+  if (!agree(mpiRunner, ok, "choosing the GPUs", mine.error) ||
+      !device::shareUniqueId(mpiRunner, mpiRank, id, mine.error))
+    return;
+  mine.deviceIndex = int32_t(local % gpus);
+  device::RankDevice gpu;
+  if (gpu.open(prog, runtime->options, mpiRunner, mpiRank, mine.deviceIndex, id,
+               onHost > gpus, mine.error))
+    runRank(cx, gpu.comm, mpiRunner, mpiRank, state[0], mine);
 }
 
 /// The first failing rank's error; the session's state follows the ranks'.
@@ -560,7 +657,11 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     return inputs.takeError();
   RunContext cx{
       *code, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
+  // Process-wide: the step's own setting for the run.
+  if (prog.gpu)
+    fsdprt_gpu_set_tf32(prog.gpu->tf32 ? 1 : 0);
   RunResult result;
+  result.gpu = prog.gpu.has_value();
   result.training = training;
   result.firstStep = firstStep;
   result.warmup = o.warmup;

@@ -173,7 +173,9 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
   json::Array features;
   for (const std::string &f : target.features)
     features.push_back(f);
-  return json::Object{
+  // A compute=gpu step (the same module attributes the runner reads).
+  bool gpu = stub->hasAttr(kGpuAttrName);
+  json::Object manifest{
       {"format", "fsdp-step"},
       {"version", kManifestVersion},
       {"abi_version", FSDPRT_ABI_VERSION},
@@ -183,6 +185,11 @@ llvm::Expected<json::Object> buildManifest(ModuleOp stub,
                               {"features", std::move(features)}}},
       {"meshes", meshesJSON(stub)},
       {"entries", std::move(entries)}};
+  if (gpu)
+    manifest["gpu"] =
+        json::Object{{"tf32", stub->hasAttr(kGpuTf32AttrName)},
+                     {"emulation", stub->hasAttr(kGpuEmulationAttrName)}};
+  return manifest;
 }
 
 //===----------------------------------------------------------------------===//
@@ -553,6 +560,8 @@ llvm::Expected<StepManifest> readStepManifest(const std::string &path) {
     return error(
         path + ": manifest version " + llvm::Twine(*o->getInteger("version")) +
         ", this runner reads version " + llvm::Twine(kManifestVersion));
+  if (const json::Value *gpu = o->get("gpu"); gpu && !gpu->getAsObject())
+    return error(path + ": corrupt manifest: 'gpu' is not an object");
   if (!stub || stub->size() < 2)
     return error(path + ": corrupt manifest: no stub module");
   m.stub = stub->drop_back().str(); // its terminating NUL

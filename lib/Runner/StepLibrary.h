@@ -41,7 +41,10 @@ namespace fsdp::run {
 
 inline constexpr char kManifestSection[] = ".fsdp.manifest";
 inline constexpr char kStubSection[] = ".fsdp.stub";
-/// The version of the manifest's JSON layout.
+/// The version of the manifest's JSON layout. Keys are added without a new
+/// version when a reader may ignore them: a compute=gpu step's manifest has
+/// `gpu` ({"tf32": bool, "emulation": bool}), which its stub's module
+/// attributes (fsdp.gpu, fsdp.gpu_tf32, fsdp.gpu_emulation) also say.
 inline constexpr int kManifestVersion = 1;
 
 /// How fsdp-compile builds a step library.

@@ -12,6 +12,7 @@
 #include "gpu_internal.h"
 
 #include <climits>
+#include <cstring>
 #include <memory>
 #include <unordered_map>
 #include <unordered_set>
@@ -134,6 +135,12 @@ void *mgpuModuleLoad(void *data, int64_t size) {
   }
   m->refs++;
   return m;
+}
+
+void *mgpuModuleLoadJIT(void *data, int32_t) {
+  // cuModuleLoadData takes PTX text as it takes a cubin or a fatbin.
+  return mgpuModuleLoad(
+      data, int64_t(std::strlen(static_cast<const char *>(data))) + 1);
 }
 
 void mgpuModuleUnload(void *module) {

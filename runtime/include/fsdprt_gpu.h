@@ -37,6 +37,10 @@ typedef struct fsdprt_gpu_context fsdprt_gpu_context_t;
 /* 1 if this library was built with the CUDA runtime, else 0 (then every
  * other function fails with FSDPRT_ERR_UNSUPPORTED). */
 FSDPRT_API int32_t fsdprt_gpu_built(void);
+/* 1 in the build of this library over the host emulation of CUDA (its GPUs
+ * are threads of this process; it runs steps compiled with
+ * gpu-emulation=true), 0 in a build over the real CUDA runtime. */
+FSDPRT_API int32_t fsdprt_gpu_emulated(void);
 /* Number of usable GPUs. FSDPRT_ERR_NO_DEVICE when there is no driver, no
  * GPU or a driver older than the CUDA runtime this library was built with;
  * the reason is in fsdprt_gpu_last_error_message(). */
@@ -165,6 +169,10 @@ FSDPRT_API void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
  * waits only when host-visible work is pending), events come from its pool.
  */
 FSDPRT_API void *mgpuModuleLoad(void *data, int64_t size);
+/* A module of PTX text (a step lowered with gpu-format=isa): NUL-terminated,
+ * registered like mgpuModuleLoad's images; the driver compiles it at its
+ * first launch on each device (the optimization level is the driver's). */
+FSDPRT_API void *mgpuModuleLoadJIT(void *data, int32_t opt_level);
 FSDPRT_API void mgpuModuleUnload(void *module);
 FSDPRT_API void *mgpuModuleGetFunction(void *module, const char *name);
 FSDPRT_API void mgpuLaunchKernel(void *function, int64_t grid_x, int64_t grid_y,

@@ -59,6 +59,7 @@ static void no_gpu() {
 #ifndef FSDPRT_WITH_GPU
 
 int32_t fsdprt_gpu_built(void) { return 0; }
+int32_t fsdprt_gpu_emulated(void) { return 0; }
 fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
   if (count)
     *count = 0;

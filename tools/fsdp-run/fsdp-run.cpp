@@ -76,7 +76,8 @@ struct Flags {
   cl::opt<bool> memory{
       "print-memory",
       cl::desc("Print each rank's measured allocation high-water mark of the "
-               "compiled step and the process's resident set"),
+               "compiled step and the process's resident set (a compute=gpu "
+               "step: the device bytes its GPU context allocated)"),
       cl::init(false), cl::cat(runCategory)};
   cl::opt<std::string> save{
       "save",
@@ -191,6 +192,24 @@ void printRankStats(size_t rank, const CommStats &s) {
 /// The static plan and the measured memory of the compiled step per rank
 /// (--print-memory).
 void printMemory(const RunResult &r, int64_t steps) {
+  if (r.gpu) {
+    // Every buffer of the step is device memory: the host's counters see
+    // nothing, the GPU contexts count what was allocated.
+    llvm::outs() << "device memory of the compute=gpu step (its GPU "
+                    "context's counters, per rank; the host peak is not "
+                    "measured):\n";
+    for (size_t k = 0; k < r.memory.size(); ++k) {
+      const RankMemory &m = r.memory[k];
+      int64_t n = std::max<int64_t>(1, steps);
+      llvm::outs() << "  rank " << k << " (GPU " << m.device
+                   << "): " << m.deviceAllocatedBytes << " B allocated in "
+                   << steps << " step(s), " << m.deviceAllocatedBytes / n
+                   << " B per step; " << m.deviceLaunches / n
+                   << " kernel launches and " << m.deviceGemms / n
+                   << " cuBLAS GEMMs per step\n";
+    }
+    return;
+  }
   if (r.plan.planned)
     llvm::outs() << "static memory plan of the step (per rank): arena "
                  << r.plan.arenaBytes << " B (" << r.plan.buffers

@@ -106,6 +106,11 @@ struct RankMemory {
   int64_t allocations = 0;
   int64_t heldAfterStepBytes = 0; // most bytes still allocated after a step
   int64_t arenaBytes = 0;         // the rank's arena, held by the runtime
+  /// A compute=gpu step (fsdprt_gpu_context_stats of the rank's GPU): the
+  /// device bytes allocated in the run (arguments uploaded and the step's
+  /// own buffers, every step), kernel launches and cuBLAS GEMMs.
+  int32_t device = -1;
+  int64_t deviceAllocatedBytes = 0, deviceLaunches = 0, deviceGemms = 0;
   /// The step's measured high-water mark: its arena and what is outside.
   int64_t measuredPeakBytes() const { return arenaBytes + peakBytes; }
 };
@@ -157,6 +162,9 @@ struct RunResult {
   bool precompiled = false;
   std::vector<std::pair<std::string, double>> jitPhases;
   int64_t warmup = 0;
+  /// A compute=gpu step: it ran on GPUs (memory holds device counters; the
+  /// host's are not measured).
+  bool gpu = false;
 
   const HostArray *output(llvm::StringRef name) const;
   double medianStepSeconds() const;

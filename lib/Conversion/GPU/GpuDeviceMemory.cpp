@@ -120,6 +120,8 @@ struct FSDPGpuDeviceMemoryPass
       }
       op->erase();
     }
+    // What the runner reads: every buffer of this step is device memory.
+    getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
   }
 };
 
