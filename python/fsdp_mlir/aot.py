@@ -745,9 +745,24 @@ class _Rank(threading.Thread):
             return comm, None, _HostBuffers(rt, r.step.allocator)
         device = self.rank % r.devices
         ctx = ctypes.c_void_p()
-        if rt.fsdprt_gpu_context_create(device, ctypes.byref(ctx)) != 0:
-            raise AotError(_gpu_message(rt, None))
-        self.ctx = ctx
+        ok = rt.fsdprt_gpu_context_create(device, ctypes.byref(ctx)) == 0
+        failure = None if ok else f"cannot use GPU {device}: {_gpu_message(rt, None)}"
+        if ok:
+            self.ctx = ctx
+        # NCCL's setup waits for every rank and has no timeout: nobody starts
+        # it unless every rank has its GPU.
+        r.setup_failures[self.rank] = failure
+        try:
+            r.setup.wait(timeout=r.options.timeout_s if r.options.timeout_s > 0 else None)
+        except threading.BrokenBarrierError:
+            pass  # a rank stopped: the failures say which
+        if failure is not None:
+            raise AotError(failure)
+        others = [f"rank {k}" for k, f in enumerate(r.setup_failures) if f is not None]
+        if others:
+            raise AotError(f"not setting up NCCL: {', '.join(others)} could not use a GPU")
+        if r.setup.broken:
+            raise AotError("not setting up NCCL: another rank stopped")
         shape = r.entry["mesh"]["shape"]
         dims = (ctypes.c_int64 * len(shape))(*shape)
         st = rt.fsdprt_nccl_comm_create(
@@ -874,7 +889,9 @@ class Run:
         self.options.timeout_s = timeout
         self.world = None
         if self.gpu is not None:
-            self.devices = require_gpus(runtime, _prod(shape), step.path)
+            self.devices = require_gpus(runtime, _prod(shape), step.path, self.gpu)
+            self.setup = threading.Barrier(_prod(shape))
+            self.setup_failures: list[str | None] = [None] * _prod(shape)
             runtime.fsdprt_gpu_set_tf32(1 if self.gpu["tf32"] else 0)
             self.nccl_id = _NcclId()
             st = runtime.fsdprt_nccl_get_unique_id(ctypes.byref(self.nccl_id))
@@ -899,6 +916,8 @@ class Run:
     def abort(self, reason: str) -> None:
         if self.world is not None:
             self.runtime.fsdprt_world_abort(self.world, reason.encode())
+        elif self.gpu is not None:
+            self.setup.abort()  # ranks still waiting to set up NCCL stop
 
     def go(self) -> list[_Rank]:
         ranks = [_Rank(self, r) for r in range(_prod(self.entry["mesh"]["shape"]))]
@@ -925,12 +944,35 @@ def _nccl_version() -> int | None:
     return v.value if fn(ctypes.byref(v)) == 0 else None
 
 
-def require_gpus(runtime: ctypes.CDLL, world: int, path: str) -> int:
+def _emulated(runtime: ctypes.CDLL) -> bool:
+    try:
+        fn = runtime.fsdprt_gpu_emulated
+    except AttributeError:  # a runtime from before the emulation
+        return False
+    fn.restype = ctypes.c_int32
+    return fn() != 0
+
+
+def require_gpus(runtime: ctypes.CDLL, world: int, path: str, gpu: dict | None = None) -> int:
     """The number of GPUs the ranks spread over (rank r on device r mod it);
     NoGpuError with the runtime's reason when there is none, or when ranks
-    would share a GPU and NCCL cannot (before 2.30)."""
+    would share a GPU and NCCL cannot (before 2.30); AotError for a step
+    compiled for the host emulation of CUDA on a real runtime, or the other
+    way around."""
     if not runtime.fsdprt_gpu_built():
         raise NoGpuError(f"{path} is a GPU step and this libfsdprt has no GPU runtime")
+    emulation, emulated = bool(gpu and gpu.get("emulation")), _emulated(runtime)
+    if emulation and not emulated:
+        raise AotError(
+            f"{path} was compiled with gpu-emulation=true (its kernels are host functions), "
+            "but this libfsdprt runs real GPUs: run it with the emulated runtime "
+            "(--runtime <build>/lib/cuda-emulation/libfsdprt.so)"
+        )
+    if emulated and gpu is not None and not emulation:
+        raise AotError(
+            f"{path} was compiled for real GPUs, but this libfsdprt is the host emulation "
+            "of CUDA: lower it with gpu-emulation=true, or use the runtime built over CUDA"
+        )
     if runtime.fsdprt_gpu_require_devices(1) != 0:
         raise NoGpuError(f"{path} is a GPU step (compute=gpu): {_gpu_message(runtime, None)}")
     count = ctypes.c_int32()

@@ -221,6 +221,8 @@ class _FakeGpu:
         self.syncs = self.contexts = self.device_copies = self.uploads = 0
         self.tf32 = None
         self.world = None
+        self.broken: set[int] = set()  # devices whose context fails
+        self.communicators = 0
         self.lock = threading.Lock()
 
     def __getattr__(self, name):
@@ -242,6 +244,8 @@ class _FakeGpu:
 
     def fsdprt_gpu_context_create(self, device, ref):
         assert 0 <= device < self.devices
+        if device in self.broken:
+            return 10  # FSDPRT_ERR_NO_DEVICE
         with self.lock:
             self.contexts += 1
         self._set(ref, 0x1000 + device)
@@ -303,6 +307,8 @@ class _FakeGpu:
 
     def fsdprt_nccl_comm_create(self, ndims, dims, rank, uid, device, opts, ref):
         assert device == rank % self.devices
+        with self.lock:
+            self.communicators += 1
         with self.lock:
             if self.world is None:
                 self.world = ctypes.c_void_p()
@@ -411,3 +417,32 @@ def test_an_emulated_gpu_step_runs_on_the_device_path_like_the_cpu_path(tmp_path
     assert (
         aot.compare_dirs(str(tmp_path / "emu"), str(tmp_path / "host"), 1e-5, metric="norm") == []
     )
+
+
+@needs_tools
+def test_no_rank_sets_up_nccl_unless_every_rank_has_its_gpu(tmp_path, monkeypatch):
+    lib = _cpu_library(tmp_path)
+    _mark_gpu(lib, tmp_path / "gpu.so")
+    real = aot.load_runtime(RUNTIME)
+    aot._declare(real)
+    fake = _FakeGpu(real, devices=4)
+    fake.broken = {2}
+    monkeypatch.setattr(aot, "load_runtime", lambda path: fake)
+    monkeypatch.setattr(aot, "_declare", lambda rt: None)
+    with pytest.raises(aot.AotError) as e:
+        aot.run_step(str(tmp_path / "gpu.so"), [str(tmp_path)], str(tmp_path / "out"))
+    assert "rank 2: cannot use GPU 2" in str(e.value)
+    assert "rank 0: not setting up NCCL: rank 2 could not use a GPU" in str(e.value)
+    assert fake.communicators == 0
+
+
+@needs_tools
+def test_an_emulation_step_is_refused_by_the_real_runtime(tmp_path, capsys):
+    lib = _cpu_library(tmp_path)
+    _mark_gpu(lib, tmp_path / "emu.so", '{"tf32": false, "emulation": true}')
+    rc = aot.main(
+        ["run", str(tmp_path / "emu.so"), "--runtime", RUNTIME, "--inputs", str(tmp_path),
+         "--outputs", str(tmp_path / "out")]
+    )  # fmt: skip
+    assert rc == 1
+    assert "compiled with gpu-emulation=true" in capsys.readouterr().err
