@@ -39,6 +39,8 @@ tools = [
     fsdp_run,
     ToolSubst("fsdp-compile", unresolved="ignore"),
     "mlir-opt",
+    "mlir-translate",
+    "llc",
     "FileCheck",
     "not",
     "split-file",

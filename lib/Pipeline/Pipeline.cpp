@@ -246,6 +246,13 @@ void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createFSDPGpuMergeModules());
   pm.addPass(createFSDPGpuStreamOrder());
+  // gpu-emulation: the kernels become host functions that the host lowering
+  // compiles with the step; the binary names their table (no NVVM, no
+  // toolkit).
+  if (gpu.emulation) {
+    pm.addPass(createFSDPGpuHostKernels());
+    return;
+  }
   // The kernels to NVVM here, before the host lowering: its math-to-libm
   // would otherwise turn their math ops into host libm calls. Bare pointers:
   // every kernel argument is a statically shaped buffer, so one pointer
@@ -323,7 +330,7 @@ void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
   if (compute == ComputeMode::Gpu)
     populateFSDPGpuKernels(pm, gpu);
   populateFSDPLowerToLLVMDialect(pm, compute);
-  if (compute == ComputeMode::Gpu)
+  if (compute == ComputeMode::Gpu && !gpu.emulation)
     populateFSDPGpuBinary(pm, gpu);
 }
 
@@ -367,7 +374,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPLowerIfs(),          createFSDPLinalgToCublas(),
       createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
       createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit()};
+      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

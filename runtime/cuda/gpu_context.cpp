@@ -312,9 +312,6 @@ extern "C" {
 
 int32_t fsdprt_gpu_built(void) { return 1; }
 
-// The emulated build of the library defines its own (returning 1).
-int32_t fsdprt_gpu_emulated(void) { return 0; }
-
 fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
   if (!count)
     return FSDPRT_ERR_INVALID_ARGUMENT;

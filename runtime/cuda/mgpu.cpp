@@ -62,6 +62,18 @@ bool driver_ready(fsdprt_gpu_context *ctx, const char *fn) {
   return false;
 }
 
+// The table id of a gpu-emulation=true step's image, or null for any other
+// image.
+const char *host_kernels_id(const Module *m) {
+  uint32_t magic = 0;
+  if (!m->data || (m->size > 0 && m->size < 9))
+    return nullptr;
+  std::memcpy(&magic, m->data, sizeof(magic));
+  if (magic != FSDPRT_GPU_HOST_KERNELS_MAGIC)
+    return nullptr;
+  return static_cast<const char *>(m->data) + 8;
+}
+
 // The kernel on the context's device, loading the module there first.
 CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
   const int dev = ctx->device;
@@ -76,16 +88,34 @@ CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
   if (!driver_ready(ctx, "mgpuLaunchKernel"))
     return nullptr;
   Module *m = f->module;
+  const char *host_id = host_kernels_id(m);
+  if (host_id && !fsdprt_gpu_emulated()) {
+    fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
+                     format("%s: kernel %s: the step was compiled with "
+                            "gpu-emulation=true (its kernels are host code "
+                            "for the emulated runtime, "
+                            "build/lib/cuda-emulation/libfsdprt.so); lower it "
+                            "without gpu-emulation to run on a GPU",
+                            who(ctx).c_str(), f->name.c_str())));
+    return nullptr;
+  }
   std::lock_guard<std::mutex> lock(m->mu);
   if (CUfunction fn = f->per_device[dev].load(std::memory_order_relaxed))
     return fn;
   if (!m->per_device[dev]) {
     CUresult rc = driver().moduleLoadData(&m->per_device[dev], m->data);
     if (rc != CUDA_SUCCESS) {
-      fail(ctx, Status(FSDPRT_ERR_BACKEND,
-                       format("%s: loading the kernels (%lld-byte image): %s",
-                              who(ctx).c_str(), (long long)m->size,
-                              driver_error(rc, "cuModuleLoadData").c_str())));
+      if (host_id)
+        fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                         format("%s: kernel %s: the step's host kernel table "
+                                "%s is not registered (%s)",
+                                who(ctx).c_str(), f->name.c_str(), host_id,
+                                driver_error(rc, "cuModuleLoadData").c_str())));
+      else
+        fail(ctx, Status(FSDPRT_ERR_BACKEND,
+                         format("%s: loading the kernels (%lld-byte image): %s",
+                                who(ctx).c_str(), (long long)m->size,
+                                driver_error(rc, "cuModuleLoadData").c_str())));
       return nullptr;
     }
     ctx->module_loads++;
@@ -96,7 +126,8 @@ CUfunction resolve(fsdprt_gpu_context *ctx, Function *f) {
   if (rc != CUDA_SUCCESS) {
     fail(ctx,
          Status(FSDPRT_ERR_BACKEND,
-                format("%s: kernel %s: %s", who(ctx).c_str(), f->name.c_str(),
+                format("%s: kernel %s: %s",
+                       who(ctx).c_str(), f->name.c_str(),
                        driver_error(rc, "cuModuleGetFunction").c_str())));
     return nullptr;
   }
@@ -120,6 +151,7 @@ bool host_visible(const void *p) {
 }
 
 bool fits_uint(int64_t v) { return v >= 0 && v <= int64_t(UINT_MAX); }
+
 
 } // namespace
 
@@ -346,5 +378,84 @@ void mgpuMemset16(void *dst, uint16_t value, int64_t count, void *stream) {
 }
 
 void mgpuSetDefaultDevice(int32_t) {}
+
+} // extern "C"
+
+// ---- kernels compiled for the host emulation --------------------------------
+
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+static_assert(sizeof(fsdprt_gpu_host_kernel_t) ==
+                  sizeof(cuda_emulation::HostKernel),
+              "the emulation's kernel table has the C API's layout");
+#endif
+
+extern "C" {
+
+int32_t fsdprt_gpu_emulated(void) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  return 1;
+#else
+  return 0;
+#endif
+}
+
+fsdprt_status_t
+fsdprt_gpu_register_host_kernels(const char *id,
+                                 const fsdprt_gpu_host_kernel_t *kernels,
+                                 int32_t count) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  if (cuda_emulation::registerHostKernels(
+          id, reinterpret_cast<const cuda_emulation::HostKernel *>(kernels),
+          count))
+    return FSDPRT_OK;
+  set_last_message(format("fsdprt_gpu_register_host_kernels: invalid table "
+                          "%s (%d kernels)",
+                          id ? id : "(null)", int(count)));
+  return FSDPRT_ERR_INVALID_ARGUMENT;
+#else
+  (void)kernels;
+  (void)count;
+  set_last_message(format("fsdprt_gpu_register_host_kernels: the step (kernel "
+                          "table %s) was compiled with gpu-emulation=true and "
+                          "runs only on the emulated runtime "
+                          "(build/lib/cuda-emulation/libfsdprt.so)",
+                          id ? id : "(null)"));
+  return FSDPRT_ERR_UNSUPPORTED;
+#endif
+}
+
+void fsdprt_gpu_unregister_host_kernels(const char *id) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  cuda_emulation::unregisterHostKernels(id);
+#else
+  (void)id;
+#endif
+}
+
+int32_t fsdprt_gpu_emu_index(int32_t which) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  return cuda_emulation::hostIndex(which);
+#else
+  (void)which;
+  return 0;
+#endif
+}
+
+int32_t fsdprt_gpu_emu_shuffle_xor(int32_t value, int32_t offset,
+                                   int32_t width) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  return cuda_emulation::hostShuffleXor(value, offset, width);
+#else
+  (void)offset;
+  (void)width;
+  return value;
+#endif
+}
+
+void fsdprt_gpu_emu_barrier(void) {
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+  cuda_emulation::hostBarrier();
+#endif
+}
 
 } // extern "C"

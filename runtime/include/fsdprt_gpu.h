@@ -198,6 +198,39 @@ FSDPRT_API void mgpuMemset16(void *dst, uint16_t value, int64_t count,
 /* Upstream's device selector; a no-op here (the thread's context decides). */
 FSDPRT_API void mgpuSetDefaultDevice(int32_t device);
 
+/* ---- kernels compiled for the host emulation (gpu-emulation=true) --------
+ */
+/*
+ * A step lowered with `compute=gpu gpu-emulation=true` (docs/GPU.md,
+ * "Emulation") runs its kernels as host functions on the emulated runtime
+ * (build/lib/cuda-emulation/libfsdprt.so): its global constructor
+ * registers the step's kernel table under an id, which its gpu.binary
+ * image ({FSDPRT_GPU_HOST_KERNELS_MAGIC, version 1, id, NUL}) names. This
+ * library loads such an image only when fsdprt_gpu_emulated() is 1;
+ * elsewhere registration returns FSDPRT_ERR_UNSUPPORTED and a launch of
+ * the step's kernels fails with a message naming the kernel.
+ */
+#define FSDPRT_GPU_HOST_KERNELS_MAGIC 0x4b485346u /* "FSHK" */
+#define FSDPRT_GPU_HOST_KERNEL_LOCKSTEP 1 /* shuffles or barriers */
+typedef struct fsdprt_gpu_host_kernel {
+  const char *name;                 /* the gpu.func's name */
+  void (*fn)(void *const *params);  /* one CUDA thread; params[i] -> arg i */
+  const int64_t *param_sizes;       /* bytes of each argument */
+  int32_t nparams;
+  int32_t flags;                    /* FSDPRT_GPU_HOST_KERNEL_LOCKSTEP */
+} fsdprt_gpu_host_kernel_t;
+FSDPRT_API fsdprt_status_t fsdprt_gpu_register_host_kernels(
+    const char *id, const fsdprt_gpu_host_kernel_t *kernels, int32_t count);
+/* Removes the registration made with this `id` pointer. */
+FSDPRT_API void fsdprt_gpu_unregister_host_kernels(const char *id);
+/* What the kernels call: which = 3 * kind + dimension with kinds thread
+ * index, block index, block size, grid size; a warp shuffle (xor) of a
+ * 32-bit word; a block barrier. */
+FSDPRT_API int32_t fsdprt_gpu_emu_index(int32_t which);
+FSDPRT_API int32_t fsdprt_gpu_emu_shuffle_xor(int32_t value, int32_t offset,
+                                              int32_t width);
+FSDPRT_API void fsdprt_gpu_emu_barrier(void);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

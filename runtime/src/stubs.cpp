@@ -60,6 +60,16 @@ static void no_gpu() {
 
 int32_t fsdprt_gpu_built(void) { return 0; }
 int32_t fsdprt_gpu_emulated(void) { return 0; }
+fsdprt_status_t fsdprt_gpu_register_host_kernels(
+    const char *, const fsdprt_gpu_host_kernel_t *, int32_t) {
+  return FSDPRT_ERR_UNSUPPORTED;
+}
+void fsdprt_gpu_unregister_host_kernels(const char *) {}
+int32_t fsdprt_gpu_emu_index(int32_t) { return 0; }
+int32_t fsdprt_gpu_emu_shuffle_xor(int32_t value, int32_t, int32_t) {
+  return value;
+}
+void fsdprt_gpu_emu_barrier(void) {}
 fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
   if (count)
     *count = 0;

@@ -885,4 +885,203 @@ TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
   fsdprt_world_destroy(world);
 }
 
+// ---- kernels compiled for the host emulation (gpu-emulation=true) ---------
+//
+// What fsdp-gpu-host-kernels emits, written by hand: one host function per
+// CUDA thread that reads its indices from fsdprt_gpu_emu_index and exchanges
+// values with fsdprt_gpu_emu_shuffle_xor, registered as a table whose id the
+// module image names.
+
+int32_t ids(int kind, int dim) { return fsdprt_gpu_emu_index(3 * kind + dim); }
+
+float shuffle_xor(float v, int32_t offset) {
+  int32_t bits;
+  std::memcpy(&bits, &v, 4);
+  bits = fsdprt_gpu_emu_shuffle_xor(bits, offset, 32);
+  std::memcpy(&v, &bits, 4);
+  return v;
+}
+
+// (const float *x, float *sums, int32_t rows, int32_t cols): one warp per
+// row, lanes stride the row, a butterfly of shuffles, lane 0 stores.
+void hk_row_sums(void *const *a) {
+  const float *x = *static_cast<const float *const *>(a[0]);
+  float *sums = *static_cast<float *const *>(a[1]);
+  const int32_t rows = *static_cast<const int32_t *>(a[2]);
+  const int32_t cols = *static_cast<const int32_t *>(a[3]);
+  const int32_t thread = ids(1, 0) * ids(2, 0) + ids(0, 0);
+  const int32_t row = thread / 32, lane = thread % 32;
+  float acc = 0;
+  if (row < rows)
+    for (int32_t c = lane; c < cols; c += 32)
+      acc += x[row * cols + c];
+  for (int32_t offset = 16; offset > 0; offset /= 2)
+    acc += shuffle_xor(acc, offset);
+  if (row < rows && lane == 0)
+    sums[row] = acc;
+}
+
+// (int32_t *scratch, int32_t *out): each thread of a block writes its index,
+// waits at the barrier, reads its right neighbour's.
+void hk_rotate(void *const *a) {
+  int32_t *scratch = *static_cast<int32_t *const *>(a[0]);
+  int32_t *out = *static_cast<int32_t *const *>(a[1]);
+  const int32_t n = ids(2, 0), t = ids(0, 0), base = ids(1, 0) * n;
+  scratch[base + t] = 1000 * ids(1, 0) + t;
+  fsdprt_gpu_emu_barrier();
+  out[base + t] = scratch[base + (t + 1) % n];
+}
+
+// (int32_t *out): no lock step; every thread of a 2-D grid of 2-D blocks
+// writes its coordinates at its linear index.
+void hk_coords(void *const *a) {
+  int32_t *out = *static_cast<int32_t *const *>(a[0]);
+  const int32_t x = ids(3, 0) * 0 + ids(1, 0) * ids(2, 0) + ids(0, 0);
+  const int32_t y = ids(1, 1) * ids(2, 1) + ids(0, 1);
+  const int32_t width = ids(3, 0) * ids(2, 0);
+  out[y * width + x] = 100 * y + x;
+}
+
+// Lane 0 leaves before the shuffle the others wait at.
+void hk_divergent(void *const *) {
+  if (ids(0, 0) == 0)
+    return;
+  (void)shuffle_xor(1.0f, 1);
+}
+
+const int64_t kRowSumsSizes[] = {8, 8, 4, 4};
+const int64_t kPtrPairSizes[] = {8, 8};
+const int64_t kPtrSizes[] = {8};
+const fsdprt_gpu_host_kernel_t kHostKernels[] = {
+    {"row_sums", hk_row_sums, kRowSumsSizes, 4,
+     FSDPRT_GPU_HOST_KERNEL_LOCKSTEP},
+    {"rotate", hk_rotate, kPtrPairSizes, 2, FSDPRT_GPU_HOST_KERNEL_LOCKSTEP},
+    {"coords", hk_coords, kPtrSizes, 1, 0},
+    {"divergent", hk_divergent, nullptr, 0, FSDPRT_GPU_HOST_KERNEL_LOCKSTEP},
+};
+
+// The image fsdp-gpu-host-kernels puts into the step's gpu.binary.
+std::vector<char> host_image(const char *id) {
+  std::vector<char> image(8);
+  const uint32_t header[2] = {FSDPRT_GPU_HOST_KERNELS_MAGIC, 1};
+  std::memcpy(image.data(), header, 8);
+  image.insert(image.end(), id, id + std::strlen(id) + 1);
+  return image;
+}
+
+void launch_grid(void *mod, const char *name, std::vector<void *> params,
+                 int64_t gx, int64_t gy, int64_t bx, int64_t by) {
+  void *f = mgpuModuleGetFunction(mod, name);
+  void *s = mgpuStreamCreate();
+  mgpuLaunchKernel(f, gx, gy, 1, bx, by, 1, 0, s, params.data(), nullptr,
+                   int64_t(params.size()));
+}
+
+TEST_F(Emulation, HostKernelsRunTheirGridWithWarpShufflesAndBarriers) {
+  ASSERT_EQ(fsdprt_gpu_emulated(), 1);
+  static const char kId[] = "__fsdp_kernels.test-table";
+  ASSERT_EQ(fsdprt_gpu_register_host_kernels(kId, kHostKernels, 4),
+            FSDPRT_OK);
+  static const std::vector<char> image = host_image(kId);
+  void *mod = mgpuModuleLoad(const_cast<char *>(image.data()),
+                             int64_t(image.size()));
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+
+  // 5 rows of 100: 3 blocks of 2 warps (the sixth warp has no row).
+  int32_t rows = 5, cols = 100;
+  std::vector<float> x(size_t(rows * cols)), expected(size_t(rows), 0);
+  for (int32_t i = 0; i < rows * cols; ++i) {
+    x[size_t(i)] = float((i * 7) % 13 - 6); // small integers: exact sums
+    expected[size_t(i / cols)] += x[size_t(i)];
+  }
+  auto *dx = static_cast<float *>(fsdprt_gpu_alloc(int64_t(x.size() * 4)));
+  auto *dsums = static_cast<float *>(fsdprt_gpu_alloc(rows * 4));
+  ASSERT_EQ(fsdprt_gpu_copy_to_device(dx, x.data(), int64_t(x.size() * 4)),
+            FSDPRT_OK);
+  launch_grid(mod, "row_sums", {&dx, &dsums, &rows, &cols}, 3, 1, 64, 1);
+  EXPECT_EQ(to_host(dsums, size_t(rows)), expected);
+
+  // Two blocks of 96 threads rotate through a barrier.
+  auto *scratch = static_cast<int32_t *>(fsdprt_gpu_alloc(2 * 96 * 4));
+  auto *rotated = static_cast<int32_t *>(fsdprt_gpu_alloc(2 * 96 * 4));
+  launch_grid(mod, "rotate", {&scratch, &rotated}, 2, 1, 96, 1);
+  std::vector<int32_t> got(2 * 96), want(2 * 96);
+  for (int b = 0; b < 2; ++b)
+    for (int t = 0; t < 96; ++t)
+      want[size_t(b * 96 + t)] = 1000 * b + (t + 1) % 96;
+  ASSERT_EQ(fsdprt_gpu_copy_to_host(got.data(), rotated, 2 * 96 * 4),
+            FSDPRT_OK);
+  EXPECT_EQ(got, want);
+
+  // A 3 x 2 grid of 4 x 2 blocks: 12 x 4 threads.
+  auto *coords = static_cast<int32_t *>(fsdprt_gpu_alloc(12 * 4 * 4));
+  launch_grid(mod, "coords", {&coords}, 3, 2, 4, 2);
+  std::vector<int32_t> c(12 * 4), cw(12 * 4);
+  for (int y = 0; y < 4; ++y)
+    for (int xx = 0; xx < 12; ++xx)
+      cw[size_t(y * 12 + xx)] = 100 * y + xx;
+  ASSERT_EQ(fsdprt_gpu_copy_to_host(c.data(), coords, 12 * 4 * 4), FSDPRT_OK);
+  EXPECT_EQ(c, cw);
+  EXPECT_EQ(emu::kernelFaults(), 0);
+
+  // A lane that leaves a warp at a shuffle is a fault, not a wrong value.
+  launch_grid(mod, "divergent", {}, 1, 1, 32, 1);
+  EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+  EXPECT_EQ(emu::kernelFaults(), 1);
+  EXPECT_TRUE(contains(emu::lastKernelFault(), "kernel divergent: a shuffle after a lane"))
+      << emu::lastKernelFault();
+
+  fsdprt_gpu_stats_t st;
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.launches, 4u);
+  EXPECT_EQ(st.module_loads, 1u);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+
+  // A kernel the table lacks is an error naming it.
+  launch_grid(mod, "no_such_kernel", {}, 1, 1, 1, 1);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_ERR_BACKEND);
+  EXPECT_TRUE(contains(fsdprt_gpu_context_error_message(ctx),
+                       "kernel no_such_kernel"))
+      << fsdprt_gpu_context_error_message(ctx);
+  for (void *p : {(void *)dx, (void *)dsums, (void *)scratch, (void *)rotated,
+                  (void *)coords})
+    fsdprt_gpu_free(p);
+  fsdprt_gpu_context_destroy(ctx);
+  mgpuModuleUnload(mod);
+  fsdprt_gpu_unregister_host_kernels(kId);
+}
+
+TEST_F(Emulation, HostKernelsOfAnUnregisteredTableAreAnErrorNamingTheKernel) {
+  // Equal ids from two registrations (one step loaded twice): the newest
+  // serves loads, and each unregisters its own.
+  static const char kFirst[] = "__fsdp_kernels.twice";
+  static const char kSecond[] = "__fsdp_kernels.twice";
+  ASSERT_NE(static_cast<const void *>(kFirst),
+            static_cast<const void *>(kSecond));
+  ASSERT_EQ(fsdprt_gpu_register_host_kernels(kFirst, kHostKernels, 4),
+            FSDPRT_OK);
+  ASSERT_EQ(fsdprt_gpu_register_host_kernels(kSecond, kHostKernels, 3),
+            FSDPRT_OK);
+  fsdprt_gpu_unregister_host_kernels(kSecond);
+  fsdprt_gpu_unregister_host_kernels(kFirst);
+  EXPECT_EQ(fsdprt_gpu_register_host_kernels(kFirst, kHostKernels, -1),
+            FSDPRT_ERR_INVALID_ARGUMENT);
+
+  static const std::vector<char> image = host_image(kFirst);
+  void *mod = mgpuModuleLoad(const_cast<char *>(image.data()),
+                             int64_t(image.size()));
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  launch_grid(mod, "coords", {}, 1, 1, 1, 1);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_ERR_BACKEND);
+  EXPECT_TRUE(contains(fsdprt_gpu_context_error_message(ctx),
+                       "kernel coords: the step's host kernel table "
+                       "__fsdp_kernels.twice is not registered"))
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+  mgpuModuleUnload(mod);
+}
+
 } // namespace

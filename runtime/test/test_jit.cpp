@@ -1,5 +1,6 @@
 // Entry points called by compiled code (plain C types, thread comm).
 #include "test_util.h"
+#include "fsdprt_gpu.h"
 
 #include <atomic>
 #include <string>
@@ -165,3 +166,20 @@ TEST(Jit, NoThreadCommRecordsAProcessError) {
 }
 
 } // namespace
+
+// A step compiled with gpu-emulation=true runs only on the emulated runtime
+// (build/lib/cuda-emulation): this library refuses its kernel table.
+TEST(Jit, HostKernelTablesNeedTheEmulatedRuntime) {
+  EXPECT_EQ(fsdprt_gpu_emulated(), 0);
+  static const int64_t sizes[] = {8};
+  const fsdprt_gpu_host_kernel_t kernel = {
+      "k", [](void *const *) {}, sizes, 1, 0};
+  EXPECT_EQ(fsdprt_gpu_register_host_kernels("__fsdp_kernels.x", &kernel, 1),
+            FSDPRT_ERR_UNSUPPORTED);
+  if (fsdprt_gpu_built())
+    EXPECT_NE(std::string(fsdprt_gpu_last_error_message())
+                  .find("compiled with gpu-emulation=true"),
+              std::string::npos)
+        << fsdprt_gpu_last_error_message();
+  fsdprt_gpu_unregister_host_kernels("__fsdp_kernels.x"); // a no-op
+}

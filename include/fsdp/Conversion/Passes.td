@@ -440,6 +440,7 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
@@ -499,6 +500,40 @@ def FSDPGpuStreamOrder : Pass<"fsdp-gpu-stream-order", "ModuleOp"> {
     step. Host code in a step never reads device memory.
   }];
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
+}
+
+def FSDPGpuHostKernels : Pass<"fsdp-gpu-host-kernels", "ModuleOp"> {
+  let summary = "Compile the kernels of a step for the host emulation of "
+                "CUDA instead of NVVM (gpu-emulation=true)";
+  let description = [{
+    Replaces the NVVM lowering of `compute=gpu` when `gpu-emulation=true`:
+    every kernel `gpu.func` of a `gpu.module` becomes a host function
+    (`gpu.thread_id`, `gpu.block_id`, `gpu.block_dim` and `gpu.grid_dim`
+    call `fsdprt_gpu_emu_*` runtime functions, `gpu.shuffle xor` on i32 and
+    f32 exchanges the value among the lanes of the warp, `gpu.barrier`
+    waits for the block) plus a wrapper with the C signature
+    `void(void *const *params)`, where `params[i]` points at the i-th
+    kernel argument as `mgpuLaunchKernel` receives it (bare pointers: one
+    pointer per buffer). A global constructor registers the step's table of
+    kernels (name, wrapper, argument sizes, whether the threads of a warp
+    must run in lock step) under an id unique to the kernels
+    (`fsdprt_gpu_register_host_kernels`); a destructor unregisters it. The
+    `gpu.module` becomes a `gpu.binary` of the same name whose object holds
+    that id, so the host code still calls `mgpuModuleLoad`,
+    `mgpuModuleGetFunction` and `mgpuLaunchKernel`: only the emulated
+    runtime can load it. The module gets `fsdp.gpu_emulation`. An op in a
+    kernel that the emulation cannot run is diagnosed at the op.
+  }];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Kernels compiled for the host">,
+    Statistic<"numLockstep", "lockstep-kernels",
+              "Kernels whose warps run in lock step (shuffles, barriers)">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::gpu::GPUDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::NVVM::NVVMDialect"];
 }
 
 def FSDPGpuCheckToolkit : Pass<"fsdp-gpu-check-toolkit", "ModuleOp"> {

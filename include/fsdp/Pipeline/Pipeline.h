@@ -42,6 +42,9 @@ struct FSDPGpuOptions {
   std::string format = "fatbin";
   /// Allow TF32 tensor-core math in f32 gemms.
   bool tf32 = false;
+  /// Compile the kernels for the host emulation of CUDA instead of NVVM
+  /// (fsdp-gpu-host-kernels): no toolkit, runs on the emulated runtime only.
+  bool emulation = false;
 };
 
 /// The pipeline options of compute=gpu, shared by both pipelines.
@@ -67,6 +70,11 @@ struct FSDPGpuOptions {
                     llvm::cl::desc("compute=gpu: allow TF32 tensor-core "      \
                                    "math in f32 gemms"),                       \
                     llvm::cl::init(FSDPGpuOptions().tf32)};                    \
+  Option<bool> gpuEmulation{                                                   \
+      *this, "gpu-emulation",                                                  \
+      llvm::cl::desc("compute=gpu: compile the kernels for the host "          \
+                     "emulation of CUDA (no toolkit; emulated runtime only)"), \
+      llvm::cl::init(FSDPGpuOptions().emulation)};                             \
   FSDPGpuOptions gpuOptions() const {                                          \
     FSDPGpuOptions o;                                                          \
     o.chip = gpuChip;                                                          \
@@ -74,6 +82,7 @@ struct FSDPGpuOptions {
     o.cudaPath = cudaPath;                                                     \
     o.format = gpuFormat;                                                      \
     o.tf32 = tf32;                                                             \
+    o.emulation = gpuEmulation;                                                \
     return o;                                                                  \
   }
 

@@ -100,6 +100,8 @@ struct FSDPGpuDeviceMemoryPass
         });
     if (walk.wasInterrupted())
       return signalPassFailure();
+    // Runners read this: every buffer of the step is a device buffer.
+    getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
     for (Operation *op : ops) {
       OpBuilder b(op);
       if (isa<memref::LoadOp, memref::StoreOp>(op)) {
@@ -120,8 +122,6 @@ struct FSDPGpuDeviceMemoryPass
       }
       op->erase();
     }
-    // What the runner reads: every buffer of this step is device memory.
-    getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
   }
 };
 

@@ -23,6 +23,7 @@
 #include "fsdp/Conversion/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -109,6 +110,53 @@ Value shuffleXor(OpBuilder &b, Location loc, Value v, int32_t offset) {
   }
   return t.isInteger(bits) ? result
                            : arith::BitcastOp::create(b, loc, t, result);
+}
+
+/// A contiguous buffer with an offset (a subview of a packed buffer) as an
+/// identity-layout memref at the same address: gpu-to-llvm lowers a
+/// gpu.memcpy of identity layouts only.
+Value identityView(OpBuilder &b, Location loc, Value v) {
+  auto t = cast<MemRefType>(v.getType());
+  if (t.getLayout().isIdentity() || t.getMemorySpace())
+    return v;
+  MLIRContext *ctx = b.getContext();
+  Type i64 = b.getI64Type();
+  auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+  Value base = memref::ExtractAlignedPointerAsIndexOp::create(b, loc, v);
+  auto meta = memref::ExtractStridedMetadataOp::create(b, loc, v);
+  Value bytes = arith::MulIOp::create(
+      b, loc, meta.getOffset(),
+      arith::ConstantIndexOp::create(
+          b, loc, (t.getElementTypeBitWidth() + 7) / 8));
+  Value addr = arith::IndexCastOp::create(
+      b, loc, i64, arith::AddIOp::create(b, loc, base, bytes));
+  Value ptr = LLVM::IntToPtrOp::create(b, loc, ptrTy, addr);
+  int64_t rank = t.getRank();
+  SmallVector<Type> fields = {ptrTy, ptrTy, i64};
+  if (rank > 0) {
+    fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+    fields.push_back(LLVM::LLVMArrayType::get(i64, rank));
+  }
+  auto structTy = LLVM::LLVMStructType::getLiteral(ctx, fields);
+  auto constant = [&](int64_t c) -> Value {
+    return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(c));
+  };
+  Value desc = LLVM::PoisonOp::create(b, loc, structTy);
+  desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{0});
+  desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{1});
+  desc = LLVM::InsertValueOp::create(b, loc, desc, constant(0),
+                                     ArrayRef<int64_t>{2});
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    desc = LLVM::InsertValueOp::create(b, loc, desc, constant(t.getDimSize(d)),
+                                       ArrayRef<int64_t>{3, d});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, constant(stride),
+                                       ArrayRef<int64_t>{4, d});
+    stride *= t.getDimSize(d);
+  }
+  auto identity = MemRefType::get(t.getShape(), t.getElementType());
+  return UnrealizedConversionCastOp::create(b, loc, identity, desc)
+      .getResult(0);
 }
 
 enum class Mapping { Elementwise, WarpReduction, ThreadReduction, Serial };
@@ -467,7 +515,8 @@ struct FSDPGpuKernelsPass
     if (memref::isStaticShapeAndContiguousRowMajor(src) &&
         memref::isStaticShapeAndContiguousRowMajor(dst)) {
       gpu::MemcpyOp::create(b, copy.getLoc(), Type(), ValueRange(),
-                            copy.getTarget(), copy.getSource());
+                            identityView(b, copy.getLoc(), copy.getTarget()),
+                            identityView(b, copy.getLoc(), copy.getSource()));
       ++numMemcpy;
       copy.erase();
       return success();

@@ -1,7 +1,9 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-gpu-device-memory -verify-diagnostics | FileCheck %s
 
 // Host allocations become device allocations; the kernels' own memory
-// accesses (inside gpu.launch) stay.
+// accesses (inside gpu.launch) stay. The module says that its buffers are
+// device buffers (fsdp.gpu, read by the runners).
+// CHECK: module attributes {fsdp.gpu}
 // CHECK-LABEL: func.func @step
 func.func @step(%x: memref<16xf32>) -> memref<16xf32> {
   // CHECK: %[[A:.*]] = gpu.alloc () : memref<16xf32>

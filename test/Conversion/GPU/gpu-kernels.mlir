@@ -149,12 +149,18 @@ func.func @masked_max(%x: memref<8x64xf32>, %m: memref<8xf32>) {
 
 // -----
 
-// Contiguous copies are device memcpys; a strided one is an elementwise
-// kernel.
+// Contiguous copies are device memcpys (a buffer with an offset as an
+// identity-layout view at its address: gpu-to-llvm lowers only those); a
+// strided one is an elementwise kernel.
 // CHECK-LABEL: func.func @copies
 func.func @copies(%a: memref<128xf32>, %b: memref<128xf32, strided<[1], offset: 8>>,
                   %c: memref<2x8xf32, strided<[1296, 1]>>, %d: memref<2x8xf32>) {
-  // CHECK: gpu.memcpy %{{.*}}, %{{.*}} : memref<128xf32, strided<[1], offset: 8>>, memref<128xf32>
+  // CHECK: %[[BASE:.*]] = memref.extract_aligned_pointer_as_index %{{.*}} : memref<128xf32, strided<[1], offset: 8>>
+  // CHECK: %[[ADDR:.*]] = arith.addi %[[BASE]]
+  // CHECK: %[[I64:.*]] = arith.index_cast %[[ADDR]] : index to i64
+  // CHECK: llvm.inttoptr %[[I64]]
+  // CHECK: %[[VIEW:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<128xf32>
+  // CHECK: gpu.memcpy %[[VIEW]], %{{.*}} : memref<128xf32>, memref<128xf32>
   memref.copy %a, %b : memref<128xf32> to memref<128xf32, strided<[1], offset: 8>>
   // CHECK: gpu.launch
   // CHECK: memref.load %{{.*}} : memref<2x8xf32, strided<[1296, 1]>>

@@ -19,6 +19,10 @@
 #include <unordered_map>
 #include <vector>
 
+#include <cstdio>
+#include <cstdlib>
+#include <ucontext.h>
+
 namespace {
 
 using Work = std::function<void()>;
@@ -56,6 +60,8 @@ std::map<const char *, Allocation, std::less<>> allocations; // by base
 std::vector<size_t> used;                                    // per device
 std::vector<int> module_loads;
 int live_events = 0, live_streams = 0, tf32_gemms = 0, nccl_aborts = 0;
+int kernel_faults = 0;
+std::string last_kernel_fault;
 
 bool complete(const Stream *s, uint64_t position) {
   return !s || s->completed >= position;
@@ -147,6 +153,17 @@ void configure(const Config &c) {
   module_loads.assign(size_t(std::max(c.devices, 1)), 0);
   tf32_gemms = 0;
   nccl_aborts = 0;
+  kernel_faults = 0;
+  last_kernel_fault.clear();
+}
+
+int kernelFaults() {
+  std::lock_guard<std::mutex> lock(mu);
+  return kernel_faults;
+}
+std::string lastKernelFault() {
+  std::lock_guard<std::mutex> lock(mu);
+  return last_kernel_fault;
 }
 
 Config config() { return cfg; }
@@ -174,6 +191,26 @@ int ncclAborts() {
 Launch currentLaunch() { return tls_launch; }
 
 } // namespace cuda_emulation
+
+namespace {
+// The configuration before any configure() call: the emulated libfsdprt
+// (build/lib/cuda-emulation) has 8 devices of 80 GiB unless
+// FSDPRT_EMULATED_GPUS / FSDPRT_EMULATED_GPU_MEMORY (MiB) say otherwise;
+// tests configure() their own.
+const bool initial_config = [] {
+  cuda_emulation::Config c;
+#ifdef FSDPRT_CUDA_EMULATION_LIBRARY
+  c.devices = 8;
+  c.memory_per_device = size_t(80) << 30;
+#endif
+  if (const char *n = std::getenv("FSDPRT_EMULATED_GPUS"))
+    c.devices = std::max(0, std::atoi(n));
+  if (const char *m = std::getenv("FSDPRT_EMULATED_GPU_MEMORY"))
+    c.memory_per_device = size_t(std::max(0LL, std::atoll(m))) << 20;
+  cuda_emulation::configure(c);
+  return true;
+}();
+} // namespace
 
 // ---- runtime API
 // --------------------------------------------------------------
@@ -424,6 +461,17 @@ cudaError_t cudaMemcpy(void *d, const void *s, size_t bytes, cudaMemcpyKind) {
 
 cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
                             cudaMemcpyKind, cudaStream_t stream) {
+  // From pageable host memory CUDA stages the source before returning, so
+  // the caller may reuse it at once (a lowered step copies a host scalar
+  // from its stack): so does the emulation.
+  cudaPointerAttributes attr{};
+  cudaPointerGetAttributes(&attr, s);
+  if (stream && attr.type == cudaMemoryTypeUnregistered) {
+    auto staged = std::make_shared<std::vector<char>>(
+        static_cast<const char *>(s), static_cast<const char *>(s) + bytes);
+    enqueue(stream, [=] { std::memmove(d, staged->data(), bytes); });
+    return cudaSuccess;
+  }
   enqueue(stream, [=] { std::memmove(d, s, bytes); });
   return cudaSuccess;
 }
@@ -456,27 +504,84 @@ cudaError_t cudaMemPoolSetAttribute(cudaMemPool_t pool, cudaMemPoolAttr,
 
 namespace {
 
+// A kernel of a loaded module: a ModuleImage entry (one call runs the whole
+// launch) or a host kernel (one call per CUDA thread).
+struct Kernel {
+  std::string name;
+  void (*fn)(void *const *) = nullptr;
+  std::vector<size_t> param_sizes;
+  bool per_thread = false;
+  bool lockstep = false;
+};
 struct Module;
 struct Function {
-  const cuda_emulation::KernelEntry *entry;
+  const Kernel *kernel;
   Module *module;
 };
 struct Module {
-  const cuda_emulation::ModuleImage *image;
+  std::vector<std::unique_ptr<Kernel>> kernels;
   int device;
   std::vector<std::unique_ptr<Function>> functions;
 };
 
+struct HostTable {
+  const char *id_ptr; // the registration's key
+  std::vector<cuda_emulation::HostKernel> kernels;
+};
+std::mutex tables_mu;
+std::vector<HostTable> &host_tables() {
+  static auto *tables = new std::vector<HostTable>();
+  return *tables;
+}
+
 CUresult cuModuleLoadData(CUmodule *out, const void *data) {
-  const auto *image = static_cast<const cuda_emulation::ModuleImage *>(data);
-  if (!image || image->magic != cuda_emulation::kModuleMagic)
+  if (!data)
     return CUDA_ERROR_INVALID_IMAGE;
-  auto *m = new Module{image, tls_device, {}};
+  uint32_t magic = 0;
+  std::memcpy(&magic, data, sizeof(magic));
+  auto m = std::make_unique<Module>();
+  m->device = tls_device;
+  if (magic == cuda_emulation::kModuleMagic) {
+    const auto *image = static_cast<const cuda_emulation::ModuleImage *>(data);
+    for (int i = 0; i < image->count; ++i) {
+      const cuda_emulation::KernelEntry &e = image->kernels[i];
+      auto k = std::make_unique<Kernel>();
+      k->name = e.name;
+      k->fn = e.fn;
+      k->param_sizes.assign(e.param_sizes, e.param_sizes + e.nparams);
+      m->kernels.push_back(std::move(k));
+    }
+  } else if (magic == cuda_emulation::kHostKernelsMagic) {
+    uint32_t version = 0;
+    std::memcpy(&version, static_cast<const char *>(data) + 4, 4);
+    if (version != 1)
+      return CUDA_ERROR_INVALID_IMAGE;
+    const char *id = static_cast<const char *>(data) + 8;
+    std::lock_guard<std::mutex> lock(tables_mu);
+    const HostTable *table = nullptr;
+    for (const HostTable &t : host_tables())
+      if (std::strcmp(t.id_ptr, id) == 0)
+        table = &t; // the newest
+    if (!table)
+      return CUDA_ERROR_NOT_FOUND;
+    for (const cuda_emulation::HostKernel &e : table->kernels) {
+      auto k = std::make_unique<Kernel>();
+      k->name = e.name;
+      k->fn = e.fn;
+      for (int32_t i = 0; i < e.nparams; ++i)
+        k->param_sizes.push_back(size_t(e.param_sizes[i]));
+      k->per_thread = true;
+      k->lockstep = (e.flags & cuda_emulation::kHostKernelLockstep) != 0;
+      m->kernels.push_back(std::move(k));
+    }
+  } else {
+    return CUDA_ERROR_INVALID_IMAGE;
+  }
   {
     std::lock_guard<std::mutex> lock(mu);
     module_loads[size_t(tls_device)]++;
   }
-  *out = reinterpret_cast<CUmodule>(m);
+  *out = reinterpret_cast<CUmodule>(m.release());
   return CUDA_SUCCESS;
 }
 
@@ -488,14 +593,173 @@ CUresult cuModuleUnload(CUmodule module) {
 CUresult cuModuleGetFunction(CUfunction *out, CUmodule module,
                              const char *name) {
   auto *m = reinterpret_cast<Module *>(module);
-  for (int i = 0; i < m->image->count; ++i)
-    if (std::strcmp(m->image->kernels[i].name, name) == 0) {
+  for (const std::unique_ptr<Kernel> &k : m->kernels)
+    if (k->name == name) {
       m->functions.push_back(
-          std::make_unique<Function>(Function{&m->image->kernels[i], m}));
+          std::make_unique<Function>(Function{k.get(), m}));
       *out = reinterpret_cast<CUfunction>(m->functions.back().get());
       return CUDA_SUCCESS;
     }
   return CUDA_ERROR_NOT_FOUND;
+}
+
+// ---- host kernels: threads, warps, fibers -----------------------------------
+
+constexpr unsigned kWarp = 32;
+
+// The CUDA thread that the calling host code runs as.
+struct ThreadIds {
+  unsigned tid[3], bid[3];
+};
+thread_local ThreadIds tls_ids{};
+
+struct Fiber {
+  ucontext_t ctx;
+  ThreadIds ids;
+  unsigned warp = 0, lane = 0;
+  enum { Ready, AtShuffle, AtBarrier, Done } state = Ready;
+  uint64_t generation = 0; // of the shuffle or barrier it waits at
+};
+struct WarpState {
+  unsigned lanes = 0, live = 0, arrived = 0;
+  uint64_t generation = 0;
+  int32_t values[2][kWarp];
+};
+// One block of a lock-step kernel on the stream's thread.
+struct BlockRun {
+  void (*fn)(void *const *) = nullptr;
+  void *const *args = nullptr;
+  std::vector<Fiber> fibers;
+  std::vector<WarpState> warps;
+  unsigned live = 0, barrier_arrived = 0;
+  uint64_t barrier_generation = 0;
+  Fiber *current = nullptr;
+  ucontext_t scheduler;
+  std::string fault;
+};
+thread_local BlockRun *tls_block = nullptr;
+// Fiber stacks, reused by every launch of the stream's thread.
+constexpr size_t kFiberStack = 256 << 10;
+thread_local std::vector<std::unique_ptr<char[]>> tls_stacks;
+
+void fiber_main() {
+  BlockRun *r = tls_block;
+  r->fn(r->args);
+  r->current->state = Fiber::Done;
+  // Returns to the scheduler through uc_link.
+}
+
+void release_if_complete(BlockRun &r, WarpState &w) {
+  if (w.arrived > 0 && w.arrived == w.live) {
+    w.arrived = 0;
+    w.generation++;
+  }
+  if (r.barrier_arrived > 0 && r.barrier_arrived == r.live) {
+    r.barrier_arrived = 0;
+    r.barrier_generation++;
+  }
+}
+
+bool blocked(const BlockRun &r, const Fiber &f) {
+  if (f.state == Fiber::AtShuffle)
+    return r.warps[f.warp].generation == f.generation;
+  if (f.state == Fiber::AtBarrier)
+    return r.barrier_generation == f.generation;
+  return f.state == Fiber::Done;
+}
+
+// Runs one block's threads as fibers, round robin: each runs until its next
+// shuffle or barrier (the last lane to arrive goes on), so a warp's lanes
+// exchange values as if in lock step. Returns a fault ("" when none).
+std::string run_block_lockstep(void (*fn)(void *const *), void *const *args,
+                               const cuda_emulation::Launch &g,
+                               const unsigned bid[3]) {
+  BlockRun r;
+  r.fn = fn;
+  r.args = args;
+  const unsigned n = g.block[0] * g.block[1] * g.block[2];
+  r.fibers.resize(n);
+  r.warps.resize((n + kWarp - 1) / kWarp);
+  while (tls_stacks.size() < n)
+    tls_stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStack]));
+  for (unsigned i = 0; i < n; ++i) {
+    Fiber &f = r.fibers[i];
+    f.ids = {{i % g.block[0], (i / g.block[0]) % g.block[1],
+              i / (g.block[0] * g.block[1])},
+             {bid[0], bid[1], bid[2]}};
+    f.warp = i / kWarp;
+    f.lane = i % kWarp;
+    r.warps[f.warp].lanes++;
+    r.warps[f.warp].live++;
+    getcontext(&f.ctx);
+    f.ctx.uc_stack.ss_sp = tls_stacks[i].get();
+    f.ctx.uc_stack.ss_size = kFiberStack;
+    f.ctx.uc_link = &r.scheduler;
+    makecontext(&f.ctx, fiber_main, 0);
+  }
+  r.live = n;
+  tls_block = &r;
+  while (r.live > 0 && r.fault.empty()) {
+    bool progressed = false;
+    for (Fiber &f : r.fibers) {
+      if (blocked(r, f))
+        continue;
+      progressed = true;
+      f.state = Fiber::Ready;
+      r.current = &f;
+      tls_ids = f.ids;
+      swapcontext(&r.scheduler, &f.ctx);
+      if (f.state == Fiber::Done) {
+        WarpState &w = r.warps[f.warp];
+        w.live--;
+        r.live--;
+        if (w.arrived > 0 && r.fault.empty())
+          r.fault = "a lane of a warp returned while others waited at a "
+                    "shuffle (divergent shuffle)";
+        if (r.barrier_arrived > 0 && r.fault.empty())
+          r.fault = "a thread returned while others waited at a barrier";
+        release_if_complete(r, w);
+      }
+    }
+    if (!progressed && r.fault.empty())
+      r.fault = "deadlock: every thread waits at a shuffle or barrier that "
+                "the others do not reach";
+  }
+  // A fault abandons the fibers that still wait (their stacks are reused).
+  tls_block = nullptr;
+  return r.fault;
+}
+
+void record_fault(const std::string &kernel, const std::string &why) {
+  std::string msg = "cuda emulation: kernel " + kernel + ": " + why;
+  std::fprintf(stderr, "%s\n", msg.c_str());
+  std::lock_guard<std::mutex> lock(mu);
+  kernel_faults++;
+  last_kernel_fault = msg;
+}
+
+void run_grid(const Kernel &k, void *const *args,
+              const cuda_emulation::Launch &g) {
+  unsigned bid[3];
+  for (bid[2] = 0; bid[2] < g.grid[2]; ++bid[2])
+    for (bid[1] = 0; bid[1] < g.grid[1]; ++bid[1])
+      for (bid[0] = 0; bid[0] < g.grid[0]; ++bid[0]) {
+        if (k.lockstep) {
+          std::string fault = run_block_lockstep(k.fn, args, g, bid);
+          if (!fault.empty()) {
+            record_fault(k.name, fault);
+            return;
+          }
+          continue;
+        }
+        ThreadIds ids{{0, 0, 0}, {bid[0], bid[1], bid[2]}};
+        for (ids.tid[2] = 0; ids.tid[2] < g.block[2]; ++ids.tid[2])
+          for (ids.tid[1] = 0; ids.tid[1] < g.block[1]; ++ids.tid[1])
+            for (ids.tid[0] = 0; ids.tid[0] < g.block[0]; ++ids.tid[0]) {
+              tls_ids = ids;
+              k.fn(args);
+            }
+      }
 }
 
 CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
@@ -508,20 +772,25 @@ CUresult cuLaunchKernel(CUfunction function, unsigned gx, unsigned gy,
     return CUDA_ERROR_INVALID_HANDLE;
   if (f->module->device != tls_device)
     return CUDA_ERROR_INVALID_CONTEXT;
+  if (f->kernel->per_thread && (bx * by * bz == 0 || bx * by * bz > 1024))
+    return CUDA_ERROR_INVALID_VALUE;
   // Parameter values are copied at launch, as CUDA does.
   auto storage = std::make_shared<std::vector<std::vector<char>>>();
-  for (int i = 0; i < f->entry->nparams; ++i) {
-    const char *p = static_cast<const char *>(params[i]);
-    storage->emplace_back(p, p + f->entry->param_sizes[i]);
+  for (size_t size : f->kernel->param_sizes) {
+    const char *p = static_cast<const char *>(params[storage->size()]);
+    storage->emplace_back(p, p + size);
   }
   cuda_emulation::Launch geometry{{gx, gy, gz}, {bx, by, bz}};
-  auto fn = f->entry->fn;
-  enqueue(reinterpret_cast<cudaStream_t>(stream), [storage, geometry, fn] {
+  const Kernel *k = f->kernel;
+  enqueue(reinterpret_cast<cudaStream_t>(stream), [storage, geometry, k] {
     std::vector<void *> args;
     for (auto &v : *storage)
       args.push_back(v.data());
     tls_launch = geometry;
-    fn(args.data());
+    if (k->per_thread)
+      run_grid(*k, args.data(), geometry);
+    else
+      k->fn(args.data());
   });
   return CUDA_SUCCESS;
 }
@@ -1067,3 +1336,94 @@ ncclResult_t ncclAllReduce(const void *send, void *recv, size_t count,
                            cudaStream_t stream) {
   return collective(comm, stream, Part{send, recv, count, type, op, 2});
 }
+
+// ---- host kernels: registration and what the kernels call -------------------
+
+namespace cuda_emulation {
+
+bool registerHostKernels(const char *id, const HostKernel *table, int count) {
+  if (!id || count < 0 || (count > 0 && !table))
+    return false;
+  HostTable t{id, {}};
+  for (int i = 0; i < count; ++i) {
+    if (!table[i].name || !table[i].fn || table[i].nparams < 0 ||
+        (table[i].nparams > 0 && !table[i].param_sizes))
+      return false;
+    t.kernels.push_back(table[i]);
+  }
+  std::lock_guard<std::mutex> lock(tables_mu);
+  host_tables().push_back(std::move(t));
+  return true;
+}
+
+void unregisterHostKernels(const char *id) {
+  std::lock_guard<std::mutex> lock(tables_mu);
+  auto &tables = host_tables();
+  for (auto it = tables.begin(); it != tables.end(); ++it)
+    if (it->id_ptr == id) {
+      tables.erase(it);
+      return;
+    }
+}
+
+int32_t hostIndex(int32_t which) {
+  const unsigned d = unsigned(which) % 3;
+  switch (which / 3) {
+  case 0:
+    return int32_t(tls_ids.tid[d]);
+  case 1:
+    return int32_t(tls_ids.bid[d]);
+  case 2:
+    return int32_t(tls_launch.block[d]);
+  case 3:
+    return int32_t(tls_launch.grid[d]);
+  default:
+    return 0;
+  }
+}
+
+int32_t hostShuffleXor(int32_t value, int32_t offset, int32_t width) {
+  BlockRun *r = tls_block;
+  if (!r) // a kernel not compiled as lock-step: a warp of one lane
+    return value;
+  Fiber *f = r->current;
+  WarpState &w = r->warps[f->warp];
+  const uint64_t generation = w.generation;
+  w.values[generation & 1][f->lane] = value;
+  if (w.live < w.lanes && r->fault.empty())
+    r->fault = "a shuffle after a lane of its warp returned (divergent "
+               "shuffle)";
+  if (++w.arrived == w.live) {
+    w.arrived = 0;
+    w.generation++;
+  } else {
+    f->state = Fiber::AtShuffle;
+    f->generation = generation;
+    swapcontext(&f->ctx, &r->scheduler);
+  }
+  // xor within segments of `width` lanes; a partner outside the segment or
+  // the warp leaves the value as it is (as shfl.sync.bfly does).
+  const unsigned segment = width > 0 && width <= int32_t(kWarp) ? width : kWarp;
+  const unsigned src = f->lane ^ unsigned(offset);
+  if (src >= w.lanes || src / segment != f->lane / segment)
+    return value;
+  return w.values[generation & 1][src];
+}
+
+void hostBarrier() {
+  BlockRun *r = tls_block;
+  if (!r)
+    return;
+  Fiber *f = r->current;
+  const uint64_t generation = r->barrier_generation;
+  if (++r->barrier_arrived == r->live) {
+    r->barrier_arrived = 0;
+    r->barrier_generation++;
+    return;
+  }
+  f->state = Fiber::AtBarrier;
+  f->generation = generation;
+  swapcontext(&f->ctx, &r->scheduler);
+}
+
+} // namespace cuda_emulation

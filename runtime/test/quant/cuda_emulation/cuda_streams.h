@@ -144,6 +144,41 @@ struct ModuleImage {
   const KernelEntry *kernels;
 };
 
+// Kernels compiled by fsdp-gpu-host-kernels (gpu-emulation=true): one host
+// function per CUDA thread, registered as a table by the step's global
+// constructor (fsdprt_gpu_register_host_kernels, same layout as
+// fsdprt_gpu_host_kernel_t). Their module image is {kHostKernelsMagic,
+// version 1, the table's id, NUL}: cuModuleLoadData looks the table up by
+// id and cuLaunchKernel runs the grid on the stream's thread, every thread
+// of a block in turn; a kernel with kHostKernelLockstep runs each block's
+// threads as fibers that switch at every shuffle and barrier.
+struct HostKernel {
+  const char *name;
+  void (*fn)(void *const *params);
+  const int64_t *param_sizes;
+  int32_t nparams;
+  int32_t flags;
+};
+constexpr uint32_t kHostKernelsMagic = 0x4b485346; // "FSHK"
+constexpr int32_t kHostKernelLockstep = 1;
+// Registers `table` (copied; the strings and functions must outlive the
+// registration) under `id`. The newest registration of an id wins; the
+// key of unregisterHostKernels is the id's address, so that two copies of
+// one step (equal ids) come and go independently. False if `count` < 0 or
+// an entry has no name or function.
+bool registerHostKernels(const char *id, const HostKernel *table, int count);
+void unregisterHostKernels(const char *id);
+// What the kernels call: thread / block index and block / grid size
+// (which = 3 * kind + dimension, kinds in that order), a warp shuffle
+// (xor, within segments of `width` lanes) and a block barrier.
+int32_t hostIndex(int32_t which);
+int32_t hostShuffleXor(int32_t value, int32_t offset, int32_t width);
+void hostBarrier();
+// Errors of emulated kernels (lanes that diverged at a shuffle, a
+// deadlock at a barrier) since configure(); the last one's message.
+int kernelFaults();
+std::string lastKernelFault();
+
 // Module loads (cuModuleLoadData) per device since configure().
 int moduleLoads(int device);
 // Events alive now (created and not destroyed).
