@@ -386,6 +386,31 @@ class _Options(ctypes.Structure):
     ]
 
 
+_LOADED: dict[str, str | None] = {}
+
+
+def _library_file(lib: ctypes.CDLL) -> str | None:
+    """The file a loaded library came from (dladdr of one of its symbols)."""
+
+    class _DlInfo(ctypes.Structure):
+        _fields_ = [
+            ("dli_fname", ctypes.c_char_p),
+            ("dli_fbase", ctypes.c_void_p),
+            ("dli_sname", ctypes.c_char_p),
+            ("dli_saddr", ctypes.c_void_p),
+        ]
+
+    try:
+        dladdr = ctypes.CDLL(None).dladdr
+        addr = ctypes.cast(lib.fsdprt_abi_version, ctypes.c_void_p)
+    except AttributeError:
+        return None
+    info = _DlInfo()
+    if not dladdr(addr, ctypes.byref(info)) or not info.dli_fname:
+        return None
+    return os.path.realpath(info.dli_fname.decode())
+
+
 def load_runtime(path: str | None) -> ctypes.CDLL:
     """libfsdprt.so, loaded RTLD_GLOBAL so that the step library's
     dependency on it (by soname) resolves to this copy."""
@@ -397,9 +422,20 @@ def load_runtime(path: str | None) -> ctypes.CDLL:
     errors = []
     for c in candidates:
         try:
-            return ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
+            lib = ctypes.CDLL(c, mode=ctypes.RTLD_GLOBAL)
         except OSError as e:
             errors.append(str(e))
+            continue
+        # A step library binds to the first libfsdprt.so of the process (by
+        # soname): a second, different one would not be the one it calls.
+        where = _library_file(lib)
+        first = _LOADED.setdefault("runtime", where)
+        if where and first and where != first:
+            raise AotError(
+                f"this process already runs on {first}; {where} cannot replace it "
+                "(run the other runtime in another process)"
+            )
+        return lib
     raise AotError(
         "cannot load the runtime libfsdprt.so (--runtime PATH or "
         "FSDP_RUNTIME_LIBRARY): " + "; ".join(errors)

@@ -5,6 +5,7 @@ built) a step library run by fsdp_mlir.runner and by fsdp_mlir.aot with the
 JIT's bits."""
 
 import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -411,9 +412,17 @@ def test_an_emulated_gpu_step_runs_on_the_device_path_like_the_cpu_path(tmp_path
     info = aot.gpu_info(aot.read_manifest(str(emu)), str(emu))
     assert info is not None
     host = aot.run_step(str(lib), [str(tmp_path)], str(tmp_path / "host"), 3, RUNTIME)
-    report = aot.run_step(str(emu), [str(tmp_path)], str(tmp_path / "emu"), 3, EMULATED)
+    # Another libfsdprt.so: another process (a step binds to the first one).
+    with pytest.raises(aot.AotError, match="cannot replace it"):
+        aot.load_runtime(EMULATED)
+    subprocess.run(
+        [sys.executable, "-m", "fsdp_mlir.aot", "run", emu, "--runtime", EMULATED, "--inputs",
+         tmp_path, "--outputs", tmp_path / "emu", "--steps", "3", "--report", tmp_path / "r.json"],
+        check=True, env=dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python")),
+    )  # fmt: skip
+    report = json.loads((tmp_path / "r.json").read_text())
     assert report["device"] == "gpu" and report["world"] == host["world"]
-    assert len(report["step_s"]) == 3
+    assert report["gpu"] == {"tf32": False, "emulation": True} and len(report["step_s"]) == 3
     assert (
         aot.compare_dirs(str(tmp_path / "emu"), str(tmp_path / "host"), 1e-5, metric="norm") == []
     )
