@@ -20,7 +20,9 @@
 # Variables from check.sh: ROOT, OUT, DRY, AOT_PACK (the pack directory;
 # empty: $ROOT when it holds pack.json, else $ROOT/build-gpu-pack), NCCL_INC,
 # NCCL_LIB. Environment: FSDP_TORCH_PYTHON (the interpreter with torch;
-# default python3).
+# default python3), FSDP_EMULATED_RUNTIME (the libfsdprt built over the host
+# emulation of CUDA, for the pack's gpu-emulation=true steps, which run
+# without a GPU too; pack_aot.py --emulation adds them).
 
 aot_stage() {
   rm -f "$OUT/e2e_table.txt"
@@ -76,21 +78,29 @@ import json, sys
 for s in json.load(open(sys.argv[1]))["steps"]:
     f = [s["name"], s["kind"], s.get("library", "-"), s.get("inputs", "-"), s.get("reference", "-"),
          s["steps"], s["rtol"], s.get("metric", "elementwise"), s.get("inputs_from") or "-",
-         s.get("unavailable") or "-"]
+         int("gpu-emulation=true" in s.get("pipeline", "")), s.get("unavailable") or "-"]
     print("\t".join(str(x) for x in f))
 ' "$pack/pack.json") || { note "e2e: AOT steps" FAIL "cannot read $pack/pack.json"; return; }
-  local name kind library inputs reference n rtol metric from why out rc gen_rc=""
+  local name kind library inputs reference n rtol metric from emu why out rc gen_rc="" steprt
   step_result() { # name kind result detail [report]
     note "e2e: $1 ($2)" "$3" "$4"
     printf '%s\t%s\t%s\t%s\n' "$1" "$3" "$4" "${5:-}" >>"$res/status.tsv"
   }
-  while IFS=$'\t' read -r name kind library inputs reference n rtol metric from why; do
+  while IFS=$'\t' read -r name kind library inputs reference n rtol metric from emu why; do
     [ -z "$name" ] && continue
     if [ "$why" != - ]; then
       step_result "$name" "$kind" skipped "not in the pack: $why"
       continue
     fi
-    if [ "$kind" = gpu ] && [ "$DRY" = 1 ]; then
+    steprt=$lib
+    if [ "$emu" = 1 ]; then
+      # Kernels as host functions: the emulated runtime, GPU or not.
+      if [ -z "${FSDP_EMULATED_RUNTIME:-}" ]; then
+        step_result "$name" "$kind" skipped "for the emulated runtime: set FSDP_EMULATED_RUNTIME=<build>/lib/cuda-emulation/libfsdprt.so"
+        continue
+      fi
+      steprt=$FSDP_EMULATED_RUNTIME
+    elif [ "$kind" = gpu ] && [ "$DRY" = 1 ]; then
       step_result "$name" "$kind" skipped "needs a GPU (dry run)"
       continue
     fi
@@ -114,7 +124,7 @@ for s in json.load(open(sys.argv[1]))["steps"]:
     fi
     out=$res/$name
     # A rank stuck in NCCL's setup would hang the check: a time limit.
-    PYTHONPATH="$pack/python" timeout "${FSDP_STEP_TIMEOUT:-180}" "$py" -m fsdp_mlir.aot run "$pack/$library" --runtime "$lib" \
+    PYTHONPATH="$pack/python" timeout "${FSDP_STEP_TIMEOUT:-180}" "$py" -m fsdp_mlir.aot run "$pack/$library" --runtime "$steprt" \
       --inputs "$inputs" --outputs "$out" --steps "$n" --report "$out.json" >"$out.log" 2>&1
     rc=$?
     if [ "$rc" = 77 ]; then
@@ -151,7 +161,8 @@ print(f"{ms:.3f} ms on {world} rank(s), load {load:.3f} s; matches (rtol {sys.ar
     if [ "$measured" -gt 0 ]; then
       note "e2e: torch eager / compile" ok "$measured measurement(s) ($res/torch.json)"
     else
-      note "e2e: torch eager / compile" skipped "$(sed -n 's/.*skipped: //p' "$res/torch.log" | sort -u | head -1)"
+      why=$(sed -n 's/.*skipped: //p' "$res/torch.log" | sort -u | head -1)
+      note "e2e: torch eager / compile" skipped "${why:-the pack has no steps with a torch model}"
     fi
   else
     tail -5 "$res/torch.log" | sed 's/^/   /'

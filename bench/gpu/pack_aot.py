@@ -93,6 +93,7 @@ class Packer:
     def __init__(self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()):
         self.out, self.bin, self.python = out, build / "bin", python
         self.gpu_chip, self.gpu_link = gpu_chip, list(gpu_link)
+        self.only: set[str] | None = None  # --only: these steps
         self.steps: list[dict] = []
         self.env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
 
@@ -228,7 +229,12 @@ class Packer:
             return "the CPU reference: fsdp-run: " + _first_error(r.stderr + r.stdout)
         return None
 
+    def wanted(self, name: str) -> bool:
+        return self.only is None or name in self.only
+
     def gen(self, name: str, argv: list[str], pipeline: str, steps: int = 1, **kw):
+        if not self.wanted(name):
+            return
         work = self.out / "work" / name
         work.mkdir(parents=True, exist_ok=True)
         if not (work / "m.mlir").exists():
@@ -259,35 +265,36 @@ class Packer:
     def torch_gpt(
         self, name: str, mesh: str, spec="fsdp_mlir.torch.examples:gpt", pipeline=None, **kw
     ):
+        if not self.wanted(name):
+            return
         work = self.export(spec, mesh)
         pipeline = pipeline or "lower=true all-reduce-loss=true compute=loops"
         self.add(name, work / "step.mlir", work, pipeline, **kw)
 
-    def gpu(self, name: str, how: str, what, options: str = "", steps: int = 1, **kw):
+    def gpu(
+        self, name: str, how: str, what, options: str = "", steps: int = 1, emulation=False, **kw
+    ):
         """A compute=gpu step (kind "gpu") with the CPU path's reference:
         ``how`` is "gen" (what: the generator's argv) or "torch" (what: a
-        spec of bench/gpu/models.py, with its mesh)."""
+        spec of bench/gpu/models.py, with its mesh). ``emulation``: lowered
+        with gpu-emulation=true (kernels as host functions, for the
+        emulated runtime)."""
+        if not self.wanted(name):
+            return
         common = "lower=true all-reduce-loss=true" + (f" {options}" if options else "")
         pipeline = f"{common} compute=gpu gpu-chip={self.gpu_chip}"
+        if emulation:
+            pipeline += " gpu-emulation=true"
         reference = f"{common} compute=loops"
         bf16 = "param-dtype=bf16" in options or (how == "gen" and "bf16" in what)
         dtype = "bf16" if bf16 else "f32"
+        kw.update(kind="gpu", reference_pipeline=reference, dtype=dtype)
         if how == "gen":
-            self.gen(
-                name,
-                what,
-                pipeline,
-                steps,
-                kind="gpu",
-                reference_pipeline=reference,
-                dtype=dtype,
-                **kw,
-            )
+            self.gen(name, what, pipeline, steps, **kw)
         else:
             spec, mesh = what
             work = kw.pop("export", None) or self.export(f"{MODELS}:{spec}", mesh)
-            self.add(name, work / "step.mlir", work, pipeline, steps, kind="gpu",
-                     reference_pipeline=reference, dtype=dtype, **kw)  # fmt: skip
+            self.add(name, work / "step.mlir", work, pipeline, steps, **kw)
 
 
 def size_of(path: Path) -> int:
@@ -314,6 +321,8 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
             # torch.compile for the bf16 row (the goal: <= 1.2x eager).
             "torch": {"model": "gpt2_small", "autocast": autocast, "compile": bool(autocast)},
         }
+        if not p.wanted(name):
+            continue
         if not enabled:
             p.steps.append(
                 {"name": name, "kind": "gpu", "dtype": "bf16" if autocast else "f32", "steps": 3,
@@ -352,17 +361,24 @@ def main() -> int:
         help="another library for GPU steps' fsdp-compile --link (e.g. "
         "/usr/local/cuda/lib64/stubs/libcuda.so); repeatable",
     )  # fmt: skip
+    ap.add_argument(
+        "--emulation", action="store_true",
+        help="also the emu-* steps: compute=gpu gpu-emulation=true, for the emulated runtime",
+    )  # fmt: skip
+    ap.add_argument("--only", help="only these steps (comma-separated names)")
     a = ap.parse_args()
     out = Path(a.out)
     shutil.rmtree(out, ignore_errors=True)
     out.mkdir(parents=True)
     copy_sources(out)
     p = Packer(out, Path(a.build), sys.executable, a.gpu_chip, a.gpu_link)
+    if a.only:
+        p.only = set(a.only.split(","))
     low = "lower=true all-reduce-loss=true compute=loops"
     mlp = ["mlp", "--widths", "16,10,7,4", "--batch", "2"]
     tr = ["transformer", "--attention", "--blocks", "2", "--dim", "16", "--ffn", "32", "--seq", "8",
           "--batch", "2"]  # fmt: skip
-    p.gen("mlp", mlp + ["--mesh", "2x2"], low)
+    p.gen("mlp", mlp + ["--mesh", "2x2"], low)  # (--only: gen skips the others)
     p.gen("mlp-train", mlp + ["--mesh", "2x2"], low + " optimizer=adamw", steps=10)
     p.gen("transformer", tr + ["--mesh", "2"], low)
     if not a.no_torch:
@@ -390,6 +406,14 @@ def main() -> int:
                   torch={"model": "gpt256", "autocast": "bf16"},
                   share_inputs_with="gpu-gpt256")  # fmt: skip
             gpt2_steps(p, not a.no_gpt2 and importlib.util.find_spec("transformers") is not None)
+    if a.emulation:
+        # The device path without a GPU: kernels as host functions, run on
+        # the emulated runtime (FSDP_EMULATED_RUNTIME in the stage).
+        p.gpu("emu-mlp", "gen", mlp + ["--mesh", "1"], steps=3, emulation=True)
+        p.gpu("emu-mlp-2x2", "gen", mlp + ["--mesh", "2x2"], steps=3, emulation=True)
+        p.gpu("emu-mlp-train", "gen", mlp + ["--mesh", "1"], "optimizer=adamw", steps=5,
+              emulation=True)  # fmt: skip
+        p.gpu("emu-transformer", "gen", tr + ["--mesh", "2"], steps=3, emulation=True)
     shutil.rmtree(out / "work")
     commit = subprocess.run(
         ["git", "-C", ROOT, "describe", "--always", "--dirty"], capture_output=True, text=True

@@ -4,7 +4,10 @@ baseline without a GPU (every measurement skipped with the reason)."""
 
 import json
 import os
+import subprocess
 import sys
+
+import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(ROOT, "bench", "gpu"))
@@ -73,3 +76,46 @@ def test_the_torch_baseline_skips_every_measurement_with_the_reason(tmp_path):
     assert sorted(rows) == ["gpt256|none", "gpt2_small|bf16"]
     for row in rows.values():
         assert row["eager"] == {"skipped": "dry run"} and row["compile"] == {"skipped": "dry run"}
+
+
+BUILD = os.environ.get("FSDP_BUILD_DIR", "")
+EMULATED = os.path.join(BUILD, "lib", "cuda-emulation", "libfsdprt.so")
+
+
+@pytest.mark.skipif(
+    not (
+        os.path.exists(EMULATED) and os.access(os.path.join(BUILD, "bin", "fsdp-compile"), os.X_OK)
+    ),
+    reason="the tools or the emulated libfsdprt are not built",
+)
+def test_packed_emulation_steps_run_with_the_llvm_free_runner_like_the_cpu_path(tmp_path):
+    # What the end-to-end stage does with a pack's gpu-emulation=true steps:
+    # the runner on the emulated runtime, compared with the CPU path's
+    # references (one rank; 2x2 ranks; AdamW with its state on the device).
+    pack = tmp_path / "pack"
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    subprocess.run(
+        [sys.executable, os.path.join(ROOT, "bench", "gpu", "pack_aot.py"), "--out", pack,
+         "--build", BUILD, "--emulation", "--only", "emu-mlp-2x2,emu-mlp-train"],
+        check=True, env=env, capture_output=True,
+    )  # fmt: skip
+    steps = json.loads((pack / "pack.json").read_text())["steps"]
+    assert [s["name"] for s in steps] == ["emu-mlp-2x2", "emu-mlp-train"]
+    for s in steps:
+        assert "unavailable" not in s, s
+        assert s["kind"] == "gpu" and s["gpu"] == {"tf32": False, "emulation": True}
+        out = tmp_path / s["name"]
+        subprocess.run(
+            [sys.executable, "-m", "fsdp_mlir.aot", "run", pack / s["library"], "--runtime",
+             EMULATED, "--inputs", pack / s["inputs"], "--outputs", out, "--steps",
+             str(s["steps"]), "--report", f"{out}.json"],
+            check=True, env=env, cwd=pack / "python",
+        )  # fmt: skip
+        report = json.loads(open(f"{out}.json").read())
+        assert report["device"] == "gpu" and report["world"] == s["world"]
+        r = subprocess.run(
+            [sys.executable, "-m", "fsdp_mlir.aot", "compare", out, pack / s["reference"],
+             "--rtol", str(s["rtol"]), "--metric", s["metric"]],
+            env=env, capture_output=True, text=True,
+        )  # fmt: skip
+        assert r.returncode == 0 and r.stdout.strip().endswith("SAME"), r.stdout
