@@ -374,7 +374,29 @@ def test_the_device_path_matches_the_host_path(tmp_path, monkeypatch, training):
     assert aot.compare_dirs(str(tmp_path / "dev"), str(tmp_path / "host"), 0.0) == []
 
 
-def test_compare_in_the_norm_tolerates_cancelling_elements(tmp_path):
+@pytest.fixture(params=["numpy", "python"])
+def compare_path(request, monkeypatch):
+    """compare_dirs with numpy and in pure Python (a machine without numpy)."""
+    if request.param == "python":
+        monkeypatch.setattr(aot, "_compare_numpy", lambda *a: None)
+    return request.param
+
+
+def test_compare_finds_differences_both_ways(tmp_path, compare_path):
+    for d, v in (("a", [1.0, 2.0]), ("b", [1.0 + 1e-6, 2.0]), ("c", [1.1, 2.0]),
+                 ("n", [np.nan, 2.0])):  # fmt: skip
+        os.makedirs(tmp_path / d)
+        np.save(tmp_path / d / "x.npy", np.array(v, np.float32))
+        np.save(tmp_path / d / "h.npy", np.array(v, np.float32).view(np.uint16)[1::2])  # bf16
+    a = str(tmp_path / "a")
+    assert aot.compare_dirs(str(tmp_path / "b"), a, 1e-5) == []
+    assert len(aot.compare_dirs(str(tmp_path / "b"), a, 0.0)) == 1
+    assert len(aot.compare_dirs(str(tmp_path / "c"), a, 1e-5)) == 2
+    assert len(aot.compare_dirs(str(tmp_path / "n"), a, 1e-5)) == 2
+    assert len(aot.compare_dirs(str(tmp_path / "n"), a, 1e-5, metric="norm")) == 2
+
+
+def test_compare_in_the_norm_tolerates_cancelling_elements(tmp_path, compare_path):
     want = np.array([1.0, -1.0, 1e-4], np.float32)
     got = want + np.array([0, 0, 1e-6], np.float32)  # 1% off in one small element
     for d, v in (("want", want), ("got", got)):
