@@ -23,10 +23,17 @@
 #      out-of-memory error), one summary row each;
 #   5. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
 #      the runtime from source with CMake, runs the pack's step libraries with
-#      the LLVM-free runner and compares them with the CPU path's results
-#      (CPU steps run without a GPU too; GPU steps are skipped without one);
-#   6. prints one summary table. Exit status 0 when nothing failed.
-# About 2 minutes on an H200 (at most 5).
+#      the LLVM-free runner (GPU steps on the device path: a GPU context and
+#      an NCCL communicator per rank) and compares them with the CPU path's
+#      results, times torch eager and torch.compile on the same models and
+#      batches (bench/gpu/torch_baseline.py) and prints the end-to-end table
+#      (step time, torch's, ratios, exposed communication; docs/AOT.md). CPU
+#      steps run without a GPU too; GPU steps and torch's rows are skipped
+#      without one, with the reason;
+#   6. prints one summary table (and the end-to-end table after it). Exit
+#      status 0 when nothing failed.
+# About 2 minutes on an H200 before the end-to-end stage, which adds at most
+# 3 (torch's rows: FSDP_TORCH_BUDGET).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
 #   (finds the toolchain, NCCL and the sources, shows the build commands) and
@@ -46,7 +53,10 @@
 #   a pack, else build-gpu-pack; bench/gpu/pack_aot.py builds one where the
 #   compiler is; the stage is skipped without one).
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
-# include/nccl.h and lib/libnccl.so; default: the CUDA toolkit's), CXX.
+# include/nccl.h and lib/libnccl.so; default: the newer of the CUDA toolkit's
+# and PyTorch's nvidia-nccl), CXX, FSDP_TORCH_PYTHON (the Python with torch;
+# default python3), FSDP_TORCH_BUDGET (seconds for torch's rows, 100; 30 with --quick),
+# FSDP_STEP_TIMEOUT (seconds per step run, 180).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
@@ -91,6 +101,7 @@ else
   note "CUDA toolkit" FAIL "nvcc not found (set CUDA_HOME)"
 fi
 
+NCCL_HOME_SET=${NCCL_HOME:-}
 NCCL_HOME=${NCCL_HOME:-$CUDA_HOME}
 NCCL_INC="" NCCL_LIB=""
 for d in "$NCCL_HOME/include" "$CUDA_HOME/include" /usr/include; do
@@ -99,6 +110,26 @@ done
 for d in "$NCCL_HOME/lib" "$NCCL_HOME/lib64" "$CUDA_HOME/lib64" /usr/lib/x86_64-linux-gnu; do
   ls "$d"/libnccl.so* >/dev/null 2>&1 && { NCCL_LIB=$d; break; }
 done
+nccl_code() { # nccl.h -> major*10000 + minor*100 + patch
+  sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$1" |
+    awk 'NR==1{v=$1*10000} NR==2{v+=$1*100} NR==3{v+=$1} END{print v+0}'
+}
+# PyTorch's wheels bring NCCL too (the nvidia-nccl package); the newer of the
+# two is taken unless NCCL_HOME is set: several ranks on one GPU need 2.30.
+if [ -z "${NCCL_HOME_SET:-}" ] && command -v "${FSDP_TORCH_PYTHON:-python3}" >/dev/null 2>&1; then
+  d=$("${FSDP_TORCH_PYTHON:-python3}" -c 'import nvidia.nccl; print(list(nvidia.nccl.__path__)[0])' 2>/dev/null)
+  if [ -n "$d" ] && [ -f "$d/include/nccl.h" ] && ls "$d"/lib/libnccl.so* >/dev/null 2>&1; then
+    if [ -z "$NCCL_INC" ] || [ -z "$NCCL_LIB" ] ||
+       [ "$(nccl_code "$d/include/nccl.h")" -gt "$(nccl_code "$NCCL_INC/nccl.h")" ]; then
+      NCCL_INC=$d/include NCCL_LIB=$d/lib
+    fi
+  fi
+fi
+# The wheel has libnccl.so.2 only (no libnccl.so to link with -lnccl).
+NCCL_LINK="-L$NCCL_LIB -lnccl"
+if [ -n "$NCCL_LIB" ] && [ ! -e "$NCCL_LIB/libnccl.so" ]; then
+  NCCL_LINK="-L$NCCL_LIB -l:$(basename "$(ls "$NCCL_LIB"/libnccl.so* | head -1)")"
+fi
 if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then
   NCCL_VER=$(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$NCCL_INC/nccl.h" | paste -sd. -)
   note "NCCL" ok "$NCCL_VER ($NCCL_INC/nccl.h, $NCCL_LIB)"
@@ -142,7 +173,7 @@ for f in $GPU_SRC; do rt_files="$rt_files $ROOT/runtime/cuda/$f.cpp"; done
 # The GPU runtime links the CUDA runtime and cuBLAS, never libcuda (the
 # driver is reached through cudaGetDriverEntryPointByVersion); the shared
 # CUDA runtime keeps one runtime per process between it and its tests.
-BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas -L$NCCL_LIB -lnccl $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas $NCCL_LINK $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_GPU_RT_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_runtime_test $ROOT/runtime/test/test_gpu_device.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
 GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors")
@@ -270,6 +301,11 @@ if [ -f "$OUT/gpu_check.txt" ] && [ "$DRY" = 0 ]; then
   echo
   echo "gpu_check table ($OUT/gpu_check.txt):"
   sed -n '/^section /,$p' "$OUT/gpu_check.txt"
+fi
+if [ -f "$OUT/e2e_table.txt" ]; then
+  echo
+  echo "end-to-end table ($OUT/e2e_table.txt; docs/AOT.md):"
+  cat "$OUT/e2e_table.txt"
 fi
 [ "$FAILED" = 0 ] && echo "check.sh: passed" || echo "check.sh: $FAILED step(s) failed"
 [ "$FAILED" = 0 ]
