@@ -45,9 +45,19 @@ def with_compute(options, compute):
     return " ".join(kept + compute.split())
 
 
-def tolerance(options):
+def tolerance(gen, options):
+    """1e-2 for steps with 16-bit parameters or compute, else 1e-5."""
     low = any(o.split("=", 1)[1] in ("bf16", "f16") for o in options.split() if o.startswith(("param-dtype=", "compute-dtype=", "reduce-dtype=")))
-    return 1e-2 if low else 1e-5
+    return 1e-2 if low or "bf16" in shlex.split(gen) or "f16" in shlex.split(gen) else 1e-5
+
+
+def runs_of(options, data, tmp):
+    """(entry, input directories, output name) of each fsdp-run of a step:
+    one run, or with gradient accumulation the accumulating micro-step from
+    zero accumulators, then the finishing step on its partial sums."""
+    if not any(o.startswith("accumulation-steps=") for o in options.split()):
+        return [(None, [data], "out")]
+    return [("step_accumulate", [data, os.path.join(tmp, "zeros")], "micro"), ("step", [data, "{micro}"], "out")]
 
 
 def run(cmd, **kw):
@@ -84,6 +94,10 @@ def check_step(step, args, env):
             return {"name": name, "ok": False, "error": "generator failed: " + g.stderr.strip()[-1000:]}
         # A learning rate for the optimizer steps that take one as an input.
         np.save(os.path.join(data, "lr.npy"), np.float32(0.01))
+        if any(o.startswith("accumulation-steps=") for o in options.split()):
+            z = run([args.python, os.path.join(ROOT, "test", "Integration", "Inputs", "zero_accumulators.py"), data, os.path.join(tmp, "zeros")], env=env)
+            if z.returncode:
+                return {"name": name, "ok": False, "error": "zero_accumulators failed: " + z.stderr.strip()[-1000:]}
         outs = {}
         for kind, compute, extra_env in (
             ("cpu", "compute=loops", {}),
@@ -93,16 +107,18 @@ def check_step(step, args, env):
             p = run([os.path.join(bindir, "fsdp-opt"), model, f"--fsdp-pipeline={with_compute(options, compute)}", "-o", lowered])
             if p.returncode:
                 return {"name": name, "ok": False, "error": f"{compute} failed: " + p.stderr.strip()[-1000:]}
-            out = os.path.join(tmp, kind)
-            p = run(
-                [os.path.join(bindir, "fsdp-run"), lowered, "--inputs", data, "--outputs", out, "--no-jit-cache"],
-                env=dict(env, **extra_env),
-                timeout=args.timeout,
-            )
-            if p.returncode:
-                return {"name": name, "ok": False, "error": f"fsdp-run ({kind}) failed: " + p.stderr.strip()[-1000:]}
+            for entry, inputs, out_name in runs_of(options, data, tmp):
+                out = os.path.join(tmp, f"{kind}-{out_name}")
+                cmd = [os.path.join(bindir, "fsdp-run"), lowered, "--outputs", out, "--no-jit-cache"]
+                for d in inputs:
+                    cmd += ["--inputs", d.format(micro=os.path.join(tmp, f"{kind}-micro"))]
+                if entry:
+                    cmd += ["--entry", entry]
+                p = run(cmd, env=dict(env, **extra_env), timeout=args.timeout)
+                if p.returncode:
+                    return {"name": name, "ok": False, "error": f"fsdp-run ({kind}) failed: " + p.stderr.strip()[-1000:]}
             outs[kind] = out
-        rtol = tolerance(options)
+        rtol = tolerance(gen, options)
         worst, error = compare(outs["gpu"], outs["cpu"], rtol)
         results = len([n for n in os.listdir(outs["cpu"]) if n.endswith(".npy")])
         r = {"name": name, "options": options, "results": results, "worst": worst, "rtol": rtol, "ok": error is None}

@@ -16,8 +16,11 @@
 
 #include "fsdp/Conversion/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/SymbolTable.h"
+#include "llvm/ADT/StringSwitch.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPGPUDEVICEMEMORY
@@ -63,6 +66,43 @@ void accessScalar(Operation *op) {
   store.getMemrefMutable().assign(host);
   b.setInsertionPointAfter(store);
   gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), device, host);
+}
+
+/// The host quantization entry points and their device forms
+/// (fsdprt_gpu.h): the same arguments, every pointer a device pointer, the
+/// kernels enqueued on the rank's compute stream. The host forms would read
+/// device memory from the host, outside the stream's order.
+StringRef deviceFormOf(StringRef callee) {
+  return llvm::StringSwitch<StringRef>(callee)
+      .Case("fsdprt_jit_quant_amax", "fsdprt_gpu_quant_amax")
+      .Case("fsdprt_jit_quantize", "fsdprt_gpu_quantize")
+      .Case("fsdprt_jit_dequantize", "fsdprt_gpu_dequantize")
+      .Default("");
+}
+
+/// Calls of the host quantization entry points become calls of their
+/// device forms, declared next to the host ones.
+void useDeviceQuantization(ModuleOp module) {
+  SymbolTable symbols(module);
+  module.walk([&](func::CallOp call) {
+    StringRef device = deviceFormOf(call.getCallee());
+    if (device.empty())
+      return;
+    if (!symbols.lookup(device)) {
+      auto host = symbols.lookup<func::FuncOp>(call.getCallee());
+      OpBuilder b(host);
+      auto decl = func::FuncOp::create(b, host.getLoc(), device,
+                                       host.getFunctionType());
+      decl.setPrivate();
+      symbols.insert(decl);
+    }
+    call.setCallee(device);
+  });
+  for (StringRef host : {"fsdprt_jit_quant_amax", "fsdprt_jit_quantize",
+                         "fsdprt_jit_dequantize"})
+    if (Operation *decl = symbols.lookup(host))
+      if (SymbolTable::symbolKnownUseEmpty(decl, module))
+        symbols.erase(decl);
 }
 
 /// Why host code cannot run `op` when buffers live on the device, or "".
@@ -120,6 +160,7 @@ struct FSDPGpuDeviceMemoryPass
       }
       op->erase();
     }
+    useDeviceQuantization(getOperation());
     // What the runner reads: every buffer of this step is device memory.
     getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
   }

@@ -65,3 +65,30 @@ func.func @host_global() -> memref<4xf32> {
   %g = memref.get_global @table : memref<4xf32>
   return %g : memref<4xf32>
 }
+
+// -----
+
+// The host quantization entry points become their device forms (same
+// arguments, kernels on the compute stream); the host declarations go.
+// CHECK-NOT: func.func private @fsdprt_jit_quant_amax
+// CHECK-DAG: func.func private @fsdprt_gpu_quant_amax(!llvm.ptr, !llvm.ptr, i64, i32)
+// CHECK-DAG: func.func private @fsdprt_gpu_quantize(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64)
+// CHECK-DAG: func.func private @fsdprt_gpu_dequantize(!llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64)
+// CHECK-LABEL: func.func @quantized_gather
+func.func private @fsdprt_jit_quant_amax(!llvm.ptr, !llvm.ptr, i64, i32)
+func.func private @fsdprt_jit_quantize(!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64)
+func.func private @fsdprt_jit_dequantize(!llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64)
+func.func @quantized_gather(%x: !llvm.ptr, %amax: !llvm.ptr, %packet: !llvm.ptr, %y: !llvm.ptr) {
+  %n = arith.constant 24 : i64
+  %k = arith.constant 2 : i64
+  %f = arith.constant 0 : i32
+  %one = arith.constant 1 : i64
+  // CHECK: call @fsdprt_gpu_quant_amax(
+  // CHECK: call @fsdprt_gpu_quantize(
+  // CHECK: call @fsdprt_gpu_dequantize(
+  // CHECK-NOT: fsdprt_jit_
+  call @fsdprt_jit_quant_amax(%x, %amax, %n, %f) : (!llvm.ptr, !llvm.ptr, i64, i32) -> ()
+  call @fsdprt_jit_quantize(%x, %amax, %packet, %n, %f, %f, %one, %n) : (!llvm.ptr, !llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64) -> ()
+  call @fsdprt_jit_dequantize(%packet, %y, %k, %f, %f, %one, %n) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64) -> ()
+  return
+}
