@@ -17,8 +17,10 @@
 #                                  afterwards).
 #   scripts/sanitize.sh --quick    the MLIR-free part only (cmake/sanitize: the
 #                                  runtime, the .npy reader, the layout
-#                                  arithmetic) and its unit tests, with leak
-#                                  checking; part of `make test` (about 3
+#                                  arithmetic) and its unit tests, and the
+#                                  GPU runtime on the CUDA emulation
+#                                  (build/sanitize-quick/gpu-emulation), with
+#                                  leak checking; part of `make test` (about 3
 #                                  minutes on 2 cores from scratch, seconds
 #                                  with ccache). Folder: build/sanitize-quick.
 #   FSDP_SANITIZE_DIR=DIR          another build folder
@@ -61,6 +63,30 @@ if [ "${1:-}" = "--quick" ]; then
       status=1
     fi
   done
+  # The GPU runtime and the nccl backend against the host emulation of CUDA,
+  # cuBLAS and NCCL (no toolkit needed): the runtime alone, configured with
+  # its GPU option, in a folder of its own (cmake/sanitize leaves the GPU
+  # runtime out). Skipped where the emulation cannot be built (no Python).
+  emu="$dir/gpu-emulation"
+  cmake -S runtime -B "$emu" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
+    -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
+    -DFSDPRT_ENABLE_GPU=ON -DFSDPRT_ENABLE_NCCL=OFF -DFSDPRT_ENABLE_MPI=OFF \
+    -DFSDPRT_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF \
+    "${launcher[@]}" >/dev/null
+  if grep -q '^fsdprt_gpu_emulation_tests:' <<<"$(ninja -C "$emu" -t targets all)"; then
+    ninja -C "$emu" -j"$jobs" fsdprt_gpu_emulation_tests >/dev/null
+    echo "== GPU runtime and nccl backend on the CUDA emulation (ASan + UBSan + LSan) =="
+    if out=$(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+      ctest --test-dir "$emu" -R '^gpu_emulation\.' -j "$jobs" \
+      --output-on-failure 2>&1); then
+      grep -E "tests passed|tests failed" <<<"$out" || true
+    else
+      echo "$out"
+      status=1
+    fi
+  fi
   exit $status
 fi
 

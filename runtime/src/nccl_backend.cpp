@@ -304,6 +304,12 @@ NcclComm::~NcclComm() {
   if (watchdog_.joinable())
     watchdog_.join();
   cudaSetDevice(device_);
+  // An aborted descriptor check leaves its copies between desc_device_ and
+  // desc_host_ queued on the communication stream (they run once the abort
+  // ends the NCCL kernel): they finish before the buffers go, without
+  // relying on cudaFree's implicit synchronization.
+  if (ctx_)
+    cudaStreamSynchronize(ctx_->comm);
   inflight_.clear();
   for (Group &g : groups_)
     if (g.comm)

@@ -265,6 +265,39 @@ TEST_F(Emulation, StreamSynchronizeWaitsOnlyForHostVisibleWork) {
   fsdprt_gpu_context_destroy(ctx);
 }
 
+// As in CUDA, cudaFree and cudaFreeHost wait for the work enqueued before
+// them on the current device's streams (the nccl backend frees the
+// descriptor check's buffers while an aborted check's copies may still be
+// queued); a stream of another device does not hold them up.
+TEST_F(Emulation, CudaFreeWaitsForTheEarlierWorkOfTheDevice) {
+  cudaStream_t s0 = nullptr, s1 = nullptr;
+  ASSERT_EQ(cudaSetDevice(1), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s1, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(0), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&s0, cudaStreamNonBlocking), cudaSuccess);
+  void *d = nullptr, *h = nullptr;
+  ASSERT_EQ(cudaMalloc(&d, 64), cudaSuccess);
+  ASSERT_EQ(cudaMallocHost(&h, 64), cudaSuccess);
+  std::promise<void> release1;
+  std::shared_future<void> held1 = release1.get_future().share();
+  emu::enqueueWork(s1, [held1] { held1.wait(); });
+  gate_open = false;
+  emu::enqueueWork(s0, [] { k_hold(nullptr); });
+  ASSERT_EQ(cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s0), cudaSuccess);
+  auto freed = std::async(std::launch::async, [&] {
+    cudaSetDevice(0);
+    EXPECT_EQ(cudaFree(d), cudaSuccess);
+    EXPECT_EQ(cudaFreeHost(h), cudaSuccess);
+  });
+  EXPECT_EQ(freed.wait_for(50ms), std::future_status::timeout);
+  gate_open = true;
+  EXPECT_EQ(freed.wait_for(10s), std::future_status::ready);
+  release1.set_value();
+  freed.get();
+  EXPECT_EQ(cudaStreamDestroy(s0), cudaSuccess);
+  EXPECT_EQ(cudaStreamDestroy(s1), cudaSuccess);
+}
+
 TEST_F(Emulation, EventsComeFromThePoolAndOrderStreams) {
   fsdprt_gpu_context_t *ctx = nullptr;
   ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);

@@ -39,6 +39,7 @@ thread_local cuda_emulation::Launch tls_launch{};
 
 struct Stream {
   int device = 0;
+  uint64_t id = 0; // unique: a later stream may reuse the address
   std::deque<Work> queue;
   uint64_t enqueued = 0, completed = 0;
   bool stop = false;
@@ -46,6 +47,9 @@ struct Stream {
   cudaError_t error = cudaSuccess;
   std::thread worker;
 };
+std::set<Stream *> streams; // alive, for cudaFree's device synchronization
+uint64_t stream_ids = 0;
+thread_local Stream *tls_stream = nullptr; // the stream this thread runs
 
 struct Event {
   Stream *stream = nullptr; // last record; null: complete
@@ -71,6 +75,7 @@ bool complete(const Stream *s, uint64_t position) {
 
 void run_stream(Stream *s) {
   tls_device = s->device;
+  tls_stream = s;
   std::unique_lock<std::mutex> lock(mu);
   for (;;) {
     cv.wait(lock, [&] { return s->stop || !s->queue.empty(); });
@@ -138,6 +143,36 @@ cudaError_t device_free(void *p) {
   allocations.erase(it);
   std::free(p);
   return cudaSuccess;
+}
+
+// cudaFree and cudaFreeHost synchronize the device in CUDA: the work
+// enqueued on the current device's streams before the call finishes before
+// the memory goes (freeing at once let the queued copies of an aborted
+// descriptor check write into freed memory). Work running on a stream does
+// not wait for its own stream; cudaFreeAsync stays stream-ordered.
+cudaError_t device_free_synchronized(void *p) {
+  if (!p)
+    return cudaSuccess;
+  {
+    std::unique_lock<std::mutex> lock(mu);
+    struct Pending {
+      Stream *s;
+      uint64_t id, position;
+    };
+    std::vector<Pending> pending;
+    for (Stream *s : streams)
+      if (s->device == tls_device && s != tls_stream)
+        pending.push_back({s, s->id, s->enqueued});
+    // cudaStreamDestroy drains a stream before it leaves `streams`.
+    cv.wait(lock, [&] {
+      for (const Pending &p : pending)
+        if (streams.count(p.s) && p.s->id == p.id &&
+            p.s->completed < p.position)
+          return false;
+      return true;
+    });
+  }
+  return device_free(p);
 }
 
 } // namespace
@@ -321,6 +356,8 @@ cudaError_t cudaStreamCreateWithFlags(cudaStream_t *out, unsigned) {
   {
     std::lock_guard<std::mutex> lock(mu);
     live_streams++;
+    s->id = ++stream_ids;
+    streams.insert(s);
   }
   *out = reinterpret_cast<cudaStream_t>(s);
   return cudaSuccess;
@@ -353,6 +390,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
     std::lock_guard<std::mutex> lock(mu);
     s->stop = true;
     live_streams--;
+    streams.erase(s);
     cv.notify_all();
   }
   s->worker.join();
@@ -439,8 +477,8 @@ cudaError_t cudaMallocHost(void **p, size_t bytes) {
   return device_alloc(p, bytes, cudaMemoryTypeHost);
 }
 
-cudaError_t cudaFree(void *p) { return device_free(p); }
-cudaError_t cudaFreeHost(void *p) { return device_free(p); }
+cudaError_t cudaFree(void *p) { return device_free_synchronized(p); }
+cudaError_t cudaFreeHost(void *p) { return device_free_synchronized(p); }
 
 cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
   enqueue(stream, [p] { device_free(p); });
