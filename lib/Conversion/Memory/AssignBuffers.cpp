@@ -57,6 +57,10 @@ constexpr llvm::StringLiteral kSubArenaAttrName = "fsdp.sub_arena";
 /// How many of the largest planned buffers a plan records.
 constexpr size_t kLargestRecorded = 3;
 constexpr int64_t kMaxAlignment = 4096;
+/// The global packings compare each buffer with those placed before it
+/// (quadratic); above this many buffers in one arena only the O(n log n)
+/// program-order packing runs, so that compile time stays near linear.
+constexpr size_t kMaxGloballyPacked = 4096;
 
 int64_t alignTo(int64_t bytes, int64_t alignment) {
   return (bytes + alignment - 1) / alignment * alignment;
@@ -851,8 +855,8 @@ struct FSDPAssignBuffersPass
     int64_t bound = mostLive(planned);
     SmallVector<int64_t> breadth = breadths(planned);
     for (Order by : {Order::Size, Order::Area, Order::Breadth}) {
-      if (arena == bound)
-        break; // already the least possible
+      if (arena == bound || planned.size() > kMaxGloballyPacked)
+        break; // already the least possible, or too many to compare
       int64_t size = packGlobally(planned, by, breadth, arena, offsets);
       if (size < arena) {
         arena = size;
