@@ -26,15 +26,15 @@ import subprocess
 import sys
 import tempfile
 
-import numpy as np
-
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
 
 
 def kernel_check():
     """scripts/gpu-kernel-check.py as a module (its step list)."""
-    spec = importlib.util.spec_from_file_location("gpu_kernel_check", os.path.join(ROOT, "scripts", "gpu-kernel-check.py"))
+    spec = importlib.util.spec_from_file_location(
+        "gpu_kernel_check", os.path.join(ROOT, "scripts", "gpu-kernel-check.py")
+    )
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     return module
@@ -47,8 +47,14 @@ def with_compute(options, compute):
 
 def tolerance(gen, options):
     """1e-2 for steps with 16-bit parameters or compute, else 1e-5."""
-    low = any(o.split("=", 1)[1] in ("bf16", "f16") for o in options.split() if o.startswith(("param-dtype=", "compute-dtype=", "reduce-dtype=")))
-    return 1e-2 if low or "bf16" in shlex.split(gen) or "f16" in shlex.split(gen) else 1e-5
+    low = any(
+        o.split("=", 1)[1] in ("bf16", "f16")
+        for o in options.split()
+        if o.startswith(("param-dtype=", "compute-dtype=", "reduce-dtype="))
+    )
+    return (
+        1e-2 if low or "bf16" in shlex.split(gen) or "f16" in shlex.split(gen) else 1e-5
+    )
 
 
 def runs_of(options, data, tmp):
@@ -57,14 +63,19 @@ def runs_of(options, data, tmp):
     zero accumulators, then the finishing step on its partial sums."""
     if not any(o.startswith("accumulation-steps=") for o in options.split()):
         return [(None, [data], "out")]
-    return [("step_accumulate", [data, os.path.join(tmp, "zeros")], "micro"), ("step", [data, "{micro}"], "out")]
+    return [
+        ("step_accumulate", [data, os.path.join(tmp, "zeros")], "micro"),
+        ("step", [data, "{micro}"], "out"),
+    ]
 
 
 def run(cmd, **kw):
-    return subprocess.run(cmd, capture_output=True, text=True, **kw)
+    return subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
 
 
 def compare(got, want, rtol):
+    import numpy as np
+
     names = sorted(n for n in os.listdir(want) if n.endswith(".npy"))
     if not names or sorted(n for n in os.listdir(got) if n.endswith(".npy")) != names:
         return 0.0, "different or no result files"
@@ -80,7 +91,10 @@ def compare(got, want, rtol):
         err = float(np.abs(x - y).max()) / scale if y.size else 0.0
         worst = max(worst, err)
         if err > rtol:
-            return worst, f"{n}: {err:.2e} of its largest magnitude off (tolerance {rtol:g})"
+            return (
+                worst,
+                f"{n}: {err:.2e} of its largest magnitude off (tolerance {rtol:g})",
+            )
     return worst, None
 
 
@@ -89,39 +103,101 @@ def check_step(step, args, env):
     bindir = os.path.join(args.build, "bin")
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         model, data = os.path.join(tmp, "m.mlir"), os.path.join(tmp, "data")
-        g = run([args.python, "-m", "fsdp_mlir.gen"] + shlex.split(gen) + ["-o", model, "--data", data], env=env)
+        g = run(
+            [args.python, "-m", "fsdp_mlir.gen"]
+            + shlex.split(gen)
+            + ["-o", model, "--data", data],
+            env=env,
+        )
         if g.returncode:
-            return {"name": name, "ok": False, "error": "generator failed: " + g.stderr.strip()[-1000:]}
+            return {
+                "name": name,
+                "ok": False,
+                "error": "generator failed: " + g.stderr.strip()[-1000:],
+            }
+        import numpy as np
+
         # A learning rate for the optimizer steps that take one as an input.
         np.save(os.path.join(data, "lr.npy"), np.float32(0.01))
         if any(o.startswith("accumulation-steps=") for o in options.split()):
-            z = run([args.python, os.path.join(ROOT, "test", "Integration", "Inputs", "zero_accumulators.py"), data, os.path.join(tmp, "zeros")], env=env)
+            z = run(
+                [
+                    args.python,
+                    os.path.join(
+                        ROOT, "test", "Integration", "Inputs", "zero_accumulators.py"
+                    ),
+                    data,
+                    os.path.join(tmp, "zeros"),
+                ],
+                env=env,
+            )
             if z.returncode:
-                return {"name": name, "ok": False, "error": "zero_accumulators failed: " + z.stderr.strip()[-1000:]}
+                return {
+                    "name": name,
+                    "ok": False,
+                    "error": "zero_accumulators failed: " + z.stderr.strip()[-1000:],
+                }
         outs = {}
         for kind, compute, extra_env in (
             ("cpu", "compute=loops", {}),
-            ("gpu", "compute=gpu gpu-emulation=true", {"LD_LIBRARY_PATH": args.emulated}),
+            (
+                "gpu",
+                "compute=gpu gpu-emulation=true",
+                {"LD_LIBRARY_PATH": args.emulated},
+            ),
         ):
             lowered = os.path.join(tmp, f"{kind}.mlir")
-            p = run([os.path.join(bindir, "fsdp-opt"), model, f"--fsdp-pipeline={with_compute(options, compute)}", "-o", lowered])
+            p = run(
+                [
+                    os.path.join(bindir, "fsdp-opt"),
+                    model,
+                    f"--fsdp-pipeline={with_compute(options, compute)}",
+                    "-o",
+                    lowered,
+                ]
+            )
             if p.returncode:
-                return {"name": name, "ok": False, "error": f"{compute} failed: " + p.stderr.strip()[-1000:]}
+                return {
+                    "name": name,
+                    "ok": False,
+                    "error": f"{compute} failed: " + p.stderr.strip()[-1000:],
+                }
             for entry, inputs, out_name in runs_of(options, data, tmp):
                 out = os.path.join(tmp, f"{kind}-{out_name}")
-                cmd = [os.path.join(bindir, "fsdp-run"), lowered, "--outputs", out, "--no-jit-cache"]
+                cmd = [
+                    os.path.join(bindir, "fsdp-run"),
+                    lowered,
+                    "--outputs",
+                    out,
+                    "--no-jit-cache",
+                ]
                 for d in inputs:
-                    cmd += ["--inputs", d.format(micro=os.path.join(tmp, f"{kind}-micro"))]
+                    cmd += [
+                        "--inputs",
+                        d.format(micro=os.path.join(tmp, f"{kind}-micro")),
+                    ]
                 if entry:
                     cmd += ["--entry", entry]
                 p = run(cmd, env=dict(env, **extra_env), timeout=args.timeout)
                 if p.returncode:
-                    return {"name": name, "ok": False, "error": f"fsdp-run ({kind}) failed: " + p.stderr.strip()[-1000:]}
+                    return {
+                        "name": name,
+                        "ok": False,
+                        "error": f"fsdp-run ({kind}) failed: "
+                        + p.stderr.strip()[-1000:],
+                    }
             outs[kind] = out
         rtol = tolerance(gen, options)
         worst, error = compare(outs["gpu"], outs["cpu"], rtol)
         results = len([n for n in os.listdir(outs["cpu"]) if n.endswith(".npy")])
-        r = {"name": name, "options": options, "results": results, "worst": worst, "rtol": rtol, "ok": error is None}
+        r = {
+            "name": name,
+            "options": options,
+            "results": results,
+            "worst": worst,
+            "rtol": rtol,
+            "ok": error is None,
+        }
         if error:
             r["error"] = error
         return r
@@ -138,7 +214,9 @@ def main():
     args = ap.parse_args()
     args.emulated = os.path.join(args.build, "lib", "cuda-emulation")
     if not os.path.exists(os.path.join(args.emulated, "libfsdprt.so")):
-        print(f"SKIP: no emulated runtime at {args.emulated} (built with the GPU runtime's tests)")
+        print(
+            f"SKIP: no emulated runtime at {args.emulated} (built with the GPU runtime's tests)"
+        )
         return SKIP
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     steps = [s for s in kernel_check().integration_steps() if args.filter in s[0]]
@@ -148,11 +226,15 @@ def main():
             results = list(pool.map(lambda s: check_step(s, args, env), steps))
     for r in results:
         if r["ok"]:
-            print(f"ok   {r['name']:<40} {r['results']:3d} results, worst {r['worst']:.1e} (tolerance {r['rtol']:g})")
+            print(
+                f"ok   {r['name']:<40} {r['results']:3d} results, worst {r['worst']:.1e} (tolerance {r['rtol']:g})"
+            )
         else:
             print(f"FAIL {r['name']:<40} {r.get('options', '')}\n     {r['error']}")
     failed = [r for r in results if not r["ok"]]
-    print(f"{len(results) - len(failed)} of {len(results)} steps agree with the CPU path on the emulated GPUs")
+    print(
+        f"{len(results) - len(failed)} of {len(results)} steps agree with the CPU path on the emulated GPUs"
+    )
     print("FAIL" if failed else "PASS")
     return 1 if failed else 0
 

@@ -156,6 +156,8 @@ class Checker:
             return self.check_ninja(argv)
         if cmd == "cmake":
             return self.check_cmake(argv)
+        if cmd == "mpirun":
+            return self.check_mpirun(argv)
         if cmd == "ctest":
             text, _ = help_text("ctest", "--help")
             return check_flags(argv[1:], text or "", "ctest")
@@ -169,6 +171,16 @@ class Checker:
         if "/" in cmd:
             return [f"{cmd} does not exist"]
         return [f"no rule to check the command {cmd!r}: add one to {__file__}"]
+
+    def check_mpirun(self, argv):
+        """The command mpirun launches, after mpirun's own options (those
+        with a value: -np / -n / --host / -x)."""
+        i = 1
+        while i < len(argv) and argv[i].startswith("-"):
+            i += 2 if argv[i] in ("-np", "-n", "--host", "-H", "-x") else 1
+        if i >= len(argv):
+            return ["mpirun launches no command"]
+        return self.check(argv[i:])
 
     def check_make(self, argv):
         makefile = (self.root / "Makefile").read_text()
