@@ -337,9 +337,12 @@ def _training_library(tmp_path):
     )  # fmt: skip
     np.save(tmp_path / "lr.npy", np.float32(1e-2))
     lowered, lib = tmp_path / "l.mlir", tmp_path / "step.so"
+    # arena=false: a GPU step's results are its own device allocations (it
+    # plans no host arena), so the device path frees them; this CPU step
+    # stands in for one on the fake GPU runtime.
     subprocess.run(
         [_tool("fsdp-opt"), tmp_path / "m.mlir", "-o", lowered,
-         "--fsdp-pipeline=lower=true all-reduce-loss=true compute=loops optimizer=adamw"],
+         "--fsdp-pipeline=lower=true all-reduce-loss=true compute=loops optimizer=adamw arena=false"],
         check=True,
     )  # fmt: skip
     subprocess.run([_tool("fsdp-compile"), lowered, "-o", lib], check=True, capture_output=True)
@@ -351,7 +354,12 @@ def _training_library(tmp_path):
 def test_the_device_path_matches_the_host_path(tmp_path, monkeypatch, training):
     # A training step feeds its updates back on the device (mgpuMemcpy) and
     # stacks its per-step loss.
-    lib = _training_library(tmp_path) if training else _cpu_library(tmp_path)
+    # arena=false as in _training_library: a stand-in for a GPU step.
+    lib = (
+        _training_library(tmp_path)
+        if training
+        else _cpu_library(tmp_path, "lower=true compute=loops arena=false")
+    )
     _mark_gpu(lib, tmp_path / "gpu.so", '{"tf32": true, "emulation": false}')
     host = aot.run_step(str(lib), [str(tmp_path)], str(tmp_path / "host"), 3, RUNTIME)
     real = aot.load_runtime(RUNTIME)
