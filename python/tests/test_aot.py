@@ -14,6 +14,7 @@ import threading
 
 import numpy as np
 import pytest
+
 from fsdp_mlir import aot, runner
 
 TOOLS = os.environ.get("FSDP_TOOLS_DIR", "")
@@ -342,7 +343,8 @@ def _training_library(tmp_path):
     # stands in for one on the fake GPU runtime.
     subprocess.run(
         [_tool("fsdp-opt"), tmp_path / "m.mlir", "-o", lowered,
-         "--fsdp-pipeline=lower=true all-reduce-loss=true compute=loops optimizer=adamw arena=false"],
+         "--fsdp-pipeline=lower=true all-reduce-loss=true compute=loops optimizer=adamw"
+         " arena=false"],
         check=True,
     )  # fmt: skip
     subprocess.run([_tool("fsdp-compile"), lowered, "-o", lib], check=True, capture_output=True)
