@@ -59,6 +59,18 @@ linalg::FillOp zeroFillBefore(linalg::LinalgOp op);
 /// remark when they do not become a gemm.
 bool isContraction(linalg::LinalgOp op);
 
+/// The element offsets of A, B and C in one batch entry.
+struct GemmOffsets {
+  Value a, b, c;
+};
+
+/// Host loops over the plan's first `numLoops` batch dimensions (outermost
+/// first), each advancing the three offsets by its strides; leaves `b`
+/// inside the innermost loop and returns the offsets there (constant zeros
+/// when `numLoops` is 0).
+GemmOffsets emitBatchLoops(OpBuilder &b, Location loc, const GemmPlan &p,
+                           unsigned numLoops);
+
 /// The address of element `offset` (plus the view's own offset) of
 /// `memref`, as an `!llvm.ptr`, for a call that takes a raw pointer.
 Value elementPointer(OpBuilder &b, Location loc, Value memref, Value offset,

@@ -10,6 +10,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Matchers.h"
 
 using namespace mlir;
@@ -228,6 +229,30 @@ bool mlir::fsdp::isContraction(linalg::LinalgOp op) {
 }
 
 /// Address of element `offset` (plus the view's own offset) of `memref`.
+GemmOffsets mlir::fsdp::emitBatchLoops(OpBuilder &b, Location loc,
+                                       const GemmPlan &p, unsigned numLoops) {
+  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
+  GemmOffsets off{zero, zero, zero};
+  for (unsigned d = 0; d < numLoops; ++d) {
+    Value one = arith::ConstantIndexOp::create(b, loc, 1);
+    Value ub = arith::ConstantIndexOp::create(b, loc, p.batchSizes[d]);
+    auto loop = scf::ForOp::create(b, loc, zero, ub, one);
+    b.setInsertionPointToStart(loop.getBody());
+    Value iv = loop.getInductionVar();
+    auto advance = [&](Value offset, int64_t stride) -> Value {
+      if (stride == 0)
+        return offset;
+      Value s = arith::ConstantIndexOp::create(b, loc, stride);
+      return arith::AddIOp::create(b, loc, offset,
+                                   arith::MulIOp::create(b, loc, iv, s));
+    };
+    off.a = advance(off.a, p.batchStrides[d][0]);
+    off.b = advance(off.b, p.batchStrides[d][1]);
+    off.c = advance(off.c, p.batchStrides[d][2]);
+  }
+  return off;
+}
+
 Value mlir::fsdp::elementPointer(OpBuilder &b, Location loc, Value memref,
                                  Value offset, int64_t bytes) {
   auto meta = memref::ExtractStridedMetadataOp::create(b, loc, memref);

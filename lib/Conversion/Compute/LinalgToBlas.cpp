@@ -55,26 +55,8 @@ func::FuncOp declareGemm(ModuleOp module, Type elem) {
 void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
               const GemmPlan &p) {
   int64_t bytes = p.elementType.getIntOrFloatBitWidth() / 8;
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value offA = zero, offB = zero, offC = zero;
   // One loop per batch dimension, each advancing the three offsets.
-  for (auto [size, strides] : llvm::zip(p.batchSizes, p.batchStrides)) {
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value ub = arith::ConstantIndexOp::create(b, loc, size);
-    auto loop = scf::ForOp::create(b, loc, zero, ub, one);
-    b.setInsertionPointToStart(loop.getBody());
-    Value iv = loop.getInductionVar();
-    auto advance = [&](Value off, int64_t stride) -> Value {
-      if (stride == 0)
-        return off;
-      Value s = arith::ConstantIndexOp::create(b, loc, stride);
-      return arith::AddIOp::create(b, loc, off,
-                                   arith::MulIOp::create(b, loc, iv, s));
-    };
-    offA = advance(offA, strides[0]);
-    offB = advance(offB, strides[1]);
-    offC = advance(offC, strides[2]);
-  }
+  GemmOffsets off = emitBatchLoops(b, loc, p, p.batchSizes.size());
   auto i32 = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(b, loc, v, 32);
   };
@@ -90,12 +72,12 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
                              i32(p.n),
                              i32(p.k),
                              one,
-                             elementPointer(b, loc, p.a, offA, bytes),
+                             elementPointer(b, loc, p.a, off.a, bytes),
                              i32(p.la.ld),
-                             elementPointer(b, loc, p.b, offB, bytes),
+                             elementPointer(b, loc, p.b, off.b, bytes),
                              i32(p.lb.ld),
                              beta,
-                             elementPointer(b, loc, p.c, offC, bytes),
+                             elementPointer(b, loc, p.c, off.c, bytes),
                              i32(p.ldc)};
   func::CallOp::create(b, loc, gemm, args);
 }

@@ -87,25 +87,7 @@ func::FuncOp declareGemm(ModuleOp module, Type elem) {
 void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm, const GemmPlan &p,
               const BatchSplit &split) {
   int64_t bytes = p.elementType.getIntOrFloatBitWidth() / 8;
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value offA = zero, offB = zero, offC = zero;
-  for (unsigned d = 0; d < split.numLoops; ++d) {
-    Value one = arith::ConstantIndexOp::create(b, loc, 1);
-    Value ub = arith::ConstantIndexOp::create(b, loc, p.batchSizes[d]);
-    auto loop = scf::ForOp::create(b, loc, zero, ub, one);
-    b.setInsertionPointToStart(loop.getBody());
-    Value iv = loop.getInductionVar();
-    auto advance = [&](Value off, int64_t stride) -> Value {
-      if (stride == 0)
-        return off;
-      Value s = arith::ConstantIndexOp::create(b, loc, stride);
-      return arith::AddIOp::create(b, loc, off,
-                                   arith::MulIOp::create(b, loc, iv, s));
-    };
-    offA = advance(offA, p.batchStrides[d][0]);
-    offB = advance(offB, p.batchStrides[d][1]);
-    offC = advance(offC, p.batchStrides[d][2]);
-  }
+  GemmOffsets off = emitBatchLoops(b, loc, p, split.numLoops);
   auto i32 = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(b, loc, v, 32);
   };
@@ -121,14 +103,14 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm, const GemmPlan &p,
                              i64(p.n),
                              i64(p.k),
                              f32(1.0),
-                             elementPointer(b, loc, p.a, offA, bytes),
+                             elementPointer(b, loc, p.a, off.a, bytes),
                              i64(p.la.ld),
                              i64(split.strides[0]),
-                             elementPointer(b, loc, p.b, offB, bytes),
+                             elementPointer(b, loc, p.b, off.b, bytes),
                              i64(p.lb.ld),
                              i64(split.strides[1]),
                              f32(p.zeroC ? 0.0 : 1.0),
-                             elementPointer(b, loc, p.c, offC, bytes),
+                             elementPointer(b, loc, p.c, off.c, bytes),
                              i64(p.ldc),
                              i64(split.strides[2]),
                              i64(split.batch)};
