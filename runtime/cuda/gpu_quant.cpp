@@ -55,24 +55,6 @@ struct Scratch {
   uint8_t *bytes() const { return static_cast<uint8_t *>(p); }
 };
 
-// The checks of the host path's localLayout (jit_quant.cpp).
-std::string layout_of(int32_t dtype, int32_t fmt, int64_t rows, int64_t cols,
-                      fsdprt_quant_layout *l) {
-  if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
-    return format("dtype %s: only f32 and bf16 quantize",
-                  fsdprt_dtype_name(dtype));
-  if (!fsdprt_quant_format_name(fmt))
-    return format("unknown format %d", (int)fmt);
-  int64_t shape[2] = {rows, cols};
-  if (rows <= 0 || cols <= 0 ||
-      fsdprt_quant_get_layout(fmt, shape, 2, l) != FSDPRT_QUANT_OK)
-    return format("%s: shape [%lld, %lld]: %s", fsdprt_quant_format_name(fmt),
-                  (long long)rows, (long long)cols,
-                  rows <= 0 || cols <= 0 ? "not positive"
-                                         : fsdprt_quant_last_error());
-  return "";
-}
-
 int64_t wire_bytes(const fsdprt_quant_layout &l) {
   return int64_t(l.data_bytes + l.scale_bytes + l.tensor_bytes);
 }
@@ -168,7 +150,7 @@ void fsdprt_gpu_quantize(const void *x, const void *amax, void *packet,
   if (!s.ctx)
     return;
   fsdprt_quant_layout l;
-  std::string bad = layout_of(dtype, fmt, rows, cols, &l);
+  std::string bad = quant_local_layout(dtype, fmt, rows, cols, &l);
   if (bad.empty() && (rows * cols != count || !x || !packet))
     bad = "bad buffer or count";
   if (bad.empty() && amax && !aligned4(amax))
@@ -186,7 +168,7 @@ void fsdprt_gpu_dequantize(const void *packets, void *y, int64_t k,
   if (!s.ctx)
     return;
   fsdprt_quant_layout l;
-  std::string bad = layout_of(dtype, fmt, rows, cols, &l);
+  std::string bad = quant_local_layout(dtype, fmt, rows, cols, &l);
   if (bad.empty() && (k < 1 || !packets || !y))
     bad = "bad buffer or packet count";
   if (!bad.empty())

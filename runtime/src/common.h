@@ -12,6 +12,8 @@
 #include <unordered_map>
 #include <vector>
 
+struct fsdprt_quant_layout;
+
 namespace fsdprt {
 
 struct Status {
@@ -81,6 +83,12 @@ struct Options {
   bool check_desync = true;
 };
 Options resolve_options(const fsdprt_options_t *options);
+
+// The checks and wire layout of a rank's local quantization steps, shared
+// by the host path (jit_quant.cpp) and the device path (cuda/gpu_quant.cpp):
+// "" or why they cannot run.
+std::string quant_local_layout(int32_t dtype, int32_t fmt, int64_t rows,
+                               int64_t cols, fsdprt_quant_layout *layout);
 
 // Monotonic seconds.
 inline double now_s() {

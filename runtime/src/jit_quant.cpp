@@ -216,24 +216,6 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
   exchange(c, send, recv, count, dtype, fmt, layout, group_mask);
 }
 
-// The checks and layout of the local steps; the reason when they fail.
-std::string localLayout(int32_t dtype, int32_t fmt, int64_t rows, int64_t cols,
-                        fsdprt_quant_layout *layout) {
-  if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
-    return format("dtype %s: only f32 and bf16 quantize",
-                  fsdprt_dtype_name(dtype));
-  if (!fsdprt_quant_format_name(fmt))
-    return format("unknown format %d", (int)fmt);
-  int64_t shape[2] = {rows, cols};
-  if (rows <= 0 || cols <= 0 ||
-      fsdprt_quant_get_layout(fmt, shape, 2, layout) != FSDPRT_QUANT_OK)
-    return format("%s: shape [%lld, %lld]: %s", fsdprt_quant_format_name(fmt),
-                  (long long)rows, (long long)cols,
-                  rows <= 0 || cols <= 0 ? "not positive"
-                                         : fsdprt_quant_last_error());
-  return "";
-}
-
 // Runs a local step on the thread's comm: nothing after an earlier error,
 // the error recorded (and the job ended on mpi) after a failing one.
 template <typename F> void localStep(const char *entry, F &&step) {
@@ -264,6 +246,24 @@ template <typename F> void localStep(const char *entry, F &&step) {
 
 } // namespace
 
+std::string fsdprt::quant_local_layout(int32_t dtype, int32_t fmt, int64_t rows,
+                                       int64_t cols,
+                                       fsdprt_quant_layout *layout) {
+  if (dtype != FSDPRT_F32 && dtype != FSDPRT_BF16)
+    return format("dtype %s: only f32 and bf16 quantize",
+                  fsdprt_dtype_name(dtype));
+  if (!fsdprt_quant_format_name(fmt))
+    return format("unknown format %d", (int)fmt);
+  int64_t shape[2] = {rows, cols};
+  if (rows <= 0 || cols <= 0 ||
+      fsdprt_quant_get_layout(fmt, shape, 2, layout) != FSDPRT_QUANT_OK)
+    return format("%s: shape [%lld, %lld]: %s", fsdprt_quant_format_name(fmt),
+                  (long long)rows, (long long)cols,
+                  rows <= 0 || cols <= 0 ? "not positive"
+                                         : fsdprt_quant_last_error());
+  return "";
+}
+
 extern "C" {
 
 void fsdprt_jit_quant_amax(const void *x, void *amax, int64_t count,
@@ -287,7 +287,7 @@ void fsdprt_jit_quantize(const void *x, const void *amax, void *packet,
                          int64_t rows, int64_t cols) {
   localStep("quantize", [&]() -> std::string {
     fsdprt_quant_layout layout;
-    std::string bad = localLayout(dtype, fmt, rows, cols, &layout);
+    std::string bad = quant_local_layout(dtype, fmt, rows, cols, &layout);
     if (!bad.empty())
       return bad;
     if (rows * cols != count || !x || !packet)
@@ -312,7 +312,7 @@ void fsdprt_jit_dequantize(const void *packets, void *y, int64_t k,
                            int64_t cols) {
   localStep("dequantize", [&]() -> std::string {
     fsdprt_quant_layout layout;
-    std::string bad = localLayout(dtype, fmt, rows, cols, &layout);
+    std::string bad = quant_local_layout(dtype, fmt, rows, cols, &layout);
     if (!bad.empty())
       return bad;
     if (k < 1 || !packets || !y)
