@@ -24,6 +24,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Conversion/BufferViews.h"
 #include "fsdp/Conversion/Passes.h"
 
 #include "mlir/Dialect/Bufferization/IR/Bufferization.h"
@@ -43,17 +44,6 @@ using namespace mlir;
 using namespace mlir::fsdp;
 
 namespace {
-
-/// The buffer `v` is a view of (through view-like ops), or `v` itself.
-Value viewRoot(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view || !isa<BaseMemRefType>(view.getViewSource().getType()))
-      break;
-    v = view.getViewSource();
-  }
-  return v;
-}
 
 /// What the pass knows about a function's buffer results.
 struct CalleeInfo {

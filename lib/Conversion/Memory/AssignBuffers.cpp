@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../FSDPToRuntime/RuntimeFunctions.h"
+#include "fsdp/Conversion/BufferViews.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
@@ -76,17 +77,6 @@ std::optional<int64_t> staticBytes(MemRefType type, const DataLayout &layout) {
   if (!element.isIntOrIndexOrFloat())
     return std::nullopt;
   return int64_t(layout.getTypeSize(element)) * type.getNumElements();
-}
-
-/// The buffer `v` is a view of (through view-like ops), or `v` itself.
-Value viewRoot(Value v) {
-  while (Operation *def = v.getDefiningOp()) {
-    auto view = dyn_cast<ViewLikeOpInterface>(def);
-    if (!view || !isa<BaseMemRefType>(view.getViewSource().getType()))
-      break;
-    v = view.getViewSource();
-  }
-  return v;
 }
 
 /// A heap of one arena: free ranges by offset (to coalesce on release) and
