@@ -1,4 +1,4 @@
-//===- BufferViews.h - the buffer a view looks into --------------*- C++ -*-===//
+//===- BufferViews.h - the buffer a view looks into ------------*- C++ -*-===//
 //
 // What the buffer passes (fsdp-early-dealloc, fsdp-assign-buffers) share
 // about views: a buffer's lifetime is its root allocation's, whichever
