@@ -229,15 +229,41 @@ struct FSDPGpuHostKernelsPass
         .str();
   }
 
+  /// The emulation's entry points that kernel bodies call, declared on
+  /// first use.
+  struct EmulationCalls {
+    ModuleOp module;
+    func::FuncOp index, shuffle, barrier;
+
+    func::FuncOp getIndex() {
+      Type i32 = IntegerType::get(module.getContext(), 32);
+      if (!index)
+        index = declare(module, kIndexFn,
+                        FunctionType::get(module.getContext(), {i32}, {i32}));
+      return index;
+    }
+    func::FuncOp getShuffle() {
+      Type i32 = IntegerType::get(module.getContext(), 32);
+      if (!shuffle)
+        shuffle = declare(
+            module, kShuffleFn,
+            FunctionType::get(module.getContext(), {i32, i32, i32}, {i32}));
+      return shuffle;
+    }
+    func::FuncOp getBarrier() {
+      if (!barrier)
+        barrier = declare(module, kBarrierFn,
+                          FunctionType::get(module.getContext(), {}, {}));
+      return barrier;
+    }
+  };
+
   void convert(ModuleOp module, gpu::GPUModuleOp kernels) {
-    MLIRContext *ctx = &getContext();
     std::string id = tableId(kernels);
     SymbolTable symbols(module);
-    Type i32 = IntegerType::get(ctx, 32);
-    auto ptrTy = LLVM::LLVMPointerType::get(ctx);
-    func::FuncOp indexFn =
-        declare(module, kIndexFn, FunctionType::get(ctx, {i32}, {i32}));
-    func::FuncOp shuffleFn = nullptr, barrierFn = nullptr;
+    EmulationCalls calls{module, {}, {}, {}};
+    // The index function is declared even when no kernel reads an id.
+    calls.getIndex();
 
     std::vector<HostKernel> table;
     for (auto func : llvm::make_early_inc_range(
@@ -245,101 +271,9 @@ struct FSDPGpuHostKernelsPass
       HostKernel kernel;
       kernel.name = func.getName().str();
       std::string prefix = (kernels.getName() + "_host_" + kernel.name).str();
-      FunctionType type = func.getFunctionType();
-      Location loc = func.getLoc();
-
-      // The body, as a host function of the kernel's signature.
-      OpBuilder b(ctx);
-      b.setInsertionPoint(kernels);
-      auto body = func::FuncOp::create(b, loc, prefix + "_body", type);
-      body.setPrivate();
-      setInternal(body);
-      body.getBody().takeBody(func.getBody());
-      symbols.insert(body);
-      SmallVector<Operation *> gpuOps;
-      body.walk([&](Operation *op) {
-        if (op->getDialect() && op->getDialect()->getNamespace() == "gpu")
-          gpuOps.push_back(op);
-      });
-      for (Operation *op : gpuOps) {
-        b.setInsertionPoint(op);
-        Location l = op->getLoc();
-        auto index = [&](IndexKind kind, gpu::Dimension dim) {
-          if (op->getResult(0).use_empty())
-            return;
-          Value which = arith::ConstantIntOp::create(
-              b, l, i32, 3 * int64_t(kind) + int64_t(dim));
-          Value v = func::CallOp::create(b, l, indexFn, ValueRange{which})
-                        .getResult(0);
-          op->getResult(0).replaceAllUsesWith(
-              arith::IndexCastUIOp::create(b, l, b.getIndexType(), v));
-        };
-        if (auto o = dyn_cast<gpu::ThreadIdOp>(op))
-          index(ThreadId, o.getDimension());
-        else if (auto o = dyn_cast<gpu::BlockIdOp>(op))
-          index(BlockId, o.getDimension());
-        else if (auto o = dyn_cast<gpu::BlockDimOp>(op))
-          index(BlockDim, o.getDimension());
-        else if (auto o = dyn_cast<gpu::GridDimOp>(op))
-          index(GridDim, o.getDimension());
-        else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
-          if (!shuffleFn)
-            shuffleFn = declare(module, kShuffleFn,
-                                FunctionType::get(ctx, {i32, i32, i32}, {i32}));
-          Value v = shuffle.getValue();
-          bool isFloat = v.getType().isF32();
-          if (isFloat)
-            v = arith::BitcastOp::create(b, l, i32, v);
-          Value r = func::CallOp::create(
-                        b, l, shuffleFn,
-                        ValueRange{v, shuffle.getOffset(), shuffle.getWidth()})
-                        .getResult(0);
-          if (isFloat)
-            r = arith::BitcastOp::create(b, l, b.getF32Type(), r);
-          shuffle.getShuffleResult().replaceAllUsesWith(r);
-          kernel.lockstep = true;
-        } else if (isa<gpu::BarrierOp>(op)) {
-          if (!barrierFn)
-            barrierFn =
-                declare(module, kBarrierFn, FunctionType::get(ctx, {}, {}));
-          func::CallOp::create(b, l, barrierFn, ValueRange{});
-          kernel.lockstep = true;
-        } else if (isa<gpu::ReturnOp>(op)) {
-          func::ReturnOp::create(b, l);
-        }
-        op->erase();
-      }
-
-      // The wrapper: params[i] points at argument i (a buffer's pointer, a
-      // scalar's value).
-      b.setInsertionPoint(kernels);
-      auto wrapper = func::FuncOp::create(b, loc, prefix,
-                                          FunctionType::get(ctx, {ptrTy}, {}));
-      wrapper.setPrivate();
-      setInternal(wrapper);
-      symbols.insert(wrapper);
-      Block *entry = wrapper.addEntryBlock();
-      b.setInsertionPointToStart(entry);
-      Value params = entry->getArgument(0);
-      SmallVector<Value> args;
-      for (auto [i, t] : llvm::enumerate(type.getInputs())) {
-        Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, params,
-                                         ArrayRef<LLVM::GEPArg>{int32_t(i)});
-        Value p = LLVM::LoadOp::create(b, loc, ptrTy, slot);
-        kernel.paramSizes.push_back(paramBytes(t));
-        if (auto m = dyn_cast<MemRefType>(t)) {
-          Value bare = LLVM::LoadOp::create(b, loc, ptrTy, p);
-          args.push_back(descriptorOf(b, loc, bare, m));
-        } else if (t.isIndex()) {
-          Value v = LLVM::LoadOp::create(b, loc, b.getI64Type(), p);
-          args.push_back(arith::IndexCastOp::create(b, loc, t, v));
-        } else {
-          args.push_back(LLVM::LoadOp::create(b, loc, t, p));
-        }
-      }
-      func::CallOp::create(b, loc, body, args);
-      func::ReturnOp::create(b, loc);
-      kernel.wrapper = wrapper;
+      func::FuncOp body =
+          hostBody(kernels, func, prefix + "_body", symbols, calls, kernel);
+      kernel.wrapper = launchWrapper(kernels, body, prefix, symbols, kernel);
       func.erase();
       table.push_back(std::move(kernel));
       ++numKernels;
@@ -347,9 +281,121 @@ struct FSDPGpuHostKernelsPass
         ++numLockstep;
     }
     emitTable(module, kernels, id, table);
+    emitBinary(kernels, id);
+    kernels.erase();
+  }
 
-    // The binary the launches name: an image that only the emulated runtime
-    // loads (it looks the table up by id).
+  /// The body of `func`, moved into a private host function `name` of the
+  /// kernel's signature: its gpu ops become calls of the emulation (ids,
+  /// shuffles, barriers; `kernel.lockstep` when it shuffles or waits).
+  func::FuncOp hostBody(gpu::GPUModuleOp kernels, gpu::GPUFuncOp func,
+                        StringRef name, SymbolTable &symbols,
+                        EmulationCalls &calls, HostKernel &kernel) {
+    MLIRContext *ctx = &getContext();
+    Type i32 = IntegerType::get(ctx, 32);
+    OpBuilder b(ctx);
+    b.setInsertionPoint(kernels);
+    auto body =
+        func::FuncOp::create(b, func.getLoc(), name, func.getFunctionType());
+    body.setPrivate();
+    setInternal(body);
+    body.getBody().takeBody(func.getBody());
+    symbols.insert(body);
+    SmallVector<Operation *> gpuOps;
+    body.walk([&](Operation *op) {
+      if (op->getDialect() && op->getDialect()->getNamespace() == "gpu")
+        gpuOps.push_back(op);
+    });
+    for (Operation *op : gpuOps) {
+      b.setInsertionPoint(op);
+      Location l = op->getLoc();
+      auto index = [&](IndexKind kind, gpu::Dimension dim) {
+        if (op->getResult(0).use_empty())
+          return;
+        Value which = arith::ConstantIntOp::create(
+            b, l, i32, 3 * int64_t(kind) + int64_t(dim));
+        Value v =
+            func::CallOp::create(b, l, calls.getIndex(), ValueRange{which})
+                .getResult(0);
+        op->getResult(0).replaceAllUsesWith(
+            arith::IndexCastUIOp::create(b, l, b.getIndexType(), v));
+      };
+      if (auto o = dyn_cast<gpu::ThreadIdOp>(op))
+        index(ThreadId, o.getDimension());
+      else if (auto o = dyn_cast<gpu::BlockIdOp>(op))
+        index(BlockId, o.getDimension());
+      else if (auto o = dyn_cast<gpu::BlockDimOp>(op))
+        index(BlockDim, o.getDimension());
+      else if (auto o = dyn_cast<gpu::GridDimOp>(op))
+        index(GridDim, o.getDimension());
+      else if (auto shuffle = dyn_cast<gpu::ShuffleOp>(op)) {
+        Value v = shuffle.getValue();
+        bool isFloat = v.getType().isF32();
+        if (isFloat)
+          v = arith::BitcastOp::create(b, l, i32, v);
+        Value r = func::CallOp::create(
+                      b, l, calls.getShuffle(),
+                      ValueRange{v, shuffle.getOffset(), shuffle.getWidth()})
+                      .getResult(0);
+        if (isFloat)
+          r = arith::BitcastOp::create(b, l, b.getF32Type(), r);
+        shuffle.getShuffleResult().replaceAllUsesWith(r);
+        kernel.lockstep = true;
+      } else if (isa<gpu::BarrierOp>(op)) {
+        func::CallOp::create(b, l, calls.getBarrier(), ValueRange{});
+        kernel.lockstep = true;
+      } else if (isa<gpu::ReturnOp>(op)) {
+        func::ReturnOp::create(b, l);
+      }
+      op->erase();
+    }
+    return body;
+  }
+
+  /// The launch wrapper `name`, `void(void *const *params)`: params[i]
+  /// points at argument i (a buffer's pointer, a scalar's value), as
+  /// mgpuLaunchKernel gets them; records the arguments' sizes.
+  func::FuncOp launchWrapper(gpu::GPUModuleOp kernels, func::FuncOp body,
+                             StringRef name, SymbolTable &symbols,
+                             HostKernel &kernel) {
+    MLIRContext *ctx = &getContext();
+    auto ptrTy = LLVM::LLVMPointerType::get(ctx);
+    Location loc = body.getLoc();
+    OpBuilder b(kernels);
+    auto wrapper =
+        func::FuncOp::create(b, loc, name, FunctionType::get(ctx, {ptrTy}, {}));
+    wrapper.setPrivate();
+    setInternal(wrapper);
+    symbols.insert(wrapper);
+    Block *entry = wrapper.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    Value params = entry->getArgument(0);
+    SmallVector<Value> args;
+    for (auto [i, t] : llvm::enumerate(body.getFunctionType().getInputs())) {
+      Value slot = LLVM::GEPOp::create(b, loc, ptrTy, ptrTy, params,
+                                       ArrayRef<LLVM::GEPArg>{int32_t(i)});
+      Value p = LLVM::LoadOp::create(b, loc, ptrTy, slot);
+      kernel.paramSizes.push_back(paramBytes(t));
+      if (auto m = dyn_cast<MemRefType>(t)) {
+        Value bare = LLVM::LoadOp::create(b, loc, ptrTy, p);
+        args.push_back(descriptorOf(b, loc, bare, m));
+      } else if (t.isIndex()) {
+        Value v = LLVM::LoadOp::create(b, loc, b.getI64Type(), p);
+        args.push_back(arith::IndexCastOp::create(b, loc, t, v));
+      } else {
+        args.push_back(LLVM::LoadOp::create(b, loc, t, p));
+      }
+    }
+    func::CallOp::create(b, loc, body, args);
+    func::ReturnOp::create(b, loc);
+    return wrapper;
+  }
+
+  /// The binary the launches name, in place of the kernels' module: an
+  /// image that only the emulated runtime loads (it looks the table up by
+  /// id).
+  void emitBinary(gpu::GPUModuleOp kernels, StringRef id) {
+    MLIRContext *ctx = &getContext();
     std::string image;
     auto word = [&](uint32_t v) {
       for (int i = 0; i < 4; ++i)
@@ -370,7 +416,6 @@ struct FSDPGpuHostKernelsPass
     gpu::BinaryOp::create(b, kernels.getLoc(), kernels.getName(),
                           /*offloadingHandler=*/nullptr,
                           ArrayRef<Attribute>{object});
-    kernels.erase();
   }
 
   /// Globals with the table's strings and argument sizes, and the
