@@ -22,7 +22,6 @@ import concurrent.futures
 import importlib.util
 import os
 import shlex
-import subprocess
 import sys
 import tempfile
 
@@ -40,9 +39,10 @@ def kernel_check():
     return module
 
 
-def with_compute(options, compute):
-    kept = [o for o in options.split() if not o.startswith("compute=")]
-    return " ".join(kept + compute.split())
+# Its step list, its pipeline-option rewriting and its subprocess helper.
+KERNEL_CHECK = kernel_check()
+run = KERNEL_CHECK.run
+with_compute = KERNEL_CHECK.with_compute
 
 
 def tolerance(gen, options):
@@ -67,10 +67,6 @@ def runs_of(options, data, tmp):
         ("step_accumulate", [data, os.path.join(tmp, "zeros")], "micro"),
         ("step", [data, "{micro}"], "out"),
     ]
-
-
-def run(cmd, **kw):
-    return subprocess.run(cmd, check=False, capture_output=True, text=True, **kw)
 
 
 def compare(got, want, rtol):
@@ -151,7 +147,7 @@ def check_step(step, args, env):
                 [
                     os.path.join(bindir, "fsdp-opt"),
                     model,
-                    f"--fsdp-pipeline={with_compute(options, compute)}",
+                    f"--fsdp-pipeline={with_compute(options, *compute.split())}",
                     "-o",
                     lowered,
                 ]
@@ -219,7 +215,7 @@ def main():
         )
         return SKIP
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
-    steps = [s for s in kernel_check().integration_steps() if args.filter in s[0]]
+    steps = [s for s in KERNEL_CHECK.integration_steps() if args.filter in s[0]]
     with tempfile.TemporaryDirectory(dir=args.workdir) as workdir:
         args.workdir = workdir
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:

@@ -63,13 +63,17 @@ def integration_steps():
     return steps
 
 
+def with_compute(options, *compute):
+    """The pipeline options with their compute= option replaced by `compute`."""
+    return " ".join([o for o in options.split() if not o.startswith("compute=")] + list(compute))
+
+
 def gpu_options(options, chip, cuda):
-    kept = [o for o in options.split() if not o.startswith("compute=")]
-    return " ".join(kept + ["compute=gpu", "gpu-format=isa", f"gpu-chip={chip}", f"cuda-path={cuda}"])
+    return with_compute(options, "compute=gpu", "gpu-format=isa", f"gpu-chip={chip}", f"cuda-path={cuda}")
 
 
 def fast_options(options):
-    return " ".join([o for o in options.split() if not o.startswith("compute=")] + ["compute=fast"])
+    return with_compute(options, "compute=fast")
 
 
 def unescape(s):
