@@ -20,7 +20,6 @@
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
-#include "llvm/ADT/StringSwitch.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPGPUDEVICEMEMORY
@@ -72,37 +71,31 @@ void accessScalar(Operation *op) {
 /// (fsdprt_gpu.h): the same arguments, every pointer a device pointer, the
 /// kernels enqueued on the rank's compute stream. The host forms would read
 /// device memory from the host, outside the stream's order.
-StringRef deviceFormOf(StringRef callee) {
-  return llvm::StringSwitch<StringRef>(callee)
-      .Case("fsdprt_jit_quant_amax", "fsdprt_gpu_quant_amax")
-      .Case("fsdprt_jit_quantize", "fsdprt_gpu_quantize")
-      .Case("fsdprt_jit_dequantize", "fsdprt_gpu_dequantize")
-      .Default("");
-}
+constexpr std::pair<StringLiteral, StringLiteral> kDeviceForms[] = {
+    {"fsdprt_jit_quant_amax", "fsdprt_gpu_quant_amax"},
+    {"fsdprt_jit_quantize", "fsdprt_gpu_quantize"},
+    {"fsdprt_jit_dequantize", "fsdprt_gpu_dequantize"}};
 
 /// Calls of the host quantization entry points become calls of their
-/// device forms, declared next to the host ones.
+/// device forms, declared in place of the host ones.
 void useDeviceQuantization(ModuleOp module) {
   SymbolTable symbols(module);
-  module.walk([&](func::CallOp call) {
-    StringRef device = deviceFormOf(call.getCallee());
-    if (device.empty())
-      return;
+  for (auto [host, device] : kDeviceForms) {
+    auto decl = symbols.lookup<func::FuncOp>(host);
+    if (!decl)
+      continue;
     if (!symbols.lookup(device)) {
-      auto host = symbols.lookup<func::FuncOp>(call.getCallee());
-      OpBuilder b(host);
-      auto decl = func::FuncOp::create(b, host.getLoc(), device,
-                                       host.getFunctionType());
-      decl.setPrivate();
-      symbols.insert(decl);
+      OpBuilder b(decl);
+      auto deviceDecl = func::FuncOp::create(b, decl.getLoc(), device,
+                                             decl.getFunctionType());
+      deviceDecl.setPrivate();
+      symbols.insert(deviceDecl);
     }
-    call.setCallee(device);
-  });
-  for (StringRef host : {"fsdprt_jit_quant_amax", "fsdprt_jit_quantize",
-                         "fsdprt_jit_dequantize"})
-    if (Operation *decl = symbols.lookup(host))
-      if (SymbolTable::symbolKnownUseEmpty(decl, module))
-        symbols.erase(decl);
+    if (failed(SymbolTable::replaceAllSymbolUses(
+            decl, StringAttr::get(module.getContext(), device), module)))
+      continue;
+    symbols.erase(decl);
+  }
 }
 
 /// Why host code cannot run `op` when buffers live on the device, or "".
