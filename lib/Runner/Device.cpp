@@ -208,34 +208,29 @@ Buffer upload(const std::vector<char> &bytes, const std::string &what,
 
 namespace {
 
-/// Whether descriptor `words` of `p` is row-major from its aligned
-/// pointer plus offset, and how many elements a copy of its span reads.
-bool isContiguous(const Port &p, const int64_t *words, int64_t &span) {
+/// How many elements a copy of the span of descriptor `words` of `p`
+/// reads (from its aligned pointer plus offset).
+int64_t spanOf(const Port &p, const int64_t *words) {
   int64_t rank = p.type.getRank();
   const int64_t *sizes = words + 3, *strides = words + 3 + rank;
-  int64_t expect = 1;
-  bool contiguous = true;
-  span = 1;
+  int64_t span = 1;
   for (int64_t d = rank - 1; d >= 0; --d) {
-    contiguous &= sizes[d] == 1 || strides[d] == expect;
-    expect *= sizes[d];
     if (sizes[d] == 0)
-      span = 0;
-    else if (span)
-      span += (sizes[d] - 1) * strides[d];
+      return 0;
+    span += (sizes[d] - 1) * strides[d];
   }
-  return contiguous;
+  return span;
 }
 
 } // namespace
 
 bool download(const Port &p, const int64_t *words, std::vector<char> &out,
               std::string &err) {
-  int64_t bytes = p.elementBytes(), span = 0;
+  int64_t bytes = p.elementBytes();
   const char *aligned = reinterpret_cast<const char *>(words[1]);
   const char *first = aligned + words[2] * bytes;
   out.assign(size_t(p.slotBytes()), 0);
-  if (isContiguous(p, words, span)) {
+  if (isRowMajor(p, words)) {
     if (!out.empty() &&
         fsdprt_gpu_copy_to_host(out.data(), first, int64_t(out.size())) !=
             FSDPRT_OK) {
@@ -246,7 +241,7 @@ bool download(const Port &p, const int64_t *words, std::vector<char> &out,
     return true;
   }
   // A strided view: its span to the host, then the host's strided copy.
-  std::vector<char> host(size_t(span * bytes));
+  std::vector<char> host(size_t(spanOf(p, words) * bytes));
   if (!host.empty() &&
       fsdprt_gpu_copy_to_host(host.data(), first, int64_t(host.size())) !=
           FSDPRT_OK) {
@@ -263,10 +258,8 @@ bool download(const Port &p, const int64_t *words, std::vector<char> &out,
 
 bool compact(const Port &p, const int64_t *words, Buffer &out, bool &copied,
              std::string &err) {
-  int64_t span = 0;
   void *allocated = reinterpret_cast<void *>(words[0]);
-  copied =
-      !(isContiguous(p, words, span) && words[2] == 0 && words[0] == words[1]);
+  copied = !(isRowMajor(p, words) && words[2] == 0 && words[0] == words[1]);
   if (!copied) {
     out = {allocated, p.slotBytes()};
     return true;

@@ -185,6 +185,18 @@ void placeOwned(const std::vector<std::vector<lm::Range>> &ranges,
   });
 }
 
+bool isRowMajor(const Port &p, const int64_t *words) {
+  int64_t rank = p.type.getRank();
+  const int64_t *sizes = words + 3, *strides = words + 3 + rank;
+  int64_t expect = 1;
+  bool contiguous = true;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    contiguous &= sizes[d] == 1 || strides[d] == expect;
+    expect *= sizes[d];
+  }
+  return contiguous;
+}
+
 std::vector<char> copyResult(const Port &p, const int64_t *words) {
   int64_t rank = p.type.getRank(), bytes = p.elementBytes();
   const char *aligned = reinterpret_cast<const char *>(words[1]);
@@ -193,13 +205,7 @@ std::vector<char> copyResult(const Port &p, const int64_t *words) {
       strides(words + 3 + rank, words + 3 + 2 * rank);
   std::vector<char> out(p.type.getNumElements() * bytes);
   // A row-major buffer (what the lowering returns) is one copy.
-  int64_t expect = 1;
-  bool contiguous = true;
-  for (int64_t d = rank - 1; d >= 0; --d) {
-    contiguous &= sizes[d] == 1 || strides[d] == expect;
-    expect *= sizes[d];
-  }
-  if (contiguous) {
+  if (isRowMajor(p, words)) {
     if (!out.empty())
       std::memcpy(out.data(), aligned + offset * bytes, out.size());
     return out;

@@ -47,6 +47,10 @@ void placeOwned(const std::vector<std::vector<::fsdp::layout::Range>> &ranges,
 /// at its descriptor).
 std::vector<char> copyResult(const Port &p, const int64_t *words);
 
+/// Whether the memref descriptor `words` of `p` is row-major from its
+/// aligned pointer plus offset (one copy moves it).
+bool isRowMajor(const Port &p, const int64_t *words);
+
 /// The global value of result `p` from every rank's piece: the owned
 /// elements of each rank for a layout (Partial(sum) pieces added up,
 /// replicas checked to agree bit for bit), else rank 0's value.
