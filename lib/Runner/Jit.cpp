@@ -1,6 +1,7 @@
 //===- Jit.cpp - compile a lowered module, or load it from the cache ------===//
 
 #include "Jit.h"
+#include "Blas.h"
 #include "JitRewrites.h"
 #include "Memory.h"
 #include "Program.h"
@@ -46,10 +47,6 @@
 #include <thread>
 
 using namespace mlir;
-
-#ifdef FSDP_HAVE_OPENBLAS
-extern "C" void openblas_set_num_threads(int);
-#endif
 
 namespace fsdp::run {
 
@@ -160,10 +157,10 @@ void addRunnerLibraries(llvm::orc::LLJIT &jit) {
     dylib.addGenerator(std::move(*process));
   addLibraryOf(dylib, reinterpret_cast<const void *>(&fsdprt_options_init),
                prefix);
-#ifdef FSDP_HAVE_OPENBLAS
-  addLibraryOf(dylib, reinterpret_cast<const void *>(&openblas_set_num_threads),
-               prefix);
-#endif
+  if (const blas::Library *lib = blas::library())
+    dylib.addGenerator(
+        std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
+            llvm::sys::DynamicLibrary(lib->handle), prefix));
 #ifdef FSDP_C_RUNNER_UTILS
   addLocalLibrary(dylib, FSDP_C_RUNNER_UTILS, prefix);
 #endif

@@ -1,5 +1,6 @@
 //===- Report.cpp - what a run reports: JSON, .npy files ------------------===//
 
+#include "Blas.h"
 #include "Npy.h"
 #include "fsdp/Runner/Runner.h"
 
@@ -83,6 +84,11 @@ json::Object toJSON(const RunResult &r) {
     allocs.push_back(m.allocations);
     arenas.push_back(m.arenaBytes);
     measured.push_back(m.measuredPeakBytes());
+  }
+  if (const blas::Library *blas = blas::library()) {
+    o["blas_core"] = blas->core;
+    if (!blas->detectedCore.empty())
+      o["blas_detected_core"] = blas->detectedCore;
   }
   o["warmup"] = r.warmup;
   o["steps"] = int64_t(r.stepSeconds.size());

@@ -1,5 +1,6 @@
 //===- Session.cpp - a loaded program and its runs ------------------------===//
 
+#include "Blas.h"
 #include "Checkpoint.h"
 #include "Device.h"
 #include "Inputs.h"
@@ -29,10 +30,6 @@
 #include <thread>
 #ifdef __GLIBC__
 #include <malloc.h>
-#endif
-
-#ifdef FSDP_HAVE_OPENBLAS
-extern "C" void openblas_set_num_threads(int);
 #endif
 
 using namespace mlir;
@@ -65,10 +62,8 @@ void initializeProcess() {
     mallopt(M_MMAP_THRESHOLD, 32 << 20);
     mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-#ifdef FSDP_HAVE_OPENBLAS
-    // Ranks are the parallelism: one BLAS thread each.
-    openblas_set_num_threads(1);
-#endif
+    // Ranks are the parallelism: one BLAS thread each (set when it opens).
+    blas::library();
   });
 }
 

@@ -1,6 +1,7 @@
 //===- StepLibrary.cpp - a lowered step compiled ahead of time -----------===//
 
 #include "StepLibrary.h"
+#include "Blas.h"
 #include "Inputs.h"
 #include "Jit.h"
 #include "Memory.h"
@@ -618,6 +619,9 @@ SharedLibraryStepCode::open(const std::string &path, MLIRContext &context) {
   // A relative name would be searched for on the library path.
   llvm::SmallString<256> absolute(path);
   llvm::sys::fs::make_absolute(absolute);
+  // A compute=fast step needs OpenBLAS: opened first, so that the step's
+  // dependency resolves to the runner's copy (Blas.h).
+  blas::library();
   code->handle = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!code->handle)
     return error("cannot load " + path + ": " + dlerror());

@@ -235,6 +235,55 @@ def check_cpu(manifest: dict, path: str) -> None:
         )
 
 
+# OpenBLAS picks its kernels from the CPU model when it loads, and a release
+# older than the CPU falls back to its SSE3 ("Prescott") kernels, several
+# times slower on an AVX-512 machine. As fsdp-run does (lib/Runner/Blas.h),
+# a compute=fast step's OpenBLAS is loaded first, and loaded again with the
+# kernels of the CPU's vector units when that happens and OPENBLAS_CORETYPE
+# is not set.
+_VECTOR_CORES = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "Excavator"}
+_openblas = None  # kept loaded: the step library resolves against it
+
+
+def better_blas_core(detected: str, flags: set[str]) -> str | None:
+    """The OpenBLAS core to use instead of ``detected`` on a CPU with the
+    cpuinfo ``flags``, or None when ``detected`` uses its vector units."""
+    if not {"avx2", "fma"} <= flags or detected in _VECTOR_CORES:
+        return None
+    avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
+    return "SkylakeX" if avx512 else "Haswell"
+
+
+def load_openblas(needed: list[str]) -> str | None:
+    """Loads the OpenBLAS among ``needed`` (once); returns its core."""
+    global _openblas
+    path = next((n for n in needed if "openblas" in os.path.basename(n)), None)
+    if path is None:
+        return None
+    if _openblas is None:
+        import _ctypes
+
+        def open_() -> ctypes.CDLL:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+            lib.openblas_get_corename.restype = ctypes.c_char_p
+            return lib
+
+        lib = open_()
+        better = None
+        if "OPENBLAS_CORETYPE" not in os.environ:
+            core = lib.openblas_get_corename().decode()
+            better = better_blas_core(core, _cpuinfo_flags() or set())
+        if better:
+            _ctypes.dlclose(lib._handle)
+            os.environ["OPENBLAS_CORETYPE"] = better
+            try:
+                lib = open_()
+            finally:
+                del os.environ["OPENBLAS_CORETYPE"]
+        _openblas = lib
+    return _openblas.openblas_get_corename().decode()
+
+
 # ---------------------------------------------------------------------------
 # .npy files (C order, little-endian; no numpy needed)
 # ---------------------------------------------------------------------------
@@ -506,6 +555,7 @@ class StepLibrary:
         # read when a compute=fast step's OpenBLAS loads with it.
         os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
         try:
+            self.blas_core = load_openblas(self.manifest.get("needed", []))
             self.lib = ctypes.CDLL(os.path.abspath(path), mode=ctypes.RTLD_LOCAL)
         except OSError as e:
             needed = ", ".join(self.manifest.get("needed", []))
@@ -1111,6 +1161,7 @@ def run_step(
         "device": "gpu" if step.gpu is not None else "cpu",
         "gpu": step.gpu,
         "gpus": run.devices if step.gpu is not None else 0,
+        "blas_core": step.blas_core,
         # Rank 0's collectives per step (the runtime's counters).
         "comm_per_step": {k: v / steps for k, v in stats.items()},
         "steps": steps,

@@ -95,6 +95,46 @@ def test_cpu_features_map_to_cpuinfo_flags():
     assert aot.missing_features(["avx2", "shstk"], flags) == ["avx2"]
 
 
+def test_an_sse_fallback_of_openblas_is_replaced_on_a_vector_cpu():
+    avx512 = {"avx2", "fma", "avx512f", "avx512bw", "avx512dq", "avx512vl"}
+    assert aot.better_blas_core("Prescott", avx512) == "SkylakeX"
+    assert aot.better_blas_core("Prescott", {"avx2", "fma"}) == "Haswell"
+    assert aot.better_blas_core("SkylakeX", avx512) is None
+    assert aot.better_blas_core("Zen", {"avx2", "fma"}) is None
+    assert aot.better_blas_core("Prescott", {"sse3"}) is None
+
+
+@pytest.mark.skipif(
+    not (_tool("fsdp-opt") and _tool("fsdp-compile")), reason="fsdp-opt / fsdp-compile not built"
+)
+def test_a_compute_fast_library_runs_openblas_vector_kernels(tmp_path):
+    lowered, lib = tmp_path / "l.mlir", tmp_path / "step.so"
+    subprocess.run(
+        [_tool("fsdp-opt"), STEP, "--fsdp-pipeline=lower=true compute=fast", "-o", lowered],
+        check=True,
+    )
+    subprocess.run([_tool("fsdp-compile"), lowered, "-o", lib], check=True, capture_output=True)
+    rng = np.random.default_rng(5)
+    np.save(tmp_path / "w.npy", rng.standard_normal((10, 4)).astype(np.float32))
+    np.save(tmp_path / "x.npy", rng.standard_normal((8, 4)).astype(np.float32))
+    # In a fresh process: this one may hold an OpenBLAS already.
+    code = (
+        "import json, sys; from fsdp_mlir import aot; "
+        "r = aot.run_step(sys.argv[1], [sys.argv[2]], sys.argv[3], steps=1, runtime_path=sys.argv[4]); "
+        "print(json.dumps(r['blas_core']))"
+    )  # fmt: skip
+    env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}
+    env["PYTHONPATH"] = os.path.join(ROOT, "python")
+    out = subprocess.run(
+        [sys.executable, "-c", code, str(lib), str(tmp_path), str(tmp_path / "o"), RUNTIME],
+        check=True, capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    core = json.loads(out.stdout.strip().splitlines()[-1])
+    assert core is not None
+    flags = aot._cpuinfo_flags() or set()
+    assert aot.better_blas_core(core, flags) is None, f"OpenBLAS runs {core} kernels"
+
+
 def test_compare_finds_differences(tmp_path):
     for d, v in (("a", 1.0), ("b", 1.0 + 1e-6), ("c", 1.1)):
         os.makedirs(tmp_path / d)
