@@ -11,9 +11,12 @@ status.tsv: one ``name<TAB>result<TAB>detail<TAB>report`` line per step
 Columns (docs/AOT.md): step, kind (cpu / gpu), ranks, dtype, result, step
 (the runner's median step time, synchronized on the GPU), eager and compile
 (torch's median training step, same batch, one GPU), x eager and x compile
-(step / torch: under 1 is faster than torch), exposed (a multi-rank step's
-time minus that of the one-rank step with the same work per rank, its
-"pair"), comm/step (rank 0's collectives and bytes sent per step).
+(step / torch: under 1 is faster than torch), exposed (the median per step
+of the communication the compute waited for, as the runner measures it:
+on the GPU the compute stream's stall in its waits, timed by events), and
+pair delta (a multi-rank step's time minus that of the one-rank step with
+the same work per rank, its "pair"), comm/step (rank 0's collectives and
+bytes sent per step).
 """
 
 from __future__ import annotations
@@ -61,7 +64,8 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
     rows = torch.get("rows", {})
     steps = {s["name"]: s for s in pack["steps"]}
     header = ["step", "kind", "ranks", "dtype", "result", "step ms", "eager ms", "compile ms",
-              "x eager", "x compile", "exposed ms", "comm/step", "note"]  # fmt: skip
+              "x eager", "x compile", "exposed ms", "pair delta ms", "comm/step",
+              "note"]  # fmt: skip
     lines = []
     notes = []
     for s in pack["steps"]:
@@ -79,14 +83,17 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
                 torch_note = f"torch: {e['skipped']}"
             if c.get("first_call_s") is not None:
                 torch_note = f"compile {c['first_call_s']:.0f} s"
-        exposed = "-"
+        exposed = delta = "-"
+        if rep and rep.get("step_exposed_comm_s") and (rep.get("world") or 1) > 1:
+            e = sorted(rep["step_exposed_comm_s"])
+            exposed = _ms(e[len(e) // 2] * 1e3)
         pair = s.get("pair")
         if pair and rep:
             prep = _report(status.get(pair))
             if prep:
-                exposed = _ms(step_ms - prep["median_step_s"] * 1e3)
+                delta = _ms(step_ms - prep["median_step_s"] * 1e3)
                 if rep.get("gpus", 0) and rep["gpus"] < rep["world"]:
-                    exposed += "*"
+                    delta += "*"
                     notes.append(
                         f"* {s['name']}: {rep['world']} ranks on {rep['gpus']} GPU(s); they "
                         "share the GPU, so the difference also holds their compute's contention"
@@ -103,7 +110,7 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
         lines.append(
             [s["name"], s["kind"], str(s.get("world") or "-"), s.get("dtype", "f32"), st["result"],
              _ms(step_ms), _ms(eager), _ms(compile_), _ratio(step_ms, eager),
-             _ratio(step_ms, compile_), exposed, comm, note]
+             _ratio(step_ms, compile_), exposed, delta, comm, note]
         )  # fmt: skip
     # A step that did not run keeps its torch times (they are measured anyway).
     widths = [max(len(r[i]) for r in [header] + lines) for i in range(len(header) - 1)]

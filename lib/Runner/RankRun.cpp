@@ -425,8 +425,13 @@ int64_t threadFaults() {
 }
 
 /// One call of the step; false with `out.error` set when it failed.
+/// Calls the step once: its time (until its device work is done), page
+/// faults and exposed communication (fsdprt_stats_t::exposed_ns).
 bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
-              double &seconds, int64_t &faults, RankOutcome &out) {
+              double &seconds, int64_t &faults, double &exposed,
+              RankOutcome &out) {
+  fsdprt_stats_t stats0, stats1;
+  fsdprt_comm_get_stats(comm, &stats0);
   int64_t faults0 = threadFaults();
   auto t0 = std::chrono::steady_clock::now();
   if (llvm::Error err = call.invoke(cx.code, cx.prog.entry)) {
@@ -442,6 +447,9 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
   seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
                 .count();
   faults = threadFaults() - faults0;
+  // After the synchronization: a GPU step's timed waits have all passed.
+  fsdprt_comm_get_stats(comm, &stats1);
+  exposed = double(stats1.exposed_ns - stats0.exposed_ns) * 1e-9;
   if (fsdprt_comm_error(comm) != FSDPRT_OK) {
     out.error = fsdprt_comm_error_message(comm);
     return false;
@@ -546,9 +554,9 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     // arguments in place); only the call is timed.
     RankCall call = gpu ? RankCall(prog, std::move(deviceArgs))
                         : RankCall(prog, std::move(args));
-    double seconds = 0;
+    double seconds = 0, exposed = 0;
     int64_t faults = 0;
-    if (!callStep(cx, comm, call, seconds, faults, out)) {
+    if (!callStep(cx, comm, call, seconds, faults, exposed, out)) {
       out.stateLost = true;
       break;
     }
@@ -556,6 +564,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (training || s >= opt.warmup) {
       out.stepSeconds.push_back(seconds);
       out.stepFaults.push_back(faults);
+      out.stepExposed.push_back(exposed);
     }
     bool last = s + 1 == total;
     if (!gpu) {

@@ -45,6 +45,7 @@ struct RankOutcome {
   std::vector<std::vector<char>> pieces; // per output
   std::vector<double> stepSeconds;       // the timed steps
   std::vector<int64_t> stepFaults;       // page faults of the timed steps
+  std::vector<double> stepExposed;       // exposed communication (seconds)
   fsdprt_stats_t stats{};
   memory::Counters memory;
   int64_t heldAfterStep = 0; // most bytes still allocated after a step

@@ -51,13 +51,18 @@ const HostArray *RunResult::output(llvm::StringRef name) const {
   return nullptr;
 }
 
-double RunResult::medianStepSeconds() const {
-  if (stepSeconds.empty())
+static double median(std::vector<double> values) {
+  if (values.empty())
     return 0;
-  std::vector<double> sorted = stepSeconds;
-  std::sort(sorted.begin(), sorted.end());
-  size_t n = sorted.size();
-  return n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
+  std::sort(values.begin(), values.end());
+  size_t n = values.size();
+  return n % 2 ? values[n / 2] : 0.5 * (values[n / 2 - 1] + values[n / 2]);
+}
+
+double RunResult::medianStepSeconds() const { return median(stepSeconds); }
+
+double RunResult::medianExposedSeconds() const {
+  return median(stepExposedSeconds);
 }
 
 double RunResult::minStepSeconds() const {
@@ -96,6 +101,8 @@ json::Object toJSON(const RunResult &r) {
   o["step_min_s"] = r.minStepSeconds();
   o["step_s"] = listOf(r.stepSeconds);
   o["step_page_faults"] = listOf(r.stepPageFaults);
+  o["step_exposed_comm_s"] = listOf(r.stepExposedSeconds);
+  o["exposed_comm_median_s"] = r.medianExposedSeconds();
   o["training"] = r.training;
   o["jit_peak_bytes"] = listOf(peaks);
   o["jit_held_after_step_bytes"] = listOf(held);
@@ -112,15 +119,17 @@ json::Object toJSON(const RunResult &r) {
   // these are the device's.
   o["gpu"] = r.gpu;
   if (r.gpu) {
-    std::vector<int64_t> devices, bytes, launches, gemms;
+    std::vector<int64_t> devices, bytes, peaks, launches, gemms;
     for (const RankMemory &m : r.memory) {
       devices.push_back(m.device);
       bytes.push_back(m.deviceAllocatedBytes);
+      peaks.push_back(m.devicePeakBytes);
       launches.push_back(m.deviceLaunches);
       gemms.push_back(m.deviceGemms);
     }
     o["devices"] = listOf(devices);
     o["device_allocated_bytes"] = listOf(bytes);
+    o["device_peak_bytes"] = listOf(peaks);
     o["device_launches"] = listOf(launches);
     o["device_gemms"] = listOf(gemms);
   }

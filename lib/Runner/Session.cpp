@@ -150,7 +150,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
                                   all.begin() + (r + 1) * piece.size());
   }
-  constexpr size_t n = 8;
+  constexpr size_t n = 9;
   int64_t counters[n] = {mine.memory.peakBytes,
                          mine.memory.allocations,
                          mine.heldAfterStep,
@@ -158,7 +158,8 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
                          mine.deviceIndex,
                          int64_t(mine.device.bytes_allocated),
                          int64_t(mine.device.launches),
-                         int64_t(mine.device.gemms)};
+                         int64_t(mine.device.gemms),
+                         int64_t(mine.device.bytes_peak)};
   std::vector<int64_t> all(n * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
@@ -175,11 +176,13 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
     runs[r].device.bytes_allocated = uint64_t(c[5]);
     runs[r].device.launches = uint64_t(c[6]);
     runs[r].device.gemms = uint64_t(c[7]);
+    runs[r].device.bytes_peak = uint64_t(c[8]);
   }
   runs[rank].stats = mine.stats;
   runs[rank].rss = mine.rss;
   runs[rank].stepSeconds = mine.stepSeconds;
   runs[rank].stepFaults = mine.stepFaults;
+  runs[rank].stepExposed = mine.stepExposed;
   return runs;
 }
 
@@ -249,6 +252,7 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
     if (run.gpu) {
       m.device = run.deviceIndex;
       m.deviceAllocatedBytes = int64_t(run.device.bytes_allocated);
+      m.devicePeakBytes = int64_t(run.device.bytes_peak);
       m.deviceLaunches = int64_t(run.device.launches);
       m.deviceGemms = int64_t(run.device.gemms);
     }
@@ -270,14 +274,16 @@ std::vector<int64_t> stepFaults(const std::vector<RankOutcome> &runs) {
   return faults;
 }
 
-std::vector<double> slowestSteps(const std::vector<RankOutcome> &runs) {
+/// Per step, the most of `field` of any rank (the slowest rank's time).
+std::vector<double> mostPerStep(const std::vector<RankOutcome> &runs,
+                                std::vector<double> RankOutcome::*field) {
   size_t n = 0;
   for (const RankOutcome &r : runs)
-    n = std::max(n, r.stepSeconds.size());
+    n = std::max(n, (r.*field).size());
   std::vector<double> steps(n, 0.0);
   for (const RankOutcome &r : runs)
-    for (size_t s = 0; s < r.stepSeconds.size(); ++s)
-      steps[s] = std::max(steps[s], r.stepSeconds[s]);
+    for (size_t s = 0; s < (r.*field).size(); ++s)
+      steps[s] = std::max(steps[s], (r.*field)[s]);
   return steps;
 }
 
@@ -673,7 +679,8 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     return runs.takeError();
   if (!training)
     stepsTaken = 0;
-  result.stepSeconds = slowestSteps(*runs);
+  result.stepSeconds = mostPerStep(*runs, &RankOutcome::stepSeconds);
+  result.stepExposedSeconds = mostPerStep(*runs, &RankOutcome::stepExposed);
   result.stepPageFaults = stepFaults(*runs);
   result.residentBytes =
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;

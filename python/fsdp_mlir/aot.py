@@ -676,6 +676,7 @@ class _Stats(ctypes.Structure):
         ("total_calls", ctypes.c_uint64),
         ("total_bytes_sent", ctypes.c_uint64),
         ("total_bytes_received", ctypes.c_uint64),
+        ("exposed_ns", ctypes.c_uint64),
     ]
 
 
@@ -810,6 +811,7 @@ class _Rank(threading.Thread):
         self.error: str | None = None
         self.results: list[list[bytes]] = []  # per step run, per result
         self.seconds: list[float] = []
+        self.exposed: list[float] = []
         self.stats: dict | None = None
 
     def run(self) -> None:
@@ -912,6 +914,8 @@ class _Rank(threading.Thread):
                     buffers.write(
                         args[i], bytes(shard_input(p, _step_slice(g, s, step), self.rank))
                     )
+            before = _Stats()
+            rt.fsdprt_comm_get_stats(comm, ctypes.byref(before))
             t0 = time.perf_counter()
             fn(packed)
             if ctx is not None:
@@ -919,6 +923,9 @@ class _Rank(threading.Thread):
                 if rt.fsdprt_gpu_synchronize(ctx) != 0:
                     raise AotError(_gpu_message(rt, ctx))
             self.seconds.append(time.perf_counter() - t0)
+            after = _Stats()
+            rt.fsdprt_comm_get_stats(comm, ctypes.byref(after))
+            self.exposed.append((after.exposed_ns - before.exposed_ns) * 1e-9)
             if rt.fsdprt_comm_error(comm) != 0:
                 raise AotError(rt.fsdprt_comm_error_message(comm).decode())
             last = step == r.steps - 1
@@ -1152,6 +1159,7 @@ def run_step(
             data = assemble(p, [t.results[last][k] for t in ranks])
             write_npy(f"{outputs}/{p['name']}.npy", p["dtype"], p["global_shape"], data)
     seconds = [max(t.seconds[s] for t in ranks) for s in range(steps)]
+    exposed = [max(t.exposed[s] for t in ranks) for s in range(steps)]
     ordered = sorted(seconds)
     stats = ranks[0].stats or {}
     return {
@@ -1169,6 +1177,9 @@ def run_step(
         "dlopen_s": step.load_seconds,
         "load_s": load_s,
         "step_s": seconds,
+        # The communication the step's compute waited for (fsdprt_stats_t
+        # exposed_ns), the most of any rank.
+        "step_exposed_comm_s": exposed,
         "median_step_s": ordered[len(ordered) // 2] if ordered else 0.0,
         "min_step_s": ordered[0] if ordered else 0.0,
     }

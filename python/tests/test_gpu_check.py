@@ -31,10 +31,11 @@ def _pack():
     }  # fmt: skip
 
 
-def _report(tmp_path, name, ms, world=1, gpus=1):
+def _report(tmp_path, name, ms, world=1, gpus=1, exposed=None):
     path = tmp_path / f"{name}.json"
     path.write_text(json.dumps({
         "median_step_s": ms / 1e3, "world": world, "gpus": gpus,
+        "step_exposed_comm_s": [x / 1e3 for x in exposed or [0.0]],
         "comm_per_step": {"calls": 4, "bytes_sent": 2e6, "bytes_received": 2e6},
     }))  # fmt: skip
     return str(path)
@@ -44,7 +45,7 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
     status = tmp_path / "status.tsv"
     status.write_text(
         f"one\tok\tfine\t{_report(tmp_path, 'one', 2.0)}\n"
-        f"two\tok\tfine\t{_report(tmp_path, 'two', 2.5, world=2, gpus=1)}\n"
+        f"two\tok\tfine\t{_report(tmp_path, 'two', 2.5, world=2, gpus=1, exposed=[0.3, 0.1, 0.2])}\n"
         f"gpt2-small-bf16\tok\tfine\t{_report(tmp_path, 'g', 130.0)}\n"
         "missing\tskipped\tnot in the pack: fsdp-compile: error: no\t\n"
     )
@@ -59,6 +60,8 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
     rows = {ln.split()[0]: ln for ln in lines[3:]}
     assert "0.50x" in rows["one"] and "2.00x" in rows["one"] and "compile 30 s" in rows["one"]
     assert " 0.500* " in rows["two"] and "4 / 2.00 MB" in rows["two"]  # 2.5 - 2.0 ms, shared GPU
+    assert " 0.200 " in rows["two"]  # the median of the runner's exposed communication
+    assert rows["one"].split()[10] == "-"  # one rank: nothing to expose
     assert (
         "1.30x" in rows["gpt2-small-bf16"]
         and "goal <= 1.2x eager: NOT met" in rows["gpt2-small-bf16"]

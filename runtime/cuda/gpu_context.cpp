@@ -2,6 +2,7 @@
 // device copies (fsdprt_gpu.h).
 #include "gpu_internal.h"
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <memory>
@@ -81,7 +82,8 @@ cudaError_t EventPool::acquire(cudaEvent_t *event) {
     }
   }
   created_++;
-  return cudaEventCreateWithFlags(event, cudaEventDisableTiming);
+  return cudaEventCreateWithFlags(event, timing_ ? cudaEventDefault
+                                                 : cudaEventDisableTiming);
 }
 
 void EventPool::release(cudaEvent_t event) {
@@ -288,6 +290,10 @@ void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
   cudaError_t rc = cudaMallocAsync(&p, size, ctx->compute);
   if (rc == cudaSuccess) {
     ctx->bytes_allocated += int64_t(size);
+    std::lock_guard<std::mutex> lock(ctx->alloc_mu);
+    ctx->alloc_sizes[p] = int64_t(size);
+    ctx->bytes_live += int64_t(size);
+    ctx->bytes_peak = std::max(ctx->bytes_peak, ctx->bytes_live);
     return p;
   }
   cudaGetLastError();
@@ -431,12 +437,15 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
   if (!ctx || !stats)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   std::memset(stats, 0, sizeof(*stats));
-  stats->events_created = ctx->events.created();
-  stats->events_free = ctx->events.free_count();
+  stats->events_created = ctx->events.created() + ctx->timed_events.created();
+  stats->events_free = ctx->events.free_count() + ctx->timed_events.free_count();
   stats->launches = ctx->launches.load();
   stats->module_loads = ctx->module_loads.load();
   stats->gemms = ctx->gemms.load();
   stats->bytes_allocated = uint64_t(ctx->bytes_allocated.load());
+  std::lock_guard<std::mutex> lock(ctx->alloc_mu);
+  stats->bytes_live = uint64_t(ctx->bytes_live);
+  stats->bytes_peak = uint64_t(ctx->bytes_peak);
   return FSDPRT_OK;
 }
 
@@ -449,6 +458,14 @@ void fsdprt_gpu_free(void *ptr) {
   fsdprt_gpu_context *ctx = tls_ctx;
   if (!ptr || !ctx)
     return;
+  {
+    std::lock_guard<std::mutex> lock(ctx->alloc_mu);
+    auto it = ctx->alloc_sizes.find(ptr);
+    if (it != ctx->alloc_sizes.end()) {
+      ctx->bytes_live -= it->second;
+      ctx->alloc_sizes.erase(it);
+    }
+  }
   // Freed after the work already enqueued; errors are not worth a failure.
   if (cudaFreeAsync(ptr, ctx->compute) != cudaSuccess)
     cudaGetLastError();

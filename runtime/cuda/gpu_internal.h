@@ -16,6 +16,7 @@
 #include <atomic>
 #include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 namespace fsdprt {
@@ -27,6 +28,9 @@ namespace gpu {
 // soon as every wait on its previous record has been enqueued.
 class EventPool {
 public:
+  // `timing`: events that record a time (cudaEventElapsedTime), for the
+  // exposed-communication measurement; the others are created without.
+  explicit EventPool(bool timing = false) : timing_(timing) {}
   ~EventPool();
   cudaError_t acquire(cudaEvent_t *event);
   void release(cudaEvent_t event);
@@ -34,6 +38,7 @@ public:
   size_t free_count() const;
 
 private:
+  const bool timing_;
   mutable std::mutex mu_;
   std::vector<cudaEvent_t> free_;
   std::atomic<uint64_t> created_{0};
@@ -66,6 +71,7 @@ struct fsdprt_gpu_context {
   cudaStream_t comm = nullptr;
   void *blas = nullptr; // cublasHandle_t, created on the first GEMM
   fsdprt::gpu::EventPool events;
+  fsdprt::gpu::EventPool timed_events{/*timing=*/true};
   // Set when work whose result the host reads (a copy into host memory, a
   // host-shared allocation) was enqueued since the last synchronization:
   // mgpuStreamSynchronize waits only then.
@@ -75,6 +81,11 @@ struct fsdprt_gpu_context {
   std::atomic<uint64_t> module_loads{0};
   std::atomic<uint64_t> gemms{0};
   std::atomic<int64_t> bytes_allocated{0};
+  // Live allocations by pointer: frees are stream-ordered on the compute
+  // stream, so the bytes live at enqueue time are those in stream order.
+  mutable std::mutex alloc_mu;
+  std::unordered_map<void *, int64_t> alloc_sizes;
+  int64_t bytes_live = 0, bytes_peak = 0;
 
   void record_error(const fsdprt::Status &st);
   fsdprt_status_t first_error() const;

@@ -286,7 +286,14 @@ typedef enum fsdprt_collective_kind {
 /* Per rank, per kind (indexed by fsdprt_collective_kind_t): started
  * collectives, bytes of their send buffers and bytes of their receive
  * buffers (all_gather: m and k*m elements; reduce_scatter: k*m and m;
- * all_reduce: count and count). Failed argument checks are not counted. */
+ * all_reduce: count and count). Failed argument checks are not counted.
+ *
+ * exposed_ns: the communication the rank's compute waited for, in
+ * nanoseconds. On the threads and mpi backends the thread that computes is
+ * the one that communicates: the time inside synchronous collectives, starts
+ * and waits. On nccl the time the compute stream stood still in waits for a
+ * collective's completion (an event timed on each side of the wait, read
+ * when the stream has passed it: get the stats after synchronizing). */
 typedef struct fsdprt_stats {
   uint64_t calls[FSDPRT_NUM_KINDS];
   uint64_t bytes_sent[FSDPRT_NUM_KINDS];
@@ -294,6 +301,7 @@ typedef struct fsdprt_stats {
   uint64_t total_calls;
   uint64_t total_bytes_sent;
   uint64_t total_bytes_received;
+  uint64_t exposed_ns;
 } fsdprt_stats_t;
 
 FSDPRT_API fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,

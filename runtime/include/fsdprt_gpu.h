@@ -92,6 +92,8 @@ typedef struct fsdprt_gpu_stats {
                               module and device, by its first launch) */
   uint64_t gemms;
   uint64_t bytes_allocated; /* bytes handed out by fsdprt_gpu_alloc (total) */
+  uint64_t bytes_live;      /* of those, not yet freed */
+  uint64_t bytes_peak;      /* the most live at once, in stream order */
 } fsdprt_gpu_stats_t;
 FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
     const fsdprt_gpu_context_t *ctx, fsdprt_gpu_stats_t *stats);

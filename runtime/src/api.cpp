@@ -2,6 +2,7 @@
 // the entry points called by compiled code.
 #include "common.h"
 
+#include <chrono>
 #include <limits>
 #include <memory>
 #include <new>
@@ -67,6 +68,28 @@ void count_stats(fsdprt_comm *c, const Desc &d) {
                                      std::memory_order_relaxed);
 }
 
+// Adds the time of a collective call to the comm's exposed communication
+// when the call blocks the thread that computes (the CPU backends).
+class ExposedTimer {
+public:
+  explicit ExposedTimer(fsdprt_comm *c)
+      : c_(c->host_blocks() ? c : nullptr),
+        t0_(c_ ? std::chrono::steady_clock::now()
+               : std::chrono::steady_clock::time_point()) {}
+  ~ExposedTimer() {
+    if (c_)
+      c_->stat_exposed_ns.fetch_add(
+          uint64_t(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                       std::chrono::steady_clock::now() - t0_)
+                       .count()),
+          std::memory_order_relaxed);
+  }
+
+private:
+  fsdprt_comm *c_;
+  std::chrono::steady_clock::time_point t0_;
+};
+
 fsdprt_status_t fail(fsdprt_comm *c, const Status &st) {
   c->record_error(st);
   return st.code;
@@ -86,6 +109,7 @@ fsdprt_status_t collective(fsdprt_comm *c, const Desc &d, const void *send,
   }
   try {
     count_stats(c, d);
+    ExposedTimer timer(c);
     if (!request) {
       st = c->run(d, send, recv);
     } else {
@@ -327,7 +351,11 @@ fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
   if (!req)
     return FSDPRT_OK;
   fsdprt_comm *c = req->comm;
-  Status st = c->wait(req);
+  Status st;
+  {
+    ExposedTimer timer(c);
+    st = c->wait(req);
+  }
   delete req;
   *request = nullptr;
   if (!st.ok())
@@ -361,6 +389,8 @@ fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
   if (!comm || !stats)
     return FSDPRT_ERR_INVALID_ARGUMENT;
   *stats = fsdprt_stats_t();
+  comm->collect_exposed();
+  stats->exposed_ns = comm->stat_exposed_ns.load(std::memory_order_relaxed);
   for (int k = 0; k < FSDPRT_NUM_KINDS; ++k) {
     stats->calls[k] = comm->stat_calls[k].load(std::memory_order_relaxed);
     stats->bytes_sent[k] = comm->stat_sent[k].load(std::memory_order_relaxed);
@@ -376,6 +406,8 @@ fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
 fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm) {
   if (!comm)
     return FSDPRT_ERR_INVALID_ARGUMENT;
+  comm->collect_exposed();
+  comm->stat_exposed_ns.store(0, std::memory_order_relaxed);
   for (int k = 0; k < FSDPRT_NUM_KINDS; ++k) {
     comm->stat_calls[k].store(0, std::memory_order_relaxed);
     comm->stat_sent[k].store(0, std::memory_order_relaxed);

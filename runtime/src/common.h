@@ -160,6 +160,14 @@ struct fsdprt_comm {
   std::atomic<uint64_t> stat_calls[FSDPRT_NUM_KINDS] = {};
   std::atomic<uint64_t> stat_sent[FSDPRT_NUM_KINDS] = {};
   std::atomic<uint64_t> stat_received[FSDPRT_NUM_KINDS] = {};
+  // Exposed communication (fsdprt_stats_t::exposed_ns).
+  mutable std::atomic<uint64_t> stat_exposed_ns{0};
+  // Whether collective calls block the thread until the data is there (the
+  // CPU backends: their time in the calls is the exposed communication).
+  // nccl only enqueues and measures on the device instead.
+  virtual bool host_blocks() const { return true; }
+  // Adds the device-side waits that have finished to stat_exposed_ns.
+  virtual void collect_exposed() const {}
 
   // Outstanding jit handles (used by the thread the comm is set on).
   std::unordered_map<int64_t, fsdprt_request *> jit_requests;

@@ -142,6 +142,8 @@ public:
   Status run(const Desc &desc, const void *send, void *recv) override;
   void abort(const Status &cause) override;
   void attach_thread() override { fsdprt_gpu_set_thread_context(ctx_); }
+  bool host_blocks() const override { return false; }
+  void collect_exposed() const override;
 
   void set_stream(cudaStream_t s) { compute_ = s ? s : ctx_->compute; }
   void set_desync_checks(int64_t n) {
@@ -162,6 +164,8 @@ private:
   Status check_descriptors(Group &g, uint64_t seq, const Desc &d);
   Status enqueue(const Group &g, const Desc &d, const void *send, void *recv);
   Status order_after_compute(Inflight &op);
+  // The compute stream waits for `op`, between two timed events.
+  Status order_compute_after(const Inflight &op);
 
   // The watchdog (its own thread; see the file comment).
   void watch();
@@ -187,6 +191,14 @@ private:
   std::atomic<bool> aborted_{false};
   std::mutex cause_mu_;
   Status abort_cause_;
+
+  // Timed events on each side of the compute stream's waits, in order;
+  // collect_exposed() adds the finished ones to stat_exposed_ns.
+  struct TimedWait {
+    cudaEvent_t before = nullptr, after = nullptr;
+  };
+  mutable std::mutex timed_mu_;
+  mutable std::vector<TimedWait> timed_waits_;
 
   std::mutex watch_mu_;
   std::condition_variable watch_cv_;
@@ -311,6 +323,15 @@ NcclComm::~NcclComm() {
   if (ctx_)
     cudaStreamSynchronize(ctx_->comm);
   inflight_.clear();
+  if (ctx_) {
+    // Not synchronized (a stuck collective would hold the compute stream):
+    // an event still pending goes back to the pool, as CUDA allows.
+    collect_exposed();
+    for (const TimedWait &w : timed_waits_) {
+      ctx_->timed_events.release(w.before);
+      ctx_->timed_events.release(w.after);
+    }
+  }
   for (Group &g : groups_)
     if (g.comm)
       aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm);
@@ -463,6 +484,7 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
     return aborted_status();
   Group &g = groups_[size_t(desc.mask)];
   reap();
+  collect_exposed(); // returns the timed events of the passed waits
   auto op = std::make_shared<Inflight>();
   op->ctx = ctx_;
   op->desc = desc;
@@ -506,15 +528,54 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
   return Status::Ok();
 }
 
+// The time between the two events is how long the compute stream stood
+// still for the collective: `before` completes when the kernels before the
+// wait are done, `after` when the collective is too. A timing event that
+// cannot be had costs the measurement, not the collective.
+Status NcclComm::order_compute_after(const Inflight &op) {
+  TimedWait w;
+  bool timed = ctx_->timed_events.acquire(&w.before) == cudaSuccess &&
+               ctx_->timed_events.acquire(&w.after) == cudaSuccess &&
+               cudaEventRecord(w.before, compute_) == cudaSuccess;
+  Status st =
+      cuda(cudaStreamWaitEvent(compute_, op.done, 0), "cudaStreamWaitEvent");
+  if (timed && st.ok() && cudaEventRecord(w.after, compute_) == cudaSuccess) {
+    std::lock_guard<std::mutex> lock(timed_mu_);
+    timed_waits_.push_back(w);
+  } else {
+    ctx_->timed_events.release(w.before);
+    ctx_->timed_events.release(w.after);
+  }
+  return st;
+}
+
+void NcclComm::collect_exposed() const {
+  std::lock_guard<std::mutex> lock(timed_mu_);
+  // The compute stream passes its waits in order: stop at the first one
+  // it has not passed.
+  size_t n = 0;
+  uint64_t ns = 0;
+  for (; n < timed_waits_.size(); ++n) {
+    const TimedWait &w = timed_waits_[n];
+    float ms = 0;
+    if (cudaEventQuery(w.after) != cudaSuccess)
+      break;
+    if (cudaEventElapsedTime(&ms, w.before, w.after) == cudaSuccess && ms > 0)
+      ns += uint64_t(double(ms) * 1e6);
+    ctx_->timed_events.release(w.before);
+    ctx_->timed_events.release(w.after);
+  }
+  timed_waits_.erase(timed_waits_.begin(), timed_waits_.begin() + long(n));
+  stat_exposed_ns.fetch_add(ns, std::memory_order_relaxed);
+}
+
 // Orders the compute stream after the collective; the host does not wait.
 Status NcclComm::wait(fsdprt_request *request) {
   auto *r = static_cast<NcclRequest *>(request);
   if (r->done)
     return r->result;
   r->done = true;
-  r->result = aborted_ ? aborted_status()
-                       : cuda(cudaStreamWaitEvent(compute_, r->op->done, 0),
-                              "cudaStreamWaitEvent");
+  r->result = aborted_ ? aborted_status() : order_compute_after(*r->op);
   if (!r->result.ok())
     abort(r->result);
   return r->result;

@@ -5,6 +5,7 @@
 #include <chrono>
 #include <mutex>
 #include <string>
+#include <thread>
 
 using namespace rt_test;
 
@@ -348,6 +349,28 @@ TEST(ThreadsAsync, TwoOutstandingOnDifferentGroupsWaitedInReverse) {
       failures.add("reduce_scatter rank " + std::to_string(rank));
   });
   failures.check();
+}
+
+// On the CPU backends the time inside collective calls is exposed
+// communication: rank 0 waits for rank 1, which starts 300 ms late; work
+// between a start and its wait is not counted.
+TEST(ThreadsAsync, ExposedCommunicationIsTheTimeInsideCollectiveCalls) {
+  std::vector<uint64_t> exposed(2);
+  run_world({2}, [&](int64_t rank, fsdprt_comm_t *comm) {
+    float x[4] = {1, 2, 3, 4};
+    if (rank == 1)
+      std::this_thread::sleep_for(std::chrono::milliseconds(300));
+    ASSERT_EQ(fsdprt_all_reduce(comm, 1, x, x, 4, FSDPRT_F32, FSDPRT_SUM),
+              FSDPRT_OK);
+    fsdprt_stats_t st;
+    ASSERT_EQ(fsdprt_comm_get_stats(comm, &st), FSDPRT_OK);
+    exposed[size_t(rank)] = st.exposed_ns;
+    ASSERT_EQ(fsdprt_comm_reset_stats(comm), FSDPRT_OK);
+    ASSERT_EQ(fsdprt_comm_get_stats(comm, &st), FSDPRT_OK);
+    EXPECT_EQ(st.exposed_ns, 0u);
+  });
+  EXPECT_GE(exposed[0], 200'000'000u) << "rank 0 waited for rank 1";
+  EXPECT_LT(exposed[1], 100'000'000u) << "rank 1 found rank 0 there";
 }
 
 TEST(ThreadsAsync, ManyOutstandingOnOneGroupReuseSlots) {

@@ -204,7 +204,8 @@ void printMemory(const RunResult &r, int64_t steps) {
       llvm::outs() << "  rank " << k << " (GPU " << m.device
                    << "): " << m.deviceAllocatedBytes << " B allocated in "
                    << steps << " step(s), " << m.deviceAllocatedBytes / n
-                   << " B per step; " << m.deviceLaunches / n
+                   << " B per step, peak " << m.devicePeakBytes
+                   << " B live at once; " << m.deviceLaunches / n
                    << " kernel launches and " << m.deviceGemms / n
                    << " cuBLAS GEMMs per step\n";
     }
@@ -258,6 +259,12 @@ void printTimings(const Flags &f, const RunResult &r) {
                     : "",
       (long long)f.steps.getValue(), (long long)f.warmup.getValue(),
       r.medianStepSeconds() * 1e3, r.minStepSeconds() * 1e3);
+  if (r.medianStepSeconds() > 0)
+    llvm::outs() << llvm::format(
+        "exposed communication (the step's compute waiting for its "
+        "collectives): median %.3f ms per step, %.1f%% of the step\n",
+        r.medianExposedSeconds() * 1e3,
+        100 * r.medianExposedSeconds() / r.medianStepSeconds());
 }
 
 /// Everything rank 0 (or the threads process) reports after a run.

@@ -111,6 +111,9 @@ struct RankMemory {
   /// own buffers, every step), kernel launches and cuBLAS GEMMs.
   int32_t device = -1;
   int64_t deviceAllocatedBytes = 0, deviceLaunches = 0, deviceGemms = 0;
+  /// The most device bytes the rank's allocations held at once (stream
+  /// order of the compute stream).
+  int64_t devicePeakBytes = 0;
   /// The step's measured high-water mark: its arena and what is outside.
   int64_t measuredPeakBytes() const { return arenaBytes + peakBytes; }
 };
@@ -151,6 +154,10 @@ struct RunResult {
   std::vector<double> stepSeconds;
   /// Page faults of each timed step (every rank thread of this process).
   std::vector<int64_t> stepPageFaults;
+  /// Exposed communication of each timed step: the communication the
+  /// step's compute waited for (fsdprt_stats_t::exposed_ns), the most of
+  /// any rank of this process.
+  std::vector<double> stepExposedSeconds;
   std::vector<RankMemory> memory;     // per rank
   MemoryPlanSummary plan;             // the same on every rank
   std::vector<CommStats> stats;       // per rank (MPI: rank 0's only)
@@ -168,6 +175,7 @@ struct RunResult {
 
   const HostArray *output(llvm::StringRef name) const;
   double medianStepSeconds() const;
+  double medianExposedSeconds() const;
   double minStepSeconds() const;
 };
 

@@ -7,6 +7,7 @@
 #include "nccl.h"
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
 #include <condition_variable>
 #include <cstring>
@@ -54,7 +55,18 @@ thread_local Stream *tls_stream = nullptr; // the stream this thread runs
 struct Event {
   Stream *stream = nullptr; // last record; null: complete
   uint64_t position = 0;
+  bool timing = true; // created without cudaEventDisableTiming
+  // When the stream reached the last record (written by the stream's
+  // thread before the position completes; a cell per record, so that a
+  // destroyed or re-recorded event leaves the pending stamp valid).
+  std::shared_ptr<double> stamp;
 };
+
+double now_ms() {
+  return std::chrono::duration<double, std::milli>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
 
 struct Allocation {
   size_t bytes;
@@ -417,8 +429,10 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
   return cudaSuccess;
 }
 
-cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned) {
-  *out = reinterpret_cast<cudaEvent_t>(new Event());
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t *out, unsigned flags) {
+  auto *e = new Event();
+  e->timing = !(flags & cudaEventDisableTiming);
+  *out = reinterpret_cast<cudaEvent_t>(e);
   std::lock_guard<std::mutex> lock(mu);
   live_events++;
   return cudaSuccess;
@@ -443,8 +457,35 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!e)
     return fail(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::mutex> lock(mu);
+  if (e->timing) {
+    auto stamp = std::make_shared<double>(0);
+    if (s) {
+      // Under the same lock as the position: nothing comes between them.
+      s->queue.push_back([stamp] { *stamp = now_ms(); });
+      s->enqueued++;
+      cv.notify_all();
+    } else {
+      *stamp = now_ms();
+    }
+    e->stamp = std::move(stamp);
+  }
   e->stream = s;
   e->position = s ? s->enqueued : 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
+                                 cudaEvent_t end) {
+  auto *a = reinterpret_cast<Event *>(start);
+  auto *b = reinterpret_cast<Event *>(end);
+  if (!ms || !a || !b)
+    return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(mu);
+  if (!a->timing || !b->timing || !a->stamp || !b->stamp)
+    return fail(cudaErrorInvalidResourceHandle);
+  if (!complete(a->stream, a->position) || !complete(b->stream, b->position))
+    return fail(cudaErrorNotReady);
+  *ms = float(*b->stamp - *a->stamp);
   return cudaSuccess;
 }
 
