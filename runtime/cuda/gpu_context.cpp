@@ -438,7 +438,8 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
     return FSDPRT_ERR_INVALID_ARGUMENT;
   std::memset(stats, 0, sizeof(*stats));
   stats->events_created = ctx->events.created() + ctx->timed_events.created();
-  stats->events_free = ctx->events.free_count() + ctx->timed_events.free_count();
+  stats->events_free =
+      ctx->events.free_count() + ctx->timed_events.free_count();
   stats->launches = ctx->launches.load();
   stats->module_loads = ctx->module_loads.load();
   stats->gemms = ctx->gemms.load();

@@ -705,17 +705,17 @@ TEST_F(Emulation, ExposedCommunicationIsTheComputeStreamsStall) {
     if (rank == 1)
       std::this_thread::sleep_for(300ms);
     fsdprt_request_t req = nullptr;
-    ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM,
-                                      &req),
-              FSDPRT_OK);
+    ASSERT_EQ(
+        fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM, &req),
+        FSDPRT_OK);
     ASSERT_EQ(fsdprt_wait(&req), FSDPRT_OK);
     ASSERT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
     ASSERT_EQ(fsdprt_comm_get_stats(comm, &stats), FSDPRT_OK);
     late[size_t(rank)] = stats.exposed_ns;
     ASSERT_EQ(fsdprt_comm_reset_stats(comm), FSDPRT_OK);
-    ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM,
-                                      &req),
-              FSDPRT_OK);
+    ASSERT_EQ(
+        fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM, &req),
+        FSDPRT_OK);
     std::this_thread::sleep_for(300ms); // the host is busy; it is done
     ASSERT_EQ(fsdprt_wait(&req), FSDPRT_OK);
     ASSERT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
