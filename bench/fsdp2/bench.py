@@ -182,6 +182,11 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     faults = statistics.median(
         sum(t["step_page_faults"][s] for t in lines) for s in range(int(args.steps))
     )
+    # The communication the step waited for (the runner's exposed_ns), the
+    # most of any rank per step.
+    exposed = statistics.median(
+        max(t["step_exposed_comm_s"][s] for t in lines) for s in range(int(args.steps))
+    )
     rss = [
         int(x.split()[1]) * 1024
         for x in proc.stderr.splitlines()
@@ -196,7 +201,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
         + ["--rtol", "1e-4"],
         env=python_env(),
     )
-    return statistics.median(per_step), faults, rss_rank, plan
+    return statistics.median(per_step), faults, rss_rank, plan, exposed
 
 
 def _has_transformers():
@@ -241,11 +246,11 @@ def main():
         f"{os.cpu_count()} cores)"
     )
     head = "| model | ranks | FSDP2 (gloo) | eager ideal |" + "".join(
-        f" fsdp-run {b} | {b} / ideal |" for b in backends
+        f" fsdp-run {b} | {b} / ideal | exposed comm ({b}) |" for b in backends
     )
     head += " page faults / step (threads) | plan peak / rank | RSS / rank (threads) | FSDP2 RSS / rank |"
     print(head)
-    print("|---|---|---|---|" + "---|---|" * len(backends) + "---|---|---|---|")
+    print("|---|---|---|---|" + "---|---|---|" * len(backends) + "---|---|---|---|")
     mib = lambda b: (
         (f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 1024:.0f} KiB") if b else "-"
     )
@@ -260,10 +265,12 @@ def main():
             ideal = eager_ideal_seconds(spec, world, steps, warmup)
             cells, extra = [], None
             for backend in backends:
-                t, faults, rss, plan = fsdp_step_seconds(
+                t, faults, rss, plan, exposed = fsdp_step_seconds(
                     args, spec, world, work, backend
                 )
-                cells.append(f" {t * 1e3:.1f} ms | {t / ideal:.2f}x |")
+                cells.append(
+                    f" {t * 1e3:.1f} ms | {t / ideal:.2f}x | {exposed * 1e3:.1f} ms |"
+                )
                 if backend == "threads":
                     extra = f" {faults:.0f} | {mib(plan)} | {mib(rss)} |"
             print(
