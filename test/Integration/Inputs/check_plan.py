@@ -1,8 +1,10 @@
-"""check_plan.py RUN.json [--after-first ONE.json]: the static memory plan
-(arena + what stays outside) equals every rank's measured high-water mark
-of a `fsdp-run --json` run; with --after-first, the run allocated nothing
-fresh after the first step (its allocations equal those of a one-step run
-of the same step)."""
+"""check_plan.py RUN.json [--after-first ONE.json] [--not-above MALLOC.json]:
+the static memory plan (arena + what stays outside) equals every rank's
+measured high-water mark of a `fsdp-run --json` run; with --after-first, the
+run allocated nothing fresh after the first step (its allocations equal
+those of a one-step run of the same step); with --not-above, the plan is no
+higher than the measured peak of the same step lowered with arena=false
+(malloc/free)."""
 
 import json
 import sys
@@ -23,6 +25,13 @@ def main():
         f"PLAN MATCHES: {plan['peak_bytes']} B per rank "
         f"(arena {plan['arena_bytes']} B + outside {plan['outside_bytes']} B)"
     )
+    if "--not-above" in sys.argv:
+        with open(sys.argv[sys.argv.index("--not-above") + 1]) as f:
+            malloc = max(json.load(f)["measured_peak_bytes"])
+        if plan["peak_bytes"] > malloc:
+            print(f"FAIL: plan {plan['peak_bytes']} B above malloc's peak {malloc} B")
+            sys.exit(1)
+        print(f"NOT ABOVE MALLOC: {plan['peak_bytes']} B <= {malloc} B")
     if "--after-first" in sys.argv:
         with open(sys.argv[sys.argv.index("--after-first") + 1]) as f:
             one = json.load(f)
