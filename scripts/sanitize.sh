@@ -96,7 +96,8 @@ cmake -S . -B "$dir" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_C_FLAGS="$san" -DCMAKE_CXX_FLAGS="$san" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
-  -DFSDP_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF "${launcher[@]}" >/dev/null
+  -DFSDP_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF \
+  -DFSDP_ASAN_UNINSTRUMENTED_LLVM=ON "${launcher[@]}" >/dev/null
 targets=(fsdp-opt fsdp-run fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests FSDPNpyTests)
 all_targets=$(ninja -C "$dir" -t targets all)
 if grep -q '^fsdprt_mpi_tests:' <<<"$all_targets"; then
@@ -113,8 +114,12 @@ export LSAN_OPTIONS="suppressions=$PWD/scripts/lsan.supp:print_suppressions=0"
 export FSDP_SANITIZE=1 # lit: tests that cannot run under ASan are unsupported
 status=0
 echo "== runtime and .npy unit tests (ASan + UBSan) =="
-ctest --test-dir "$dir" -L "runtime|quant" -E "quant.python|gpu|nccl|kernel_emulation|cuda_host" \
+ctest --test-dir "$dir" -L "runtime|quant" -E "mpi|quant.python|gpu|nccl|kernel_emulation|cuda_host" \
   -j "$jobs" --output-on-failure || status=1
+# Open MPI's own allocations are still live at exit, and so is an abort
+# notice whose send a peer never took: no leak check there.
+ASAN_OPTIONS="${ASAN_OPTIONS/detect_leaks=1/detect_leaks=0}" \
+  ctest --test-dir "$dir" -R mpi -j "$jobs" --output-on-failure || status=1
 ctest --test-dir "$dir" -R "^Npy" -j "$jobs" --output-on-failure || status=1
 lit=.venv/bin/lit
 [ -x "$lit" ] || lit=lit
