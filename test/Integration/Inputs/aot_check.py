@@ -34,7 +34,8 @@ VALUE_FLAGS = {
 # Lines that differ between two runs of the same step: timings, and the
 # process's resident set (which holds the JIT's compiler or not).
 TIMING = re.compile(
-    r"^(parse [0-9.]+ s, (jit|load) |\s*resident set of the process|\s*page faults per step)"
+    r"^(parse [0-9.]+ s, (jit|load) |exposed communication |\s*resident set of the process"
+    r"|\s*page faults per step)"
 )
 
 
@@ -114,6 +115,10 @@ VARYING_KEYS = (
     "step_median_s",
     "step_min_s",
     "step_page_faults",
+    "step_exposed_comm_s",
+    "exposed_comm_median_s",
+    "blas_core",
+    "blas_detected_core",
 )
 
 
