@@ -3,9 +3,7 @@
 #include "Blas.h"
 
 #include <cstdlib>
-#include <cstring>
 #include <dlfcn.h>
-#include <mutex>
 
 namespace fsdp::run::blas {
 

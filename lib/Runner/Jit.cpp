@@ -131,12 +131,15 @@ llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle) {
 /// own loader opens RTLD_GLOBAL, which would put the libLLVM this library
 /// depends on into the process's global scope, where it interposes on
 /// another LLVM loaded later (torch's triton).
+void addLibraryHandle(llvm::orc::JITDylib &dylib, void *handle, char prefix) {
+  dylib.addGenerator(std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
+      llvm::sys::DynamicLibrary(handle), prefix));
+}
+
 void addLocalLibrary(llvm::orc::JITDylib &dylib, const char *path,
                      char prefix) {
   if (void *handle = dlopen(path, RTLD_NOW | RTLD_LOCAL))
-    dylib.addGenerator(
-        std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
-            llvm::sys::DynamicLibrary(handle), prefix));
+    addLibraryHandle(dylib, handle, prefix);
 }
 
 /// The symbols of the shared object that defines `symbol`: the process's
@@ -158,9 +161,7 @@ void addRunnerLibraries(llvm::orc::LLJIT &jit) {
   addLibraryOf(dylib, reinterpret_cast<const void *>(&fsdprt_options_init),
                prefix);
   if (const blas::Library *lib = blas::library())
-    dylib.addGenerator(
-        std::make_unique<llvm::orc::DynamicLibrarySearchGenerator>(
-            llvm::sys::DynamicLibrary(lib->handle), prefix));
+    addLibraryHandle(dylib, lib->handle, prefix);
 #ifdef FSDP_C_RUNNER_UTILS
   addLocalLibrary(dylib, FSDP_C_RUNNER_UTILS, prefix);
 #endif

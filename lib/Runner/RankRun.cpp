@@ -424,9 +424,9 @@ int64_t threadFaults() {
   return int64_t(u.ru_minflt) + int64_t(u.ru_majflt);
 }
 
-/// One call of the step; false with `out.error` set when it failed.
-/// Calls the step once: its time (until its device work is done), page
-/// faults and exposed communication (fsdprt_stats_t::exposed_ns).
+/// One call of the step: its time (until its device work is done), page
+/// faults and exposed communication (fsdprt_stats_t::exposed_ns); false
+/// with `out.error` set when it failed.
 bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
               double &seconds, int64_t &faults, double &exposed,
               RankOutcome &out) {

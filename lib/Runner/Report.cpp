@@ -1,6 +1,5 @@
 //===- Report.cpp - what a run reports: JSON, .npy files ------------------===//
 
-#include "Blas.h"
 #include "Npy.h"
 #include "fsdp/Runner/Runner.h"
 
@@ -90,11 +89,10 @@ json::Object toJSON(const RunResult &r) {
     arenas.push_back(m.arenaBytes);
     measured.push_back(m.measuredPeakBytes());
   }
-  if (const blas::Library *blas = blas::library()) {
-    o["blas_core"] = blas->core;
-    if (!blas->detectedCore.empty())
-      o["blas_detected_core"] = blas->detectedCore;
-  }
+  if (!r.blasCore.empty())
+    o["blas_core"] = r.blasCore;
+  if (!r.blasDetectedCore.empty())
+    o["blas_detected_core"] = r.blasDetectedCore;
   o["warmup"] = r.warmup;
   o["steps"] = int64_t(r.stepSeconds.size());
   o["step_median_s"] = r.medianStepSeconds();

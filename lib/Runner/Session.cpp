@@ -674,6 +674,10 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   result.jitCached = code->cacheHit;
   result.precompiled = code->precompiled;
   result.jitPhases = code->compilePhases;
+  if (const blas::Library *blas = blas::library()) {
+    result.blasCore = blas->core;
+    result.blasDetectedCore = blas->detectedCore;
+  }
   auto runs = runRanks(cx, result);
   if (!runs)
     return runs.takeError();

@@ -931,6 +931,46 @@ struct FSDPAssignBuffersPass
     return arena;
   }
 
+  /// A repeated function's buffers become offset arguments (one index per
+  /// buffer, in one order for every call) after its arena; each call passes
+  /// its own offsets.
+  LogicalResult
+  passOffsets(func::FuncOp f,
+              llvm::MapVector<Operation *, SmallVector<Planned *>> &byAlloc,
+              llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf,
+              llvm::DenseMap<Operation *, Value> &offsetArg) {
+    SmallVector<Operation *> own;
+    for (auto &[alloc, instances] : byAlloc)
+      if (alloc->getParentOfType<func::FuncOp>() == f)
+        own.push_back(alloc);
+    unsigned first = f.getNumArguments();
+    Type index = IndexType::get(f.getContext());
+    SmallVector<unsigned> at(own.size(), first);
+    SmallVector<Type> types(own.size(), index);
+    SmallVector<DictionaryAttr> attrs(own.size(),
+                                      DictionaryAttr::get(f.getContext()));
+    SmallVector<Location> locs(own.size(), f.getLoc());
+    if (failed(f.insertArguments(at, types, attrs, locs)))
+      return failure();
+    for (auto [i, alloc] : llvm::enumerate(own))
+      offsetArg[alloc] = f.getArgument(first + i);
+    numRepeatedCalls += repeated[f].size();
+    for (func::CallOp call : repeated[f]) {
+      OpBuilder b(call);
+      SmallVector<Value> extra = {arenaOf[topLevelCaller(call)].first};
+      for (Operation *alloc : own) {
+        const Planned *mine = nullptr;
+        for (const Planned *p : byAlloc[alloc])
+          if (p->instance == call)
+            mine = p;
+        extra.push_back(
+            arith::ConstantIndexOp::create(b, call.getLoc(), mine->offset));
+      }
+      call->insertOperands(call->getNumOperands(), extra);
+    }
+    return success();
+  }
+
   /// Plans `root` and the functions planned in its callers into one arena;
   /// records the plans of all of them.
   void planGroup(func::FuncOp root, bool entry) {
@@ -1001,36 +1041,8 @@ struct FSDPAssignBuffersPass
       if (!repeated.contains(f))
         continue;
       arenaOf[f] = arenaArgument(f, plan.arena);
-      // The repeated function's buffers, in one order for every call.
-      SmallVector<Operation *> own;
-      for (auto &[alloc, instances] : byAlloc)
-        if (alloc->getParentOfType<func::FuncOp>() == f)
-          own.push_back(alloc);
-      unsigned first = f.getNumArguments();
-      Type index = IndexType::get(f.getContext());
-      SmallVector<unsigned> at(own.size(), first);
-      SmallVector<Type> types(own.size(), index);
-      SmallVector<DictionaryAttr> attrs(own.size(),
-                                        DictionaryAttr::get(f.getContext()));
-      SmallVector<Location> locs(own.size(), f.getLoc());
-      if (failed(f.insertArguments(at, types, attrs, locs)))
+      if (failed(passOffsets(f, byAlloc, arenaOf, offsetArg)))
         return signalPassFailure();
-      for (auto [i, alloc] : llvm::enumerate(own))
-        offsetArg[alloc] = f.getArgument(first + i);
-      numRepeatedCalls += repeated[f].size();
-      for (func::CallOp call : repeated[f]) {
-        OpBuilder b(call);
-        SmallVector<Value> extra = {arenaOf[topLevelCaller(call)].first};
-        for (Operation *alloc : own) {
-          const Planned *mine = nullptr;
-          for (const Planned *p : byAlloc[alloc])
-            if (p->instance == call)
-              mine = p;
-          extra.push_back(
-              arith::ConstantIndexOp::create(b, call.getLoc(), mine->offset));
-        }
-        call->insertOperands(call->getNumOperands(), extra);
-      }
     }
     for (auto &[alloc, instances] : byAlloc) {
       auto owner = alloc->getParentOfType<func::FuncOp>();
