@@ -136,6 +136,61 @@ MPI_Datatype elem_type(size_t es) {
   }
 }
 
+// Receive buffers of the reductions' all-to-all phases, kept across steps:
+// a fresh buffer per collective cost a zero fill and tens of thousands of
+// page faults per step at GPT-2 size. A step posts the same sizes every
+// time, so after the first step every acquire finds a free buffer.
+class ScratchPool {
+public:
+  // The smallest free buffer of at least `bytes` (64-byte aligned); else a
+  // free smaller one grown, else a new one.
+  char *acquire(size_t bytes) {
+    Buf *fit = nullptr, *grow = nullptr;
+    for (Buf &b : bufs_) {
+      if (b.busy)
+        continue;
+      if (b.size >= bytes && (!fit || b.size < fit->size))
+        fit = &b;
+      if (b.size < bytes && (!grow || b.size > grow->size))
+        grow = &b;
+    }
+    if (!fit && grow) {
+      grow->data.reset(alloc(bytes));
+      grow->size = bytes;
+      fit = grow;
+    }
+    if (!fit) {
+      bufs_.push_back(
+          {std::unique_ptr<char, Free>(alloc(bytes)), bytes, false});
+      fit = &bufs_.back();
+    }
+    fit->busy = true;
+    return fit->data.get();
+  }
+  void release(char *p) {
+    for (Buf &b : bufs_)
+      if (b.data.get() == p)
+        b.busy = false;
+  }
+  // A failed request's buffer stays busy (MPI may still write to it)
+  // until the communicator is destroyed.
+
+private:
+  struct Free {
+    void operator()(char *p) const { std::free(p); }
+  };
+  static char *alloc(size_t bytes) {
+    size_t rounded = (std::max<size_t>(bytes, 1) + 63) & ~size_t(63);
+    return static_cast<char *>(std::aligned_alloc(64, rounded));
+  }
+  struct Buf {
+    std::unique_ptr<char, Free> data;
+    size_t size = 0;
+    bool busy = false;
+  };
+  std::vector<Buf> bufs_;
+};
+
 struct Sub {
   MPI_Comm main = MPI_COMM_NULL;   // descriptors and first data phase
   MPI_Comm phase2 = MPI_COMM_NULL; // all_reduce's all-gather phase
@@ -169,7 +224,7 @@ struct MpiRequest : fsdprt_request {
   std::vector<MPI_Request> send_req; // descriptor sends
   std::vector<MPI_Request> recv_req; // descriptor receives, by member
   MPI_Request data_req = MPI_REQUEST_NULL;
-  std::vector<char> tmp;           // all-to-all receive buffer
+  char *tmp = nullptr; // all-to-all receive buffer (peers' chunks), pooled
   std::vector<int> counts, displs; // all_reduce chunking (elements)
   bool done() const { return state == State::Done || failed; }
 };
@@ -222,6 +277,7 @@ private:
   MPI_Comm world_ = MPI_COMM_NULL;
   std::vector<Sub> subs_;
   std::vector<MpiRequest *> outstanding_;
+  ScratchPool scratch_;
 
   bool aborted_ = false;
   Status abort_cause_;
@@ -464,15 +520,19 @@ int MpiComm::start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type) {
     r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
     r->displs[size_t(j)] = j * b + std::min(j, rem);
   }
+  // Every member's copy of my chunk but my own, packed in group order:
+  // the reduction reads my own from the send buffer.
   const int mine = r->counts[size_t(s.member)];
-  r->tmp.resize(size_t(k) * size_t(mine) * fsdprt_dtype_size(r->desc.dtype));
-  std::vector<int> rcounts(static_cast<size_t>(k), mine),
+  r->tmp = scratch_.acquire(size_t(k - 1) * size_t(mine) *
+                            fsdprt_dtype_size(r->desc.dtype));
+  std::vector<int> scounts(r->counts), rcounts(static_cast<size_t>(k), mine),
       rdispls(static_cast<size_t>(k));
+  scounts[size_t(s.member)] = rcounts[size_t(s.member)] = 0;
   for (int j = 0; j < k; ++j)
-    rdispls[size_t(j)] = j * mine;
-  return MPI_Ialltoallv(r->send, r->counts.data(), r->displs.data(), type,
-                        r->tmp.data(), rcounts.data(), rdispls.data(), type,
-                        s.main, &r->data_req);
+    rdispls[size_t(j)] = (j < s.member ? j : std::max(j - 1, 0)) * mine;
+  return MPI_Ialltoallv(r->send, scounts.data(), r->displs.data(), type, r->tmp,
+                        rcounts.data(), rdispls.data(), type, s.main,
+                        &r->data_req);
 }
 
 // Ready: start the data exchange once every earlier collective of the group
@@ -493,9 +553,20 @@ void MpiComm::advance_start(MpiRequest *r) {
                             : r->send;
     rc = MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main, &r->data_req);
   } else if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
-    r->tmp.resize(size_t(s.k) * size_t(m) * es);
-    rc = MPI_Ialltoall(r->send, m, type, r->tmp.data(), m, type, s.main,
-                       &r->data_req);
+    // Chunk j of every peer's send buffer, packed in group order without
+    // my own (read in place by the reduction).
+    const int k = s.k, me = s.member;
+    r->tmp = scratch_.acquire(size_t(k - 1) * size_t(m) * es);
+    std::vector<int> counts(static_cast<size_t>(k), m),
+        sdispls(static_cast<size_t>(k)), rdispls(static_cast<size_t>(k));
+    counts[size_t(me)] = 0;
+    for (int j = 0; j < k; ++j) {
+      sdispls[size_t(j)] = j * m;
+      rdispls[size_t(j)] = (j < me ? j : std::max(j - 1, 0)) * m;
+    }
+    rc = MPI_Ialltoallv(r->send, counts.data(), sdispls.data(), type, r->tmp,
+                        counts.data(), rdispls.data(), type, s.main,
+                        &r->data_req);
   } else {
     rc = start_all_reduce_chunks(r, type);
   }
@@ -526,8 +597,13 @@ void MpiComm::advance_phase1(MpiRequest *r) {
   const bool rs = d.kind == FSDPRT_KIND_REDUCE_SCATTER;
   const int n = rs ? int(d.count) : r->counts[size_t(me)];
   std::vector<const void *> srcs(static_cast<size_t>(k));
+  // Group-rank order, my own chunk in place: the threads backend's bits.
+  const char *own =
+      static_cast<const char *>(r->send) +
+      size_t(rs ? int64_t(me) * d.count : r->displs[size_t(me)]) * es;
   for (int j = 0; j < k; ++j)
-    srcs[size_t(j)] = r->tmp.data() + size_t(j) * size_t(n) * es;
+    srcs[size_t(j)] =
+        j == me ? own : r->tmp + size_t(j < me ? j : j - 1) * size_t(n) * es;
   void *dst =
       rs ? r->recv
          : static_cast<char *>(r->recv) + size_t(r->displs[size_t(me)]) * es;
@@ -537,7 +613,8 @@ void MpiComm::advance_phase1(MpiRequest *r) {
     return;
   }
   r->state = State::Done;
-  std::vector<char>().swap(r->tmp);
+  scratch_.release(r->tmp);
+  r->tmp = nullptr;
 }
 
 // Phase2Ready: all_reduce's all-gather of the reduced chunks, in all_reduce
@@ -566,7 +643,8 @@ void MpiComm::advance_phase2(MpiRequest *r) {
     return fail_and_abort(r, st);
   if (flag) {
     r->state = State::Done;
-    std::vector<char>().swap(r->tmp);
+    scratch_.release(r->tmp);
+    r->tmp = nullptr;
   }
 }
 

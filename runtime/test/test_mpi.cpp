@@ -4,6 +4,7 @@
 #include "test_util.h"
 
 #include <mpi.h>
+#include <sys/resource.h>
 
 #include <chrono>
 #include <cstdio>
@@ -253,6 +254,38 @@ TEST(Mpi, StatsAndJit) {
   EXPECT_EQ(s.calls[FSDPRT_KIND_ALL_GATHER], 1u);
   EXPECT_EQ(s.bytes_received[FSDPRT_KIND_ALL_GATHER], 32u);
   EXPECT_EQ(s.calls[FSDPRT_KIND_ALL_REDUCE], 1u);
+  destroy(comm);
+}
+
+int64_t page_faults() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return int64_t(u.ru_minflt) + int64_t(u.ru_majflt);
+}
+
+TEST(Mpi, ReductionsReuseTheirReceiveBuffers) {
+  // The exchange receives 3 peers' chunks of 3M floats: 36 MB, above
+  // glibc's largest mmap threshold, so a buffer per call would be fresh
+  // pages (9,216 of them) in every call.
+  const int64_t m = int64_t(3) << 20;
+  std::vector<float> send(size_t(4 * m), 1.0f), out(size_t(m), 0.0f);
+  fsdprt_comm_t *comm = make_comm({4}, 60);
+  ASSERT_NE(comm, nullptr);
+  for (int round = 0; round < 3; ++round) {
+    const int64_t before = page_faults();
+    ASSERT_EQ(fsdprt_reduce_scatter(comm, 1, send.data(), out.data(), m,
+                                    FSDPRT_F32, FSDPRT_SUM),
+              FSDPRT_OK);
+    ASSERT_EQ(fsdprt_all_reduce(comm, 1, send.data(), send.data() + m, m,
+                                FSDPRT_F32, FSDPRT_SUM),
+              FSDPRT_OK);
+    const int64_t faults = page_faults() - before;
+    if (round > 0)
+      EXPECT_LT(faults, 1000) << "round " << round;
+    EXPECT_EQ(out[0], 4.0f);
+    EXPECT_EQ(send[size_t(m)], 4.0f);
+    std::fill(send.begin() + m, send.begin() + 2 * m, 1.0f);
+  }
   destroy(comm);
 }
 
