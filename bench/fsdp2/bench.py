@@ -132,6 +132,10 @@ def eager_ideal_seconds(spec, world, steps, warmup):
 # --- fsdp-opt + fsdp-run ----------------------------------------------------
 
 
+# The OpenBLAS kernels fsdp-run's compute=fast steps ran (--json blas_core).
+BLAS_CORES = set()
+
+
 def fsdp_step_seconds(args, spec, world, work, backend):
     exported = work / spec
     spec_ref = f"{HERE / 'models.py'}:{spec}"
@@ -195,6 +199,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     # GNU time measures the threads process (all ranks) or mpirun itself.
     rss_rank = rss[0] / world if rss and backend == "threads" else None
     plan = lines[0].get("plan", {}).get("peak_bytes")
+    BLAS_CORES.add(lines[0].get("blas_core") or "none")
     # f32 loss means over the whole batch: 1e-4 relative, as bench/compute.
     run(
         [args.python, "-m", "fsdp_mlir.torch", "check", spec_ref, exported, out]
@@ -282,6 +287,11 @@ def main():
                 + f" {mib(ref_rss)} |"
             )
             sys.stdout.flush()
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    print(
+        f"\nfsdp-run's OpenBLAS kernels: {', '.join(sorted(BLAS_CORES)) or '-'}"
+        + (f" (OPENBLAS_CORETYPE={forced} in the environment)" if forced else "")
+    )
 
 
 if __name__ == "__main__":

@@ -5,9 +5,10 @@
 // it: OpenBLAS chooses its kernels from the CPU model when it loads, and a
 // release older than the CPU falls back to its SSE3 ("Prescott") kernels,
 // about 3.5x slower on an AVX-512 machine (Debian 12's 0.3.21 on Emerald
-// Rapids). When that happens and OPENBLAS_CORETYPE is not set, the library
-// is opened again with the kernels of the CPU's vector units (SkylakeX with
-// AVX-512, Haswell with AVX2 + FMA).
+// Rapids), or to AVX2 kernels on an AVX-512 CPU (0.3.21 on Zen 5: 27%
+// slower). When that happens and OPENBLAS_CORETYPE is not set, the library
+// is opened again with the kernels of the CPU's widest vector units
+// (SkylakeX with AVX-512, Haswell with AVX2 + FMA).
 //
 //===----------------------------------------------------------------------===//
 
@@ -32,8 +33,8 @@ struct Library {
 const Library *library();
 
 /// The OpenBLAS core to use instead of `detected` on this CPU, or null when
-/// `detected` already uses its vector units (or the CPU has no AVX2). The
-/// CPU features are arguments so that the rule is testable anywhere.
+/// `detected` already uses its widest vector units (or the CPU has no AVX2).
+/// The CPU features are arguments so that the rule is testable anywhere.
 const char *betterCore(const std::string &detected, bool avx2Fma, bool avx512);
 
 } // namespace fsdp::run::blas

@@ -241,17 +241,20 @@ def check_cpu(manifest: dict, path: str) -> None:
 # a compute=fast step's OpenBLAS is loaded first, and loaded again with the
 # kernels of the CPU's vector units when that happens and OPENBLAS_CORETYPE
 # is not set.
-_VECTOR_CORES = {"Haswell", "SkylakeX", "Cooperlake", "SapphireRapids", "Zen", "Excavator"}
+_AVX512_CORES = {"SkylakeX", "Cooperlake", "SapphireRapids"}
+_AVX2_CORES = {"Haswell", "Zen", "Excavator"}
 _openblas = None  # kept loaded: the step library resolves against it
 
 
 def better_blas_core(detected: str, flags: set[str]) -> str | None:
     """The OpenBLAS core to use instead of ``detected`` on a CPU with the
-    cpuinfo ``flags``, or None when ``detected`` uses its vector units."""
-    if not {"avx2", "fma"} <= flags or detected in _VECTOR_CORES:
+    cpuinfo ``flags``, or None when ``detected`` uses its widest vector
+    units (blas::betterCore in lib/Runner/Blas.cpp)."""
+    if not {"avx2", "fma"} <= flags or detected in _AVX512_CORES:
         return None
-    avx512 = {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags
-    return "SkylakeX" if avx512 else "Haswell"
+    if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
+        return "SkylakeX"  # also over AVX2 kernels (0.3.21 on Zen 5: Haswell)
+    return None if detected in _AVX2_CORES else "Haswell"
 
 
 def load_openblas(needed: list[str]) -> str | None:

@@ -101,6 +101,7 @@ def test_an_sse_fallback_of_openblas_is_replaced_on_a_vector_cpu():
     assert aot.better_blas_core("Prescott", {"avx2", "fma"}) == "Haswell"
     assert aot.better_blas_core("SkylakeX", avx512) is None
     assert aot.better_blas_core("Zen", {"avx2", "fma"}) is None
+    assert aot.better_blas_core("Haswell", avx512) == "SkylakeX"
     assert aot.better_blas_core("Prescott", {"sse3"}) is None
 
 

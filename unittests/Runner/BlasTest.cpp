@@ -9,8 +9,11 @@ using fsdp::run::blas::betterCore;
 namespace {
 
 TEST(Blas, KeepsAVectorCore) {
-  for (const char *core : {"Haswell", "SkylakeX", "Cooperlake", "Zen"})
+  for (const char *core : {"SkylakeX", "Cooperlake", "SapphireRapids"})
     EXPECT_EQ(betterCore(core, /*avx2Fma=*/true, /*avx512=*/true), nullptr)
+        << core;
+  for (const char *core : {"Haswell", "Zen", "Excavator", "SkylakeX"})
+    EXPECT_EQ(betterCore(core, /*avx2Fma=*/true, /*avx512=*/false), nullptr)
         << core;
 }
 
@@ -20,6 +23,12 @@ TEST(Blas, ReplacesAnSseFallback) {
   EXPECT_STREQ(betterCore("Prescott", true, false), "Haswell");
   EXPECT_STREQ(betterCore("Nehalem", true, false), "Haswell");
   EXPECT_STREQ(betterCore("Sandybridge", true, true), "SkylakeX");
+}
+
+TEST(Blas, ReplacesAvx2KernelsOnAnAvx512Cpu) {
+  // 0.3.21 on Zen 5 (AMD family 26) picks Haswell.
+  EXPECT_STREQ(betterCore("Haswell", true, true), "SkylakeX");
+  EXPECT_STREQ(betterCore("Zen", true, true), "SkylakeX");
 }
 
 TEST(Blas, LeavesACpuWithoutAvx2) {
@@ -34,10 +43,14 @@ TEST(Blas, OpensKernelsForThisCpu) {
   if (!lib)
     GTEST_SKIP() << "built without OpenBLAS";
   bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  bool avx512 =
+      __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+      __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl");
   if (!avx2 || std::getenv("OPENBLAS_CORETYPE"))
     GTEST_SKIP() << "no AVX2, or OPENBLAS_CORETYPE set";
-  EXPECT_EQ(betterCore(lib->core, true, false), nullptr)
-      << "OpenBLAS runs its " << lib->core << " kernels on an AVX2 CPU";
+  EXPECT_EQ(betterCore(lib->core, true, avx512), nullptr)
+      << "OpenBLAS runs its " << lib->core << " kernels on this CPU"
+      << (avx512 ? " (AVX-512)" : " (AVX2)");
 }
 #endif
 
