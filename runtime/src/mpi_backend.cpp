@@ -143,7 +143,7 @@ MPI_Datatype elem_type(size_t es) {
 class ScratchPool {
 public:
   // The smallest free buffer of at least `bytes` (64-byte aligned); else a
-  // free smaller one grown, else a new one.
+  // free smaller one grown, else a new one. Null when out of memory.
   char *acquire(size_t bytes) {
     Buf *fit = nullptr, *grow = nullptr;
     for (Buf &b : bufs_) {
@@ -155,13 +155,20 @@ public:
         grow = &b;
     }
     if (!fit && grow) {
-      grow->data.reset(alloc(bytes));
+      grow->data.reset();
+      grow->size = 0;
+      char *p = alloc(bytes);
+      if (!p)
+        return nullptr;
+      grow->data.reset(p);
       grow->size = bytes;
       fit = grow;
     }
     if (!fit) {
-      bufs_.push_back(
-          {std::unique_ptr<char, Free>(alloc(bytes)), bytes, false});
+      char *p = alloc(bytes);
+      if (!p)
+        return nullptr;
+      bufs_.push_back({std::unique_ptr<char, Free>(p), bytes, false});
       fit = &bufs_.back();
     }
     fit->busy = true;
@@ -259,6 +266,7 @@ private:
     abort(st);
   }
   void release(MpiRequest *r);
+  Status out_of_memory(const MpiRequest *r) const;
   void abort_for(const Status &cause, const Sub *sub, uint64_t seq);
   bool poll_abort();
   Status aborted_status(const MpiRequest *r = nullptr) const;
@@ -508,6 +516,16 @@ void MpiComm::advance_exchange(MpiRequest *r) {
   abort_for(err, &s, r->seq);
 }
 
+// The reduction's receive buffer could not be allocated.
+Status MpiComm::out_of_memory(const MpiRequest *r) const {
+  const Sub &s = *r->sub;
+  return Status(FSDPRT_ERR_OUT_OF_MEMORY,
+                format("rank %lld: out of memory for the receive buffer of "
+                       "collective #%llu %s on group %s",
+                       (long long)rank, (unsigned long long)(r->seq + 1),
+                       describe(r->desc).c_str(), s.name.c_str()));
+}
+
 // all_reduce's first phase: member j reduces chunk j of the buffer
 // (balanced chunks), so each member receives its chunk from every member.
 int MpiComm::start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type) {
@@ -525,6 +543,8 @@ int MpiComm::start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type) {
   const int mine = r->counts[size_t(s.member)];
   r->tmp = scratch_.acquire(size_t(k - 1) * size_t(mine) *
                             fsdprt_dtype_size(r->desc.dtype));
+  if (!r->tmp)
+    return MPI_ERR_NO_MEM;
   std::vector<int> scounts(r->counts), rcounts(static_cast<size_t>(k), mine),
       rdispls(static_cast<size_t>(k));
   scounts[size_t(s.member)] = rcounts[size_t(s.member)] = 0;
@@ -557,6 +577,8 @@ void MpiComm::advance_start(MpiRequest *r) {
     // my own (read in place by the reduction).
     const int k = s.k, me = s.member;
     r->tmp = scratch_.acquire(size_t(k - 1) * size_t(m) * es);
+    if (!r->tmp)
+      return fail_and_abort(r, out_of_memory(r));
     std::vector<int> counts(static_cast<size_t>(k), m),
         sdispls(static_cast<size_t>(k)), rdispls(static_cast<size_t>(k));
     counts[size_t(me)] = 0;
@@ -569,6 +591,8 @@ void MpiComm::advance_start(MpiRequest *r) {
                         &r->data_req);
   } else {
     rc = start_all_reduce_chunks(r, type);
+    if (rc == MPI_ERR_NO_MEM && !r->tmp)
+      return fail_and_abort(r, out_of_memory(r));
   }
   s.next_start++;
   Status st = check(rc, "starting the data exchange");
