@@ -193,6 +193,11 @@ _SYSTEM_FEATURES = {
     "kl",
     "widekl",
     "invpcid",
+    # Random-number instructions: emitted only for their intrinsics. Linux
+    # drops the rdseed flag on Zen 5 (a hardware erratum) while CPUID, which
+    # the C++ loader reads, still reports it.
+    "rdseed",
+    "rdrnd",
 }
 
 
