@@ -9,7 +9,7 @@ process's wall time).
     .venv/bin/python bench/compute/aot_load.py --smoke   # a small generated step, once
 
 The GPT-2-size step: `python -m fsdp_mlir.torch export
-bench/compute/models.py:gpt2_small -o gpt2/` and `fsdp-opt gpt2/step.mlir
+bench/compute/models.py:gpt2_shape -o gpt2/` and `fsdp-opt gpt2/step.mlir
 --fsdp-pipeline="lower=true all-reduce-loss=true compute=fast" -o
 gpt2/lowered.mlir`.
 """

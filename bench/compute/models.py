@@ -93,14 +93,14 @@ def flops(name):
         return 3 * (blocks * per_block + 2 * b * t * d * v)
     if name == "embedding_gpt2":
         return 0  # no matrix product once the backward is a scatter-add
-    if name == "gpt2_small":
+    if name in ("gpt2_small", "gpt2_shape"):
         t, d, v, layers = 128, 768, 50257, 12
         per_layer = 2 * t * (3 * d * d + d * d + 2 * 4 * d * d) + 2 * 2 * t * t * d
         return 3 * (layers * per_layer + 2 * t * d * v)
     raise KeyError(name)
 
 
-def gpt2_small():
+def gpt2_shape():
     """GPT-2 small's shape (124M parameters: 12 blocks, D=768, 12 heads,
     V=50257), T=128, batch 1: the step whose load time docs/AOT.md reports
     (bench/compute/aot_load.py)."""

@@ -11,7 +11,7 @@ a small GPT-2 before it exports the large one).
 import functools
 import sys
 
-import torch.fx.experimental.proxy_tensor as proxy_tensor
+from torch.fx.experimental import proxy_tensor
 
 
 def main(argv=None) -> int:

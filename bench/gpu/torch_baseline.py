@@ -126,7 +126,7 @@ def _child(row: dict, mode: str, timeout: float, a) -> dict:
            "--warmup", str(a.warmup), "--iters", str(a.iters)]  # fmt: skip
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
     except subprocess.TimeoutExpired:
         what = "compile and " if mode == "compile" else ""
         return {
@@ -154,7 +154,7 @@ def baseline(pack: dict, a) -> dict:
     else:
         probe = subprocess.run(
             [sys.executable, "-c", "import torch; print(int(torch.cuda.is_available()))"],
-            capture_output=True, text=True,
+            capture_output=True, text=True, check=False,
         )  # fmt: skip
         if probe.returncode != 0:
             why = "torch is not installed"

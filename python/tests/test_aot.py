@@ -123,7 +123,8 @@ def test_a_compute_fast_library_runs_openblas_vector_kernels(tmp_path):
     # In a fresh process: this one may hold an OpenBLAS already.
     code = (
         "import json, sys; from fsdp_mlir import aot; "
-        "r = aot.run_step(sys.argv[1], [sys.argv[2]], sys.argv[3], steps=1, runtime_path=sys.argv[4]); "
+        "r = aot.run_step(sys.argv[1], [sys.argv[2]], sys.argv[3], steps=1, "
+        "runtime_path=sys.argv[4]); "
         "print(json.dumps(r['blas_core']))"
     )  # fmt: skip
     env = {k: v for k, v in os.environ.items() if k != "OPENBLAS_CORETYPE"}

@@ -45,7 +45,8 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
     status = tmp_path / "status.tsv"
     status.write_text(
         f"one\tok\tfine\t{_report(tmp_path, 'one', 2.0)}\n"
-        f"two\tok\tfine\t{_report(tmp_path, 'two', 2.5, world=2, gpus=1, exposed=[0.3, 0.1, 0.2])}\n"
+        "two\tok\tfine\t"
+        f"{_report(tmp_path, 'two', 2.5, world=2, gpus=1, exposed=[0.3, 0.1, 0.2])}\n"
         f"gpt2-small-bf16\tok\tfine\t{_report(tmp_path, 'g', 130.0)}\n"
         "missing\tskipped\tnot in the pack: fsdp-compile: error: no\t\n"
     )
