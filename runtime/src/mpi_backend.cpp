@@ -762,7 +762,10 @@ Status MpiComm::start(const Desc &desc, const void *send, void *recv,
     }
   }
   outstanding_.push_back(r.get());
-  advance(r.get());
+  // Every outstanding request, not only this one: an earlier collective
+  // whose descriptors have all arrived starts its data phase here instead
+  // of at its wait (MPI moves data only inside MPI calls).
+  progress();
   *request = r.release();
   return Status::Ok();
 }
