@@ -5,10 +5,11 @@
 // it: OpenBLAS chooses its kernels from the CPU model when it loads, and a
 // release older than the CPU falls back to its SSE3 ("Prescott") kernels,
 // about 3.5x slower on an AVX-512 machine (Debian 12's 0.3.21 on Emerald
-// Rapids), or to AVX2 kernels on an AVX-512 CPU (0.3.21 on Zen 5: 27%
-// slower). When that happens and OPENBLAS_CORETYPE is not set, the library
-// is opened again with the kernels of the CPU's widest vector units
-// (SkylakeX with AVX-512, Haswell with AVX2 + FMA).
+// Rapids), or may pick AVX2 kernels on an AVX-512 CPU (Haswell's are
+// 27-35% slower than the AVX-512 ones on Zen 5). When that happens and
+// OPENBLAS_CORETYPE is not set, the library is opened again with the kernels of
+// the CPU's widest vector units (SkylakeX with AVX-512, Haswell with AVX2 +
+// FMA).
 //
 //===----------------------------------------------------------------------===//
 

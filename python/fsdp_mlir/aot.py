@@ -258,7 +258,7 @@ def better_blas_core(detected: str, flags: set[str]) -> str | None:
     if not {"avx2", "fma"} <= flags or detected in _AVX512_CORES:
         return None
     if {"avx512f", "avx512bw", "avx512dq", "avx512vl"} <= flags:
-        return "SkylakeX"  # also over AVX2 kernels (0.3.21 on Zen 5: Haswell)
+        return "SkylakeX"  # also over AVX2 kernels
     return None if detected in _AVX2_CORES else "Haswell"
 
 

@@ -26,7 +26,7 @@ TEST(Blas, ReplacesAnSseFallback) {
 }
 
 TEST(Blas, ReplacesAvx2KernelsOnAnAvx512Cpu) {
-  // 0.3.21 on Zen 5 (AMD family 26) picks Haswell.
+  // An OpenBLAS that knows Zen but not its AVX-512 units.
   EXPECT_STREQ(betterCore("Haswell", true, true), "SkylakeX");
   EXPECT_STREQ(betterCore("Zen", true, true), "SkylakeX");
 }
