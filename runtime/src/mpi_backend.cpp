@@ -254,7 +254,9 @@ private:
   void advance(MpiRequest *r);
   void advance_exchange(MpiRequest *r);
   void advance_start(MpiRequest *r);
-  int start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type);
+  Status start_peer_chunks(MpiRequest *r, MPI_Datatype type,
+                           std::vector<int> counts, const int *displs,
+                           int chunk);
   void advance_phase1(MpiRequest *r);
   void advance_phase2_start(MpiRequest *r);
   void advance_phase2(MpiRequest *r);
@@ -526,33 +528,32 @@ Status MpiComm::out_of_memory(const MpiRequest *r) const {
                        describe(r->desc).c_str(), s.name.c_str()));
 }
 
-// all_reduce's first phase: member j reduces chunk j of the buffer
-// (balanced chunks), so each member receives its chunk from every member.
-int MpiComm::start_all_reduce_chunks(MpiRequest *r, MPI_Datatype type) {
+// Where peer j's copy of my chunk lands in the receive buffer: the peers
+// in group order, without my own (the reduction reads mine in place).
+inline size_t peer_slot(int j, int me) { return size_t(j < me ? j : j - 1); }
+
+// The reductions' first phase: every peer sends me its copy of my chunk
+// (`chunk` elements; member j's chunk of a send buffer is `counts[j]`
+// elements at `displs[j]`), into a pooled buffer.
+Status MpiComm::start_peer_chunks(MpiRequest *r, MPI_Datatype type,
+                                  std::vector<int> counts, const int *displs,
+                                  int chunk) {
   const Sub &s = *r->sub;
-  const int k = s.k, m = int(r->desc.count);
-  const int b = m / k, rem = m % k;
-  r->counts.resize(size_t(k));
-  r->displs.resize(size_t(k));
-  for (int j = 0; j < k; ++j) {
-    r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
-    r->displs[size_t(j)] = j * b + std::min(j, rem);
-  }
-  // Every member's copy of my chunk but my own, packed in group order:
-  // the reduction reads my own from the send buffer.
-  const int mine = r->counts[size_t(s.member)];
-  r->tmp = scratch_.acquire(size_t(k - 1) * size_t(mine) *
+  const int k = s.k, me = s.member;
+  r->tmp = scratch_.acquire(size_t(k - 1) * size_t(chunk) *
                             fsdprt_dtype_size(r->desc.dtype));
   if (!r->tmp)
-    return MPI_ERR_NO_MEM;
-  std::vector<int> scounts(r->counts), rcounts(static_cast<size_t>(k), mine),
-      rdispls(static_cast<size_t>(k));
-  scounts[size_t(s.member)] = rcounts[size_t(s.member)] = 0;
+    return out_of_memory(r);
+  std::vector<int> rcounts(static_cast<size_t>(k), chunk),
+      rdispls(static_cast<size_t>(k), 0);
+  counts[size_t(me)] = rcounts[size_t(me)] = 0;
   for (int j = 0; j < k; ++j)
-    rdispls[size_t(j)] = (j < s.member ? j : std::max(j - 1, 0)) * mine;
-  return MPI_Ialltoallv(r->send, scounts.data(), r->displs.data(), type, r->tmp,
-                        rcounts.data(), rdispls.data(), type, s.main,
-                        &r->data_req);
+    if (j != me)
+      rdispls[size_t(j)] = int(peer_slot(j, me)) * chunk;
+  return check(MPI_Ialltoallv(r->send, counts.data(), displs, type, r->tmp,
+                              rcounts.data(), rdispls.data(), type, s.main,
+                              &r->data_req),
+               "starting the data exchange");
 }
 
 // Ready: start the data exchange once every earlier collective of the group
@@ -565,37 +566,35 @@ void MpiComm::advance_start(MpiRequest *r) {
   const size_t es = fsdprt_dtype_size(d.dtype);
   const MPI_Datatype type = elem_type(es);
   const int m = int(d.count);
-  int rc = MPI_SUCCESS;
+  Status st;
   if (d.kind == FSDPRT_KIND_ALL_GATHER) {
     const char *recv = static_cast<const char *>(r->recv);
     const void *sendp = r->send == recv + size_t(s.member) * size_t(m) * es
                             ? MPI_IN_PLACE
                             : r->send;
-    rc = MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main, &r->data_req);
+    st = check(
+        MPI_Iallgather(sendp, m, type, r->recv, m, type, s.main, &r->data_req),
+        "starting the data exchange");
   } else if (d.kind == FSDPRT_KIND_REDUCE_SCATTER) {
-    // Chunk j of every peer's send buffer, packed in group order without
-    // my own (read in place by the reduction).
-    const int k = s.k, me = s.member;
-    r->tmp = scratch_.acquire(size_t(k - 1) * size_t(m) * es);
-    if (!r->tmp)
-      return fail_and_abort(r, out_of_memory(r));
-    std::vector<int> counts(static_cast<size_t>(k), m),
-        sdispls(static_cast<size_t>(k)), rdispls(static_cast<size_t>(k));
-    counts[size_t(me)] = 0;
-    for (int j = 0; j < k; ++j) {
-      sdispls[size_t(j)] = j * m;
-      rdispls[size_t(j)] = (j < me ? j : std::max(j - 1, 0)) * m;
-    }
-    rc = MPI_Ialltoallv(r->send, counts.data(), sdispls.data(), type, r->tmp,
-                        counts.data(), rdispls.data(), type, s.main,
-                        &r->data_req);
+    // Member j's chunk is the j-th block of m elements.
+    std::vector<int> displs(static_cast<size_t>(s.k));
+    for (int j = 0; j < s.k; ++j)
+      displs[size_t(j)] = j * m;
+    st = start_peer_chunks(r, type, std::vector<int>(size_t(s.k), m),
+                           displs.data(), m);
   } else {
-    rc = start_all_reduce_chunks(r, type);
-    if (rc == MPI_ERR_NO_MEM && !r->tmp)
-      return fail_and_abort(r, out_of_memory(r));
+    // all_reduce: member j reduces chunk j of the buffer (balanced chunks).
+    const int b = m / s.k, rem = m % s.k;
+    r->counts.resize(size_t(s.k));
+    r->displs.resize(size_t(s.k));
+    for (int j = 0; j < s.k; ++j) {
+      r->counts[size_t(j)] = b + (j < rem ? 1 : 0);
+      r->displs[size_t(j)] = j * b + std::min(j, rem);
+    }
+    st = start_peer_chunks(r, type, r->counts, r->displs.data(),
+                           r->counts[size_t(s.member)]);
   }
   s.next_start++;
-  Status st = check(rc, "starting the data exchange");
   if (!st.ok())
     return fail_and_abort(r, st);
   r->state = State::Phase1;
@@ -627,7 +626,7 @@ void MpiComm::advance_phase1(MpiRequest *r) {
       size_t(rs ? int64_t(me) * d.count : r->displs[size_t(me)]) * es;
   for (int j = 0; j < k; ++j)
     srcs[size_t(j)] =
-        j == me ? own : r->tmp + size_t(j < me ? j : j - 1) * size_t(n) * es;
+        j == me ? own : r->tmp + peer_slot(j, me) * size_t(n) * es;
   void *dst =
       rs ? r->recv
          : static_cast<char *>(r->recv) + size_t(r->displs[size_t(me)]) * es;
