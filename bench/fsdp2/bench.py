@@ -132,10 +132,6 @@ def eager_ideal_seconds(spec, world, steps, warmup):
 # --- fsdp-opt + fsdp-run ----------------------------------------------------
 
 
-# The OpenBLAS kernels fsdp-run's compute=fast steps ran (--json blas_core).
-BLAS_CORES = set()
-
-
 def fsdp_step_seconds(args, spec, world, work, backend):
     exported = work / spec
     spec_ref = f"{HERE / 'models.py'}:{spec}"
@@ -199,14 +195,15 @@ def fsdp_step_seconds(args, spec, world, work, backend):
     # GNU time measures the threads process (all ranks) or mpirun itself.
     rss_rank = rss[0] / world if rss and backend == "threads" else None
     plan = lines[0].get("plan", {}).get("peak_bytes")
-    BLAS_CORES.add(lines[0].get("blas_core") or "none")
     # f32 loss means over the whole batch: 1e-4 relative, as bench/compute.
     run(
         [args.python, "-m", "fsdp_mlir.torch", "check", spec_ref, exported, out]
         + ["--rtol", "1e-4"],
         env=python_env(),
     )
-    return statistics.median(per_step), faults, rss_rank, plan, exposed
+    # The OpenBLAS kernels the compute=fast step ran.
+    blas = lines[0].get("blas_core") or "none"
+    return statistics.median(per_step), faults, rss_rank, plan, exposed, blas
 
 
 def _has_transformers():
@@ -260,6 +257,7 @@ def main():
     mib = lambda b: (
         (f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 1024:.0f} KiB") if b else "-"
     )
+    blas_cores = set()
     with tempfile.TemporaryDirectory(prefix="fsdp2-bench-") as tmp:
         work = Path(tmp)
         for spec in args.models.split(","):
@@ -271,9 +269,10 @@ def main():
             ideal = eager_ideal_seconds(spec, world, steps, warmup)
             cells, extra = [], None
             for backend in backends:
-                t, faults, rss, plan, exposed = fsdp_step_seconds(
+                t, faults, rss, plan, exposed, blas = fsdp_step_seconds(
                     args, spec, world, work, backend
                 )
+                blas_cores.add(blas)
                 cells.append(
                     f" {t * 1e3:.1f} ms | {t / ideal:.2f}x | {exposed * 1e3:.1f} ms"
                     f" | {faults:.0f} |"
@@ -289,7 +288,7 @@ def main():
             sys.stdout.flush()
     forced = os.environ.get("OPENBLAS_CORETYPE")
     print(
-        f"\nfsdp-run's OpenBLAS kernels: {', '.join(sorted(BLAS_CORES)) or '-'}"
+        f"\nfsdp-run's OpenBLAS kernels: {', '.join(sorted(blas_cores)) or '-'}"
         + (f" (OPENBLAS_CORETYPE={forced} in the environment)" if forced else "")
     )
 
