@@ -141,6 +141,56 @@ fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
 /* Process-wide; off by default (f32 GEMMs are exact fp32 products). */
 FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
 
+/* ---- fused attention ----------------------------------------------------- */
+/*
+ * softmax(Q K^T * scale + mask) V in one pass over K and V (FlashAttention-2:
+ * online softmax with f32 accumulation, no [tq, tk] buffer), and its
+ * backward, on the thread context's compute stream. Q, O, dO and dQ are
+ * contiguous [batch, heads, tq, head_dim]; K, V, dK and dV contiguous
+ * [batch, heads, tk, head_dim]; bf16 tensors (bit patterns) compute in f32.
+ * head_dim is 32, 64, 96 or 128 (fsdprt_gpu_attention_head_dim_supported);
+ * any tq and tk.
+ *
+ * causal = 1 hides key j from query i when j > i (torch's is_causal: the
+ * top-left-aligned lower triangle). mask (NULL: none) is additive, of the
+ * inputs' dtype, element (b, h, i, j) at mask[b * mask_stride_b + h *
+ * mask_stride_h + i * mask_stride_q + j * mask_stride_k] (strides in
+ * elements; 0 broadcasts, e.g. a [tq, tk] mask has strides 0, 0, tk, 1).
+ *
+ * The forward writes O and lse [batch, heads, tq] (f32, natural log of the
+ * row's sum of exp(score)), which the backward takes with O and dO to
+ * recompute the probabilities. A row whose scores are all -inf (fully
+ * masked) has O = 0 and lse = -inf, and contributes nothing to dQ, dK, dV
+ * (torch's math attention gives NaN there). The backward is deterministic
+ * (no atomics: bit-identical results from run to run) and allocates
+ * batch * heads * tq floats of stream-ordered scratch.
+ */
+FSDPRT_API int32_t fsdprt_gpu_attention_head_dim_supported(int64_t head_dim);
+FSDPRT_API void fsdprt_gpu_attention_fwd_f32(
+    const float *q, const float *k, const float *v, const float *mask,
+    int64_t mask_stride_b, int64_t mask_stride_h, int64_t mask_stride_q,
+    int64_t mask_stride_k, float *o, float *lse, int64_t batch, int64_t heads,
+    int64_t tq, int64_t tk, int64_t head_dim, float scale, int32_t causal);
+FSDPRT_API void fsdprt_gpu_attention_fwd_bf16(
+    const uint16_t *q, const uint16_t *k, const uint16_t *v,
+    const uint16_t *mask, int64_t mask_stride_b, int64_t mask_stride_h,
+    int64_t mask_stride_q, int64_t mask_stride_k, uint16_t *o, float *lse,
+    int64_t batch, int64_t heads, int64_t tq, int64_t tk, int64_t head_dim,
+    float scale, int32_t causal);
+FSDPRT_API void fsdprt_gpu_attention_bwd_f32(
+    const float *q, const float *k, const float *v, const float *mask,
+    int64_t mask_stride_b, int64_t mask_stride_h, int64_t mask_stride_q,
+    int64_t mask_stride_k, const float *o, const float *dout, const float *lse,
+    float *dq, float *dk, float *dv, int64_t batch, int64_t heads, int64_t tq,
+    int64_t tk, int64_t head_dim, float scale, int32_t causal);
+FSDPRT_API void fsdprt_gpu_attention_bwd_bf16(
+    const uint16_t *q, const uint16_t *k, const uint16_t *v,
+    const uint16_t *mask, int64_t mask_stride_b, int64_t mask_stride_h,
+    int64_t mask_stride_q, int64_t mask_stride_k, const uint16_t *o,
+    const uint16_t *dout, const float *lse, uint16_t *dq, uint16_t *dk,
+    uint16_t *dv, int64_t batch, int64_t heads, int64_t tq, int64_t tk,
+    int64_t head_dim, float scale, int32_t causal);
+
 /* ---- quantization on device buffers ---------------------------------------
  */
 /*

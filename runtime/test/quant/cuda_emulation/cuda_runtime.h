@@ -40,6 +40,9 @@
 #define __forceinline__ inline
 #define __shared__ static
 #define __launch_bounds__(...)
+// Kernels written for both targets test this to reach the emulation's
+// dynamic shared memory (cuda_emulation::dynamicShared).
+#define FSDPRT_CUDA_EMULATION 1
 
 struct dim3 {
   unsigned int x = 1, y = 1, z = 1;
@@ -90,6 +93,9 @@ struct BlockState {
   std::unique_ptr<Barrier> block;
   std::vector<std::unique_ptr<Barrier>> warps;
   std::vector<float> exchange; // one slot per thread
+  // The launch's dynamic shared memory (`extern __shared__` on a GPU),
+  // reused by the blocks one after another like static __shared__.
+  std::vector<double> dynamicShared;
 };
 inline BlockState *currentBlock = nullptr;
 inline bool cooperative = false;
@@ -102,11 +108,19 @@ inline int smCount() {
 
 struct LaunchConfig {
   dim3 grid, block;
+  size_t sharedBytes = 0;
   void *stream = nullptr;
   template <typename S = void *>
-  LaunchConfig(dim3 g, dim3 b, size_t = 0, S s = nullptr)
-      : grid(g), block(b), stream(static_cast<void *>(s)) {}
+  LaunchConfig(dim3 g, dim3 b, size_t shared = 0, S s = nullptr)
+      : grid(g), block(b), sharedBytes(shared), stream(static_cast<void *>(s)) {
+  }
 };
+
+// The dynamic shared memory of the running cooperative launch (8-byte
+// aligned, zero-filled at launch).
+template <typename T> T *dynamicShared() {
+  return reinterpret_cast<T *>(currentBlock->dynamicShared.data());
+}
 
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
 // Runs `work` in the order of `stream` (cuda_streams.cpp); NULL: now.
@@ -153,6 +167,7 @@ void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
     state.warps.push_back(
         std::make_unique<Barrier>(std::min(32u, cfg.block.x - 32 * w)));
   state.exchange.resize(cfg.block.x);
+  state.dynamicShared.resize((cfg.sharedBytes + 7) / 8);
   currentBlock = &state;
   cooperative = true;
   std::vector<std::thread> threads;
@@ -325,5 +340,13 @@ inline cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t a,
 }
 
 #endif // FSDPRT_CUDA_EMULATION_STREAMS
+
+// Kernels that use more than 48 KiB of dynamic shared memory opt in on a
+// GPU; the emulation has no such limit.
+enum cudaFuncAttribute { cudaFuncAttributeMaxDynamicSharedMemorySize = 8 };
+template <typename F>
+inline cudaError_t cudaFuncSetAttribute(F, cudaFuncAttribute, int) {
+  return cudaSuccess;
+}
 
 #endif

@@ -14,7 +14,9 @@ import re
 import sys
 
 COOPERATIVE = ("amaxKernel", "block128QuantKernel", "mxfp8RowQuantKernel",
-               "nvfp4Quant2dKernel", "block1x128QuantKernel")
+               "nvfp4Quant2dKernel", "block1x128QuantKernel",
+               "attnFwdKernel", "attnDeltaKernel", "attnBwdKVKernel",
+               "attnBwdQKernel")
 LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 
 
