@@ -129,6 +129,36 @@ void fsdprt_gpu_gemm_bf16(int32_t, int32_t, int64_t, int64_t, int64_t, float,
   no_gpu();
 }
 void fsdprt_gpu_set_tf32(int32_t) {}
+int32_t fsdprt_gpu_attention_head_dim_supported(int64_t) { return 0; }
+void fsdprt_gpu_attention_fwd_f32(const float *, const float *, const float *,
+                                  const float *, int64_t, int64_t, int64_t,
+                                  int64_t, float *, float *, int64_t, int64_t,
+                                  int64_t, int64_t, int64_t, float, int32_t) {
+  no_gpu();
+}
+void fsdprt_gpu_attention_fwd_bf16(const uint16_t *, const uint16_t *,
+                                   const uint16_t *, const uint16_t *, int64_t,
+                                   int64_t, int64_t, int64_t, uint16_t *,
+                                   float *, int64_t, int64_t, int64_t, int64_t,
+                                   int64_t, float, int32_t) {
+  no_gpu();
+}
+void fsdprt_gpu_attention_bwd_f32(const float *, const float *, const float *,
+                                  const float *, int64_t, int64_t, int64_t,
+                                  int64_t, const float *, const float *,
+                                  const float *, float *, float *, float *,
+                                  int64_t, int64_t, int64_t, int64_t, int64_t,
+                                  float, int32_t) {
+  no_gpu();
+}
+void fsdprt_gpu_attention_bwd_bf16(const uint16_t *, const uint16_t *,
+                                   const uint16_t *, const uint16_t *, int64_t,
+                                   int64_t, int64_t, int64_t, const uint16_t *,
+                                   const uint16_t *, const float *, uint16_t *,
+                                   uint16_t *, uint16_t *, int64_t, int64_t,
+                                   int64_t, int64_t, int64_t, float, int32_t) {
+  no_gpu();
+}
 #endif
 
 #if !defined(FSDPRT_WITH_GPU) || !defined(FSDPRT_WITH_GPU_QUANT)
