@@ -20,7 +20,9 @@
 #      kernels through the mgpu* entry points ordered across the compute and
 #      communication streams, cuBLAS GEMMs against a CPU reference, NCCL on
 #      device buffers with its overlap with a kernel measured, the
-#      out-of-memory error), one summary row each;
+#      out-of-memory error), one summary row each, and the fused attention
+#      kernels against float64 (runtime/test/test_gpu_attention.cpp, with
+#      the forward + backward time of one GPT-2 small layer's attention);
 #   5. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
 #      the runtime from source with CMake, runs the pack's step libraries with
 #      the LLVM-free runner (GPU steps on the device path: a GPU context and
@@ -32,7 +34,7 @@
 #      without one, with the reason;
 #   6. prints one summary table (and the end-to-end table after it). Exit
 #      status 0 when nothing failed.
-# About 2 minutes on an H200 before the end-to-end stage, which adds at most
+# About 2.5 minutes on an H200 before the end-to-end stage, which adds at most
 # 3 (torch's rows: FSDP_TORCH_BUDGET).
 #
 # --dry-run (automatic when no GPU is visible): runs what needs no device
@@ -162,7 +164,7 @@ NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -
 GT="-I$ROOT/bench/gpu/mini_gtest"
 RPATH="-Xlinker -rpath=$OUT"
 RT_SRC="api arena common kernels memref stubs threads_backend jit_quant"
-GPU_SRC="gpu_context mgpu gpu_blas gpu_quant"
+GPU_SRC="gpu_context mgpu gpu_blas gpu_quant gpu_attention"
 
 BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
 BUILD_CHECK="$NVCC $NVFLAGS -o $OUT/gpu_check $ROOT/bench/gpu/gpu_check.cu -L$OUT -lfsdprt_quant $RPATH"
@@ -173,10 +175,11 @@ for f in $GPU_SRC; do rt_files="$rt_files $ROOT/runtime/cuda/$f.cpp"; done
 # The GPU runtime links the CUDA runtime and cuBLAS, never libcuda (the
 # driver is reached through cudaGetDriverEntryPointByVersion); the shared
 # CUDA runtime keeps one runtime per process between it and its tests.
-BUILD_RT="$NVCC -O2 -std=c++17 -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas $NCCL_LINK $RPATH -Xlinker -rpath=$NCCL_LIB"
+BUILD_RT="$NVCC -O2 -std=c++17 -arch=$ARCH -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 -DFSDPRT_WITH_GPU_ATTENTION=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/cuda/attention_kernels.cu $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas $NCCL_LINK $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
 BUILD_GPU_RT_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_runtime_test $ROOT/runtime/test/test_gpu_device.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
-GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors")
+BUILD_ATTN_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_attention_test $ROOT/runtime/test/test_gpu_attention.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
+GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors" "fused attention vs float64")
 
 run_logged() { # name log command...
   local name=$1 log=$2
@@ -204,10 +207,11 @@ do_builds() {
   if [ $rt_ok = 1 ]; then
     if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
        run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST &&
-       run_logged gpu_runtime_test "$OUT/build-gpu-rt.log" $BUILD_GPU_RT_TEST; then
+       run_logged gpu_runtime_test "$OUT/build-gpu-rt.log" $BUILD_GPU_RT_TEST &&
+       run_logged gpu_attention_test "$OUT/build-attn.log" $BUILD_ATTN_TEST; then
       note "build: runtime + NCCL + GPU tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
     else
-      note "build: runtime + NCCL + GPU tests" FAIL "see $OUT/build-rt.log, build-nccl.log, build-gpu-rt.log"; rt_ok=0
+      note "build: runtime + NCCL + GPU tests" FAIL "see $OUT/build-rt.log, build-nccl.log, build-gpu-rt.log, build-attn.log"; rt_ok=0
     fi
   else
     note "build: runtime + NCCL tests" skipped "no NCCL"
@@ -219,7 +223,7 @@ if [ "$DRY" = 1 ]; then
     do_builds
   else
     note "builds" skipped "dry run without --build (commands below)"
-    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST" "$BUILD_GPU_RT_TEST"
+    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST" "$BUILD_GPU_RT_TEST" "$BUILD_ATTN_TEST"
   fi
   for s in "conversions (2^32 patterns)" "kernels vs CPU reference" \
            "bandwidth (256 MiB bf16/fp32)" "quant_gpu_test" "NCCL tests"; do
@@ -254,15 +258,17 @@ else
     note "NCCL tests" skipped "no NCCL build"
   fi
   if [ $rt_ok = 1 ] && [ -x "$OUT/gpu_runtime_test" ]; then
-    timeout 240 "$OUT/gpu_runtime_test" >"$OUT/gpu_runtime_test.txt" 2>&1
-    rc=$?
-    # "row: name | status | detail" lines, one summary row each.
-    while IFS='|' read -r name status detail; do
-      note "gpu runtime: $(echo "$name" | sed 's/^row: *//; s/ *$//')" \
-        "$(echo "$status" | tr -d ' ')" "$(echo "$detail" | sed 's/^ *//')"
-    done < <(grep '^row: ' "$OUT/gpu_runtime_test.txt")
-    [ "$rc" = 0 ] && note "gpu_runtime_test" ok "$(tail -1 "$OUT/gpu_runtime_test.txt")" \
-                  || { tail -30 "$OUT/gpu_runtime_test.txt"; note "gpu_runtime_test" FAIL "exit $rc"; }
+    for t in gpu_runtime_test gpu_attention_test; do
+      timeout 240 "$OUT/$t" >"$OUT/$t.txt" 2>&1
+      rc=$?
+      # "row: name | status | detail" lines, one summary row each.
+      while IFS='|' read -r name status detail; do
+        note "gpu runtime: $(echo "$name" | sed 's/^row: *//; s/ *$//')" \
+          "$(echo "$status" | tr -d ' ')" "$(echo "$detail" | sed 's/^ *//')"
+      done < <(grep '^row: ' "$OUT/$t.txt")
+      [ "$rc" = 0 ] && note "$t" ok "$(tail -1 "$OUT/$t.txt")" \
+                    || { tail -30 "$OUT/$t.txt"; note "$t" FAIL "exit $rc"; }
+    done
   elif [ $rt_ok = 0 ]; then
     for s in "${GPU_RT_ROWS[@]}"; do note "gpu runtime: $s" skipped "no runtime build"; done
   fi

@@ -658,6 +658,8 @@ cudaError_t backwardD(const Args &a, cudaStream_t st) {
 template <typename T>
 cudaError_t dispatch(const Args &a, cudaStream_t st, bool fwd) {
   switch (a.d) {
+  case 16:
+    return fwd ? forwardD<T, 16>(a, st) : backwardD<T, 16>(a, st);
   case 32:
     return fwd ? forwardD<T, 32>(a, st) : backwardD<T, 32>(a, st);
   case 64:
@@ -678,7 +680,7 @@ namespace gpu {
 namespace attention {
 
 bool head_dim_supported(int64_t d) {
-  return d == 32 || d == 64 || d == 96 || d == 128;
+  return d == 16 || d == 32 || d == 64 || d == 96 || d == 128;
 }
 
 const char *bad_size(const Args &a) {

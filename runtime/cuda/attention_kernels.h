@@ -32,7 +32,7 @@ struct Args {
   bool causal = false;
 };
 
-// Head dimensions with a kernel (32, 64, 96, 128).
+// Head dimensions with a kernel (16, 32, 64, 96, 128).
 bool head_dim_supported(int64_t d);
 // The largest grid the calls below launch must fit CUDA's grid; "" when it
 // does, else why not.

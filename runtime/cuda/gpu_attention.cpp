@@ -44,7 +44,7 @@ std::string bad_call(const Call &c, bool backward) {
     return "causal must be 0 or 1";
 #ifdef FSDPRT_WITH_GPU_ATTENTION
   if (!attention::head_dim_supported(c.d))
-    return "head_dim must be 32, 64, 96 or 128";
+    return "head_dim must be 16, 32, 64, 96 or 128";
 #endif
   if (c.batch * c.heads == 0)
     return "";

@@ -148,7 +148,7 @@ FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
  * backward, on the thread context's compute stream. Q, O, dO and dQ are
  * contiguous [batch, heads, tq, head_dim]; K, V, dK and dV contiguous
  * [batch, heads, tk, head_dim]; bf16 tensors (bit patterns) compute in f32.
- * head_dim is 32, 64, 96 or 128 (fsdprt_gpu_attention_head_dim_supported);
+ * head_dim is 16, 32, 64, 96 or 128 (fsdprt_gpu_attention_head_dim_supported);
  * any tq and tk.
  *
  * causal = 1 hides key j from query i when j > i (torch's is_causal: the
