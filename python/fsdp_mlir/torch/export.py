@@ -259,8 +259,8 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=()):
             # into a value, returned with the batch norm updates as aux.
             bufs = {n: b.clone() for n, b in zip(buffer_names, buffers)}
             updates = BufferUpdates(bufs)
-            with updates:
-                loss = loss_fn(_Bound(module, {**dict(zip(param_names, p)), **bufs}), *batch)
+            with updates, bound_to(module, {**dict(zip(param_names, p)), **bufs}):
+                loss = loss_fn(module, *batch)
             return loss, tuple(updates.updates.get(n, bufs[n]) for n in buffer_names)
 
         grads, (loss, new_buffers) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
@@ -343,19 +343,18 @@ def _drop_unchanged_buffers(gm, n_params: int, buffer_names: list) -> list:
     return updated
 
 
-class _Bound:
-    """Calls `module` with the given parameters (torch.func.functional_call);
-    other attributes are the module's."""
+def bound_to(module: torch.nn.Module, values: dict):
+    """A context in which `module`'s parameters and buffers are `values`
+    ({name: tensor}, the traced ones): every read inside `loss_fn` sees them,
+    the forward's and also `module.parameters()`, `named_parameters()`,
+    `module.head.weight`, `state_dict(keep_vars=True)`, so that a loss term computed from
+    the parameters themselves (a weight penalty) gets its gradient. This is
+    `torch.func.functional_call`'s reparametrization held for the whole
+    `loss_fn` call instead of one forward; tied weights follow their first
+    name, as there."""
+    from torch.nn.utils.stateless import _reparametrize_module
 
-    def __init__(self, module, params):
-        self._module = module
-        self._params = params
-
-    def __call__(self, *args, **kwargs):
-        return torch.func.functional_call(self._module, self._params, args, kwargs)
-
-    def __getattr__(self, name):
-        return getattr(self._module, name)
+    return _reparametrize_module(module, values, tie_weights=True, strict=False)
 
 
 # ---------------------------------------------------------------- import
