@@ -11,8 +11,9 @@
 // launches on a stream then run in that stream's order.
 //
 // "Device" memory is host memory. A launch runs its blocks one after another;
-// kernels that synchronize (__syncthreads, warp shuffles) get one std::thread
-// per CUDA thread, the others run their threads in a loop. The hardware fp8
+// kernels that synchronize (__syncthreads, warp shuffles) run each block's
+// CUDA threads as fibers on the launching thread, switching at every
+// barrier and shuffle; the others run their threads in a loop. The hardware fp8
 // conversion instructions are not emulated: device code takes the software
 // path of quant_math.h (the instructions are cross-checked against CUDA's own
 // host implementation in cuda_host_conversion_test.cpp).
@@ -32,6 +33,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <ucontext.h>
 #include <vector>
 
 #define __host__
@@ -67,32 +69,30 @@ inline float2 make_float2(float a, float b) { return {a, b}; }
 namespace cuda_emulation {
 inline thread_local dim3 threadIdx, blockIdx, blockDim, gridDim;
 
-// Reusable barrier for a fixed number of threads.
-class Barrier {
-public:
-  explicit Barrier(unsigned n) : n_(n) {}
-  void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    const unsigned gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
-      cv_.notify_all();
-    } else {
-      cv_.wait(lock, [&] { return gen != gen_; });
-    }
-  }
-
-private:
-  std::mutex m_;
-  std::condition_variable cv_;
-  unsigned n_, count_ = 0, gen_ = 0;
-};
-
+// One block of a cooperative launch: its CUDA threads are fibers
+// (ucontext) on the launching host thread, run round robin, each until its
+// next __syncthreads or warp shuffle; the last to arrive goes on, the others
+// resume once their barrier or shuffle is complete. Lanes of a warp thus
+// exchange values as if in lock step, without a host thread per CUDA
+// thread.
 struct BlockState {
-  std::unique_ptr<Barrier> block;
-  std::vector<std::unique_ptr<Barrier>> warps;
-  std::vector<float> exchange; // one slot per thread
+  struct Fiber {
+    ucontext_t ctx;
+    unsigned tid = 0;
+    enum { Ready, AtShuffle, AtBarrier, Done } state = Ready;
+    uint64_t generation = 0; // of the shuffle or barrier it waits at
+  };
+  std::vector<Fiber> fibers;
+  Fiber *current = nullptr;
+  ucontext_t scheduler;
+  std::function<void()> body; // one CUDA thread of the current block
+  unsigned live = 0, barrierArrived = 0;
+  uint64_t barrierGeneration = 0;
+  std::vector<unsigned> warpLive, warpArrived;
+  std::vector<uint64_t> warpGeneration;
+  // Shuffle values, two generations (a lane is at most one shuffle ahead
+  // of the lanes still reading the previous one).
+  std::vector<float> exchange[2];
   // The launch's dynamic shared memory (`extern __shared__` on a GPU),
   // reused by the blocks one after another like static __shared__.
   std::vector<double> dynamicShared;
@@ -132,9 +132,35 @@ inline std::mutex kernelMutex;
 template <typename Kernel, typename... Args>
 void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args);
 
+// Fiber stacks, reused by every cooperative launch of the host thread.
+constexpr size_t kFiberStack = 128 << 10;
+inline std::vector<std::unique_ptr<char[]>> &fiberStacks() {
+  static thread_local std::vector<std::unique_ptr<char[]>> stacks;
+  return stacks;
+}
+
+inline void fiberMain() {
+  currentBlock->body();
+  currentBlock->current->state = BlockState::Fiber::Done;
+  // Returns to the scheduler through uc_link.
+}
+
+inline bool blocked(const BlockState &s, const BlockState::Fiber &f) {
+  switch (f.state) {
+  case BlockState::Fiber::AtShuffle:
+    return s.warpGeneration[f.tid / 32] == f.generation;
+  case BlockState::Fiber::AtBarrier:
+    return s.barrierGeneration == f.generation;
+  case BlockState::Fiber::Done:
+    return true;
+  default:
+    return false;
+  }
+}
+
 // Runs every thread of every block, blocks one after another. With `coop`
-// each CUDA thread of a block is a host thread (reused across blocks, with a
-// block-wide barrier between blocks); otherwise threads run in a loop.
+// each CUDA thread of a block is a fiber (BlockState); otherwise threads run
+// in a loop.
 template <typename Kernel, typename... Args>
 void launch(bool coop, const LaunchConfig &cfg, Kernel kernel, Args... args) {
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
@@ -161,29 +187,64 @@ void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
       }
     return;
   }
+  const unsigned n = cfg.block.x, warps = (n + 31) / 32;
   BlockState state;
-  state.block = std::make_unique<Barrier>(cfg.block.x);
-  for (unsigned w = 0; w < (cfg.block.x + 31) / 32; ++w)
-    state.warps.push_back(
-        std::make_unique<Barrier>(std::min(32u, cfg.block.x - 32 * w)));
-  state.exchange.resize(cfg.block.x);
+  state.fibers.resize(n);
+  state.warpLive.resize(warps);
+  state.warpArrived.resize(warps);
+  state.warpGeneration.resize(warps);
+  state.exchange[0].resize(n);
+  state.exchange[1].resize(n);
   state.dynamicShared.resize((cfg.sharedBytes + 7) / 8);
+  state.body = [&] { kernel(args...); };
+  std::vector<std::unique_ptr<char[]>> &stacks = fiberStacks();
+  while (stacks.size() < n)
+    stacks.push_back(std::unique_ptr<char[]>(new char[kFiberStack]));
   currentBlock = &state;
   cooperative = true;
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < cfg.block.x; ++t)
-    threads.emplace_back([=, &state] {
-      threadIdx = dim3(t);
-      blockDim = cfg.block;
-      gridDim = cfg.grid;
-      for (unsigned b = 0; b < cfg.grid.x; ++b) {
-        blockIdx = dim3(b);
-        kernel(args...);
-        state.block->wait(); // the next block reuses __shared__ variables
+  blockDim = cfg.block;
+  gridDim = cfg.grid;
+  for (unsigned b = 0; b < cfg.grid.x; ++b) {
+    blockIdx = dim3(b);
+    state.live = n;
+    state.barrierArrived = 0;
+    for (unsigned w = 0; w < warps; ++w) {
+      state.warpLive[w] = std::min(32u, n - 32 * w);
+      state.warpArrived[w] = 0;
+    }
+    for (unsigned t = 0; t < n; ++t) {
+      BlockState::Fiber &f = state.fibers[t];
+      f.tid = t;
+      f.state = BlockState::Fiber::Ready;
+      getcontext(&f.ctx);
+      f.ctx.uc_stack.ss_sp = stacks[t].get();
+      f.ctx.uc_stack.ss_size = kFiberStack;
+      f.ctx.uc_link = &state.scheduler;
+      makecontext(&f.ctx, fiberMain, 0);
+    }
+    while (state.live > 0) {
+      bool progressed = false;
+      for (BlockState::Fiber &f : state.fibers) {
+        if (blocked(state, f))
+          continue;
+        progressed = true;
+        f.state = BlockState::Fiber::Ready;
+        state.current = &f;
+        threadIdx = dim3(f.tid);
+        swapcontext(&state.scheduler, &f.ctx);
+        if (f.state == BlockState::Fiber::Done) {
+          state.live--;
+          // A thread that returns while others wait at a barrier or
+          // shuffle would hang a GPU.
+          if (state.barrierArrived > 0 || state.warpArrived[f.tid / 32] > 0)
+            std::abort();
+          state.warpLive[f.tid / 32]--;
+        }
       }
-    });
-  for (auto &th : threads)
-    th.join();
+      if (!progressed)
+        std::abort(); // deadlock: a barrier or shuffle not every thread meets
+    }
+  }
   cooperative = false;
   currentBlock = nullptr;
 }
@@ -212,18 +273,37 @@ inline unsigned int atomicMax(unsigned int *p, unsigned int v) {
 inline void __syncthreads() {
   if (!cuda_emulation::cooperative)
     std::abort(); // the launch should have been cooperative
-  cuda_emulation::currentBlock->block->wait();
+  auto *s = cuda_emulation::currentBlock;
+  auto *f = s->current;
+  const uint64_t generation = s->barrierGeneration;
+  if (++s->barrierArrived == s->live) {
+    s->barrierArrived = 0;
+    s->barrierGeneration++;
+    return;
+  }
+  f->state = cuda_emulation::BlockState::Fiber::AtBarrier;
+  f->generation = generation;
+  swapcontext(&f->ctx, &s->scheduler);
 }
 inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
   if (!cuda_emulation::cooperative)
     std::abort();
   auto *s = cuda_emulation::currentBlock;
-  const unsigned t = threadIdx.x, warp = t / 32, lane = t % 32;
-  s->exchange[t] = v;
-  s->warps[warp]->wait();
-  const float r = s->exchange[warp * 32 + (lane ^ laneMask)];
-  s->warps[warp]->wait();
-  return r;
+  auto *f = s->current;
+  const unsigned t = f->tid, warp = t / 32, lane = t % 32;
+  const uint64_t generation = s->warpGeneration[warp];
+  std::vector<float> &slot = s->exchange[generation & 1];
+  slot[t] = v;
+  if (++s->warpArrived[warp] == s->warpLive[warp]) {
+    s->warpArrived[warp] = 0;
+    s->warpGeneration[warp]++;
+  } else {
+    f->state = cuda_emulation::BlockState::Fiber::AtShuffle;
+    f->generation = generation;
+    swapcontext(&f->ctx, &s->scheduler);
+  }
+  const unsigned src = warp * 32 + (lane ^ unsigned(laneMask));
+  return src < slot.size() ? slot[src] : v;
 }
 
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
