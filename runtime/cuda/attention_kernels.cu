@@ -22,8 +22,8 @@
 //
 // Softmax works in base 2 (exp2f): scores are (q.k * scale + mask) * log2(e).
 // A row whose scores are all -inf (a fully masked row) has output 0 and
-// LSE -inf, and its gradients are 0 (FlashAttention's convention; torch's
-// math attention gives NaN there).
+// LSE -inf, and its gradients are 0, as torch's scaled_dot_product_attention
+// (its _safe_softmax) and FlashAttention give; a plain softmax gives NaN.
 //
 //===----------------------------------------------------------------------===//
 

@@ -161,7 +161,8 @@ FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
  * row's sum of exp(score)), which the backward takes with O and dO to
  * recompute the probabilities. A row whose scores are all -inf (fully
  * masked) has O = 0 and lse = -inf, and contributes nothing to dQ, dK, dV
- * (torch's math attention gives NaN there). The backward is deterministic
+ * (as torch's scaled_dot_product_attention; a plain softmax of the scores
+ * gives NaN there). The backward is deterministic
  * (no atomics: bit-identical results from run to run) and allocates
  * batch * heads * tq floats of stream-ordered scratch.
  */
