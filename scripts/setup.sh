@@ -34,7 +34,7 @@ fi
 # brings CUDA libraries (about 5 GB); it runs on CPU. FSDP_NO_TORCH=1 skips
 # them (the frontend's tests are then skipped).
 if [ "${FSDP_NO_TORCH:-0}" != 1 ] &&
-  ! .venv/bin/python -c "import torch, torch_mlir, transformers, timm, torchvision" 2>/dev/null; then
+  ! .venv/bin/python -c "import torch, torch_mlir, transformers, timm, torchvision, peft" 2>/dev/null; then
   echo "setup: installing torch and torch-mlir into .venv"
   .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-torch.txt
 fi

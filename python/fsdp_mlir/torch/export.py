@@ -42,7 +42,29 @@ _NPY_DTYPES = {
 }
 
 # Buffer dtypes the step can take as arguments.
-_BUFFER_DTYPES = _NPY_DTYPES
+_BUFFER_DTYPES = {**_NPY_DTYPES, torch.uint8: ("u8", np.uint8)}
+
+# Buffers of other dtypes (a bool causal mask, small integers, half
+# precision) travel in a dtype that holds every value exactly and are
+# converted back at the start of the step.
+_BUFFER_CARRIERS = {
+    torch.bool: torch.uint8,
+    torch.int8: torch.int32,
+    torch.int16: torch.int32,
+    torch.float16: torch.float32,
+    torch.bfloat16: torch.float32,
+}
+
+
+def buffer_carrier(dtype: torch.dtype) -> torch.dtype:
+    """The dtype a buffer of `dtype` is a step argument in."""
+    return _BUFFER_CARRIERS.get(dtype, dtype)
+
+
+def buffer_argument(module: torch.nn.Module, name: str) -> torch.Tensor:
+    """The value of buffer `name` as the step takes it (its carrier dtype)."""
+    t = module.get_buffer(name).detach()
+    return t.to(buffer_carrier(t.dtype))
 
 
 class ExportError(ValueError):
@@ -242,39 +264,64 @@ def node_module_path(node) -> str | None:
     return path
 
 
-def trace_step(module, loss_fn, param_names, local_batch, buffer_names=()):
+def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), trainable=None):
     """FX graph of (params..., buffers..., batch...) -> (loss, *grads,
     *updated buffers), and the names of the updated buffers (those the forward
-    changes: batch norm's running statistics in training mode, counters)."""
+    changes: batch norm's running statistics in training mode, counters).
+    `trainable`: the names of the parameters differentiated (default: those
+    with requires_grad); the others (frozen) are arguments without a
+    gradient."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from .decompositions import BufferUpdates, table
 
+    param_names = list(param_names)
     buffer_names = list(buffer_names)
+    if trainable is None:
+        trainable = [n for n, p in module.named_parameters() if p.requires_grad]
+    trainable = set(trainable)
+    differentiated = [i for i, n in enumerate(param_names) if n in trainable]
 
     def step(params, buffers, *batch):
+        frozen = {n: p for n, p in zip(param_names, params) if n not in trainable}
+
         def loss_of(p):
             # Copies made inside the transform: the forward may update them in
             # place (num_batches_tracked.add_(1)); functionalization turns that
             # into a value, returned with the batch norm updates as aux.
-            bufs = {n: b.clone() for n, b in zip(buffer_names, buffers)}
+            bufs = {
+                n: b.to(dtype) if dtype != b.dtype else b.clone()
+                for n, b, dtype in zip(buffer_names, buffers, buffer_dtypes)
+            }
             updates = BufferUpdates(bufs)
-            with updates, bound_to(module, {**dict(zip(param_names, p)), **bufs}):
+            values = {**frozen, **{param_names[i]: t for i, t in zip(differentiated, p)}, **bufs}
+            with updates, bound_to(module, values):
                 loss = loss_fn(module, *batch)
-            return loss, tuple(updates.updates.get(n, bufs[n]) for n in buffer_names)
+            return loss, tuple(
+                updates.updates.get(n, bufs[n]).to(buffer_carrier(bufs[n].dtype))
+                for n in buffer_names
+            )
 
-        grads, (loss, new_buffers) = torch.func.grad_and_value(loss_of, has_aux=True)(params)
+        grads, (loss, new_buffers) = torch.func.grad_and_value(loss_of, has_aux=True)(
+            tuple(params[i] for i in differentiated)
+        )
         return (loss, *grads, *new_buffers)
 
     params = tuple(p.detach() for _, p in module.named_parameters())
-    buffers = tuple(module.get_buffer(n).detach() for n in buffer_names)
+    buffer_dtypes = [module.get_buffer(n).dtype for n in buffer_names]
+    buffers = tuple(buffer_argument(module, n) for n in buffer_names)
     recorder = _ModulePaths(module)
+    functions = CustomFunctions()
     try:
         # SDPA's math backend: autograd then differentiates plain ops (the
         # fused CPU kernel's backward has no torch-mlir lowering).
         from torch.nn.attention import SDPBackend, sdpa_kernel
 
-        with fx_traceback.preserve_node_meta(), sdpa_kernel(SDPBackend.MATH):
+        with (
+            fx_traceback.preserve_node_meta(),
+            sdpa_kernel(SDPBackend.MATH),
+            functions,
+        ):
             # functionalize: in-place ops (gradient accumulation, masked_fill_)
             # become their out-of-place forms, which torch-mlir lowers.
             fn = torch.func.functionalize(step, remove="mutations")
@@ -283,7 +330,121 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=()):
         raise _trace_failure(err, recorder.stack) from None
     finally:
         recorder.remove()
-    return gm, _drop_unchanged_buffers(gm, len(params), buffer_names)
+    functions.check()
+    return gm, _drop_unchanged_buffers(gm, len(params), len(differentiated), buffer_names)
+
+
+class _ForwardOnlyContext:
+    """The `ctx` of an old-style forward run as plain differentiable ops:
+    what it saves for the backward is not needed."""
+
+    needs_input_grad = ()
+
+    def save_for_backward(self, *tensors):
+        pass
+
+    save_for_forward = mark_dirty = mark_non_differentiable = save_for_backward
+
+    def set_materialize_grads(self, value):
+        pass
+
+
+def _plain_forward(cls, args, kwargs):
+    """The forward of a custom Function as plain ops (old style: with a
+    ctx that keeps nothing)."""
+    from torch.autograd.function import _SingleLevelFunction
+
+    if cls.setup_context is _SingleLevelFunction.setup_context:
+        return cls.forward(_ForwardOnlyContext(), *args, **kwargs)
+    return cls.forward(*args, **kwargs)
+
+
+class CustomFunctions:
+    """While tracing: a `torch.autograd.Function` (with or without
+    `setup_context`; functionalize has no rule for custom functions, and
+    torch.func refuses those without setup_context) runs its forward as
+    plain ops, so autograd differentiates them. Each one's (class, argument
+    shapes) is recorded; `check()` then compares, in eager torch on random inputs of
+    those shapes, the function's own backward with autograd's derivative of
+    its forward, and refuses one whose backward is something else (a
+    straight-through estimator, a gradient reversal): tracing through it
+    would silently change the gradient."""
+
+    def __init__(self):
+        self.seen = {}
+
+    def __enter__(self):
+        self.original = torch.autograd.Function.__dict__["apply"]
+        original, seen = self.original, self.seen
+
+        def apply(cls, *args, **kwargs):
+            if kwargs:
+                return original.__get__(None, cls)(*args, **kwargs)
+            spec = tuple(
+                ("tensor", tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a
+                for a in args
+            )
+            seen.setdefault(cls, spec)
+            return _plain_forward(cls, args, {})
+
+        torch.autograd.Function.apply = classmethod(apply)
+        return self
+
+    def __exit__(self, *exc):
+        torch.autograd.Function.apply = self.original
+
+    def check(self):
+        for cls, spec in self.seen.items():
+            _check_traced_through(cls, spec)
+
+
+def _check_traced_through(cls, spec):
+    g = torch.Generator().manual_seed(0)
+    args = []
+    for a in spec:
+        if isinstance(a, tuple) and a and a[0] == "tensor":
+            _, shape, dtype = a
+            if dtype.is_floating_point:
+                args.append(torch.randn(shape, generator=g, dtype=torch.float64))
+            else:
+                args.append(torch.zeros(shape, dtype=dtype))
+        else:
+            args.append(a)
+    floats = [a for a in args if isinstance(a, torch.Tensor) and a.is_floating_point()]
+    for a in floats:
+        a.requires_grad_(True)
+    try:
+        with torch.enable_grad():
+            own = cls.apply(*args)
+            plain = _plain_forward(cls, args, {})
+        outs = [o for o in (own if isinstance(own, tuple) else (own,)) if o.requires_grad]
+        plains = [
+            p
+            for o, p in zip(
+                own if isinstance(own, tuple) else (own,),
+                plain if isinstance(plain, tuple) else (plain,),
+            )
+            if o.requires_grad
+        ]
+        if not outs:
+            return
+        cotangents = [torch.randn(o.shape, generator=g, dtype=o.dtype) for o in outs]
+        want = torch.autograd.grad(outs, floats, cotangents, allow_unused=True)
+        got = torch.autograd.grad(plains, floats, cotangents, allow_unused=True)
+    except Exception:  # noqa: BLE001 - the check needs shapes it could not rebuild
+        return
+    for w, a in zip(want, got):
+        w = torch.zeros(()) if w is None else w
+        a = torch.zeros(()) if a is None else a
+        scale = max(float(w.abs().max()), 1e-30)
+        if float((w - a).abs().max()) > 1e-6 * scale:
+            raise ExportError(
+                f"torch.autograd.Function '{cls.__qualname__}': the step traces its "
+                "forward as plain ops and lets autograd differentiate them, but its own "
+                "backward is not the derivative of its forward (a straight-through or "
+                "gradient-reversal function?), so tracing through it would change the "
+                "gradient; write that gradient with ops (x.detach() tricks) instead"
+            )
 
 
 _DATA_DEPENDENT_RE = re.compile(r"aten\.(_local_scalar_dense|nonzero|item)\b")
@@ -319,20 +480,29 @@ def _trace_failure(err: Exception, stack: list) -> Exception:
     return ExportError(f"tracing the step failed{op}{where}: {first}")
 
 
-def _drop_unchanged_buffers(gm, n_params: int, buffer_names: list) -> list:
+_COPY_OPS = (
+    torch.ops.aten.clone.default,
+    torch.ops.aten._to_copy.default,
+    torch.ops.prims.convert_element_type.default,
+)
+
+
+def _drop_unchanged_buffers(gm, n_params: int, n_grads: int, buffer_names: list) -> list:
     """Removes the buffers the step returns unchanged (the copy of their own
     argument) from the graph's results; returns the names of the others."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out = next(n for n in gm.graph.nodes if n.op == "output")
     results = list(out.args[0])
-    first = 1 + n_params
+    first = 1 + n_grads
     kept, updated = results[:first], []
     for i, name in enumerate(buffer_names):
         node = results[first + i]
         arg = placeholders[n_params + i]
-        same = node is arg or (
-            getattr(node, "target", None) == torch.ops.aten.clone.default and node.args[0] is arg
-        )
+        # The argument itself, its copy, or its round trip through the
+        # buffer's own dtype (exact for a carrier).
+        while node is not arg and getattr(node, "target", None) in _COPY_OPS:
+            node = node.args[0]
+        same = node is arg
         if not same:
             kept.append(node)
             updated.append(name)
@@ -694,13 +864,17 @@ def export_step(
     named = [(n, p) for n, p in module.named_parameters()]
     if not named:
         raise ExportError("module has no parameters")
+    if not any(p.requires_grad for _, p in named):
+        raise ExportError(
+            "no parameter requires grad: a training step needs at least one trainable parameter"
+        )
     for n, p in named:
         if p.dtype != torch.float32:
             raise ExportError(f"parameter '{n}' has dtype {p.dtype}; only float32 is supported")
     data_names = [n for n, _ in entries]
     named_buffers = list(module.named_buffers())
     for n, b in named_buffers:
-        if b.dtype not in _BUFFER_DTYPES:
+        if buffer_carrier(b.dtype) not in _BUFFER_DTYPES:
             raise ExportError(f"buffer '{n}' has dtype {b.dtype}, which is not supported")
     clash = set(data_names) & {n for n, _ in named + named_buffers} | ({"loss"} & set(data_names))
     if clash:
@@ -716,6 +890,9 @@ def export_step(
                 "shape": list(p.shape),
                 "unit": unit_of[n],
                 "dtype": "f32",
+                # requires_grad=False: sharded and gathered like the others,
+                # without a gradient (no reduce-scatter, no optimizer state).
+                "frozen": not p.requires_grad,
                 "layout": layout,
                 "layout_attr": M.layout_text(mesh_d, layout),
             }
@@ -732,6 +909,8 @@ def export_step(
         )
     results = [{"name": "loss", "kind": "loss", "dtype": "f32", "shape": []}]
     for i, p in enumerate(params):
+        if p["frozen"]:
+            continue
         results.append(
             {
                 "name": f"grad.{p['name']}",
@@ -835,7 +1014,7 @@ def _add_buffers(
         entry = {
             "name": n,
             "kind": "buffer",
-            "dtype": _BUFFER_DTYPES[b.dtype][0],
+            "dtype": _BUFFER_DTYPES[buffer_carrier(b.dtype)][0],
             "torch_dtype": str(b.dtype).replace("torch.", ""),
             "shape": list(b.shape),
             "updated": n in updated,
@@ -875,7 +1054,7 @@ def _add_buffers(
 
 
 def _buffer_value(b: dict, module: torch.nn.Module) -> np.ndarray:
-    t = module.get_buffer(b["name"]).detach()
+    t = buffer_argument(module, b["name"])
     return t.numpy().astype(_BUFFER_DTYPES[t.dtype][1])
 
 
@@ -914,12 +1093,12 @@ def _verify(text, model, module, loss_fn, local_batch, verify, graph=None) -> di
 def load_results(out_dir, module: torch.nn.Module | None = None, model: dict | None = None):
     """(loss, {parameter name: gradient tensor}) from a runner's output directory.
     Gradients are shaped like the parameters; with `module`, every parameter of
-    the module must have one (and the shapes must agree)."""
+    the module that requires grad must have one (and the shapes must agree)."""
     names = None
     if model is not None:
         names = [r["param"] for r in model["results"] if r["kind"] == "grad"]
     elif module is not None:
-        names = [n for n, _ in module.named_parameters()]
+        names = [n for n, p in module.named_parameters() if p.requires_grad]
     else:
         raise ExportError("load_results needs the module or the model description")
     loss_path = os.path.join(out_dir, "loss.npy")
@@ -989,7 +1168,11 @@ def reference(
     with eager_context():
         loss = loss_fn(ref, *args)
     loss.backward()
-    return loss.detach(), {n: p.grad.detach() for n, p in ref.named_parameters()}
+    return loss.detach(), {
+        n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
+        for n, p in ref.named_parameters()
+        if p.requires_grad
+    }
 
 
 def reference_ranks(module, loss_fn, batch, world: int, dtype=torch.float64) -> list:
@@ -1013,6 +1196,7 @@ def reference_ranks(module, loss_fn, batch, world: int, dtype=torch.float64) -> 
         grads = {
             n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
             for n, p in ref.named_parameters()
+            if p.requires_grad
         }
         buffers = {n: t.detach().clone() for n, t in ref.named_buffers()}
         out.append((loss.detach(), grads, buffers))

@@ -80,9 +80,10 @@ def train_reference(
 ):
     """The same training with torch.optim (float32, foreach=False) on the
     global batch, on a copy of `module`. Returns (losses [N], {name: final
-    parameter})."""
+    parameter}) for the parameters that require grad (the frozen ones are
+    not trained, and not results of the compiled step either)."""
     ref = copy.deepcopy(module).float()
-    params = list(ref.parameters())
+    params = [p for p in ref.parameters() if p.requires_grad]
     if cfg.kind == "adamw":
         opt = torch.optim.AdamW(
             params,
@@ -115,7 +116,7 @@ def train_reference(
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=False)
         opt.step()
         losses.append(float(loss.detach()))
-    final = {n: p.detach().numpy().copy() for n, p in ref.named_parameters()}
+    final = {n: p.detach().numpy().copy() for n, p in ref.named_parameters() if p.requires_grad}
     return np.array(losses, np.float32), final
 
 

@@ -136,7 +136,8 @@ def eager_reference(module, loss_fn, local_batch, buffer_results=()):
     import copy
 
     ref = copy.deepcopy(module)
-    params = dict(ref.named_parameters())
+    # Frozen parameters (requires_grad=False) have no gradient result.
+    params = {n: p for n, p in ref.named_parameters() if p.requires_grad}
     for p in params.values():
         p.grad = None
     with eager_context():
@@ -284,6 +285,8 @@ def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=No
     """Runs the exported step unsharded and compares it with torch eager in
     float32 (see the module's docstring). Returns {"results", "worst",
     "rel_err", "rtol"}; raises VerifyError on a mismatch."""
+    from .export import buffer_argument
+
     missing = missing_tools()
     if missing:
         raise VerifyError(
@@ -294,8 +297,7 @@ def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=No
     for p in model["params"]:
         inputs[p["name"]] = module.get_parameter(p["name"]).detach().numpy().astype(np.float32)
     for b in model.get("buffers", []):
-        t = module.get_buffer(b["name"]).detach()
-        inputs[b["name"]] = t.numpy().copy()
+        inputs[b["name"]] = buffer_argument(module, b["name"]).numpy().copy()
     for d, t in zip(model["data"], local_batch):
         inputs[d["name"]] = t.detach().numpy()
     buffer_results = [(r["name"], r["buffer"]) for r in model["results"] if r["kind"] == "buffer"]
@@ -335,10 +337,10 @@ def _first_op_text(graph, module, model, inputs, local_batch, tmp, rtol) -> str:
     when there is no graph, no op differs or the search itself fails."""
     if graph is None:
         return ""
-    from .export import annotate, import_graph
+    from .export import annotate, buffer_argument, import_graph
 
     params = tuple(p.detach() for _, p in module.named_parameters())
-    buffers = tuple(module.get_buffer(b["name"]).detach() for b in model.get("buffers", []))
+    buffers = tuple(buffer_argument(module, b["name"]) for b in model.get("buffers", []))
     try:
         found = first_divergence(
             graph,
