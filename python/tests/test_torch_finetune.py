@@ -259,7 +259,14 @@ def test_lora_llama_trains_only_the_adapters_with_compile_step(tmp_path):
     batches = counting_batches(STEPS, 4)
     lrs = lr_schedule(STEPS, peak=3e-2, floor=3e-3)
     step = compile_step(
-        module, lm_loss, batches[0], mesh="2", optimizer=ADAMW, units=[layer], workdir=str(tmp_path)
+        module,
+        lm_loss,
+        batches[0],
+        mesh="2",
+        optimizer=ADAMW,
+        units=[layer],
+        workdir=str(tmp_path),
+        verify=False,  # the training is compared with torch.optim below
     )
     try:
         losses = [float(step(*batch, lr=lr)) for batch, lr in zip(batches, lrs)]

@@ -31,7 +31,7 @@ from fsdp_mlir.optim import OptimizerConfig
 from fsdp_mlir.runner import Program
 from fsdp_mlir.torch.export import ExportError, _batch_entries, export_step
 
-_EXPORT_OPTIONS = ("units", "placement", "policy", "param_dtype", "reduce_dtype")
+_EXPORT_OPTIONS = ("units", "placement", "policy", "param_dtype", "reduce_dtype", "verify")
 
 
 def fsdp_opt() -> str:
@@ -93,7 +93,9 @@ class CompiledStep:
         return loss, grads
 
     def parameters(self) -> dict:
-        """The current global value of every parameter (after the last call)."""
+        """The current global value of every trained parameter (after the
+        last call); frozen ones (requires_grad=False) are not results: they
+        keep the values the step was compiled with."""
         if self._last is None:
             raise ExportError("no step has run yet")
         return {
@@ -124,7 +126,7 @@ def compile_step(
 ) -> CompiledStep:
     """Exports, compiles and loads the training step of `module` (see the
     module's doc). `options`: export options (units, placement, policy,
-    param_dtype, reduce_dtype) and extra `--fsdp-pipeline` options."""
+    param_dtype, reduce_dtype, verify) and extra `--fsdp-pipeline` options."""
     export = {k: options.pop(k) for k in list(options) if k in _EXPORT_OPTIONS}
     workdir = workdir or tempfile.mkdtemp(prefix="fsdp-step-")
     model = export_step(module, loss_fn, example_batch, workdir, mesh=mesh, **export)
