@@ -445,3 +445,19 @@ def test_custom_autograd_functions(tmp_path):
     )
     with pytest.raises(Exception, match="'GradReverse'.*not the derivative of its forward"):
         export_step(WithFunction(GradReverse), plain_loss, classifier_batch(), None, mesh="2")
+
+
+def test_lora_gradients_on_hsdp_2x2(tmp_path):
+    """HSDP: the adapters' gradients are reduce-scattered over the shard
+    axis and all-reduced over the replicate axis, the base weights neither."""
+    module, layer = lora_llama()
+    (tokens,) = counting_batches(1, 4)[0]
+    out = str(tmp_path / "hsdp")
+    model = export_step(module, lm_loss, (tokens,), out, mesh="2x2", units=[layer], verify=False)
+    loss, grads = load_results(T.compile_and_run(out, model["config"]["pipeline"]), model=model)
+    ref_loss, ref_grads = reference(module, lm_loss, (tokens,))
+    assert set(grads) == set(ref_grads) and all("lora_" in n for n in grads)
+    errors = V.relative_errors(
+        {"loss": loss, **grads}, {"loss": ref_loss, **ref_grads}, list(grads)
+    )
+    assert max(errors.values()) <= RTOL, errors
