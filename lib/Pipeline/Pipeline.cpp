@@ -186,7 +186,8 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   }
 }
 
-void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena) {
+void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
+                                           bool deviceArena) {
   bufferization::OneShotBufferizePassOptions bufferize;
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
@@ -220,8 +221,15 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena) {
   // Every buffer freed in its own block now has its lifetime, from its
   // allocation to its free: the arena plan packs them (docs/RUNTIME.md,
   // "Static memory"). Clones are allocations by now.
-  if (arena)
+  if (arena && deviceArena) {
+    // fsdp-gpu-device-memory turns the arena call into fsdprt_gpu_arena.
+    FSDPAssignBuffersOptions device;
+    device.poison = false;
+    device.entryResults = false;
+    pm.addPass(createFSDPAssignBuffers(device));
+  } else if (arena) {
     pm.addPass(createFSDPAssignBuffers());
+  }
 }
 
 void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
@@ -322,10 +330,8 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
                                       bool arena, const FSDPGpuOptions &gpu) {
   populateFSDPTensorCompute(pm, compute);
-  // The arena is host memory (fsdprt_jit_arena); a compute=gpu step's buffers
-  // come from the rank's stream-ordered device pool until the runtime hands
-  // out a device arena.
-  populateFSDPBufferization(pm, arena && compute != ComputeMode::Gpu);
+  // A compute=gpu step's arena is the rank's device arena (fsdprt_gpu_arena).
+  populateFSDPBufferization(pm, arena, compute == ComputeMode::Gpu);
   populateFSDPRuntimeCalls(pm, compute);
   if (compute == ComputeMode::Gpu)
     populateFSDPGpuKernels(pm, gpu);

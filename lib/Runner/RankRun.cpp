@@ -458,22 +458,34 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
 }
 
 /// Reserves the step's planned arena on this rank's thread (which touches
-/// its pages first) before the first step; when a rank cannot, every rank
-/// stops there, before any collective of the step.
+/// its pages first) before the first step -- for a compute=gpu step the
+/// rank's device arena (`context`) --; when a rank cannot, every rank stops
+/// there, before any collective of the step.
 bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
-                  fsdprt_comm_t *runner, std::string &error) {
+                  fsdprt_gpu_context_t *context, fsdprt_comm_t *runner,
+                  std::string &error) {
   const std::optional<MemoryPlan> &plan = cx.prog.plan;
   if (!plan || plan->arenaBytes == 0)
     return true;
-  fsdprt_status_t st = fsdprt_arena_reserve(comm, plan->arenaBytes);
-  bool ok = st == FSDPRT_OK;
+  bool ok;
+  std::string why;
+  if (context) {
+    ok = fsdprt_gpu_arena(plan->arenaBytes) != nullptr;
+    if (!ok)
+      why = fsdprt_gpu_context_error_message(context);
+  } else {
+    fsdprt_status_t st = fsdprt_arena_reserve(comm, plan->arenaBytes);
+    ok = st == FSDPRT_OK;
+    if (!ok)
+      why = fsdprt_status_string(st);
+  }
   if (!ok) {
     error = "cannot allocate the arena of '" + cx.prog.entry +
             "': " + std::to_string(plan->arenaBytes) + " bytes for " +
             std::to_string(plan->buffers) + " planned buffers (largest:";
     for (int64_t bytes : plan->largest)
       error += " " + std::to_string(bytes);
-    error += " bytes): " + std::string(fsdprt_status_string(st));
+    error += " bytes): " + why;
   }
   return agree(runner, ok, "the step's arena", error);
 }
@@ -527,7 +539,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
   out.gpu = gpu;
-  if (!gpu && !reserveArena(cx, comm, runner, out.error))
+  if (!reserveArena(cx, comm, context, runner, out.error))
     total = 0;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
@@ -598,9 +610,9 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (cx.outputs[k].arg >= 0)
       out.pieces[k] = fed[cx.outputs[k].arg];
   out.memory = memory::current();
-  out.arenaBytes = gpu ? 0 : fsdprt_arena_bytes(comm);
   if (gpu)
     fsdprt_gpu_context_stats(context, &out.device);
+  out.arenaBytes = gpu ? 0 : fsdprt_arena_bytes(comm);
   fsdprt_comm_get_stats(comm, &out.stats);
 }
 

@@ -117,19 +117,24 @@ json::Object toJSON(const RunResult &r) {
   // these are the device's.
   o["gpu"] = r.gpu;
   if (r.gpu) {
-    std::vector<int64_t> devices, bytes, peaks, launches, gemms;
+    std::vector<int64_t> devices, bytes, peaks, launches, gemms, allocations,
+        arenas;
     for (const RankMemory &m : r.memory) {
       devices.push_back(m.device);
       bytes.push_back(m.deviceAllocatedBytes);
       peaks.push_back(m.devicePeakBytes);
       launches.push_back(m.deviceLaunches);
       gemms.push_back(m.deviceGemms);
+      allocations.push_back(m.deviceAllocations);
+      arenas.push_back(m.deviceArenaBytes);
     }
     o["devices"] = listOf(devices);
     o["device_allocated_bytes"] = listOf(bytes);
     o["device_peak_bytes"] = listOf(peaks);
     o["device_launches"] = listOf(launches);
     o["device_gemms"] = listOf(gemms);
+    o["device_allocations"] = listOf(allocations);
+    o["device_arena_bytes"] = listOf(arenas);
   }
   // The per-step scalars of a training run (the loss, ...).
   for (const HostArray &a : r.outputs) {

@@ -150,7 +150,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
                                   all.begin() + (r + 1) * piece.size());
   }
-  constexpr size_t n = 9;
+  constexpr size_t n = 11;
   int64_t counters[n] = {mine.memory.peakBytes,
                          mine.memory.allocations,
                          mine.heldAfterStep,
@@ -159,7 +159,9 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
                          int64_t(mine.device.bytes_allocated),
                          int64_t(mine.device.launches),
                          int64_t(mine.device.gemms),
-                         int64_t(mine.device.bytes_peak)};
+                         int64_t(mine.device.bytes_peak),
+                         int64_t(mine.device.allocations),
+                         int64_t(mine.device.arena_bytes)};
   std::vector<int64_t> all(n * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
@@ -177,6 +179,8 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
     runs[r].device.launches = uint64_t(c[6]);
     runs[r].device.gemms = uint64_t(c[7]);
     runs[r].device.bytes_peak = uint64_t(c[8]);
+    runs[r].device.allocations = uint64_t(c[9]);
+    runs[r].device.arena_bytes = uint64_t(c[10]);
   }
   runs[rank].stats = mine.stats;
   runs[rank].rss = mine.rss;
@@ -255,6 +259,8 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
       m.devicePeakBytes = int64_t(run.device.bytes_peak);
       m.deviceLaunches = int64_t(run.device.launches);
       m.deviceGemms = int64_t(run.device.gemms);
+      m.deviceAllocations = int64_t(run.device.allocations);
+      m.deviceArenaBytes = int64_t(run.device.arena_bytes);
     }
     result.memory.push_back(m);
     result.stats.push_back(commStats(run.stats));

@@ -290,6 +290,7 @@ void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
   cudaError_t rc = cudaMallocAsync(&p, size, ctx->compute);
   if (rc == cudaSuccess) {
     ctx->bytes_allocated += int64_t(size);
+    ctx->allocations++;
     std::lock_guard<std::mutex> lock(ctx->alloc_mu);
     ctx->alloc_sizes[p] = int64_t(size);
     ctx->bytes_live += int64_t(size);
@@ -310,6 +311,21 @@ void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
              what.c_str()));
   fail(ctx, st);
   return nullptr;
+}
+
+// Frees `ptr` after the work already enqueued on the compute stream.
+void free_on(fsdprt_gpu_context *ctx, void *ptr) {
+  {
+    std::lock_guard<std::mutex> lock(ctx->alloc_mu);
+    auto it = ctx->alloc_sizes.find(ptr);
+    if (it != ctx->alloc_sizes.end()) {
+      ctx->bytes_live -= it->second;
+      ctx->alloc_sizes.erase(it);
+    }
+  }
+  // Freed after the work already enqueued; errors are not worth a failure.
+  if (cudaFreeAsync(ptr, ctx->compute) != cudaSuccess)
+    cudaGetLastError();
 }
 
 } // namespace
@@ -376,6 +392,10 @@ void fsdprt_gpu_context_destroy(fsdprt_gpu_context_t *ctx) {
     cudaStreamSynchronize(ctx->compute);
   if (ctx->comm)
     cudaStreamSynchronize(ctx->comm);
+  if (ctx->arena && ctx->compute) {
+    cudaFreeAsync(ctx->arena, ctx->compute);
+    cudaStreamSynchronize(ctx->compute);
+  }
   if (tls_ctx == ctx)
     tls_ctx = nullptr;
   blas_destroy(ctx);
@@ -447,6 +467,8 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
   std::lock_guard<std::mutex> lock(ctx->alloc_mu);
   stats->bytes_live = uint64_t(ctx->bytes_live);
   stats->bytes_peak = uint64_t(ctx->bytes_peak);
+  stats->allocations = ctx->allocations.load();
+  stats->arena_bytes = uint64_t(ctx->arena_bytes);
   return FSDPRT_OK;
 }
 
@@ -459,17 +481,39 @@ void fsdprt_gpu_free(void *ptr) {
   fsdprt_gpu_context *ctx = tls_ctx;
   if (!ptr || !ctx)
     return;
-  {
-    std::lock_guard<std::mutex> lock(ctx->alloc_mu);
-    auto it = ctx->alloc_sizes.find(ptr);
-    if (it != ctx->alloc_sizes.end()) {
-      ctx->bytes_live -= it->second;
-      ctx->alloc_sizes.erase(it);
-    }
+  free_on(ctx, ptr);
+}
+
+void *fsdprt_gpu_arena(int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_arena");
+  if (!ctx)
+    return nullptr;
+  if (ctx->arena && bytes <= ctx->arena_bytes)
+    return ctx->arena;
+  if (ctx->arena) {
+    // Collectives on the communication stream may still read the old
+    // arena: its free waits for them too.
+    cudaEvent_t ev = nullptr;
+    bool bad = failed(ctx, ctx->events.acquire(&ev), "fsdprt_gpu_arena",
+                      "cudaEventCreate") ||
+               failed(ctx, cudaEventRecord(ev, ctx->comm), "fsdprt_gpu_arena",
+                      "cudaEventRecord") ||
+               failed(ctx, cudaStreamWaitEvent(ctx->compute, ev, 0),
+                      "fsdprt_gpu_arena", "cudaStreamWaitEvent");
+    if (ev)
+      ctx->events.release(ev);
+    if (bad)
+      return nullptr;
+    free_on(ctx, ctx->arena);
+    ctx->arena = nullptr;
+    ctx->arena_bytes = 0;
   }
-  // Freed after the work already enqueued; errors are not worth a failure.
-  if (cudaFreeAsync(ptr, ctx->compute) != cudaSuccess)
-    cudaGetLastError();
+  void *p = alloc(ctx, bytes, "fsdprt_gpu_arena");
+  if (p) {
+    ctx->arena = p;
+    ctx->arena_bytes = bytes;
+  }
+  return p;
 }
 
 // A copy on the compute stream that has finished when it returns: pageable

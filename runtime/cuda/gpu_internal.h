@@ -86,6 +86,11 @@ struct fsdprt_gpu_context {
   mutable std::mutex alloc_mu;
   std::unordered_map<void *, int64_t> alloc_sizes;
   int64_t bytes_live = 0, bytes_peak = 0;
+  std::atomic<uint64_t> allocations{0};
+  // The step's planned device arena (fsdprt_gpu_arena): allocated on the
+  // first request, reused by every later step, grown only for a larger plan.
+  void *arena = nullptr;
+  int64_t arena_bytes = 0;
 
   void record_error(const fsdprt::Status &st);
   fsdprt_status_t first_error() const;

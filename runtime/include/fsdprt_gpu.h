@@ -94,6 +94,8 @@ typedef struct fsdprt_gpu_stats {
   uint64_t bytes_allocated; /* bytes handed out by fsdprt_gpu_alloc (total) */
   uint64_t bytes_live;      /* of those, not yet freed */
   uint64_t bytes_peak;      /* the most live at once, in stream order */
+  uint64_t allocations;     /* device allocations made (arena included) */
+  uint64_t arena_bytes;     /* the size of the step's device arena */
 } fsdprt_gpu_stats_t;
 FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
     const fsdprt_gpu_context_t *ctx, fsdprt_gpu_stats_t *stats);
@@ -107,6 +109,15 @@ FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
 FSDPRT_API void *fsdprt_gpu_alloc(int64_t bytes);
 /* Frees after the work already enqueued on the compute stream. NULL: no-op. */
 FSDPRT_API void fsdprt_gpu_free(void *ptr);
+/* The thread context's device arena, at least `bytes` bytes, for the
+ * buffers a compute=gpu step plans into one arena (fsdp-assign-buffers
+ * calls it at the start of every step in place of fsdprt_jit_arena): the
+ * first call allocates it, later calls return the same base, so a step
+ * allocates nothing. A larger request replaces it after the work already
+ * enqueued on both of the context's streams. 256-byte aligned; NULL on
+ * failure (FSDPRT_ERR_OUT_OF_MEMORY recorded with the sizes). Freed with
+ * the context. */
+FSDPRT_API void *fsdprt_gpu_arena(int64_t bytes);
 /* Host <-> device copies ordered on the compute stream. to_device returns
  * once `src` may be reused; to_host once `dst` holds the data. */
 FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,

@@ -109,6 +109,7 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *,
   return FSDPRT_ERR_UNSUPPORTED;
 }
 void *fsdprt_gpu_alloc(int64_t) { return nullptr; }
+void *fsdprt_gpu_arena(int64_t) { return nullptr; }
 void fsdprt_gpu_free(void *) {}
 fsdprt_status_t fsdprt_gpu_copy_to_device(void *, const void *, int64_t) {
   return FSDPRT_ERR_UNSUPPORTED;

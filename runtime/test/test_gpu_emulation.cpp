@@ -499,6 +499,42 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
   fsdprt_gpu_context_destroy(ctx);
 }
 
+TEST_F(Emulation, TheDeviceArenaIsAllocatedOnceAndGrowsOnlyForALargerPlan) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  fsdprt_gpu_stats_t st;
+  void *a = fsdprt_gpu_arena(1024);
+  ASSERT_NE(a, nullptr) << fsdprt_gpu_context_error_message(ctx);
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(a) % 256, 0u);
+  // Every later step of the same plan (or a smaller one) gets the same
+  // base and allocates nothing.
+  for (int step = 0; step < 3; ++step) {
+    EXPECT_EQ(fsdprt_gpu_arena(1024), a);
+    EXPECT_EQ(fsdprt_gpu_arena(512), a);
+  }
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.allocations, 1u);
+  EXPECT_EQ(st.arena_bytes, 1024u);
+  EXPECT_EQ(st.bytes_live, 1024u);
+  // A kernel enqueued on the old arena runs before its stream-ordered free.
+  fill(static_cast<float *>(a), 256, 2.0f);
+  void *b = fsdprt_gpu_arena(4096);
+  ASSERT_NE(b, nullptr);
+  fill(static_cast<float *>(b), 1024, 3.0f);
+  std::vector<float> got(1024);
+  ASSERT_EQ(fsdprt_gpu_copy_to_host(got.data(), b, 4096), FSDPRT_OK);
+  EXPECT_EQ(got.front(), 3.0f);
+  EXPECT_EQ(got.back(), 3.0f);
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.allocations, 2u);
+  EXPECT_EQ(st.arena_bytes, 4096u);
+  EXPECT_EQ(st.bytes_live, 4096u); // the old arena is gone
+  EXPECT_EQ(fsdprt_gpu_arena(4096), b);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+}
+
 TEST_F(Emulation, Tf32OnlyWhenEnabledAndBadShapesAreErrors) {
   fsdprt_gpu_context_t *ctx = nullptr;
   ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);

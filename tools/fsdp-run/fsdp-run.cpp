@@ -207,7 +207,9 @@ void printMemory(const RunResult &r, int64_t steps) {
                    << " B per step, peak " << m.devicePeakBytes
                    << " B live at once; " << m.deviceLaunches / n
                    << " kernel launches and " << m.deviceGemms / n
-                   << " cuBLAS GEMMs per step\n";
+                   << " cuBLAS GEMMs per step; " << m.deviceAllocations
+                   << " device allocations in all, arena " << m.deviceArenaBytes
+                   << " B\n";
     }
     return;
   }

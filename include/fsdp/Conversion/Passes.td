@@ -486,7 +486,11 @@ def FSDPGpuDeviceMemory : Pass<"fsdp-gpu-device-memory", "ModuleOp"> {
     every buffer of a lowered step (activations, gathered parameters,
     gradients, results) lives in device memory, and `gpu-to-llvm` turns
     them into the runtime's `mgpuMemAlloc` / `mgpuMemFree`, ordered on the
-    rank's compute stream by `fsdp-gpu-stream-order`. A `memref.alloca`
+    rank's compute stream by `fsdp-gpu-stream-order`. The buffers that
+    `fsdp-assign-buffers` planned into one arena are views of the rank's
+    device arena: its `fsdprt_jit_arena` call becomes `fsdprt_gpu_arena`
+    (allocated on the first step, reused by every later one), as the
+    quantization entry points become their device forms. A `memref.alloca`
     or a `memref.get_global` that host code passes on (a buffer the device
     cannot read) is diagnosed.
   }];

@@ -288,8 +288,12 @@ void populateFSDPOptimizer(OpPassManager &pm,
 /// transposes and fuse elementwise ops (on tensors).
 void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute);
 /// One-shot bufferization and deallocation (early frees, then the
-/// ownership-based rest), and with `arena` the buffer assignment.
-void populateFSDPBufferization(OpPassManager &pm, bool arena = true);
+/// ownership-based rest), and with `arena` the buffer assignment. With
+/// `deviceArena` (compute=gpu) the arena is the rank's device arena: no
+/// sanitizer marks (its addresses are not host memory) and the entry's
+/// results stay allocations of their own, which the runner frees.
+void populateFSDPBufferization(OpPassManager &pm, bool arena = true,
+                               bool deviceArena = false);
 /// Collectives to fsdprt calls, kernel outlining, and with compute=fast the
 /// BLAS calls and specialized loops.
 void populateFSDPRuntimeCalls(OpPassManager &pm, ComputeMode compute);

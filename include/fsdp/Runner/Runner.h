@@ -114,6 +114,9 @@ struct RankMemory {
   /// The most device bytes the rank's allocations held at once (stream
   /// order of the compute stream).
   int64_t devicePeakBytes = 0;
+  /// Device allocations in the run (arguments uploaded, the step's own
+  /// buffers outside its arena, the arena once) and the rank's device arena.
+  int64_t deviceAllocations = 0, deviceArenaBytes = 0;
   /// The step's measured high-water mark: its arena and what is outside.
   int64_t measuredPeakBytes() const { return arenaBytes + peakBytes; }
 };

@@ -3,7 +3,9 @@
 // With compute=gpu every kernel runs on the device, so every buffer a step
 // allocates is a device buffer: `memref.alloc` / `memref.dealloc` in host
 // code become `gpu.alloc` / `gpu.dealloc` (the runtime's `mgpuMemAlloc` /
-// `mgpuMemFree`, ordered on the rank's compute stream). Host code that
+// `mgpuMemFree`, ordered on the rank's compute stream), and the arena that
+// fsdp-assign-buffers planned the other buffers into is the rank's device
+// arena (`fsdprt_gpu_arena`, allocated once). Host code that
 // would read or write a buffer itself, or hand the device a host buffer
 // (a stack allocation, a global), is diagnosed: it cannot run. The one
 // exception is a scalar the host computes or needs as a value (the
@@ -67,18 +69,21 @@ void accessScalar(Operation *op) {
   gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), device, host);
 }
 
-/// The host quantization entry points and their device forms
-/// (fsdprt_gpu.h): the same arguments, every pointer a device pointer, the
-/// kernels enqueued on the rank's compute stream. The host forms would read
-/// device memory from the host, outside the stream's order.
+/// The host entry points and their device forms (fsdprt_gpu.h): the same
+/// arguments, every pointer a device pointer. The quantization kernels are
+/// enqueued on the rank's compute stream (the host forms would read device
+/// memory from the host, outside the stream's order); the arena is device
+/// memory allocated once per rank.
 constexpr std::pair<StringLiteral, StringLiteral> kDeviceForms[] = {
     {"fsdprt_jit_quant_amax", "fsdprt_gpu_quant_amax"},
     {"fsdprt_jit_quantize", "fsdprt_gpu_quantize"},
-    {"fsdprt_jit_dequantize", "fsdprt_gpu_dequantize"}};
+    {"fsdprt_jit_dequantize", "fsdprt_gpu_dequantize"},
+    // The planned arena (fsdp-assign-buffers): the rank's device arena.
+    {"fsdprt_jit_arena", "fsdprt_gpu_arena"}};
 
-/// Calls of the host quantization entry points become calls of their
-/// device forms, declared in place of the host ones.
-void useDeviceQuantization(ModuleOp module) {
+/// Calls of the host entry points become calls of their device forms,
+/// declared in place of the host ones.
+void useDeviceForms(ModuleOp module) {
   SymbolTable symbols(module);
   for (auto [host, device] : kDeviceForms) {
     auto decl = symbols.lookup<func::FuncOp>(host);
@@ -153,7 +158,7 @@ struct FSDPGpuDeviceMemoryPass
       }
       op->erase();
     }
-    useDeviceQuantization(getOperation());
+    useDeviceForms(getOperation());
     // What the runner reads: every buffer of this step is device memory.
     getOperation()->setAttr("fsdp.gpu", UnitAttr::get(&getContext()));
   }

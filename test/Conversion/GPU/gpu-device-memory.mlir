@@ -92,3 +92,39 @@ func.func @quantized_gather(%x: !llvm.ptr, %amax: !llvm.ptr, %packet: !llvm.ptr,
   call @fsdprt_jit_dequantize(%packet, %y, %k, %f, %f, %one, %n) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64) -> ()
   return
 }
+
+// -----
+
+// The arena fsdp-assign-buffers planned the step's buffers into is the
+// rank's device arena: its views are device buffers the kernels use, and
+// nothing is allocated in the step.
+// CHECK-NOT: func.func private @fsdprt_jit_arena
+// CHECK: func.func private @fsdprt_gpu_arena(i64) -> !llvm.ptr
+// CHECK-LABEL: func.func @planned
+func.func private @fsdprt_jit_arena(i64) -> !llvm.ptr
+func.func @planned(%x: memref<16xf32>) {
+  // CHECK: %[[BASE:.*]] = call @fsdprt_gpu_arena(%{{.*}}) : (i64) -> !llvm.ptr
+  // CHECK-NOT: gpu.alloc
+  // CHECK: memref.view
+  %bytes = llvm.mlir.constant(128 : i64) : i64
+  %base = call @fsdprt_jit_arena(%bytes) : (i64) -> !llvm.ptr
+  %zero = llvm.mlir.constant(0 : i64) : i64
+  %one = llvm.mlir.constant(1 : i64) : i64
+  %d0 = llvm.mlir.poison : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %d1 = llvm.insertvalue %base, %d0[0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %d2 = llvm.insertvalue %base, %d1[1] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %d3 = llvm.insertvalue %zero, %d2[2] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %d4 = llvm.insertvalue %bytes, %d3[3, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %d5 = llvm.insertvalue %one, %d4[4, 0] : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)>
+  %arena = builtin.unrealized_conversion_cast %d5 : !llvm.struct<(ptr, ptr, i64, array<1 x i64>, array<1 x i64>)> to memref<128xi8>
+  %c64 = arith.constant 64 : index
+  %t = memref.view %arena[%c64][] : memref<128xi8> to memref<16xf32>
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %v = memref.load %x[%tx] : memref<16xf32>
+    memref.store %v, %t[%tx] : memref<16xf32>
+    gpu.terminator
+  }
+  return
+}
