@@ -389,7 +389,6 @@ def test_as_strided_and_index_put_decompositions_match_aten():
     vals = torch.randn(2, 3, 3, dtype=torch.float64)
     ref = aten.index_put(table, [idx], vals, True)
     assert close(D.index_put(table, [idx], vals, True), ref)
-    assert D.index_put(table, [idx], vals, False) is NotImplemented
 
 
 def test_index_put_without_accumulation_matches_aten():
@@ -398,10 +397,58 @@ def test_index_put_without_accumulation_matches_aten():
     table = torch.randn(6, 3, dtype=torch.float64, generator=g)
     idx = torch.tensor([4, 1, -1, 4])
     vals = torch.randn(4, 3, dtype=torch.float64, generator=g)
-    assert torch.equal(D.index_put_replace(table, [idx], vals), aten.index_put(table, [idx], vals))
+    assert torch.equal(D.index_put(table, [idx], vals), aten.index_put(table, [idx], vals))
     perm = torch.randperm(7, generator=g)
-    inv = D.index_put_replace(torch.empty_like(perm), [perm], torch.arange(7))
+    inv = D.index_put(torch.empty_like(perm), [perm], torch.arange(7))
     assert torch.equal(inv[perm], torch.arange(7))
+    # Many writers: the last writer of each slot from a sort of the slots.
+    idx = torch.randint(-6, 6, (3 * D.PAIRWISE_LAST_WRITER,), generator=g)
+    vals = torch.randn(idx.shape[0], 3, dtype=torch.float64, generator=g)
+    assert torch.equal(D.index_put(table, [idx], vals), aten.index_put(table, [idx], vals))
+
+
+# Index forms of advanced indexing: index tensors on leading, inner, trailing
+# and separated dims (separated ones put the indexed dims first), broadcast
+# index tensors, a 0-d index, repeated and negative indices.
+INDEX_PUT_FORMS = [
+    ([torch.tensor([1, -1, 1, 0])], (4, 5, 6)),
+    ([None, torch.tensor([[0, 2], [2, 4]])], (4, 2, 2, 6)),
+    ([None, None, torch.tensor([5, 0, 5])], (4, 5, 3)),
+    ([torch.tensor([0, 3, 0]), torch.tensor([1, 1, 1])], (3, 6)),
+    ([torch.tensor([0, 3, 0]), None, torch.tensor([1, 1, 1])], (3, 5)),
+    ([None, torch.tensor([[1], [1]]), torch.tensor([2, 2, 3])], (4, 2, 3)),
+    ([torch.tensor(2)], (5, 6)),
+    ([None, torch.tensor([1, 1])], ()),
+]
+
+
+@pytest.mark.parametrize("accumulate", [False, True])
+@pytest.mark.parametrize("form", range(len(INDEX_PUT_FORMS)))
+def test_index_put_forms_match_aten(form, accumulate):
+    """Every form against aten: writes exactly (the last write wins),
+    accumulation in float64 (the one-hot product's order is fsdp-opt's loop's,
+    checked end to end in test_torch_indexing.py)."""
+    g = torch.Generator().manual_seed(form)
+    indices, shape = INDEX_PUT_FORMS[form]
+    x = torch.randn(4, 5, 6, dtype=torch.float64, generator=g)
+    values = torch.randn(shape, dtype=torch.float64, generator=g)
+    got = D.index_put(x, indices, values, accumulate)
+    ref = aten.index_put(x, indices, values, accumulate)
+    assert torch.equal(got, ref) if not accumulate else close(got, ref)
+
+
+def test_index_put_integer_and_mask_forms_match_aten():
+    x = torch.arange(20).reshape(4, 5)
+    idx = [torch.tensor([1, 1, 2])]
+    for acc, v in ((True, torch.tensor([7])), (False, torch.tensor([[7], [8], [9]]))):
+        assert torch.equal(D.index_put(x, idx, v, acc), aten.index_put(x, idx, v, acc))
+    y = torch.randn(4, 5, 6, dtype=torch.float64)
+    mask = torch.randn(4, 5) > 0
+    for acc in (False, True):
+        ref = aten.index_put(y, [mask], torch.tensor(2.0, dtype=torch.float64), acc)
+        assert close(D.index_put(y, [mask], torch.tensor(2.0, dtype=torch.float64), acc), ref)
+    with pytest.raises(D.UnsupportedInModel, match="boolean mask"):
+        D.index_put(y, [mask], torch.randn(int(mask.sum()), 6, dtype=torch.float64))
 
 
 @pytest.mark.parametrize("dim", [0, 1, -1])
@@ -423,6 +470,16 @@ def test_scatter_decompositions_match_aten(dim):
     assert close(
         D.index_add(x, dim, index, source, alpha=0.5), x.index_add(dim, index, source, alpha=0.5)
     )
+    assert torch.equal(D.index_copy(x, dim, index, source), x.index_copy(dim, index, source))
+    add = D.scatter(x, dim, idx, src, "add")
+    assert close(add, aten.scatter(x, dim, idx, src, reduce="add"))
+    for reduce in ("sum", "mean"):
+        for include_self in (True, False):
+            got = D.scatter_reduce(x, dim, idx, src, reduce, include_self)
+            ref = aten.scatter_reduce(x, dim, idx, src, reduce, include_self=include_self)
+            assert close(got, ref), (reduce, include_self)
+    with pytest.raises(D.UnsupportedInModel, match="amax"):
+        D.scatter_reduce(x, dim, idx, src, "amax")
 
 
 def test_histc_matches_aten():
@@ -457,6 +514,37 @@ def test_sort_and_topk_match_aten():
         assert torch.equal(values, ref.values) and torch.equal(indices, ref.indices)
 
 
+@pytest.mark.parametrize("n", [1, 2, 3, 5, 8, 13, 33, 100])
+def test_sort_topk_cumsum_sizes_and_ties_match_aten(n):
+    """The bitonic sort on sizes that are and are not powers of two, with
+    and without ties: stable sort's indices exactly, topk's values exactly
+    and its indices where the values are distinct (aten's std::nth_element
+    picks among ties in its own order); the scan's cumsum bitwise (float32
+    summed in float64 as aten's CPU kernel does)."""
+    g = torch.Generator().manual_seed(n)
+    for x in (
+        torch.randn(3, n, generator=g),
+        torch.randint(0, 4, (3, n), generator=g).float(),
+        torch.randint(0, 3, (2, n), generator=g),
+    ):
+        for descending in (False, True):
+            for dim, t in ((-1, x), (0, x.t())):
+                values, indices = D.sort(t, dim, descending)
+                ref = torch.sort(t, dim=dim, descending=descending, stable=True)
+                assert torch.equal(values, ref.values) and torch.equal(indices, ref.indices)
+        distinct = x.unique().numel() == x.numel()
+        for k in {1, min(3, n), n}:
+            for largest in (True, False):
+                values, indices = D.topk(x, k, -1, largest)
+                ref = torch.topk(x, k, -1, largest)
+                assert torch.equal(values, ref.values)
+                assert not distinct or torch.equal(indices, ref.indices)
+        assert torch.equal(D.cumsum(x, -1), torch.cumsum(x, -1))
+        assert torch.equal(D.cumsum(x, 0), torch.cumsum(x, 0))
+    offset = torch.randn(2, 4096, generator=g) + 3
+    assert torch.equal(D.cumsum(offset, 1), torch.cumsum(offset, 1))
+
+
 def test_grouped_mm_matches_aten():
     """Rows of `a` in groups (the MoE forward) and the jagged-K form (the
     weight gradient), against aten's CPU grouped matrix product."""
@@ -484,9 +572,9 @@ def test_cumsum_keeps_an_integer_dtype():
     assert out.dtype == torch.int32 and torch.equal(out, torch.cumsum(counts, 0, dtype=torch.int32))
 
 
-def test_data_dependent_forward_names_op_and_submodule():
-    """A forward that branches on a value (transformers' eager MoE loop over
-    the experts hit) is refused with the op and the submodule."""
+def test_value_dependent_shape_names_op_and_submodule():
+    """A forward whose shapes depend on values (nonzero) is refused with the
+    op and the submodule."""
 
     class Route(torch.nn.Module):
         def __init__(self):
@@ -495,7 +583,7 @@ def test_data_dependent_forward_names_op_and_submodule():
 
         def forward(self, x):
             y = self.lin(x)
-            return y * 2 if bool(y.sum() > 0) else y
+            return y[y > 0]
 
     class Net(torch.nn.Module):
         def __init__(self):
@@ -505,5 +593,71 @@ def test_data_dependent_forward_names_op_and_submodule():
         def forward(self, x):
             return self.route(x).sum()
 
-    with pytest.raises(ExportError, match=r"aten\._local_scalar_dense' in route \([\w.<>]*Route\)"):
+    with pytest.raises(
+        ExportError, match=r"aten\.index. in route \([\w.<>]*Route\)"
+    ):
         export_step(Net(), lambda m, x: m(x), (torch.randn(2, 4),), None, mesh="1", verify=False)
+
+
+class ReadsValues(torch.nn.Module):
+    """Reads two values from tensors: an int that sizes a slice and a bool
+    that picks a branch."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = torch.nn.Linear(4, 4)
+
+    def forward(self, x, n):
+        y = self.lin(x)
+        k = int(n[0].sum())
+        return y[:, :k].sum() * 2 if bool(y.sum() > 0) else y.sum()
+
+
+def test_values_read_from_tensors_are_guarded():
+    """.item() / bool(t): the step is specialized on the example batch's
+    values, and each read becomes a guard (cf.assert with a message naming
+    the op, the module, the source line and the value); model.json lists
+    them."""
+    torch.manual_seed(0)
+    x, n = torch.randn(4, 4), torch.tensor([[1, 2]] * 4)
+    model = export_step(
+        ReadsValues(), lambda m, x, n: m(x, n), (x, n), None, mesh="2", verify=False
+    )
+    guards = model["guards"]
+    assert [g["value"] for g in guards][0] == 3 and len(guards) == 2
+    assert guards[0]["module"] == "the root module (ReadsValues)"
+    assert "k = int(n[0].sum())" in guards[0]["source"]
+    asserts = [ln.strip() for ln in model["mlir"].splitlines() if "cf.assert" in ln]
+    assert len(asserts) == 2
+    assert asserts[0].startswith(
+        'cf.assert %fsdp_guard0, "guard failed: aten._local_scalar_dense in the root module '
+        "(ReadsValues) (test_torch_frontend.py:"
+    )
+    assert "read 3 on the example batch" in asserts[0]
+    # The guards are not results of the step.
+    assert len(model["results"]) == 1 + len(model["params"])
+
+
+def test_library_reads_are_written_without_them():
+    """transformers' check whether the padding mask is all ones (to drop the
+    causal mask) is answered without reading it: no guard."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=16,
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    tokens = torch.randint(0, 32, (2, 8))
+    mask = torch.ones_like(tokens)
+
+    def loss_fn(m, tokens, mask):
+        return m(input_ids=tokens, attention_mask=mask, labels=tokens).loss
+
+    out = export_step(model, loss_fn, (tokens, mask), None, mesh="2", verify=False)
+    assert out["guards"] == []

@@ -249,7 +249,97 @@ def convnext(n):
     return model.eval(), cls_loss, images(n)
 
 
+def falcon(n):
+    """Falcon's new decoder architecture: the fused query-key-value
+    projection read through an index on an inner dim, whose backward is an
+    index_put with accumulation on that dim."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.FalconConfig(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_kv_heads=1,
+        new_decoder_architecture=True,
+    )
+    torch.manual_seed(0)
+    return transformers.FalconForCausalLM(config).eval(), lm_loss, tokens(n)
+
+
+def levit(n):
+    """timm LeViT: attention biases gathered by an index table (their
+    gradient: index_put with accumulation behind a whole dim), strided
+    subsampling attention, batch norm (eval), hardswish."""
+    timm = pytest.importorskip("timm")
+    torch.manual_seed(0)
+    model = timm.create_model("levit_128s", num_classes=5, img_size=32, pretrained=False)
+    return model.eval(), cls_loss, images(n)
+
+
+def bart(n):
+    """Encoder-decoder with the decoder's labels shifted right; its causal
+    mask is built whole (transformers reads whether the padding mask is all
+    ones to drop it, which the frontend answers without the read)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.BartConfig(
+        vocab_size=32,
+        d_model=16,
+        encoder_layers=1,
+        decoder_layers=1,
+        encoder_attention_heads=2,
+        decoder_attention_heads=2,
+        encoder_ffn_dim=32,
+        decoder_ffn_dim=32,
+        max_position_embeddings=16,
+        dropout=0.0,
+        attention_dropout=0.0,
+        activation_dropout=0.0,
+        pad_token_id=1,
+        bos_token_id=0,
+        eos_token_id=2,
+        decoder_start_token_id=2,
+    )
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(0)
+    tok = torch.randint(3, 32, (n, 8), generator=g)
+    labels = torch.randint(3, 32, (n, 6), generator=g)
+
+    def loss_fn(model, tokens, labels):
+        return model(input_ids=tokens, labels=labels).loss
+
+    return transformers.BartForConditionalGeneration(config).eval(), loss_fn, (tok, labels)
+
+
+def deberta(n):
+    """DeBERTa-v2: disentangled attention with log-bucketed relative
+    positions (content-to-position and position-to-content), a masked-LM
+    head; the padding warning's read of the first and last tokens is
+    skipped."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.DebertaV2Config(
+        vocab_size=32,
+        hidden_size=16,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        intermediate_size=32,
+        max_position_embeddings=16,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+        relative_attention=True,
+        position_buckets=8,
+        max_relative_positions=16,
+        pos_att_type=["p2c", "c2p"],
+        type_vocab_size=0,
+    )
+    torch.manual_seed(0)
+    return transformers.DebertaV2ForMaskedLM(config).eval(), lm_loss, tokens(n)
+
+
 CASES = {
+    "falcon": falcon,
+    "levit": levit,
+    "bart": bart,
+    "deberta": deberta,
     "swin": swin,
     "convnext": convnext,
     "gpt2": gpt2,
@@ -622,15 +712,16 @@ def test_embedding_backward_is_a_scatter_in_torch_order(tmp_path):
 
 
 def test_mixtral_eager_experts_name_the_op_and_the_experts():
-    """transformers' "eager" experts loop over the experts a batch hits (a
-    value-dependent loop): the error names the op and the experts module."""
+    """transformers' "eager" experts loop over the experts a batch hits (found
+    by nonzero, a value-dependent shape): the error names the op and the
+    experts module."""
     from fsdp_mlir.torch import ExportError
 
     module, loss_fn, batch = mixtral(2, "eager")
     with pytest.raises(ExportError) as err:
         export_step(module, loss_fn, batch, None, mesh="2", verify=False)
     assert str(err.value).startswith(
-        "unsupported op 'aten._local_scalar_dense' in model.layers.0.mlp.experts (MixtralExperts)"
+        "unsupported op 'aten.nonzero' in model.layers.0.mlp.experts (MixtralExperts)"
     )
 
 

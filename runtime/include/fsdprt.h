@@ -430,6 +430,19 @@ FSDPRT_API void *fsdprt_jit_arena(int64_t bytes);
 FSDPRT_API void fsdprt_jit_arena_unpoison(void *ptr, int64_t bytes);
 FSDPRT_API void fsdprt_jit_arena_poison(void *ptr, int64_t bytes);
 
+/*
+ * For compiled code: a run-time check of the step (a `cf.assert` of the
+ * step, e.g. the PyTorch frontend's guard that a value the forward read
+ * from a tensor is the one the step was specialized on). `ok` != 0: nothing
+ * happens. Otherwise `message` (a NUL-terminated string) is recorded on the
+ * calling thread's comm as FSDPRT_ERR_INVALID_ARGUMENT, prefixed with the
+ * rank, the world is aborted so that no peer waits for this rank in a
+ * collective, and the step runs to its end with its later calls doing
+ * nothing; the runner reports the message. A second failed check on the
+ * same comm keeps the first message.
+ */
+FSDPRT_API void fsdprt_jit_guard(int32_t ok, const char *message);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -497,4 +497,20 @@ int64_t fsdprt_jit_pending(fsdprt_comm_t *comm) {
   return comm ? int64_t(comm->jit_requests.size()) : 0;
 }
 
+void fsdprt_jit_guard(int32_t ok, const char *message) {
+  if (ok)
+    return;
+  fsdprt_comm *c = jit_comm("fsdprt_jit_guard");
+  if (!c || c->first_error() != FSDPRT_OK)
+    return;
+  Status st(FSDPRT_ERR_INVALID_ARGUMENT,
+            format("rank %lld: %s", (long long)c->rank,
+                   message ? message : "a run-time check of the step failed"));
+  c->record_error(st);
+  // Peers may be about to wait for this rank in a collective it will not
+  // run: fail them too (their message names this error).
+  c->abort(st);
+  c->jit_failed();
+}
+
 } // extern "C"

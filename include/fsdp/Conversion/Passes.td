@@ -28,6 +28,14 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
     and its arguments and results must be statically shaped tensors or
     memrefs of a type the runner reads (f16, bf16, f32, f64, 8-bit, i32,
     i64); anything else is diagnosed at the function.
+
+    Every `cf.assert` (a run-time check of the step: the PyTorch frontend's
+    guards on values the forward read from a tensor) becomes a call to
+    `fsdprt_jit_guard` with the condition and its message (an internal
+    global string): a failed check records the message as the rank's error,
+    aborts the world so that no peer waits for the rank, and the runner
+    reports it, instead of cf.assert's own lowering, which aborts the
+    process.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

@@ -6,6 +6,8 @@
 #include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdprt_types.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -85,6 +87,33 @@ struct ConvertFSDPToRuntimePass
     for (Operation *op : quantSteps)
       if (failed(lowerQuantStep(op)))
         return signalPassFailure();
+    lowerAsserts(module);
+  }
+
+  /// `cf.assert %ok, "message"` (a run-time check of the step, e.g. the
+  /// PyTorch frontend's guard on a value read from a tensor) to
+  /// `fsdprt_jit_guard(ok, message)`: a failed check is recorded on the
+  /// rank's comm and reported by the runner instead of aborting the
+  /// process (cf.assert's own lowering prints and calls abort()).
+  void lowerAsserts(ModuleOp module) {
+    SmallVector<cf::AssertOp> asserts;
+    module.walk([&](cf::AssertOp op) { asserts.push_back(op); });
+    unsigned next = 0;
+    for (cf::AssertOp op : asserts) {
+      std::string name;
+      do
+        name = "fsdp_guard_message_" + std::to_string(next++);
+      while (module.lookupSymbol(name));
+      OpBuilder b(op);
+      Location loc = op.getLoc();
+      Value ok = arith::ExtUIOp::create(b, loc, b.getI32Type(), op.getArg());
+      std::string text = op.getMsg().str();
+      text.push_back('\0');
+      Value message =
+          LLVM::createGlobalString(loc, b, name, text, LLVM::Linkage::Internal);
+      createRuntimeCall(b, loc, RuntimeFunction::guard, {ok, message});
+      op.erase();
+    }
   }
 
   /// fsdp.buffer.quant_amax / quantize / dequantize to their fsdprt_jit_*

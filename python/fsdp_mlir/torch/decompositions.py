@@ -153,28 +153,6 @@ def gelu(x, approximate="none"):
     return x * 0.5 * (1.0 + torch.erf(x * GELU_ERF_ALPHA))
 
 
-def cumsum(x, dim, dtype=None):
-    """aten.cumsum as a masked sum: out[..., i] = sum_j x[..., j] * (j <= i),
-    O(n^2) along `dim` (torch-mlir lowers cumsum to its own tm_tensor.scan,
-    which upstream MLIR cannot parse). Exact for integers (positions from an
-    attention mask); for floats the sum runs in another order than torch's."""
-    if dtype is not None:
-        x = x.to(dtype)
-    elif not x.is_floating_point():
-        x = x.to(torch.int64)  # torch promotes integer and bool cumsums to int64
-    if x.dim() == 0:
-        return x.clone()
-    dim = dim % x.dim()
-    moved = x.movedim(dim, -1)
-    n = moved.shape[-1]
-    pos = torch.arange(n, device=x.device)
-    keep = (pos.unsqueeze(0) <= pos.unsqueeze(1)).to(moved.dtype)  # [i, j]: j <= i
-    # sum's own dtype: an int32 cumsum stays int32 (the sum of an integer
-    # tensor is int64 otherwise; grouped_mm's offsets must be int32).
-    out = (moved.unsqueeze(-2) * keep).sum(-1, dtype=moved.dtype)
-    return out.movedim(-1, dim)
-
-
 def constant_pad_nd(x, pad, value=0):
     """aten.constant_pad_nd with negative amounts (the backward of a pad) as
     a slice, then the non-negative padding: torch-mlir turns negative amounts
@@ -228,97 +206,186 @@ def as_strided_scatter(x, src, size, stride, storage_offset=None):
     return NotImplemented
 
 
-def index_put(x, indices, values, accumulate=False):
-    """aten.index_put with accumulate=True and one index tensor on dim 0 (the
-    backward of `table[index]`, e.g. Swin's relative position bias) as
-    x + one_hot(index)^T @ values, like the embedding backward (torch-mlir
-    emits tm_tensor.scatter). Other forms are left to torch-mlir."""
-    if (
-        not accumulate
-        or len(indices) != 1
-        or indices[0] is None
-        or indices[0].dtype == torch.bool
-        or not x.is_floating_point()
-    ):
-        return NotImplemented
-    n = x.shape[0]
-    flat = indices[0].reshape(-1)
-    flat = torch.where(flat < 0, flat + n, flat)
-    vals = values.expand(tuple(indices[0].shape) + tuple(x.shape[1:])).reshape(flat.shape[0], -1)
-    one_hot = _one_hot(flat, n, x.dtype)
-    return x + (one_hot.t() @ vals.to(x.dtype)).reshape(x.shape)
+def _scatter_rows(x, slot, values, accumulate):
+    """The scatter every index_put / scatter / index_add form reduces to:
+    x (N, W), slot (M,) in [0, N), values (M, W); row slot[j] of x gets row j
+    of values added (accumulate) or written, the last write winning for a
+    repeated slot as in aten's sequential CPU loops.
 
+    Floating point: one_hot(slot)^T @ values, which fsdp-opt's
+    fsdp-one-hot-scatter turns into an O(M x W) loop adding each row to its
+    slot in index order (aten's order). Writes add the value of each slot's
+    last writer into zeros (exact: 0 + v) and keep x where no index names
+    the slot. Integers: the one-hot sum (O(M x N x W)), exact."""
+    n, m = x.shape[0], slot.shape[0]
+    if m == 0:
+        return x.clone()
+    floating = x.is_floating_point()
+    one_hot = _one_hot(slot, n, x.dtype if floating else torch.int64)  # (M, N)
 
-def index_put_replace(x, indices, values, accumulate=False):
-    """aten.index_put without accumulation and one index tensor on dim 0
-    (`inv[perm] = arange(n)`): row k takes the values of the LAST position j
-    whose index is k, as aten's sequential CPU loop leaves it, and keeps x
-    where no index names it. O(len(index) * rows) comparisons and a gather
-    (torch-mlir emits tm_tensor.scatter). Other forms are left to torch-mlir."""
+    def add_up(rows):  # (N, W): sum over j of rows[j] into slot[j]
+        if floating:
+            return one_hot.t() @ rows
+        return (one_hot.unsqueeze(-1) * rows.unsqueeze(1)).sum(0).to(x.dtype)
+
+    values = values.to(x.dtype)
     if accumulate:
-        return index_put(x, indices, values, accumulate)
-    if len(indices) != 1 or indices[0] is None or indices[0].dtype == torch.bool:
-        return NotImplemented
-    n = x.shape[0]
-    flat = indices[0].reshape(-1)
-    flat = torch.where(flat < 0, flat + n, flat)
-    m = flat.shape[0]
-    vals = values.expand(tuple(indices[0].shape) + tuple(x.shape[1:])).reshape((m,) + x.shape[1:])
-    last, hit = _last_writer(flat, n)
-    picked = vals.to(x.dtype)[last]
-    hit = hit.reshape((n,) + (1,) * (x.dim() - 1))
+        return x + add_up(values)
+    last = _last_of_slot(slot)
+    zero = torch.zeros((), dtype=x.dtype, device=x.device)
+    picked = add_up(torch.where(last.unsqueeze(-1), values, zero))
+    ones = torch.ones((m, 1), dtype=x.dtype if floating else torch.int64, device=x.device)
+    hit = add_up(ones) > 0  # (N, 1)
     return torch.where(hit, picked, x)
 
 
-def _last_writer(index: torch.Tensor, n: int):
-    """For a 1-D (or batched (..., m)) index into n slots: (j, hit), the last
-    position j naming each slot (0 where none does) and whether one does."""
-    m = index.shape[-1]
-    pos = torch.arange(m, device=index.device)
-    slots = torch.arange(n, device=index.device, dtype=index.dtype)
-    names = index.unsqueeze(-1) == slots  # (..., m, n)
-    j = torch.where(names, pos.unsqueeze(-1), torch.full_like(pos, -1).unsqueeze(-1)).amax(-2)
-    return j.clamp(min=0), j >= 0
+# Up to this many positions, the last writer of each slot is found by
+# comparing every position with every other (M^2 small comparisons, a short
+# import); above it, by a stable sort of the slots (O(M log^2 M)).
+PAIRWISE_LAST_WRITER = 64
 
 
-def _along_last(self, dim, index, src):
-    """self, index and src with `dim` moved last; None when index does not
-    cover self in the other dims (scatter allows it to be smaller)."""
+def _last_of_slot(slot):
+    """(M,) bool: whether position j is the last one naming its slot
+    (no k > j with slot[k] == slot[j])."""
+    m = slot.shape[0]
+    pos = torch.arange(m, device=slot.device)
+    if m <= PAIRWISE_LAST_WRITER:
+        later = (slot.unsqueeze(0) == slot.unsqueeze(1)) & (pos.unsqueeze(0) > pos.unsqueeze(1))
+        return ~later.any(-1)
+    ordered, order = sort(slot, 0, False)  # stable: equal slots in position order
+    ends = torch.cat([ordered[1:] != ordered[:-1], torch.ones(1, dtype=torch.bool)])
+    # Back to positions: the inverse permutation of order, whose slots are
+    # all distinct (an accumulation into zeros is exact).
+    inverse = _scatter_rows(
+        torch.zeros((m, 1), dtype=torch.int64, device=slot.device),
+        order,
+        pos.unsqueeze(-1),
+        True,
+    ).reshape(m)
+    return ends[inverse]
+
+
+def _normalized(index, n):
+    """An index into n slots with negative values counted from the end."""
+    return torch.where(index < 0, index + n, index)
+
+
+def index_put(x, indices, values, accumulate=False):
+    """aten.index_put (and _unsafe_index_put) in every form of advanced
+    indexing: any number of integer index tensors (broadcast together) on
+    any dims, None for the dims taken whole, with or without accumulation,
+    and a boolean mask over leading dims with a single value (`x[mask] =
+    v`). The indexed dims are moved first and flattened to one slot per
+    index combination, the other dims to a row: a scatter of rows
+    (_scatter_rows; torch-mlir emits tm_tensor.scatter)."""
+    indices = list(indices)
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        return _masked_put(x, indices, values, accumulate)
+    if len(indices) > x.dim():
+        raise UnsupportedInModel(
+            f"aten.index_put with {len(indices)} indices into a {x.dim()}-D tensor"
+        )
+    indices += [None] * (x.dim() - len(indices))
+    dims = [d for d, i in enumerate(indices) if i is not None]
+    if not dims:
+        return (x + values if accumulate else values.to(x.dtype).expand(x.shape)).clone()
+    idx = torch.broadcast_tensors(*[indices[d] for d in dims])
+    lead = tuple(idx[0].shape)
+    rest = [d for d in range(x.dim()) if d not in dims]
+    adjacent = dims == list(range(dims[0], dims[-1] + 1))
+    if adjacent:  # x[:, i, j] is (x.shape[0], *lead, ...)
+        where = dims[0]
+        shape = tuple(x.shape[:where]) + lead + tuple(x.shape[dims[-1] + 1 :])
+    else:  # separated index tensors: the indexed dims come first
+        where = 0
+        shape = lead + tuple(x.shape[d] for d in rest)
+    vals = values.to(x.dtype).expand(shape)
+    if where:
+        vals = vals.movedim(tuple(range(where, where + len(lead))), tuple(range(len(lead))))
+    slot = torch.zeros(lead, dtype=torch.int64, device=x.device)
+    for d, i in zip(dims, idx):
+        slot = slot * x.shape[d] + _normalized(i.to(torch.int64), x.shape[d])
+    moved = x.permute(dims + rest)
+    n = 1
+    for d in dims:
+        n *= x.shape[d]
+    out = _scatter_rows(
+        moved.reshape(n, -1), slot.reshape(-1), vals.reshape(slot.numel(), -1), accumulate
+    )
+    inverse = [0] * x.dim()
+    for k, d in enumerate(dims + rest):
+        inverse[d] = k
+    return out.reshape(moved.shape).permute(inverse).contiguous()
+
+
+def _masked_put(x, indices, values, accumulate):
+    """index_put with one boolean mask over x's leading dims and a single
+    value: a select (the general mask form sizes its result by the mask's
+    count, a value-dependent shape)."""
+    if len(indices) != 1 or values.numel() != 1:
+        raise UnsupportedInModel(
+            "aten.index_put with a boolean mask is supported for one mask and a single "
+            "value (x[mask] = v); other forms depend on the number of True entries"
+        )
+    mask = indices[0].to(torch.bool)
+    if tuple(mask.shape) != tuple(x.shape[: mask.dim()]):
+        raise UnsupportedInModel(
+            f"aten.index_put with a boolean mask of shape {tuple(mask.shape)} for a "
+            f"tensor of shape {tuple(x.shape)}"
+        )
+    mask = mask.reshape(tuple(mask.shape) + (1,) * (x.dim() - mask.dim()))
+    value = values.reshape(()).to(x.dtype)
+    if accumulate:
+        return torch.where(mask, x + value, x)
+    return torch.where(mask, value, x)
+
+
+def _elementwise_slots(self, dim, index):
+    """The flat slot in `self` of every element of a scatter's `index` (its
+    own position with the coordinate along `dim` replaced by its value)."""
     dim = dim % max(self.dim(), 1)
     if self.dim() == 0:
-        return None
-    moved = self.movedim(dim, -1)
-    idx = index.movedim(dim, -1)
-    if tuple(idx.shape[:-1]) != tuple(moved.shape[:-1]):
-        return None
-    if src is not None and isinstance(src, torch.Tensor) and src.dim() == self.dim():
-        src = src.movedim(dim, -1)[..., : idx.shape[-1]]
-        if tuple(src.shape[:-1]) != tuple(moved.shape[:-1]):
-            src = src[tuple(slice(0, k) for k in idx.shape[:-1])]
-    return dim, moved, idx, src
+        return _normalized(index.reshape(()), 1).reshape(-1)
+    slot = torch.zeros(index.shape, dtype=torch.int64, device=index.device)
+    for d in range(self.dim()):
+        if d == dim:
+            coord = _normalized(index.to(torch.int64), self.shape[d])
+        else:
+            shape = [1] * index.dim()
+            shape[d] = index.shape[d]
+            coord = torch.arange(index.shape[d], device=index.device).reshape(shape)
+        slot = slot * self.shape[d] + coord
+    return slot.reshape(-1)
+
+
+def _scatter_src(index, src, dtype):
+    """src cut to index's shape (scatter reads only that corner), or a
+    scalar value filled to it."""
+    if isinstance(src, torch.Tensor) and src.dim() > 0:
+        return src[tuple(slice(0, k) for k in index.shape)].to(dtype)
+    value = src.item() if isinstance(src, torch.Tensor) else src
+    return torch.full(index.shape, value, dtype=dtype, device=index.device)
+
+
+def _scatter_elements(self, dim, index, src, accumulate):
+    if index.numel() == 0:
+        return self.clone()
+    slot = _elementwise_slots(self, dim, index)
+    vals = _scatter_src(index, src, self.dtype).reshape(-1, 1)
+    out = _scatter_rows(self.reshape(-1, 1), slot, vals, accumulate)
+    return out.reshape(self.shape)
 
 
 def scatter(self, dim, index, src, reduce=None):
-    """aten.scatter (src or value form): out[..., index[..., j], ...] =
-    src[..., j, ...] along `dim`, the last write winning for repeated indices
-    as in aten's sequential CPU loop; the rest is self. Through a one-hot
-    comparison (O(index x size of dim)) and a gather: torch-mlir lowers
-    scatter to tm_tensor.scatter, or crashes on it in a backward (the topk /
-    max backward scatters into zeros). `reduce` is left to torch-mlir."""
-    if reduce is not None:
-        return NotImplemented
-    moved = _along_last(self, dim, index, src)
-    if moved is None:
-        return NotImplemented
-    dim, x, idx, src = moved
-    n = x.shape[-1]
-    idx = torch.where(idx < 0, idx + n, idx)
-    last, hit = _last_writer(idx, n)
-    if isinstance(src, torch.Tensor) and src.dim() > 0:
-        picked = torch.gather(src.to(x.dtype), -1, last)
-    else:
-        picked = torch.full_like(x, float(src) if x.is_floating_point() else int(src))
-    return torch.where(hit, picked, x).movedim(-1, dim)
+    """aten.scatter (src and value forms, `reduce="add"`): out[..., index[...,
+    j, ...], ...] = src[..., j, ...] along `dim`, the last write winning for
+    a repeated slot as in aten's sequential CPU loop; self elsewhere. Every
+    element of index names one flat slot of self: a scatter of 1-wide rows
+    (_scatter_rows). The backward of topk / max / sort is one."""
+    if reduce not in (None, "add"):
+        raise UnsupportedInModel(f"aten.scatter with reduce={reduce!r} is not supported")
+    return _scatter_elements(self, dim, index, src, reduce == "add")
 
 
 def scatter_value(self, dim, index, value, reduce=None):
@@ -326,39 +393,49 @@ def scatter_value(self, dim, index, value, reduce=None):
 
 
 def scatter_add(self, dim, index, src):
-    """aten.scatter_add: self + the sum of src over the positions whose index
-    names each slot along `dim`, as a one-hot product (O(index x size of
-    dim)); torch-mlir emits tm_tensor.scatter."""
-    moved = _along_last(self, dim, index, src)
-    if moved is None:
-        return NotImplemented
-    dim, x, idx, src = moved
-    n = x.shape[-1]
-    idx = torch.where(idx < 0, idx + n, idx)
-    one_hot = _one_hot(idx, n, x.dtype)  # (..., m, n)
-    added = (src.to(x.dtype).unsqueeze(-1) * one_hot).sum(-2)
-    return (x + added).movedim(-1, dim)
+    """aten.scatter_add: a scatter-add of every element of src into the slot
+    its index names, in index order (aten's)."""
+    return _scatter_elements(self, dim, index, src, True)
+
+
+def scatter_reduce(self, dim, index, src, reduce, include_self=True):
+    """aten.scatter_reduce with reduce "sum" or "mean" (aten's mean divides
+    by the count of values including self's own when include_self; slots no
+    index names keep self)."""
+    if reduce not in ("sum", "mean"):
+        raise UnsupportedInModel(f"aten.scatter_reduce with reduce={reduce!r} is not supported")
+    if index.numel() == 0:
+        return self.clone()
+    slot = _elementwise_slots(self, dim, index)
+    flat = self.reshape(-1, 1)
+    vals = _scatter_src(index, src, self.dtype).reshape(-1, 1)
+    count = _scatter_rows(torch.zeros_like(flat), slot, torch.ones_like(vals), True)
+    base = flat if include_self else torch.where(count > 0, torch.zeros_like(flat), flat)
+    total = _scatter_rows(base, slot, vals, True)
+    if reduce == "mean":
+        divisor = count + (1 if include_self else 0)
+        divisor = torch.where(divisor > 0, divisor, torch.ones_like(divisor))
+        mean = total / divisor if self.is_floating_point() else total // divisor
+        total = torch.where(count > 0, mean, flat)
+    return total.reshape(self.shape)
 
 
 def index_add(self, dim, index, source, alpha=1):
-    """aten.index_add: self + alpha * (rows of source summed into the slots
-    `index` names along `dim`), as one_hot(index)^T @ source, the form of the
-    embedding backward (torch-mlir emits tm_tensor.scatter)."""
-    if not self.is_floating_point():
-        return NotImplemented
-    dim = dim % max(self.dim(), 1)
-    x = self.movedim(dim, 0) if self.dim() else self.reshape(1)
-    src = source.movedim(dim, 0) if source.dim() else source.reshape(1)
-    n = x.shape[0]
-    flat = index.reshape(-1)
-    flat = torch.where(flat < 0, flat + n, flat)
-    added = (_one_hot(flat, n, x.dtype).t() @ src.reshape(flat.shape[0], -1).to(x.dtype)).reshape(
-        x.shape
-    )
+    """aten.index_add: self + alpha * source's slices added into the slices
+    `index` names along `dim`: index_put(accumulate=True) with the index on
+    `dim`."""
+    if self.dim() == 0:
+        return index_put(self.reshape(1), [index.reshape(-1)], source.reshape(-1) * alpha, True)[0]
     if alpha != 1:
-        added = added * alpha
-    out = x + added
-    return out.movedim(0, dim) if self.dim() else out.reshape(())
+        source = source * alpha
+    return index_put(self, [None] * (dim % self.dim()) + [index], source, True)
+
+
+def index_copy(self, dim, index, source):
+    """aten.index_copy: index_put without accumulation on `dim`."""
+    if self.dim() == 0:
+        return source.clone().to(self.dtype).reshape(())
+    return index_put(self, [None] * (dim % self.dim()) + [index], source, False)
 
 
 def _rounded(v, dtype):
@@ -394,40 +471,76 @@ def histc(x, bins=100, min=0, max=0):
     return _one_hot(pos, bins, x.dtype).sum(0)
 
 
-def _sort_ranks(x, descending):
-    """The stable ascending (descending) rank of every element of x along
-    its last dim, NaN greatest as in aten's sort: O(n^2) comparisons."""
-    a, b = x.unsqueeze(-1), x.unsqueeze(-2)  # [i, j]: x_i against x_j
-    if x.is_floating_point():
+def _key_order(a, b, descending):
+    """(a strictly before b, a equal to b) elementwise for sort keys: NaN
+    above every number, as aten's sort and topk order them."""
+    if a.is_floating_point():
         nan_a, nan_b = torch.isnan(a), torch.isnan(b)
-        before = (b > a) | (nan_b & ~nan_a) if descending else (b < a) | (nan_a & ~nan_b)
-        ties = (b == a) | (nan_a & nan_b)
-    else:
-        before = b > a if descending else b < a
-        ties = b == a
+        if descending:
+            before = (a > b) | (nan_a & ~nan_b)
+        else:
+            before = (a < b) | (nan_b & ~nan_a)
+        return before, (a == b) | (nan_a & nan_b)
+    return (a > b) if descending else (a < b), a == b
+
+
+def _bitonic_sort(x, descending):
+    """Stable sort of x along its last dim: (values, int64 indices). A
+    bitonic network over (key, original position), padded to a power of two
+    with entries that sort after every real one: log2(P) (log2(P) + 1) / 2
+    compare-exchange stages of elementwise ops, O(n log^2 n) and no
+    value-dependent control flow. Ties keep their positions' order."""
     n = x.shape[-1]
-    pos = torch.arange(n, device=x.device)
-    earlier = pos.unsqueeze(0) < pos.unsqueeze(1)  # [i, j]: j < i
-    return (before | (ties & earlier)).sum(-1)  # elements that come before x_i
+    lead = tuple(x.shape[:-1])
+    size = 1
+    while size < n:
+        size *= 2
+    pos = torch.arange(size, device=x.device).expand(lead + (size,))
+    if size > n:
+        x = torch.cat([x, torch.zeros(lead + (size - n,), dtype=x.dtype, device=x.device)], -1)
+
+    def before(ka, ia, kb, ib):  # entry a strictly before entry b
+        strict, equal = _key_order(ka, kb, descending)
+        pad_a, pad_b = ia >= n, ib >= n
+        real = strict | (equal & (ia < ib))
+        return (~pad_a & pad_b) | ((pad_a == pad_b) & torch.where(pad_a, ia < ib, real))
+
+    keys, idx = x, pos
+    k = 2
+    while k <= size:
+        j = k // 2
+        while j >= 1:
+            shape = lead + (size // (2 * j), 2, j)
+            ks, ids = keys.reshape(shape), idx.reshape(shape)
+            k_lo, k_hi = ks.select(-2, 0), ks.select(-2, 1)
+            i_lo, i_hi = ids.select(-2, 0), ids.select(-2, 1)
+            # Block b (entries b*2j ...) sorts upward when bit k of b*2j is 0.
+            block = torch.arange(size // (2 * j), device=x.device) * (2 * j)
+            up = ((block // k) % 2 == 0).unsqueeze(-1)
+            swap = torch.where(up, before(k_hi, i_hi, k_lo, i_lo), before(k_lo, i_lo, k_hi, i_hi))
+            keys = torch.stack(
+                [torch.where(swap, k_hi, k_lo), torch.where(swap, k_lo, k_hi)], -2
+            ).reshape(lead + (size,))
+            idx = torch.stack(
+                [torch.where(swap, i_hi, i_lo), torch.where(swap, i_lo, i_hi)], -2
+            ).reshape(lead + (size,))
+            j //= 2
+        k *= 2
+    return keys[..., :n], idx[..., :n]
 
 
 def sort(x, dim=-1, descending=False):
-    """aten.sort as a stable sort by ranks: rank_i = #{j: x_j before x_i} +
-    #{j < i: x_j == x_i}; indices[p] = the i of rank p; values gathered.
-    O(n^2) along `dim` (torch-mlir lowers sort to tm_tensor.sort). Ties keep
-    their order, which is one of the orders aten's unstable sort may give."""
+    """aten.sort as a stable sort (_bitonic_sort): O(n log^2 n) along `dim`
+    (torch-mlir lowers sort to tm_tensor.sort). NaN sorts last (first when
+    descending) as in aten. Equal keys keep their order, which is aten's for
+    stable=True; aten's unstable sort may order ties otherwise."""
     if x.dim() == 0:
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
-    moved = x.movedim(dim, -1)
-    n = moved.shape[-1]
-    rank = _sort_ranks(moved, descending)  # (..., n)
-    pos = torch.arange(n, device=x.device)
-    # indices[..., p] = sum_i i * (rank_i == p)
-    at = rank.unsqueeze(-2) == pos.unsqueeze(-1)  # [p, i]
-    indices = (at.to(torch.int64) * pos).sum(-1)
-    values = torch.gather(moved, -1, indices)
-    return values.movedim(-1, dim), indices.movedim(-1, dim)
+    if x.shape[dim] <= 1:
+        return x.clone(), torch.zeros(x.shape, dtype=torch.int64, device=x.device)
+    values, indices = _bitonic_sort(x.movedim(dim, -1), descending)
+    return values.movedim(-1, dim).contiguous(), indices.movedim(-1, dim).contiguous()
 
 
 def sort_stable(x, *, stable=None, dim=-1, descending=False):
@@ -435,28 +548,42 @@ def sort_stable(x, *, stable=None, dim=-1, descending=False):
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
-    """aten.topk as k rounds of argmax (argmin) with the chosen elements
-    masked out: the first index among equal values, as aten's CPU kernel
-    gives for distinct ones. O(k x n) along `dim` (torch-mlir lowers topk to
-    tm_tensor.topk)."""
+    """aten.topk as the first k entries of a stable sort (descending for
+    largest), O(n log^2 n) along `dim` (torch-mlir lowers topk to
+    tm_tensor.topk). Among equal values the lower index comes first; aten's
+    CPU kernel (std::partial_sort / nth_element) may pick and order ties
+    otherwise. The values are aten's either way."""
     if x.dim() == 0:
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
-    moved = x.movedim(dim, -1)
+    values, indices = sort(x, dim, largest)
+    return values.narrow(dim, 0, k).contiguous(), indices.narrow(dim, 0, k).contiguous()
+
+
+def cumsum(x, dim, dtype=None):
+    """aten.cumsum as a scan of log2(n) shifted additions (Hillis-Steele):
+    O(n log n) along `dim` (torch-mlir lowers cumsum to its own
+    tm_tensor.scan, which upstream MLIR cannot parse). Floats are summed in
+    float64 and rounded once, as aten's CPU kernel accumulates them (its
+    accumulator type for float is double): each output is the float64 sum
+    rounded, so the order of additions does not show. Integers are exact."""
+    if dtype is not None:
+        x = x.to(dtype)
+    elif not x.is_floating_point():
+        x = x.to(torch.int64)  # torch promotes integer and bool cumsums to int64
+    if x.dim() == 0:
+        return x.clone()
+    dim = dim % x.dim()
+    out_dtype = x.dtype
+    acc = x.to(torch.float64) if x.is_floating_point() else x
+    moved = acc.movedim(dim, -1)
     n = moved.shape[-1]
-    fill = float("-inf") if largest else float("inf")
-    if not moved.is_floating_point():
-        info = torch.iinfo(moved.dtype)
-        fill = info.min if largest else info.max
-    pos = torch.arange(n, device=x.device)
-    work, picks = moved, []
-    for _ in range(k):
-        i = work.argmax(-1, keepdim=True) if largest else work.argmin(-1, keepdim=True)
-        picks.append(i)
-        work = torch.where(pos == i, torch.full_like(work, fill), work)
-    indices = torch.cat(picks, -1) if picks else moved[..., :0].to(torch.int64)
-    values = torch.gather(moved, -1, indices)
-    return values.movedim(-1, dim), indices.movedim(-1, dim)
+    shift = 1
+    while shift < n:
+        zeros = torch.zeros(moved.shape[:-1] + (shift,), dtype=moved.dtype, device=x.device)
+        moved = moved + torch.cat([zeros, moved[..., : n - shift]], -1)
+        shift *= 2
+    return moved.to(out_dtype).movedim(-1, dim).contiguous()
 
 
 # aten op -> replacement, applied on top of torch-mlir's table while tracing.
@@ -473,12 +600,16 @@ OVERRIDES = {
     aten.constant_pad_nd.default: constant_pad_nd,
     aten.as_strided.default: as_strided,
     aten.as_strided_scatter.default: as_strided_scatter,
-    aten.index_put.default: index_put_replace,
-    aten._unsafe_index_put.default: index_put_replace,
+    aten.index_put.default: index_put,
+    aten._unsafe_index_put.default: index_put,
     aten.scatter.src: scatter,
     aten.scatter.value: scatter_value,
+    aten.scatter.reduce: scatter,
+    aten.scatter.value_reduce: scatter_value,
     aten.scatter_add.default: scatter_add,
+    aten.scatter_reduce.two: scatter_reduce,
     aten.index_add.default: index_add,
+    aten.index_copy.default: index_copy,
     aten.histc.default: histc,
     aten.sort.default: sort,
     aten.sort.stable: sort_stable,
@@ -760,3 +891,169 @@ def eager_context():
     stack.enter_context(sdpa_kernel(SDPBackend.MATH))
     stack.enter_context(Float64Kernels())
     return stack
+
+
+# ---------------------------------------------------------------- data-dependent scalars
+
+
+class ScalarReads:
+    """While tracing, `aten._local_scalar_dense` (`.item()`, `bool(t)`,
+    `int(t)`, a Python `if` on a tensor) returns the value the example batch
+    gives, so the step is specialized on it, and records a guard: a boolean
+    tensor `t == value` (NaN: `isnan(t)`) that the step checks at run time
+    (export.py makes it a `cf.assert` with the message). `where()` names
+    the module the forward is in when the read happens."""
+
+    active = None  # the recorder of the trace in progress
+
+    def __init__(self, where):
+        self.where = where
+        self.guards = []  # [(graph node, record)]
+
+    def __enter__(self):
+        ScalarReads.active = self
+        return self
+
+    def __exit__(self, *exc):
+        ScalarReads.active = None
+
+    def read(self, t):
+        from torch.fx.experimental.proxy_tensor import (
+            disable_proxy_modes_tracing,
+            get_proxy_mode,
+            get_proxy_slot,
+        )
+
+        with disable_proxy_modes_tracing():
+            value = t.item()
+        mode = get_proxy_mode()
+        if mode is None:
+            return value
+        if isinstance(value, float) and value != value:
+            ok = torch.isnan(t)
+        else:
+            ok = t == value
+        node = get_proxy_slot(ok, mode.tracer).proxy.node
+        self.guards.append(
+            (
+                node,
+                {
+                    "op": "aten._local_scalar_dense",
+                    "module": self.where(),
+                    "value": value,
+                    "dtype": str(t.dtype).replace("torch.", ""),
+                    "source": _user_frame(),
+                },
+            )
+        )
+        return value
+
+
+def _user_frame() -> str | None:
+    """file:line and code of the innermost frame outside torch and this
+    package (the model's own code that read the value)."""
+    import os
+    import traceback
+
+    skip = (
+        os.sep + os.path.join("torch", ""),
+        os.sep + os.path.join("fsdp_mlir", "torch", ""),
+        os.sep + os.path.join("torch_mlir", ""),
+    )
+    for frame in reversed(traceback.extract_stack()):
+        if not any(s in frame.filename for s in skip):
+            return (
+                f"{os.path.basename(frame.filename)}:{frame.lineno}: {(frame.line or '').strip()}"
+            )
+    return None
+
+
+def local_scalar_dense(t):
+    """aten._local_scalar_dense: the example batch's value, guarded (see
+    ScalarReads); without a recorder, left to torch (a tracing error)."""
+    if ScalarReads.active is None:
+        return NotImplemented
+    return ScalarReads.active.read(t)
+
+
+OVERRIDES[aten._local_scalar_dense.default] = local_scalar_dense
+
+
+VALUE_DEPENDENT_SHAPE = "the shape of its result depends on the values of its input"
+
+
+def _value_dependent_shape(name):
+    def refuse(*args, **kwargs):
+        # A RuntimeError naming the op: the trace's error handler words it
+        # with the module the forward was in (export._trace_failure).
+        raise RuntimeError(f"{name}: {VALUE_DEPENDENT_SHAPE}")
+
+    return refuse
+
+
+def index_tensor(x, indices):
+    """aten.index with a boolean mask (`x[mask]`): its shape is the mask's
+    count, refused as below; integer indices are left to torch-mlir."""
+    if any(i is not None and i.dtype in (torch.bool, torch.uint8) for i in indices):
+        raise RuntimeError(f"aten.index with a boolean mask: {VALUE_DEPENDENT_SHAPE}")
+    return NotImplemented
+
+
+# Ops whose result's shape depends on tensor values: a trace on real values
+# would bake the example batch's shape into the step, and no guard covers
+# the values that follow from it (transformers' "eager" MoE experts loop over
+# the experts nonzero() finds). Refused while tracing.
+for _op in (
+    aten.nonzero.default,
+    aten.masked_select.default,
+    aten._unique2.default,
+    aten.unique_dim.default,
+    aten.unique_consecutive.default,
+):
+    OVERRIDES[_op] = _value_dependent_shape(str(_op).rsplit(".", 1)[0])
+OVERRIDES[aten.index.Tensor] = index_tensor
+
+
+def _no_mask_skip(*args, **kwargs):
+    return False
+
+
+def _no_warning(*args, **kwargs):
+    return None
+
+
+def library_patterns():
+    """Context for the trace: patterns of model libraries that read a
+    tensor's value only to pick between two equivalent computations, written
+    without the read. transformers' `_ignore_causal_mask_sdpa` reads whether
+    the padding mask is all ones to drop the causal mask for SDPA's
+    `is_causal` (the same result; transformers itself answers False when it
+    traces), and `warn_if_padding_and_no_attention_mask` reads the first and
+    last tokens for a warning."""
+    import contextlib
+    import sys
+
+    stack = contextlib.ExitStack()
+    masking = sys.modules.get("transformers.masking_utils")
+    if masking is not None and hasattr(masking, "_ignore_causal_mask_sdpa"):
+        stack.enter_context(_patched(masking, "_ignore_causal_mask_sdpa", _no_mask_skip))
+    modeling = sys.modules.get("transformers.modeling_utils")
+    base = getattr(modeling, "PreTrainedModel", None) if modeling is not None else None
+    if base is not None and hasattr(base, "warn_if_padding_and_no_attention_mask"):
+        stack.enter_context(_patched(base, "warn_if_padding_and_no_attention_mask", _no_warning))
+    return stack
+
+
+class _patched:
+    def __init__(self, owner, name, value):
+        self.owner, self.name, self.value = owner, name, value
+
+    def __enter__(self):
+        self.saved = vars(self.owner).get(self.name)
+        setattr(self.owner, self.name, self.value)
+
+    def __exit__(self, *exc):
+        if self.saved is None:
+            delattr(self.owner, self.name)
+        else:
+            setattr(self.owner, self.name, self.saved)

@@ -23,7 +23,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 
 from .. import model as M
-from .decompositions import eager_context
+from .decompositions import VALUE_DEPENDENT_SHAPE, eager_context
 
 FUNCTION = "step"
 FRONTEND_KIND = "torch"
@@ -273,7 +273,7 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
     gradient."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
-    from .decompositions import BufferUpdates, table
+    from .decompositions import BufferUpdates, ScalarReads, library_patterns, table
 
     param_names = list(param_names)
     buffer_names = list(buffer_names)
@@ -312,6 +312,14 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
     buffers = tuple(buffer_argument(module, n) for n in buffer_names)
     recorder = _ModulePaths(module)
     functions = CustomFunctions()
+
+    def where():
+        if not recorder.stack:
+            return "the loss function"
+        path, cls = recorder.stack[-1]
+        return f"{path or 'the root module'} ({cls})"
+
+    reads = ScalarReads(where)
     try:
         # SDPA's math backend: autograd then differentiates plain ops (the
         # fused CPU kernel's backward has no torch-mlir lowering).
@@ -321,6 +329,8 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
             fx_traceback.preserve_node_meta(),
             sdpa_kernel(SDPBackend.MATH),
             functions,
+            library_patterns(),
+            reads,
         ):
             # functionalize: in-place ops (gradient accumulation, masked_fill_)
             # become their out-of-place forms, which torch-mlir lowers.
@@ -331,7 +341,12 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
     finally:
         recorder.remove()
     functions.check()
-    return gm, _drop_unchanged_buffers(gm, len(params), len(differentiated), buffer_names)
+    guards = _add_guard_outputs(gm, reads.guards)
+    updated = _drop_unchanged_buffers(
+        gm, len(params), len(differentiated), buffer_names, len(guards)
+    )
+    gm.fsdp_guards = guards
+    return gm, updated
 
 
 class _ForwardOnlyContext:
@@ -447,7 +462,31 @@ def _check_traced_through(cls, spec):
             )
 
 
-_DATA_DEPENDENT_RE = re.compile(r"aten\.(_local_scalar_dense|nonzero|item)\b")
+def _add_guard_outputs(gm, guards: list) -> list:
+    """Appends the guards' boolean tensors to the graph's results (after the
+    loss, gradients and buffers: annotate takes them from there) and returns
+    their records. Guards on the same tensor and value are one."""
+    out = next(n for n in gm.graph.nodes if n.op == "output")
+    results = list(out.args[0])
+    records, seen = [], set()
+    for node, record in guards:
+        if node.graph is not gm.graph:
+            continue
+        key = (node.args[0].name if node.args else node.name, repr(record["value"]))
+        if key in seen:
+            continue
+        seen.add(key)
+        records.append(record)
+        results.append(node)
+    if records:
+        out.args = (results,)
+        gm.recompile()
+    return records
+
+
+_DATA_DEPENDENT_RE = re.compile(
+    r"(aten\.[\w.]+)(?: with a boolean mask)?: " + re.escape(VALUE_DEPENDENT_SHAPE)
+)
 
 
 def _trace_failure(err: Exception, stack: list) -> Exception:
@@ -467,11 +506,12 @@ def _trace_failure(err: Exception, stack: list) -> Exception:
         where = f" in {path or 'the root module'} ({cls})"
     m = _DATA_DEPENDENT_RE.search(msg)
     if m:
+        op = m.group(1).removesuffix(".default")
         return ExportError(
-            f"unsupported op 'aten.{m.group(1)}'{where}: the forward reads a tensor's value "
-            "to branch or to size a tensor (.item(), bool(tensor), nonzero, torch.where with "
-            "one argument); the step is traced once for every batch, so use a formulation "
-            "whose control flow and shapes do not depend on the data"
+            f"unsupported op '{op}'{where}: the forward sizes a tensor by the "
+            "values of another (nonzero, torch.where with one argument, a boolean mask "
+            "selecting elements, unique); the step is traced once for every batch, so use a "
+            "formulation whose shapes do not depend on the data"
         )
     if not stack:
         return err
@@ -487,9 +527,12 @@ _COPY_OPS = (
 )
 
 
-def _drop_unchanged_buffers(gm, n_params: int, n_grads: int, buffer_names: list) -> list:
+def _drop_unchanged_buffers(
+    gm, n_params: int, n_grads: int, buffer_names: list, n_guards: int = 0
+) -> list:
     """Removes the buffers the step returns unchanged (the copy of their own
-    argument) from the graph's results; returns the names of the others."""
+    argument) from the graph's results; returns the names of the others.
+    The `n_guards` results after the buffers stay (and move up)."""
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     out = next(n for n in gm.graph.nodes if n.op == "output")
     results = list(out.args[0])
@@ -506,6 +549,7 @@ def _drop_unchanged_buffers(gm, n_params: int, n_grads: int, buffer_names: list)
         if not same:
             kept.append(node)
             updated.append(name)
+    kept += results[first + len(buffer_names) : first + len(buffer_names) + n_guards]
     if len(kept) != len(results):
         out.args = (kept,)
         gm.graph.eliminate_dead_code()
@@ -744,6 +788,64 @@ def _buffer_result_attrs(r: dict) -> str:
     return M.port_attrs(r["name"], update_of=r["update_of"])
 
 
+def guard_message(g: dict) -> str:
+    """The run-time error of a guard that fails (see ScalarReads)."""
+    source = f" ({g['source']})" if g.get("source") else ""
+    return (
+        f"guard failed: {g['op']} in {g['module']}{source} read {g['value']!r} on the "
+        "example batch, and the step was specialized on that value; this batch gives another "
+        "value, for which the step would compute something else. Export the step with a batch "
+        "that gives this value, or write the forward without reading the tensor."
+    )
+
+
+def _mlir_string(text: str) -> str:
+    out = []
+    for ch in text:
+        if ch in '"\\':
+            out.append("\\" + ch)
+        elif " " <= ch <= "~":
+            out.append(ch)
+        else:
+            out.extend(f"\\{b:02X}" for b in ch.encode())
+    return '"' + "".join(out) + '"'
+
+
+_RETURN_RE = re.compile(r"^(\s*)(?:func\.)?return\s+(?P<ops>[^:]*?)\s*:\s*(?P<types>.*)$")
+
+
+def _guards_to_asserts(lines: list, idx: int, res_types: list, model: dict):
+    """The guards (boolean results after the loss, gradients and buffers,
+    before verify's probes) leave the signature and the return: each becomes
+    `cf.assert` of its value with its message, which fsdp-opt lowers to the
+    runtime's failed-guard entry point (the step records the error and
+    fsdp-run reports it)."""
+    guards = model["guards"]
+    first = sum(1 for r in model["results"] if r["kind"] != "probe")
+    at = range(first, first + len(guards))
+    ret = next((i for i in range(idx + 1, len(lines)) if _RETURN_RE.match(lines[i])), None)
+    if ret is None:
+        raise ExportError(f"torch-mlir output: no return in @{FUNCTION}")
+    m = _RETURN_RE.match(lines[ret])
+    ops = [o.strip() for o in m.group("ops").split(",")]
+    types = _split_types(m.group("types"))
+    if len(ops) != len(res_types) or len(types) != len(res_types) or at.stop > len(ops):
+        raise ExportError(f"torch-mlir output: @{FUNCTION}'s return does not match its results")
+    indent = m.group(1)
+    checks = []
+    for k, (g, i) in enumerate(zip(guards, at)):
+        if types[i] != "tensor<i1>":
+            raise ExportError(f"torch-mlir output: guard {k} is {types[i]}, expected tensor<i1>")
+        checks.append(f"{indent}%fsdp_guard{k} = tensor.extract {ops[i]}[] : tensor<i1>")
+        checks.append(f"{indent}cf.assert %fsdp_guard{k}, {_mlir_string(guard_message(g))}")
+    keep = [i for i in range(len(ops)) if i not in at]
+    lines[ret] = (
+        f"{indent}return {', '.join(ops[i] for i in keep)} : {', '.join(types[i] for i in keep)}"
+    )
+    lines[ret:ret] = checks
+    return lines, [res_types[i] for i in keep]
+
+
 def annotate(text: str, model: dict) -> str:
     """Adds the mesh and the fsdp attributes to torch-mlir's `@step`."""
     lines = text.splitlines()
@@ -757,6 +859,9 @@ def annotate(text: str, model: dict) -> str:
         res = res[1:-1]
     res_types = _split_types(res)
     n_params = len(model["params"])
+    guards = model.get("guards") or []
+    if guards:
+        lines, res_types = _guards_to_asserts(lines, idx, res_types, model)
     if len(arg_types) != len(model["args"]) or len(res_types) != len(model["results"]):
         raise ExportError(
             f"torch-mlir's @{FUNCTION} has {len(arg_types)} arguments and {len(res_types)} "
@@ -960,6 +1065,7 @@ def export_step(
         )
     except UnsupportedInModel as err:
         raise ExportError(str(err)) from None
+    model["guards"] = [dict(g, message=guard_message(g)) for g in gm.fsdp_guards]
     if buffer_updates is None:
         buffer_updates = "fed_back"
     if buffer_updates not in ("fed_back", "results"):

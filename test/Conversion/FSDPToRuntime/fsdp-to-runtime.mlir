@@ -117,3 +117,25 @@ func.func @train(%w: memref<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]
     -> (memref<2xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>, fsdp.global_type = tensor<4xf32>, fsdp.name = "w", fsdp.update_of = 0 : i64}) {
   return %w : memref<2xf32>
 }
+
+// -----
+
+// A run-time check (the PyTorch frontend's guard on a value read from a
+// tensor) becomes a call to fsdprt_jit_guard with the condition widened to
+// i32 and its message as a NUL-terminated internal global, one per check.
+// CHECK-DAG: llvm.mlir.global internal constant @fsdp_guard_message_0("guard failed: first\00")
+// CHECK-DAG: llvm.mlir.global internal constant @fsdp_guard_message_1("second \22quoted\22\00")
+// CHECK-LABEL: func.func @guards
+func.func @guards(%a: memref<i1>, %b: i1) {
+  // CHECK: %[[V:.*]] = memref.load
+  // CHECK: %[[OK:.*]] = arith.extui %[[V]] : i1 to i32
+  // CHECK: %[[MSG:.*]] = llvm.mlir.addressof @fsdp_guard_message_0
+  // CHECK: call @fsdprt_jit_guard(%[[OK]], %{{.*}}) : (i32, !llvm.ptr) -> ()
+  %v = memref.load %a[] : memref<i1>
+  cf.assert %v, "guard failed: first"
+  // CHECK: arith.extui %{{.*}} : i1 to i32
+  // CHECK: call @fsdprt_jit_guard
+  // CHECK-NOT: cf.assert
+  cf.assert %b, "second \"quoted\""
+  return
+}
