@@ -267,12 +267,24 @@ def falcon(n):
 
 
 def levit(n):
-    """timm LeViT: attention biases gathered by an index table (their
+    """timm LeViT (one block per stage): attention biases gathered by an index table (their
     gradient: index_put with accumulation behind a whole dim), strided
     subsampling attention, batch norm (eval), hardswish."""
+    import types
+
     timm = pytest.importorskip("timm")
     torch.manual_seed(0)
-    model = timm.create_model("levit_128s", num_classes=5, img_size=32, pretrained=False)
+    model = timm.create_model(
+        "levit_128s", num_classes=5, img_size=32, depth=(1, 1, 1), pretrained=False
+    )
+    # In eval mode timm caches the gathered biases per device (a tensor
+    # computed from a parameter, kept across calls: an eager call before the
+    # export would make them a constant of the step): always gather them.
+    for m in model.modules():
+        if hasattr(m, "attention_bias_cache"):
+            m.get_attention_biases = types.MethodType(
+                lambda self, device: self.attention_biases[:, self.attention_bias_idxs], m
+            )
     return model.eval(), cls_loss, images(n)
 
 

@@ -497,7 +497,7 @@ def _bitonic_sort(x, descending):
         size *= 2
     pos = torch.arange(size, device=x.device).expand(lead + (size,))
     if size > n:
-        x = torch.cat([x, torch.zeros(lead + (size - n,), dtype=x.dtype, device=x.device)], -1)
+        x = torch.nn.functional.pad(x, (0, size - n))
 
     def before(ka, ia, kb, ib):  # entry a strictly before entry b
         strict, equal = _key_order(ka, kb, descending)
@@ -580,8 +580,9 @@ def cumsum(x, dim, dtype=None):
     n = moved.shape[-1]
     shift = 1
     while shift < n:
-        zeros = torch.zeros(moved.shape[:-1] + (shift,), dtype=moved.dtype, device=x.device)
-        moved = moved + torch.cat([zeros, moved[..., : n - shift]], -1)
+        # Padding, not a concatenation with zeros: no constant tensor (which
+        # compute=gpu cannot read).
+        moved = moved + torch.nn.functional.pad(moved[..., : n - shift], (shift, 0))
         shift *= 2
     return moved.to(out_dtype).movedim(-1, dim).contiguous()
 
