@@ -116,6 +116,37 @@ TEST(Jit, ErrorDuringAsyncIsRecordedAtWait) {
     EXPECT_EQ(e, FSDPRT_ERR_DESYNC);
 }
 
+TEST(Jit, FailedGuardIsTheRanksErrorAndPeersDoNotWait) {
+  fsdprt_options_t opts;
+  fsdprt_options_init(&opts);
+  opts.timeout_s = 20;
+  std::vector<fsdprt_status_t> err(3);
+  std::vector<std::string> msg(3);
+  run_world(
+      {3},
+      [&](int64_t rank, fsdprt_comm_t *comm) {
+        fsdprt_set_thread_comm(comm);
+        fsdprt_jit_guard(1, "never reported");
+        EXPECT_EQ(fsdprt_comm_error(comm), FSDPRT_OK);
+        // Rank 1's check fails; it skips the collective the others enter.
+        fsdprt_jit_guard(rank != 1, "guard failed: value 3");
+        fsdprt_jit_guard(rank != 1, "a second failure");
+        float in[2] = {1, 2}, out[6] = {};
+        fsdprt_jit_all_gather(in, out, 2, FSDPRT_F32, 1);
+        err[size_t(rank)] = fsdprt_comm_error(comm);
+        msg[size_t(rank)] = fsdprt_comm_error_message(comm);
+        fsdprt_set_thread_comm(nullptr);
+      },
+      &opts);
+  EXPECT_EQ(err[1], FSDPRT_ERR_INVALID_ARGUMENT);
+  EXPECT_EQ(msg[1], "rank 1: guard failed: value 3");
+  for (int r : {0, 2}) {
+    EXPECT_NE(err[size_t(r)], FSDPRT_OK);
+    EXPECT_NE(msg[size_t(r)].find("guard failed: value 3"), std::string::npos)
+        << msg[size_t(r)];
+  }
+}
+
 TEST(Jit, ExtensionsRecordErrorsOnTheComm) {
   run_world({2}, [&](int64_t, fsdprt_comm_t *comm) {
     fsdprt_set_thread_comm(comm);
