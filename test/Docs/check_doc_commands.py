@@ -31,6 +31,7 @@ import functools
 import os
 import re
 import shlex
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -163,6 +164,8 @@ class Checker:
             return check_flags(argv[1:], text or "", "ctest")
         if re.fullmatch(r"python3?(\.\d+)?", name):
             return self.check_python(argv)
+        if name == "nvcc":
+            return self.check_nvcc(argv)
         if cmd.startswith("build/bin/") or cmd in ("fsdp-opt", "fsdp-run"):
             return self.check_tool(argv)
         path = self.repo_path(cmd)
@@ -171,6 +174,24 @@ class Checker:
         if "/" in cmd:
             return [f"{cmd} does not exist"]
         return [f"no rule to check the command {cmd!r}: add one to {__file__}"]
+
+    def check_nvcc(self, argv):
+        """The CUDA compiler (the toolkit's, as `CUDA_HOME` or
+        /usr/local/cuda, else on PATH): its flags against its --help and
+        the project's source files it names. Without a toolkit there is
+        nothing to check against."""
+        toolkit = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "bin" / "nvcc"
+        nvcc = str(toolkit) if toolkit.exists() else shutil.which("nvcc")
+        if not nvcc:
+            return []
+        text, _ = help_text(nvcc, "--help")
+        problems = check_flags(argv[1:], text or "", "nvcc")
+        for word in argv[1:]:
+            if word.endswith((".cu", ".cpp")):
+                path = self.repo_path(word)
+                if not path or not path.exists():
+                    problems.append(f"{word} does not exist")
+        return problems
 
     def check_mpirun(self, argv):
         """The command mpirun launches, after mpirun's own options (those
