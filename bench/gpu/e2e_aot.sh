@@ -15,9 +15,10 @@
 # reference (torch on the GPU) are made here (bench/gpu/gpt2_inputs.py).
 # Then torch eager and torch.compile time the same models and batches
 # (bench/gpu/torch_baseline.py) and bench/gpu/e2e_table.py prints the table
-# (also $OUT/e2e_table.txt, which check.sh prints after its summary).
+# (also $OUT/e2e_table.txt, which check.sh prints after its summary), with
+# the cost model's estimate for this GPU next to each measured GPU step.
 #
-# Variables from check.sh: ROOT, OUT, DRY, AOT_PACK (the pack directory;
+# Variables from check.sh: ROOT, OUT, DRY, GPU (nvidia-smi's name), AOT_PACK (the pack directory;
 # empty: $ROOT when it holds pack.json, else $ROOT/build-gpu-pack), NCCL_INC,
 # NCCL_LIB. Environment: FSDP_TORCH_PYTHON (the interpreter with torch;
 # default python3), FSDP_EMULATED_RUNTIME (the libfsdprt built over the host
@@ -169,7 +170,7 @@ print(f"{ms:.3f} ms on {world} rank(s), load {load:.3f} s; matches (rtol {sys.ar
     note "e2e: torch eager / compile" FAIL "see $res/torch.log"
   fi
   "$py" "$pack/bench/gpu/e2e_table.py" --pack "$pack/pack.json" --status "$res/status.tsv" \
-    --torch "$res/torch.json" >"$OUT/e2e_table.txt" 2>&1 ||
+    --torch "$res/torch.json" --gpu "${GPU:-}" >"$OUT/e2e_table.txt" 2>&1 ||
     note "e2e: table" FAIL "see $OUT/e2e_table.txt"
   echo "end to end ($OUT/e2e_table.txt):"
   sed 's/^/   /' "$OUT/e2e_table.txt"

@@ -3,13 +3,18 @@ step with its result, its step time, torch eager and torch.compile on the
 same model and batch, the ratios, and the communication a multi-rank step
 exposes. Standard library only.
 
-    python3 bench/gpu/e2e_table.py --pack pack.json --status status.tsv --torch torch.json
+    python3 bench/gpu/e2e_table.py --pack pack.json --status status.tsv --torch torch.json \
+        [--gpu "NVIDIA H200, 9.0"]
 
 status.tsv: one ``name<TAB>result<TAB>detail<TAB>report`` line per step
 (result ok, FAIL or skipped; report the runner's --report JSON or empty).
 
 Columns (docs/AOT.md): step, kind (cpu / gpu), ranks, dtype, result, step
-(the runner's median step time, synchronized on the GPU), eager and compile
+(the runner's median step time, synchronized on the GPU), model and x model
+(the cost model's estimate of a compute=gpu step for the GPU --gpu names,
+fsdp-gpu-cost-report in docs/GPU.md, made when the pack was built, and the
+measured time over it: the first runs on a GPU calibrate the model; h200's
+when no GPU is named), eager and compile
 (torch's median training step, same batch, one GPU), x eager and x compile
 (step / torch: under 1 is faster than torch), exposed (the median per step
 of the communication the compute waited for, as the runner measures it:
@@ -27,6 +32,14 @@ import os
 import sys
 
 GOAL = {"gpt2-small-bf16": 1.2}  # at most this many times torch eager
+
+
+def cost_gpu(name: str) -> str:
+    """The cost model's key for an nvidia-smi name (h200 when unknown)."""
+    for key in ("h200", "h100", "a100"):
+        if key in name.lower():
+            return key
+    return "h200"
 
 
 def _ms(x):
@@ -60,10 +73,12 @@ def _report(st: dict | None) -> dict | None:
         return None
 
 
-def table(pack: dict, status: dict, torch: dict) -> list[str]:
+def table(pack: dict, status: dict, torch: dict, gpu: str = "") -> list[str]:
     rows = torch.get("rows", {})
     steps = {s["name"]: s for s in pack["steps"]}
-    header = ["step", "kind", "ranks", "dtype", "result", "step ms", "eager ms", "compile ms",
+    model_gpu = cost_gpu(gpu)
+    header = ["step", "kind", "ranks", "dtype", "result", "step ms", f"model ms ({model_gpu})",
+              "x model", "eager ms", "compile ms",
               "x eager", "x compile", "exposed ms", "pair delta ms", "comm/step",
               "note"]  # fmt: skip
     lines = []
@@ -102,6 +117,7 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
         if rep and rep.get("comm_per_step"):
             c = rep["comm_per_step"]
             comm = f"{c['calls']:.0f} / {c['bytes_sent'] / 1e6:.2f} MB"
+        model = s.get("cost_model", {}).get(model_gpu, {}).get("estimate_ms")
         note = st["detail"] if st["result"] != "ok" else torch_note
         goal = GOAL.get(s["name"])
         if goal and step_ms is not None and eager:
@@ -109,7 +125,7 @@ def table(pack: dict, status: dict, torch: dict) -> list[str]:
             note = f"goal <= {goal}x eager: {met}" + (f"; {note}" if note else "")
         lines.append(
             [s["name"], s["kind"], str(s.get("world") or "-"), s.get("dtype", "f32"), st["result"],
-             _ms(step_ms), _ms(eager), _ms(compile_), _ratio(step_ms, eager),
+             _ms(step_ms), _ms(model), _ratio(step_ms, model), _ms(eager), _ms(compile_), _ratio(step_ms, eager),
              _ratio(step_ms, compile_), exposed, delta, comm, note]
         )  # fmt: skip
     # A step that did not run keeps its torch times (they are measured anyway).
@@ -133,6 +149,7 @@ def main(argv=None) -> int:
     ap.add_argument("--pack", required=True)
     ap.add_argument("--status", required=True)
     ap.add_argument("--torch", default="")
+    ap.add_argument("--gpu", default="", help="the GPU's name (nvidia-smi), for the cost model's column")
     a = ap.parse_args(argv)
     with open(a.pack) as f:
         pack = json.load(f)
@@ -140,7 +157,7 @@ def main(argv=None) -> int:
     if a.torch and os.path.exists(a.torch):
         with open(a.torch) as f:
             torch = json.load(f)
-    print("\n".join(table(pack, load_status(a.status), torch)))
+    print("\n".join(table(pack, load_status(a.status), torch, a.gpu)))
     return 0
 
 

@@ -57,6 +57,23 @@ SOURCES = [
 MODELS = str(ROOT / "bench" / "gpu" / "models.py")
 
 
+# The GPUs whose estimates a compute=gpu step carries (fsdp-gpu-cost-report).
+COST_GPUS = ("a100", "h100", "h200")
+COST_FIELDS = ("estimate_ms", "ideal_ms", "launches", "gemm_calls", "memcpys", "device_allocations",
+               "host_synchronizations")  # fmt: skip
+
+
+def cost_model_summary(report: str) -> dict:
+    """{gpu: {estimate_ms, ideal_ms, counts}} from the report's JSON (the
+    step: the function with the most launches)."""
+    out = {}
+    for r in json.loads(report)["reports"]:
+        if r["functions"]:
+            f = max(r["functions"], key=lambda f: f["launches"] + f["gemm_calls"])
+            out[r["gpu"]] = {k: f[k] for k in COST_FIELDS}
+    return out
+
+
 def run(cmd, **kw):
     print("+", " ".join(str(c) for c in cmd), flush=True)
     subprocess.run([str(c) for c in cmd], check=True, **kw)
@@ -117,12 +134,20 @@ class Packer:
             raise SystemExit(f"pack_aot: {library} needs {', '.join(foreign)}")
         return None
 
-    def _lower(self, model: Path, pipeline: str, out: Path) -> str | None:
+    def _lower(self, model: Path, pipeline: str, out: Path, cost: dict | None = None) -> str | None:
+        """fsdp-opt; with ``cost`` (a compute=gpu step's pack entry), the
+        same lowering prints the cost model's estimate for each GPU of
+        COST_GPUS (fsdp-gpu-cost-report, docs/GPU.md), kept in the entry's
+        "cost_model" so that the table prints it next to the measured time."""
+        if cost is not None:
+            pipeline += f" gpu-cost-report={','.join(COST_GPUS)} gpu-cost-report-json=true"
         cmd = [self.bin / "fsdp-opt", model, f"--fsdp-pipeline={pipeline}", "-o", out]
         print("+", " ".join(str(c) for c in cmd), flush=True)
         r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
         if r.returncode != 0:
             return "fsdp-opt: " + _first_error(r.stderr + r.stdout)
+        if cost is not None:
+            cost["cost_model"] = cost_model_summary(r.stdout)
         return None
 
     def add(
@@ -175,7 +200,8 @@ class Packer:
             cpu_reference = work / "reference"
             why = self._reference(model, reference_pipeline, data, steps, work, cpu_reference)
         if why is None:
-            why = self._lower(model, pipeline, lowered)
+            gpu_step = kind == "gpu" and "gpu-emulation=true" not in pipeline
+            why = self._lower(model, pipeline, lowered, cost=entry if gpu_step else None)
         if why is None:
             (d / "inputs").mkdir(parents=True, exist_ok=True)
             why = self._compile(lowered, d / "step.so", kind)

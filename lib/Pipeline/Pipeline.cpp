@@ -254,6 +254,14 @@ void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
   pm.addPass(createGpuKernelOutliningPass());
   pm.addPass(createFSDPGpuMergeModules());
   pm.addPass(createFSDPGpuStreamOrder());
+  // Every device operation is explicit here and the kernels are still
+  // loops over buffers: the stage the cost model reads.
+  if (!gpu.costReport.empty()) {
+    FSDPGpuCostReportOptions report;
+    report.gpuName = gpu.costReport;
+    report.json = gpu.costReportJson;
+    pm.addPass(createFSDPGpuCostReport(report));
+  }
   // gpu-emulation: the kernels become host functions that the host lowering
   // compiles with the step; the binary names their table (no NVVM, no
   // toolkit).
@@ -380,7 +388,8 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPLowerIfs(),          createFSDPLinalgToCublas(),
       createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
       createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels()};
+      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels(),
+      createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

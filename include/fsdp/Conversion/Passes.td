@@ -529,6 +529,68 @@ def FSDPGpuStreamOrder : Pass<"fsdp-gpu-stream-order", "ModuleOp"> {
   let dependentDialects = ["::mlir::gpu::GPUDialect"];
 }
 
+def FSDPGpuCostReport : Pass<"fsdp-gpu-cost-report", "ModuleOp"> {
+  let summary = "Estimate a compute=gpu step's time on a named GPU, per "
+                "device operation and in total";
+  let description = [{
+    An analysis of a step at the stage where every device operation is
+    explicit (after `fsdp-gpu-stream-order`, before the kernels are lowered
+    to NVVM or to the host emulation); the IR is not changed. From every
+    function no other function calls (the step), it follows calls and
+    host `scf.for` loops with constant bounds (which multiply what they
+    hold) and costs each device operation on the GPU named by `gpu`
+    (ceilings in one table, docs/GPU.md):
+
+    - `gpu.launch_func`: the kernel body's loads and stores and float ops
+      times its loops' trip counts, evaluated for the first thread with the
+      launch's grid and block sizes (a grid-stride loop runs N / threads
+      times on average); the time is a launch overhead plus the largest of
+      the bytes at the copy bandwidth, the FLOPs at the FP32 SIMT rate,
+      and the latency chain: waves of resident blocks x the loop
+      iterations of one thread that wait for a load x the memory latency
+      (a reduction on one warp or a few blocks cannot reach the bandwidth);
+    - `fsdprt_gpu_gemm_f32` / `_bf16` calls: 2 m n k batch FLOPs at
+      cuBLAS's achieved rate for the dtype (SGEMM, TF32 with
+      `fsdp.gpu_tf32`, bf16 tensor cores), scaled by the wave efficiency of
+      128 x 128 output tiles on the multiprocessors, or the operands'
+      bytes at the copy bandwidth if longer, plus a call overhead;
+    - `gpu.memcpy` (device copies read and write each byte, host copies go
+      over PCIe), `gpu.memset`, `gpu.alloc`, `gpu.dealloc`, host
+      synchronizations (a blocking `gpu.wait`, `mgpuStreamSynchronize`, a
+      blocking collective) and the `fsdprt` collectives (ring traffic over
+      NVLink over the collective's group in the module's `fsdp.mesh`, or
+      `ranks`).
+
+    Prints one line per device operation (its count, bytes, FLOPs, time and
+    why: blocks, waves, the bound and the bandwidth fraction), the largest
+    sinks, the counts (launches, gemm calls, memcpys and bytes, device
+    allocations and bytes, host synchronizations) and ends with
+    `estimate: <ms> ms` and `ideal: <ms> ms`: every contraction at 70% of
+    the GPU's dense peak for its dtype, every other byte moved once at 80%
+    of the memory bandwidth (before them, the ideal with every contraction
+    at the bf16 peak). With `json`, the same as one JSON object. An
+    unknown GPU is an error; an operation it cannot cost gets a warning at
+    the operation and is left out.
+  }];
+  let options = [
+    Option<"gpuName", "gpu", "std::string", /*default=*/"\"h200\"",
+           "The GPU whose ceilings are used (a100, h100, h200; several "
+           "separated by commas: one report each)">,
+    Option<"json", "json", "bool", /*default=*/"false",
+           "Write the report as JSON">,
+    Option<"outputFile", "output", "std::string", /*default=*/"\"-\"",
+           "Where to write the report (- for stdout)">,
+    Option<"top", "top", "int64_t", /*default=*/"10",
+           "How many of the largest sinks to list">,
+    Option<"listOps", "ops", "bool", /*default=*/"true",
+           "List every device operation (false: the largest sinks and the "
+           "totals only)">,
+    Option<"ranks", "ranks", "int64_t", /*default=*/"0",
+           "Ranks every collective runs over (0: its group in the module's "
+           "fsdp.mesh, else 1; on 1 rank a collective is a local copy)">
+  ];
+}
+
 def FSDPGpuHostKernels : Pass<"fsdp-gpu-host-kernels", "ModuleOp"> {
   let summary = "Compile the kernels of a step for the host emulation of "
                 "CUDA instead of NVVM (gpu-emulation=true)";

@@ -45,6 +45,11 @@ struct FSDPGpuOptions {
   /// Compile the kernels for the host emulation of CUDA instead of NVVM
   /// (fsdp-gpu-host-kernels): no toolkit, runs on the emulated runtime only.
   bool emulation = false;
+  /// Print fsdp-gpu-cost-report's estimate for this GPU (h100, h200, ...)
+  /// after the device operations are ordered; empty: no report.
+  std::string costReport;
+  /// The cost report as JSON.
+  bool costReportJson = false;
 };
 
 /// The pipeline options of compute=gpu, shared by both pipelines.
@@ -75,6 +80,15 @@ struct FSDPGpuOptions {
       llvm::cl::desc("compute=gpu: compile the kernels for the host "          \
                      "emulation of CUDA (no toolkit; emulated runtime only)"), \
       llvm::cl::init(FSDPGpuOptions().emulation)};                             \
+  Option<std::string> gpuCostReport{                                           \
+      *this, "gpu-cost-report",                                                \
+      llvm::cl::desc("compute=gpu: print the step's estimated time on this "   \
+                     "GPU (h100, h200, a100; fsdp-gpu-cost-report)"),          \
+      llvm::cl::init(FSDPGpuOptions().costReport)};                            \
+  Option<bool> gpuCostReportJson{                                              \
+      *this, "gpu-cost-report-json",                                           \
+      llvm::cl::desc("compute=gpu: the cost report as JSON"),                  \
+      llvm::cl::init(FSDPGpuOptions().costReportJson)};                        \
   FSDPGpuOptions gpuOptions() const {                                          \
     FSDPGpuOptions o;                                                          \
     o.chip = gpuChip;                                                          \
@@ -83,6 +97,8 @@ struct FSDPGpuOptions {
     o.format = gpuFormat;                                                      \
     o.tf32 = tf32;                                                             \
     o.emulation = gpuEmulation;                                                \
+    o.costReport = gpuCostReport;                                              \
+    o.costReportJson = gpuCostReportJson;                                      \
     return o;                                                                  \
   }
 
