@@ -181,7 +181,7 @@ module attributes {gpu.container_module} {
   // CHECK-LABEL: gpu cost report: @host_loop
   // CHECK: operations (in the order the step first runs them):
   // CHECK-NEXT: alloc gpu.alloc x24: 0 B, 0 FLOP, 2.00 us each, 48.00 us total
-  // CHECK-NEXT: launch kernels::fill x24: 4096 B, 0 FLOP, 3.20 us each, 76.80 us total (4 blocks x 256 threads, 1 wave, 0 dependent loads per thread (L2), bandwidth-bound at 29.8% of 4.30 TB/s)
+  // CHECK-NEXT: launch kernels::fill x24: 4096 B, 0 FLOP, 3.00 us each, 72.02 us total (4 blocks x 256 threads, 1 wave, 0 dependent loads per thread (L2), bandwidth-bound at 100.0% of 4.30 TB/s)
   // CHECK-NEXT: memcpy gpu.memcpy x24: 8192 B, 0 FLOP, 4.00 us each, 96.05 us total (device copy: read and write at the copy bandwidth)
   // CHECK-NEXT: free gpu.dealloc x24: 0 B, 0 FLOP, 1.00 us each, 24.00 us total
   // CHECK: launches: 24

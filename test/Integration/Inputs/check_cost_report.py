@@ -1,0 +1,43 @@
+"""Checks fsdp-gpu-cost-report's JSON against itself and the lowered step
+(test/Integration/gpu-cost-report.test).
+
+    check_cost_report.py REPORT.json LOWERED.mlir
+
+The estimate is the sum of every operation's count x time; no estimate is
+below its ideal; the h100 (less bandwidth, the same compute) costs no less
+than the h200; every launch, gemm call and allocation site of the lowered
+step is counted at least once.
+"""
+
+import json
+import math
+import re
+import sys
+
+
+def main() -> int:
+    with open(sys.argv[1]) as f:
+        report = json.load(f)
+    with open(sys.argv[2]) as f:
+        lowered = f.read()
+    sites = {
+        "launches": len(re.findall(r"gpu\.launch_func ", lowered)),
+        "gemm_calls": len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_(?:f32|bf16)\(", lowered)),
+        "device_allocations": len(re.findall(r"llvm\.call @mgpuMemAlloc\(", lowered)),
+    }
+    estimates = {}
+    for r in report["reports"]:
+        (step,) = [f for f in r["functions"] if f["function"] == "step"]
+        total = sum(op["count"] * op["seconds"] for op in step["operations"]) * 1e3
+        assert math.isclose(total, step["estimate_ms"], rel_tol=1e-9), (total, step["estimate_ms"])
+        assert 0 < step["ideal_ms"] <= step["estimate_ms"], step
+        for key, n in sites.items():
+            assert n > 0 and step[key] >= n, (r["gpu"], key, step[key], n)
+        estimates[r["gpu"]] = step["estimate_ms"]
+    assert estimates["h100"] >= estimates["h200"] > 0, estimates
+    print(f"ok: {estimates}, sites {sites}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
