@@ -51,29 +51,29 @@ namespace {
 struct GpuCeilings {
   const char *key;
   const char *name;
-  double hbmBytesPerS;      ///< datasheet memory bandwidth
-  double copyBytesPerS;     ///< achieved device copy bandwidth (read + write)
-  int64_t sms;              ///< streaming multiprocessors
-  int64_t threadsPerSM;     ///< most resident threads per SM
-  int64_t blocksPerSM;      ///< most resident blocks per SM
-  double l2Bytes;           ///< L2 cache size
-  double bf16Peak;          ///< dense bf16/f16 tensor-core FLOP/s
-  double tf32Peak;          ///< dense TF32 tensor-core FLOP/s
-  double fp32Peak;          ///< FP32 SIMT FLOP/s
-  double cublasBf16;        ///< achieved bf16 cuBLAS FLOP/s on large gemms
-  double cublasTf32;        ///< achieved TF32 cuBLAS FLOP/s
-  double sgemm;             ///< achieved FP32 (SIMT) cuBLAS FLOP/s
-  double dramLatencyS;      ///< a dependent load from HBM under load
-  double l2LatencyS;        ///< a dependent load served by L2
-  double launchS;           ///< one kernel launch (host issue + device gap)
-  double gemmCallS;         ///< one cuBLAS call's fixed cost
-  double memcpyS;           ///< one memcpy call's fixed cost
-  double allocS;            ///< one stream-ordered device allocation
-  double freeS;             ///< one stream-ordered device free
-  double syncS;             ///< one host synchronization (stream drained)
-  double collectiveS;       ///< one collective's fixed cost (NCCL launch)
-  double pcieBytesPerS;     ///< host <-> device copies (pageable)
-  double linkBytesPerS;     ///< NVLink bus bandwidth a ring collective gets
+  double hbmBytesPerS;  ///< datasheet memory bandwidth
+  double copyBytesPerS; ///< achieved device copy bandwidth (read + write)
+  int64_t sms;          ///< streaming multiprocessors
+  int64_t threadsPerSM; ///< most resident threads per SM
+  int64_t blocksPerSM;  ///< most resident blocks per SM
+  double l2Bytes;       ///< L2 cache size
+  double bf16Peak;      ///< dense bf16/f16 tensor-core FLOP/s
+  double tf32Peak;      ///< dense TF32 tensor-core FLOP/s
+  double fp32Peak;      ///< FP32 SIMT FLOP/s
+  double cublasBf16;    ///< achieved bf16 cuBLAS FLOP/s on large gemms
+  double cublasTf32;    ///< achieved TF32 cuBLAS FLOP/s
+  double sgemm;         ///< achieved FP32 (SIMT) cuBLAS FLOP/s
+  double dramLatencyS;  ///< a dependent load from HBM under load
+  double l2LatencyS;    ///< a dependent load served by L2
+  double launchS;       ///< one kernel launch (host issue + device gap)
+  double gemmCallS;     ///< one cuBLAS call's fixed cost
+  double memcpyS;       ///< one memcpy call's fixed cost
+  double allocS;        ///< one stream-ordered device allocation
+  double freeS;         ///< one stream-ordered device free
+  double syncS;         ///< one host synchronization (stream drained)
+  double collectiveS;   ///< one collective's fixed cost (NCCL launch)
+  double pcieBytesPerS; ///< host <-> device copies (pageable)
+  double linkBytesPerS; ///< NVLink bus bandwidth a ring collective gets
 };
 
 constexpr double kTB = 1e12, kGB = 1e9, kMB = 1e6, kUs = 1e-6, kNs = 1e-9;
@@ -82,18 +82,45 @@ constexpr double kTB = 1e12, kGB = 1e9, kMB = 1e6, kUs = 1e-6, kNs = 1e-9;
 // gemm rates are the H200's measured ones; they differ in memory. The H100's
 // copy bandwidth is the H200's measured fraction of its datasheet (0.9).
 constexpr GpuCeilings kGpus[] = {
-    {"h200", "NVIDIA H200 SXM 141GB", 4.8 * kTB, 4.3 * kTB, 132, 2048, 32,
-     50 * kMB, 989 * kTB, 494 * kTB, 67 * kTB, 790 * kTB, 395 * kTB,
-     52 * kTB, 500 * kNs, 200 * kNs, 3 * kUs, 4 * kUs, 4 * kUs, 2 * kUs,
-     1 * kUs, 10 * kUs, 10 * kUs, 20 * kGB, 370 * kGB},
-    {"h100", "NVIDIA H100 SXM 80GB", 3.35 * kTB, 3.0 * kTB, 132, 2048, 32,
-     50 * kMB, 989 * kTB, 494 * kTB, 67 * kTB, 790 * kTB, 395 * kTB,
-     52 * kTB, 500 * kNs, 200 * kNs, 3 * kUs, 4 * kUs, 4 * kUs, 2 * kUs,
-     1 * kUs, 10 * kUs, 10 * kUs, 20 * kGB, 370 * kGB},
-    {"a100", "NVIDIA A100 SXM 80GB", 2.04 * kTB, 1.8 * kTB, 108, 2048, 32,
-     40 * kMB, 312 * kTB, 156 * kTB, 19.5 * kTB, 250 * kTB, 125 * kTB,
-     18 * kTB, 500 * kNs, 200 * kNs, 3 * kUs, 4 * kUs, 4 * kUs, 2 * kUs,
-     1 * kUs, 10 * kUs, 10 * kUs, 20 * kGB, 230 * kGB},
+    {"h200",    "NVIDIA H200 SXM 141GB",
+     4.8 * kTB, 4.3 * kTB,
+     132,       2048,
+     32,        50 * kMB,
+     989 * kTB, 494 * kTB,
+     67 * kTB,  790 * kTB,
+     395 * kTB, 52 * kTB,
+     500 * kNs, 200 * kNs,
+     3 * kUs,   4 * kUs,
+     4 * kUs,   2 * kUs,
+     1 * kUs,   10 * kUs,
+     10 * kUs,  20 * kGB,
+     370 * kGB},
+    {"h100",     "NVIDIA H100 SXM 80GB",
+     3.35 * kTB, 3.0 * kTB,
+     132,        2048,
+     32,         50 * kMB,
+     989 * kTB,  494 * kTB,
+     67 * kTB,   790 * kTB,
+     395 * kTB,  52 * kTB,
+     500 * kNs,  200 * kNs,
+     3 * kUs,    4 * kUs,
+     4 * kUs,    2 * kUs,
+     1 * kUs,    10 * kUs,
+     10 * kUs,   20 * kGB,
+     370 * kGB},
+    {"a100",     "NVIDIA A100 SXM 80GB",
+     2.04 * kTB, 1.8 * kTB,
+     108,        2048,
+     32,         40 * kMB,
+     312 * kTB,  156 * kTB,
+     19.5 * kTB, 250 * kTB,
+     125 * kTB,  18 * kTB,
+     500 * kNs,  200 * kNs,
+     3 * kUs,    4 * kUs,
+     4 * kUs,    2 * kUs,
+     1 * kUs,    10 * kUs,
+     10 * kUs,   20 * kGB,
+     230 * kGB},
 };
 
 const GpuCeilings *lookupGpu(StringRef key) {
@@ -384,8 +411,8 @@ double walkKernelBlock(Block &block, ThreadEnv &env, double avg,
       } else {
         work.unknown.push_back(&op);
       }
-      chain += maxTrips *
-               walkKernelBlock(*loop.getBody(), env, avg * trips, work);
+      chain +=
+          maxTrips * walkKernelBlock(*loop.getBody(), env, avg * trips, work);
       continue;
     }
     if (auto branch = dyn_cast<scf::IfOp>(op)) {
@@ -476,8 +503,8 @@ struct Totals {
   double launches = 0, gemms = 0, f32Gemms = 0, bf16Gemms = 0, memcpys = 0,
          memcpyBytes = 0, hostCopies = 0, memsets = 0, allocs = 0,
          allocBytes = 0, frees = 0, syncs = 0, collectives = 0,
-         collectiveBytes = 0, bytes = 0, flops = 0, gemmFlops = 0,
-         seconds = 0, idealSeconds = 0, idealBf16Seconds = 0;
+         collectiveBytes = 0, bytes = 0, flops = 0, gemmFlops = 0, seconds = 0,
+         idealSeconds = 0, idealBf16Seconds = 0;
   std::map<Kind, double> secondsByKind;
 };
 
@@ -554,10 +581,9 @@ struct FSDPGpuCostReportPass
     c.flops = work.flops * threads;
 
     // Resident blocks per SM: the thread and block limits.
-    double perSM =
-        std::max(1.0, std::min<double>(g->blocksPerSM,
-                                       std::floor(g->threadsPerSM /
-                                                  threadsPerBlock)));
+    double perSM = std::max(
+        1.0, std::min<double>(g->blocksPerSM,
+                              std::floor(g->threadsPerSM / threadsPerBlock)));
     double waves = std::ceil(blocks / (g->sms * perSM));
     // Everything the kernel touches fits in L2: dependent loads wait for L2.
     double footprint = 0, ideal = 0;
@@ -574,16 +600,14 @@ struct FSDPGpuCostReportPass
     double tCompute = c.flops / g->fp32Peak;
     double t = std::max({tBandwidth, tLatency, tCompute});
     c.seconds = g->launchS + t;
-    c.idealSeconds =
-        ideal / (kIdealBandwidthFraction * g->hbmBytesPerS);
+    c.idealSeconds = ideal / (kIdealBandwidthFraction * g->hbmBytesPerS);
 
     std::string why;
     llvm::raw_string_ostream os(why);
     os << llvm::format("%.0f", blocks) << " blocks x "
        << llvm::format("%.0f", threadsPerBlock) << " threads, "
        << llvm::format("%.0f", waves) << (waves == 1 ? " wave" : " waves")
-       << ", " << llvm::format("%.0f", chain)
-       << " dependent loads per thread ("
+       << ", " << llvm::format("%.0f", chain) << " dependent loads per thread ("
        << (inL2 ? "L2" : "HBM") << "), ";
     if (t == tCompute && tCompute > 0)
       os << "compute-bound";
@@ -641,7 +665,10 @@ struct FSDPGpuCostReportPass
     llvm::raw_string_ostream os(why);
     os << llvm::format("m %lld n %lld k %lld batch %lld", (long long)*m,
                        (long long)*n, (long long)*k, (long long)*batch)
-       << ", " << (bf16 ? "bf16 tensor cores" : tf32 ? "TF32" : "SGEMM")
+       << ", "
+       << (bf16   ? "bf16 tensor cores"
+           : tf32 ? "TF32"
+                  : "SGEMM")
        << " at " << llvm::format("%.0f", rate / kTB) << " TFLOP/s x "
        << llvm::format("%.0f", tiles) << " tiles on "
        << llvm::format("%.0f", waves) << (waves == 1 ? " wave" : " waves")
@@ -677,8 +704,7 @@ struct FSDPGpuCostReportPass
     } else {
       c.bytes = 2 * *bytes;
       c.seconds = g->memcpyS + c.bytes / g->copyBytesPerS;
-      c.idealSeconds =
-          c.bytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
+      c.idealSeconds = c.bytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
       c.why = "device copy: read and write at the copy bandwidth";
     }
     return c;
@@ -713,12 +739,12 @@ struct FSDPGpuCostReportPass
   std::optional<OpCost> costCollective(func::CallOp call, StringRef kind,
                                        bool blocking) {
     // (send, recv, count, dtype, ...)
-    std::optional<int64_t> count =
-        call.getNumOperands() > 3 ? constantInt(call.getOperand(2))
-                                  : std::nullopt;
-    std::optional<int64_t> dtype =
-        call.getNumOperands() > 3 ? constantInt(call.getOperand(3))
-                                  : std::nullopt;
+    std::optional<int64_t> count = call.getNumOperands() > 3
+                                       ? constantInt(call.getOperand(2))
+                                       : std::nullopt;
+    std::optional<int64_t> dtype = call.getNumOperands() > 3
+                                       ? constantInt(call.getOperand(3))
+                                       : std::nullopt;
     // fsdprt_dtype_t: f32, f64, f16, bf16, i32, i64, u8, i8.
     static constexpr double kDtypeBytes[] = {4, 8, 2, 2, 4, 8, 1, 1};
     if (!count || !dtype || *dtype < 0 || *dtype > 7) {
@@ -732,8 +758,7 @@ struct FSDPGpuCostReportPass
     if (ranks > 0) {
       n = ranks;
     } else if (mesh) {
-      std::optional<int64_t> mask =
-          constantInt(call.getOperands().back());
+      std::optional<int64_t> mask = constantInt(call.getOperands().back());
       for (auto [i, size] : llvm::enumerate(mesh.getAxisSizes()))
         if (mask && (*mask & (int64_t(1) << i)))
           n *= size;
@@ -929,8 +954,7 @@ struct FSDPGpuCostReportPass
         t.gemms += n;
         (c.f32Gemm ? t.f32Gemms : t.bf16Gemms) += n;
         t.gemmFlops += n * c.flops;
-        t.idealBf16Seconds +=
-            n * c.flops / (kIdealFlopFraction * g->bf16Peak);
+        t.idealBf16Seconds += n * c.flops / (kIdealFlopFraction * g->bf16Peak);
         continue;
       case Kind::Memcpy:
         t.memcpys += n;
@@ -970,16 +994,15 @@ struct FSDPGpuCostReportPass
     else if (auto fused = dyn_cast<FusedLoc>(loc)) {
       for (Location inner : fused.getLocations())
         if (auto file = dyn_cast<FileLineColLoc>(inner)) {
-          os << llvm::sys::path::filename(file.getFilename().getValue())
-             << ":" << file.getLine();
+          os << llvm::sys::path::filename(file.getFilename().getValue()) << ":"
+             << file.getLine();
           break;
         }
     }
     return text;
   }
 
-  void printText(llvm::raw_ostream &os, StringRef function,
-                 const Totals &t) {
+  void printText(llvm::raw_ostream &os, StringRef function, const Totals &t) {
     os << "gpu cost report: @" << function << " on " << g->key << " ("
        << g->name << ")\n";
     std::vector<const Site *> order;
@@ -1014,17 +1037,16 @@ struct FSDPGpuCostReportPass
     if (!largest.empty()) {
       os << "largest:\n";
       for (const Site *s : largest) {
-        os << llvm::format("  %5.1f%% ",
-                           t.seconds > 0
-                               ? 100 * s->count * s->cost.seconds / t.seconds
-                               : 0.0);
+        os << llvm::format(
+            "  %5.1f%% ",
+            t.seconds > 0 ? 100 * s->count * s->cost.seconds / t.seconds : 0.0);
         line(*s);
       }
     }
     auto n = [](double x) { return llvm::format("%.0f", x); };
     os << "launches: " << n(t.launches) << "\n";
-    os << "gemm calls: " << n(t.gemms) << " (f32 " << n(t.f32Gemms)
-       << ", bf16 " << n(t.bf16Gemms) << ")\n";
+    os << "gemm calls: " << n(t.gemms) << " (f32 " << n(t.f32Gemms) << ", bf16 "
+       << n(t.bf16Gemms) << ")\n";
     os << "memcpys: " << n(t.memcpys) << " (" << n(t.memcpyBytes) << " B, "
        << formatBytes(t.memcpyBytes) << "; " << n(t.hostCopies)
        << " host copies)\n";
@@ -1041,8 +1063,8 @@ struct FSDPGpuCostReportPass
        << llvm::format("%.3f", t.gemmFlops / 1e12) << ")\n";
     os << "time by kind:";
     for (auto [kind, seconds] : t.secondsByKind)
-      os << " " << kindName(kind) << " "
-         << llvm::format("%.3f", seconds * 1e3) << " ms;";
+      os << " " << kindName(kind) << " " << llvm::format("%.3f", seconds * 1e3)
+         << " ms;";
     os << "\n";
     os << "ideal with bf16 contractions: "
        << llvm::format("%.3f", t.idealBf16Seconds * 1e3) << " ms\n";
@@ -1050,8 +1072,7 @@ struct FSDPGpuCostReportPass
     os << "ideal: " << llvm::format("%.3f", t.idealSeconds * 1e3) << " ms\n";
   }
 
-  void writeJson(llvm::json::OStream &j, StringRef function,
-                 const Totals &t) {
+  void writeJson(llvm::json::OStream &j, StringRef function, const Totals &t) {
     j.object([&] {
       j.attribute("function", function);
       j.attributeArray("operations", [&] {
