@@ -62,13 +62,27 @@ def test_the_table_has_ratios_exposed_communication_and_the_goal(tmp_path):
     assert "0.50x" in rows["one"] and "2.00x" in rows["one"] and "compile 30 s" in rows["one"]
     assert " 0.500* " in rows["two"] and "4 / 2.00 MB" in rows["two"]  # 2.5 - 2.0 ms, shared GPU
     assert " 0.200 " in rows["two"]  # the median of the runner's exposed communication
-    assert rows["one"].split()[10] == "-"  # one rank: nothing to expose
+    assert rows["one"].split()[12] == "-"  # one rank: nothing to expose
     assert (
         "1.30x" in rows["gpt2-small-bf16"]
         and "goal <= 1.2x eager: NOT met" in rows["gpt2-small-bf16"]
     )
     assert "skipped" in rows["missing"] and "fsdp-compile: error: no" in rows["missing"]
     assert any("share the GPU" in ln for ln in lines)
+
+
+def test_the_table_prints_the_cost_models_estimate_for_the_gpu_it_runs_on(tmp_path):
+    pack = _pack()
+    pack["steps"][0]["cost_model"] = {"h100": {"estimate_ms": 1.0}, "h200": {"estimate_ms": 4.0}}
+    status = tmp_path / "status.tsv"
+    status.write_text(f"one\tok\tfine\t{_report(tmp_path, 'one', 2.0)}\n")
+    for gpu, model, ratio in (("NVIDIA H100 80GB HBM3, 9.0", "1.000", "2.00x"),
+                              ("", "4.000", "0.50x")):  # fmt: skip
+        lines = e2e_table.table(pack, e2e_table.load_status(str(status)), {}, gpu)
+        assert f"model ms ({'h100' if gpu else 'h200'})" in lines[0]
+        rows = {ln.split()[0]: ln.split() for ln in lines[2:]}
+        assert rows["one"][5:8] == ["2.000", model, ratio]
+        assert rows["two"][6] == "-"  # no estimate in the pack
 
 
 def test_the_torch_baseline_skips_every_measurement_with_the_reason(tmp_path):
