@@ -928,6 +928,10 @@ struct FSDPGpuCostReportPass
       if (kind == "wait")
         return;
     }
+    // The rank's device arena is allocated on the first step and reused:
+    // nothing per step.
+    if (callee == "fsdprt_gpu_arena")
+      return;
     if (callee.starts_with("fsdprt_") || callee.starts_with("mgpu"))
       warnOnce(call, "cannot cost a call of @" + callee);
   }

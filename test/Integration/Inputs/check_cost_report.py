@@ -6,7 +6,8 @@
 The estimate is the sum of every operation's count x time; no estimate is
 below its ideal; the h100 (less bandwidth, the same compute) costs no less
 than the h200; every launch, gemm call and allocation site of the lowered
-step is counted at least once.
+step is counted at least once (a buffer of the device arena is no
+allocation).
 """
 
 import json
@@ -25,6 +26,7 @@ def main() -> int:
         "gemm_calls": len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_(?:f32|bf16)\(", lowered)),
         "device_allocations": len(re.findall(r"llvm\.call @mgpuMemAlloc\(", lowered)),
     }
+    assert sites["launches"] > 0 and sites["gemm_calls"] > 0, sites
     estimates = {}
     for r in report["reports"]:
         (step,) = [f for f in r["functions"] if f["function"] == "step"]
@@ -32,7 +34,7 @@ def main() -> int:
         assert math.isclose(total, step["estimate_ms"], rel_tol=1e-9), (total, step["estimate_ms"])
         assert 0 < step["ideal_ms"] <= step["estimate_ms"], step
         for key, n in sites.items():
-            assert n > 0 and step[key] >= n, (r["gpu"], key, step[key], n)
+            assert step[key] >= n, (r["gpu"], key, step[key], n)
         estimates[r["gpu"]] = step["estimate_ms"]
     assert estimates["h100"] >= estimates["h200"] > 0, estimates
     print(f"ok: {estimates}, sites {sites}")
