@@ -929,8 +929,8 @@ struct FSDPGpuCostReportPass
         return;
     }
     // The rank's device arena is allocated on the first step and reused:
-    // nothing per step.
-    if (callee == "fsdprt_gpu_arena")
+    // nothing per step. A guard checks a host value.
+    if (callee == "fsdprt_gpu_arena" || callee == "fsdprt_jit_guard")
       return;
     if (callee.starts_with("fsdprt_") || callee.starts_with("mgpu"))
       warnOnce(call, "cannot cost a call of @" + callee);
