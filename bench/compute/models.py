@@ -74,6 +74,46 @@ def embedding_gpt2():
     }
 
 
+class Bias(torch.nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.bias = torch.nn.Parameter(torch.zeros(dim))
+
+    def forward(self, x):
+        return x + self.bias
+
+
+def bias_grad():
+    """A bias over 4,096 tokens of width 768 (batch 8 x 512 tokens), loss
+    mean(y * t): the step is an elementwise pass and the bias gradient, a
+    column sum over the 4,096 tokens (`fsdp-reduction-loops`' tiles of
+    columns)."""
+    g = torch.Generator().manual_seed(1)
+    x = torch.randn(8, 512, 768, generator=g)
+    t = 1000 + torch.randn(8, 512, 768, generator=g)
+    return {"module": Bias(768), "loss_fn": weighted_mean, "batch": (x, t), "mesh": "1"}
+
+
+def batch_norm_stats():
+    """Training-mode batch norm of 32 x 64 x 28 x 28 activations: per
+    channel, sums over the batch and the image (25,088 values) for the
+    statistics and the weight and bias gradients."""
+    torch.manual_seed(0)
+    g = torch.Generator().manual_seed(1)
+    x = 1000 + torch.randn(32, 64, 28, 28, generator=g)
+    t = torch.randn(32, 64, 28, 28, generator=g)
+    return {
+        "module": torch.nn.BatchNorm2d(64),
+        "loss_fn": weighted_mean,
+        "batch": (x, t),
+        "mesh": "1",
+    }
+
+
+def weighted_mean(model, x, t):
+    return (model(x) * t).mean()
+
+
 def weighted_sum(model, tokens, weights):
     return (model(tokens) * weights).sum()
 
@@ -91,8 +131,8 @@ def flops(name):
         b, t, d, f, v, blocks = 16, 32, 128, 512, 256, 2
         per_block = 2 * b * t * (3 * d * d + d * d + 2 * d * f) + 2 * 2 * b * t * t * d
         return 3 * (blocks * per_block + 2 * b * t * d * v)
-    if name == "embedding_gpt2":
-        return 0  # no matrix product once the backward is a scatter-add
+    if name in ("embedding_gpt2", "bias_grad", "batch_norm_stats"):
+        return 0  # no matrix product (the embedding's backward is a scatter-add)
     if name in ("gpt2_small", "gpt2_shape"):
         t, d, v, layers = 128, 768, 50257, 12
         per_layer = 2 * t * (3 * d * d + d * d + 2 * 4 * d * d) + 2 * 2 * t * t * d

@@ -241,6 +241,13 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
     pm.addPass(createFSDPCopiesToLoops());
     pm.addPass(createFSDPReductionLoops());
     pm.addPass(createFSDPApproximateMath());
+  } else if (compute == ComputeMode::Loops) {
+    // The reference sums float reductions in the same blocks of 16 (one
+    // accumulator per level, no vector of partial results): summed element
+    // after element, a long sum's error grows with its length.
+    FSDPReductionLoopsOptions blocked;
+    blocked.reference = true;
+    pm.addPass(createFSDPReductionLoops(blocked));
   }
 }
 

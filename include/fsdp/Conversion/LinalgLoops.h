@@ -2,8 +2,9 @@
 //
 // What the lowerings that write a linalg op's loops themselves share
 // (fsdp-reduction-loops on the host, fsdp-gpu-kernels on the device): the
-// operand indices at given loop indices, one iteration of the body, and
-// the `acc <op> x` combiner of a reduction's output with its identity.
+// operand indices at given loop indices, one iteration of the body, the
+// `acc <op> x` combiner of a reduction's output with its identity, and the
+// blocked (cascaded) loop that sums a long reduction loop accurately.
 //
 //===----------------------------------------------------------------------===//
 
@@ -12,6 +13,8 @@
 
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
+
+#include <functional>
 
 namespace mlir::fsdp {
 
@@ -48,6 +51,53 @@ Value combine(OpBuilder &b, Location loc, Operation *combiner, Value a,
 /// The operand of `combiner` that is not the accumulator `acc`: the element
 /// the body combines into the output.
 Value combinedElement(Operation *combiner, Value acc);
+
+/// Every accumulator of a blocked loop (buildBlockedLoop) takes at most this
+/// many values before it is combined into the accumulator of the level
+/// above.
+constexpr int64_t kBlockedLoopBlock = 16;
+
+/// The number of levels of a blocked loop of `trips` iterations whose level
+/// 0 takes `firstBlock` iterations: the smallest L >= 1 with
+/// firstBlock * 16^(L-1) >= trips, or 4 when `trips` is dynamic
+/// (ShapedType::kDynamic).
+unsigned blockedLoopLevels(int64_t trips, int64_t firstBlock);
+
+/// What a blocked loop does with its accumulators, which are either values
+/// (the loops' iteration arguments) or memory that the callbacks read and
+/// write themselves (no values). `depth` numbers the accumulators from the
+/// outermost level (the `depth` given to buildBlockedLoop) inwards: the
+/// level below an accumulator of depth d has depth d + 1.
+struct BlockedLoopCallbacks {
+  /// A fresh accumulator of depth `depth` (the combiner's identity).
+  std::function<SmallVector<Value>(OpBuilder &, Location, unsigned depth)>
+      fresh;
+  /// Iteration `iv` of the original loop combined into `acc` (of depth
+  /// `depth`); returns the new accumulator.
+  std::function<SmallVector<Value>(OpBuilder &, Location, Value iv,
+                                   ValueRange acc, unsigned depth)>
+      step;
+  /// The accumulator `child` (depth `depth` + 1) combined into `parent`
+  /// (depth `depth`); returns the new parent.
+  std::function<SmallVector<Value>(OpBuilder &, Location, ValueRange parent,
+                                   ValueRange child, unsigned depth)>
+      merge;
+};
+
+/// The loop `for (iv = lb; iv < ub; iv += step)` as a cascade of blocks:
+/// level 0 combines at most `firstBlock` consecutive iterations into a
+/// fresh accumulator, level l combines at most 16 consecutive level l-1
+/// blocks into a fresh accumulator, and the top level
+/// (blockedLoopLevels(trips, firstBlock) - 1) combines its blocks into a
+/// fresh accumulator of depth `depth`, which is returned. Each value passes
+/// through about 16 combinations per level instead of up to `trips`: the
+/// rounding error of a float sum grows with log16(trips), as a pairwise
+/// sum's, not with trips. The order is fixed by the loop bounds alone.
+/// `trips` is the static trip count, or ShapedType::kDynamic.
+SmallVector<Value> buildBlockedLoop(OpBuilder &b, Location loc, Value lb,
+                                    Value ub, int64_t step, int64_t trips,
+                                    int64_t firstBlock, unsigned depth,
+                                    const BlockedLoopCallbacks &callbacks);
 
 } // namespace mlir::fsdp
 

@@ -314,30 +314,47 @@ def FSDPCopiesToLoops : Pass<"fsdp-copies-to-loops"> {
 }
 
 def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
-  let summary = "Lower linalg reductions on buffers to loops that keep the "
-                "accumulator in a register";
+  let summary = "Lower linalg reductions on buffers to blocked loops that "
+                "keep the accumulators in registers";
   let description = [{
-    A linalg op on buffers whose innermost loops are all its reduction loops
-    (a row sum, the max and sum of a softmax, a norm's mean and variance,
-    a cross-entropy's log-sum-exp) becomes `scf.for` loops: its parallel
-    loops outside, then its reduction loops carrying the output elements as
-    iteration arguments, loaded once before and stored once after. An
-    f32/f64 `acc <op> x` reduction (add, mul, maximum, minimum) whose rows
-    are at least 16 (f64: 8) long accumulates into a vector of 16 (8)
-    partial results, partial j taking the elements whose innermost index is
-    j mod 16 in order, combined by halves at the end; no fast-math flag is
-    added, so the summation order is fixed by the loop bounds alone and
-    every host, vector width and fusion context gives the same bits (the
-    fast path still differs from the reference loops by rounding). Other
-    reductions keep an in-order loop. Other ops -- no reduction loop, a parallel loop
-    inside a reduction loop (a column sum, which vectorizes along its
-    parallel loop as it is), outputs indexed by a reduction dimension,
-    tensors -- stay linalg ops for `convert-linalg-to-loops`. With
-    `report`, every reduction gets a remark saying which way it went.
+    A linalg op on buffers with reduction loops whose float outputs are
+    `acc <op> x` (add, mul, maximum, minimum; `x` anything the body
+    computes) becomes `scf.for` loops that combine each output's elements
+    in blocks: every accumulator takes at most 16 values (elements, or the
+    results of the level below, or of a reduction loop inside) before it is
+    combined into the next level, so a sum's rounding error grows like a
+    pairwise sum's (log16 of its length) and not with the number of
+    elements; an outer reduction loop combines the sums of the loops inside
+    it, each started from the identity, and the output's value comes last.
+    The order depends on the loop bounds alone and no fast-math flag is
+    added: every host, vector width and fusion context gives the same bits.
+
+    When the innermost loop is a reduction (row sums, norms, softmax, a
+    mean over (0, 2, 3) whose channel loop moves outside), the parallel
+    loops go outside and the accumulators are iteration arguments; f32/f64
+    rows of at least 16 (f64: 8) elements keep a vector of 16 (8) partial
+    results along the innermost loop, partial j taking element j of each
+    block of 16 (the last size mod 16 of a row going to partial 0),
+    combined by halves at the end. When the innermost loop is parallel
+    (column sums: bias gradients, `x.sum(0)`), the columns go in tiles of
+    256, each row of a tile combined into stack buffers of accumulators
+    (one per level), in a column loop that vectorizes as it is.
+
+    Other reductions (integer outputs, bodies that are not `acc <op> x`)
+    whose reduction loops are innermost keep their sequential order, the
+    accumulators in registers; the rest stay linalg ops for
+    `convert-linalg-to-loops`. With `reference` (the scalar reference path,
+    compute=loops), float `acc <op> x` reductions are blocked with one
+    accumulator per level (no vector of partial results) and every other op
+    stays a linalg op. With `report`, every reduction gets a remark saying
+    which way it went.
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark per reduction: lowered here, or why not">
+           "Emit a remark per reduction: lowered here, or why not">,
+    Option<"reference", "reference", "bool", /*default=*/"false",
+           "The scalar reference's lowering: only float `acc <op> x` "
+           "reductions, one accumulator per level">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",

@@ -11,6 +11,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Arith/Utils/Utils.h"
 #include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/IRMapping.h"
 #include "llvm/ADT/TypeSwitch.h"
 
@@ -109,4 +110,58 @@ Value mlir::fsdp::combine(OpBuilder &b, Location loc, Operation *combiner,
 
 Value mlir::fsdp::combinedElement(Operation *combiner, Value acc) {
   return combiner->getOperand(combiner->getOperand(0) == acc ? 1 : 0);
+}
+
+unsigned mlir::fsdp::blockedLoopLevels(int64_t trips, int64_t firstBlock) {
+  if (ShapedType::isDynamic(trips))
+    return 4;
+  unsigned levels = 1;
+  for (int64_t span = firstBlock; span < trips; span *= kBlockedLoopBlock)
+    ++levels;
+  return levels;
+}
+
+/// Level `level` of a blocked loop over [lb, ub): a fresh accumulator of
+/// depth `depth` into which the iterations (level 0) or the blocks of
+/// firstBlock * 16^(level-1) iterations, each summed one level down, are
+/// combined in order.
+static SmallVector<Value> blockedLevel(OpBuilder &b, Location loc, Value lb,
+                                       Value ub, int64_t step,
+                                       int64_t firstBlock, unsigned level,
+                                       unsigned depth,
+                                       const BlockedLoopCallbacks &cb) {
+  SmallVector<Value> acc = cb.fresh(b, loc, depth);
+  int64_t span = step;
+  if (level > 0) {
+    span *= firstBlock;
+    for (unsigned l = 1; l < level; ++l)
+      span *= kBlockedLoopBlock;
+  }
+  Value spanValue = arith::ConstantIndexOp::create(b, loc, span);
+  auto loop = scf::ForOp::create(
+      b, loc, lb, ub, spanValue, acc,
+      [&](OpBuilder &fb, Location fl, Value iv, ValueRange iterAcc) {
+        SmallVector<Value> next;
+        if (level == 0) {
+          next = cb.step(fb, fl, iv, iterAcc, depth);
+        } else {
+          Value end = arith::MinSIOp::create(
+              fb, fl, arith::AddIOp::create(fb, fl, iv, spanValue), ub);
+          SmallVector<Value> child = blockedLevel(
+              fb, fl, iv, end, step, firstBlock, level - 1, depth + 1, cb);
+          next = cb.merge(fb, fl, iterAcc, child, depth);
+        }
+        scf::YieldOp::create(fb, fl, next);
+      });
+  return loop.getResults();
+}
+
+SmallVector<Value>
+mlir::fsdp::buildBlockedLoop(OpBuilder &b, Location loc, Value lb, Value ub,
+                             int64_t step, int64_t trips, int64_t firstBlock,
+                             unsigned depth,
+                             const BlockedLoopCallbacks &callbacks) {
+  return blockedLevel(b, loc, lb, ub, step, firstBlock,
+                      blockedLoopLevels(trips, firstBlock) - 1, depth,
+                      callbacks);
 }
