@@ -242,12 +242,10 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
     pm.addPass(createFSDPReductionLoops());
     pm.addPass(createFSDPApproximateMath());
   } else if (compute == ComputeMode::Loops) {
-    // The reference sums float reductions in the same blocks of 16 (one
-    // accumulator per level, no vector of partial results): summed element
-    // after element, a long sum's error grows with its length.
-    FSDPReductionLoopsOptions blocked;
-    blocked.reference = true;
-    pm.addPass(createFSDPReductionLoops(blocked));
+    // The reference sums its reductions in the same blocks of 16 as the fast
+    // path: summed element after element, a long sum's error grows with its
+    // length (docs/COMPUTE.md, "Summation order of reductions").
+    pm.addPass(createFSDPReductionLoops());
   }
 }
 

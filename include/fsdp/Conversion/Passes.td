@@ -314,8 +314,8 @@ def FSDPCopiesToLoops : Pass<"fsdp-copies-to-loops"> {
 }
 
 def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
-  let summary = "Lower linalg reductions on buffers to blocked loops that "
-                "keep the accumulators in registers";
+  let summary = "Lower linalg reductions on buffers to loops that keep the "
+                "accumulator in a register";
   let description = [{
     A linalg op on buffers with reduction loops whose float outputs are
     `acc <op> x` (add, mul, maximum, minimum; `x` anything the body
@@ -343,18 +343,14 @@ def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
     Other reductions (integer outputs, bodies that are not `acc <op> x`)
     whose reduction loops are innermost keep their sequential order, the
     accumulators in registers; the rest stay linalg ops for
-    `convert-linalg-to-loops`. With `reference` (the scalar reference path,
-    compute=loops), float `acc <op> x` reductions are blocked with one
-    accumulator per level (no vector of partial results) and every other op
-    stays a linalg op. With `report`, every reduction gets a remark saying
-    which way it went.
+    `convert-linalg-to-loops`. Both CPU paths run this pass (compute=fast
+    and the reference, compute=loops), so their reductions sum in the same
+    order. With `report`, every reduction gets a remark saying which way it
+    went.
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark per reduction: lowered here, or why not">,
-    Option<"reference", "reference", "bool", /*default=*/"false",
-           "The scalar reference's lowering: only float `acc <op> x` "
-           "reductions, one accumulator per level">
+           "Emit a remark per reduction: lowered here, or why not">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",

@@ -156,11 +156,9 @@ static SmallVector<Value> blockedLevel(OpBuilder &b, Location loc, Value lb,
   return loop.getResults();
 }
 
-SmallVector<Value>
-mlir::fsdp::buildBlockedLoop(OpBuilder &b, Location loc, Value lb, Value ub,
-                             int64_t step, int64_t trips, int64_t firstBlock,
-                             unsigned depth,
-                             const BlockedLoopCallbacks &callbacks) {
+SmallVector<Value> mlir::fsdp::buildBlockedLoop(
+    OpBuilder &b, Location loc, Value lb, Value ub, int64_t step, int64_t trips,
+    int64_t firstBlock, unsigned depth, const BlockedLoopCallbacks &callbacks) {
   return blockedLevel(b, loc, lb, ub, step, firstBlock,
                       blockedLoopLevels(trips, firstBlock) - 1, depth,
                       callbacks);

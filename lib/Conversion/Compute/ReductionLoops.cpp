@@ -20,18 +20,19 @@
 //  - Innermost loop a reduction (row sums, norms, softmax, a mean over
 //    (0, 2, 3) once the channel loop is moved out): the parallel loops
 //    outside, the reduction loops inside with accumulators in registers.
-//    The fast path keeps 16 partial results (f64: 8) along the innermost
-//    loop in one vector, partial j taking the blocks' elements j; the
-//    scalar reference (`reference`) keeps one accumulator per level.
+//    f32 (f64) rows of at least 16 (8) elements keep 16 (8) partial
+//    results along the innermost loop in one vector, partial j taking
+//    element j of each block of 16; other rows one accumulator per level.
 //  - Innermost loop parallel (column sums: a bias gradient, x.sum(0)): the
 //    columns in tiles of 256; for each tile, the reduction loops outside a
 //    column loop that combines each row of the tile into a stack buffer of
 //    256 accumulators per level. The column loop vectorizes as it is (each
 //    column has its own accumulators).
 //
-// Other reductions (integer or bf16-free bodies that are not `acc <op> x`)
-// keep their sequential order on the fast path, with the accumulators in
-// registers; the reference leaves them to convert-linalg-to-loops.
+// Other reductions (integer outputs, bodies that are not `acc <op> x`) keep
+// their sequential order, with the accumulators in registers when their
+// reduction loops are innermost. Both CPU paths (compute=fast and the
+// reference, compute=loops) run this pass: they sum in the same order.
 //
 //===----------------------------------------------------------------------===//
 
@@ -93,7 +94,7 @@ unsigned partialsFor(Type t) {
   return 0;
 }
 
-Plan planFor(linalg::LinalgOp op, bool reference) {
+Plan planFor(linalg::LinalgOp op) {
   Plan plan;
   auto reject = [&](StringRef why) {
     plan.kind = Kind::None;
@@ -129,8 +130,7 @@ Plan planFor(linalg::LinalgOp op, bool reference) {
       uniformLanes = false;
     lanes = n;
   }
-  bool innermostReduction =
-      iterators.back() == utils::IteratorType::reduction;
+  bool innermostReduction = iterators.back() == utils::IteratorType::reduction;
 
   if (allCombiners) {
     if (!innermostReduction) {
@@ -141,15 +141,12 @@ Plan planFor(linalg::LinalgOp op, bool reference) {
     // A row shorter than the partials (known here) would put every element
     // into partial 0.
     int64_t size = op.getStaticLoopRanges().back();
-    if (!reference && uniformLanes && lanes != 0 &&
+    if (uniformLanes && lanes != 0 &&
         (ShapedType::isDynamic(size) || size >= lanes))
       plan.lanes = lanes;
     return plan;
   }
   plan.combiners.clear();
-  if (reference)
-    return reject("not every output is a float `acc <op> x` (it is summed "
-                  "in order)");
   if (!innermostReduction)
     return reject(
         "the innermost loop is not a reduction (it vectorizes as it is)");
@@ -246,25 +243,25 @@ private:
   /// The reduction loops inside reduction loop `r` (at the reduction
   /// indices `rivs`, which include `r`'s) in order: `body` at each of their
   /// indices, threading `accs` through.
-  SmallVector<Value>
-  innerLoopsInOrder(OpBuilder &b, ArrayRef<Value> rivs, ValueRange accs,
-                    llvm::function_ref<SmallVector<Value>(
-                        OpBuilder &, ArrayRef<Value>, ValueRange)>
-                        body) {
+  SmallVector<Value> innerLoopsInOrder(
+      OpBuilder &b, ArrayRef<Value> rivs, ValueRange accs,
+      llvm::function_ref<SmallVector<Value>(OpBuilder &, ArrayRef<Value>,
+                                            ValueRange)>
+          body) {
     SmallVector<Value> zeros, ones, innerUbs;
     for (unsigned r = rivs.size(); r < red.size(); ++r) {
       zeros.push_back(index(b, 0));
       ones.push_back(index(b, 1));
       innerUbs.push_back(ubs[red[r]]);
     }
-    scf::LoopNest nest = scf::buildLoopNest(
-        b, loc, zeros, innerUbs, ones, accs,
-        [&](OpBuilder &nb, Location, ValueRange innerIvs,
-            ValueRange iterArgs) -> scf::ValueVector {
-          SmallVector<Value> all(rivs);
-          all.append(innerIvs.begin(), innerIvs.end());
-          return body(nb, all, iterArgs);
-        });
+    scf::LoopNest nest =
+        scf::buildLoopNest(b, loc, zeros, innerUbs, ones, accs,
+                           [&](OpBuilder &nb, Location, ValueRange innerIvs,
+                               ValueRange iterArgs) -> scf::ValueVector {
+                             SmallVector<Value> all(rivs);
+                             all.append(innerIvs.begin(), innerIvs.end());
+                             return body(nb, all, iterArgs);
+                           });
     return nest.results;
   }
 
@@ -275,8 +272,7 @@ private:
     return accFirst ? combine(b, loc, c, acc, x) : combine(b, loc, c, x, acc);
   }
 
-  SmallVector<Value> combineAll(OpBuilder &b, ValueRange accs,
-                                ValueRange xs) {
+  SmallVector<Value> combineAll(OpBuilder &b, ValueRange accs, ValueRange xs) {
     SmallVector<Value> out;
     for (auto [o, acc, x] : llvm::enumerate(accs, xs))
       out.push_back(combineLike(b, o, acc, x));
@@ -364,10 +360,8 @@ private:
     cb.fresh = [&](OpBuilder &fb, Location, unsigned) {
       return freshAccumulators(fb);
     };
-    cb.merge = [&](OpBuilder &fb, Location, ValueRange parent,
-                   ValueRange child, unsigned) {
-      return combineAll(fb, parent, child);
-    };
+    cb.merge = [&](OpBuilder &fb, Location, ValueRange parent, ValueRange child,
+                   unsigned) { return combineAll(fb, parent, child); };
     cb.step = [&](OpBuilder &fb, Location, Value iv, ValueRange acc,
                   unsigned d) -> SmallVector<Value> {
       SmallVector<Value> inner(rivs);
@@ -380,8 +374,8 @@ private:
             return combineAll(nb, accs, elementsAt(nb, ivsAt(nb, pivs, all)));
           });
     };
-    return buildBlockedLoop(b, loc, index(b, 0), ubs[red[r]], 1,
-                            sizes[red[r]], firstBlock(r), depth, cb);
+    return buildBlockedLoop(b, loc, index(b, 0), ubs[red[r]], 1, sizes[red[r]],
+                            firstBlock(r), depth, cb);
   }
 
   SmallVector<Value> freshAccumulators(OpBuilder &b) {
@@ -414,10 +408,8 @@ private:
     cb.fresh = [&](OpBuilder &fb, Location, unsigned) {
       return freshAccumulators(fb);
     };
-    cb.merge = [&](OpBuilder &fb, Location, ValueRange parent,
-                   ValueRange child, unsigned) {
-      return combineAll(fb, parent, child);
-    };
+    cb.merge = [&](OpBuilder &fb, Location, ValueRange parent, ValueRange child,
+                   unsigned) { return combineAll(fb, parent, child); };
     cb.step = [&](OpBuilder &fb, Location, Value iv, ValueRange vecs,
                   unsigned) {
       SmallVector<SmallVector<Value>> elems(vecs.size());
@@ -502,7 +494,8 @@ private:
                   SmallVector<Value> ivs = ivsAt(cb, pivs, {});
                   for (auto [o, init] : llvm::enumerate(inits)) {
                     SmallVector<Value> idx = indicesAt(cb, loc, op, init, ivs);
-                    Value acc = memref::LoadOp::create(cb, loc, init.get(), idx);
+                    Value acc =
+                        memref::LoadOp::create(cb, loc, init.get(), idx);
                     Value total =
                         memref::LoadOp::create(cb, loc, buffer(o, 0), c);
                     memref::StoreOp::create(cb, loc,
@@ -557,8 +550,7 @@ private:
     cb.fresh = [&](OpBuilder &fb, Location, unsigned d) {
       columnLoop(fb, cols, [&](OpBuilder &lb, Value c, Value) {
         for (unsigned o = 0; o < inits.size(); ++o)
-          memref::StoreOp::create(lb, loc, identity(lb, o, 0), buffer(o, d),
-                                  c);
+          memref::StoreOp::create(lb, loc, identity(lb, o, 0), buffer(o, d), c);
       });
       return SmallVector<Value>();
     };
@@ -577,8 +569,7 @@ private:
       }
       // Each row of the tile, in order, into the accumulators.
       innerLoopsInOrder(
-          fb, inner, {},
-          [&](OpBuilder &nb, ArrayRef<Value> all, ValueRange) {
+          fb, inner, {}, [&](OpBuilder &nb, ArrayRef<Value> all, ValueRange) {
             columnLoop(nb, cols, [&](OpBuilder &lb, Value c, Value col) {
               SmallVector<Value> pivs(cols.outerIvs);
               pivs.push_back(col);
@@ -605,8 +596,7 @@ private:
         Value parent = buffer(o, depth), child = buffer(o, depth + 1);
         Value acc = memref::LoadOp::create(lb, loc, parent, c);
         Value x = memref::LoadOp::create(lb, loc, child, c);
-        memref::StoreOp::create(lb, loc, combineLike(lb, o, acc, x), parent,
-                                c);
+        memref::StoreOp::create(lb, loc, combineLike(lb, o, acc, x), parent, c);
       }
     });
   }
@@ -663,7 +653,7 @@ struct FSDPReductionLoopsPass
         ops.push_back(op);
     });
     for (linalg::LinalgOp op : ops) {
-      Plan plan = planFor(op, reference);
+      Plan plan = planFor(op);
       // The column buffers live on the stack of the enclosing function.
       if (plan.kind == Kind::Columns &&
           !op->getParentWithTrait<OpTrait::AutomaticAllocationScope>()) {

@@ -672,7 +672,13 @@ def batch_norm_functional(x, running_mean, running_var, weight, bias, training, 
     shape = [1, c] + [1] * (x.dim() - 2)
     new_mean = new_var = None
     if training or running_mean is None:
-        mean = x.mean(dims, keepdim=True)
+        # Shifted by one value of each channel (detached: the gradient is
+        # the same): the sum is then of values near zero, so its rounding
+        # scales with their spread and not with the data's offset, as
+        # torch's CPU kernel gets by summing in float64.
+        first = (slice(0, 1), slice(None)) + (slice(0, 1),) * (x.dim() - 2)
+        shift = x[first].detach()
+        mean = shift + (x - shift).mean(dims, keepdim=True)
         centered = x - mean
         var = (centered * centered).mean(dims, keepdim=True)
         out = centered * torch.rsqrt(var + eps)
