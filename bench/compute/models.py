@@ -94,22 +94,6 @@ def bias_grad():
     return {"module": Bias(768), "loss_fn": weighted_mean, "batch": (x, t), "mesh": "1"}
 
 
-def batch_norm_stats():
-    """Training-mode batch norm of 32 x 64 x 28 x 28 activations: per
-    channel, sums over the batch and the image (25,088 values) for the
-    statistics and the weight and bias gradients."""
-    torch.manual_seed(0)
-    g = torch.Generator().manual_seed(1)
-    x = 1000 + torch.randn(32, 64, 28, 28, generator=g)
-    t = torch.randn(32, 64, 28, 28, generator=g)
-    return {
-        "module": torch.nn.BatchNorm2d(64),
-        "loss_fn": weighted_mean,
-        "batch": (x, t),
-        "mesh": "1",
-    }
-
-
 def weighted_mean(model, x, t):
     return (model(x) * t).mean()
 
@@ -131,7 +115,7 @@ def flops(name):
         b, t, d, f, v, blocks = 16, 32, 128, 512, 256, 2
         per_block = 2 * b * t * (3 * d * d + d * d + 2 * d * f) + 2 * 2 * b * t * t * d
         return 3 * (blocks * per_block + 2 * b * t * d * v)
-    if name in ("embedding_gpt2", "bias_grad", "batch_norm_stats"):
+    if name in ("embedding_gpt2", "bias_grad"):
         return 0  # no matrix product (the embedding's backward is a scatter-add)
     if name in ("gpt2_small", "gpt2_shape"):
         t, d, v, layers = 128, 768, 50257, 12
