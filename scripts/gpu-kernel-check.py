@@ -167,8 +167,14 @@ def check_module(name, model, options, args, ptxas, tmp):
         run([opt, model, f"--fsdp-pipeline={fast_options(options)}", "-o", os.devnull])
         result["compile_fast_s"] = time.perf_counter() - t0
     ptx = kernels_of(lowered)
-    result["gemm_calls"] = len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_(?:f32|bf16)\(", lowered))
+    result["gemm_calls"] = len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_\w+\(", lowered))
+    result["gemm_f32"] = len(re.findall(r"llvm\.call @fsdprt_gpu_gemm_f32\(", lowered))
     errors = []
+    # A step computing in bf16 (fsdp-autocast) has no f32 gemm left.
+    words = options.split()
+    if "param-dtype=bf16" in words and "mixed-precision=traffic" not in words:
+        if result["gemm_f32"]:
+            errors.append(f"{result['gemm_f32']} f32 gemm(s) in a param-dtype=bf16 step")
     if any(f".target {args.chip}".encode() not in k for k in ptx):
         errors.append(f"a kernel does not target {args.chip}")
     if any(re.search(rb"\.extern \.func[^;]*__nv_", k) for k in ptx):
@@ -231,7 +237,8 @@ def main():
     for r in results:
         if r["ok"]:
             line = (
-                f"ok   {r['name']:<40} kernels {r['kernels']:3d}  gemms {r['gemm_calls']:3d}  "
+                f"ok   {r['name']:<40} kernels {r['kernels']:3d}  gemms {r['gemm_calls']:3d} "
+                f"(f32 {r['gemm_f32']:3d})  "
                 f"max regs {r['max_registers']:3d}  spills {r['spill_bytes']:4d} B  "
                 f"gpu {r['compile_gpu_s']:.2f} s"
             )

@@ -47,6 +47,16 @@ FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
   return o;
 }
 
+std::optional<AutocastDtype> FSDPPipelineOptions::autocastDtype() const {
+  if (mixedPrecision != MixedPrecisionMode::compute)
+    return std::nullopt;
+  if (paramDtype == FloatDtype::bf16)
+    return AutocastDtype::bf16;
+  if (paramDtype == FloatDtype::f16)
+    return AutocastDtype::f16;
+  return std::nullopt;
+}
+
 FSDPQuantizeGathersOptions FSDPPipelineOptions::quantizeOptions() const {
   FSDPQuantizeGathersOptions o;
   if (const std::optional<QuantFormat> &format = quantize.getValue())
@@ -120,6 +130,14 @@ void mlir::fsdp::populateFSDPPartition(OpPassManager &pm,
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
   pm.addPass(createFSDPCanonicalizer());
+  // A 16-bit param-dtype computes in it (docs/SEMANTICS.md, "Which ops run
+  // in which dtype"): the gathered 16-bit parameters feed the contractions.
+  if (std::optional<AutocastDtype> dtype = o.autocastDtype()) {
+    FSDPAutocastOptions autocast;
+    autocast.dtype = *dtype;
+    pm.addNestedPass<func::FuncOp>(createFSDPAutocast(autocast));
+    pm.addPass(createFSDPCanonicalizer());
+  }
 }
 
 void mlir::fsdp::populateFSDPCollectives(OpPassManager &pm,

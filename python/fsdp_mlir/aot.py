@@ -135,6 +135,7 @@ _GPU_SYMBOLS = (
     b"mgpuMemAlloc",
     b"fsdprt_gpu_gemm_f32",
     b"fsdprt_gpu_gemm_bf16",
+    b"fsdprt_gpu_gemm_bf16_f32",
 )
 
 

@@ -72,7 +72,8 @@ std::string bad_shape(const Gemm &g) {
   return "";
 }
 
-void gemm(const char *fn, const Gemm &g, cudaDataType_t type) {
+void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
+          cudaDataType_t c_type) {
   fsdprt_gpu_context *ctx = entry(fn);
   if (!ctx)
     return;
@@ -99,7 +100,7 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type) {
   cublasStatus_t rc = cublasGemmStridedBatchedEx(
       h, op_b, op_a, int(g.n), int(g.m), int(g.k), &g.alpha, g.b, type,
       int(g.ldb), g.stride_b, g.a, type, int(g.lda), g.stride_a, &g.beta, g.c,
-      type, int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT);
+      c_type, int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     fail(ctx, blas_status(ctx, rc, "cublasGemmStridedBatchedEx"));
     return;
@@ -125,7 +126,7 @@ void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
   gemm("fsdprt_gpu_gemm_f32",
        Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
             stride_a, stride_b, stride_c, batch},
-       CUDA_R_32F);
+       CUDA_R_32F, CUDA_R_32F);
 }
 
 void fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m,
@@ -137,7 +138,19 @@ void fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m,
   gemm("fsdprt_gpu_gemm_bf16",
        Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
             stride_a, stride_b, stride_c, batch},
-       CUDA_R_16BF);
+       CUDA_R_16BF, CUDA_R_16BF);
+}
+
+void fsdprt_gpu_gemm_bf16_f32(int32_t trans_a, int32_t trans_b, int64_t m,
+                              int64_t n, int64_t k, float alpha,
+                              const uint16_t *a, int64_t lda, int64_t stride_a,
+                              const uint16_t *b, int64_t ldb, int64_t stride_b,
+                              float beta, float *c, int64_t ldc,
+                              int64_t stride_c, int64_t batch) {
+  gemm("fsdprt_gpu_gemm_bf16_f32",
+       Gemm{trans_a, trans_b, m, n, k, alpha, beta, a, b, c, lda, ldb, ldc,
+            stride_a, stride_b, stride_c, batch},
+       CUDA_R_16BF, CUDA_R_32F);
 }
 
 void fsdprt_gpu_set_tf32(int32_t enable) { tf32_enabled = enable != 0; }

@@ -129,6 +129,12 @@ void fsdprt_gpu_gemm_bf16(int32_t, int32_t, int64_t, int64_t, int64_t, float,
                           int64_t) {
   no_gpu();
 }
+void fsdprt_gpu_gemm_bf16_f32(int32_t, int32_t, int64_t, int64_t, int64_t,
+                              float, const uint16_t *, int64_t, int64_t,
+                              const uint16_t *, int64_t, int64_t, float,
+                              float *, int64_t, int64_t, int64_t) {
+  no_gpu();
+}
 void fsdprt_gpu_set_tf32(int32_t) {}
 int32_t fsdprt_gpu_attention_head_dim_supported(int64_t) { return 0; }
 void fsdprt_gpu_attention_fwd_f32(const float *, const float *, const float *,

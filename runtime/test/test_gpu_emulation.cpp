@@ -486,13 +486,34 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
           EXPECT_NEAR(from_bf16(got16[idx]), want16[idx],
                       1e-2 * std::max(1.0, std::fabs(want16[idx])));
         }
+
+    // bf16 A and B, f32 C: the products of bf16 values are exact in f32,
+    // so only the f32 sum's rounding separates it from the reference.
+    auto want32 =
+        reference(g, std::function<double(int64_t, int64_t, int64_t)>(a16t),
+                  std::function<double(int64_t, int64_t, int64_t)>(b16t), c0,
+                  ldc, sc, 1.5, 0.5);
+    fsdprt_gpu_copy_to_device(dc, c.data(), int64_t(c.size() * 4));
+    fsdprt_gpu_gemm_bf16_f32(g.ta, g.tb, g.m, g.n, g.k, 1.5f,
+                             reinterpret_cast<uint16_t *>(da), lda, sa,
+                             reinterpret_cast<uint16_t *>(db), ldb, sb, 0.5f,
+                             dc, ldc, sc, g.batch);
+    auto got32 = to_host(dc, c.size());
+    for (int64_t p = 0; p < g.batch; ++p)
+      for (int64_t i = 0; i < g.m; ++i)
+        for (int64_t j = 0; j < ldc; ++j) {
+          const size_t idx = size_t(p * sc + i * ldc + j);
+          EXPECT_NEAR(got32[idx], want32[idx], 1e-5)
+              << "bf16 x bf16 -> f32, ta=" << g.ta << " tb=" << g.tb
+              << " batch " << p << " [" << i << "," << j << "]";
+        }
     fsdprt_gpu_free(da);
     fsdprt_gpu_free(db);
     fsdprt_gpu_free(dc);
   }
   fsdprt_gpu_stats_t st;
   fsdprt_gpu_context_stats(ctx, &st);
-  EXPECT_EQ(st.gemms, 8u);
+  EXPECT_EQ(st.gemms, 12u);
   EXPECT_EQ(emu::tf32Gemms(), 0); // fp32 stays fp32 unless asked
   EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
       << fsdprt_gpu_context_error_message(ctx);

@@ -33,8 +33,9 @@ struct GemmPlan {
   /// A, B and C (0: the operand does not move with it).
   SmallVector<int64_t> batchSizes;
   SmallVector<std::array<int64_t, 3>> batchStrides;
-  /// The element type of A, B and C.
-  Type elementType;
+  /// The element type of C (the accumulation) and of A and B (the same,
+  /// or 16 bits widened exactly: bf16 x bf16 -> f32).
+  Type elementType, inputType;
   /// C is all zeros before the op: beta = 0.
   bool zeroC = false;
 };
@@ -45,6 +46,9 @@ struct GemmElementTypes {
   /// Completes "element type T has no ...", e.g. "BLAS gemm (only f32 and
   /// f64)".
   StringRef missing;
+  /// Which (A and B, C) type pairs of different types it takes (none when
+  /// null).
+  llvm::function_ref<bool(Type, Type)> acceptsMixed = nullptr;
 };
 
 /// Plans the gemm of `op`, or fails and says why in `why`.

@@ -280,7 +280,12 @@ def FSDPLinalgToBlas : Pass<"fsdp-linalg-to-blas", "ModuleOp"> {
     CblasNoTrans/CblasTrans, the other stride is the leading dimension, a
     column-major result swaps the operands; a zero `linalg.fill` of the
     output right before the op is removed and the gemm gets beta = 0.
-    f32 and f64 only; other element
+    f32 and f64, and 16-bit operands accumulated in f32 (bf16 x bf16 ->
+    f32 or f16 x f16 -> f32, what fsdp-autocast produces): their A and B
+    are widened exactly into f32 buffers, then one `cblas_sgemm` each, so
+    results do not depend on whether the CPU has bf16 instructions (an
+    OpenBLAS `cblas_sbgemm`, where the library has one, sums in another
+    order). Other element
     types, dynamic shapes or strides, broadcast (zero-stride) matrix
     operands and several M/N/K dimensions stay linalg ops for the loop
     lowering. With `report`, every contraction gets a remark saying which
@@ -386,8 +391,10 @@ def FSDPLinalgToCublas : Pass<"fsdp-linalg-to-cublas", "ModuleOp"> {
     (GemmPlan.h): a linalg op on buffers whose body is a single
     multiply-accumulate with M, N and K dimensions (several contiguous ones
     collapsed) and batch dimensions becomes a call to
-    `fsdprt_gpu_gemm_f32` (f32) or `fsdprt_gpu_gemm_bf16` (bf16 operands,
-    f32 accumulation), row-major, on the calling rank's compute stream:
+    `fsdprt_gpu_gemm_f32` (f32), `fsdprt_gpu_gemm_bf16` (bf16 operands
+    and output, f32 accumulation) or `fsdprt_gpu_gemm_bf16_f32` (bf16
+    operands widened in the body, f32 output: fsdp-autocast's
+    contractions), row-major, on the calling rank's compute stream:
 
     ```
     void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,

@@ -143,6 +143,15 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Gather float parameters in this element type"),
       llvm::cl::init(FSDPPartitionOptions().paramDtype),
       FSDP_FLOAT_DTYPE_VALUES};
+  // fsdp-autocast (with a 16-bit param-dtype)
+  Option<MixedPrecisionMode> mixedPrecision{
+      *this, "mixed-precision",
+      llvm::cl::desc("With param-dtype=bf16 or f16: compute (contractions "
+                     "on 16-bit operands with f32 accumulation, activations "
+                     "in 16 bits, fsdp-autocast) or traffic (only the "
+                     "gathers in 16 bits, compute in f32)"),
+      llvm::cl::init(MixedPrecisionMode::compute),
+      FSDP_MIXED_PRECISION_VALUES};
   Option<FloatDtype> reduceDtype{
       *this, "reduce-dtype",
       llvm::cl::desc("Reduce gradients in this element type"),
@@ -263,6 +272,8 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
 
   FSDPRecomputeOptions recomputeOptions() const;
   FSDPPartitionOptions partitionOptions() const;
+  /// The 16-bit type fsdp-autocast computes in, if it runs.
+  std::optional<AutocastDtype> autocastDtype() const;
   FSDPQuantizeGathersOptions quantizeOptions() const;
   FSDPBucketCollectivesOptions bucketOptions() const;
   FSDPScheduleOptions scheduleOptions() const;

@@ -36,28 +36,46 @@ std::optional<MatrixLayout> matrixLayout(int64_t rows, int64_t cols, int64_t sr,
   return std::nullopt;
 }
 
-/// Whether the body is `out + in0 * in1` (either order of the add) in one
-/// element type, with nothing else.
+/// `v`, or the value an `arith.extf` in the body widens (a 16-bit input
+/// multiplied in f32).
+Value widened(Value v) {
+  if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+    return ext.getIn();
+  return v;
+}
+
+/// Whether the body is `out + in0 * in1` (either order of the add) in the
+/// output's element type, the inputs either of that type or widened to it
+/// by `arith.extf` (bf16 x bf16 -> f32), with nothing else.
 bool isMulAddBody(linalg::LinalgOp op) {
   Block *body = op.getBlock();
-  if (!body || body->getNumArguments() != 3 ||
-      !llvm::hasNItems(body->getOperations(), 3))
-    return false;
-  auto mul = dyn_cast<arith::MulFOp>(&body->front());
-  if (!mul)
-    return false;
-  auto add = dyn_cast<arith::AddFOp>(mul->getNextNode());
-  if (!add)
+  if (!body || body->getNumArguments() != 3)
     return false;
   auto yield = cast<linalg::YieldOp>(body->getTerminator());
-  Value a = body->getArgument(0), b = body->getArgument(1),
-        c = body->getArgument(2);
-  bool mulOk = (mul.getLhs() == a && mul.getRhs() == b) ||
-               (mul.getLhs() == b && mul.getRhs() == a);
-  bool addOk = (add.getLhs() == c && add.getRhs() == mul.getResult()) ||
-               (add.getRhs() == c && add.getLhs() == mul.getResult());
-  return mulOk && addOk && yield.getNumOperands() == 1 &&
-         yield.getOperand(0) == add.getResult();
+  if (yield.getNumOperands() != 1)
+    return false;
+  auto add = yield.getOperand(0).getDefiningOp<arith::AddFOp>();
+  if (!add)
+    return false;
+  Value c = body->getArgument(2);
+  Value product = add.getLhs() == c ? add.getRhs() : add.getLhs();
+  if ((add.getLhs() == c) == (add.getRhs() == c))
+    return false;
+  auto mul = product.getDefiningOp<arith::MulFOp>();
+  if (!mul)
+    return false;
+  Value a = body->getArgument(0), b = body->getArgument(1);
+  Value x = widened(mul.getLhs()), y = widened(mul.getRhs());
+  bool mulOk = (x == a && y == b) || (x == b && y == a);
+  // mul, add and up to two widenings, each used once.
+  unsigned numOps = 0;
+  for (Operation &inner : body->without_terminator()) {
+    ++numOps;
+    if (!inner.hasOneUse())
+      return false;
+  }
+  unsigned numWidenings = (x != mul.getLhs()) + (y != mul.getRhs());
+  return mulOk && numOps == 2 + numWidenings;
 }
 
 /// Element stride of loop dimension `dim` in `operand` (0: not indexed).
@@ -85,18 +103,24 @@ std::optional<std::string> notAGemmBody(linalg::LinalgOp op,
     return std::string("not two inputs and one output");
   if (!isMulAddBody(op))
     return std::string("the body is not a single multiply-accumulate");
-  Type elem;
+  Type elem, inElem;
   for (OpOperand &o : op->getOpOperands()) {
     auto t = dyn_cast<MemRefType>(o.get().getType());
     if (!t)
       return std::string("an operand is not a memref");
-    if (elem && t.getElementType() != elem)
-      return std::string("mixed element types");
-    elem = t.getElementType();
     if (!t.isStrided())
       return std::string("an operand has a non-strided layout");
   }
-  if (!types.accepts(elem)) {
+  inElem = cast<MemRefType>(op.getDpsInputOperand(0)->get().getType())
+               .getElementType();
+  elem = cast<MemRefType>(op.getDpsInitOperand(0)->get().getType())
+             .getElementType();
+  if (cast<MemRefType>(op.getDpsInputOperand(1)->get().getType())
+          .getElementType() != inElem)
+    return std::string("mixed element types");
+  if (inElem != elem && !(types.acceptsMixed && types.acceptsMixed(inElem, elem)))
+    return std::string("mixed element types");
+  if (inElem == elem && !types.accepts(elem)) {
     std::string s;
     llvm::raw_string_ostream os(s);
     os << "element type " << elem << " has no " << types.missing;
@@ -179,6 +203,7 @@ FailureOr<GemmPlan> mlir::fsdp::planGemm(linalg::LinalgOp op,
     return fail("M, N or K dimensions are dynamic, broadcast or not "
                 "contiguous in every operand");
   p.elementType = cast<MemRefType>(c->get().getType()).getElementType();
+  p.inputType = cast<MemRefType>(a->get().getType()).getElementType();
   p.a = a->get();
   p.b = b->get();
   p.c = c->get();

@@ -18,7 +18,9 @@
 #include "fsdp/Conversion/GemmPlan.h"
 #include "fsdp/Conversion/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -82,6 +84,50 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
   func::CallOp::create(b, loc, gemm, args);
 }
 
+/// A contiguous f32 copy of the 16-bit buffer `v` (freed by the caller).
+Value widenedCopy(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(memref::DimOp::create(b, loc, v, d));
+  auto wideType = MemRefType::get(type.getShape(), b.getF32Type());
+  Value wide = memref::AllocOp::create(b, loc, wideType, dynamicSizes);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> parallel(type.getRank(),
+                                            utils::IteratorType::parallel);
+  linalg::GenericOp::create(
+      b, loc, ValueRange{v}, ValueRange{wide}, ArrayRef<AffineMap>{id, id},
+      parallel, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value x = arith::ExtFOp::create(nb, nloc, nb.getF32Type(), args[0]);
+        linalg::YieldOp::create(nb, nloc, x);
+      });
+  return wide;
+}
+
+/// `op` (16-bit A and B, f32 C) on f32 copies of A and B: the same
+/// products (a 16-bit product is exact in f32) as an f32 contraction, which
+/// replaces `op`. The copies are freed after it.
+linalg::LinalgOp widenOperands(linalg::LinalgOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  Value a = widenedCopy(b, loc, op.getDpsInputOperand(0)->get());
+  Value bw = widenedCopy(b, loc, op.getDpsInputOperand(1)->get());
+  auto wide = linalg::GenericOp::create(
+      b, loc, ValueRange{a, bw}, ValueRange{op.getDpsInitOperand(0)->get()},
+      op.getIndexingMapsArray(), op.getIteratorTypesArray(),
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value m = arith::MulFOp::create(nb, nloc, args[0], args[1]);
+        Value s = arith::AddFOp::create(nb, nloc, args[2], m);
+        linalg::YieldOp::create(nb, nloc, s);
+      });
+  b.setInsertionPointAfter(op);
+  memref::DeallocOp::create(b, loc, a);
+  memref::DeallocOp::create(b, loc, bw);
+  op->erase();
+  return cast<linalg::LinalgOp>(wide.getOperation());
+}
+
 struct FSDPLinalgToBlasPass
     : public mlir::fsdp::impl::FSDPLinalgToBlasBase<FSDPLinalgToBlasPass> {
   using Base::Base;
@@ -91,7 +137,11 @@ struct FSDPLinalgToBlasPass
     SmallVector<linalg::LinalgOp> ops;
     module.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     auto blasTypes = [](Type t) { return t.isF32() || t.isF64(); };
-    GemmElementTypes types{blasTypes, "BLAS gemm (only f32 and f64)"};
+    auto widenedTypes = [](Type in, Type out) {
+      return (in.isBF16() || in.isF16()) && out.isF32();
+    };
+    GemmElementTypes types{blasTypes, "BLAS gemm (only f32 and f64)",
+                           widenedTypes};
     for (linalg::LinalgOp op : ops) {
       std::string why;
       FailureOr<GemmPlan> p = planGemm(op, types, why);
@@ -103,11 +153,25 @@ struct FSDPLinalgToBlasPass
       }
       // A zero fill of exactly C right before: the gemm overwrites C.
       linalg::FillOp fill = zeroFillBefore(op);
+      bool widened = p->inputType != p->elementType;
+      if (widened) {
+        // The f32 copies are contiguous: plan again on them.
+        Type narrow = p->inputType;
+        op = widenOperands(op);
+        p = planGemm(op, types, why);
+        if (failed(p)) {
+          op->emitError() << "widened " << narrow
+                          << " contraction is not a gemm: " << why;
+          return signalPassFailure();
+        }
+      }
       p->zeroC = bool(fill);
       if (report)
         op->emitRemark() << "contraction becomes "
                          << (p->elementType.isF32() ? "cblas_sgemm"
                                                     : "cblas_dgemm")
+                         << (widened ? " on f32 copies of its 16-bit operands"
+                                     : "")
                          << (fill ? " (beta = 0, the zero fill removed)" : "");
       func::FuncOp gemm = declareGemm(module, p->elementType);
       OpBuilder b(op);

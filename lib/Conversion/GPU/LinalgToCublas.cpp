@@ -3,7 +3,8 @@
 // The device counterpart of LinalgToBlas, from the same plan (GemmPlan.h):
 // a contraction becomes a call to the runtime's row-major cuBLAS entry
 // points `fsdprt_gpu_gemm_f32` / `fsdprt_gpu_gemm_bf16` (bf16 operands, f32
-// accumulation), which run on the calling rank's compute stream. Where the
+// accumulation) / `fsdprt_gpu_gemm_bf16_f32` (bf16 operands, f32 output:
+// fsdp-autocast's contractions), which run on the calling rank's compute stream. Where the
 // host path loops over the batch dimensions with one small gemm each (a
 // BLAS without batched gemm), here the innermost batch dimensions whose
 // strides nest in all three operands are the batch of one strided-batched
@@ -29,8 +30,10 @@ namespace {
 
 constexpr llvm::StringLiteral kTf32AttrName = "fsdp.gpu_tf32";
 
-StringRef gemmName(Type elem) {
-  return elem.isF32() ? "fsdprt_gpu_gemm_f32" : "fsdprt_gpu_gemm_bf16";
+StringRef gemmName(const GemmPlan &p) {
+  if (p.inputType != p.elementType)
+    return "fsdprt_gpu_gemm_bf16_f32";
+  return p.elementType.isF32() ? "fsdprt_gpu_gemm_f32" : "fsdprt_gpu_gemm_bf16";
 }
 
 /// The plan's batch loops split into the ones left as host loops (outer)
@@ -68,8 +71,8 @@ BatchSplit splitBatch(const GemmPlan &p) {
   return s;
 }
 
-func::FuncOp declareGemm(ModuleOp module, Type elem) {
-  StringRef name = gemmName(elem);
+func::FuncOp declareGemm(ModuleOp module, const GemmPlan &p) {
+  StringRef name = gemmName(p);
   if (auto f = module.lookupSymbol<func::FuncOp>(name))
     return f;
   OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
@@ -87,6 +90,7 @@ func::FuncOp declareGemm(ModuleOp module, Type elem) {
 void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm, const GemmPlan &p,
               const BatchSplit &split) {
   int64_t bytes = p.elementType.getIntOrFloatBitWidth() / 8;
+  int64_t inBytes = p.inputType.getIntOrFloatBitWidth() / 8;
   GemmOffsets off = emitBatchLoops(b, loc, p, split.numLoops);
   auto i32 = [&](int64_t v) -> Value {
     return arith::ConstantIntOp::create(b, loc, v, 32);
@@ -103,10 +107,10 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm, const GemmPlan &p,
                              i64(p.n),
                              i64(p.k),
                              f32(1.0),
-                             elementPointer(b, loc, p.a, off.a, bytes),
+                             elementPointer(b, loc, p.a, off.a, inBytes),
                              i64(p.la.ld),
                              i64(split.strides[0]),
-                             elementPointer(b, loc, p.b, off.b, bytes),
+                             elementPointer(b, loc, p.b, off.b, inBytes),
                              i64(p.lb.ld),
                              i64(split.strides[1]),
                              f32(p.zeroC ? 0.0 : 1.0),
@@ -128,7 +132,11 @@ struct FSDPLinalgToCublasPass
     SmallVector<linalg::LinalgOp> ops;
     module.walk([&](linalg::LinalgOp op) { ops.push_back(op); });
     auto cublasTypes = [](Type t) { return t.isF32() || t.isBF16(); };
-    GemmElementTypes types{cublasTypes, "cuBLAS gemm (only f32 and bf16)"};
+    auto mixedTypes = [](Type in, Type out) {
+      return in.isBF16() && out.isF32();
+    };
+    GemmElementTypes types{cublasTypes, "cuBLAS gemm (only f32 and bf16)",
+                           mixedTypes};
     for (linalg::LinalgOp op : ops) {
       std::string why;
       FailureOr<GemmPlan> p = planGemm(op, types, why);
@@ -142,7 +150,7 @@ struct FSDPLinalgToCublasPass
       BatchSplit split = splitBatch(*p);
       if (report) {
         InFlightDiagnostic d = op->emitRemark() << "contraction becomes "
-                                                << gemmName(p->elementType);
+                                                << gemmName(*p);
         if (split.batch > 1)
           d << " (strided-batched, batch " << split.batch << ")";
         if (split.numLoops > 0)
@@ -153,7 +161,7 @@ struct FSDPLinalgToCublasPass
       ++numGemms;
       if (split.batch > 1)
         ++numBatched;
-      func::FuncOp gemm = declareGemm(module, p->elementType);
+      func::FuncOp gemm = declareGemm(module, *p);
       OpBuilder b(op);
       emitGemm(b, op.getLoc(), gemm, *p, split);
       op->erase();

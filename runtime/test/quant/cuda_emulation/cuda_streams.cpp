@@ -1036,7 +1036,9 @@ cublasStatus_t cublasGemmStridedBatchedEx(
     long long sa, const void *B, cudaDataType bt, int ldb, long long sb,
     const void *beta, void *C, cudaDataType ct, int ldc, long long sc,
     int batch, cublasComputeType_t compute, cublasGemmAlgo_t) {
-  if (at != bt || at != ct ||
+  // One input type; C of that type, or f32 for bf16 inputs (cuBLAS's
+  // bf16 x bf16 -> f32 with f32 compute).
+  if (at != bt || (at != ct && !(at == CUDA_R_16BF && ct == CUDA_R_32F)) ||
       (compute == CUBLAS_COMPUTE_32F_FAST_TF32 && at != CUDA_R_32F))
     return CUBLAS_STATUS_NOT_SUPPORTED;
   const float al = *static_cast<const float *>(alpha);

@@ -111,6 +111,23 @@ enum class FloatDtype { none, f32, f64, f16, bf16 };
 /// The element type of a FloatDtype; null for none.
 Type toType(FloatDtype dtype, MLIRContext *ctx);
 
+/// fsdp-autocast dtype: the 16-bit float that contractions read and
+/// activations are stored in.
+enum class AutocastDtype { bf16, f16 };
+#define FSDP_AUTOCAST_DTYPE_VALUES                                             \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::AutocastDtype::bf16, "bf16", "bfloat16"),       \
+      clEnumValN(::mlir::fsdp::AutocastDtype::f16, "f16", "16-bit IEEE float"))
+
+/// fsdp-pipeline mixed-precision: what a 16-bit param-dtype changes.
+enum class MixedPrecisionMode { compute, traffic };
+#define FSDP_MIXED_PRECISION_VALUES                                            \
+  ::llvm::cl::values(                                                          \
+      clEnumValN(::mlir::fsdp::MixedPrecisionMode::compute, "compute",         \
+                 "gathers and compute in param-dtype (fsdp-autocast)"),        \
+      clEnumValN(::mlir::fsdp::MixedPrecisionMode::traffic, "traffic",         \
+                 "gathers in param-dtype, compute in the parameter's type"))
+
 /// fsdp-bucket-collectives mode.
 enum class BucketMode { unit, greedy, none };
 #define FSDP_BUCKET_MODE_VALUES                                                \

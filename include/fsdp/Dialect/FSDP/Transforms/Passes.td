@@ -106,6 +106,65 @@ def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
   ];
 }
 
+def FSDPAutocast : Pass<"fsdp-autocast", "func::FuncOp"> {
+  let summary = "Run contractions on 16-bit operands with f32 accumulation "
+                "and store activations in 16 bits, keeping sums and "
+                "exponentials in f32";
+  let description = [{
+    Mixed precision as FSDP2's `MixedPrecisionPolicy(param_dtype=bf16)`
+    together with `torch.autocast` computes it, on linalg-on-tensors (after
+    fsdp-partition and fsdp-expand-collectives, before bufferization).
+    Only f32 tensor ops change; `dtype` is the 16-bit type (bf16 or f16).
+    The rule (docs/SEMANTICS.md, "Which ops run in which dtype"):
+
+    * A contraction (`linalg.matmul`, `batch_matmul`, any op whose body is
+      one multiply-accumulate over contraction dimensions) with f32 operands
+      reads 16-bit operands (the gathered parameter's 16-bit value when it
+      has one, else one rounding of the f32 operand), multiplies them
+      exactly and accumulates in its f32 output; the result is rounded once
+      to 16 bits (what cuBLAS does with a bf16 output and f32 compute).
+    * A reduction (a `linalg.generic` with a reduction iterator that is not
+      a contraction: norm statistics, softmax sums and maxima, the loss,
+      bias and norm gradients) reads its operands widened to f32 and
+      produces f32.
+    * An elementwise `linalg.generic` (all iterators parallel) computes in
+      f32 and stores its result in 16 bits, unless it must stay f32: its
+      body calls `exp`/`log` (softmax, log-softmax, cross-entropy), a
+      reduction or an f32 elementwise op reads it (directly or through
+      reshapes, slices, transposes or broadcasts: what is summed or
+      exponentiated is not rounded first), or every float tensor it reads
+      is an f32 statistic (a reduction's result or such an op's, e.g. a
+      LayerNorm's rsqrt(var + eps)).
+    * Reshapes, slices, transposes, broadcasts and copies of a 16-bit value
+      move 16-bit data. Every other op (collectives, tensor-level arith,
+      fills, concatenations, results) reads f32 (a widening where the value
+      is stored in 16 bits).
+
+    The function signature does not change: parameter shards, gradients
+    and the optimizer stay in their types (gradients are reduced in
+    `reduce-dtype` by the collectives fsdp-expand-collectives built).
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect"];
+  let options = [
+    Option<"dtype", "dtype", "::mlir::fsdp::AutocastDtype",
+           /*default=*/"::mlir::fsdp::AutocastDtype::bf16",
+           "16-bit float for contraction operands and stored activations",
+           [{FSDP_AUTOCAST_DTYPE_VALUES}]>,
+  ];
+  let statistics = [
+    Statistic<"numContractions", "contractions",
+              "Contractions on 16-bit operands with f32 accumulation">,
+    Statistic<"numNarrowed", "narrowed-ops",
+              "Elementwise ops whose result is stored in 16 bits">,
+    Statistic<"numKeptF32", "f32-elementwise-ops",
+              "Elementwise ops kept in f32 (exp/log, summed, statistics)">,
+    Statistic<"numMoves", "narrowed-moves",
+              "Reshapes, slices, transposes and broadcasts on 16-bit data">,
+  ];
+}
+
 def FSDPExpandCollectives : Pass<"fsdp-expand-collectives", "func::FuncOp"> {
   let summary = "Rewrite parameter gathers and gradient reductions into flat collectives";
   let description = [{
