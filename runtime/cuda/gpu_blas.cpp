@@ -100,7 +100,8 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
   cublasStatus_t rc = cublasGemmStridedBatchedEx(
       h, op_b, op_a, int(g.n), int(g.m), int(g.k), &g.alpha, g.b, type,
       int(g.ldb), g.stride_b, g.a, type, int(g.lda), g.stride_a, &g.beta, g.c,
-      c_type, int(g.ldc), g.stride_c, int(g.batch), compute, CUBLAS_GEMM_DEFAULT);
+      c_type, int(g.ldc), g.stride_c, int(g.batch), compute,
+      CUBLAS_GEMM_DEFAULT);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     fail(ctx, blas_status(ctx, rc, "cublasGemmStridedBatchedEx"));
     return;

@@ -151,11 +151,12 @@ fsdprt_gpu_gemm_bf16(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
                      int64_t stride_c, int64_t batch);
 /* bf16 A and B, f32 C (fsdp-autocast's contractions: the f32 accumulator
  * is the result, rounded to bf16 by the next kernel). */
-FSDPRT_API void fsdprt_gpu_gemm_bf16_f32(
-    int32_t trans_a, int32_t trans_b, int64_t m, int64_t n, int64_t k,
-    float alpha, const uint16_t *a, int64_t lda, int64_t stride_a,
-    const uint16_t *b, int64_t ldb, int64_t stride_b, float beta, float *c,
-    int64_t ldc, int64_t stride_c, int64_t batch);
+FSDPRT_API void
+fsdprt_gpu_gemm_bf16_f32(int32_t trans_a, int32_t trans_b, int64_t m, int64_t n,
+                         int64_t k, float alpha, const uint16_t *a, int64_t lda,
+                         int64_t stride_a, const uint16_t *b, int64_t ldb,
+                         int64_t stride_b, float beta, float *c, int64_t ldc,
+                         int64_t stride_c, int64_t batch);
 /* Process-wide; off by default (f32 GEMMs are exact fp32 products). */
 FSDPRT_API void fsdprt_gpu_set_tf32(int32_t enable);
 

@@ -150,8 +150,7 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
                      "on 16-bit operands with f32 accumulation, activations "
                      "in 16 bits, fsdp-autocast) or traffic (only the "
                      "gathers in 16 bits, compute in f32)"),
-      llvm::cl::init(MixedPrecisionMode::compute),
-      FSDP_MIXED_PRECISION_VALUES};
+      llvm::cl::init(MixedPrecisionMode::compute), FSDP_MIXED_PRECISION_VALUES};
   Option<FloatDtype> reduceDtype{
       *this, "reduce-dtype",
       llvm::cl::desc("Reduce gradients in this element type"),

@@ -118,7 +118,8 @@ std::optional<std::string> notAGemmBody(linalg::LinalgOp op,
   if (cast<MemRefType>(op.getDpsInputOperand(1)->get().getType())
           .getElementType() != inElem)
     return std::string("mixed element types");
-  if (inElem != elem && !(types.acceptsMixed && types.acceptsMixed(inElem, elem)))
+  if (inElem != elem &&
+      !(types.acceptsMixed && types.acceptsMixed(inElem, elem)))
     return std::string("mixed element types");
   if (inElem == elem && !types.accepts(elem)) {
     std::string s;

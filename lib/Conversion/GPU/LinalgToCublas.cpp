@@ -4,10 +4,10 @@
 // a contraction becomes a call to the runtime's row-major cuBLAS entry
 // points `fsdprt_gpu_gemm_f32` / `fsdprt_gpu_gemm_bf16` (bf16 operands, f32
 // accumulation) / `fsdprt_gpu_gemm_bf16_f32` (bf16 operands, f32 output:
-// fsdp-autocast's contractions), which run on the calling rank's compute stream. Where the
-// host path loops over the batch dimensions with one small gemm each (a
-// BLAS without batched gemm), here the innermost batch dimensions whose
-// strides nest in all three operands are the batch of one strided-batched
+// fsdp-autocast's contractions), which run on the calling rank's compute
+// stream. Where the host path loops over the batch dimensions with one small
+// gemm each (a BLAS without batched gemm), here the innermost batch dimensions
+// whose strides nest in all three operands are the batch of one strided-batched
 // call: attention's per-(batch, head) products are one call.
 //
 //===----------------------------------------------------------------------===//
@@ -149,8 +149,8 @@ struct FSDPLinalgToCublasPass
       p->zeroC = bool(fill);
       BatchSplit split = splitBatch(*p);
       if (report) {
-        InFlightDiagnostic d = op->emitRemark() << "contraction becomes "
-                                                << gemmName(*p);
+        InFlightDiagnostic d = op->emitRemark()
+                               << "contraction becomes " << gemmName(*p);
         if (split.batch > 1)
           d << " (strided-batched, batch " << split.batch << ")";
         if (split.numLoops > 0)

@@ -141,3 +141,40 @@ func.func @zero_fill(%a: memref<4x8xf32>, %b: memref<8x16xf32>, %c: memref<4x16x
   linalg.matmul ins(%a, %b : memref<4x8xf32>, memref<8x16xf32>) outs(%c : memref<4x16xf32>)
   return
 }
+
+// -----
+
+// bf16 x bf16 -> f32 (fsdp-autocast's contractions, the body widening each
+// operand): A and B are widened into contiguous f32 copies, one
+// cblas_sgemm runs on them (a transposed view of B becomes a plain copy,
+// NoTrans), the zero fill is beta = 0, and the copies are freed after.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @widened
+func.func @widened(%a: memref<4x8xbf16>, %bt: memref<16x8xbf16>, %c: memref<4x16xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %b = memref.transpose %bt (i, j) -> (j, i) : memref<16x8xbf16> to memref<8x16xbf16, strided<[1, 8]>>
+  // CHECK-NOT: linalg.fill
+  // CHECK: %[[AW:.*]] = memref.alloc() : memref<4x8xf32>
+  // CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<4x8xbf16>) outs(%[[AW]] : memref<4x8xf32>)
+  // CHECK: arith.extf %{{.*}} : bf16 to f32
+  // CHECK: %[[BW:.*]] = memref.alloc() : memref<8x16xf32>
+  // CHECK: linalg.generic {{.*}} ins(%{{.*}} : memref<8x16xbf16, strided<[1, 8]>>) outs(%[[BW]] : memref<8x16xf32>)
+  // CHECK: %[[NT:.*]] = arith.constant 111 : i32
+  // CHECK: call @cblas_sgemm(%{{.*}}, %[[NT]], %[[NT]],
+  // CHECK: memref.dealloc %[[AW]]
+  // CHECK: memref.dealloc %[[BW]]
+  // CHECK-NOT: linalg.generic {{.*}}"reduction"
+  linalg.fill ins(%zero : f32) outs(%c : memref<4x16xf32>)
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16, strided<[1, 8]>>) outs(%c : memref<4x16xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xw = arith.extf %x : bf16 to f32
+    %yw = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xw, %yw : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  }
+  return
+}

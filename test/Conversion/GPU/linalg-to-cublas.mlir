@@ -88,6 +88,26 @@ func.func @bf16(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %c: memref<4x16xbf1
 
 // -----
 
+// bf16 operands into an f32 output (fsdp-autocast's contractions): the
+// bf16 x bf16 -> f32 entry; the operand pointers advance by 2-byte
+// elements, the output's by 4.
+// CHECK-LABEL: func.func @bf16_f32
+func.func @bf16_f32(%a: memref<2x4x8xbf16>, %b: memref<2x8x16xbf16>, %c: memref<2x4x16xf32>) {
+  // CHECK: memref.extract_aligned_pointer_as_index %{{.*}} : memref<2x4x8xbf16>
+  // CHECK: arith.muli %{{.*}}, %c2 : index
+  // CHECK: memref.extract_aligned_pointer_as_index %{{.*}} : memref<2x8x16xbf16>
+  // CHECK: arith.muli %{{.*}}, %c2 : index
+  // CHECK: memref.extract_aligned_pointer_as_index %{{.*}} : memref<2x4x16xf32>
+  // CHECK: arith.muli %{{.*}}, %c4 : index
+  // CHECK: call @fsdprt_gpu_gemm_bf16_f32
+  // expected-remark @below {{contraction becomes fsdprt_gpu_gemm_bf16_f32 (strided-batched, batch 2)}}
+  linalg.batch_matmul ins(%a, %b : memref<2x4x8xbf16>, memref<2x8x16xbf16>) outs(%c : memref<2x4x16xf32>)
+  return
+}
+// CHECK: func.func private @fsdprt_gpu_gemm_bf16_f32(i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64, i64)
+
+// -----
+
 // A column-major result: C^T = B^T A^T, the operands swapped.
 #x = affine_map<(m, n, k) -> (m, k)>
 #w = affine_map<(m, n, k) -> (k, n)>

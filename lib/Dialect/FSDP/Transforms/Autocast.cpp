@@ -180,10 +180,9 @@ struct AutocastPass : public mlir::fsdp::impl::FSDPAutocastBase<AutocastPass> {
       if (role(op) != Role::Elementwise)
         continue;
       auto lop = cast<linalg::LinalgOp>(op);
-      bool onlyStatistics = llvm::all_of(lop.getDpsInputOperands(),
-                                         [&](OpOperand *o) {
-                                           return isStatistic(o->get());
-                                         });
+      bool onlyStatistics =
+          llvm::all_of(lop.getDpsInputOperands(),
+                       [&](OpOperand *o) { return isStatistic(o->get()); });
       if (onlyStatistics)
         statistics.insert(op);
       if (stores.count(op))
@@ -313,8 +312,8 @@ struct AutocastPass : public mlir::fsdp::impl::FSDPAutocastBase<AutocastPass> {
   }
 
   void rewriteGeneric(linalg::LinalgOp op, bool narrowResults) {
-    linalg::GenericOp generic = rebuild(op, /*narrowInputs=*/false,
-                                        narrowResults);
+    linalg::GenericOp generic =
+        rebuild(op, /*narrowInputs=*/false, narrowResults);
     if (!generic)
       return;
     OpBuilder b(op);

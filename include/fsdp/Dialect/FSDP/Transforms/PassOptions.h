@@ -117,7 +117,8 @@ enum class AutocastDtype { bf16, f16 };
 #define FSDP_AUTOCAST_DTYPE_VALUES                                             \
   ::llvm::cl::values(                                                          \
       clEnumValN(::mlir::fsdp::AutocastDtype::bf16, "bf16", "bfloat16"),       \
-      clEnumValN(::mlir::fsdp::AutocastDtype::f16, "f16", "16-bit IEEE float"))
+      clEnumValN(::mlir::fsdp::AutocastDtype::f16, "f16",                      \
+                 "16-bit IEEE float"))
 
 /// fsdp-pipeline mixed-precision: what a 16-bit param-dtype changes.
 enum class MixedPrecisionMode { compute, traffic };
