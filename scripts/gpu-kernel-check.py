@@ -172,9 +172,9 @@ def check_module(name, model, options, args, ptxas, tmp):
     errors = []
     # A step computing in bf16 (fsdp-autocast) has no f32 gemm left.
     words = options.split()
-    if "param-dtype=bf16" in words and "mixed-precision=traffic" not in words:
-        if result["gemm_f32"]:
-            errors.append(f"{result['gemm_f32']} f32 gemm(s) in a param-dtype=bf16 step")
+    bf16_compute = "param-dtype=bf16" in words and "mixed-precision=traffic" not in words
+    if bf16_compute and result["gemm_f32"]:
+        errors.append(f"{result['gemm_f32']} f32 gemm(s) in a param-dtype=bf16 step")
     if any(f".target {args.chip}".encode() not in k for k in ptx):
         errors.append(f"a kernel does not target {args.chip}")
     if any(re.search(rb"\.extern \.func[^;]*__nv_", k) for k in ptx):

@@ -123,6 +123,16 @@ void mlir::fsdp::populateFSDPPartition(OpPassManager &pm,
                                        const FSDPPipelineOptions &o) {
   // Upstream `shard` annotations become layouts (nothing to do without them).
   pm.addPass(createFSDPImportShard());
+  // A 16-bit param-dtype computes in it (docs/SEMANTICS.md §5.7). Before
+  // recompute, so that recomputed ops are clones of already decided ones
+  // (the values stay bit-identical), and before partitioning: each
+  // contraction's rounding of a parameter, truncf(extf(gathered)) once
+  // partitioned, folds to the gathered 16-bit value.
+  if (std::optional<AutocastDtype> dtype = o.autocastDtype()) {
+    FSDPAutocastOptions autocast;
+    autocast.dtype = *dtype;
+    pm.addNestedPass<func::FuncOp>(createFSDPAutocast(autocast));
+  }
   // Before partitioning: the recomputed forward reads the parameters in the
   // backward, so fsdp-partition gathers them there.
   if (!o.recompute.empty())
@@ -130,14 +140,6 @@ void mlir::fsdp::populateFSDPPartition(OpPassManager &pm,
   pm.addPass(createFSDPPartition(o.partitionOptions()));
   pm.addNestedPass<func::FuncOp>(createFSDPExpandCollectives());
   pm.addPass(createFSDPCanonicalizer());
-  // A 16-bit param-dtype computes in it (docs/SEMANTICS.md, "Which ops run
-  // in which dtype"): the gathered 16-bit parameters feed the contractions.
-  if (std::optional<AutocastDtype> dtype = o.autocastDtype()) {
-    FSDPAutocastOptions autocast;
-    autocast.dtype = *dtype;
-    pm.addNestedPass<func::FuncOp>(createFSDPAutocast(autocast));
-    pm.addPass(createFSDPCanonicalizer());
-  }
 }
 
 void mlir::fsdp::populateFSDPCollectives(OpPassManager &pm,

@@ -112,8 +112,10 @@ def FSDPAutocast : Pass<"fsdp-autocast", "func::FuncOp"> {
                 "exponentials in f32";
   let description = [{
     Mixed precision as FSDP2's `MixedPrecisionPolicy(param_dtype=bf16)`
-    together with `torch.autocast` computes it, on linalg-on-tensors (after
-    fsdp-partition and fsdp-expand-collectives, before bufferization).
+    together with `torch.autocast` computes it, on linalg-on-tensors
+    (`--fsdp-pipeline` runs it before fsdp-recompute and fsdp-partition, so
+    recomputed ops are clones of decided ones; once partitioned, a
+    contraction's rounding of a parameter folds into the 16-bit gather).
     Only f32 tensor ops change; `dtype` is the 16-bit type (bf16 or f16).
     The rule (docs/SEMANTICS.md, "Which ops run in which dtype"):
 
