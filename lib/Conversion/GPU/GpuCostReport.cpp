@@ -622,7 +622,8 @@ struct FSDPGpuCostReportPass
     return c;
   }
 
-  std::optional<OpCost> costGemm(func::CallOp call, bool bf16) {
+  std::optional<OpCost> costGemm(func::CallOp call, bool bf16,
+                                 bool f32Output = false) {
     // (trans_a, trans_b, m, n, k, alpha, a, lda, stride_a, b, ldb,
     //  stride_b, beta, c, ldc, stride_c, batch)
     if (call.getNumOperands() != 17) {
@@ -645,13 +646,14 @@ struct FSDPGpuCostReportPass
     if (matchPattern(call.getOperand(12), m_Constant(&beta)))
       accumulates = !beta.getValue().isZero();
     double eb = bf16 ? 2 : 4;
+    double ebC = f32Output ? 4 : eb;
     double M = *m, N = *n, K = *k, B = *batch;
     OpCost c;
     c.kind = Kind::Gemm;
     c.name = call.getCallee().str();
     c.f32Gemm = !bf16;
     c.flops = 2 * M * N * K * B;
-    c.bytes = (M * K + K * N + M * N * (accumulates ? 2 : 1)) * B * eb;
+    c.bytes = ((M * K + K * N) * eb + M * N * (accumulates ? 2 : 1) * ebC) * B;
     double tiles = std::ceil(M / kGemmTile) * std::ceil(N / kGemmTile) * B;
     double waves = std::ceil(tiles / g->sms);
     double efficiency = tiles / (waves * g->sms);
@@ -904,9 +906,12 @@ struct FSDPGpuCostReportPass
       stack.pop_back();
       return;
     }
-    if (callee == "fsdprt_gpu_gemm_f32" || callee == "fsdprt_gpu_gemm_bf16") {
+    if (callee == "fsdprt_gpu_gemm_f32" || callee == "fsdprt_gpu_gemm_bf16" ||
+        callee == "fsdprt_gpu_gemm_bf16_f32") {
+      // bf16_f32: bf16 operands on the tensor cores, an f32 C.
       if (std::optional<OpCost> c =
-              costGemm(call, callee == "fsdprt_gpu_gemm_bf16"))
+              costGemm(call, callee != "fsdprt_gpu_gemm_f32",
+                       callee == "fsdprt_gpu_gemm_bf16_f32"))
         add(call, count, *c);
       return;
     }
