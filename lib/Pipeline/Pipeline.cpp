@@ -92,6 +92,9 @@ FSDPOptimizerOptions FSDPPipelineOptions::optimizerOptions() const {
   o.eps = eps;
   o.maxGradNorm = maxGradNorm;
   o.keepGrads = keepGrads;
+  // On a GPU the optimizer's scalars stay device values: host code that
+  // read them would wait for the stream.
+  o.deviceScalars = lower && compute == ComputeMode::Gpu;
   return o;
 }
 
@@ -194,6 +197,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // lowering has no scatter kernel yet.
   if (compute != ComputeMode::Gpu)
     pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
+  // On a GPU no collective blocks the host: a blocking one would wait for
+  // the device work before it (the loss all-reduce, for the whole backward).
+  if (compute == ComputeMode::Gpu)
+    pm.addPass(createFSDPGpuAsyncCollectives());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // compute=gpu folds and fuses as the fast path does: a fused chain is one
@@ -410,11 +417,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
       createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
       createFSDPEarlyDealloc(),      createFSDPAssignBuffers(),
-      createFSDPLowerIfs(),          createFSDPLinalgToCublas(),
-      createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
-      createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels(),
-      createFSDPGpuCostReport()};
+      createFSDPLowerIfs(),          createFSDPGpuAsyncCollectives(),
+      createFSDPLinalgToCublas(),    createFSDPGpuKernels(),
+      createFSDPGpuDeviceMemory(),   createFSDPGpuMergeModules(),
+      createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit(),
+      createFSDPGpuHostKernels(),    createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -452,6 +452,21 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
     - other reductions (a column sum, a row shorter than a warp, other
       combiners): one thread per output element over its reduction loops,
       accumulators in registers;
+    - a reduction of at least `split-min-elements` elements, every output
+      `acc <op> x`, whose one warp (or one thread) per output element would
+      launch fewer blocks than `sm-count` (a global norm, a scalar loss, a
+      column sum over many rows): split over blocks in two launches. Pass 1
+      aims at one full wave (`sm-count` x 2048 / `block-size` blocks): rows
+      innermost, each warp reduces a contiguous segment of its row (at
+      least 256 elements; a block's warps take consecutive segments) and
+      stores its partial; otherwise each thread reduces a contiguous chunk
+      of rows (at least 8) of one output element, consecutive threads on
+      consecutive output elements. Pass 2 is one warp per output element:
+      the lanes combine its partials (contiguous) in strides of 32, then
+      the shuffles, then lane 0 its initial value. The partials are a buffer
+      allocated and freed around the two launches (a device buffer after
+      `fsdp-gpu-device-memory`). The results do not depend on the run: a
+      fixed order, no atomics;
     - an output indexed by a reduction loop: one thread runs the op.
 
     A `linalg.fill` right before an op that accumulates into the filled
@@ -466,8 +481,16 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
            "Threads per block (a multiple of 32, at most 1024)">,
     Option<"maxBlocks", "max-blocks", "int64_t", /*default=*/"65535",
            "Most blocks of one launch (the kernels are grid-stride loops)">,
+    Option<"smCount", "sm-count", "int64_t", /*default=*/"132",
+           "Multiprocessors of the target GPU (132: H100 and H200 SXM); a "
+           "reduction that launches fewer blocks is split over blocks">,
+    Option<"splitMinElements", "split-min-elements", "int64_t",
+           /*default=*/"65536",
+           "Smallest reduction (elements of its iteration space) that is "
+           "split over blocks when it would not fill the GPU">,
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark per op: the mapping it got">
+           "Emit a remark per op: the mapping it got (for a split "
+           "reduction, its blocks and partials)">
   ];
   let statistics = [
     Statistic<"numElementwise", "elementwise", "Elementwise kernels">,
@@ -475,6 +498,8 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
               "Reductions with one warp per output element">,
     Statistic<"numThreadReductions", "thread-reductions",
               "Reductions with one thread per output element">,
+    Statistic<"numSplitReductions", "split-reductions",
+              "Reductions split over blocks (two launches)">,
     Statistic<"numSerial", "serial", "Ops run by one thread">,
     Statistic<"numMemcpy", "memcpy", "Copies that became device memcpys">,
     Statistic<"numFoldedFills", "folded-fills",
@@ -487,6 +512,36 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect",
                            "::mlir::scf::SCFDialect"];
+}
+
+def FSDPGpuAsyncCollectives : Pass<"fsdp-gpu-async-collectives", "ModuleOp"> {
+  let summary = "Make every blocking tensor collective a start and a wait, so "
+                "that no collective blocks the host (compute=gpu)";
+  let description = [{
+    On a GPU a blocking collective returns to the host once it has
+    completed: the host waits for the device work before it and for the
+    collective. `fsdp-schedule` makes the collectives the fsdp passes place
+    asynchronous; the others (the loss all-reduce of `all-reduce-loss`, the
+    optimizer's gradient-norm all-reduce) and every collective of a step
+    built with `schedule=false` stay blocking. Here each blocking
+    `fsdp.all_gather`, `fsdp.reduce_scatter` and `fsdp.all_reduce` on
+    tensors becomes its `_start` form and an `fsdp.wait`, which the GPU
+    runtime turns into a wait of the compute stream, not of the host. One
+    the fsdp passes did not place (no `fsdp.origin`) starts right after its
+    input is defined and is waited for right before the first use of its
+    result: the loss all-reduce starts after the forward and is waited for
+    at the return, during the backward. One they placed keeps its position
+    (the start where it was, the wait right after it). Quantized gathers,
+    which have no started form, stay blocking. `fsdp-pipeline` runs it for
+    `compute=gpu`, before the segments are outlined.
+  }];
+  let statistics = [
+    Statistic<"numMoved", "moved",
+               "Collectives started early and waited for late">,
+    Statistic<"numInPlace", "in-place",
+               "Placed collectives made a start and a wait in place">
+  ];
+  let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
 }
 
 def FSDPGpuMergeModules : Pass<"fsdp-gpu-merge-modules", "ModuleOp"> {

@@ -12,6 +12,10 @@
 //    row, then a butterfly of `gpu.shuffle xor` and one store by lane 0;
 //  - other reductions: one thread per output element, accumulators in
 //    registers (a column sum is then coalesced along its columns);
+//  - a reduction whose outputs cannot fill the device (a global norm, a
+//    loss, a column sum over many rows): split over blocks in two launches,
+//    per-warp or per-chunk partials in a device buffer, then combined in a
+//    fixed order (deterministic, no atomics);
 //  - an output indexed by a reduction loop: one thread.
 //
 // The body is cloned per element exactly as the host lowerings do
@@ -27,6 +31,7 @@
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/Dialect/SCF/IR/SCF.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/Support/FormatVariadic.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPGPUKERNELS
@@ -39,6 +44,13 @@ using namespace mlir::fsdp;
 namespace {
 
 constexpr int64_t kWarpSize = 32;
+// Resident threads per multiprocessor (every NVIDIA GPU since Volta but
+// Turing): a split reduction aims at one full wave of blocks.
+constexpr int64_t kThreadsPerSM = 2048;
+// The least work of a split: a warp's segment of a row (8 elements per
+// lane), a chunk of rows of a column reduction.
+constexpr int64_t kMinSegment = 256;
+constexpr int64_t kMinChunkRows = 8;
 
 Value constIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -159,28 +171,34 @@ Value identityView(OpBuilder &b, Location loc, Value v) {
       .getResult(0);
 }
 
-enum class Mapping { Elementwise, WarpReduction, ThreadReduction, Serial };
+enum class Mapping {
+  Elementwise,
+  WarpReduction,
+  ThreadReduction,
+  SplitRowReduction,
+  SplitColumnReduction,
+  Serial
+};
 
-StringRef describe(Mapping m) {
-  switch (m) {
-  case Mapping::Elementwise:
-    return "elementwise, one thread per element";
-  case Mapping::WarpReduction:
-    return "row reduction, one warp per output element";
-  case Mapping::ThreadReduction:
-    return "reduction, one thread per output element";
-  case Mapping::Serial:
-    return "one thread (an output is indexed by a reduction loop)";
-  }
-  llvm_unreachable("mapping");
-}
+/// What shapes the launches: the pass options.
+struct LaunchLimits {
+  int64_t blockSize, maxBlocks, smCount, splitMinElements;
+};
+
+/// How a split reduction divides its reduction range: `splits` contiguous
+/// pieces of `length` elements (the last one shorter) per output element,
+/// pass 1 on `blocks` blocks.
+struct Split {
+  int64_t splits = 0, length = 0, blocks = 0;
+};
 
 /// One linalg op's kernel: its loops, how they map to threads, and the
 /// fill folded into it.
 class KernelLowering {
 public:
-  KernelLowering(linalg::LinalgOp op, int64_t blockSize, int64_t maxBlocks)
-      : op(op), loc(op.getLoc()), blockSize(blockSize), maxBlocks(maxBlocks) {
+  KernelLowering(linalg::LinalgOp op, const LaunchLimits &limits)
+      : op(op), loc(op.getLoc()), blockSize(limits.blockSize),
+        maxBlocks(limits.maxBlocks), limits(limits) {
     ranges = op.getStaticLoopRanges();
     for (auto [d, it] : llvm::enumerate(op.getIteratorTypesArray()))
       (it == utils::IteratorType::parallel ? par : red).push_back(d);
@@ -192,6 +210,33 @@ public:
   }
 
   Mapping getMapping() const { return mapping; }
+
+  /// The mapping in words, for the report.
+  std::string describe() const {
+    switch (mapping) {
+    case Mapping::Elementwise:
+      return "elementwise, one thread per element";
+    case Mapping::WarpReduction:
+      return "row reduction, one warp per output element";
+    case Mapping::ThreadReduction:
+      return "reduction, one thread per output element";
+    case Mapping::SplitRowReduction:
+      return llvm::formatv("row reduction split over {0} blocks ({1} warp "
+                           "partials of {2} elements per output element), "
+                           "then one warp per output element",
+                           split.blocks, split.splits, split.length)
+          .str();
+    case Mapping::SplitColumnReduction:
+      return llvm::formatv("column reduction split over {0} blocks ({1} "
+                           "chunks of {2} rows), then one warp per output "
+                           "element",
+                           split.blocks, split.splits, split.length)
+          .str();
+    case Mapping::Serial:
+      return "one thread (an output is indexed by a reduction loop)";
+    }
+    llvm_unreachable("mapping");
+  }
 
   /// Folds `fill` (which writes one of the op's outputs right before it):
   /// that output starts from the fill's value instead of a load. Only where
@@ -222,6 +267,12 @@ public:
     case Mapping::ThreadReduction:
       threadReduction(b);
       break;
+    case Mapping::SplitRowReduction:
+      splitRowReduction(b);
+      break;
+    case Mapping::SplitColumnReduction:
+      splitColumnReduction(b);
+      break;
     case Mapping::Serial:
       serial(b);
       break;
@@ -246,9 +297,41 @@ private:
       allCombiners &= c && t.getIntOrFloatBitWidth() <= 64;
       combiners.push_back(c);
     }
-    if (rowsInnermost && allCombiners && product(redSizes) >= kWarpSize)
+    bool rows = rowsInnermost && product(redSizes) >= kWarpSize;
+    if (allCombiners && chooseSplit(rows))
+      return rows ? Mapping::SplitRowReduction : Mapping::SplitColumnReduction;
+    if (rows && allCombiners)
       return Mapping::WarpReduction;
     return Mapping::ThreadReduction;
+  }
+
+  /// Whether the reduction (every output `acc <op> x`) is split over blocks,
+  /// and how (`split`): when it has at least `split-min-elements` elements
+  /// and one warp (rows innermost) or one thread (other reductions) per
+  /// output element would launch fewer blocks than the device has
+  /// multiprocessors. Pass 1 then aims at one full wave of blocks
+  /// (sm-count x 2048 / block-size), each warp or thread doing at least
+  /// kMinSegment elements or kMinChunkRows rows.
+  bool chooseSplit(bool rows) {
+    int64_t outputs = product(parSizes), length = product(redSizes);
+    if (outputs * length < limits.splitMinElements)
+      return false;
+    int64_t wave =
+        limits.smCount * std::max<int64_t>(1, kThreadsPerSM / blockSize);
+    // Work items per block: warps of a row reduction, threads otherwise.
+    int64_t perBlock = rows ? blockSize / kWarpSize : blockSize;
+    if (ceilDiv(outputs, perBlock) >= limits.smCount)
+      return false;
+    int64_t least = rows ? kMinSegment : kMinChunkRows;
+    int64_t splits =
+        std::min(ceilDiv(wave * perBlock, outputs), length / least);
+    if (splits < 2)
+      return false;
+    split.length = ceilDiv(length, splits);
+    split.splits = ceilDiv(length, split.length);
+    split.blocks =
+        std::min(ceilDiv(outputs * split.splits, perBlock), maxBlocks);
+    return true;
   }
 
   /// A launch of `blocks` blocks of `threads` threads; `body` fills it at
@@ -381,48 +464,203 @@ private:
                                    : combine(b, loc, c, x, acc);
   }
 
+  /// Lane l combines the row's elements l, l + 32, ... from the identity,
+  /// then the warp combines the lanes' partials and the output's initial
+  /// value.
   void warpReduction(OpBuilder &b) {
     int64_t rowLength = product(redSizes);
-    gridStride(
-        b, product(parSizes), kWarpSize,
-        [&](OpBuilder &lb, Value row, Value lane) {
-          SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
-          // Lane l combines the row's elements l, l + 32, ... from the
-          // identity.
-          SmallVector<Value> ids;
-          for (unsigned o = 0; o < combiners.size(); ++o)
-            ids.push_back(identityOf(
-                lb, loc, combiners[o],
-                getElementTypeOrSelf(op.getDpsInits()[o].getType())));
-          auto loop = scf::ForOp::create(
-              lb, loc, lane, constIndex(lb, loc, rowLength),
-              constIndex(lb, loc, kWarpSize), ids,
-              [&](OpBuilder &fb, Location, Value r, ValueRange partials) {
-                SmallVector<Value> rivs = delinearize(fb, loc, r, redSizes);
-                SmallVector<Value> elems =
-                    bodyAt(fb, loc, op, merge(fb, pivs, rivs), {}, combiners);
-                SmallVector<Value> next;
-                for (auto [o, p] : llvm::enumerate(partials))
-                  next.push_back(combineLike(fb, o, p, elems[o]));
-                scf::YieldOp::create(fb, loc, next);
-              });
-          // The warp's 32 partials, by halves; every lane ends with the total.
-          SmallVector<Value> totals(loop.getResults());
-          for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2)
-            for (auto [o, t] : llvm::enumerate(totals))
-              t = combine(lb, loc, combiners[o], t,
-                          shuffleXor(lb, loc, t, offset));
-          Value first = arith::CmpIOp::create(lb, loc, arith::CmpIPredicate::eq,
-                                              lane, constIndex(lb, loc, 0));
-          auto ifOp = scf::IfOp::create(lb, loc, first, /*withElse=*/false);
-          OpBuilder tb(ifOp.thenBlock()->getTerminator());
-          SmallVector<Value> ivs = merge(tb, pivs, {});
-          SmallVector<Value> accs = initialValues(tb, ivs, /*needed=*/true);
-          SmallVector<Value> results;
+    gridStride(b, product(parSizes), kWarpSize,
+               [&](OpBuilder &lb, Value row, Value lane) {
+                 SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
+                 SmallVector<Value> partials = accumulate(
+                     lb, lane, constIndex(lb, loc, rowLength), kWarpSize,
+                     /*elementFirst=*/true, [&](OpBuilder &fb, Value r) {
+                       return elementsAt(fb, pivs, r);
+                     });
+                 warpCombineAndStore(lb, pivs, lane, partials);
+               });
+  }
+
+  /// The partial results of a split reduction: one buffer of `count`
+  /// elements per output, a device buffer once fsdp-gpu-device-memory runs
+  /// (an ordinary host allocation here, freed after pass 2, which a buffer
+  /// planner sees like any other).
+  SmallVector<Value> allocPartials(OpBuilder &b, int64_t count) {
+    SmallVector<Value> partials;
+    for (Value init : op.getDpsInits())
+      partials.push_back(memref::AllocOp::create(
+          b, loc,
+          MemRefType::get({count}, getElementTypeOrSelf(init.getType()))));
+    return partials;
+  }
+
+  void freePartials(OpBuilder &b, ValueRange partials) {
+    for (Value p : partials)
+      memref::DeallocOp::create(b, loc, p);
+  }
+
+  SmallVector<Value> identities(OpBuilder &b) {
+    SmallVector<Value> ids;
+    for (unsigned o = 0; o < combiners.size(); ++o)
+      ids.push_back(
+          identityOf(b, loc, combiners[o],
+                     getElementTypeOrSelf(op.getDpsInits()[o].getType())));
+    return ids;
+  }
+
+  /// `for (i = start; i < end; i += step)` combining `values(i)` into
+  /// accumulators that start at the combiners' identities; `elementFirst`
+  /// keeps the body's operand order (an element of the op), otherwise the
+  /// accumulator comes first (a partial).
+  SmallVector<Value> accumulate(
+      OpBuilder &b, Value start, Value end, int64_t step, bool elementFirst,
+      llvm::function_ref<SmallVector<Value>(OpBuilder &, Value)> values) {
+    auto loop = scf::ForOp::create(
+        b, loc, start, end, constIndex(b, loc, step), identities(b),
+        [&](OpBuilder &fb, Location, Value i, ValueRange accs) {
+          SmallVector<Value> xs = values(fb, i);
+          SmallVector<Value> next;
           for (auto [o, acc] : llvm::enumerate(accs))
-            results.push_back(combineLike(tb, o, acc, totals[o]));
-          store(tb, results, ivs);
+            next.push_back(elementFirst
+                               ? combineLike(fb, o, acc, xs[o])
+                               : combine(fb, loc, combiners[o], acc, xs[o]));
+          scf::YieldOp::create(fb, loc, next);
         });
+    return SmallVector<Value>(loop.getResults());
+  }
+
+  /// What each combiner combines into its output at the parallel indices
+  /// `pivs` and the flat reduction index `r`.
+  SmallVector<Value> elementsAt(OpBuilder &b, ValueRange pivs, Value r) {
+    SmallVector<Value> rivs = delinearize(b, loc, r, redSizes);
+    return bodyAt(b, loc, op, merge(b, pivs, rivs), {}, combiners);
+  }
+
+  /// The warp's lanes' `partials` combined by halves with `gpu.shuffle xor`
+  /// 16, 8, 4, 2, 1: every lane ends with the total.
+  SmallVector<Value> butterfly(OpBuilder &b, ValueRange partials) {
+    SmallVector<Value> totals(partials);
+    for (int32_t offset = kWarpSize / 2; offset > 0; offset /= 2)
+      for (auto [o, t] : llvm::enumerate(totals))
+        t = combine(b, loc, combiners[o], t, shuffleXor(b, loc, t, offset));
+    return totals;
+  }
+
+  /// A builder inside `if (lane == 0)`.
+  OpBuilder firstLane(OpBuilder &b, Value lane) {
+    Value first = arith::CmpIOp::create(b, loc, arith::CmpIPredicate::eq, lane,
+                                        constIndex(b, loc, 0));
+    auto ifOp = scf::IfOp::create(b, loc, first, /*withElse=*/false);
+    return OpBuilder(ifOp.thenBlock()->getTerminator());
+  }
+
+  /// The warp's lanes' `partials` combined (butterfly); lane 0 combines the
+  /// output's initial value at `pivs` with the total and stores.
+  void warpCombineAndStore(OpBuilder &b, ValueRange pivs, Value lane,
+                           ValueRange partials) {
+    SmallVector<Value> totals = butterfly(b, partials);
+    OpBuilder tb = firstLane(b, lane);
+    SmallVector<Value> ivs = merge(tb, pivs, {});
+    SmallVector<Value> accs = initialValues(tb, ivs, /*needed=*/true);
+    SmallVector<Value> results;
+    for (auto [o, acc] : llvm::enumerate(accs))
+      results.push_back(combineLike(tb, o, acc, totals[o]));
+    store(tb, results, ivs);
+  }
+
+  /// Pass 2 of a split reduction: one warp per output element combines its
+  /// `count` partials (partials[output][0, count), contiguous, read by the
+  /// lanes in strides of 32) in a fixed order, then the output's initial
+  /// value.
+  void combinePartials(OpBuilder &b, ValueRange partials, int64_t count) {
+    gridStride(b, product(parSizes), kWarpSize,
+               [&](OpBuilder &lb, Value output, Value lane) {
+                 SmallVector<Value> pivs =
+                     delinearize(lb, loc, output, parSizes);
+                 Value base = arith::MulIOp::create(lb, loc, output,
+                                                    constIndex(lb, loc, count));
+                 SmallVector<Value> totals = accumulate(
+                     lb, lane, constIndex(lb, loc, count), kWarpSize,
+                     /*elementFirst=*/false, [&](OpBuilder &fb, Value s) {
+                       Value at = arith::AddIOp::create(fb, loc, base, s);
+                       SmallVector<Value> xs;
+                       for (Value p : partials)
+                         xs.push_back(memref::LoadOp::create(fb, loc, p, at));
+                       return xs;
+                     });
+                 warpCombineAndStore(lb, pivs, lane, totals);
+               });
+  }
+
+  /// Rows split over warps: pass 1 gives each (output element, segment)
+  /// pair a warp, which reduces its contiguous segment of the row (lanes
+  /// striding by 32, then shuffles) into partials[output][segment]; a
+  /// block's warps take consecutive segments, so each block reduces a
+  /// contiguous chunk of the row. Pass 2: combinePartials.
+  void splitRowReduction(OpBuilder &b) {
+    int64_t outputs = product(parSizes), rowLength = product(redSizes);
+    int64_t segments = split.splits, length = split.length;
+    SmallVector<Value> partials = allocPartials(b, outputs * segments);
+    gridStride(b, outputs * segments, kWarpSize,
+               [&](OpBuilder &lb, Value item, Value lane) {
+                 Value count = constIndex(lb, loc, segments);
+                 Value row = arith::DivUIOp::create(lb, loc, item, count);
+                 Value segment = arith::RemUIOp::create(lb, loc, item, count);
+                 SmallVector<Value> pivs = delinearize(lb, loc, row, parSizes);
+                 Value begin = arith::MulIOp::create(
+                     lb, loc, segment, constIndex(lb, loc, length));
+                 Value end = arith::MinUIOp::create(
+                     lb, loc,
+                     arith::AddIOp::create(lb, loc, begin,
+                                           constIndex(lb, loc, length)),
+                     constIndex(lb, loc, rowLength));
+                 SmallVector<Value> sums = butterfly(
+                     lb,
+                     accumulate(lb, arith::AddIOp::create(lb, loc, begin, lane),
+                                end, kWarpSize, /*elementFirst=*/true,
+                                [&](OpBuilder &fb, Value r) {
+                                  return elementsAt(fb, pivs, r);
+                                }));
+                 OpBuilder tb = firstLane(lb, lane);
+                 for (auto [p, v] : llvm::zip(partials, sums))
+                   memref::StoreOp::create(tb, loc, v, p, ValueRange{item});
+               });
+    combinePartials(b, partials, segments);
+    freePartials(b, partials);
+  }
+
+  /// Rows of a column reduction split into chunks: pass 1 gives each
+  /// (chunk, output element) pair a thread (consecutive threads take
+  /// consecutive output elements, so a warp reads consecutive columns),
+  /// which reduces the chunk's rows in order into partials[output][chunk].
+  /// Pass 2: combinePartials (whose reads are then contiguous).
+  void splitColumnReduction(OpBuilder &b) {
+    int64_t outputs = product(parSizes), rows = product(redSizes);
+    int64_t chunks = split.splits, length = split.length;
+    SmallVector<Value> partials = allocPartials(b, outputs * chunks);
+    gridStride(b, outputs * chunks, 1, [&](OpBuilder &lb, Value item, Value) {
+      Value count = constIndex(lb, loc, outputs);
+      Value chunk = arith::DivUIOp::create(lb, loc, item, count);
+      Value column = arith::RemUIOp::create(lb, loc, item, count);
+      SmallVector<Value> pivs = delinearize(lb, loc, column, parSizes);
+      Value begin =
+          arith::MulIOp::create(lb, loc, chunk, constIndex(lb, loc, length));
+      Value end = arith::MinUIOp::create(
+          lb, loc,
+          arith::AddIOp::create(lb, loc, begin, constIndex(lb, loc, length)),
+          constIndex(lb, loc, rows));
+      SmallVector<Value> sums = accumulate(
+          lb, begin, end, 1, /*elementFirst=*/true,
+          [&](OpBuilder &fb, Value r) { return elementsAt(fb, pivs, r); });
+      Value at = arith::AddIOp::create(
+          lb, loc,
+          arith::MulIOp::create(lb, loc, column, constIndex(lb, loc, chunks)),
+          chunk);
+      for (auto [p, v] : llvm::zip(partials, sums))
+        memref::StoreOp::create(lb, loc, v, p, ValueRange{at});
+    });
+    combinePartials(b, partials, chunks);
+    freePartials(b, partials);
   }
 
   void serial(OpBuilder &b) {
@@ -445,6 +683,8 @@ private:
   linalg::LinalgOp op;
   Location loc;
   int64_t blockSize, maxBlocks;
+  LaunchLimits limits;
+  Split split;
   SmallVector<int64_t> ranges, parSizes, redSizes;
   SmallVector<unsigned> par, red;
   SmallVector<Operation *> combiners;
@@ -486,7 +726,19 @@ struct FSDPGpuKernelsPass
       return emitError(UnknownLoc::get(ctx))
              << "option max-blocks must be between 1 and 2^31 - 1, got "
              << static_cast<int64_t>(maxBlocks);
+    if (smCount < 1 || smCount > 65536)
+      return emitError(UnknownLoc::get(ctx))
+             << "option sm-count must be between 1 and 65536, got "
+             << static_cast<int64_t>(smCount);
+    if (splitMinElements < 1)
+      return emitError(UnknownLoc::get(ctx))
+             << "option split-min-elements must be at least 1, got "
+             << static_cast<int64_t>(splitMinElements);
     return success();
+  }
+
+  LaunchLimits limits() const {
+    return {blockSize, maxBlocks, smCount, splitMinElements};
   }
 
   void runOnOperation() override {
@@ -538,13 +790,13 @@ struct FSDPGpuKernelsPass
     if (auto fill = dyn_cast<linalg::FillOp>(op.getOperation()))
       if (auto next = dyn_cast_or_null<linalg::LinalgOp>(op->getNextNode());
           next && unsupported(next).empty() &&
-          KernelLowering(next, blockSize, maxBlocks).foldFill(fill))
+          KernelLowering(next, limits()).foldFill(fill))
         return success();
-    KernelLowering lowering(op, blockSize, maxBlocks);
+    KernelLowering lowering(op, limits());
     auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
     bool foldsFill = fill && lowering.foldFill(fill);
     if (report)
-      op->emitRemark() << "GPU kernel: " << describe(lowering.getMapping())
+      op->emitRemark() << "GPU kernel: " << lowering.describe()
                        << (foldsFill ? " (the fill before folded in)" : "");
     countMapping(lowering.getMapping());
     lowering.lower();
@@ -565,6 +817,10 @@ struct FSDPGpuKernelsPass
       break;
     case Mapping::ThreadReduction:
       ++numThreadReductions;
+      break;
+    case Mapping::SplitRowReduction:
+    case Mapping::SplitColumnReduction:
+      ++numSplitReductions;
       break;
     case Mapping::Serial:
       ++numSerial;

@@ -1,8 +1,13 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-gpu-kernels=report -verify-diagnostics | FileCheck %s
 // RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=block-size=100 2>&1 | FileCheck %s --check-prefix=BLOCK
 // RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=max-blocks=0 2>&1 | FileCheck %s --check-prefix=GRID
+// RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=sm-count=0 2>&1 | FileCheck %s --check-prefix=SMS
+// RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels=split-min-elements=0 2>&1 | FileCheck %s --check-prefix=MIN
+// RUN: not fsdp-opt %s -split-input-file --fsdp-gpu-kernels="report sm-count=1" 2>&1 >/dev/null | FileCheck %s --check-prefix=SM1
 // BLOCK: option block-size must be a multiple of 32 between 32 and 1024, got 100
 // GRID: option max-blocks must be between 1 and 2^31 - 1, got 0
+// SMS: option sm-count must be between 1 and 65536, got 0
+// MIN: option split-min-elements must be at least 1, got 0
 
 // Elementwise: one thread per element, flattened over the loops in
 // row-major order (the last loop fastest), in a grid-stride loop: 8 x 64 =
@@ -187,6 +192,196 @@ func.func @serial(%x: memref<4x4xf32>, %y: memref<4xf32>) {
       ins(%x : memref<4x4xf32>) outs(%y : memref<4xf32>) {
   ^bb0(%a: f32, %acc: f32):
     %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A sum of squares over 2^20 elements into one f64 (the optimizer's
+// per-parameter norm): one warp would run it alone, so it is split. Pass 1:
+// one full wave (132 SMs x 8 blocks of 256 threads) capped at a warp per
+// 256 elements: 4,096 warps, each reducing its contiguous segment (lanes by
+// 32, then shuffles: an f64 travels as two 32-bit words) into partials[w],
+// 8 warps (8 consecutive segments) per block, 512 blocks. Pass 2: one warp
+// combines the 4,096 partials in order, then lane 0 adds the output's
+// initial value (the folded fill) and stores. The partials are a buffer
+// allocated before the launches and freed after them.
+#in = affine_map<(i) -> (i)>
+#out = affine_map<(i) -> ()>
+// CHECK-LABEL: func.func @split_sum_of_squares
+func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
+  %zero = arith.constant 0.0 : f64
+  // CHECK-NOT: linalg.fill
+  // CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4096xf64>
+  // CHECK-DAG: %[[C512:.*]] = arith.constant 512 : index
+  // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
+  // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C512]], %{{.*}}, %{{.*}}) threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]]
+  // CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %{{.*}} : index
+  // CHECK: scf.for %[[ITEM:[a-z0-9_]+]] =
+  // CHECK: %[[SEG:.*]] = arith.remui %[[ITEM]], %{{.*}} : index
+  // CHECK: %[[BEGIN:.*]] = arith.muli %[[SEG]], %{{.*}} : index
+  // CHECK: %[[END:.*]] = arith.minui
+  // CHECK: %[[FIRST:.*]] = arith.addi %[[BEGIN]], %[[LANE]] : index
+  // CHECK: scf.for %[[E:[a-z0-9_]+]] = %[[FIRST]] to %[[END]] step %{{.*}} iter_args
+  // CHECK: memref.load %{{.*}}[%[[E]]] : memref<1048576xf32>
+  // CHECK: arith.addf
+  // CHECK-COUNT-10: gpu.shuffle xor %{{.*}} : i32
+  // CHECK: scf.if
+  // CHECK: memref.store %{{.*}}, %[[PARTIALS]][%[[ITEM]]] : memref<4096xf64>
+  // CHECK: gpu.terminator
+  // CHECK: gpu.launch
+  // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+  // CHECK: memref.load %[[PARTIALS]]
+  // CHECK-COUNT-10: gpu.shuffle xor %{{.*}} : i32
+  // CHECK: scf.if
+  // CHECK-NOT: memref.load
+  // CHECK: arith.addf %{{.*}}, %{{.*}} : f64
+  // CHECK: memref.store %{{.*}}, %{{.*}}[] : memref<f64>
+  // CHECK: gpu.terminator
+  // CHECK: memref.dealloc %[[PARTIALS]] : memref<4096xf64>
+  linalg.fill ins(%zero : f64) outs(%s : memref<f64>)
+  // With sm-count=1 one warp is enough:
+  // SM1: gpu-kernels.mlir:[[@LINE+2]]:3: remark: GPU kernel: row reduction, one warp per output element (the fill before folded in)
+  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (4096 warp partials of 256 elements per output element), then one warp per output element (the fill before folded in)}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]}
+      ins(%x : memref<1048576xf32>) outs(%s : memref<f64>) {
+  ^bb0(%a: f32, %acc: f64):
+    %w = arith.extf %a : f32 to f64
+    %sq = arith.mulf %w, %w : f64
+    %r = arith.addf %acc, %sq : f64
+    linalg.yield %r : f64
+  }
+  return
+}
+
+// -----
+
+// A few long rows (4 x 2^18): 1,024 segments of 256 per row, 512 blocks;
+// the partials are [row][segment].
+#in = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @split_rows
+func.func @split_rows(%x: memref<4x262144xf32>, %s: memref<4xf32>) {
+  // CHECK: memref.alloc() : memref<4096xf32>
+  // CHECK: gpu.launch
+  // CHECK: gpu.launch
+  // CHECK: memref.load %{{.*}} : memref<4xf32>
+  // CHECK: memref.dealloc
+  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (1024 warp partials of 256 elements per output element), then one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<4x262144xf32>) outs(%s : memref<4xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %acc, %a : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// A bias gradient over 8,192 rows (8 x 1024 tokens) of 768 columns: one
+// thread per column would be 3 blocks. Split: 342 chunks of 24 rows (the
+// last one 8 rows), one thread per (chunk, column), consecutive threads on
+// consecutive columns: 1,026 blocks; each stores its partial at
+// [column][chunk]. Pass 2: one warp per column combines its 342 partials
+// (contiguous), then lane 0 adds the output's initial value.
+#in = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (j)>
+// CHECK-LABEL: func.func @split_column_sum
+func.func @split_column_sum(%x: memref<8192x768xf32>, %s: memref<768xf32>) {
+  // CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<262656xf32>
+  // CHECK: %[[C1026:.*]] = arith.constant 1026 : index
+  // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C1026]]
+  // CHECK: scf.for %[[ITEM:[a-z0-9_]+]] =
+  // CHECK: %[[C768:.*]] = arith.constant 768 : index
+  // CHECK: %[[CHUNK:.*]] = arith.divui %[[ITEM]], %[[C768]]
+  // CHECK: %[[COL:.*]] = arith.remui %[[ITEM]], %[[C768]]
+  // CHECK: %[[BEGIN:.*]] = arith.muli %[[CHUNK]], %{{.*}} : index
+  // CHECK: %[[END:.*]] = arith.minui
+  // CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[BEGIN]] to %[[END]] step %{{.*}} iter_args
+  // CHECK: memref.load %{{.*}}[%[[R]], %[[COL]]] : memref<8192x768xf32>
+  // CHECK: %[[C342:.*]] = arith.constant 342 : index
+  // CHECK: %[[ROWBASE:.*]] = arith.muli %[[COL]], %[[C342]]
+  // CHECK: %[[AT:.*]] = arith.addi %[[ROWBASE]], %[[CHUNK]]
+  // CHECK: memref.store %{{.*}}, %[[PARTIALS]][%[[AT]]]
+  // CHECK-NOT: gpu.shuffle
+  // CHECK: gpu.terminator
+  // CHECK: gpu.launch
+  // CHECK: scf.for %[[J:[a-z0-9_]+]] =
+  // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args
+  // CHECK: memref.load %[[PARTIALS]]
+  // CHECK-COUNT-5: gpu.shuffle xor
+  // CHECK: scf.if
+  // CHECK: %[[INIT:.*]] = memref.load %{{.*}}[%[[J]]] : memref<768xf32>
+  // CHECK: arith.addf %{{.*}}, %[[INIT]] : f32
+  // CHECK: memref.store %{{.*}}, %{{.*}}[%[[J]]] : memref<768xf32>
+  // CHECK: memref.dealloc %[[PARTIALS]]
+  // SM1: gpu-kernels.mlir:[[@LINE+2]]:3: remark: GPU kernel: reduction, one thread per output element
+  // expected-remark @below {{GPU kernel: column reduction split over 1026 blocks (342 chunks of 24 rows), then one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction", "parallel"]}
+      ins(%x : memref<8192x768xf32>) outs(%s : memref<768xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// LayerNorm's weight gradient over (batch, token) = 8 x 1024 rows: two
+// reduction loops outside the column, flattened into 8,192 rows.
+#in = affine_map<(b, t, c) -> (b, t, c)>
+#out = affine_map<(b, t, c) -> (c)>
+// CHECK-LABEL: func.func @split_norm_weight_grad
+func.func @split_norm_weight_grad(%x: memref<8x1024x768xf32>, %y: memref<8x1024x768xf32>, %s: memref<768xf32>) {
+  // CHECK: memref.alloc() : memref<262656xf32>
+  // CHECK: arith.mulf
+  // CHECK: arith.addf
+  // expected-remark @below {{GPU kernel: column reduction split over 1026 blocks (342 chunks of 24 rows), then one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #in, #out], iterator_types = ["reduction", "reduction", "parallel"]}
+      ins(%x, %y : memref<8x1024x768xf32>, memref<8x1024x768xf32>) outs(%s : memref<768xf32>) {
+  ^bb0(%a: f32, %b: f32, %acc: f32):
+    %m = arith.mulf %a, %b : f32
+    %r = arith.addf %acc, %m : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
+// Reductions that fill the device, or are small, are not split: 1,024
+// rows of 1,024 are 128 blocks of 8 warps (fewer than 132, so split into 4
+// segments per row); 2,048 rows are 256 blocks; 64 x 512 elements are
+// fewer than split-min-elements.
+#in = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @split_or_not
+func.func @split_or_not(%a: memref<1024x1024xf32>, %sa: memref<1024xf32>,
+                        %b: memref<2048x1024xf32>, %sb: memref<2048xf32>,
+                        %c: memref<64x512xf32>, %sc: memref<64xf32>) {
+  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (4 warp partials of 256 elements per output element), then one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%a : memref<1024x1024xf32>) outs(%sa : memref<1024xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.maximumf %acc, %x : f32
+    linalg.yield %r : f32
+  }
+  // expected-remark @below {{GPU kernel: row reduction, one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%b : memref<2048x1024xf32>) outs(%sb : memref<2048xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.maximumf %acc, %x : f32
+    linalg.yield %r : f32
+  }
+  // expected-remark @below {{GPU kernel: row reduction, one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
+      ins(%c : memref<64x512xf32>) outs(%sc : memref<64xf32>) {
+  ^bb0(%x: f32, %acc: f32):
+    %r = arith.addf %acc, %x : f32
     linalg.yield %r : f32
   }
   return

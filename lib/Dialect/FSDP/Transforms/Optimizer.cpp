@@ -7,6 +7,11 @@
 // gathered; only the clipping norm crosses ranks (one scalar all-reduce per
 // set of sharding axes). docs/SEMANTICS.md §5.5.
 //
+// The scalars (the norm, the clipping coefficient, the terms that depend on
+// lr and the step count) are host arithmetic on extracted values, or with
+// device-scalars ops on 0-d tensors that the updates read as inputs: on a
+// GPU they are kernels, and no host code waits for a device value.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
@@ -290,12 +295,78 @@ struct OptimizerPass
     return scalarOf(b, loc, op.getResult(0));
   }
 
+  /// A linalg.generic without loops over scalar tensors (0-d, or of one
+  /// element): `body` maps the input values to results of `resultTypes`,
+  /// returned as 0-d tensors. Lowered for a GPU it is a one-thread kernel.
+  static SmallVector<Value>
+  scalarOp(OpBuilder &b, Location loc, ValueRange inputs,
+           ArrayRef<Type> resultTypes,
+           function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)>
+               body) {
+    MLIRContext *ctx = b.getContext();
+    SmallVector<AffineMap> maps;
+    for (Value in : inputs) {
+      auto t = cast<RankedTensorType>(in.getType());
+      SmallVector<AffineExpr> zeros(t.getRank(), getAffineConstantExpr(0, ctx));
+      maps.push_back(AffineMap::get(0, 0, zeros, ctx));
+    }
+    SmallVector<Value> outs;
+    SmallVector<Type> types;
+    for (Type t : resultTypes) {
+      outs.push_back(tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, t));
+      types.push_back(RankedTensorType::get({}, t));
+      maps.push_back(AffineMap::get(0, 0, {}, ctx));
+    }
+    auto op = linalg::GenericOp::create(
+        b, loc, types, inputs, outs, maps, ArrayRef<utils::IteratorType>{},
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          linalg::YieldOp::create(nb, nl,
+                                  body(nb, nl, args.take_front(inputs.size())));
+        });
+    return SmallVector<Value>(op.getResults());
+  }
+
+  /// `acc + sum(x^2)` over a whole tensor in f64, as a `tensor<1xf64>`;
+  /// `acc` null is zero. Lowered for a GPU, the reduction's initial value
+  /// is combined with its total last, as the host sum `acc + ss` would be.
+  static Value accumulateSquares(OpBuilder &b, Location loc, Value x,
+                                 Value acc) {
+    auto type = cast<RankedTensorType>(x.getType());
+    Type f64 = b.getF64Type();
+    auto accType = RankedTensorType::get({1}, f64);
+    if (!acc) {
+      Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{1}, f64);
+      acc =
+          linalg::FillOp::create(b, loc, ValueRange{constant(b, loc, f64, 0.0)},
+                                 ValueRange{init})
+              .getResult(0);
+    }
+    unsigned rank = type.getRank();
+    SmallVector<AffineMap> maps = {
+        b.getMultiDimIdentityMap(rank),
+        AffineMap::get(rank, 0, {getAffineConstantExpr(0, b.getContext())},
+                       b.getContext())};
+    SmallVector<utils::IteratorType> iters(rank,
+                                           utils::IteratorType::reduction);
+    auto op = linalg::GenericOp::create(
+        b, loc, TypeRange{accType}, ValueRange{x}, ValueRange{acc}, maps, iters,
+        [&](OpBuilder &nb, Location nl, ValueRange args) {
+          Value v = convertTo(nb, nl, args[0], f64);
+          Value sq = arith::MulFOp::create(nb, nl, v, v);
+          Value sum = arith::AddFOp::create(nb, nl, args[1], sq);
+          linalg::YieldOp::create(nb, nl, sum);
+        });
+    return op.getResult(0);
+  }
+
   /// An elementwise linalg.generic over tensors of one type; `body` maps the
   /// element values (in the compute type) to the results (compute type),
-  /// which are rounded to the tensors' element type.
+  /// which are rounded to the tensors' element type. `scalarInputs` (0-d
+  /// tensors) are read by every element; the body gets their values as they
+  /// are, after the elements.
   static SmallVector<Value> elementwise(
       OpBuilder &b, Location loc, RankedTensorType type, Type computeType,
-      ValueRange inputs, unsigned numResults,
+      ValueRange inputs, ValueRange scalarInputs, unsigned numResults,
       function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)>
           body) {
     unsigned rank = type.getRank();
@@ -303,16 +374,22 @@ struct OptimizerPass
     for (unsigned i = 0; i < numResults; ++i)
       outs.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
                                              type.getElementType()));
-    SmallVector<AffineMap> maps(inputs.size() + numResults,
-                                b.getMultiDimIdentityMap(rank));
+    SmallVector<AffineMap> maps(inputs.size(), b.getMultiDimIdentityMap(rank));
+    maps.append(scalarInputs.size(),
+                AffineMap::get(rank, 0, {}, b.getContext()));
+    maps.append(numResults, b.getMultiDimIdentityMap(rank));
+    SmallVector<Value> allInputs(inputs);
+    llvm::append_range(allInputs, scalarInputs);
     SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
     SmallVector<Type> resultTypes(numResults, type);
     auto op = linalg::GenericOp::create(
-        b, loc, resultTypes, inputs, outs, maps, iters,
+        b, loc, resultTypes, allInputs, outs, maps, iters,
         [&](OpBuilder &nb, Location nl, ValueRange args) {
           SmallVector<Value> elems;
           for (unsigned i = 0; i < inputs.size(); ++i)
             elems.push_back(convertTo(nb, nl, args[i], computeType));
+          llvm::append_range(elems,
+                             args.slice(inputs.size(), scalarInputs.size()));
           SmallVector<Value> results = body(nb, nl, elems);
           for (Value &r : results)
             r = convertTo(nb, nl, r, type.getElementType());
@@ -440,15 +517,28 @@ struct OptimizerPass
                           ArrayRef<Param> params, const StepInputs &inputs) {
     OpBuilder b(ret);
     Location loc = ret.getLoc();
-    Value lr = scalarOf(b, loc, func.getArgument(inputs.lrArg));
-    Value step = scalarOf(b, loc, func.getArgument(inputs.stepArg));
     Type f32 = b.getF32Type();
-    Value newStep =
-        arith::AddFOp::create(b, loc, step, constant(b, loc, f32, 1));
-    Value gradNorm, clip;
-    if (maxGradNorm > 0.0)
-      std::tie(gradNorm, clip) = clipCoefficient(b, loc, mesh, params);
+    // Host values, or with device-scalars 0-d tensors.
+    Value lr, step, newStep, gradNorm, clip;
+    if (deviceScalars) {
+      lr = func.getArgument(inputs.lrArg);
+      step = func.getArgument(inputs.stepArg);
+      newStep = scalarOp(
+          b, loc, step, f32, [&](OpBuilder &nb, Location nl, ValueRange v) {
+            return SmallVector<Value>{
+                arith::AddFOp::create(nb, nl, v[0], constant(nb, nl, f32, 1))};
+          })[0];
+      if (maxGradNorm > 0.0)
+        std::tie(gradNorm, clip) = deviceClipCoefficient(b, loc, mesh, params);
+    } else {
+      lr = scalarOf(b, loc, func.getArgument(inputs.lrArg));
+      step = scalarOf(b, loc, func.getArgument(inputs.stepArg));
+      newStep = arith::AddFOp::create(b, loc, step, constant(b, loc, f32, 1));
+      if (maxGradNorm > 0.0)
+        std::tie(gradNorm, clip) = clipCoefficient(b, loc, mesh, params);
+    }
     std::map<unsigned, Scalars> scalarsByWidth;
+    std::map<unsigned, SmallVector<Value>> tensorsByWidth;
     auto scalarsFor = [&](Type computeType) -> Scalars & {
       unsigned width = computeType.getIntOrFloatBitWidth();
       auto it = scalarsByWidth.find(width);
@@ -456,6 +546,16 @@ struct OptimizerPass
         it = scalarsByWidth
                  .emplace(width, buildScalars(b, loc, computeType, lr, step,
                                               newStep, clip))
+                 .first;
+      return it->second;
+    };
+    auto tensorsFor = [&](Type computeType) -> SmallVector<Value> & {
+      unsigned width = computeType.getIntOrFloatBitWidth();
+      auto it = tensorsByWidth.find(width);
+      if (it == tensorsByWidth.end())
+        it = tensorsByWidth
+                 .emplace(width, buildScalarTensors(b, loc, computeType, lr,
+                                                    step, newStep, clip))
                  .first;
       return it->second;
     };
@@ -470,7 +570,10 @@ struct OptimizerPass
       Type computeType =
           type.getElementType().isF64() ? Type(b.getF64Type()) : Type(f32);
       SmallVector<Value> updated =
-          update(b, loc, func, p, type, computeType, scalarsFor(computeType));
+          deviceScalars ? deviceUpdate(b, loc, func, p, type, computeType,
+                                       tensorsFor(computeType), step, !!clip)
+                        : update(b, loc, func, p, type, computeType,
+                                 scalarsFor(computeType), {}, {});
       results.add(updated[0], updateAttrs(func, p.arg));
       for (auto [stateArg, value] :
            llvm::zip_equal(p.stateArgs, ArrayRef(updated).drop_front()))
@@ -479,13 +582,15 @@ struct OptimizerPass
     }
     for (auto [stateArg, value] : updatedStates)
       results.add(value, updateAttrs(func, stateArg));
-    results.add(tensorOf(b, loc, newStep), updateAttrs(func, inputs.stepArg));
+    auto asTensor = [&](Value v) {
+      return deviceScalars ? v : tensorOf(b, loc, v);
+    };
+    results.add(asTensor(newStep), updateAttrs(func, inputs.stepArg));
     if (gradNorm) {
       NamedAttrList attrs;
       attrs.set(kNameAttrName, b.getStringAttr("grad_norm"));
       attrs.set(kLayoutAttrName, inputs.scalarLayout);
-      results.add(tensorOf(b, loc, gradNorm),
-                  attrs.getDictionary(func.getContext()));
+      results.add(asTensor(gradNorm), attrs.getDictionary(func.getContext()));
     }
     return results;
   }
@@ -590,6 +695,13 @@ struct OptimizerPass
       }
       total = total ? Value(arith::AddFOp::create(b, loc, total, part)) : part;
     }
+    return normAndCoefficient(b, loc, total);
+  }
+
+  /// The norm sqrt(total) (f32) and min(1, max / (norm + 1e-6)) (f32).
+  std::pair<Value, Value> normAndCoefficient(OpBuilder &b, Location loc,
+                                             Value total) {
+    Type f32 = b.getF32Type();
     Value norm = arith::TruncFOp::create(b, loc, f32,
                                          math::SqrtOp::create(b, loc, total));
     Value denom = arith::AddFOp::create(b, loc, norm,
@@ -600,10 +712,60 @@ struct OptimizerPass
     return {norm, coef};
   }
 
+  /// clipCoefficient as 0-d tensors: each set of sharding axes accumulates
+  /// its parameters' sums of squares into one `tensor<1xf64>` (a reduction
+  /// per parameter, each starting from the previous total), all-reduced
+  /// over those axes; one scalar op adds the sets and computes the norm and
+  /// the coefficient.
+  std::pair<Value, Value> deviceClipCoefficient(OpBuilder &b, Location loc,
+                                                MeshOp mesh,
+                                                ArrayRef<Param> params) {
+    std::vector<int64_t> meshShape(mesh.getAxisSizes().begin(),
+                                   mesh.getAxisSizes().end());
+    SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
+    for (const Param &p : params) {
+      std::vector<int64_t> axes = lm::shardAxes(p.layout.toLayout(meshShape));
+      llvm::sort(axes);
+      auto it =
+          llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });
+      if (it == groups.end())
+        groups.emplace_back(axes, accumulateSquares(b, loc, p.grad, {}));
+      else
+        it->second = accumulateSquares(b, loc, p.grad, it->second);
+    }
+    SmallVector<Value> parts;
+    for (auto &[axes, sum] : groups) {
+      Value part = sum;
+      if (!axes.empty()) {
+        SmallVector<Attribute> names;
+        for (int64_t a : axes)
+          names.push_back(mesh.getAxisNames()[a]);
+        part = AllReduceOp::create(
+            b, loc, part.getType(), part,
+            FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
+            b.getArrayAttr(names),
+            ReduceKindAttr::get(b.getContext(), ReduceKind::sum));
+      }
+      parts.push_back(part);
+    }
+    Type f32 = b.getF32Type();
+    SmallVector<Value> normAndCoef =
+        scalarOp(b, loc, parts, ArrayRef<Type>{f32, f32},
+                 [&](OpBuilder &nb, Location nl, ValueRange v) {
+                   Value total = v[0];
+                   for (Value part : v.drop_front())
+                     total = arith::AddFOp::create(nb, nl, total, part);
+                   auto [norm, coef] = normAndCoefficient(nb, nl, total);
+                   return SmallVector<Value>{norm, coef};
+                 });
+    return {normAndCoef[0], normAndCoef[1]};
+  }
+
   /// The per-step scalars in `computeType`: hyper-parameters that depend on
   /// lr and step are computed in f64 (torch's Python floats), then rounded.
   Scalars buildScalars(OpBuilder &b, Location loc, Type computeType, Value lr,
-                       Value step, Value newStep, Value clip) {
+                       Value step, Value newStep, Value clip,
+                       bool withFirstStep = true) {
     Type f64 = b.getF64Type();
     Scalars s;
     Value lr64 = convertTo(b, loc, lr, f64);
@@ -611,9 +773,10 @@ struct OptimizerPass
     if (optimizer == OptimizerKind::sgd) {
       s.lr =
           convertTo(b, loc, arith::NegFOp::create(b, loc, lr64), computeType);
-      s.firstStep =
-          arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, step,
-                                constant(b, loc, step.getType(), 0));
+      if (withFirstStep)
+        s.firstStep =
+            arith::CmpFOp::create(b, loc, arith::CmpFPredicate::OEQ, step,
+                                  constant(b, loc, step.getType(), 0));
     } else {
       Value t = convertTo(b, loc, newStep, f64);
       Value one = c64(1);
@@ -635,16 +798,84 @@ struct OptimizerPass
     return s;
   }
 
-  /// The updated parameter slot, then its updated states.
-  SmallVector<Value> update(OpBuilder &b, Location loc, func::FuncOp func,
-                            const Param &p, RankedTensorType type,
-                            Type computeType, const Scalars &s) {
+  /// The fields of `s` that buildScalars sets (firstStep aside), in a fixed
+  /// order.
+  SmallVector<Value *> scalarFields(Scalars &s, bool withClip) const {
+    SmallVector<Value *> fields;
+    if (optimizer == OptimizerKind::sgd)
+      fields = {&s.lr};
+    else
+      fields = {&s.decay, &s.stepSize, &s.bc2Sqrt};
+    if (withClip)
+      fields.push_back(&s.clip);
+    return fields;
+  }
+
+  /// buildScalars as one scalar op on the 0-d tensors lr, step, newStep
+  /// and clip (or null): one 0-d result per scalarFields entry (SGD's
+  /// first-step test is left to the update).
+  SmallVector<Value> buildScalarTensors(OpBuilder &b, Location loc,
+                                        Type computeType, Value lr, Value step,
+                                        Value newStep, Value clip) {
+    SmallVector<Value> inputs = {lr, step, newStep};
+    if (clip)
+      inputs.push_back(clip);
+    Scalars layout;
+    SmallVector<Type> types(scalarFields(layout, !!clip).size(), computeType);
+    return scalarOp(b, loc, inputs, types,
+                    [&](OpBuilder &nb, Location nl, ValueRange v) {
+                      Scalars s = buildScalars(nb, nl, computeType, v[0], v[1],
+                                               v[2], clip ? v[3] : Value(),
+                                               /*withFirstStep=*/false);
+                      SmallVector<Value> values;
+                      for (Value *f : scalarFields(s, !!clip))
+                        values.push_back(*f);
+                      return values;
+                    });
+  }
+
+  /// update() with the scalars read from the 0-d tensors `tensors`
+  /// (buildScalarTensors), and `step` for SGD's first-step test.
+  SmallVector<Value> deviceUpdate(OpBuilder &b, Location loc, func::FuncOp func,
+                                  const Param &p, RankedTensorType type,
+                                  Type computeType, ValueRange tensors,
+                                  Value step, bool withClip) {
+    SmallVector<Value> scalarInputs(tensors);
+    bool needsStep = optimizer == OptimizerKind::sgd && momentum != 0.0;
+    if (needsStep)
+      scalarInputs.push_back(step);
+    auto scalarsAt = [&](OpBuilder &nb, Location nl, ValueRange v) {
+      Scalars s;
+      for (auto [f, value] : llvm::zip(scalarFields(s, withClip), v))
+        *f = value;
+      if (needsStep)
+        s.firstStep =
+            arith::CmpFOp::create(nb, nl, arith::CmpFPredicate::OEQ, v.back(),
+                                  constant(nb, nl, v.back().getType(), 0));
+      return s;
+    };
+    return update(b, loc, func, p, type, computeType, Scalars(), scalarInputs,
+                  scalarsAt);
+  }
+
+  /// The updated parameter slot, then its updated states. The scalars are
+  /// `hostScalars`, or with `scalarInputs` (0-d tensors) what `scalarsAt`
+  /// makes of their values in the body.
+  SmallVector<Value>
+  update(OpBuilder &b, Location loc, func::FuncOp func, const Param &p,
+         RankedTensorType type, Type computeType, const Scalars &hostScalars,
+         ValueRange scalarInputs,
+         function_ref<Scalars(OpBuilder &, Location, ValueRange)> scalarsAt) {
     SmallVector<Value> inputs = {func.getArgument(p.arg), p.grad};
     for (unsigned stateArg : p.stateArgs)
       inputs.push_back(func.getArgument(stateArg));
     unsigned numResults = 1 + p.stateArgs.size();
     auto body = [&](OpBuilder &nb, Location nl,
-                    ValueRange v) -> SmallVector<Value> {
+                    ValueRange all) -> SmallVector<Value> {
+      ValueRange v = all.take_front(inputs.size());
+      Scalars s = scalarInputs.empty()
+                      ? hostScalars
+                      : scalarsAt(nb, nl, all.drop_front(inputs.size()));
       auto c = [&](double x) { return constant(nb, nl, computeType, x); };
       auto add = [&](Value x, Value y) -> Value {
         return arith::AddFOp::create(nb, nl, x, y);
@@ -697,7 +928,8 @@ struct OptimizerPass
           param, arith::DivFOp::create(nb, nl, mul(s.stepSize, expAvg), denom));
       return {param, expAvg, expAvgSq};
     };
-    return elementwise(b, loc, type, computeType, inputs, numResults, body);
+    return elementwise(b, loc, type, computeType, inputs, scalarInputs,
+                       numResults, body);
   }
 };
 

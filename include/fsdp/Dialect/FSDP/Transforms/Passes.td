@@ -419,6 +419,17 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
     `grad_norm`; each fed-back result has `fsdp.update_of = <argument>`.
     The update runs in f32 (f64 for f64 parameters) and is rounded once to
     the parameter's type. docs/SEMANTICS.md §5.5.
+
+    With `device-scalars` (what `fsdp-pipeline` sets for `compute=gpu`)
+    the step's scalars never become host values: the sums of squares
+    accumulate into one `tensor<1xf64>` per set of sharding axes (each
+    parameter's reduction starting from the previous total), the norm and
+    the clipping coefficient, the incremented step and the terms that
+    depend on `lr` and `step` are `linalg.generic` ops on 0-d tensors, and
+    the updates read them as 0-d inputs. Lowered for a GPU, every one of
+    them is a kernel and the step has no host synchronization; without the
+    option they are host arithmetic on `tensor.extract`ed values (the CPU
+    paths). The values are the same up to the summation order.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
@@ -446,6 +457,10 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
            "Clip gradients to this global 2-norm (> 0; 0 = no clipping)">,
     Option<"keepGrads", "keep-grads", "bool", /*default=*/"false",
            "Keep the reduced (unclipped) gradient results">,
+    Option<"deviceScalars", "device-scalars", "bool", /*default=*/"false",
+           "Compute the norm, the clipping coefficient, the step and the "
+           "lr terms as ops on 0-d tensors instead of host scalars (no host "
+           "read of a device value when lowered with compute=gpu)">,
   ];
   let statistics = [
     Statistic<"numUpdated", "updated-parameters",
