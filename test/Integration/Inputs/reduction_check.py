@@ -6,7 +6,7 @@ and, given OUT2 (a second run), checks that both runs are bit-identical.
 A result may differ from the exact value by the rounding of its summation
 tree: at most depth x u x sum(|terms|) (u = 2^-24 for float32, 2^-53 for
 float64), depth being the longest chain of additions. One output over x:
-8 elements per lane in a warp's segment, 5 shuffle levels, 128 partials per
+9 elements per lane in a warp's segment, 5 shuffle levels, 128 partials per
 lane in pass 2, 5 levels, the initial value (147; a sequential sum would be
 2^20). The column sum: 9 rows per chunk, 57 of its 1,824 partials per lane,
 5 levels, the initial value (72; sequentially 16,411)."""
@@ -17,7 +17,7 @@ import numpy as np
 
 U32 = 2.0**-24
 U64 = 2.0**-53
-ROW_DEPTH = 8 + 5 + 128 + 5 + 1
+ROW_DEPTH = 9 + 5 + 128 + 5 + 1
 COLUMN_DEPTH = 9 + 57 + 5 + 1
 
 
