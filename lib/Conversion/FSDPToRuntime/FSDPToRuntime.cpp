@@ -9,6 +9,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/ControlFlow/IR/ControlFlowOps.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
@@ -94,10 +95,17 @@ struct ConvertFSDPToRuntimePass
   /// PyTorch frontend's guard on a value read from a tensor) to
   /// `fsdprt_jit_guard(ok, message)`: a failed check is recorded on the
   /// rank's comm and reported by the runner instead of aborting the
-  /// process (cf.assert's own lowering prints and calls abort()).
+  /// process (cf.assert's own lowering prints and calls abort()). An
+  /// assert inside a kernel's body (torch-mlir's index bounds checks in an
+  /// embedding gather) stays: a call per element would keep the loop from
+  /// vectorizing, and with compute=gpu the body is device code, which
+  /// cannot call the host runtime.
   void lowerAsserts(ModuleOp module) {
     SmallVector<cf::AssertOp> asserts;
-    module.walk([&](cf::AssertOp op) { asserts.push_back(op); });
+    module.walk([&](cf::AssertOp op) {
+      if (!op->getParentOfType<linalg::LinalgOp>())
+        asserts.push_back(op);
+    });
     unsigned next = 0;
     for (cf::AssertOp op : asserts) {
       std::string name;

@@ -54,9 +54,12 @@ Operation *startOf(OpBuilder &b, CollectiveOpInterface op) {
   else if (isa<AllReduceOp>(op))
     start = AllReduceStartOp::create(b, loc, request, resultType, in, mesh,
                                      axes, reduce);
+  // `fsdp.movable` (a quantized gather's amax all-reduce) is for the fsdp
+  // passes, which have run, and only valid on a blocking collective.
   if (start)
     for (NamedAttribute a : op->getDiscardableAttrs())
-      start->setAttr(a.getName(), a.getValue());
+      if (a.getName() != kMovableAttrName)
+        start->setAttr(a.getName(), a.getValue());
   return start;
 }
 

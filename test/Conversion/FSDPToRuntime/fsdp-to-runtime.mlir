@@ -139,3 +139,25 @@ func.func @guards(%a: memref<i1>, %b: i1) {
   cf.assert %b, "second \"quoted\""
   return
 }
+
+// -----
+
+// An assert inside a kernel's body (torch-mlir's bounds check of an
+// embedding index) stays a cf.assert: it is per element, and device code
+// under compute=gpu.
+// CHECK-LABEL: func.func @bounds_check_in_kernel
+// CHECK-NOT: fsdprt_jit_guard
+// CHECK: cf.assert %{{.*}}, "index must be smaller than dim size"
+func.func @bounds_check_in_kernel(%idx: memref<4xi64>, %out: memref<4xi64>) {
+  linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>, affine_map<(d0) -> (d0)>],
+                  iterator_types = ["parallel"]}
+      ins(%idx : memref<4xi64>) outs(%out : memref<4xi64>) {
+  ^bb0(%i: i64, %o: i64):
+    %c8 = arith.constant 8 : i64
+    %lt = arith.cmpi slt, %i, %c8 : i64
+    cf.assert %lt, "index must be smaller than dim size"
+    linalg.yield %i : i64
+  }
+  return
+}
+

@@ -55,3 +55,17 @@ func.func @placed(%x: tensor<4xf32>, %y: tensor<4xf32>) -> (tensor<8xf32>, tenso
   %b = linalg.add ins(%a, %y : tensor<4xf32>, tensor<4xf32>) outs(%e2 : tensor<4xf32>) -> tensor<4xf32>
   return %g, %b : tensor<8xf32>, tensor<4xf32>
 }
+
+// -----
+
+// A quantized gather's amax all-reduce (`fsdp.movable`, which only a
+// blocking collective may carry) starts without it.
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @amax
+func.func @amax(%a: tensor<1xf32>) -> tensor<1xf32> {
+  // CHECK: %[[REQ:.*]], %[[PENDING:.*]] = fsdp.all_reduce_start %{{.*}} over @mesh ["shard"] max : tensor<1xf32> -> tensor<1xf32>
+  // CHECK-NOT: fsdp.movable
+  // CHECK: fsdp.wait %[[REQ]], %[[PENDING]]
+  %m = fsdp.all_reduce %a over @mesh ["shard"] max {fsdp.movable} : tensor<1xf32> -> tensor<1xf32>
+  return %m : tensor<1xf32>
+}
