@@ -34,10 +34,13 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 # printed by fsdp-opt); see lowering_pipeline().
 # fsdp-lower-ifs only makes convert-scf-to-cf's work linear (same output);
 # without fsdp-one-hot-scatter a one-hot product stays a matrix product (the
-# same sums, with the zero terms).
+# same sums, with the zero terms); without fsdp-reduction-loops a reduction
+# sums element after element instead of in blocks (the same terms, rounded
+# in another order).
 PROJECT_PASSES = (
     "convert-fsdp-to-runtime",
     "fsdp-one-hot-scatter",
+    "fsdp-reduction-loops",
     "fsdp-lower-ifs",
     "fsdp-outline-segments",
     "fsdp-outline-kernels",
