@@ -29,13 +29,19 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
     memrefs of a type the runner reads (f16, bf16, f32, f64, 8-bit, i32,
     i64); anything else is diagnosed at the function.
 
-    Every `cf.assert` (a run-time check of the step: the PyTorch frontend's
-    guards on values the forward read from a tensor) becomes a call to
+    Every `cf.assert` outside a kernel body (a run-time check of the step:
+    the PyTorch frontend's guards on values the forward read from a tensor;
+    the asserts inside linalg bodies, torch-mlir's bounds checks, stay)
+    becomes a call to
     `fsdprt_jit_guard` with the condition and its message (an internal
     global string): a failed check records the message as the rank's error,
     aborts the world so that no peer waits for the rank, and the runner
     reports it, instead of cf.assert's own lowering, which aborts the
     process.
+
+    The pass runs before any device code is generated, so `gpu` dialect
+    operations in its input (device code written into the step by hand)
+    are rejected at the operation.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

@@ -77,6 +77,16 @@ struct ConvertFSDPToRuntimePass
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
+      } else if (op->getDialect() &&
+                 op->getDialect()->getNamespace() == "gpu") {
+        // The lowering writes the step's device code itself (compute=gpu,
+        // after this pass); device code in its input would be left
+        // unlowered on the CPU paths and unplanned on the GPU path.
+        op->emitOpError() << "is device code in the step: the lowering "
+                             "generates all device code itself "
+                             "(compute=gpu), so its input must not contain "
+                             "gpu dialect operations";
+        return WalkResult::interrupt();
       }
       return WalkResult::advance();
     });

@@ -77,3 +77,15 @@ func.func @caller(%a: memref<2xf32>) {
   call @entry(%a) : (memref<2xf32>) -> ()
   return
 }
+
+// -----
+
+// Device code is the lowering's to write: a gpu op in its input would stay
+// unlowered on the CPU paths.
+module attributes {gpu.container_module} {
+  func.func @copy(%a: memref<?xf32>, %b: memref<?xf32>) {
+    // expected-error @+1 {{'gpu.memcpy' op is device code in the step: the lowering generates all device code itself (compute=gpu), so its input must not contain gpu dialect operations}}
+    gpu.memcpy %a, %b : memref<?xf32>, memref<?xf32>
+    return
+  }
+}
