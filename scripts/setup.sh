@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 
 APT_PACKAGES=(cmake ninja-build g++ libmlir-22-dev mlir-22-tools llvm-22-dev
   llvm-22-tools openmpi-bin libopenmpi-dev libgtest-dev libbenchmark-dev
-  libopenblas-dev python3-venv)
+  libopenblas-dev python3-venv googletest)
 
 missing=()
 for p in "${APT_PACKAGES[@]}"; do
@@ -19,6 +19,15 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO="sudo"
   $SUDO apt-get update -qq
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq "${missing[@]}" >/dev/null
+fi
+
+# GoogleTest's sources, for the GPU check (bench/gpu/check.sh builds
+# runtime/ alone with its GPU tests on a machine without a package registry):
+# a copy inside the tree (ignored by git) travels with the check's files.
+if [ ! -f third_party/googletest/googletest/CMakeLists.txt ]; then
+  mkdir -p third_party
+  rm -rf third_party/googletest
+  cp -r /usr/src/googletest third_party/googletest
 fi
 
 # Python for lit, the model generator and the Python tests. Debian's

@@ -1,29 +1,33 @@
 #!/usr/bin/env bash
-# The GPU check of the quantization kernels and the NCCL backend, one command.
+# The GPU check of the runtime, the quantization kernels and the NCCL
+# backend, one command.
 #
-#   bench/gpu/check.sh [--dry-run] [--build] [--emulate] [--quick] [--smoke]
+#   bench/gpu/check.sh [--dry-run] [--build] [--quick] [--smoke]
 #                      [--arch sm_XY] [--out DIR] [--aot PACK] [--help]
 #
-# On a machine with a GPU and the CUDA toolkit (nothing else: no CMake, no
-# GoogleTest; the test files build against bench/gpu/mini_gtest) it
-#   1. builds libfsdprt_quant (kernels + CPU reference), the runtime with its
-#      NCCL backend, bench/gpu/gpu_check and the GPU test programs;
-#   2. runs gpu_check: the device fp8 / E2M1 / bf16 conversions against the
-#      CPU rules for all 2^32 fp32 patterns, every kernel bit for bit against
-#      the CPU reference (4096 x 4096 and uneven shapes, bf16 and fp32), and
-#      every kernel's bandwidth on a 256 MiB input next to a device copy;
-#   3. runs runtime/test/quant/quant_gpu_test.cpp, the NCCL backend's tests
-#      (runtime/test/test_nccl.cpp: world size 1 on one GPU, more with more
-#      GPUs) and several NCCL ranks on one GPU (bench/gpu/nccl_one_gpu_test,
-#      skipped before NCCL 2.30);
-#   4. runs the GPU runtime's own tests (runtime/test/test_gpu_device.cpp:
-#      kernels through the mgpu* entry points ordered across the compute and
-#      communication streams, cuBLAS GEMMs against a CPU reference, NCCL on
-#      device buffers with its overlap with a kernel measured, the
-#      out-of-memory error), one summary row each, and the fused attention
-#      kernels against float64 (runtime/test/test_gpu_attention.cpp, with
-#      the forward + backward time of one GPT-2 small layer's attention);
-#   5. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
+# On a machine with a GPU, the CUDA toolkit, a C++ compiler, CMake and
+# Python (no LLVM, no package registry) it
+#   1. configures runtime/ alone with the GPU tests (-DFSDPRT_GPU_TESTS=ON:
+#      the runtime with its GPU runtime and NCCL backend, libfsdprt_quant
+#      with its kernels, GoogleTest from source: third_party/googletest,
+#      which scripts/setup.sh copies from Debian's googletest package, or
+#      /usr/src/googletest) and builds the target fsdprt_gpu_tests;
+#   2. runs `ctest -L gpu`, one summary row per test: the quantization
+#      kernels (quant.gpu, and quant.gpu_check: the device fp8 / E2M1 / bf16
+#      conversions against the CPU rules for all 2^32 fp32 patterns, every
+#      kernel bit for bit against the CPU reference on 4096 x 4096 and uneven
+#      shapes), the GPU runtime (runtime_gpu_device: kernels through the mgpu*
+#      entry points ordered across the compute and communication streams,
+#      cuBLAS GEMMs against a CPU reference, NCCL on device buffers with its
+#      overlap with a kernel measured, the out-of-memory error), the fused
+#      attention kernels against float64 (runtime_gpu_attention, with the
+#      forward + backward time of one GPT-2 small layer's attention) and the
+#      NCCL backend (runtime_nccl: world size 1 on one GPU, more with more
+#      GPUs, several ranks on one GPU with NCCL 2.30+); the tests' "row:"
+#      lines become rows of the summary;
+#   3. times every quantization kernel on a 256 MiB input next to a device
+#      copy (fsdprt_quant_gpu_check --bench-only);
+#   4. end to end, steps compiled ahead of time (bench/gpu/e2e_aot.sh): builds
 #      the runtime from source with CMake, runs the pack's step libraries with
 #      the LLVM-free runner (GPU steps on the device path: a GPU context and
 #      an NCCL communicator per rank) and compares them with the CPU path's
@@ -32,23 +36,20 @@
 #      (step time, torch's, ratios, exposed communication; docs/AOT.md). CPU
 #      steps run without a GPU too; GPU steps and torch's rows are skipped
 #      without one, with the reason;
-#   6. prints one summary table (and the end-to-end table after it). Exit
-#      status 0 when nothing failed.
+#   5. prints one summary table (and the bandwidth and end-to-end tables
+#      after it). Exit status 0 when nothing failed.
 # About 2.5 minutes on an H200 before the end-to-end stage, which adds at most
 # 3 (torch's rows: FSDP_TORCH_BUDGET).
 #
-# --dry-run (automatic when no GPU is visible): runs what needs no device
-#   (finds the toolchain, NCCL and the sources, shows the build commands) and
-#   reports every GPU step as skipped with the reason; exits 0. Quick.
-# --build: with a dry run, run the builds too (nvcc compiles and links
-#   everything without a GPU; a few minutes on 2 cores).
-# --emulate: also builds gpu_check and the kernels for the host emulation of
-#   CUDA (runtime/test/quant/cuda_emulation, host compiler and python3 only) and runs
-#   gpu_check --quick on it, which exercises the check program itself without
-#   a GPU (1-3 minutes on 2 cores).
-# --quick: smaller shapes and strided conversions on the GPU.
-# --smoke: what the bench smoke tests run: --quick on a GPU (small
-#   shapes, short timings), the dry run without one (seconds).
+# --dry-run (automatic when no GPU is visible): configures the build (finds
+#   the toolchain, NCCL, GoogleTest) and reports every GPU step as skipped
+#   with the reason; exits 0.
+# --build: with a dry run, build too and run ctest -L gpu, whose tests then
+#   report skipped with the reason (nvcc compiles and links everything
+#   without a GPU; a few minutes on 2 cores).
+# --quick: smaller shapes and short timings on the GPU.
+# --smoke: what the bench smoke tests run: --quick on a GPU, the dry run
+#   without one.
 # --arch: CUDA architecture (default: the GPU's, else sm_90).
 # --out: build directory (default build-gpu-check in the repository).
 # --aot: the pack of the end-to-end stage (default: this directory when it is
@@ -56,15 +57,16 @@
 #   compiler is; the stage is skipped without one).
 # Environment: CUDA_HOME (default /usr/local/cuda), NCCL_HOME (directory with
 # include/nccl.h and lib/libnccl.so; default: the newer of the CUDA toolkit's
-# and PyTorch's nvidia-nccl), CXX, FSDP_TORCH_PYTHON (the Python with torch;
-# default python3), FSDP_TORCH_BUDGET (seconds for torch's rows, 100; 30 with --quick),
-# FSDP_STEP_TIMEOUT (seconds per step run, 180).
+# and PyTorch's nvidia-nccl), FSDP_GTEST_SOURCE (GoogleTest's sources),
+# FSDP_JOBS (parallel build jobs; default: the cores), FSDP_TORCH_PYTHON (the
+# Python with torch; default python3), FSDP_TORCH_BUDGET (seconds for torch's
+# rows, 100; 30 with --quick), FSDP_STEP_TIMEOUT (seconds per step run, 180).
 set -u -o pipefail
 
 ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 CUDA_HOME=${CUDA_HOME:-/usr/local/cuda}
-CXX=${CXX:-g++}
-DRY=0 BUILD=0 EMULATE=0 QUICK=0 ARCH="" OUT="$ROOT/build-gpu-check" AOT_PACK=""
+DRY=0 BUILD=0 QUICK=0 ARCH="" OUT="$ROOT/build-gpu-check" AOT_PACK=""
+JOBS=${FSDP_JOBS:-$(nproc 2>/dev/null || echo 4)}
 
 usage() { sed -n '2,/^set -u/p' "${BASH_SOURCE[0]}" | sed '$d' | sed 's/^# \{0,1\}//'; }
 
@@ -72,7 +74,6 @@ while [ $# -gt 0 ]; do
   case "$1" in
   --dry-run) DRY=1 ;;
   --build) BUILD=1 ;;
-  --emulate) EMULATE=1 ;;
   --quick) QUICK=1 ;;
   --smoke) QUICK=1 ;;
   --arch) ARCH=$2; shift ;;
@@ -93,6 +94,14 @@ note() { # step result detail
   return 0
 }
 
+run_logged() { # name log command...
+  local name=$1 log=$2
+  shift 2
+  if "$@" >"$log" 2>&1; then return 0; fi
+  echo "---- $name failed; last lines of $log:"; tail -20 "$log"
+  return 1
+}
+
 # ---- toolchain and device ---------------------------------------------------
 NVCC=""
 if [ -x "$CUDA_HOME/bin/nvcc" ]; then NVCC="$CUDA_HOME/bin/nvcc"
@@ -101,6 +110,23 @@ if [ -n "$NVCC" ]; then
   note "CUDA toolkit" ok "$("$NVCC" --version | sed -n 's/.*release \([0-9.]*\).*/\1/p') ($NVCC)"
 else
   note "CUDA toolkit" FAIL "nvcc not found (set CUDA_HOME)"
+fi
+if command -v cmake >/dev/null 2>&1; then
+  note "CMake" ok "$(cmake --version | head -1 | sed 's/cmake version //')"
+else
+  note "CMake" FAIL "cmake not found"
+fi
+# GoogleTest's sources travel with the check's files (no registry there).
+GTEST_SRC=${FSDP_GTEST_SOURCE:-}
+if [ -z "$GTEST_SRC" ]; then
+  for d in "$ROOT/third_party/googletest" /usr/src/googletest; do
+    [ -f "$d/googletest/CMakeLists.txt" ] && { GTEST_SRC=$d; break; }
+  done
+fi
+if [ -n "$GTEST_SRC" ]; then
+  note "GoogleTest" ok "sources in $GTEST_SRC"
+else
+  note "GoogleTest" ok "no sources (scripts/setup.sh copies them to third_party/googletest): the installed package, if any"
 fi
 
 NCCL_HOME_SET=${NCCL_HOME:-}
@@ -156,122 +182,82 @@ else
 fi
 ARCH=${ARCH:-sm_90}
 
-# ---- build commands -----------------------------------------------------------
+# ---- configure, build, ctest -L gpu -------------------------------------------
+BUILD_DIR=$OUT/runtime
 mkdir -p "$OUT"
-EXACT="--fmad=false -ftz=false -prec-div=true -prec-sqrt=true"
-INC="-I$ROOT/runtime/include -I$ROOT/runtime/quant"
-NVFLAGS="-O3 -std=c++17 -arch=$ARCH $EXACT --expt-relaxed-constexpr -Xcompiler -ffp-contract=off $INC"
-GT="-I$ROOT/bench/gpu/mini_gtest"
-RPATH="-Xlinker -rpath=$OUT"
-RT_SRC="api arena common kernels memref stubs threads_backend jit_quant"
-GPU_SRC="gpu_context mgpu gpu_blas gpu_quant gpu_attention"
+CMAKE_ARGS=(-S "$ROOT/runtime" -B "$BUILD_DIR" -DCMAKE_BUILD_TYPE=Release
+  -DFSDPRT_GPU_TESTS=ON -DCMAKE_CUDA_ARCHITECTURES="${ARCH#sm_}"
+  -DFSDPRT_ENABLE_MPI=OFF -DFSDPRT_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF
+  -DCMAKE_CUDA_COMPILER="$NVCC")
+command -v ninja >/dev/null 2>&1 && CMAKE_ARGS+=(-G Ninja)
+[ -n "$GTEST_SRC" ] && CMAKE_ARGS+=(-DFSDPRT_GTEST_SOURCE_DIR="$GTEST_SRC")
+if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then
+  CMAKE_ARGS+=(-DFSDPRT_NCCL_INCLUDE_DIR="$NCCL_INC"
+    -DFSDPRT_NCCL_LIBRARY="$(ls "$NCCL_LIB"/libnccl.so* | head -1)")
+fi
+if command -v ccache >/dev/null 2>&1; then
+  CMAKE_ARGS+=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_CUDA_COMPILER_LAUNCHER=ccache)
+fi
 
-BUILD_QUANT="$NVCC $NVFLAGS -shared -Xcompiler -fPIC,-fvisibility=hidden -o $OUT/libfsdprt_quant.so $ROOT/runtime/cuda/quant_kernels.cu $ROOT/runtime/quant/quant_reference.cpp"
-BUILD_CHECK="$NVCC $NVFLAGS -o $OUT/gpu_check $ROOT/bench/gpu/gpu_check.cu -L$OUT -lfsdprt_quant $RPATH"
-BUILD_QTEST="$NVCC $NVFLAGS $GT -o $OUT/quant_gpu_test $ROOT/runtime/test/quant/quant_gpu_test.cpp -L$OUT -lfsdprt_quant $RPATH"
-rt_files=""
-for f in $RT_SRC; do rt_files="$rt_files $ROOT/runtime/src/$f.cpp"; done
-for f in $GPU_SRC; do rt_files="$rt_files $ROOT/runtime/cuda/$f.cpp"; done
-# The GPU runtime links the CUDA runtime and cuBLAS, never libcuda (the
-# driver is reached through cudaGetDriverEntryPointByVersion); the shared
-# CUDA runtime keeps one runtime per process between it and its tests.
-BUILD_RT="$NVCC -O2 -std=c++17 -arch=$ARCH -cudart shared -Xcompiler -fPIC,-fvisibility=hidden -shared -DFSDPRT_WITH_NCCL=1 -DFSDPRT_WITH_GPU=1 -DFSDPRT_WITH_GPU_QUANT=1 -DFSDPRT_WITH_GPU_ATTENTION=1 $INC -I$NCCL_INC -o $OUT/libfsdprt.so $rt_files $ROOT/runtime/cuda/attention_kernels.cu $ROOT/runtime/src/nccl_backend.cpp -L$OUT -lfsdprt_quant -lcublas $NCCL_LINK $RPATH -Xlinker -rpath=$NCCL_LIB"
-BUILD_NCCL_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -I$NCCL_INC -o $OUT/nccl_tests $ROOT/runtime/test/test_nccl.cpp $ROOT/bench/gpu/nccl_one_gpu_test.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
-BUILD_GPU_RT_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_runtime_test $ROOT/runtime/test/test_gpu_device.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
-BUILD_ATTN_TEST="$NVCC -O2 -std=c++17 -cudart shared $INC $GT -o $OUT/gpu_attention_test $ROOT/runtime/test/test_gpu_attention.cpp $ROOT/bench/gpu/mini_gtest/gtest_main.cpp -L$OUT -lfsdprt $RPATH -Xlinker -rpath=$NCCL_LIB"
-GPU_RT_ROWS=("stream/event ordering" "cuBLAS gemm vs CPU" "NCCL overlap" "device errors" "fused attention vs float64")
-
-run_logged() { # name log command...
-  local name=$1 log=$2
-  shift 2
-  if "$@" >"$log" 2>&1; then return 0; fi
-  echo "---- $name failed; last lines of $log:"; tail -20 "$log"
-  return 1
-}
-
-rt_ok=0
-if [ -n "$NCCL_INC" ] && [ -n "$NCCL_LIB" ]; then rt_ok=1; fi
-do_builds() {
-  # One compile at a time (a build machine may be shared); about 1-2 minutes.
-  local t0
+configured=0 built=0
+if [ -n "$NVCC" ] && command -v cmake >/dev/null 2>&1; then
   t0=$(date +%s)
-  if ! run_logged libfsdprt_quant "$OUT/build-quant.log" $BUILD_QUANT; then
-    note "build: libfsdprt_quant ($ARCH)" FAIL "see $OUT/build-quant.log"
-    return
-  fi
-  note "build: libfsdprt_quant ($ARCH)" ok "$(( $(date +%s) - t0 )) s"
-  run_logged gpu_check "$OUT/build-check.log" $BUILD_CHECK &&
-    note "build: gpu_check" ok "" || note "build: gpu_check" FAIL "see $OUT/build-check.log"
-  run_logged quant_gpu_test "$OUT/build-qtest.log" $BUILD_QTEST &&
-    note "build: quant_gpu_test" ok "" || note "build: quant_gpu_test" FAIL "see $OUT/build-qtest.log"
-  if [ $rt_ok = 1 ]; then
-    if run_logged runtime "$OUT/build-rt.log" $BUILD_RT &&
-       run_logged nccl_tests "$OUT/build-nccl.log" $BUILD_NCCL_TEST &&
-       run_logged gpu_runtime_test "$OUT/build-gpu-rt.log" $BUILD_GPU_RT_TEST &&
-       run_logged gpu_attention_test "$OUT/build-attn.log" $BUILD_ATTN_TEST; then
-      note "build: runtime + NCCL + GPU tests" ok "NCCL $NCCL_VER, $(( $(date +%s) - t0 )) s in all"
-    else
-      note "build: runtime + NCCL + GPU tests" FAIL "see $OUT/build-rt.log, build-nccl.log, build-gpu-rt.log, build-attn.log"; rt_ok=0
-    fi
+  if run_logged configure "$OUT/configure.log" cmake "${CMAKE_ARGS[@]}"; then
+    configured=1
+    note "configure: runtime/ (gpu tests)" ok "$(( $(date +%s) - t0 )) s, $ARCH, $(grep -o 'nccl=[A-Z]* gpu=[A-Z]*' "$OUT/configure.log" | head -1)"
   else
-    note "build: runtime + NCCL tests" skipped "no NCCL"
+    note "configure: runtime/ (gpu tests)" FAIL "see $OUT/configure.log"
   fi
+fi
+if [ $configured = 1 ] && { [ "$DRY" = 0 ] || [ "$BUILD" = 1 ]; }; then
+  t0=$(date +%s)
+  if run_logged build "$OUT/build.log" cmake --build "$BUILD_DIR" --target fsdprt_gpu_tests -j "$JOBS"; then
+    built=1
+    note "build: fsdprt_gpu_tests" ok "$(( $(date +%s) - t0 )) s"
+  else
+    note "build: fsdprt_gpu_tests" FAIL "see $OUT/build.log"
+  fi
+elif [ $configured = 1 ]; then
+  note "build: fsdprt_gpu_tests" skipped "dry run without --build"
+fi
+
+test_output() { # name: what the test printed (ctest's LastTest.log)
+  awk -v t="Testing: $1" '$0 ~ t"$" {on=1; next} /^<end of output>/ {on=0} on' \
+    "$BUILD_DIR/Testing/Temporary/LastTest.log" 2>/dev/null
 }
-
-if [ "$DRY" = 1 ]; then
-  if [ "$BUILD" = 1 ] && [ -n "$NVCC" ]; then
-    do_builds
-  else
-    note "builds" skipped "dry run without --build (commands below)"
-    printf '   %s\n' "$BUILD_QUANT" "$BUILD_CHECK" "$BUILD_QTEST" "$BUILD_RT" "$BUILD_NCCL_TEST" "$BUILD_GPU_RT_TEST" "$BUILD_ATTN_TEST"
-  fi
-  for s in "conversions (2^32 patterns)" "kernels vs CPU reference" \
-           "bandwidth (256 MiB bf16/fp32)" "quant_gpu_test" "NCCL tests"; do
-    note "$s" skipped "needs a GPU"
-  done
-  for s in "${GPU_RT_ROWS[@]}"; do
-    note "gpu runtime: $s" skipped "needs a GPU"
-  done
+if [ $built = 1 ]; then
+  # One row per test (ctest's result line), then the tests' own "row:" lines.
+  ctest --test-dir "$BUILD_DIR" -L gpu --output-on-failure >"$OUT/ctest.txt" 2>&1
+  sed -n 's/^ *[0-9]*\/[0-9]* Test *#[0-9]*: //p' "$OUT/ctest.txt" |
+    while read -r name rest; do echo "$name|$rest"; done >"$OUT/ctest-rows.txt"
+  while IFS='|' read -r name rest; do
+    secs=$(echo "$rest" | sed -n 's/.* \([0-9.]* sec\)$/\1/p')
+    case "$rest" in
+    *Passed*) note "ctest: $name" ok "$secs" ;;
+    *Skipped*) note "ctest: $name" skipped "$(test_output "$name" | grep -i 'skipped' | tail -1)" ;;
+    *) note "ctest: $name" FAIL "$(echo "$rest" | sed 's/^[ .*]*//') (see $OUT/ctest.txt)" ;;
+    esac
+  done <"$OUT/ctest-rows.txt"
+  grep -q 'No tests were found' "$OUT/ctest.txt" && note "ctest -L gpu" FAIL "no tests (see $OUT/ctest.txt)"
+  # "row: name | status | detail" lines, one summary row each.
+  while IFS='|' read -r name status detail; do
+    note "gpu: $(echo "$name" | sed 's/^row: *//; s/ *$//')" \
+      "$(echo "$status" | tr -d ' ')" "$(echo "$detail" | sed 's/^ *//')"
+  done < <(grep -h '^row: ' "$BUILD_DIR/Testing/Temporary/LastTest.log" 2>/dev/null)
 else
-  do_builds
+  note "ctest -L gpu" skipped "$([ "$DRY" = 1 ] && echo "dry run" || echo "no build")"
+fi
 
-  if [ -x "$OUT/gpu_check" ]; then
-    q=""; [ "$QUICK" = 1 ] && q="--quick"
-    "$OUT/gpu_check" $q | tee "$OUT/gpu_check.txt"
-    rc=${PIPESTATUS[0]}
-    [ "$rc" = 0 ] && note "gpu_check" ok "$(tail -1 "$OUT/gpu_check.txt")" \
-                  || note "gpu_check" FAIL "exit $rc: $(tail -1 "$OUT/gpu_check.txt")"
-  fi
-  if [ -x "$OUT/quant_gpu_test" ]; then
-    "$OUT/quant_gpu_test" >"$OUT/quant_gpu_test.txt" 2>&1
-    rc=$?
-    [ "$rc" = 0 ] && note "quant_gpu_test" ok "$(tail -1 "$OUT/quant_gpu_test.txt")" \
-                  || { tail -30 "$OUT/quant_gpu_test.txt"; note "quant_gpu_test" FAIL "exit $rc"; }
-  fi
-  if [ $rt_ok = 1 ] && [ -x "$OUT/nccl_tests" ]; then
-    timeout 240 "$OUT/nccl_tests" >"$OUT/nccl_tests.txt" 2>&1
-    rc=$?
-    grep -E '^\[ *(OK|FAILED|SKIPPED) *\]|skipped:' "$OUT/nccl_tests.txt" | sed 's/^/   /'
-    [ "$rc" = 0 ] && note "NCCL tests" ok "$(tail -1 "$OUT/nccl_tests.txt")" \
-                  || { tail -30 "$OUT/nccl_tests.txt"; note "NCCL tests" FAIL "exit $rc"; }
-  elif [ $rt_ok = 0 ]; then
-    note "NCCL tests" skipped "no NCCL build"
-  fi
-  if [ $rt_ok = 1 ] && [ -x "$OUT/gpu_runtime_test" ]; then
-    for t in gpu_runtime_test gpu_attention_test; do
-      timeout 240 "$OUT/$t" >"$OUT/$t.txt" 2>&1
-      rc=$?
-      # "row: name | status | detail" lines, one summary row each.
-      while IFS='|' read -r name status detail; do
-        note "gpu runtime: $(echo "$name" | sed 's/^row: *//; s/ *$//')" \
-          "$(echo "$status" | tr -d ' ')" "$(echo "$detail" | sed 's/^ *//')"
-      done < <(grep '^row: ' "$OUT/$t.txt")
-      [ "$rc" = 0 ] && note "$t" ok "$(tail -1 "$OUT/$t.txt")" \
-                    || { tail -30 "$OUT/$t.txt"; note "$t" FAIL "exit $rc"; }
-    done
-  elif [ $rt_ok = 0 ]; then
-    for s in "${GPU_RT_ROWS[@]}"; do note "gpu runtime: $s" skipped "no runtime build"; done
-  fi
+# ---- timings: the quantization kernels' bandwidth --------------------------------
+CHECK_BIN=$BUILD_DIR/quant/fsdprt_quant_gpu_check
+if [ "$DRY" = 0 ] && [ $built = 1 ] && [ -x "$CHECK_BIN" ]; then
+  q=""; [ "$QUICK" = 1 ] && q="--quick"
+  "$CHECK_BIN" --bench-only $q >"$OUT/gpu_check.txt" 2>&1
+  rc=$?
+  [ "$rc" = 0 ] && note "bandwidth (256 MiB bf16/fp32)" ok "$OUT/gpu_check.txt" \
+                || { tail -20 "$OUT/gpu_check.txt"; note "bandwidth (256 MiB bf16/fp32)" FAIL "exit $rc"; }
+else
+  note "bandwidth (256 MiB bf16/fp32)" skipped "needs a GPU"
 fi
 
 # ---- end to end: steps compiled ahead of time ------------------------------------
@@ -279,33 +265,12 @@ fi
 . "$ROOT/bench/gpu/e2e_aot.sh"
 aot_stage
 
-# ---- host emulation of the check program -------------------------------------------
-if [ "$EMULATE" = 1 ]; then
-  EMU="$ROOT/runtime/test/quant/cuda_emulation"
-  if ! command -v python3 >/dev/null 2>&1; then
-    note "emulated gpu_check" skipped "python3 not found"
-  else
-    python3 "$EMU/rewrite_launches.py" "$ROOT/runtime/cuda/quant_kernels.cu" "$OUT/kernels_emu.cpp" &&
-    python3 "$EMU/rewrite_launches.py" "$ROOT/bench/gpu/gpu_check.cu" "$OUT/gpu_check_emu.cpp" &&
-    run_logged "emulated build" "$OUT/build-emu.log" \
-      $CXX -O1 -std=c++17 -ffp-contract=off -pthread -I"$EMU" $INC \
-      -o "$OUT/gpu_check_emu" "$OUT/kernels_emu.cpp" "$OUT/gpu_check_emu.cpp" \
-      "$ROOT/runtime/quant/quant_reference.cpp"
-    if [ -x "$OUT/gpu_check_emu" ] && "$OUT/gpu_check_emu" --quick >"$OUT/gpu_check_emu.txt" 2>&1; then
-      note "emulated gpu_check --quick" ok "$(tail -1 "$OUT/gpu_check_emu.txt") (host emulation; timings meaningless)"
-    else
-      tail -30 "$OUT/gpu_check_emu.txt" 2>/dev/null
-      note "emulated gpu_check --quick" FAIL "see $OUT/gpu_check_emu.txt"
-    fi
-  fi
-fi
-
 echo
 echo "summary"
 printf '%s\n' "${SUMMARY[@]}"
 if [ -f "$OUT/gpu_check.txt" ] && [ "$DRY" = 0 ]; then
   echo
-  echo "gpu_check table ($OUT/gpu_check.txt):"
+  echo "bandwidth table ($OUT/gpu_check.txt):"
   sed -n '/^section /,$p' "$OUT/gpu_check.txt"
 fi
 if [ -f "$OUT/e2e_table.txt" ]; then

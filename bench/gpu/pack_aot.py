@@ -91,6 +91,12 @@ def copy_sources(out: Path) -> None:
         dst = out / f
         dst.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, dst)
+    # GoogleTest's sources for the GPU tests (the GPU machine has no package
+    # registry): scripts/setup.sh's copy, else Debian's googletest package.
+    for gtest in (ROOT / "third_party" / "googletest", Path("/usr/src/googletest")):
+        if (gtest / "googletest" / "CMakeLists.txt").is_file():
+            shutil.copytree(gtest, out / "third_party" / "googletest", dirs_exist_ok=True)
+            break
 
 
 def _first_error(text: str) -> str:

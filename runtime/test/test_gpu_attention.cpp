@@ -7,9 +7,10 @@
 // results from two runs.
 //
 // Built twice: against the host emulation of CUDA (fsdprt_gpu_attention_tests,
-// ctest gpu_attention.*) and, by bench/gpu/check.sh, with nvcc against the
-// real runtime and bench/gpu/mini_gtest, where every test skips without a
-// GPU and a GPT-2-sized case prints a "row:" line.
+// ctest gpu_attention.*) and against the real runtime
+// (fsdprt_gpu_attention_device_tests, ctest runtime_gpu_attention, label gpu,
+// built with FSDPRT_GPU_TESTS=ON), where every test skips without a GPU and
+// a GPT-2-sized case prints a "row:" line for bench/gpu/check.sh.
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
 #include "cuda_runtime.h" // the emulation (include order set by CMake)
 #endif

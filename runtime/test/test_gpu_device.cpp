@@ -3,9 +3,9 @@
 // and communication streams, the event pool, cuBLAS GEMMs against a CPU
 // reference, NCCL on device buffers overlapped with a kernel (measured), and
 // the out-of-memory / missing-device errors. Every test skips without a GPU
-// (ctest: runtime_gpu_device, skipped here); bench/gpu/check.sh builds it
-// with nvcc against bench/gpu/mini_gtest and prints its "row:" lines in its
-// summary. The same logic runs without a GPU in test_gpu_emulation.cpp.
+// (ctest runtime_gpu_device, label gpu, built with FSDPRT_GPU_TESTS=ON);
+// bench/gpu/check.sh prints its "row:" lines in its summary. The same logic
+// runs without a GPU in test_gpu_emulation.cpp.
 #include "fsdprt.h"
 #include "fsdprt_gpu.h"
 

@@ -158,7 +158,7 @@ TEST(E2m1Conversion, ValuesAndTies) {
 // The kernels' E2M1 conversion equals the reference: every fp32 exponent
 // and leading mantissa bits (all 2^19 of bits 31..13), each with low bits
 // 0, 1 and 0x1FFF, so both neighbours of every tie point are hit, plus
-// random patterns. check.sh repeats this for all 2^32 patterns on a GPU.
+// random patterns. quant_gpu_check repeats this for all 2^32 patterns on a GPU.
 TEST(E2m1Conversion, FastPathMatchesReference) {
   uint64_t checked = 0;
   for (uint32_t hi = 0; hi < (1u << 19); ++hi)

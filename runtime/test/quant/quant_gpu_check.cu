@@ -1,5 +1,6 @@
-// gpu_check: the quantization kernels on a real GPU, in one program (run by
-// bench/gpu/check.sh; no test framework needed).
+// quant_gpu_check: the quantization kernels on a real GPU, in one program
+// (ctest quant.gpu_check, label gpu, runs the checks; bench/gpu/check.sh
+// runs --bench-only for the bandwidth table).
 //
 //  1. conversions: the device fp8 conversions (cvt.rn.satfinite e4m3x2 /
 //     e5m2x2), the kernels' E2M1 conversion and the fp32 -> bf16 cvt against
@@ -12,10 +13,10 @@
 //     (bf16 and fp32) next to a device-to-device copy of the same buffer;
 // then prints one summary table. Exit status 1 if anything differs.
 //
-//   gpu_check [--quick] [--no-bench] [--bench-mib N]
+//   quant_gpu_check [--quick] [--no-bench | --bench-only] [--bench-mib N]
 //
-// --quick: small shapes and a strided subset of the 2^32 patterns (the host
-// emulation build of check.sh --emulate uses it).
+// --quick: small shapes and a strided subset of the 2^32 patterns.
+// Exits 77 (ctest: skipped) when no GPU is visible.
 
 #include "fsdprt_quant.h"
 #include "quant_math.h"
@@ -58,14 +59,15 @@ void report(const std::string &section, const std::string &what, bool ok,
 bool cudaOk(cudaError_t e, const char *what) {
   if (e == cudaSuccess)
     return true;
-  std::fprintf(stderr, "gpu_check: %s: %s\n", what, cudaGetErrorString(e));
+  std::fprintf(stderr, "quant_gpu_check: %s: %s\n", what,
+               cudaGetErrorString(e));
   return false;
 }
 
 #define DIE_IF(cond, ...)                                                      \
   do {                                                                         \
     if (cond) {                                                                \
-      std::fprintf(stderr, "gpu_check: " __VA_ARGS__);                         \
+      std::fprintf(stderr, "quant_gpu_check: " __VA_ARGS__);                   \
       std::fprintf(stderr, "\n");                                              \
       std::exit(2);                                                            \
     }                                                                          \
@@ -667,31 +669,38 @@ void bandwidth(bool quick, size_t mib) {
 } // namespace
 
 int main(int argc, char **argv) {
-  bool quick = false, bench = true;
+  bool quick = false, bench = true, checks = true;
   size_t mib = 256;
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--quick"))
       quick = true;
     else if (!std::strcmp(argv[i], "--no-bench"))
       bench = false;
+    else if (!std::strcmp(argv[i], "--bench-only"))
+      checks = false;
     else if (!std::strcmp(argv[i], "--bench-mib") && i + 1 < argc)
       mib = std::strtoul(argv[++i], nullptr, 10);
     else {
-      std::fprintf(stderr,
-                   "usage: gpu_check [--quick] [--no-bench] [--bench-mib N]\n");
+      std::fprintf(
+          stderr,
+          "usage: quant_gpu_check [--quick] [--no-bench | --bench-only] "
+          "[--bench-mib N]\n");
       return 2;
     }
   }
   if (!fsdprt_quant_cuda_available()) {
-    std::printf("gpu_check: no GPU visible (or kernels not built)\n");
+    std::printf("quant_gpu_check: no GPU visible (or kernels not built): "
+                "skipped\n");
     return 77;
   }
   cudaDeviceProp prop{};
   cudaGetDeviceProperties(&prop, 0);
   std::printf("device: %s (sm_%d%d, %d SMs)\n", prop.name, prop.major,
               prop.minor, prop.multiProcessorCount);
-  checkConversions(quick);
-  checkExactness(quick);
+  if (checks) {
+    checkConversions(quick);
+    checkExactness(quick);
+  }
   if (bench)
     bandwidth(quick, quick ? 4 : mib);
   int failed = 0;

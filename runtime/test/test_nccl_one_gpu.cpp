@@ -1,7 +1,8 @@
 // Several NCCL ranks on one GPU (the runtime's NCCL backend, threads as
 // ranks, all on device 0): all_gather, reduce_scatter and all_reduce checked
 // element by element. NCCL refuses duplicate devices in a communicator before
-// 2.30; older builds skip with that reason. Run by bench/gpu/check.sh.
+// 2.30; older builds skip with that reason. Part of fsdprt_nccl_tests
+// (ctest runtime_nccl, label gpu).
 #include "fsdprt.h"
 
 #include <cuda_runtime.h>

@@ -1,7 +1,0 @@
-// main() for test files written without one (gtest_main's role).
-#include <gtest/gtest.h>
-
-int main(int argc, char **argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  return RUN_ALL_TESTS();
-}
