@@ -95,7 +95,8 @@ def copy_sources(out: Path) -> None:
     # registry): scripts/setup.sh's copy, else Debian's googletest package.
     for gtest in (ROOT / "third_party" / "googletest", Path("/usr/src/googletest")):
         if (gtest / "googletest" / "CMakeLists.txt").is_file():
-            shutil.copytree(gtest, out / "third_party" / "googletest", dirs_exist_ok=True)
+            shutil.copytree(gtest, out / "third_party" / "googletest", dirs_exist_ok=True,
+                            ignore=shutil.ignore_patterns("googlemock"))
             break
 
 
