@@ -250,9 +250,11 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
   // "Static memory"). Clones are allocations by now.
   if (arena && deviceArena) {
     // fsdp-gpu-device-memory turns the arena call into fsdprt_gpu_arena.
+    // The step's results are planned too: the runners copy them out (or
+    // into the fed-back state's buffers) before the next call, so a step
+    // allocates no device memory.
     FSDPAssignBuffersOptions device;
     device.poison = false;
-    device.entryResults = false;
     pm.addPass(createFSDPAssignBuffers(device));
   } else if (arena) {
     pm.addPass(createFSDPAssignBuffers());

@@ -226,6 +226,7 @@ RunOptions runOptions(const fsdprun_run_options_t *o) {
   run.saveDir = o->save_dir ? o->save_dir : "";
   run.saveEvery = o->save_every;
   run.resumeDir = o->resume_dir ? o->resume_dir : "";
+  run.cudaGraphs = o->cuda_graphs != 0;
   run.measureResidentSet = true; // fsdprun_report_json has fsdp-run --json's
 
   return run;
@@ -270,6 +271,7 @@ void fsdprun_run_options_init(fsdprun_run_options_t *o) {
   o->save_dir = nullptr;
   o->save_every = 0;
   o->resume_dir = nullptr;
+  o->cuda_graphs = 1;
 }
 
 const char *fsdprun_last_error(void) { return lastError.c_str(); }

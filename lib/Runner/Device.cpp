@@ -256,21 +256,6 @@ bool download(const Port &p, const int64_t *words, std::vector<char> &out,
   return true;
 }
 
-bool compact(const Port &p, const int64_t *words, Buffer &out, bool &copied,
-             std::string &err) {
-  void *allocated = reinterpret_cast<void *>(words[0]);
-  copied = !(isRowMajor(p, words) && words[2] == 0 && words[0] == words[1]);
-  if (!copied) {
-    out = {allocated, p.slotBytes()};
-    return true;
-  }
-  std::vector<char> host;
-  if (!download(p, words, host, err))
-    return false;
-  out = upload(host, "'" + p.name + "'", err);
-  return out.ptr != nullptr;
-}
-
 void release(void *ptr) { fsdprt_gpu_free(ptr); }
 
 bool synchronize(fsdprt_gpu_context_t *context, const std::string &what,

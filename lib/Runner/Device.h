@@ -85,13 +85,8 @@ Buffer upload(const std::vector<char> &bytes, const std::string &what,
 bool download(const Port &p, const int64_t *words, std::vector<char> &out,
               std::string &error);
 
-/// The buffer of `p` at descriptor `words` as a row-major buffer of its own
-/// when it is one already (`copy` false: the step's allocation is kept),
-/// else a compact device copy (`copy` true).
-bool compact(const Port &p, const int64_t *words, Buffer &out, bool &copied,
-             std::string &error);
-
-/// Frees a device buffer (stream-ordered after the work enqueued).
+/// Frees a device buffer (stream-ordered after the work enqueued); a
+/// pointer into the context's arena (a result planned there) is left alone.
 void release(void *ptr);
 
 /// Waits for every stream of the thread's context; false with the context's

@@ -36,8 +36,8 @@ public:
     pack(prog);
   }
 
-  /// A GPU step's call on device buffers, which the call owns until a
-  /// result takes one (releaseDevice frees the rest).
+  /// A GPU step's call on device buffers, which the rank's DeviceState
+  /// owns (the call frees only the results the step allocated).
   RankCall(const Program &prog, std::vector<device::Buffer> args)
       : deviceArgs(std::move(args)), onDevice(true) {
     for (size_t i = 0; i < prog.args.size(); ++i)
@@ -66,45 +66,57 @@ public:
                             out, error);
   }
 
-  /// Result `i` as a device buffer the caller owns from now on: the step's
-  /// own allocation when it is a row-major buffer not taken yet, else a
-  /// copy.
-  bool takeResult(const Program &prog, size_t i, device::Buffer &out,
-                  std::string &error) {
+  /// Result `i` copied into the device buffer `to` (a fed-back argument's):
+  /// a device-to-device copy in stream order (no allocation, no wait),
+  /// through the host only for a strided view.
+  bool copyResultTo(const Program &prog, size_t i, const device::Buffer &to,
+                    std::string &error) const {
+    const Port &p = prog.results[i];
     const int64_t *words = resultArea.data() + offsets[i];
-    void *allocated = reinterpret_cast<void *>(words[0]);
-    bool copied = false;
-    if (llvm::is_contained(taken, allocated)) {
-      std::vector<char> host;
-      if (!device::download(prog.results[i], words, host, error))
-        return false;
-      out = device::upload(host, "'" + prog.results[i].name + "'", error);
-      return out.ptr != nullptr;
-    }
-    if (!device::compact(prog.results[i], words, out, copied, error))
+    if (isRowMajor(p, words)) {
+      const char *first = reinterpret_cast<const char *>(words[1]) +
+                          words[2] * p.elementBytes();
+      if (fsdprt_gpu_copy_on_device(to.ptr, first, p.slotBytes()) == FSDPRT_OK)
+        return true;
+      error = "cannot copy '" + p.name +
+              "' on the device: " + fsdprt_gpu_last_error_message();
       return false;
-    if (!copied)
-      taken.push_back(allocated);
+    }
+    std::vector<char> host;
+    if (!device::download(p, words, host, error))
+      return false;
+    if (!host.empty() &&
+        fsdprt_gpu_copy_to_device(to.ptr, host.data(), int64_t(host.size())) !=
+            FSDPRT_OK) {
+      error = "cannot copy '" + p.name +
+              "' to the device: " + fsdprt_gpu_last_error_message();
+      return false;
+    }
     return true;
   }
 
-  /// Frees, each once, the device buffers of the arguments and results
-  /// that no result took.
+  /// The result descriptors the step wrote (kept from a captured step for
+  /// its replays, which do not run the host code that writes them).
+  const std::vector<int64_t> &resultWords() const { return resultArea; }
+  void setResultWords(const std::vector<int64_t> &words) { resultArea = words; }
+
+  /// Frees, each once, the device buffers of the results the step
+  /// allocated (not the arguments, which the rank's state owns; results in
+  /// the context's arena are left alone by fsdprt_gpu_free).
   void releaseDevice() {
     if (!onDevice)
       return;
-    std::vector<void *> done = taken;
-    auto once = [&](void *p) {
-      if (!p || llvm::is_contained(done, p))
-        return;
-      done.push_back(p);
-      device::release(p);
-    };
+    std::vector<void *> done;
     for (const device::Buffer &b : deviceArgs)
-      once(b.ptr);
+      done.push_back(b.ptr);
     if (called)
-      for (size_t off : offsets)
-        once(reinterpret_cast<void *>(resultArea[off]));
+      for (size_t off : offsets) {
+        void *p = reinterpret_cast<void *>(resultArea[off]);
+        if (!p || llvm::is_contained(done, p))
+          continue;
+        done.push_back(p);
+        device::release(p);
+      }
     deviceArgs.clear();
     called = false;
     onDevice = false;
@@ -147,7 +159,6 @@ public:
 private:
   std::vector<std::vector<char>> buffers;
   std::vector<device::Buffer> deviceArgs;
-  std::vector<void *> taken; // allocations results handed to the caller
   bool onDevice = false;
   std::vector<Descriptor> descs;
   std::vector<int64_t> resultArea;
@@ -304,21 +315,27 @@ bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
   return true;
 }
 
-/// A GPU step's training state: the device buffer of each fed-back
-/// argument, and whether the host copy (`fed`) is behind it.
+/// A GPU step's device buffers, allocated by the first step and reused by
+/// every later one (a step allocates nothing, and a captured step's replays
+/// find its arguments where they were): the training state -- each fed-back
+/// argument, into which the step's update is copied --, and whether the
+/// host copy (`fed`) is behind it; and the other arguments, uploaded into
+/// their buffers before each step.
 struct DeviceState {
-  std::vector<device::Buffer> fed;
+  std::vector<device::Buffer> fed, inputs;
   bool hostStale = false;
   ~DeviceState() {
     for (device::Buffer &b : fed)
+      device::release(b.ptr);
+    for (device::Buffer &b : inputs)
       device::release(b.ptr);
   }
 };
 
 /// The device buffers of a GPU step's call: the fed-back state where it is
-/// on the device (moved into the call), everything else uploaded. The
-/// copies are complete when it returns, so that the step's time does not
-/// include them.
+/// on the device, everything else uploaded into the rank's buffers (the
+/// first step allocates them). The copies are complete when it returns, so
+/// that the step's time does not include them.
 bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
                      std::vector<std::vector<char>> &args,
                      const std::vector<std::vector<char>> &fed,
@@ -329,13 +346,25 @@ bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
   bool ok = true;
   for (size_t i = 0; i < prog.args.size() && ok; ++i) {
     bool fedBack = prog.training() && prog.fedBy[i] >= 0;
-    if (fedBack && state.fed[i].ptr) {
-      out[i] = std::exchange(state.fed[i], {});
-      continue;
+    device::Buffer &slot = fedBack ? state.fed[i] : state.inputs[i];
+    const std::vector<char> &host = fedBack ? fed[i] : args[i];
+    std::string what = "argument '" + prog.args[i].name + "'";
+    if (!(fedBack && slot.ptr)) {
+      if (slot.ptr && slot.bytes == int64_t(host.size())) {
+        if (!host.empty() &&
+            fsdprt_gpu_copy_to_device(slot.ptr, host.data(), slot.bytes) !=
+                FSDPRT_OK) {
+          error =
+              "cannot upload " + what + ": " + fsdprt_gpu_last_error_message();
+          ok = false;
+        }
+      } else {
+        device::release(slot.ptr);
+        slot = device::upload(host, what, error);
+        ok = slot.ptr != nullptr;
+      }
     }
-    out[i] = device::upload(fedBack ? fed[i] : args[i],
-                            "argument '" + prog.args[i].name + "'", error);
-    ok = out[i].ptr != nullptr;
+    out[i] = slot;
     args[i] = {};
   }
   return ok && device::synchronize(context, "uploading the arguments", error);
@@ -384,10 +413,9 @@ bool collectDeviceResults(const RunContext &cx, RankCall &call, bool last,
   if (prog.training())
     for (size_t i = 0; i < prog.results.size(); ++i)
       if (prog.results[i].updateOf) {
-        device::Buffer &slot = state.fed[size_t(*prog.results[i].updateOf)];
-        device::release(slot.ptr);
-        slot = {};
-        if (!call.takeResult(prog, i, slot, out.error))
+        const device::Buffer &slot =
+            state.fed[size_t(*prog.results[i].updateOf)];
+        if (!call.copyResultTo(prog, i, slot, out.error))
           return false;
         state.hostStale = true;
       }
@@ -424,21 +452,103 @@ int64_t threadFaults() {
   return int64_t(u.ru_minflt) + int64_t(u.ru_majflt);
 }
 
-/// One call of the step: its time (until its device work is done), page
-/// faults and exposed communication (fsdprt_stats_t::exposed_ns); false
-/// with `out.error` set when it failed.
-bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
-              double &seconds, int64_t &faults, double &exposed,
-              RankOutcome &out) {
-  fsdprt_stats_t stats0, stats1;
-  fsdprt_comm_get_stats(comm, &stats0);
-  int64_t faults0 = threadFaults();
-  auto t0 = std::chrono::steady_clock::now();
-  if (llvm::Error err = call.invoke(cx.code, cx.prog.entry)) {
+/// The CUDA graph of a compute=gpu run (RunOptions::cudaGraphs). The first
+/// step runs as compiled (it loads the kernels, creates the cuBLAS handle
+/// and the scratch buffer, checks the collectives against the peers); the
+/// second runs as compiled too, watched for what a capture forbids (device
+/// allocations, host waits); the third is captured into a graph, which is
+/// launched for it and every later step.
+struct StepGraph {
+  enum class Phase { Off, Warmup, Probe, Capture, Replay };
+  Phase phase = Phase::Off;
+  fsdprt_gpu_graph_t *exec = nullptr;
+  std::vector<int64_t> results; // the captured call's result descriptors
+  std::string note;             // RunResult::cudaGraph
+  StepGraph() = default;
+  StepGraph(const StepGraph &) = delete;
+  StepGraph &operator=(const StepGraph &) = delete;
+  ~StepGraph() { fsdprt_gpu_graph_destroy(exec); }
+};
+
+/// Runs the step's host code (or its graph): captured into `graph.exec`
+/// and launched in the capture phase, launched alone in the replay phase.
+bool enqueueStep(const RunContext &cx, fsdprt_gpu_context_t *context,
+                 RankCall &call, StepGraph &graph, RankOutcome &out) {
+  using Phase = StepGraph::Phase;
+  auto failed = [&](const std::string &what) {
+    out.error = what + ": " + fsdprt_gpu_context_error_message(context);
+    return false;
+  };
+  if (graph.phase == Phase::Replay) {
+    call.setResultWords(graph.results);
+    call.called = true;
+    if (fsdprt_gpu_graph_launch(graph.exec) != FSDPRT_OK)
+      return failed("replaying the step's CUDA graph");
+    return true;
+  }
+  bool capture = graph.phase == Phase::Capture;
+  if (capture && fsdprt_gpu_capture_begin(context) != FSDPRT_OK)
+    return failed("capturing the step into a CUDA graph");
+  llvm::Error err = call.invoke(cx.code, cx.prog.entry);
+  if (capture) {
+    fsdprt_status_t st = fsdprt_gpu_capture_end(context, &graph.exec);
+    if (!err && st != FSDPRT_OK)
+      return failed("capturing the step into a CUDA graph");
+  }
+  if (err) {
     out.error = llvm::toString(std::move(err));
     return false;
   }
   call.called = true;
+  if (capture) {
+    graph.results = call.resultWords();
+    if (fsdprt_gpu_graph_launch(graph.exec) != FSDPRT_OK)
+      return failed("launching the step's CUDA graph");
+  }
+  return true;
+}
+
+/// One call of the step: its time (until its device work is done), page
+/// faults and exposed communication (fsdprt_stats_t::exposed_ns); false
+/// with `out.error` set when it failed.
+bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
+              StepGraph &graph, double &seconds, int64_t &faults,
+              double &exposed, RankOutcome &out) {
+  fsdprt_stats_t stats0, stats1;
+  fsdprt_comm_get_stats(comm, &stats0);
+  fsdprt_gpu_context_t *context =
+      cx.prog.gpu ? fsdprt_nccl_comm_context(comm) : nullptr;
+  fsdprt_gpu_stats_t device0{}, device1{};
+  if (context)
+    fsdprt_gpu_context_stats(context, &device0);
+  int64_t faults0 = threadFaults();
+  auto t0 = std::chrono::steady_clock::now();
+  if (!context) {
+    if (llvm::Error err = call.invoke(cx.code, cx.prog.entry)) {
+      out.error = llvm::toString(std::move(err));
+      return false;
+    }
+    call.called = true;
+  } else if (!enqueueStep(cx, context, call, graph, out)) {
+    return false;
+  }
+  if (context && graph.phase == StepGraph::Phase::Probe) {
+    // What the step's host code did besides enqueueing device work.
+    fsdprt_gpu_context_stats(context, &device1);
+    uint64_t allocations = device1.allocations - device0.allocations;
+    uint64_t waits = device1.host_waits - device0.host_waits;
+    if (allocations == 0 && waits == 0) {
+      graph.phase = StepGraph::Phase::Capture;
+    } else {
+      graph.phase = StepGraph::Phase::Off;
+      graph.note = "off: the step allocated device memory " +
+                   std::to_string(allocations) +
+                   " times and waited on the "
+                   "host " +
+                   std::to_string(waits) +
+                   " times (a captured step must do neither)";
+    }
+  }
   // The step only enqueues its device work: its time is until it is done.
   if (fsdprt_gpu_context_t *context = fsdprt_nccl_comm_context(comm);
       cx.prog.gpu &&
@@ -536,11 +646,19 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
       gpu ? fsdprt_nccl_comm_context(comm) : nullptr;
   DeviceState state;
   state.fed.assign(prog.args.size(), {});
+  state.inputs.assign(prog.args.size(), {});
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
   out.gpu = gpu;
   if (!reserveArena(cx, comm, context, runner, out.error))
     total = 0;
+  StepGraph graph;
+  if (gpu && !opt.cudaGraphs)
+    graph.note = "off: disabled";
+  else if (gpu && total < 3)
+    graph.note = "off: fewer than 3 steps (the third is the one captured)";
+  else if (gpu)
+    graph.phase = StepGraph::Phase::Warmup;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
     std::vector<std::vector<char>> args;
@@ -552,26 +670,25 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (gpu && !agree(runner,
                       uploadArguments(cx, context, args, fed, state, deviceArgs,
                                       out.error),
-                      "step " + std::to_string(g) + " arguments", out.error)) {
-      // Fed-back buffers hold the current state (moved from it, or
-      // uploaded from its host copy): they go back.
-      for (size_t i = 0; i < deviceArgs.size(); ++i)
-        if (training && prog.fedBy[i] >= 0 && !state.fed[i].ptr)
-          state.fed[i] = std::exchange(deviceArgs[i], {});
-        else
-          device::release(deviceArgs[i].ptr);
+                      "step " + std::to_string(g) + " arguments", out.error))
       break;
-    }
-    // Every step gets fresh argument buffers (a step may update its
-    // arguments in place); only the call is timed.
+    // Every step gets its arguments afresh (on the host, fresh buffers; on
+    // the device, uploaded again into the rank's buffers): a step may
+    // update its arguments in place. Only the call is timed.
     RankCall call = gpu ? RankCall(prog, std::move(deviceArgs))
                         : RankCall(prog, std::move(args));
     double seconds = 0, exposed = 0;
     int64_t faults = 0;
-    if (!callStep(cx, comm, call, seconds, faults, exposed, out)) {
+    StepGraph::Phase phase = graph.phase;
+    if (!callStep(cx, comm, call, graph, seconds, faults, exposed, out)) {
       out.stateLost = true;
       break;
     }
+    // (The probe step itself decides between Capture and Off.)
+    if (phase == StepGraph::Phase::Warmup)
+      graph.phase = StepGraph::Phase::Probe;
+    else if (phase == StepGraph::Phase::Capture)
+      graph.phase = StepGraph::Phase::Replay;
     out.stepsDone = s + 1;
     if (training || s >= opt.warmup) {
       out.stepSeconds.push_back(seconds);
@@ -603,6 +720,12 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     if (save && !saveCheckpoint(cx, runner, fed, rank, g + 1, out.error))
       break;
   }
+  if (graph.phase == StepGraph::Phase::Replay)
+    graph.note = "replayed: step " + std::to_string(cx.firstStep + 3) +
+                 " captured, " + std::to_string(out.stepsDone - 2) +
+                 (out.stepsDone == 3 ? " step" : " steps") +
+                 " launched from the graph";
+  out.cudaGraph = graph.note;
   // The state the session keeps, and the outputs, are host copies.
   if (gpu && !out.stateLost && !downloadState(cx, state, fed, out.error))
     out.stateLost = true;

@@ -56,6 +56,7 @@ struct RankOutcome {
   bool gpu = false;          // a compute=gpu step on GPU `deviceIndex`
   int32_t deviceIndex = -1;
   fsdprt_gpu_stats_t device{}; // its counters at the end of the run
+  std::string cudaGraph;       // RunResult::cudaGraph
   std::string error;
 };
 

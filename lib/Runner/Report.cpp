@@ -118,7 +118,7 @@ json::Object toJSON(const RunResult &r) {
   o["gpu"] = r.gpu;
   if (r.gpu) {
     std::vector<int64_t> devices, bytes, peaks, launches, gemms, allocations,
-        arenas;
+        arenas, graphLaunches;
     for (const RankMemory &m : r.memory) {
       devices.push_back(m.device);
       bytes.push_back(m.deviceAllocatedBytes);
@@ -127,6 +127,7 @@ json::Object toJSON(const RunResult &r) {
       gemms.push_back(m.deviceGemms);
       allocations.push_back(m.deviceAllocations);
       arenas.push_back(m.deviceArenaBytes);
+      graphLaunches.push_back(m.deviceGraphLaunches);
     }
     o["devices"] = listOf(devices);
     o["device_allocated_bytes"] = listOf(bytes);
@@ -135,6 +136,8 @@ json::Object toJSON(const RunResult &r) {
     o["device_gemms"] = listOf(gemms);
     o["device_allocations"] = listOf(allocations);
     o["device_arena_bytes"] = listOf(arenas);
+    o["device_graph_launches"] = listOf(graphLaunches);
+    o["cuda_graph"] = r.cudaGraph;
   }
   // The per-step scalars of a training run (the loss, ...).
   for (const HostArray &a : r.outputs) {

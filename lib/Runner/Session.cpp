@@ -150,7 +150,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
                                   all.begin() + (r + 1) * piece.size());
   }
-  constexpr size_t n = 11;
+  constexpr size_t n = 12;
   int64_t counters[n] = {mine.memory.peakBytes,
                          mine.memory.allocations,
                          mine.heldAfterStep,
@@ -161,7 +161,8 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
                          int64_t(mine.device.gemms),
                          int64_t(mine.device.bytes_peak),
                          int64_t(mine.device.allocations),
-                         int64_t(mine.device.arena_bytes)};
+                         int64_t(mine.device.arena_bytes),
+                         int64_t(mine.device.graph_launches)};
   std::vector<int64_t> all(n * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
@@ -181,8 +182,10 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
     runs[r].device.bytes_peak = uint64_t(c[8]);
     runs[r].device.allocations = uint64_t(c[9]);
     runs[r].device.arena_bytes = uint64_t(c[10]);
+    runs[r].device.graph_launches = uint64_t(c[11]);
   }
   runs[rank].stats = mine.stats;
+  runs[rank].cudaGraph = mine.cudaGraph;
   runs[rank].rss = mine.rss;
   runs[rank].stepSeconds = mine.stepSeconds;
   runs[rank].stepFaults = mine.stepFaults;
@@ -261,6 +264,9 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
       m.deviceGemms = int64_t(run.device.gemms);
       m.deviceAllocations = int64_t(run.device.allocations);
       m.deviceArenaBytes = int64_t(run.device.arena_bytes);
+      m.deviceGraphLaunches = int64_t(run.device.graph_launches);
+      if (result.cudaGraph.empty())
+        result.cudaGraph = run.cudaGraph;
     }
     result.memory.push_back(m);
     result.stats.push_back(commStats(run.stats));

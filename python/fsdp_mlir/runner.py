@@ -54,6 +54,7 @@ class _RunOptions(ctypes.Structure):
         ("save_dir", ctypes.c_char_p),
         ("save_every", ctypes.c_int64),
         ("resume_dir", ctypes.c_char_p),
+        ("cuda_graphs", ctypes.c_int64),
     ]
 
 
@@ -280,8 +281,11 @@ class Program:
         save_dir=None,
         save_every: int = 0,
         resume_dir=None,
+        cuda_graphs: bool = True,
     ) -> dict:
-        """Runs `steps` steps; returns every output as a numpy array."""
+        """Runs `steps` steps; returns every output as a numpy array.
+        `cuda_graphs=False`: a compute=gpu step runs every step as compiled
+        (no CUDA graph replay)."""
         opts = _RunOptions(
             steps,
             warmup,
@@ -289,6 +293,7 @@ class Program:
             _bytes_arg(save_dir),
             save_every,
             _bytes_arg(resume_dir),
+            1 if cuda_graphs else 0,
         )
         _check(_library().fsdprun_run(self._live(), ctypes.byref(opts)))
         return {name: self.output(name) for name in self.outputs}

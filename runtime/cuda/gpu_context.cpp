@@ -204,6 +204,18 @@ bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
   return true;
 }
 
+bool host_wait(fsdprt_gpu_context *ctx, const char *what) {
+  ctx->host_waits++;
+  if (!ctx->capturing)
+    return true;
+  fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
+                   format("%s: %s waits on the host while the compute stream "
+                          "is captured into a CUDA graph (a captured step "
+                          "must not synchronize)",
+                          who(ctx).c_str(), what)));
+  return false;
+}
+
 Status check_device(int device) {
   int count = 0;
   Status st = count_devices(&count);
@@ -284,6 +296,14 @@ void *alloc(fsdprt_gpu_context *ctx, int64_t bytes, const char *fn) {
                             (long long)bytes)));
     return nullptr;
   }
+  if (ctx->capturing) {
+    fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
+                     format("%s: %s of %lld bytes while the compute stream is "
+                            "captured into a CUDA graph (a captured step must "
+                            "allocate nothing)",
+                            who(ctx).c_str(), fn, (long long)bytes)));
+    return nullptr;
+  }
   // 256-byte granules keep zero-byte allocations unique and non-NULL.
   const size_t size = bytes == 0 ? 256 : size_t(bytes);
   void *p = nullptr;
@@ -326,6 +346,49 @@ void free_on(fsdprt_gpu_context *ctx, void *ptr) {
   // Freed after the work already enqueued; errors are not worth a failure.
   if (cudaFreeAsync(ptr, ctx->compute) != cudaSuccess)
     cudaGetLastError();
+}
+
+// Whether `ptr` points into the context's arena or scratch buffer.
+bool owned_by(const fsdprt_gpu_context *ctx, const void *ptr) {
+  auto in = [&](const void *base, int64_t bytes) {
+    const char *p = static_cast<const char *>(ptr);
+    const char *b = static_cast<const char *>(base);
+    return base && p >= b && p < b + bytes;
+  };
+  return in(ctx->arena, ctx->arena_bytes) ||
+         in(ctx->scratch, ctx->scratch_bytes);
+}
+
+// A buffer the context keeps (the arena, the scratch buffer): at least
+// `bytes`, allocated on the first request and reused; a larger request
+// replaces it after the work already enqueued on both streams.
+void *context_buffer(fsdprt_gpu_context *ctx, void *&buffer, int64_t &size,
+                     int64_t bytes, const char *fn) {
+  if (buffer && bytes <= size)
+    return buffer;
+  if (buffer) {
+    // Collectives on the communication stream may still read the old
+    // buffer: its free waits for them too.
+    cudaEvent_t ev = nullptr;
+    bool bad =
+        failed(ctx, ctx->events.acquire(&ev), fn, "cudaEventCreate") ||
+        failed(ctx, cudaEventRecord(ev, ctx->comm), fn, "cudaEventRecord") ||
+        failed(ctx, cudaStreamWaitEvent(ctx->compute, ev, 0), fn,
+               "cudaStreamWaitEvent");
+    if (ev)
+      ctx->events.release(ev);
+    if (bad)
+      return nullptr;
+    free_on(ctx, buffer);
+    buffer = nullptr;
+    size = 0;
+  }
+  void *p = alloc(ctx, bytes, fn);
+  if (p) {
+    buffer = p;
+    size = bytes;
+  }
+  return p;
 }
 
 } // namespace
@@ -392,8 +455,11 @@ void fsdprt_gpu_context_destroy(fsdprt_gpu_context_t *ctx) {
     cudaStreamSynchronize(ctx->compute);
   if (ctx->comm)
     cudaStreamSynchronize(ctx->comm);
-  if (ctx->arena && ctx->compute) {
-    cudaFreeAsync(ctx->arena, ctx->compute);
+  if ((ctx->arena || ctx->scratch) && ctx->compute) {
+    if (ctx->arena)
+      cudaFreeAsync(ctx->arena, ctx->compute);
+    if (ctx->scratch)
+      cudaFreeAsync(ctx->scratch, ctx->compute);
     cudaStreamSynchronize(ctx->compute);
   }
   if (tls_ctx == ctx)
@@ -469,6 +535,9 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
   stats->bytes_peak = uint64_t(ctx->bytes_peak);
   stats->allocations = ctx->allocations.load();
   stats->arena_bytes = uint64_t(ctx->arena_bytes);
+  stats->scratch_bytes = uint64_t(ctx->scratch_bytes);
+  stats->host_waits = ctx->host_waits.load();
+  stats->graph_launches = ctx->graph_launches.load();
   return FSDPRT_OK;
 }
 
@@ -479,41 +548,27 @@ void *fsdprt_gpu_alloc(int64_t bytes) {
 
 void fsdprt_gpu_free(void *ptr) {
   fsdprt_gpu_context *ctx = tls_ctx;
-  if (!ptr || !ctx)
+  if (!ptr || !ctx || owned_by(ctx, ptr))
     return;
   free_on(ctx, ptr);
 }
 
+int32_t fsdprt_gpu_owned_by_context(const void *ptr) {
+  return tls_ctx && owned_by(tls_ctx, ptr) ? 1 : 0;
+}
+
 void *fsdprt_gpu_arena(int64_t bytes) {
   fsdprt_gpu_context *ctx = entry("fsdprt_gpu_arena");
-  if (!ctx)
-    return nullptr;
-  if (ctx->arena && bytes <= ctx->arena_bytes)
-    return ctx->arena;
-  if (ctx->arena) {
-    // Collectives on the communication stream may still read the old
-    // arena: its free waits for them too.
-    cudaEvent_t ev = nullptr;
-    bool bad = failed(ctx, ctx->events.acquire(&ev), "fsdprt_gpu_arena",
-                      "cudaEventCreate") ||
-               failed(ctx, cudaEventRecord(ev, ctx->comm), "fsdprt_gpu_arena",
-                      "cudaEventRecord") ||
-               failed(ctx, cudaStreamWaitEvent(ctx->compute, ev, 0),
-                      "fsdprt_gpu_arena", "cudaStreamWaitEvent");
-    if (ev)
-      ctx->events.release(ev);
-    if (bad)
-      return nullptr;
-    free_on(ctx, ctx->arena);
-    ctx->arena = nullptr;
-    ctx->arena_bytes = 0;
-  }
-  void *p = alloc(ctx, bytes, "fsdprt_gpu_arena");
-  if (p) {
-    ctx->arena = p;
-    ctx->arena_bytes = bytes;
-  }
-  return p;
+  return ctx ? context_buffer(ctx, ctx->arena, ctx->arena_bytes, bytes,
+                              "fsdprt_gpu_arena")
+             : nullptr;
+}
+
+void *fsdprt_gpu_scratch(int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_scratch");
+  return ctx ? context_buffer(ctx, ctx->scratch, ctx->scratch_bytes, bytes,
+                              "fsdprt_gpu_scratch")
+             : nullptr;
 }
 
 // A copy on the compute stream that has finished when it returns: pageable
@@ -526,6 +581,8 @@ static fsdprt_status_t copy_and_wait(void *dst, const void *src, int64_t bytes,
     return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
   if (bytes <= 0)
     return FSDPRT_OK;
+  if (!host_wait(ctx, api))
+    return ctx->first_error();
   cudaError_t rc =
       cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDefault, ctx->compute);
   if (rc == cudaSuccess)
@@ -543,6 +600,91 @@ fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,
 fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
                                         int64_t bytes) {
   return copy_and_wait(dst, src, bytes, "fsdprt_gpu_copy_to_host");
+}
+
+fsdprt_status_t fsdprt_gpu_copy_on_device(void *dst, const void *src,
+                                          int64_t bytes) {
+  fsdprt_gpu_context *ctx = entry("fsdprt_gpu_copy_on_device");
+  if (!ctx)
+    return tls_ctx ? tls_ctx->first_error() : FSDPRT_ERR_NO_COMM;
+  if (bytes <= 0 || dst == src)
+    return FSDPRT_OK;
+  if (failed(ctx,
+             cudaMemcpyAsync(dst, src, size_t(bytes), cudaMemcpyDeviceToDevice,
+                             ctx->compute),
+             "fsdprt_gpu_copy_on_device", "cudaMemcpyAsync"))
+    return ctx->first_error();
+  return FSDPRT_OK;
+}
+
+// ---- CUDA graphs -----------------------------------------------------------
+
+fsdprt_status_t fsdprt_gpu_capture_begin(fsdprt_gpu_context_t *ctx) {
+  if (!ctx)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  if (ctx->capturing)
+    return report(Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                         format("%s: fsdprt_gpu_capture_begin: already "
+                                "capturing",
+                                who(ctx).c_str())));
+  cudaSetDevice(ctx->device);
+  // Thread-local: the other ranks' threads (their own captures) and the
+  // watchdogs' event queries stay legal.
+  if (failed(ctx,
+             cudaStreamBeginCapture(ctx->compute,
+                                    cudaStreamCaptureModeThreadLocal),
+             "fsdprt_gpu_capture_begin", "cudaStreamBeginCapture"))
+    return ctx->first_error();
+  ctx->capturing = true;
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_gpu_capture_end(fsdprt_gpu_context_t *ctx,
+                                       fsdprt_gpu_graph_t **graph) {
+  if (!ctx || !graph)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  *graph = nullptr;
+  if (!ctx->capturing)
+    return report(Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                         format("%s: fsdprt_gpu_capture_end without "
+                                "fsdprt_gpu_capture_begin",
+                                who(ctx).c_str())));
+  cudaGraph_t g = nullptr;
+  cudaError_t rc = cudaStreamEndCapture(ctx->compute, &g);
+  ctx->capturing = false;
+  if (failed(ctx, rc, "fsdprt_gpu_capture_end", "cudaStreamEndCapture"))
+    return ctx->first_error();
+  if (ctx->first_error() != FSDPRT_OK) {
+    cudaGraphDestroy(g);
+    return ctx->first_error();
+  }
+  cudaGraphExec_t exec = nullptr;
+  rc = cudaGraphInstantiate(&exec, g, 0);
+  cudaGraphDestroy(g);
+  if (failed(ctx, rc, "fsdprt_gpu_capture_end", "cudaGraphInstantiate"))
+    return ctx->first_error();
+  *graph = new fsdprt_gpu_graph{ctx, exec};
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_gpu_graph_launch(fsdprt_gpu_graph_t *graph) {
+  if (!graph)
+    return FSDPRT_ERR_INVALID_ARGUMENT;
+  fsdprt_gpu_context *ctx = graph->ctx;
+  if (ctx->first_error() != FSDPRT_OK)
+    return ctx->first_error();
+  if (failed(ctx, cudaGraphLaunch(graph->exec, ctx->compute),
+             "fsdprt_gpu_graph_launch", "cudaGraphLaunch"))
+    return ctx->first_error();
+  ctx->graph_launches++;
+  return FSDPRT_OK;
+}
+
+void fsdprt_gpu_graph_destroy(fsdprt_gpu_graph_t *graph) {
+  if (!graph)
+    return;
+  cudaGraphExecDestroy(graph->exec);
+  delete graph;
 }
 
 } // extern "C"

@@ -91,6 +91,18 @@ struct fsdprt_gpu_context {
   // first request, reused by every later step, grown only for a larger plan.
   void *arena = nullptr;
   int64_t arena_bytes = 0;
+  // The split reductions' partials (fsdprt_gpu_scratch): the same rules.
+  void *scratch = nullptr;
+  int64_t scratch_bytes = 0;
+  // Host synchronizations inside entry points a step calls (a captured step
+  // may have none) and CUDA graph launches.
+  std::atomic<uint64_t> host_waits{0};
+  std::atomic<uint64_t> graph_launches{0};
+  // Set between fsdprt_gpu_capture_begin and _end: the compute stream is
+  // being captured into a CUDA graph. Entry points that would allocate or
+  // wait on the host fail instead; collectives are not followed by the
+  // watchdog nor timed (their events belong to the capture).
+  std::atomic<bool> capturing{false};
 
   void record_error(const fsdprt::Status &st);
   fsdprt_status_t first_error() const;
@@ -100,6 +112,12 @@ private:
   mutable std::mutex error_mu_;
   fsdprt_status_t first_code_ = FSDPRT_OK;
   std::string first_msg_;
+};
+
+// A step captured on a context's compute stream (fsdprt_gpu_capture_end).
+struct fsdprt_gpu_graph {
+  fsdprt_gpu_context *ctx;
+  cudaGraphExec_t exec;
 };
 
 namespace fsdprt {
@@ -124,6 +142,9 @@ bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
             const char *what);
 // Checks the driver, devices and that `device` exists.
 Status check_device(int device);
+// Records that an entry point waits on the host (`what`): counted, and an
+// error while the compute stream is captured (false then).
+bool host_wait(fsdprt_gpu_context *ctx, const char *what);
 // fsdprt_gpu_alloc with the calling entry point's name in its errors.
 void *alloc_named(int64_t bytes, const char *fn);
 // Frees the context's cuBLAS handle (gpu_blas.cpp).

@@ -257,6 +257,8 @@ void mgpuStreamSynchronize(void *stream) {
   // synchronization waits only when it enqueued something the host reads.
   if (s == ctx->compute && !ctx->host_visible_pending.exchange(false))
     return;
+  if (!host_wait(ctx, "mgpuStreamSynchronize"))
+    return;
   failed(ctx, cudaStreamSynchronize(s), "mgpuStreamSynchronize",
          "cudaStreamSynchronize");
 }

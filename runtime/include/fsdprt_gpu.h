@@ -96,6 +96,11 @@ typedef struct fsdprt_gpu_stats {
   uint64_t bytes_peak;      /* the most live at once, in stream order */
   uint64_t allocations;     /* device allocations made (arena included) */
   uint64_t arena_bytes;     /* the size of the step's device arena */
+  uint64_t scratch_bytes;   /* the size of the context's scratch buffer */
+  uint64_t host_waits;      /* host synchronizations inside entry points a
+                               step calls (a host read of a device value, a
+                               blocking collective, a descriptor check) */
+  uint64_t graph_launches;  /* CUDA graph launches (fsdprt_gpu_graph_launch) */
 } fsdprt_gpu_stats_t;
 FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
     const fsdprt_gpu_context_t *ctx, fsdprt_gpu_stats_t *stats);
@@ -107,7 +112,9 @@ FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
  * NULL on failure (FSDPRT_ERR_OUT_OF_MEMORY recorded with the sizes).
  * Zero bytes gives a unique non-NULL pointer. */
 FSDPRT_API void *fsdprt_gpu_alloc(int64_t bytes);
-/* Frees after the work already enqueued on the compute stream. NULL: no-op. */
+/* Frees after the work already enqueued on the compute stream. NULL, or a
+ * pointer into the context's arena or scratch buffer (a step's result in
+ * the arena): no-op. */
 FSDPRT_API void fsdprt_gpu_free(void *ptr);
 /* The thread context's device arena, at least `bytes` bytes, for the
  * buffers a compute=gpu step plans into one arena (fsdp-assign-buffers
@@ -118,6 +125,42 @@ FSDPRT_API void fsdprt_gpu_free(void *ptr);
  * failure (FSDPRT_ERR_OUT_OF_MEMORY recorded with the sizes). Freed with
  * the context. */
 FSDPRT_API void *fsdprt_gpu_arena(int64_t bytes);
+/* The thread context's device scratch buffer, at least `bytes` bytes: the
+ * split reductions' partials of a compute=gpu step (fsdp-gpu-kernels), which
+ * run in stream order on the compute stream and reuse it from its start.
+ * Allocated on the first request, reused by later ones, replaced (after the
+ * work already enqueued) by a larger one; 256-byte aligned; NULL on failure.
+ * Freed with the context. */
+FSDPRT_API void *fsdprt_gpu_scratch(int64_t bytes);
+/* 1 when `ptr` points into the context's arena or scratch buffer (memory the
+ * context owns: fsdprt_gpu_free leaves it alone), else 0. */
+FSDPRT_API int32_t fsdprt_gpu_owned_by_context(const void *ptr);
+/* A device-to-device copy on the compute stream, asynchronous for the host
+ * (no allocation, no wait). */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_on_device(void *dst, const void *src,
+                                                     int64_t bytes);
+/* ---- CUDA graphs ----------------------------------------------------------
+ */
+
+/* A step's device work captured once and replayed (cudaGraphExec_t). */
+typedef struct fsdprt_gpu_graph fsdprt_gpu_graph_t;
+/* Starts capturing the context's compute stream (thread-local capture
+ * mode): the device work enqueued from here -- kernels, copies, cuBLAS,
+ * collectives, whose communication stream joins the capture -- is recorded,
+ * not run. While capturing, an entry point that would allocate device memory
+ * or wait on the host records an FSDPRT_ERR_UNSUPPORTED error on the
+ * context instead; collectives are neither followed by the watchdog nor
+ * timed. The context must be the calling thread's. */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_capture_begin(fsdprt_gpu_context_t *ctx);
+/* Ends the capture and instantiates the graph (`*graph`; NULL and the error
+ * when the capture failed). */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_capture_end(fsdprt_gpu_context_t *ctx,
+                                                  fsdprt_gpu_graph_t **graph);
+/* Enqueues one replay of the graph on its context's compute stream
+ * (asynchronous for the host, like the step it replaces). */
+FSDPRT_API fsdprt_status_t fsdprt_gpu_graph_launch(fsdprt_gpu_graph_t *graph);
+FSDPRT_API void fsdprt_gpu_graph_destroy(fsdprt_gpu_graph_t *graph);
+
 /* Host <-> device copies ordered on the compute stream. to_device returns
  * once `src` may be reused; to_host once `dst` holds the data. */
 FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_to_device(void *dst, const void *src,

@@ -80,6 +80,9 @@ typedef struct {
   const char *save_dir;   /* training: sharded checkpoints; NULL: none */
   int64_t save_every;     /* also every K global steps; 0: at the end */
   const char *resume_dir; /* training: start from a checkpoint; NULL */
+  int64_t cuda_graphs;    /* compute=gpu: 1 (the default) replays a CUDA graph
+                             of the third step for the later ones when the
+                             step allows it; 0 runs every step as compiled */
 } fsdprun_run_options_t;
 
 FSDPRUN_API void fsdprun_options_init(fsdprun_options_t *options);

@@ -483,8 +483,14 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
   if (aborted_)
     return aborted_status();
   Group &g = groups_[size_t(desc.mask)];
-  reap();
-  collect_exposed(); // returns the timed events of the passed waits
+  // A captured collective (fsdprt_gpu_capture_begin) runs at each replay of
+  // the graph: its events belong to the capture, so neither the watchdog
+  // nor the exposed-time measurement follows it.
+  const bool captured = ctx_->capturing;
+  if (!captured) {
+    reap();
+    collect_exposed(); // returns the timed events of the passed waits
+  }
   auto op = std::make_shared<Inflight>();
   op->ctx = ctx_;
   op->desc = desc;
@@ -494,6 +500,8 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
   if (g.k > 1 && g.checks_left != 0) {
     if (g.checks_left > 0)
       g.checks_left--;
+    if (!gpu::host_wait(ctx_, "the descriptor check of a collective"))
+      return Status(ctx_->first_error(), ctx_->first_error_message());
     st = check_descriptors(g, op->seq, desc);
     if (!st.ok()) {
       abort(st);
@@ -516,7 +524,7 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
     abort(st);
     return st;
   }
-  {
+  if (!captured) {
     std::lock_guard<std::mutex> lock(watch_mu_);
     inflight_.push_back(op);
   }
@@ -533,6 +541,9 @@ Status NcclComm::start(const Desc &desc, const void *send, void *recv,
 // wait are done, `after` when the collective is too. A timing event that
 // cannot be had costs the measurement, not the collective.
 Status NcclComm::order_compute_after(const Inflight &op) {
+  if (ctx_->capturing)
+    return cuda(cudaStreamWaitEvent(compute_, op.done, 0),
+                "cudaStreamWaitEvent");
   TimedWait w;
   bool timed = ctx_->timed_events.acquire(&w.before) == cudaSuccess &&
                ctx_->timed_events.acquire(&w.after) == cudaSuccess &&
@@ -583,6 +594,8 @@ Status NcclComm::wait(fsdprt_request *request) {
 
 Status NcclComm::test(fsdprt_request *request, bool *done) {
   auto *r = static_cast<NcclRequest *>(request);
+  if (!r->done && !gpu::host_wait(ctx_, "fsdprt_test"))
+    return Status(ctx_->first_error(), ctx_->first_error_message());
   if (!r->done) {
     cudaError_t rc =
         r->op->complete ? cudaSuccess : cudaEventQuery(r->op->done);
@@ -605,6 +618,8 @@ Status NcclComm::test(fsdprt_request *request, bool *done) {
 
 // Synchronous calls keep their contract: the data is there on return.
 Status NcclComm::run(const Desc &desc, const void *send, void *recv) {
+  if (!gpu::host_wait(ctx_, "a blocking collective"))
+    return Status(ctx_->first_error(), ctx_->first_error_message());
   fsdprt_request *req = nullptr;
   Status st = start(desc, send, recv, &req);
   if (!st.ok())

@@ -110,7 +110,25 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *,
 }
 void *fsdprt_gpu_alloc(int64_t) { return nullptr; }
 void *fsdprt_gpu_arena(int64_t) { return nullptr; }
+void *fsdprt_gpu_scratch(int64_t) { return nullptr; }
+int32_t fsdprt_gpu_owned_by_context(const void *) { return 0; }
 void fsdprt_gpu_free(void *) {}
+fsdprt_status_t fsdprt_gpu_copy_on_device(void *, const void *, int64_t) {
+  return FSDPRT_ERR_UNSUPPORTED;
+}
+fsdprt_status_t fsdprt_gpu_capture_begin(fsdprt_gpu_context_t *) {
+  return FSDPRT_ERR_UNSUPPORTED;
+}
+fsdprt_status_t fsdprt_gpu_capture_end(fsdprt_gpu_context_t *,
+                                       fsdprt_gpu_graph_t **graph) {
+  if (graph)
+    *graph = nullptr;
+  return FSDPRT_ERR_UNSUPPORTED;
+}
+fsdprt_status_t fsdprt_gpu_graph_launch(fsdprt_gpu_graph_t *) {
+  return FSDPRT_ERR_UNSUPPORTED;
+}
+void fsdprt_gpu_graph_destroy(fsdprt_gpu_graph_t *) {}
 fsdprt_status_t fsdprt_gpu_copy_to_device(void *, const void *, int64_t) {
   return FSDPRT_ERR_UNSUPPORTED;
 }

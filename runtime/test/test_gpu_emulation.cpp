@@ -57,13 +57,25 @@ void k_copy(void *const *a) { // (float *dst, const float *src, int64_t n)
   std::memcpy(dst, src, size_t(n) * sizeof(float));
 }
 
+// (float *x, float *count, int64_t n): an optimizer-like update whose
+// step count lives on the device: count += 1; x = x / 2 + count.
+void k_update(void *const *a) {
+  float *x = *static_cast<float *const *>(a[0]);
+  float *count = *static_cast<float *const *>(a[1]);
+  const int64_t n = *static_cast<const int64_t *>(a[2]);
+  count[0] += 1.0f;
+  for (int64_t i = 0; i < n; ++i)
+    x[i] = x[i] * 0.5f + count[0];
+}
+
 const emu::KernelEntry kKernels[] = {
     {"hold", k_hold, 0, {}},
     {"fill", k_fill, 3, {8, 8, 4}},
     {"device", k_device, 1, {8}},
     {"copy", k_copy, 3, {8, 8, 8}},
+    {"update", k_update, 3, {8, 8, 8}},
 };
-const emu::ModuleImage kImage{emu::kModuleMagic, 4, kKernels};
+const emu::ModuleImage kImage{emu::kModuleMagic, 5, kKernels};
 
 void *module() {
   static void *m =
@@ -1240,3 +1252,210 @@ TEST_F(Emulation, HostKernelsOfAnUnregisteredTableAreAnErrorNamingTheKernel) {
 }
 
 } // namespace
+
+// ---- CUDA graphs ------------------------------------------------------------
+
+// The emulation's stream capture: a capturing stream records its work, a
+// stream that waits on an event of the capture joins it and must be waited
+// on again before the capture ends; a launch replays the work in order.
+TEST_F(Emulation, StreamCaptureRecordsWorkAndJoinedStreamsMustRejoin) {
+  cudaSetDevice(0);
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t fork = nullptr, join = nullptr;
+  cudaEventCreate(&fork);
+  cudaEventCreate(&join);
+  void *p = nullptr;
+  ASSERT_EQ(cudaMalloc(&p, 8), cudaSuccess);
+  auto *bytes = static_cast<unsigned char *>(p);
+  std::memset(p, 0, 8);
+  // b joins and is never waited on: the capture is unjoined.
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaEventRecord(fork, a);
+  ASSERT_EQ(cudaStreamWaitEvent(b, fork, 0), cudaSuccess);
+  cudaMemsetAsync(p, 1, 4, b);
+  cudaGraph_t graph = nullptr;
+  EXPECT_EQ(cudaStreamEndCapture(a, &graph), cudaErrorStreamCaptureUnjoined);
+  EXPECT_EQ(graph, nullptr);
+  cudaStreamCaptureStatus status;
+  cudaStreamIsCapturing(b, &status);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone) << "b left the capture";
+  // Joined and rejoined: nothing runs until the graph is launched, then
+  // every launch runs a's and b's work in capture order.
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaMemsetAsync(bytes + 4, 2, 4, a);
+  cudaEventRecord(fork, a);
+  cudaStreamWaitEvent(b, fork, 0);
+  cudaMemsetAsync(p, 1, 4, b);
+  cudaEventRecord(join, b);
+  cudaStreamWaitEvent(a, join, 0);
+  EXPECT_EQ(cudaStreamSynchronize(a), cudaErrorStreamCaptureUnsupported)
+      << "a capturing stream cannot be waited for";
+  EXPECT_EQ(cudaStreamEndCapture(a, &graph), cudaErrorStreamCaptureInvalidated);
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal),
+            cudaSuccess);
+  cudaMemsetAsync(bytes + 4, 2, 4, a);
+  cudaEventRecord(fork, a);
+  cudaStreamWaitEvent(b, fork, 0);
+  cudaMemsetAsync(p, 1, 4, b);
+  cudaEventRecord(join, b);
+  cudaStreamWaitEvent(a, join, 0);
+  ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess);
+  EXPECT_EQ(bytes[0], 0) << "captured work does not run";
+  EXPECT_EQ(bytes[4], 0);
+  cudaGraphExec_t exec = nullptr;
+  ASSERT_EQ(cudaGraphInstantiate(&exec, graph, 0), cudaSuccess);
+  cudaGraphDestroy(graph);
+  for (int i = 0; i < 2; ++i) {
+    std::memset(p, 0, 8);
+    ASSERT_EQ(cudaGraphLaunch(exec, a), cudaSuccess);
+    ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+    EXPECT_EQ(bytes[0], 1);
+    EXPECT_EQ(bytes[4], 2);
+  }
+  EXPECT_EQ(emu::graphLaunches(), 2);
+  cudaGraphExecDestroy(exec);
+  EXPECT_EQ(emu::liveGraphs(), 0);
+  cudaFree(p);
+  cudaEventDestroy(fork);
+  cudaEventDestroy(join);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+// A training-like step on two ranks: a kernel updates the state with a step
+// count that lives on the device, an all-reduce (on the communication
+// stream, which joins the capture) sums it, a copy moves it. Run 6 times as
+// is, and 2 times as is, then captured once and launched 4 times: the same
+// bits, no allocation and no host wait inside the captured steps, and the
+// capture itself runs nothing.
+TEST_F(Emulation, ACapturedStepReplaysBitIdenticallyToTheStepRunAsIs) {
+  constexpr int64_t n = 5;
+  std::vector<std::vector<float>> plain(2), replayed(2);
+  std::vector<uint64_t> launches(2), allocations(2), waits(2);
+  for (bool graphs : {false, true})
+    run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+      fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+      // A descriptor check waits on the host: a captured step has none.
+      fsdprt_nccl_comm_set_desync_checks(comm, 0);
+      auto *x = static_cast<float *>(fsdprt_gpu_alloc(n * 4));
+      auto *y = static_cast<float *>(fsdprt_gpu_alloc(n * 4));
+      auto *count = static_cast<float *>(fsdprt_gpu_alloc(4));
+      fill(x, n, 1.0f + float(rank));
+      fill(count, 1, 0.0f);
+      auto step = [&] {
+        int64_t len = n;
+        launch("update", {&x, &count, &len});
+        fsdprt_request_t r = nullptr;
+        ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, y, n, FSDPRT_F32,
+                                          FSDPRT_SUM, &r),
+                  FSDPRT_OK);
+        ASSERT_EQ(fsdprt_wait(&r), FSDPRT_OK);
+        mgpuMemcpy(x, y, n * 4, mgpuStreamCreate());
+      };
+      fsdprt_gpu_graph_t *graph = nullptr;
+      fsdprt_gpu_stats_t before, after;
+      for (int s = 0; s < 6; ++s) {
+        if (!graphs || s < 2) {
+          step();
+        } else {
+          if (s == 2) {
+            fsdprt_gpu_context_stats(ctx, &before);
+            ASSERT_EQ(fsdprt_gpu_capture_begin(ctx), FSDPRT_OK);
+            step();
+            ASSERT_EQ(fsdprt_gpu_capture_end(ctx, &graph), FSDPRT_OK)
+                << fsdprt_gpu_context_error_message(ctx);
+            std::vector<float> now = to_host(count, 1);
+            EXPECT_EQ(now[0], 2.0f) << "the capture ran nothing";
+          }
+          ASSERT_EQ(fsdprt_gpu_graph_launch(graph), FSDPRT_OK);
+        }
+        ASSERT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK)
+            << fsdprt_gpu_context_error_message(ctx);
+      }
+      if (graphs) {
+        fsdprt_gpu_context_stats(ctx, &after);
+        launches[size_t(rank)] = after.graph_launches;
+        allocations[size_t(rank)] = after.allocations - before.allocations;
+        waits[size_t(rank)] = after.host_waits - before.host_waits;
+      }
+      std::vector<float> got = to_host(x, n);
+      got.push_back(to_host(count, 1)[0]);
+      (graphs ? replayed : plain)[size_t(rank)] = got;
+      fsdprt_gpu_graph_destroy(graph);
+      fsdprt_gpu_free(x);
+      fsdprt_gpu_free(y);
+      fsdprt_gpu_free(count);
+    });
+  for (int r = 0; r < 2; ++r) {
+    ASSERT_EQ(plain[size_t(r)].size(), size_t(n + 1));
+    EXPECT_EQ(plain[size_t(r)].back(), 6.0f) << "six updates of the count";
+    EXPECT_EQ(std::memcmp(plain[size_t(r)].data(), replayed[size_t(r)].data(),
+                          size_t(n + 1) * 4),
+              0)
+        << "rank " << r;
+    EXPECT_EQ(launches[size_t(r)], 4u);
+    EXPECT_EQ(allocations[size_t(r)], 0u);
+    // The only host wait is the test's own download after the capture.
+    EXPECT_EQ(waits[size_t(r)], 1u);
+  }
+  EXPECT_EQ(emu::liveGraphs(), 0);
+}
+
+// What a captured step may not do is an error that names it (and the
+// capture), not a graph that silently misses the work.
+TEST_F(Emulation, ACapturedStepThatAllocatesOrWaitsOnTheHostIsAnError) {
+  for (int which = 0; which < 2; ++which) {
+    fsdprt_gpu_context_t *ctx = nullptr;
+    ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+    void *p = fsdprt_gpu_alloc(64);
+    ASSERT_EQ(fsdprt_gpu_capture_begin(ctx), FSDPRT_OK);
+    if (which == 0) {
+      EXPECT_EQ(fsdprt_gpu_alloc(64), nullptr);
+    } else {
+      float host[16];
+      EXPECT_NE(fsdprt_gpu_copy_to_host(host, p, 64), FSDPRT_OK);
+    }
+    fsdprt_gpu_graph_t *graph = nullptr;
+    EXPECT_NE(fsdprt_gpu_capture_end(ctx, &graph), FSDPRT_OK);
+    EXPECT_EQ(graph, nullptr);
+    std::string msg = fsdprt_gpu_context_error_message(ctx);
+    EXPECT_TRUE(contains(msg, "captured into a CUDA graph")) << msg;
+    EXPECT_TRUE(
+        contains(msg, which == 0 ? "allocate nothing" : "must not synchronize"))
+        << msg;
+    fsdprt_gpu_free(p);
+    fsdprt_gpu_context_destroy(ctx);
+  }
+  EXPECT_EQ(emu::liveGraphs(), 0);
+}
+
+// The scratch buffer of the split reductions: allocated once, and a free of
+// a pointer into it (or into the arena: a step's result there) does nothing.
+TEST_F(Emulation, TheScratchBufferIsAllocatedOnceAndOwnedByTheContext) {
+  fsdprt_gpu_context_t *ctx = nullptr;
+  ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
+  char *arena = static_cast<char *>(fsdprt_gpu_arena(1024));
+  char *scratch = static_cast<char *>(fsdprt_gpu_scratch(512));
+  ASSERT_NE(scratch, nullptr);
+  for (int step = 0; step < 3; ++step)
+    EXPECT_EQ(fsdprt_gpu_scratch(256), scratch);
+  EXPECT_EQ(fsdprt_gpu_owned_by_context(arena + 100), 1);
+  EXPECT_EQ(fsdprt_gpu_owned_by_context(scratch + 511), 1);
+  fsdprt_gpu_free(arena + 256); // a result in the arena: left alone
+  fsdprt_gpu_free(scratch);
+  fsdprt_gpu_stats_t st;
+  fsdprt_gpu_context_stats(ctx, &st);
+  EXPECT_EQ(st.allocations, 2u);
+  EXPECT_EQ(st.scratch_bytes, 512u);
+  EXPECT_EQ(st.bytes_live, 1024u + 512u);
+  void *other = fsdprt_gpu_alloc(64);
+  EXPECT_EQ(fsdprt_gpu_owned_by_context(other), 0);
+  fsdprt_gpu_free(other);
+  EXPECT_EQ(fsdprt_gpu_context_error(ctx), FSDPRT_OK)
+      << fsdprt_gpu_context_error_message(ctx);
+  fsdprt_gpu_context_destroy(ctx);
+}

@@ -101,6 +101,13 @@ struct Flags {
   cl::opt<bool> noJitCache{"no-jit-cache",
                            cl::desc("Neither read nor write the cache"),
                            cl::init(false), cl::cat(runCategory)};
+  cl::opt<std::string> cudaGraphs{
+      "cuda-graphs",
+      cl::desc("on|off: a compute=gpu step captures its third step into a "
+               "CUDA graph and replays it for the later steps, when the step "
+               "allocates nothing and does not wait on the host (default on; "
+               "off runs every step as compiled)"),
+      cl::init("on"), cl::cat(runCategory)};
 };
 
 [[noreturn]] void fail(const llvm::Twine &message) {
@@ -146,6 +153,9 @@ RunOptions runOptions(const Flags &f, int64_t &liveSteps) {
   o.resumeDir = f.resume;
   o.keepAllRanks = f.allRanks;
   o.measureResidentSet = f.memory || f.json;
+  if (f.cudaGraphs != "on" && f.cudaGraphs != "off")
+    fail("--cuda-graphs takes on or off, not '" + f.cudaGraphs + "'");
+  o.cudaGraphs = f.cudaGraphs == "on";
   if (f.json)
     return o;
   o.onStep = [&liveSteps](int64_t step, llvm::ArrayRef<StepScalar> scalars) {

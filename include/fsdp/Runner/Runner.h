@@ -84,6 +84,10 @@ struct RunOptions {
   bool keepAllRanks = false;
   /// Read the process's resident set after every step (residentBytes).
   bool measureResidentSet = false;
+  /// A compute=gpu step: capture one step into a CUDA graph and replay it
+  /// for the later steps, when the step allows it (no device allocation and
+  /// no host synchronization inside; RunResult::cudaGraph says why not).
+  bool cudaGraphs = true;
   /// Called on rank 0 when a training step ends, with the step's scalars
   /// (only when rank 0 holds their global values).
   std::function<void(int64_t step, llvm::ArrayRef<StepScalar>)> onStep;
@@ -117,6 +121,7 @@ struct RankMemory {
   /// Device allocations in the run (arguments uploaded, the step's own
   /// buffers outside its arena, the arena once) and the rank's device arena.
   int64_t deviceAllocations = 0, deviceArenaBytes = 0;
+  int64_t deviceGraphLaunches = 0; // steps replayed from a CUDA graph
   /// The step's measured high-water mark: its arena and what is outside.
   int64_t measuredPeakBytes() const { return arenaBytes + peakBytes; }
 };
@@ -178,6 +183,9 @@ struct RunResult {
   /// A compute=gpu step: it ran on GPUs (memory holds device counters; the
   /// host's are not measured).
   bool gpu = false;
+  /// A compute=gpu step: "replayed" when later steps replayed a CUDA graph
+  /// of one step, else why not ("off: ..." when disabled or not capturable).
+  std::string cudaGraph;
 
   const HostArray *output(llvm::StringRef name) const;
   double medianStepSeconds() const;

@@ -933,9 +933,10 @@ struct FSDPGpuCostReportPass
       if (kind == "wait")
         return;
     }
-    // The rank's device arena is allocated on the first step and reused:
-    // nothing per step. A guard checks a host value.
-    if (callee == "fsdprt_gpu_arena" || callee == "fsdprt_jit_guard")
+    // The rank's device arena and scratch buffer are allocated on the first
+    // step and reused: nothing per step. A guard checks a host value.
+    if (callee == "fsdprt_gpu_arena" || callee == "fsdprt_gpu_scratch" ||
+        callee == "fsdprt_jit_guard")
       return;
     if (callee.starts_with("fsdprt_") || callee.starts_with("mgpu"))
       warnOnce(call, "cannot cost a call of @" + callee);

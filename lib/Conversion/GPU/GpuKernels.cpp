@@ -51,6 +51,10 @@ constexpr int64_t kThreadsPerSM = 2048;
 // lane), a chunk of rows of a column reduction.
 constexpr int64_t kMinSegment = 256;
 constexpr int64_t kMinChunkRows = 8;
+/// The runtime's per-rank device scratch buffer, and the alignment of each
+/// output's partials in it.
+constexpr llvm::StringLiteral kScratchFunction = "fsdprt_gpu_scratch";
+constexpr int64_t kScratchAlignment = 256;
 
 Value constIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -481,22 +485,69 @@ private:
                });
   }
 
-  /// The partial results of a split reduction: one buffer of `count`
-  /// elements per output, a device buffer once fsdp-gpu-device-memory runs
-  /// (an ordinary host allocation here, freed after pass 2, which a buffer
-  /// planner sees like any other).
+  /// The partial results of a split reduction: `count` elements per output,
+  /// views of the rank's device scratch buffer (`fsdprt_gpu_scratch`,
+  /// allocated on its first request and reused by every later one, so a
+  /// step allocates nothing for them). Every split reduction of a step
+  /// reuses it from offset 0: their two passes run in stream order on the
+  /// compute stream, one reduction's second pass before the next one's
+  /// first.
   SmallVector<Value> allocPartials(OpBuilder &b, int64_t count) {
+    SmallVector<int64_t> offsets;
+    int64_t bytes = 0;
+    for (Value init : op.getDpsInits()) {
+      offsets.push_back(bytes);
+      Type element = getElementTypeOrSelf(init.getType());
+      int64_t width =
+          element.isIndex() ? 64 : int64_t(element.getIntOrFloatBitWidth());
+      int64_t size = (width + 7) / 8 * count;
+      bytes += (size + kScratchAlignment - 1) / kScratchAlignment *
+               kScratchAlignment;
+    }
+    Value scratch = scratchBuffer(b, bytes);
     SmallVector<Value> partials;
-    for (Value init : op.getDpsInits())
-      partials.push_back(memref::AllocOp::create(
+    for (auto [init, offset] : llvm::zip(op.getDpsInits(), offsets))
+      partials.push_back(memref::ViewOp::create(
           b, loc,
-          MemRefType::get({count}, getElementTypeOrSelf(init.getType()))));
+          MemRefType::get({count}, getElementTypeOrSelf(init.getType())),
+          scratch, constIndex(b, loc, offset), ValueRange{}));
     return partials;
   }
 
-  void freePartials(OpBuilder &b, ValueRange partials) {
-    for (Value p : partials)
-      memref::DeallocOp::create(b, loc, p);
+  /// `fsdprt_gpu_scratch(bytes)` as a `memref<bytes x i8>` (a descriptor of
+  /// the returned pointer, which the LLVM lowering folds away).
+  Value scratchBuffer(OpBuilder &b, int64_t bytes) {
+    MLIRContext *ctx = b.getContext();
+    auto module = op->getParentOfType<ModuleOp>();
+    Type ptrType = LLVM::LLVMPointerType::get(ctx);
+    Type i64 = b.getI64Type();
+    auto decl = module.lookupSymbol<func::FuncOp>(kScratchFunction);
+    if (!decl) {
+      OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
+      decl = func::FuncOp::create(mb, module.getLoc(), kScratchFunction,
+                                  b.getFunctionType({i64}, {ptrType}));
+      decl.setPrivate();
+    }
+    auto word = [&](int64_t v) {
+      return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
+    };
+    Value ptr = func::CallOp::create(b, loc, decl, ValueRange{word(bytes)})
+                    .getResult(0);
+    Type sizes = LLVM::LLVMArrayType::get(i64, 1);
+    auto descType = LLVM::LLVMStructType::getLiteral(
+        ctx, {ptrType, ptrType, i64, sizes, sizes});
+    Value desc = LLVM::PoisonOp::create(b, loc, descType);
+    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{0});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{1});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(0),
+                                       ArrayRef<int64_t>{2});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(bytes),
+                                       ArrayRef<int64_t>{3, 0});
+    desc = LLVM::InsertValueOp::create(b, loc, desc, word(1),
+                                       ArrayRef<int64_t>{4, 0});
+    return UnrealizedConversionCastOp::create(
+               b, loc, MemRefType::get({bytes}, b.getI8Type()), desc)
+        .getResult(0);
   }
 
   SmallVector<Value> identities(OpBuilder &b) {
@@ -626,7 +677,6 @@ private:
                    memref::StoreOp::create(tb, loc, v, p, ValueRange{item});
                });
     combinePartials(b, partials, segments);
-    freePartials(b, partials);
   }
 
   /// Rows of a column reduction split into chunks: pass 1 gives each
@@ -660,7 +710,6 @@ private:
         memref::StoreOp::create(lb, loc, v, p, ValueRange{at});
     });
     combinePartials(b, partials, chunks);
-    freePartials(b, partials);
   }
 
   void serial(OpBuilder &b) {

@@ -206,15 +206,21 @@ func.func @serial(%x: memref<4x4xf32>, %y: memref<4xf32>) {
 // 32, then shuffles: an f64 travels as two 32-bit words) into partials[w],
 // 8 warps (8 consecutive segments) per block, 512 blocks. Pass 2: one warp
 // combines the 4,096 partials in order, then lane 0 adds the output's
-// initial value (the folded fill) and stores. The partials are a buffer
-// allocated before the launches and freed after them.
+// initial value (the folded fill) and stores. The partials are a view of
+// the rank's device scratch buffer (fsdprt_gpu_scratch, 4,096 x 8 bytes):
+// no allocation, no free.
 #in = affine_map<(i) -> (i)>
 #out = affine_map<(i) -> ()>
 // CHECK-LABEL: func.func @split_sum_of_squares
 func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   %zero = arith.constant 0.0 : f64
   // CHECK-NOT: linalg.fill
-  // CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<4096xf64>
+  // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(32768 : i64) : i64
+  // CHECK: %[[PTR:.*]] = {{(func.)?}}call @fsdprt_gpu_scratch(%[[BYTES]]) : (i64) -> !llvm.ptr
+  // CHECK: llvm.insertvalue %[[PTR]], %{{.*}}[0]
+  // CHECK: llvm.insertvalue %[[PTR]], %{{.*}}[1]
+  // CHECK: %[[SCRATCH:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<{{.*}}> to memref<32768xi8>
+  // CHECK: %[[PARTIALS:.*]] = memref.view %[[SCRATCH]][%{{.*}}][] : memref<32768xi8> to memref<4096xf64>
   // CHECK-DAG: %[[C512:.*]] = arith.constant 512 : index
   // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
   // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C512]], %{{.*}}, %{{.*}}) threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]]
@@ -240,7 +246,8 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   // CHECK: arith.addf %{{.*}}, %{{.*}} : f64
   // CHECK: memref.store %{{.*}}, %{{.*}}[] : memref<f64>
   // CHECK: gpu.terminator
-  // CHECK: memref.dealloc %[[PARTIALS]] : memref<4096xf64>
+  // CHECK-NOT: memref.dealloc
+  // CHECK: return
   linalg.fill ins(%zero : f64) outs(%s : memref<f64>)
   // With sm-count=1 one warp is enough:
   // SM1: gpu-kernels.mlir:[[@LINE+2]]:3: remark: GPU kernel: row reduction, one warp per output element (the fill before folded in)
@@ -264,11 +271,12 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
 #out = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @split_rows
 func.func @split_rows(%x: memref<4x262144xf32>, %s: memref<4xf32>) {
-  // CHECK: memref.alloc() : memref<4096xf32>
+  // CHECK: call @fsdprt_gpu_scratch
+  // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<16384xi8> to memref<4096xf32>
   // CHECK: gpu.launch
   // CHECK: gpu.launch
   // CHECK: memref.load %{{.*}} : memref<4xf32>
-  // CHECK: memref.dealloc
+  // CHECK-NOT: memref.dealloc
   // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (1024 warp partials of 256 elements per output element), then one warp per output element}}
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
       ins(%x : memref<4x262144xf32>) outs(%s : memref<4xf32>) {
@@ -291,7 +299,7 @@ func.func @split_rows(%x: memref<4x262144xf32>, %s: memref<4xf32>) {
 #out = affine_map<(i, j) -> (j)>
 // CHECK-LABEL: func.func @split_column_sum
 func.func @split_column_sum(%x: memref<8192x768xf32>, %s: memref<768xf32>) {
-  // CHECK: %[[PARTIALS:.*]] = memref.alloc() : memref<262656xf32>
+  // CHECK: %[[PARTIALS:.*]] = memref.view %{{.*}}[%{{.*}}][] : memref<1050624xi8> to memref<262656xf32>
   // CHECK: %[[C1026:.*]] = arith.constant 1026 : index
   // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C1026]]
   // CHECK: scf.for %[[ITEM:[a-z0-9_]+]] =
@@ -317,7 +325,7 @@ func.func @split_column_sum(%x: memref<8192x768xf32>, %s: memref<768xf32>) {
   // CHECK: %[[INIT:.*]] = memref.load %{{.*}}[%[[J]]] : memref<768xf32>
   // CHECK: arith.addf %{{.*}}, %[[INIT]] : f32
   // CHECK: memref.store %{{.*}}, %{{.*}}[%[[J]]] : memref<768xf32>
-  // CHECK: memref.dealloc %[[PARTIALS]]
+  // CHECK-NOT: memref.dealloc
   // SM1: gpu-kernels.mlir:[[@LINE+2]]:3: remark: GPU kernel: reduction, one thread per output element
   // expected-remark @below {{GPU kernel: column reduction split over 1026 blocks (342 chunks of 24 rows), then one warp per output element}}
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction", "parallel"]}
@@ -337,7 +345,7 @@ func.func @split_column_sum(%x: memref<8192x768xf32>, %s: memref<768xf32>) {
 #out = affine_map<(b, t, c) -> (c)>
 // CHECK-LABEL: func.func @split_norm_weight_grad
 func.func @split_norm_weight_grad(%x: memref<8x1024x768xf32>, %y: memref<8x1024x768xf32>, %s: memref<768xf32>) {
-  // CHECK: memref.alloc() : memref<262656xf32>
+  // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<1050624xi8> to memref<262656xf32>
   // CHECK: arith.mulf
   // CHECK: arith.addf
   // expected-remark @below {{GPU kernel: column reduction split over 1026 blocks (342 chunks of 24 rows), then one warp per output element}}

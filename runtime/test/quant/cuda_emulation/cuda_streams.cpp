@@ -38,7 +38,23 @@ thread_local int tls_device = 0;
 thread_local cudaError_t tls_last = cudaSuccess;
 thread_local cuda_emulation::Launch tls_launch{};
 
+struct Stream;
+
+// One stream capture: the work of its origin stream and of the streams
+// that joined it (through an event recorded in the capture), in the order
+// it was enqueued.
+struct Capture {
+  Stream *origin = nullptr;
+  std::vector<Work> work;
+  // Per joined stream: how much of `work` was enqueued when it last
+  // captured something, and how far the origin has waited for it.
+  std::map<Stream *, size_t> tail, joined;
+  cudaError_t error = cudaSuccess; // what invalidated it
+  bool ended = false;
+};
+
 struct Stream {
+  std::shared_ptr<Capture> capture; // while capturing
   int device = 0;
   uint64_t id = 0; // unique: a later stream may reuse the address
   std::deque<Work> queue;
@@ -60,6 +76,11 @@ struct Event {
   // thread before the position completes; a cell per record, so that a
   // destroyed or re-recorded event leaves the pending stamp valid).
   std::shared_ptr<double> stamp;
+  // Recorded in a capture: the capture, the stream and how much of the
+  // capture's work came before the record.
+  std::shared_ptr<Capture> capture;
+  Stream *capture_stream = nullptr;
+  size_t capture_pos = 0;
 };
 
 double now_ms() {
@@ -78,8 +99,13 @@ std::map<const char *, Allocation, std::less<>> allocations; // by base
 std::vector<size_t> used;                                    // per device
 std::vector<int> module_loads;
 int live_events = 0, live_streams = 0, tf32_gemms = 0, nccl_aborts = 0;
+int live_graphs = 0, graph_launches = 0;
 int kernel_faults = 0;
 std::string last_kernel_fault;
+
+// An event whose last record is in a capture still going on (one recorded
+// in a capture that ended has nothing pending: complete).
+bool in_capture(const Event *e) { return e->capture && !e->capture->ended; }
 
 bool complete(const Stream *s, uint64_t position) {
   return !s || s->completed >= position;
@@ -110,6 +136,14 @@ void enqueue(cudaStream_t stream, Work w) {
     return;
   }
   std::lock_guard<std::mutex> lock(mu);
+  if (s->capture) {
+    Capture &c = *s->capture;
+    if (c.error == cudaSuccess) {
+      c.work.push_back(std::move(w));
+      c.tail[s] = c.work.size();
+    }
+    return;
+  }
   s->queue.push_back(std::move(w));
   s->enqueued++;
   cv.notify_all();
@@ -118,6 +152,19 @@ void enqueue(cudaStream_t stream, Work w) {
 cudaError_t fail(cudaError_t e) {
   tls_last = e;
   return e;
+}
+
+// A call a capturing stream cannot take: the capture is invalidated (mu
+// held).
+cudaError_t refuse_in_capture(Stream *s) {
+  if (s->capture->error == cudaSuccess)
+    s->capture->error = cudaErrorStreamCaptureUnsupported;
+  return fail(cudaErrorStreamCaptureUnsupported);
+}
+
+bool capturing(cudaStream_t stream) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  return s && s->capture;
 }
 
 bool valid_device() { return tls_device >= 0 && tls_device < cfg.devices; }
@@ -233,6 +280,16 @@ int tf32Gemms() {
   std::lock_guard<std::mutex> lock(mu);
   return tf32_gemms;
 }
+int liveGraphs() {
+  std::lock_guard<std::mutex> lock(mu);
+  return live_graphs;
+}
+
+int graphLaunches() {
+  std::lock_guard<std::mutex> lock(mu);
+  return graph_launches;
+}
+
 int ncclAborts() {
   std::lock_guard<std::mutex> lock(mu);
   return nccl_aborts;
@@ -380,6 +437,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
   if (!s)
     return cudaSuccess;
   std::unique_lock<std::mutex> lock(mu);
+  if (s->capture)
+    return refuse_in_capture(s);
   const uint64_t target = s->enqueued;
   cv.wait(lock, [&] { return s->completed >= target; });
   return s->error;
@@ -388,6 +447,8 @@ cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
 cudaError_t cudaStreamQuery(cudaStream_t stream) {
   auto *s = reinterpret_cast<Stream *>(stream);
   std::lock_guard<std::mutex> lock(mu);
+  if (s && s->capture)
+    return refuse_in_capture(s);
   if (s && s->error != cudaSuccess)
     return s->error;
   return !s || s->completed == s->enqueued ? cudaSuccess : cudaErrorNotReady;
@@ -413,12 +474,38 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event,
                                 unsigned) {
   auto *e = reinterpret_cast<Event *>(event);
+  auto *s = reinterpret_cast<Stream *>(stream);
   if (!e)
     return fail(cudaErrorInvalidResourceHandle);
   Stream *on;
   uint64_t position;
   {
     std::lock_guard<std::mutex> lock(mu);
+    if (in_capture(e)) {
+      // A dependency inside the capture (the replay runs the captured work
+      // in order: nothing to enqueue), or a stream joining it.
+      if (!s)
+        return fail(cudaErrorStreamCaptureIsolation);
+      if (s->capture && s->capture != e->capture) {
+        refuse_in_capture(s);
+        return fail(cudaErrorStreamCaptureMerge);
+      }
+      Capture &c = *e->capture;
+      if (!s->capture) {
+        s->capture = e->capture;
+        c.tail.emplace(s, c.work.size());
+      }
+      if (s == c.origin && e->capture_stream != s) {
+        size_t &joined = c.joined[e->capture_stream];
+        joined = std::max(joined, e->capture_pos);
+      }
+      return cudaSuccess;
+    }
+    // A capture depends only on work captured in it.
+    if (s && s->capture) {
+      refuse_in_capture(s);
+      return fail(cudaErrorStreamCaptureIsolation);
+    }
     on = e->stream;
     position = e->position;
   }
@@ -457,6 +544,16 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!e)
     return fail(cudaErrorInvalidResourceHandle);
   std::lock_guard<std::mutex> lock(mu);
+  if (s && s->capture) {
+    e->capture = s->capture;
+    e->capture_stream = s;
+    e->capture_pos = s->capture->work.size();
+    e->stamp.reset();
+    e->stream = nullptr;
+    e->position = 0;
+    return cudaSuccess;
+  }
+  e->capture.reset();
   if (e->timing) {
     auto stamp = std::make_shared<double>(0);
     if (s) {
@@ -481,6 +578,8 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
   if (!ms || !a || !b)
     return fail(cudaErrorInvalidValue);
   std::lock_guard<std::mutex> lock(mu);
+  if (in_capture(a) || in_capture(b))
+    return fail(cudaErrorCapturedEvent);
   if (!a->timing || !b->timing || !a->stamp || !b->stamp)
     return fail(cudaErrorInvalidResourceHandle);
   if (!complete(a->stream, a->position) || !complete(b->stream, b->position))
@@ -492,12 +591,16 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start,
 cudaError_t cudaEventQuery(cudaEvent_t event) {
   auto *e = reinterpret_cast<Event *>(event);
   std::lock_guard<std::mutex> lock(mu);
+  if (in_capture(e))
+    return fail(cudaErrorCapturedEvent);
   return complete(e->stream, e->position) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   auto *e = reinterpret_cast<Event *>(event);
   std::unique_lock<std::mutex> lock(mu);
+  if (in_capture(e))
+    return fail(cudaErrorCapturedEvent);
   cv.wait(lock, [&] { return complete(e->stream, e->position); });
   return cudaSuccess;
 }
@@ -506,7 +609,11 @@ cudaError_t cudaMalloc(void **p, size_t bytes) {
   return device_alloc(p, bytes, cudaMemoryTypeDevice);
 }
 
-cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t) {
+cudaError_t cudaMallocAsync(void **p, size_t bytes, cudaStream_t stream) {
+  if (capturing(stream)) {
+    std::lock_guard<std::mutex> lock(mu);
+    return refuse_in_capture(reinterpret_cast<Stream *>(stream));
+  }
   return device_alloc(p, bytes, cudaMemoryTypeDevice);
 }
 
@@ -522,6 +629,10 @@ cudaError_t cudaFree(void *p) { return device_free_synchronized(p); }
 cudaError_t cudaFreeHost(void *p) { return device_free_synchronized(p); }
 
 cudaError_t cudaFreeAsync(void *p, cudaStream_t stream) {
+  if (capturing(stream)) {
+    std::lock_guard<std::mutex> lock(mu);
+    return refuse_in_capture(reinterpret_cast<Stream *>(stream));
+  }
   enqueue(stream, [p] { device_free(p); });
   return cudaSuccess;
 }
@@ -553,6 +664,15 @@ cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
   // from its stack): so does the emulation.
   cudaPointerAttributes attr{};
   cudaPointerGetAttributes(&attr, s);
+  if (capturing(stream)) {
+    cudaPointerAttributes to{};
+    cudaPointerGetAttributes(&to, d);
+    if (attr.type == cudaMemoryTypeUnregistered ||
+        to.type == cudaMemoryTypeUnregistered) {
+      std::lock_guard<std::mutex> lock(mu);
+      return refuse_in_capture(reinterpret_cast<Stream *>(stream));
+    }
+  }
   if (stream && attr.type == cudaMemoryTypeUnregistered) {
     auto staged = std::make_shared<std::vector<char>>(
         static_cast<const char *>(s), static_cast<const char *>(s) + bytes);
@@ -570,6 +690,111 @@ cudaError_t cudaMemset(void *p, int v, size_t bytes) {
 
 cudaError_t cudaMemsetAsync(void *p, int v, size_t bytes, cudaStream_t stream) {
   enqueue(stream, [=] { std::memset(p, v, bytes); });
+  return cudaSuccess;
+}
+
+// ---- stream capture and graphs ----------------------------------------------
+
+struct CUgraph_st {
+  std::vector<Work> work;
+};
+struct CUgraphExec_st {
+  std::shared_ptr<const std::vector<Work>> work;
+};
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s)
+    return fail(cudaErrorStreamCaptureUnsupported); // the legacy stream
+  std::lock_guard<std::mutex> lock(mu);
+  if (s->capture)
+    return fail(cudaErrorInvalidValue);
+  s->capture = std::make_shared<Capture>();
+  s->capture->origin = s;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t *graph) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!s || !graph)
+    return fail(cudaErrorInvalidValue);
+  *graph = nullptr;
+  std::lock_guard<std::mutex> lock(mu);
+  std::shared_ptr<Capture> c = s->capture;
+  if (!c || c->origin != s)
+    return fail(cudaErrorInvalidValue);
+  cudaError_t rc =
+      c->error != cudaSuccess ? cudaErrorStreamCaptureInvalidated : cudaSuccess;
+  for (auto [joined, tail] : c->tail)
+    if (joined != s && rc == cudaSuccess &&
+        (!c->joined.count(joined) || c->joined[joined] < tail))
+      rc = cudaErrorStreamCaptureUnjoined;
+  c->ended = true;
+  // Every stream of the capture leaves it, as in CUDA.
+  for (Stream *other : streams)
+    if (other->capture == c)
+      other->capture.reset();
+  if (rc != cudaSuccess)
+    return fail(rc);
+  *graph = new CUgraph_st{std::move(c->work)};
+  live_graphs++;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream,
+                                  cudaStreamCaptureStatus *status) {
+  auto *s = reinterpret_cast<Stream *>(stream);
+  if (!status)
+    return fail(cudaErrorInvalidValue);
+  std::lock_guard<std::mutex> lock(mu);
+  *status = !s || !s->capture ? cudaStreamCaptureStatusNone
+            : s->capture->error != cudaSuccess
+                ? cudaStreamCaptureStatusInvalidated
+                : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long) {
+  if (!exec || !graph)
+    return fail(cudaErrorInvalidValue);
+  *exec = new CUgraphExec_st{
+      std::make_shared<const std::vector<Work>>(graph->work)};
+  std::lock_guard<std::mutex> lock(mu);
+  live_graphs++;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec)
+    return fail(cudaErrorInvalidResourceHandle);
+  {
+    std::lock_guard<std::mutex> lock(mu);
+    graph_launches++;
+  }
+  std::shared_ptr<const std::vector<Work>> work = exec->work;
+  enqueue(stream, [work] {
+    for (const Work &w : *work)
+      w();
+  });
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  if (!exec)
+    return fail(cudaErrorInvalidResourceHandle);
+  delete exec;
+  std::lock_guard<std::mutex> lock(mu);
+  live_graphs--;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  if (!graph)
+    return fail(cudaErrorInvalidResourceHandle);
+  delete graph;
+  std::lock_guard<std::mutex> lock(mu);
+  live_graphs--;
   return cudaSuccess;
 }
 
@@ -1252,8 +1477,12 @@ void move_data(std::vector<Part> &parts) {
 }
 
 // Stream work of one collective: meets the other ranks' calls.
-void meet(std::shared_ptr<CommState> st, uint64_t seq, Part part) {
+// The round is numbered when the stream runs the collective (the order of
+// the rank's collectives on its stream), so that a graph's replays meet
+// their peers' like new calls.
+void meet(std::shared_ptr<CommState> st, Part part) {
   std::unique_lock<std::mutex> lock(mu);
+  const uint64_t seq = st->next_seq++;
   Clique &c = *st->clique;
   Round &round = c.rounds[seq];
   if (round.parts.empty()) {
@@ -1280,8 +1509,7 @@ ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Part part) {
   std::shared_ptr<CommState> st = comm->state;
   if (st->aborted)
     return ncclInvalidUsage;
-  const uint64_t seq = st->next_seq++;
-  enqueue(stream, [st, seq, part] { meet(st, seq, part); });
+  enqueue(stream, [st, part] { meet(st, part); });
   return ncclSuccess;
 }
 

@@ -34,6 +34,24 @@ enum : int {
   cudaErrorInvalidResourceHandle = 400,
   cudaErrorNotReady = 600,
   cudaErrorLaunchFailure = 719,
+  cudaErrorStreamCaptureUnsupported = 900,
+  cudaErrorStreamCaptureInvalidated = 901,
+  cudaErrorStreamCaptureMerge = 902,
+  cudaErrorStreamCaptureUnjoined = 904,
+  cudaErrorStreamCaptureIsolation = 905,
+  cudaErrorCapturedEvent = 907,
+};
+typedef struct CUgraph_st *cudaGraph_t;
+typedef struct CUgraphExec_st *cudaGraphExec_t;
+enum cudaStreamCaptureMode {
+  cudaStreamCaptureModeGlobal = 0,
+  cudaStreamCaptureModeThreadLocal = 1,
+  cudaStreamCaptureModeRelaxed = 2
+};
+enum cudaStreamCaptureStatus {
+  cudaStreamCaptureStatusNone = 0,
+  cudaStreamCaptureStatusActive = 1,
+  cudaStreamCaptureStatusInvalidated = 2
 };
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost,
@@ -90,6 +108,25 @@ cudaError_t cudaEventRecord(cudaEvent_t e, cudaStream_t s = nullptr);
 cudaError_t cudaEventQuery(cudaEvent_t e);
 cudaError_t cudaEventSynchronize(cudaEvent_t e);
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end);
+
+// Stream capture and graphs. A capturing stream records its work instead
+// of running it; a stream that waits on an event recorded in a capture
+// joins that capture, and must be waited on by the capture's origin stream
+// before cudaStreamEndCapture (cudaErrorStreamCaptureUnjoined otherwise). A
+// graph launch runs the recorded work in the order it was captured (a valid
+// order of the graph's dependencies) as one item of the launch stream.
+// Stricter than CUDA: a capturing stream refuses allocations and frees
+// (CUDA would add memory nodes) as well as synchronization, queries and
+// copies from or to pageable host memory; each invalidates the capture.
+cudaError_t cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
+cudaError_t cudaStreamEndCapture(cudaStream_t s, cudaGraph_t *graph);
+cudaError_t cudaStreamIsCapturing(cudaStream_t s,
+                                  cudaStreamCaptureStatus *status);
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t *exec, cudaGraph_t graph,
+                                 unsigned long long flags = 0);
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 
 cudaError_t cudaMalloc(void **p, size_t bytes);
 template <typename T> inline cudaError_t cudaMalloc(T **p, size_t bytes) {
@@ -186,6 +223,9 @@ int moduleLoads(int device);
 int liveEvents();
 // Streams alive now.
 int liveStreams();
+// Graphs and executable graphs alive now; graph launches since configure().
+int liveGraphs();
+int graphLaunches();
 // GEMMs that ran with TF32 compute (cuBLAS emulation).
 int tf32Gemms();
 // ncclCommAbort calls since configure().
