@@ -10,8 +10,13 @@ import json
 import sys
 
 
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def main():
-    on, off, fallback = (json.load(open(p)) for p in sys.argv[1:4])
+    on, off, fallback = (load(p) for p in sys.argv[1:4])
     steps = int(sys.argv[4])
     launches = on["device_graph_launches"]
     if launches != [steps - 2] * len(launches) or not on["cuda_graph"].startswith("replayed"):

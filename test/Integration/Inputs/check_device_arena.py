@@ -25,8 +25,13 @@ def per_step(one, many):
     return [(b - a) / steps for a, b in zip(one["device_allocations"], many["device_allocations"])]
 
 
+def load(path):
+    with open(path) as f:
+        return json.load(f)
+
+
 def main():
-    on1, on, off1, off = (json.load(open(p)) for p in sys.argv[1:5])
+    on1, on, off1, off = (load(p) for p in sys.argv[1:5])
     calls_on, calls_off = calls_in(sys.argv[5]), calls_in(sys.argv[6])
     plan = on["plan"]["arena_bytes"]
     for run in (on1, on):
