@@ -110,10 +110,11 @@ void run(const char *fn, const Call &c, bool backward) {
   a.d = c.d;
   a.scale = c.scale;
   a.causal = c.causal != 0;
-  void *scratch = nullptr;
+  // The backward's row terms live in the context's scratch buffer (kept
+  // from step to step: no allocation per call).
   if (backward && c.batch * c.heads * c.tq > 0) {
-    scratch =
-        alloc_named(c.batch * c.heads * c.tq * int64_t(sizeof(float)), fn);
+    void *scratch =
+        scratch_named(c.batch * c.heads * c.tq * int64_t(sizeof(float)), fn);
     if (!scratch)
       return;
     a.delta = static_cast<float *>(scratch);
@@ -121,7 +122,6 @@ void run(const char *fn, const Call &c, bool backward) {
   const cudaError_t rc = backward ? attention::backward(a, ctx->compute)
                                   : attention::forward(a, ctx->compute);
   failed(ctx, rc, fn, "launching the attention kernels");
-  fsdprt_gpu_free(scratch); // after the kernels, in stream order
 #endif
 }
 

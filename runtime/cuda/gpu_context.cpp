@@ -689,6 +689,12 @@ void fsdprt_gpu_graph_destroy(fsdprt_gpu_graph_t *graph) {
 
 } // extern "C"
 
+void *fsdprt::gpu::scratch_named(int64_t bytes, const char *fn) {
+  fsdprt_gpu_context *ctx = entry(fn);
+  return ctx ? context_buffer(ctx, ctx->scratch, ctx->scratch_bytes, bytes, fn)
+             : nullptr;
+}
+
 void *fsdprt::gpu::alloc_named(int64_t bytes, const char *fn) {
   fsdprt_gpu_context *ctx = entry(fn);
   return ctx ? alloc(ctx, bytes, fn) : nullptr;

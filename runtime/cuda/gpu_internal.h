@@ -145,6 +145,11 @@ Status check_device(int device);
 // Records that an entry point waits on the host (`what`): counted, and an
 // error while the compute stream is captured (false then).
 bool host_wait(fsdprt_gpu_context *ctx, const char *what);
+// The context's scratch buffer (fsdprt_gpu_scratch) with the calling entry
+// point's name in its errors: at least `bytes`, valid for the work the
+// caller enqueues on the compute stream before it returns (every user of
+// the scratch buffer runs in stream order there).
+void *scratch_named(int64_t bytes, const char *fn);
 // fsdprt_gpu_alloc with the calling entry point's name in its errors.
 void *alloc_named(int64_t bytes, const char *fn);
 // Frees the context's cuBLAS handle (gpu_blas.cpp).

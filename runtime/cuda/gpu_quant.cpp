@@ -46,13 +46,24 @@ struct Step {
   }
 };
 
-// A stream-ordered scratch buffer, freed after the work enqueued before the
-// end of its scope.
+// Scratch space for one call: parts of the context's scratch buffer (kept
+// from call to call: no allocation per call), 256-byte aligned, valid for
+// the work the call enqueues on the compute stream.
 struct Scratch {
   void *p = nullptr;
-  Scratch(int64_t bytes, const char *fn) : p(alloc_named(bytes, fn)) {}
-  ~Scratch() { fsdprt_gpu_free(p); }
+  Scratch(int64_t bytes, const char *fn) : p(scratch_named(bytes, fn)) {}
+  // `n` parts of the given sizes: part i at `at(i)`.
+  Scratch(std::initializer_list<int64_t> sizes, const char *fn) {
+    int64_t total = 0;
+    for (int64_t b : sizes) {
+      offsets.push_back(total);
+      total += (b + 255) / 256 * 256;
+    }
+    p = scratch_named(total, fn);
+  }
   uint8_t *bytes() const { return static_cast<uint8_t *>(p); }
+  uint8_t *at(size_t i) const { return bytes() + offsets[i]; }
+  std::vector<int64_t> offsets;
 };
 
 int64_t wire_bytes(const fsdprt_quant_layout &l) {
@@ -107,20 +118,21 @@ void dequantize_transposed(const Step &s, const uint8_t *packets, void *y,
                            const fsdprt_quant_layout &l) {
   const size_t db = l.data_bytes, sb = l.scale_bytes;
   const int64_t wire = wire_bytes(l);
-  Scratch data(int64_t(db) * k, s.fn), gathered(int64_t(sb) * k, s.fn),
-      scales(int64_t(sb) * k, s.fn);
-  if (!data.p || !gathered.p || !scales.p)
+  // The packets' data, their gathered scales, the swapped scales.
+  Scratch tmp({int64_t(db) * k, int64_t(sb) * k, int64_t(sb) * k}, s.fn);
+  if (!tmp.p)
     return;
+  uint8_t *data = tmp.at(0), *gathered = tmp.at(1), *scales = tmp.at(2);
   for (int64_t j = 0; j < k; ++j)
-    if (!s.copy(data.bytes() + j * db, packets + j * wire, db) ||
-        !s.copy(gathered.bytes() + j * sb, packets + j * wire + db, sb))
+    if (!s.copy(data + j * db, packets + j * wire, db) ||
+        !s.copy(gathered + j * sb, packets + j * wire + db, sb))
       return;
   if (s.quant(fsdprt_quant_cuda_swap_first_dims(
-          gathered.p, scales.p, size_t(k), size_t(l.scale_rows),
+          gathered, scales, size_t(k), size_t(l.scale_rows),
           size_t(l.scale_cols) * sizeof(float), s.ctx->compute)))
     s.quant(fsdprt_quant_cuda_dequantize(
-        fmt, data.bytes(), scales.p, nullptr, size_t(l.rows) * size_t(k),
-        size_t(l.cols), y, dtype, s.ctx->compute));
+        fmt, data, scales, nullptr, size_t(l.rows) * size_t(k), size_t(l.cols),
+        y, dtype, s.ctx->compute));
 }
 
 } // namespace

@@ -126,8 +126,10 @@ FSDPRT_API void fsdprt_gpu_free(void *ptr);
  * the context. */
 FSDPRT_API void *fsdprt_gpu_arena(int64_t bytes);
 /* The thread context's device scratch buffer, at least `bytes` bytes: the
- * split reductions' partials of a compute=gpu step (fsdp-gpu-kernels), which
- * run in stream order on the compute stream and reuse it from its start.
+ * split reductions' partials of a compute=gpu step (fsdp-gpu-kernels), the
+ * fused attention backward's row terms, the quantization's misaligned parts;
+ * its users run in stream order on the compute stream and reuse it from its
+ * start.
  * Allocated on the first request, reused by later ones, replaced (after the
  * work already enqueued) by a larger one; 256-byte aligned; NULL on failure.
  * Freed with the context. */

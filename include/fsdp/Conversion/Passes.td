@@ -469,10 +469,11 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
       of rows (at least 8) of one output element, consecutive threads on
       consecutive output elements. Pass 2 is one warp per output element:
       the lanes combine its partials (contiguous) in strides of 32, then
-      the shuffles, then lane 0 its initial value. The partials are a buffer
-      allocated and freed around the two launches (a device buffer after
-      `fsdp-gpu-device-memory`). The results do not depend on the run: a
-      fixed order, no atomics;
+      the shuffles, then lane 0 its initial value. The partials are views
+      of the rank's device scratch buffer (`fsdprt_gpu_scratch(bytes)`,
+      allocated on its first request, reused by every split reduction of
+      every step: they run in stream order), not an allocation per step.
+      The results do not depend on the run: a fixed order, no atomics;
     - an output indexed by a reduction loop: one thread runs the op.
 
     A `linalg.fill` right before an op that accumulates into the filled
