@@ -13,15 +13,14 @@
 // the times of the call, its results live from their allocation inside it
 // to their free in the caller, as with malloc), and a segment called
 // several times in each of its calls, which pass the offsets of their
-// buffers. The packing is the smallest of a heap simulation in program
-// order and three global best fits over the live intervals (decreasing
-// size, size times lifetime, breadth), as XLA's heap simulator tries
-// several. A callee that cannot be planned with its callers has a plan of
-// its own: its results become out-parameters its callers allocate, and its
-// temporaries a sub-arena argument allocated around each call. An entry (a
-// function nobody calls) gets its arena from the runtime, which allocates
-// it once per rank; its results are planned too (valid until its next
-// call, which the runners copy them before).
+// buffers. The packing (fsdp/Memory/ArenaPacking.h, no MLIR) is the
+// smallest of a heap simulation in program order and three global best
+// fits over the live intervals, improved by a local search. A callee that
+// cannot be planned with its callers has a plan of its own: its results become
+// out-parameters its callers allocate, and its temporaries a sub-arena argument
+// allocated around each call. An entry (a function nobody calls) gets its arena
+// from the runtime, which allocates it once per rank; its results are planned
+// too (valid until its next call, which the runners copy them before).
 //
 //===----------------------------------------------------------------------===//
 
@@ -30,6 +29,7 @@
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+#include "fsdp/Memory/ArenaPacking.h"
 
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/DataLayoutInterfaces.h"
@@ -40,9 +40,6 @@
 #include "llvm/ADT/SetVector.h"
 
 #include <algorithm>
-#include <map>
-#include <random>
-#include <set>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPASSIGNBUFFERS
@@ -60,20 +57,8 @@ constexpr llvm::StringLiteral kSubArenaAttrName = "fsdp.sub_arena";
 /// How many of the largest planned buffers a plan records.
 constexpr size_t kLargestRecorded = 3;
 constexpr int64_t kMaxAlignment = 4096;
-/// The global packings compare each buffer with those placed before it
-/// (quadratic); above this many buffers in one arena only the O(n log n)
-/// program-order packing runs, so that compile time stays near linear.
-constexpr size_t kMaxGloballyPacked = 4096;
-/// The local search of `pack` (searchOrders): for groups of at most
-/// kMaxSearched buffers, at most kSearchRounds packings and about
-/// kSearchComparisons comparisons in all (a few hundredths of a second).
-constexpr size_t kMaxSearched = 1024;
-constexpr uint64_t kSearchRounds = 2000;
-constexpr uint64_t kSearchComparisons = uint64_t(1) << 25;
 
-int64_t alignTo(int64_t bytes, int64_t alignment) {
-  return (bytes + alignment - 1) / alignment * alignment;
-}
+namespace packing = ::fsdp::packing;
 
 /// The bytes of a statically shaped, identity-layout memref in the default
 /// memory space, or nullopt.
@@ -86,74 +71,6 @@ std::optional<int64_t> staticBytes(MemRefType type, const DataLayout &layout) {
     return std::nullopt;
   return int64_t(layout.getTypeSize(element)) * type.getNumElements();
 }
-
-/// A heap of one arena: free ranges by offset (to coalesce on release) and
-/// by size (for the best fit), O(log n) per allocation and release. Sizes
-/// are multiples of the alignment, so every offset is aligned.
-class ArenaHeap {
-public:
-  explicit ArenaHeap(int64_t alignment) : alignment(alignment) {}
-
-  int64_t allocate(int64_t bytes) {
-    bytes = std::max(alignTo(bytes, alignment), alignment);
-    auto fit = bySize.lower_bound({bytes, INT64_MIN});
-    if (fit != bySize.end()) {
-      auto [size, offset] = *fit;
-      erase(offset);
-      if (size > bytes)
-        insert(offset + bytes, size - bytes);
-      return offset;
-    }
-    // No free range holds it: extend the free range at the top, if any.
-    int64_t offset = top;
-    if (!byOffset.empty()) {
-      auto last = std::prev(byOffset.end());
-      if (last->first + last->second == top) {
-        offset = last->first;
-        erase(offset);
-      }
-    }
-    top = offset + bytes;
-    return offset;
-  }
-
-  void release(int64_t offset, int64_t bytes) {
-    bytes = std::max(alignTo(bytes, alignment), alignment);
-    auto next = byOffset.lower_bound(offset);
-    if (next != byOffset.end() && next->first == offset + bytes) {
-      bytes += next->second;
-      erase(next->first);
-    }
-    auto after = byOffset.lower_bound(offset);
-    if (after != byOffset.begin()) {
-      auto prev = std::prev(after);
-      if (prev->first + prev->second == offset) {
-        offset = prev->first;
-        bytes += prev->second;
-        erase(offset);
-      }
-    }
-    insert(offset, bytes);
-  }
-
-  int64_t size() const { return top; }
-
-private:
-  void insert(int64_t offset, int64_t bytes) {
-    byOffset[offset] = bytes;
-    bySize.insert({bytes, offset});
-  }
-  void erase(int64_t offset) {
-    auto it = byOffset.find(offset);
-    bySize.erase({it->second, offset});
-    byOffset.erase(it);
-  }
-
-  int64_t alignment;
-  int64_t top = 0;
-  std::map<int64_t, int64_t> byOffset;
-  std::set<std::pair<int64_t, int64_t>> bySize;
-};
 
 /// What the pass decided for one function.
 struct FunctionPlan {
@@ -699,234 +616,17 @@ struct FSDPAssignBuffersPass
         planned.push_back(p);
     return planned;
   }
-
-  int64_t slot(int64_t bytes) const {
-    return std::max(alignTo(bytes, alignment), int64_t(alignment));
-  }
-
-  /// Offsets by a best-fit heap simulation in program order: O(n log n).
-  int64_t packInProgramOrder(ArrayRef<Planned> planned,
-                             SmallVectorImpl<int64_t> &offsets) {
-    // (position, buffer, is the allocation); positions are distinct ops.
-    SmallVector<std::tuple<int64_t, size_t, bool>> events;
-    for (auto [i, p] : llvm::enumerate(planned)) {
-      events.push_back({p.start, i, true});
-      events.push_back({p.end, i, false});
-    }
-    llvm::sort(events);
-    ArenaHeap heap(alignment);
-    offsets.assign(planned.size(), 0);
-    for (auto [position, i, isAlloc] : events) {
-      if (isAlloc)
-        offsets[i] = heap.allocate(planned[i].bytes);
-      else
-        heap.release(offsets[i], planned[i].bytes);
-    }
-    return heap.size();
-  }
-
-  /// Orders of the global best-fit packing (as XLA's heap simulator tries
-  /// several): decreasing size; size times lifetime; breadth (the most
-  /// bytes live at any time of the buffer's life), then lifetime.
-  enum class Order { Size, Area, Breadth };
-
-  /// Per buffer, the most bytes live at once during its life: the live
-  /// bytes between consecutive events, and a sparse table of their maxima.
-  SmallVector<int64_t> breadths(ArrayRef<Planned> planned) {
-    SmallVector<int64_t> times;
-    for (const Planned &p : planned) {
-      times.push_back(p.start);
-      times.push_back(p.end);
-    }
-    llvm::sort(times);
-    times.erase(std::unique(times.begin(), times.end()), times.end());
-    auto at = [&](int64_t t) {
-      return size_t(llvm::lower_bound(times, t) - times.begin());
-    };
-    size_t m = times.size();
-    SmallVector<int64_t> delta(m + 1, 0);
-    for (const Planned &p : planned) {
-      delta[at(p.start)] += slot(p.bytes);
-      delta[at(p.end)] -= slot(p.bytes);
-    }
-    std::vector<SmallVector<int64_t>> table(1, SmallVector<int64_t>(m, 0));
-    int64_t live = 0;
-    for (size_t k = 0; k < m; ++k)
-      table[0][k] = live += delta[k];
-    for (size_t w = 1; 2 * w <= m; w *= 2) {
-      SmallVector<int64_t> next(m - 2 * w + 1);
-      for (size_t k = 0; k + 2 * w <= m; ++k)
-        next[k] = std::max(table.back()[k], table.back()[k + w]);
-      table.push_back(std::move(next));
-    }
-    SmallVector<int64_t> result;
-    for (const Planned &p : planned) {
-      size_t lo = at(p.start), hi = at(p.end); // events [lo, hi)
-      size_t level = llvm::Log2_64(uint64_t(hi - lo));
-      result.push_back(
-          std::max(table[level][lo], table[level][hi - (size_t(1) << level)]));
-    }
-    return result;
-  }
-
-  /// The buffers in one of those orders (O(n log n)).
-  SmallVector<size_t> globalOrder(ArrayRef<Planned> planned, Order by,
-                                  ArrayRef<int64_t> breadth) {
-    size_t n = planned.size();
-    auto key = [&](size_t i) -> std::tuple<double, int64_t, int64_t> {
-      const Planned &p = planned[i];
-      int64_t size = slot(p.bytes), life = p.end - p.start;
-      if (by == Order::Size)
-        return {double(size), life, 0};
-      if (by == Order::Area)
-        return {double(size) * double(life), size, 0};
-      return {double(breadth[i]), life, size};
-    };
-    SmallVector<size_t> order = llvm::to_vector(llvm::seq<size_t>(0, n));
-    llvm::stable_sort(order, [&](size_t a, size_t b) {
-      auto ka = key(a), kb = key(b);
-      if (ka != kb)
-        return ka > kb;
-      return planned[a].start < planned[b].start;
-    });
-    return order;
-  }
-
-  /// Offsets by a global best fit over the live intervals, the buffers in
-  /// `order`: each at the smallest gap (the lowest on a tie) between the
-  /// buffers already placed that are live at the same time, or above them.
-  /// One pass over the buffers placed before each (n^2 / 2 comparisons, no
-  /// allocation).
-  int64_t packGlobally(ArrayRef<Planned> planned, ArrayRef<size_t> order,
-                       int64_t limit, SmallVectorImpl<int64_t> &offsets) {
-    size_t n = planned.size();
-    offsets.assign(n, 0);
-    // The placed buffers by offset, compact: one pass over them finds the
-    // gaps among those live at the same time (no sort per buffer).
-    struct Placed {
-      int64_t offset, end, start, stop; ///< bytes [offset, end), [start, stop)
-    };
-    SmallVector<Placed> placed;
-    int64_t top = 0;
-    for (size_t i : order) {
-      const Planned &p = planned[i];
-      int64_t size = slot(p.bytes);
-      int64_t cursor = 0, best = -1, bestGap = INT64_MAX;
-      for (const Placed &q : placed) {
-        if (q.stop <= p.start || p.end <= q.start)
-          continue;
-        int64_t gap = q.offset - cursor;
-        if (gap >= size && gap < bestGap) {
-          best = cursor;
-          bestGap = gap;
-        }
-        cursor = std::max(cursor, q.end);
-      }
-      offsets[i] = best >= 0 ? best : cursor;
-      top = std::max(top, offsets[i] + size);
-      if (top >= limit)
-        return top; // cannot beat the packing it is compared with
-      auto at =
-          llvm::upper_bound(placed, offsets[i], [](int64_t o, const Placed &q) {
-            return o < q.offset;
-          });
-      placed.insert(at, {offsets[i], offsets[i] + size, p.start, p.end});
-    }
-    return top;
-  }
-
-  /// The most bytes live at once: no packing can do better.
-  int64_t mostLive(ArrayRef<Planned> planned) {
-    SmallVector<std::pair<int64_t, int64_t>> events;
-    for (const Planned &p : planned) {
-      events.push_back({p.start, slot(p.bytes)});
-      events.push_back({p.end, -slot(p.bytes)});
-    }
-    llvm::sort(events);
-    int64_t live = 0, most = 0;
-    for (auto [position, delta] : events) {
-      live += delta;
-      most = std::max(most, live);
-    }
-    return most;
-  }
-
-  /// A local search from the order of the best global packing, for groups
-  /// of at most kMaxSearched buffers: one of the buffers at the top of the
-  /// arena moved earlier in the order, or a few buffers moved a short way,
-  /// the group packed again, the new order kept when its arena is no
-  /// larger (so that the search crosses plateaus), until the bound or the
-  /// budget of comparisons. Greedy packings of many similar small buffers
-  /// leave holes (recompute: 2.9% above the bound) that a different order
-  /// closes. Deterministic: a fixed seed and the generator's raw output.
-  void searchOrders(ArrayRef<Planned> planned, int64_t bound,
-                    SmallVectorImpl<size_t> &order,
-                    SmallVectorImpl<int64_t> &best, int64_t &arena) {
-    size_t n = planned.size();
-    if (n < 2 || n > kMaxSearched)
-      return;
-    uint64_t perPack = uint64_t(n) * uint64_t(n) / 2;
-    uint64_t rounds =
-        std::min<uint64_t>(kSearchRounds, kSearchComparisons / perPack);
-    std::mt19937 rng(5489u);
-    SmallVector<size_t> trial;
-    SmallVector<int64_t> offsets;
-    for (uint64_t r = 0; r < rounds && arena > bound; ++r) {
-      trial.assign(order.begin(), order.end());
-      auto move = [&](size_t from, size_t to) {
-        size_t moved = trial[from];
-        trial.erase(trial.begin() + from);
-        trial.insert(trial.begin() + to, moved);
-      };
-      if (rng() % 2) {
-        // One of the buffers at the top, placed earlier.
-        SmallVector<size_t> top;
-        for (size_t k = 0; k < n; ++k)
-          if (best[trial[k]] + slot(planned[trial[k]].bytes) == arena)
-            top.push_back(k);
-        size_t from = top[rng() % top.size()];
-        move(from, from - std::min<size_t>(from, 1 + rng() % 40));
-      } else {
-        // A few buffers moved a short way.
-        for (uint32_t moves = 1 + rng() % 4; moves > 0; --moves) {
-          int64_t from = int64_t(rng() % n);
-          int64_t to = from + int64_t(rng() % 41) - 20;
-          move(size_t(from),
-               size_t(std::clamp<int64_t>(to, 0, int64_t(n) - 1)));
-        }
-      }
-      int64_t size = packGlobally(planned, trial, arena + 1, offsets);
-      if (size <= arena) {
-        arena = size;
-        std::swap(best, offsets);
-        std::swap(order, trial);
-      }
-    }
-  }
-
-  /// Packs `planned` in program order and globally in each order, keeping
-  /// the smallest arena (the first on a tie), then searches for a better
-  /// order of the best global packing (searchOrders).
+  /// Offsets of `planned` in one arena (fsdp/Memory/ArenaPacking.h): the
+  /// smallest of the program-order and global packings, then a local
+  /// search. Returns the arena's bytes.
   int64_t pack(MutableArrayRef<Planned> planned) {
-    SmallVector<int64_t> best, offsets;
-    int64_t arena = packInProgramOrder(planned, best);
-    int64_t bound = mostLive(planned);
-    SmallVector<int64_t> breadth = breadths(planned);
-    SmallVector<size_t> bestOrder;
-    for (Order by : {Order::Size, Order::Area, Order::Breadth}) {
-      if (arena == bound || planned.size() > kMaxGloballyPacked)
-        break; // already the least possible, or too many to compare
-      SmallVector<size_t> order = globalOrder(planned, by, breadth);
-      int64_t size = packGlobally(planned, order, arena, offsets);
-      if (size < arena) {
-        arena = size;
-        std::swap(best, offsets);
-        bestOrder = std::move(order);
-      }
-    }
-    if (!bestOrder.empty() && arena > bound)
-      searchOrders(planned, bound, bestOrder, best, arena);
-    for (auto [p, offset] : llvm::zip_equal(planned, best))
+    std::vector<packing::Interval> intervals;
+    intervals.reserve(planned.size());
+    for (const Planned &p : planned)
+      intervals.push_back({p.bytes, p.start, p.end});
+    std::vector<int64_t> offsets;
+    int64_t arena = packing::pack(intervals, alignment, offsets);
+    for (auto [p, offset] : llvm::zip_equal(planned, offsets))
       p.offset = offset;
     return arena;
   }
