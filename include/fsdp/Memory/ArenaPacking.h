@@ -1,5 +1,4 @@
-//===- ArenaPacking.h - Offsets of buffers in one arena, without MLIR -*- C++
-//-*-===//
+//===- ArenaPacking.h - Buffers' offsets in one arena -----------*- C++ -*-===//
 //
 // The packing behind `fsdp-assign-buffers` (docs/PASSES.md): buffers with a
 // size and a live interval [start, end) in some program order come in, an

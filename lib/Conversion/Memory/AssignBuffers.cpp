@@ -25,6 +25,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "../FSDPToRuntime/RuntimeFunctions.h"
+#include "BufferGroups.h"
 #include "fsdp/Conversion/BufferViews.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
@@ -60,18 +61,6 @@ constexpr int64_t kMaxAlignment = 4096;
 
 namespace packing = ::fsdp::packing;
 
-/// The bytes of a statically shaped, identity-layout memref in the default
-/// memory space, or nullopt.
-std::optional<int64_t> staticBytes(MemRefType type, const DataLayout &layout) {
-  if (!type.hasStaticShape() || !type.getLayout().isIdentity() ||
-      type.getMemorySpace())
-    return std::nullopt;
-  Type element = type.getElementType();
-  if (!element.isIntOrIndexOrFloat())
-    return std::nullopt;
-  return int64_t(layout.getTypeSize(element)) * type.getNumElements();
-}
-
 /// What the pass decided for one function.
 struct FunctionPlan {
   int64_t arena = 0; ///< bytes of its arena (0: nothing planned)
@@ -85,17 +74,6 @@ struct FunctionPlan {
   bool takesArena = false; ///< its arena is its last argument
 };
 
-/// One planned buffer: its allocation, its free, its live interval
-/// [allocation, free) in the program order of its group, and its offset.
-struct Planned {
-  memref::AllocOp alloc;
-  memref::DeallocOp dealloc;
-  int64_t bytes = 0, offset = 0;
-  int64_t start = 0, end = 0;
-  /// The call of the repeated function this is a buffer of, or null.
-  Operation *instance = nullptr;
-};
-
 } // namespace
 
 namespace {
@@ -104,23 +82,11 @@ struct FSDPAssignBuffersPass
     : public mlir::fsdp::impl::FSDPAssignBuffersBase<FSDPAssignBuffersPass> {
   using Base::Base;
 
-  enum class Role { Entry, Callee, Other };
-
   llvm::DenseMap<func::FuncOp, FunctionPlan> plans;
-  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> callsTo;
-  llvm::DenseSet<func::FuncOp> otherUses; ///< used other than by func.call
-  /// Functions planned with their only caller's group, and that call.
-  llvm::DenseMap<func::FuncOp, func::CallOp> memberCall;
-  /// Functions planned in each of their calls, and those calls.
-  llvm::DenseMap<func::FuncOp, SmallVector<func::CallOp>> repeated;
-  /// The module's symbols, and the runtime functions declared so far: a
-  /// lookup in the module itself would scan it (quadratic in its size).
-  std::optional<SymbolTable> symbols;
+  /// Who calls whom, and which functions are planned together.
+  std::optional<BufferGroups> groups;
+  /// The runtime functions declared so far.
   llvm::DenseMap<unsigned, func::FuncOp> runtime;
-
-  func::FuncOp calleeOf(func::CallOp call) {
-    return symbols->lookup<func::FuncOp>(call.getCallee());
-  }
 
   /// A call of runtime function `fn`, declared once.
   func::CallOp callRuntime(OpBuilder &b, Location loc, RuntimeFunction fn,
@@ -144,78 +110,25 @@ struct FSDPAssignBuffersPass
     return success();
   }
 
-  Role roleOf(func::FuncOp func) {
-    if (func.isExternal() || !func.getBody().hasOneBlock())
-      return Role::Other;
-    auto it = callsTo.find(func);
-    bool called = it != callsTo.end() && !it->second.empty();
-    if (otherUses.contains(func))
-      return Role::Other;
-    if (!called)
-      return Role::Entry;
-    return func.isPrivate() ? Role::Callee : Role::Other;
-  }
-
-  /// Every function's direct calls, and the functions used otherwise.
-  void collectUses(ModuleOp module) {
-    module.walk([&](Operation *op) {
-      if (auto call = dyn_cast<func::CallOp>(op)) {
-        if (auto callee = calleeOf(call))
-          callsTo[callee].push_back(call);
-        return;
-      }
-      for (NamedAttribute a : op->getAttrs())
-        a.getValue().walk([&](SymbolRefAttr ref) {
-          if (auto f = symbols->lookup<func::FuncOp>(ref.getRootReference()))
-            otherUses.insert(f);
-        });
-    });
-  }
-
-  /// Functions in an order where every callee comes before its callers
-  /// (a function in a cycle comes once, wherever the walk meets it).
-  SmallVector<func::FuncOp> calleesFirst(ModuleOp module) {
-    SmallVector<func::FuncOp> order;
-    llvm::DenseSet<func::FuncOp> seen;
-    std::function<void(func::FuncOp)> visit = [&](func::FuncOp f) {
-      if (!seen.insert(f).second)
-        return;
-      f.walk([&](func::CallOp call) {
-        if (auto callee = calleeOf(call))
-          visit(callee);
-      });
-      order.push_back(f);
-    };
-    for (auto f : module.getOps<func::FuncOp>())
-      visit(f);
-    return order;
-  }
-
   void runOnOperation() override {
     ModuleOp module = getOperation();
-    symbols.emplace(module);
+    groups.emplace(module, alignment);
     plans.clear();
-    callsTo.clear();
-    otherUses.clear();
     runtime.clear();
-    memberCall.clear();
-    repeated.clear();
-    collectUses(module);
-    collectMembers();
     SmallVector<NamedAttribute> entries;
-    for (func::FuncOp func : calleesFirst(module)) {
-      Role role = roleOf(func);
-      bool member = planInCaller(func);
-      if (role == Role::Callee && !member)
+    for (func::FuncOp func : groups->calleesFirst(module)) {
+      BufferGroups::Role role = groups->roleOf(func);
+      bool member = groups->planInCaller(func);
+      if (role == BufferGroups::Role::Callee && !member)
         resultsToOutParams(func);
       addSubArenas(func);
       if (member)
         continue; // planned with its caller's group
-      if (role != Role::Other)
-        planGroup(func, role == Role::Entry);
+      if (role != BufferGroups::Role::Other)
+        planGroup(func, role == BufferGroups::Role::Entry);
       else
         accountOutside(func, {}, plans[func]);
-      if (role == Role::Entry)
+      if (role == BufferGroups::Role::Entry)
         entries.emplace_back(func.getSymNameAttr(), planAttr(plans[func]));
     }
     if (!entries.empty())
@@ -320,9 +233,9 @@ struct FSDPAssignBuffersPass
     if (failed(func.eraseResults(dropped)))
       return signalPassFailure();
     SmallVector<func::CallOp> calls;
-    for (func::CallOp call : callsTo[func])
+    for (func::CallOp call : groups->callsTo[func])
       calls.push_back(rewriteCall(call, func, dropped, outs));
-    callsTo[func] = calls;
+    groups->callsTo[func] = calls;
     numOutParams += outs.size() * calls.size();
     for (OutParam &p : outs) {
       // The views now only fed the return; the allocation is the argument.
@@ -377,7 +290,7 @@ struct FSDPAssignBuffersPass
   void addSubArenas(func::FuncOp func) {
     MLIRContext *ctx = func.getContext();
     func.walk([&](func::CallOp call) {
-      func::FuncOp callee = calleeOf(call);
+      func::FuncOp callee = groups->calleeOf(call);
       auto it = callee ? plans.find(callee) : plans.end();
       if (it == plans.end() || !it->second.takesArena)
         return;
@@ -392,237 +305,13 @@ struct FSDPAssignBuffersPass
     });
   }
 
-  //===--------------------------------------------------------------------===//
-  // Groups: a function and the segments it calls, planned as one program
-  //===--------------------------------------------------------------------===//
-
-  /// The function whose top-level block holds `call`, or null.
-  static func::FuncOp topLevelCaller(func::CallOp call) {
-    auto caller = call->getParentOfType<func::FuncOp>();
-    if (!caller || !caller.getBody().hasOneBlock() ||
-        call->getBlock() != &caller.getBody().front())
-      return {};
-    return caller;
-  }
-
-  /// Which callees are planned with their callers (the call's times in the
-  /// caller's program order, their buffers in the caller's arena):
-  /// - a member: a private function called once, from the top-level block
-  ///   of a planned function, no cycle; a chain of members ends at a root;
-  /// - a repeated function: a private function called several times, each
-  ///   call from the top-level block of an entry or of a member of an
-  ///   entry, all of the same entry. Each call passes the offsets of that
-  ///   call's buffers.
-  /// Every other planned function is a root with an arena of its own.
-  void collectMembers() {
-    llvm::DenseMap<func::FuncOp, func::CallOp> single;
-    for (auto &[callee, calls] : callsTo) {
-      if (calls.size() != 1 || roleOf(callee) != Role::Callee)
-        continue;
-      func::FuncOp caller = topLevelCaller(calls.front());
-      if (caller && roleOf(caller) != Role::Other)
-        single[callee] = calls.front();
-    }
-    llvm::DenseMap<func::FuncOp, func::FuncOp> rootOf;
-    for (auto &[callee, call] : single) {
-      llvm::DenseSet<func::FuncOp> chain;
-      func::FuncOp f = callee;
-      bool rooted = true;
-      for (auto it = single.find(f); it != single.end(); it = single.find(f)) {
-        if (!chain.insert(f).second) {
-          rooted = false;
-          break;
-        }
-        f = topLevelCaller(it->second);
-      }
-      if (rooted)
-        rootOf[callee] = f;
-    }
-    auto entryRoot = [&](func::FuncOp g) -> func::FuncOp {
-      auto it = rootOf.find(g);
-      func::FuncOp root = it == rootOf.end() ? g : it->second;
-      return roleOf(root) == Role::Entry ? root : func::FuncOp();
-    };
-    for (auto &[callee, calls] : callsTo) {
-      if (calls.size() < 2 || roleOf(callee) != Role::Callee ||
-          rootOf.contains(callee))
-        continue;
-      func::FuncOp root;
-      bool ok = true;
-      for (func::CallOp call : calls) {
-        func::FuncOp caller = topLevelCaller(call);
-        func::FuncOp r = caller ? entryRoot(caller) : func::FuncOp();
-        ok &= r && (!root || r == root);
-        root = r;
-      }
-      if (ok)
-        repeated[callee] = calls;
-    }
-    // A member of a repeated function runs once per call: it is a root.
-    for (auto &[callee, call] : single)
-      if (auto it = rootOf.find(callee);
-          it != rootOf.end() && !repeated.contains(it->second))
-        memberCall[callee] = call;
-  }
-
-  bool planInCaller(func::FuncOp f) {
-    return memberCall.contains(f) || repeated.contains(f);
-  }
-
-  /// The call `call` as a call of a planned-in-caller function: the callee
-  /// (null when it is not one).
-  func::FuncOp inlinedCallee(func::CallOp call) {
-    func::FuncOp callee = calleeOf(call);
-    if (!callee)
-      return {};
-    if (auto it = memberCall.find(callee); it != memberCall.end())
-      return it->second == call ? callee : func::FuncOp();
-    if (auto it = repeated.find(callee); it != repeated.end())
-      return llvm::is_contained(it->second, call) ? callee : func::FuncOp();
-    return {};
-  }
-
-  /// The group of `root` in program order: the ops of its block, each call
-  /// of a member or repeated function replaced by the callee's block
-  /// (recursively), each such call an instance of the callee. Records the
-  /// candidate buffers (static allocations of these blocks) per instance,
-  /// every free of these blocks, and the frees nested in regions.
-  struct Timeline {
-    SmallVector<func::FuncOp> functions; ///< root first, callers first
-    SmallVector<Planned> candidates;
-    /// (allocation, instance: the repeated function's call, or null)
-    llvm::DenseMap<std::pair<Operation *, Operation *>, unsigned> candidateOf;
-    SmallVector<std::tuple<memref::DeallocOp, int64_t, Operation *>> frees;
-    SmallVector<std::pair<memref::DeallocOp, Operation *>> nestedFrees;
-    /// Candidates an entry returns: live to its return.
-    SmallVector<unsigned> results;
-    int64_t position = 0;
-  };
-
-  void walkGroup(func::FuncOp func, Operation *instance, Timeline &t) {
-    if (!llvm::is_contained(t.functions, func))
-      t.functions.push_back(func);
-    DataLayout layout = DataLayout::closest(func);
-    for (Operation &op : func.getBody().front()) {
-      ++t.position;
-      if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-        std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
-        std::optional<uint64_t> align = alloc.getAlignment();
-        if (!bytes || *bytes == 0 || !alloc.getDynamicSizes().empty() ||
-            !alloc.getSymbolOperands().empty() ||
-            (align && int64_t(*align) > alignment))
-          continue;
-        t.candidateOf[{alloc, instance}] = t.candidates.size();
-        Planned p;
-        p.alloc = alloc;
-        p.instance = instance;
-        p.bytes = *bytes;
-        p.start = t.position;
-        t.candidates.push_back(p);
-        continue;
-      }
-      if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
-        t.frees.push_back({dealloc, t.position, instance});
-        continue;
-      }
-      if (auto call = dyn_cast<func::CallOp>(op)) {
-        if (func::FuncOp callee = inlinedCallee(call)) {
-          walkGroup(callee, repeated.contains(callee) ? call : instance, t);
-          ++t.position; // the return
-          continue;
-        }
-      }
-      if (op.getNumRegions())
-        op.walk([&](memref::DeallocOp d) {
-          t.nestedFrees.push_back({d, instance});
-        });
-    }
-  }
-
-  /// The allocation of the group that `v` (of `instance`) is, and its
-  /// instance: through views, from an argument to the operand of the
-  /// instance's call and from a call's result to the callee's returned
-  /// value. Null when it is none.
-  std::pair<Operation *, Operation *> allocationOf(Value v,
-                                                   Operation *instance) {
-    for (unsigned steps = 0; steps < 1024; ++steps) {
-      v = viewRoot(v);
-      if (auto arg = dyn_cast<BlockArgument>(v)) {
-        auto f = dyn_cast<func::FuncOp>(arg.getOwner()->getParentOp());
-        if (!f || arg.getOwner() != &f.getBody().front())
-          return {};
-        Operation *call = nullptr;
-        if (auto it = memberCall.find(f); it != memberCall.end())
-          call = it->second;
-        else if (repeated.contains(f))
-          call = instance;
-        if (!call || arg.getArgNumber() >= call->getNumOperands())
-          return {};
-        v = call->getOperand(arg.getArgNumber());
-        if (call == instance)
-          instance = nullptr; // repeated functions are called from roots'
-        continue;
-      }
-      Operation *def = v.getDefiningOp();
-      if (isa<memref::AllocOp>(def))
-        return {def, instance};
-      auto call = dyn_cast<func::CallOp>(def);
-      func::FuncOp callee = call ? inlinedCallee(call) : func::FuncOp();
-      if (!callee)
-        return {};
-      if (repeated.contains(callee))
-        instance = call;
-      auto ret = cast<func::ReturnOp>(callee.getBody().front().getTerminator());
-      v = ret.getOperand(cast<OpResult>(v).getResultNumber());
-    }
-    return {};
-  }
-
-  /// The buffers the arena takes: candidates freed exactly once, by a free
-  /// of the group's blocks (none in a nested region), with their live
-  /// intervals [allocation, free). A repeated function's allocation is
-  /// planned in all its calls or in none, and a free there must be of its
-  /// own allocation (the same op frees it in every call).
-  SmallVector<Planned> collectPlanned(Timeline &t) {
-    SmallVector<unsigned> frees(t.candidates.size(), 0);
-    llvm::DenseSet<Operation *> dropped;
-    for (auto [dealloc, position, instance] : t.frees) {
-      auto key = allocationOf(dealloc.getMemref(), instance);
-      auto it = t.candidateOf.find(key);
-      if (it == t.candidateOf.end())
-        continue;
-      Planned &p = t.candidates[it->second];
-      ++frees[it->second];
-      p.dealloc = dealloc;
-      p.end = position;
-      if (instance && key.second != instance)
-        dropped.insert(p.alloc);
-    }
-    for (unsigned i : t.results) {
-      ++frees[i];
-      t.candidates[i].end = t.position + 1;
-    }
-    for (auto [d, instance] : t.nestedFrees) {
-      auto it = t.candidateOf.find(allocationOf(d.getMemref(), instance));
-      if (it != t.candidateOf.end())
-        frees[it->second] += 2;
-    }
-    for (auto [i, p] : llvm::enumerate(t.candidates))
-      if (frees[i] != 1)
-        dropped.insert(p.alloc);
-    SmallVector<Planned> planned;
-    for (Planned &p : t.candidates)
-      if (!dropped.contains(p.alloc))
-        planned.push_back(p);
-    return planned;
-  }
   /// Offsets of `planned` in one arena (fsdp/Memory/ArenaPacking.h): the
   /// smallest of the program-order and global packings, then a local
   /// search. Returns the arena's bytes.
-  int64_t pack(MutableArrayRef<Planned> planned) {
+  int64_t pack(MutableArrayRef<PlannedBuffer> planned) {
     std::vector<packing::Interval> intervals;
     intervals.reserve(planned.size());
-    for (const Planned &p : planned)
+    for (const PlannedBuffer &p : planned)
       intervals.push_back({p.bytes, p.start, p.end});
     std::vector<int64_t> offsets;
     int64_t arena = packing::pack(intervals, alignment, offsets);
@@ -634,11 +323,11 @@ struct FSDPAssignBuffersPass
   /// A repeated function's buffers become offset arguments (one index per
   /// buffer, in one order for every call) after its arena; each call passes
   /// its own offsets.
-  LogicalResult
-  passOffsets(func::FuncOp f,
-              llvm::MapVector<Operation *, SmallVector<Planned *>> &byAlloc,
-              llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf,
-              llvm::DenseMap<Operation *, Value> &offsetArg) {
+  LogicalResult passOffsets(
+      func::FuncOp f,
+      llvm::MapVector<Operation *, SmallVector<PlannedBuffer *>> &byAlloc,
+      llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf,
+      llvm::DenseMap<Operation *, Value> &offsetArg) {
     SmallVector<Operation *> own;
     for (auto &[alloc, instances] : byAlloc)
       if (alloc->getParentOfType<func::FuncOp>() == f)
@@ -654,13 +343,14 @@ struct FSDPAssignBuffersPass
       return failure();
     for (auto [i, alloc] : llvm::enumerate(own))
       offsetArg[alloc] = f.getArgument(first + i);
-    numRepeatedCalls += repeated[f].size();
-    for (func::CallOp call : repeated[f]) {
+    numRepeatedCalls += groups->repeated[f].size();
+    for (func::CallOp call : groups->repeated[f]) {
       OpBuilder b(call);
-      SmallVector<Value> extra = {arenaOf[topLevelCaller(call)].first};
+      SmallVector<Value> extra = {
+          arenaOf[BufferGroups::topLevelCaller(call)].first};
       for (Operation *alloc : own) {
-        const Planned *mine = nullptr;
-        for (const Planned *p : byAlloc[alloc])
+        const PlannedBuffer *mine = nullptr;
+        for (const PlannedBuffer *p : byAlloc[alloc])
           if (p->instance == call)
             mine = p;
         extra.push_back(
@@ -674,42 +364,42 @@ struct FSDPAssignBuffersPass
   /// Plans `root` and the functions planned in its callers into one arena;
   /// records the plans of all of them.
   void planGroup(func::FuncOp root, bool entry) {
-    Timeline t;
-    walkGroup(root, nullptr, t);
+    GroupTimeline t;
+    groups->walkGroup(root, nullptr, t);
     if (entry && entryResults) {
       // Each buffer the entry returns once, live to the return.
       llvm::SetVector<unsigned> results;
       for (Value v : root.getBody().front().getTerminator()->getOperands())
         if (isa<BaseMemRefType>(v.getType()))
-          if (auto it = t.candidateOf.find(allocationOf(v, nullptr));
+          if (auto it = t.candidateOf.find(groups->allocationOf(v, nullptr));
               it != t.candidateOf.end())
             results.insert(it->second);
       t.results.assign(results.begin(), results.end());
     }
-    SmallVector<Planned> planned = collectPlanned(t);
+    SmallVector<PlannedBuffer> planned = groups->collectPlanned(t);
     for (func::FuncOp f : t.functions)
       (void)plans[f]; // no insertion below: references stay valid
     FunctionPlan &plan = plans[root];
     plan.arena = pack(planned);
     plan.buffers = int64_t(planned.size());
-    SmallVector<int64_t> sizes =
-        llvm::map_to_vector(planned, [](const Planned &p) { return p.bytes; });
+    SmallVector<int64_t> sizes = llvm::map_to_vector(
+        planned, [](const PlannedBuffer &p) { return p.bytes; });
     size_t n = std::min(sizes.size(), kLargestRecorded);
     std::partial_sort(sizes.begin(), sizes.begin() + n, sizes.end(),
                       std::greater<int64_t>());
     plan.largest.assign(sizes.begin(), sizes.begin() + n);
 
     llvm::DenseSet<Operation *> inArena;
-    for (const Planned &p : planned)
+    for (const PlannedBuffer &p : planned)
       inArena.insert(p.alloc);
     // Callees before callers (a caller counts its callees' outside bytes):
     // repeated functions call no member, and a member comes after its
     // caller in `functions`.
     for (func::FuncOp f : t.functions)
-      if (repeated.contains(f))
+      if (groups->repeated.contains(f))
         accountOutside(f, inArena, plans[f]);
     for (func::FuncOp f : llvm::reverse(t.functions))
-      if (!repeated.contains(f))
+      if (!groups->repeated.contains(f))
         accountOutside(f, inArena, plans[f]);
     numPlanned += planned.size();
     if (planned.empty())
@@ -722,23 +412,23 @@ struct FSDPAssignBuffersPass
     arenaOf[root] = entry ? arenaFromRuntime(root, plan.arena)
                           : arenaArgument(root, plan.arena);
     plan.takesArena = !entry;
-    llvm::MapVector<Operation *, SmallVector<Planned *>> byAlloc;
-    for (Planned &p : planned)
+    llvm::MapVector<Operation *, SmallVector<PlannedBuffer *>> byAlloc;
+    for (PlannedBuffer &p : planned)
       byAlloc[p.alloc].push_back(&p);
     llvm::DenseMap<Operation *, Value> offsetArg;
     // Members first (each after its caller), then repeated functions,
     // whose callers are the root and members.
     for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
-      auto it = memberCall.find(f);
-      if (it == memberCall.end())
+      auto it = groups->memberCall.find(f);
+      if (it == groups->memberCall.end())
         continue;
       arenaOf[f] = arenaArgument(f, plan.arena);
       func::CallOp call = it->second;
       call->insertOperands(call->getNumOperands(),
-                           {arenaOf[topLevelCaller(call)].first});
+                           {arenaOf[BufferGroups::topLevelCaller(call)].first});
     }
     for (func::FuncOp f : ArrayRef(t.functions).drop_front()) {
-      if (!repeated.contains(f))
+      if (!groups->repeated.contains(f))
         continue;
       arenaOf[f] = arenaArgument(f, plan.arena);
       if (failed(passOffsets(f, byAlloc, arenaOf, offsetArg)))
@@ -814,7 +504,7 @@ struct FSDPAssignBuffersPass
   /// the caller of a repeated function is one per call, at that call's
   /// offset).
   void rewritePlanned(
-      memref::AllocOp alloc, ArrayRef<Planned *> instances,
+      memref::AllocOp alloc, ArrayRef<PlannedBuffer *> instances,
       std::pair<Value, Value> arena, Value offsetArg,
       llvm::DenseMap<func::FuncOp, std::pair<Value, Value>> &arenaOf) {
     if (!arena.first)
@@ -835,7 +525,7 @@ struct FSDPAssignBuffersPass
       callRuntime(b, loc, RuntimeFunction::arena_unpoison,
                   {addressAt(b, loc, arena.second, offset), bytes});
     llvm::SetVector<Operation *> frees;
-    for (Planned *p : instances) {
+    for (PlannedBuffer *p : instances) {
       if (!p->dealloc || !frees.insert(p->dealloc))
         continue;
       auto freer = p->dealloc->getParentOfType<func::FuncOp>();
@@ -916,7 +606,7 @@ struct FSDPAssignBuffersPass
 
   void accountCall(func::CallOp call, llvm::DenseMap<Value, int64_t> &open,
                    int64_t &live, int64_t &peak) {
-    func::FuncOp callee = calleeOf(call);
+    func::FuncOp callee = groups->calleeOf(call);
     auto it = callee ? plans.find(callee) : plans.end();
     if (it == plans.end())
       return;
