@@ -37,7 +37,7 @@ double bestSeconds(int reps, const std::function<void()> &fn) {
 }
 
 void check(int status, const char *what) {
-  if (status != FSDPRT_QUANT_OK) {
+  if (status != FSDPRT_OK) {
     std::fprintf(stderr, "%s failed: %s\n", what, fsdprt_quant_last_error());
     std::exit(1);
   }

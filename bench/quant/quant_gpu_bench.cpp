@@ -31,7 +31,7 @@ void cudaCheck(cudaError_t err, const char *what) {
 }
 
 void quantCheck(int status, const char *what) {
-  if (status != FSDPRT_QUANT_OK) {
+  if (status != FSDPRT_OK) {
     std::fprintf(stderr, "%s: %s\n", what, fsdprt_quant_last_error());
     std::exit(1);
   }

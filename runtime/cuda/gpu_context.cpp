@@ -56,7 +56,7 @@ Status count_devices(int *count) {
 }
 
 fsdprt_status_t report(const Status &st) {
-  set_last_message(st.message);
+  set_last_message(st.message, st.code);
   return st.code;
 }
 
@@ -144,7 +144,10 @@ std::string driver_error(CUresult rc, const char *what) {
 
 fsdprt_gpu_context *current() { return tls_ctx; }
 
-void set_last_message(const std::string &msg) { tls_message = msg; }
+void set_last_message(const std::string &msg, fsdprt_status_t code) {
+  tls_message = msg;
+  fsdprt::set_last_error(code, msg);
+}
 
 Status cuda_status(cudaError_t rc, const std::string &what) {
   fsdprt_status_t code = FSDPRT_ERR_BACKEND;
@@ -167,7 +170,7 @@ std::string who(const fsdprt_gpu_context *ctx) {
 }
 
 void fail(fsdprt_gpu_context *ctx, const Status &st) {
-  set_last_message(st.message);
+  set_last_message(st.message, st.code);
   if (ctx)
     ctx->record_error(st);
   if (fsdprt_comm *c = fsdprt_get_thread_comm()) {
@@ -186,7 +189,7 @@ fsdprt_gpu_context *entry(const char *fn) {
                      "one per rank: fsdprt_gpu_set_thread_context or an nccl "
                      "communicator in fsdprt_set_thread_comm)",
                      fn));
-    set_last_message(st.message);
+    set_last_message(st.message, st.code);
     if (fsdprt_comm *c = fsdprt_get_thread_comm())
       c->record_error(st);
     return nullptr;
@@ -408,7 +411,7 @@ int32_t fsdprt_gpu_emulated(void) {
 
 fsdprt_status_t fsdprt_gpu_device_count(int32_t *count) {
   if (!count)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   int n = 0;
   Status st = count_devices(&n);
   *count = n;
@@ -436,7 +439,7 @@ const char *fsdprt_gpu_last_error_message(void) { return tls_message.c_str(); }
 fsdprt_status_t fsdprt_gpu_context_create(int32_t device,
                                           fsdprt_gpu_context_t **ctx) {
   if (!ctx)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *ctx = nullptr;
   std::unique_ptr<fsdprt_gpu_context> c;
   Status st = create_context(device, &c);
@@ -494,7 +497,7 @@ void *fsdprt_gpu_comm_stream(const fsdprt_gpu_context_t *ctx) {
 
 fsdprt_status_t fsdprt_gpu_synchronize(fsdprt_gpu_context_t *ctx) {
   if (!ctx)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   cudaSetDevice(ctx->device);
   cudaError_t rc = cudaStreamSynchronize(ctx->compute);
   if (rc == cudaSuccess)
@@ -505,7 +508,7 @@ fsdprt_status_t fsdprt_gpu_synchronize(fsdprt_gpu_context_t *ctx) {
     failed(ctx, rc, "fsdprt_gpu_synchronize", "cudaStreamSynchronize");
   fsdprt_status_t code = ctx->first_error();
   if (code != FSDPRT_OK)
-    set_last_message(ctx->first_error_message());
+    set_last_message(ctx->first_error_message(), code);
   return code;
 }
 
@@ -521,7 +524,7 @@ const char *fsdprt_gpu_context_error_message(const fsdprt_gpu_context_t *ctx) {
 fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
                                          fsdprt_gpu_stats_t *stats) {
   if (!ctx || !stats)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   std::memset(stats, 0, sizeof(*stats));
   stats->events_created = ctx->events.created() + ctx->timed_events.created();
   stats->events_free =

@@ -133,7 +133,10 @@ std::string who(const fsdprt_gpu_context *ctx);
 // Records `st` on the context, on the thread's communicator (which makes
 // later collectives of the rank fail fast) and as the thread's last message.
 void fail(fsdprt_gpu_context *ctx, const Status &st);
-void set_last_message(const std::string &msg);
+// Sets the message of fsdprt_gpu_last_error_message and the thread's last
+// error (fsdprt_get_last_error).
+void set_last_message(const std::string &msg,
+                      fsdprt_status_t code = FSDPRT_ERR_BACKEND);
 // The thread's context for an entry point that returns nothing: null after
 // recording NO_COMM-like errors (no context) or when an error is pending.
 fsdprt_gpu_context *entry(const char *fn);

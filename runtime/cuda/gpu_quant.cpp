@@ -27,12 +27,11 @@ struct Step {
     fail(ctx,
          Status(code, format("%s: %s: %s", who(ctx).c_str(), fn, why.c_str())));
   }
-  bool quant(int rc) const {
-    if (rc == FSDPRT_QUANT_OK)
+  // The quantization library reports the runtime's status: passed on.
+  bool quant(fsdprt_status_t rc) const {
+    if (rc == FSDPRT_OK)
       return true;
-    fail_with(rc == FSDPRT_QUANT_ERR_UNSUPPORTED ? FSDPRT_ERR_UNSUPPORTED
-                                                 : FSDPRT_ERR_BACKEND,
-              fsdprt_quant_last_error());
+    fail_with(rc, fsdprt_quant_last_error());
     return false;
   }
   bool cuda(cudaError_t rc, const char *what) const {

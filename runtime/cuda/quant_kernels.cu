@@ -195,12 +195,12 @@ __device__ __forceinline__ void loadBytes16(const uint8_t *__restrict__ p,
 
 // ---- launch helpers -------------------------------------------------------
 
-int launchError(const char *fn) {
+fsdprt_status_t launchError(const char *fn) {
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess)
-    return fail(FSDPRT_QUANT_ERR_CUDA, "%s: kernel launch failed: %s", fn,
+    return fail(FSDPRT_ERR_BACKEND, "%s: kernel launch failed: %s", fn,
                 cudaGetErrorString(err));
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // Grid for `items` work items of one thread each (grid-stride loops).
@@ -215,12 +215,12 @@ unsigned gridFor(uint64_t items, int threads) {
   return blocks == 0 ? 1u : static_cast<unsigned>(blocks);
 }
 
-int checkItems(const char *fn, uint64_t items) {
+fsdprt_status_t checkItems(const char *fn, uint64_t items) {
   if (items >= (uint64_t{1} << 32))
-    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED,
+    return fail(FSDPRT_ERR_UNSUPPORTED,
                 "%s: %llu work items exceed the 2^32 limit of the kernels", fn,
                 static_cast<unsigned long long>(items));
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 bool aligned16(const void *p) {
@@ -228,13 +228,6 @@ bool aligned16(const void *p) {
 }
 
 cudaStream_t asStream(void *s) { return static_cast<cudaStream_t>(s); }
-
-#define FSDPRT_CHECK(expr)                                                     \
-  do {                                                                         \
-    int status_ = (expr);                                                      \
-    if (status_ != FSDPRT_QUANT_OK)                                            \
-      return status_;                                                          \
-  } while (0)
 
 // Calls fn(T{}) with T = float or uint16_t (bf16) for a dtype value.
 template <typename Fn> void withDtype(int dtype, Fn &&fn) {
@@ -757,13 +750,13 @@ __global__ void dequantKernel(Decoder dec, uint64_t cols, uint32_t items,
 // Launches dequantKernel for rows x cols; vec: the quantized inputs are
 // 16-byte aligned.
 template <typename Decoder>
-int launchDequant(const char *fn, const Decoder &dec, uint64_t rows,
-                  uint64_t cols, bool vec, void *y, int outDtype,
-                  cudaStream_t stream) {
+fsdprt_status_t launchDequant(const char *fn, const Decoder &dec, uint64_t rows,
+                              uint64_t cols, bool vec, void *y, int outDtype,
+                              cudaStream_t stream) {
   const uint64_t chunksPerRow = (cols + 15) / 16;
   const uint64_t items = rows * chunksPerRow;
   if (items == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   FSDPRT_CHECK(checkItems(fn, items));
   FSDPRT_CHECK(checkItems(fn, chunksPerRow));
   const FastDiv div(static_cast<uint32_t>(chunksPerRow));
@@ -819,8 +812,9 @@ __global__ void swapKernelWide(const U *__restrict__ in, U *__restrict__ out,
 }
 
 template <typename U>
-int launchSwap(const char *fn, const void *in, void *out, uint64_t d0,
-               uint64_t d1, uint64_t innerBytes, cudaStream_t stream) {
+fsdprt_status_t launchSwap(const char *fn, const void *in, void *out,
+                           uint64_t d0, uint64_t d1, uint64_t innerBytes,
+                           cudaStream_t stream) {
   const uint64_t innerUnits = innerBytes / sizeof(U);
   const uint64_t items = d0 * d1 * innerUnits;
   const unsigned grid = gridFor(items, kThreads);
@@ -855,8 +849,8 @@ int fsdprt_quant_cuda_available(void) {
   return count > 0 ? 1 : 0;
 }
 
-int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n, float *amax_dev,
-                           void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n,
+                                       float *amax_dev, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_amax";
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
@@ -864,9 +858,9 @@ int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n, float *amax_dev,
   const cudaStream_t s = asStream(stream);
   const cudaError_t err = cudaMemsetAsync(amax_dev, 0, sizeof(float), s);
   if (err != cudaSuccess)
-    return fail(FSDPRT_QUANT_ERR_CUDA, "%s: %s", fn, cudaGetErrorString(err));
+    return fail(FSDPRT_ERR_BACKEND, "%s: %s", fn, cudaGetErrorString(err));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   const bool vec = aligned16(x);
   const unsigned grid = gridFor(n / 16 + 1, kThreads);
   withDtype(dtype, [&](auto t) {
@@ -880,10 +874,9 @@ int fsdprt_quant_cuda_amax(const void *x, int dtype, size_t n, float *amax_dev,
   return launchError(fn);
 }
 
-int fsdprt_quant_cuda_fp8_tensor_quantize(const void *x, int dtype, size_t n,
-                                          const float *amax_dev, int kind,
-                                          uint8_t *q, float *scale_inv_dev,
-                                          void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_fp8_tensor_quantize(
+    const void *x, int dtype, size_t n, const float *amax_dev, int kind,
+    uint8_t *q, float *scale_inv_dev, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_fp8_tensor_quantize";
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkKind(fn, kind));
@@ -917,10 +910,10 @@ int fsdprt_quant_cuda_fp8_tensor_quantize(const void *x, int dtype, size_t n,
   return launchError(fn);
 }
 
-int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
-                                            int kind,
-                                            const float *scale_inv_dev, void *y,
-                                            int out_dtype, void *stream) {
+fsdprt_status_t
+fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n, int kind,
+                                        const float *scale_inv_dev, void *y,
+                                        int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_fp8_tensor_dequantize";
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
   FSDPRT_CHECK(checkKind(fn, kind));
@@ -935,9 +928,11 @@ int fsdprt_quant_cuda_fp8_tensor_dequantize(const uint8_t *q, size_t n,
                        aligned16(q), y, out_dtype, asStream(stream));
 }
 
-int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
-                                     size_t cols, int columnwise, uint8_t *q,
-                                     uint8_t *scales, void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype,
+                                                 size_t rows, size_t cols,
+                                                 int columnwise, uint8_t *q,
+                                                 uint8_t *scales,
+                                                 void *stream) {
   static const char *fn = "fsdprt_quant_cuda_mxfp8_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -947,7 +942,7 @@ int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kMxBlock));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   const cudaStream_t s = asStream(stream);
   if (!columnwise) {
     const uint64_t chunks = n / 16;
@@ -988,9 +983,10 @@ int fsdprt_quant_cuda_mxfp8_quantize(const void *x, int dtype, size_t rows,
   return launchError(fn);
 }
 
-int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
-                                       size_t rows, size_t cols, int columnwise,
-                                       void *y, int out_dtype, void *stream) {
+fsdprt_status_t
+fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
+                                   size_t rows, size_t cols, int columnwise,
+                                   void *y, int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_mxfp8_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -1007,10 +1003,11 @@ int fsdprt_quant_cuda_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
                        vec, y, out_dtype, asStream(stream));
 }
 
-int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
-                                     size_t cols, const float *global_amax_dev,
-                                     uint8_t *q, uint8_t *scales,
-                                     void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype,
+                                                 size_t rows, size_t cols,
+                                                 const float *global_amax_dev,
+                                                 uint8_t *q, uint8_t *scales,
+                                                 void *stream) {
   static const char *fn = "fsdprt_quant_cuda_nvfp4_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -1021,7 +1018,7 @@ int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
   FSDPRT_CHECK(checkPtr(fn, "global_amax_dev", global_amax_dev, 1));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   const uint64_t blocks = n / kNvfp4Block;
   const bool vec = aligned16(x) && aligned16(q);
   const unsigned grid = gridFor(blocks, kThreads);
@@ -1039,11 +1036,10 @@ int fsdprt_quant_cuda_nvfp4_quantize(const void *x, int dtype, size_t rows,
   return launchError(fn);
 }
 
-int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
-                                        size_t cols,
-                                        const float *global_amax_dev,
-                                        uint8_t *q, uint8_t *scales,
-                                        void *stream) {
+fsdprt_status_t
+fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
+                                    size_t cols, const float *global_amax_dev,
+                                    uint8_t *q, uint8_t *scales, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_nvfp4_2d_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -1054,7 +1050,7 @@ int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
   FSDPRT_CHECK(checkPtr(fn, "global_amax_dev", global_amax_dev, 1));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   // One warp per 16 rows x 32 columns.
   const uint64_t pairsPerRow = (cols / kNvfp4Block + 1) / 2;
   const uint64_t items = ceilDiv(rows, kNvfp4Block) * pairsPerRow;
@@ -1074,10 +1070,9 @@ int fsdprt_quant_cuda_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
   return launchError(fn);
 }
 
-int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
-                                       size_t rows, size_t cols,
-                                       const float *global_amax_dev, void *y,
-                                       int out_dtype, void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_nvfp4_dequantize(
+    const uint8_t *q, const uint8_t *scales, size_t rows, size_t cols,
+    const float *global_amax_dev, void *y, int out_dtype, void *stream) {
   static const char *fn = "fsdprt_quant_cuda_nvfp4_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -1096,9 +1091,10 @@ int fsdprt_quant_cuda_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
 namespace {
 
 // 1x128 (row-major or transposed scales) and 128x128 quantization.
-int blockQuantize(const char *fn, const void *x, int dtype, size_t rows,
-                  size_t cols, int blockRows, bool transposed, int pow2,
-                  uint8_t *q, float *scale_inv, void *stream) {
+fsdprt_status_t blockQuantize(const char *fn, const void *x, int dtype,
+                              size_t rows, size_t cols, int blockRows,
+                              bool transposed, int pow2, uint8_t *q,
+                              float *scale_inv, void *stream) {
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
@@ -1109,7 +1105,7 @@ int blockQuantize(const char *fn, const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "q", q, n));
   FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv, scaleRows * scaleCols));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   const uint64_t tiles = scaleRows * scaleCols;
   FSDPRT_CHECK(checkItems(fn, tiles * 8));
   const bool vec = aligned16(x) && aligned16(q) && cols % 16 == 0;
@@ -1149,9 +1145,10 @@ int blockQuantize(const char *fn, const void *x, int dtype, size_t rows,
   return launchError(fn);
 }
 
-int blockDequantize(const char *fn, const uint8_t *q, const float *scale_inv,
-                    size_t rows, size_t cols, int blockRows, bool transposed,
-                    void *y, int out_dtype, void *stream) {
+fsdprt_status_t blockDequantize(const char *fn, const uint8_t *q,
+                                const float *scale_inv, size_t rows,
+                                size_t cols, int blockRows, bool transposed,
+                                void *y, int out_dtype, void *stream) {
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
@@ -1173,36 +1170,31 @@ int blockDequantize(const char *fn, const uint8_t *q, const float *scale_inv,
 
 } // namespace
 
-int fsdprt_quant_cuda_fp8_block_quantize(const void *x, int dtype, size_t rows,
-                                         size_t cols, int block_rows, int pow2,
-                                         uint8_t *q, float *scale_inv,
-                                         void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_fp8_block_quantize(
+    const void *x, int dtype, size_t rows, size_t cols, int block_rows,
+    int pow2, uint8_t *q, float *scale_inv, void *stream) {
   return blockQuantize("fsdprt_quant_cuda_fp8_block_quantize", x, dtype, rows,
                        cols, block_rows, false, pow2, q, scale_inv, stream);
 }
 
-int fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q,
-                                           const float *scale_inv, size_t rows,
-                                           size_t cols, int block_rows, void *y,
-                                           int out_dtype, void *stream) {
+fsdprt_status_t
+fsdprt_quant_cuda_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
+                                       size_t rows, size_t cols, int block_rows,
+                                       void *y, int out_dtype, void *stream) {
   return blockDequantize("fsdprt_quant_cuda_fp8_block_dequantize", q, scale_inv,
                          rows, cols, block_rows, false, y, out_dtype, stream);
 }
 
-int fsdprt_quant_cuda_fp8_block_1x128_t_quantize(const void *x, int dtype,
-                                                 size_t rows, size_t cols,
-                                                 int pow2, uint8_t *q,
-                                                 float *scale_inv_t,
-                                                 void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
+    const void *x, int dtype, size_t rows, size_t cols, int pow2, uint8_t *q,
+    float *scale_inv_t, void *stream) {
   return blockQuantize("fsdprt_quant_cuda_fp8_block_1x128_t_quantize", x, dtype,
                        rows, cols, 1, true, pow2, q, scale_inv_t, stream);
 }
 
-int fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(const uint8_t *q,
-                                                   const float *scale_inv_t,
-                                                   size_t rows, size_t cols,
-                                                   void *y, int out_dtype,
-                                                   void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
+    const uint8_t *q, const float *scale_inv_t, size_t rows, size_t cols,
+    void *y, int out_dtype, void *stream) {
   return blockDequantize("fsdprt_quant_cuda_fp8_block_1x128_t_dequantize", q,
                          scale_inv_t, rows, cols, 1, true, y, out_dtype,
                          stream);
@@ -1222,14 +1214,15 @@ struct DeviceArena {
   static size_t round(size_t b) { return (b + 255) / 256 * 256; }
 };
 
-int cudaFail(const char *fn, const char *what, cudaError_t err) {
-  return fail(FSDPRT_QUANT_ERR_CUDA, "%s: %s: %s", fn, what,
+fsdprt_status_t cudaFail(const char *fn, const char *what, cudaError_t err) {
+  return fail(FSDPRT_ERR_BACKEND, "%s: %s: %s", fn, what,
               cudaGetErrorString(err));
 }
 
-int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
-                     size_t cols, const float *amax, uint8_t *q, void *scales,
-                     float *tensor, void *stream) {
+fsdprt_status_t quantizeOnDevice(int format, const void *x, int dtype,
+                                 size_t rows, size_t cols, const float *amax,
+                                 uint8_t *q, void *scales, float *tensor,
+                                 void *stream) {
   auto *s8 = static_cast<uint8_t *>(scales);
   auto *sf = static_cast<float *>(scales);
   switch (format) {
@@ -1261,9 +1254,10 @@ int quantizeOnDevice(int format, const void *x, int dtype, size_t rows,
   }
 }
 
-int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
-                       const float *tensor, size_t rows, size_t cols, void *y,
-                       int outDtype, void *stream) {
+fsdprt_status_t dequantizeOnDevice(int format, const uint8_t *q,
+                                   const void *scales, const float *tensor,
+                                   size_t rows, size_t cols, void *y,
+                                   int outDtype, void *stream) {
   const auto *s8 = static_cast<const uint8_t *>(scales);
   const auto *sf = static_cast<const float *>(scales);
   switch (format) {
@@ -1295,23 +1289,18 @@ int dequantizeOnDevice(int format, const uint8_t *q, const void *scales,
 
 } // namespace
 
-int fsdprt_quant_cuda_quantize_host(int format, const void *x, int dtype,
-                                    size_t rows, size_t cols, float amax,
-                                    uint8_t *data, void *scales,
-                                    float *tensor_value) {
+fsdprt_status_t fsdprt_quant_cuda_quantize_host(int format, const void *x,
+                                                int dtype, size_t rows,
+                                                size_t cols, float amax,
+                                                uint8_t *data, void *scales,
+                                                float *tensor_value) {
   static const char *fn = "fsdprt_quant_cuda_quantize_host";
-  FSDPRT_CHECK(checkDtype(fn, dtype));
-  const int64_t shape[2] = {static_cast<int64_t>(rows),
-                            static_cast<int64_t>(cols)};
   fsdprt_quant_layout l;
-  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkQuantize(fn, format, x, dtype, rows, cols, &amax, data,
+                             scales, tensor_value, &l));
   const size_t inBytes = rows * cols * dtypeSize(dtype);
-  FSDPRT_CHECK(checkPtr(fn, "x", x, inBytes));
-  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
-  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
-  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
   if (!fsdprt_quant_cuda_available())
-    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+    return fail(FSDPRT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
   const size_t oq = DeviceArena::round(inBytes);
   const size_t os = oq + DeviceArena::round(l.data_bytes);
   const size_t ov = os + DeviceArena::round(l.scale_bytes);
@@ -1341,25 +1330,19 @@ int fsdprt_quant_cuda_quantize_host(int format, const void *x, int dtype,
   } else if (l.tensor_bytes) {
     *tensor_value = amax; // NVFP4 carries the global amax
   }
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
-                                      const void *scales, float tensor_value,
-                                      size_t rows, size_t cols, void *y,
-                                      int out_dtype) {
+fsdprt_status_t fsdprt_quant_cuda_dequantize_host(
+    int format, const uint8_t *data, const void *scales, float tensor_value,
+    size_t rows, size_t cols, void *y, int out_dtype) {
   static const char *fn = "fsdprt_quant_cuda_dequantize_host";
-  FSDPRT_CHECK(checkDtype(fn, out_dtype));
-  const int64_t shape[2] = {static_cast<int64_t>(rows),
-                            static_cast<int64_t>(cols)};
   fsdprt_quant_layout l;
-  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
+  FSDPRT_CHECK(checkDequantize(fn, format, data, scales, &tensor_value, rows,
+                               cols, y, out_dtype, &l));
   const size_t outBytes = rows * cols * dtypeSize(out_dtype);
-  FSDPRT_CHECK(checkPtr(fn, "data", data, l.data_bytes));
-  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
-  FSDPRT_CHECK(checkPtr(fn, "y", y, outBytes));
   if (!fsdprt_quant_cuda_available())
-    return fail(FSDPRT_QUANT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
+    return fail(FSDPRT_ERR_UNSUPPORTED, "%s: no GPU visible", fn);
   const size_t os = DeviceArena::round(outBytes);
   const size_t oq = os + DeviceArena::round(l.scale_bytes);
   const size_t ov = oq + DeviceArena::round(l.data_bytes);
@@ -1381,12 +1364,13 @@ int fsdprt_quant_cuda_dequantize_host(int format, const uint8_t *data,
   if ((err = cudaMemcpy(y, a.base, outBytes, cudaMemcpyDeviceToHost)) !=
       cudaSuccess)
     return cudaFail(fn, "copy to the host", err);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
-                                      size_t d1, size_t inner_bytes,
-                                      void *stream) {
+fsdprt_status_t fsdprt_quant_cuda_swap_first_dims(const void *in, void *out,
+                                                  size_t d0, size_t d1,
+                                                  size_t inner_bytes,
+                                                  void *stream) {
   static const char *fn = "fsdprt_quant_cuda_swap_first_dims";
   size_t rowsTotal = 0, n = 0;
   FSDPRT_CHECK(checkCount(fn, d0, d1, &rowsTotal));
@@ -1394,11 +1378,11 @@ int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
   FSDPRT_CHECK(checkPtr(fn, "in", in, n));
   FSDPRT_CHECK(checkPtr(fn, "out", out, n));
   if (n == 0)
-    return FSDPRT_QUANT_OK;
+    return FSDPRT_OK;
   const auto *src = static_cast<const unsigned char *>(in);
   auto *dst = static_cast<unsigned char *>(out);
   if (src < dst + n && dst < src + n)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: in and out overlap (the swap is not in place)", fn);
   // Widest unit that divides the row and both pointers' alignment.
   const uintptr_t bits = reinterpret_cast<uintptr_t>(in) |
@@ -1415,13 +1399,14 @@ int fsdprt_quant_cuda_swap_first_dims(const void *in, void *out, size_t d0,
   return launchSwap<uint8_t>(fn, in, out, d0, d1, inner_bytes, s);
 }
 
-int fsdprt_quant_cuda_quantize(int format, const void *x, int dtype,
-                               size_t rows, size_t cols, const float *amax_dev,
-                               uint8_t *q, void *scales, float *tensor_dev,
-                               void *stream) {
-  if (!fsdprt_quant_format_name(format))
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
-                "fsdprt_quant_cuda_quantize: unknown format %d", format);
+fsdprt_status_t fsdprt_quant_cuda_quantize(int format, const void *x, int dtype,
+                                           size_t rows, size_t cols,
+                                           const float *amax_dev, uint8_t *q,
+                                           void *scales, float *tensor_dev,
+                                           void *stream) {
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(checkQuantize("fsdprt_quant_cuda_quantize", format, x, dtype,
+                             rows, cols, amax_dev, q, scales, tensor_dev, &l));
   FSDPRT_CHECK(quantizeOnDevice(format, x, dtype, rows, cols, amax_dev, q,
                                 scales, tensor_dev, stream));
   // NVFP4 carries the global amax as its per-tensor value.
@@ -1433,16 +1418,18 @@ int fsdprt_quant_cuda_quantize(int format, const void *x, int dtype,
     if (err != cudaSuccess)
       return cudaFail("fsdprt_quant_cuda_quantize", "cudaMemcpyAsync", err);
   }
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_cuda_dequantize(int format, const uint8_t *q,
-                                 const void *scales, const float *tensor_dev,
-                                 size_t rows, size_t cols, void *y,
-                                 int out_dtype, void *stream) {
-  if (!fsdprt_quant_format_name(format))
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
-                "fsdprt_quant_cuda_dequantize: unknown format %d", format);
+fsdprt_status_t fsdprt_quant_cuda_dequantize(int format, const uint8_t *q,
+                                             const void *scales,
+                                             const float *tensor_dev,
+                                             size_t rows, size_t cols, void *y,
+                                             int out_dtype, void *stream) {
+  fsdprt_quant_layout l;
+  FSDPRT_CHECK(checkDequantize("fsdprt_quant_cuda_dequantize", format, q,
+                               scales, tensor_dev, rows, cols, y, out_dtype,
+                               &l));
   return dequantizeOnDevice(format, q, scales, tensor_dev, rows, cols, y,
                             out_dtype, stream);
 }

@@ -37,19 +37,8 @@ extern "C" {
 /* Status codes                                                              */
 /* ------------------------------------------------------------------------ */
 
-typedef enum fsdprt_status {
-  FSDPRT_OK = 0,
-  FSDPRT_ERR_INVALID_ARGUMENT = 1, /* bad pointer, count, dtype, mask, ... */
-  FSDPRT_ERR_DESYNC = 2,           /* ranks of a group called different ops */
-  FSDPRT_ERR_TIMEOUT = 3,          /* a rank of the group never arrived */
-  FSDPRT_ERR_BACKEND = 4,          /* MPI / CUDA / NCCL reported an error */
-  FSDPRT_ERR_ABORTED = 5,          /* the world was aborted by another error */
-  FSDPRT_ERR_UNSUPPORTED = 6,      /* backend not built or op not supported */
-  FSDPRT_ERR_OUT_OF_MEMORY = 7,
-  FSDPRT_ERR_NO_COMM = 8, /* jit entry point called without a thread comm */
-  FSDPRT_ERR_INTERNAL = 9,
-  FSDPRT_ERR_NO_DEVICE = 10 /* no GPU, too few, or a driver too old (gpu) */
-} fsdprt_status_t;
+/* fsdprt_status_t, the one status type of the runtime and the quantization
+ * library, is defined in fsdprt_types.h. */
 
 /* Static description of a status code ("ok", "desync", ...). Never NULL. */
 FSDPRT_API const char *fsdprt_status_string(fsdprt_status_t status);
@@ -222,6 +211,28 @@ fsdprt_comm_last_error_message(const fsdprt_comm_t *comm);
 FSDPRT_API fsdprt_status_t fsdprt_comm_record_error(fsdprt_comm_t *comm,
                                                     fsdprt_status_t status,
                                                     const char *message);
+
+/* The comm's asynchronous error (as ncclCommGetAsyncError): FSDPRT_OK, or the
+ * status of an error that reached the comm outside the caller's own calls:
+ * the world aborted by another rank or by fsdprt_world_abort (threads), an
+ * abort the rank has seen (mpi: another process's abort notice is read
+ * while the rank is inside a runtime call), the watchdog's timeout or an
+ * asynchronous NCCL error (nccl). Such an error fails every later
+ * collective of the comm; the message is fsdprt_comm_error_message or the
+ * next failing call's. Callable from any thread (e.g. a monitor). */
+FSDPRT_API fsdprt_status_t fsdprt_comm_get_async_error(
+    const fsdprt_comm_t *comm, fsdprt_status_t *async_error);
+
+/* The thread's last error: the status and message of the last failure seen
+ * on the calling thread (a C API call that failed, an error recorded on a
+ * comm, a GPU context or the process, including by the entry points
+ * compiled code calls). Successful calls leave it as it is; clear it with
+ * fsdprt_clear_last_error. FSDPRT_OK and "" when none. The message is valid
+ * until the thread's next failing call. The quantization library keeps its
+ * own (fsdprt_quant_last_error), with the same status type. */
+FSDPRT_API fsdprt_status_t fsdprt_get_last_error(void);
+FSDPRT_API const char *fsdprt_get_last_error_message(void);
+FSDPRT_API void fsdprt_clear_last_error(void);
 
 /* Process-level error: jit entry points called with no thread comm set. */
 FSDPRT_API fsdprt_status_t fsdprt_process_error(void);

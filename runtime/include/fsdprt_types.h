@@ -16,6 +16,47 @@
 extern "C" {
 #endif
 
+/* The status every function of the runtime's C APIs (fsdprt.h,
+   fsdprt_gpu.h, fsdprt_quant.h) returns; docs/RUNTIME.md "Errors". */
+typedef enum fsdprt_status {
+  FSDPRT_OK = 0,
+  FSDPRT_ERR_INVALID_ARGUMENT = 1, /* bad pointer, count, dtype, mask, ... */
+  FSDPRT_ERR_DESYNC = 2,           /* ranks of a group called different ops */
+  FSDPRT_ERR_TIMEOUT = 3,          /* a rank of the group never arrived */
+  FSDPRT_ERR_BACKEND = 4,          /* MPI / CUDA / NCCL reported an error */
+  FSDPRT_ERR_ABORTED = 5,          /* the world was aborted by another error */
+  FSDPRT_ERR_UNSUPPORTED = 6,      /* not built, or no GPU for a kernel */
+  FSDPRT_ERR_OUT_OF_MEMORY = 7,
+  FSDPRT_ERR_NO_COMM = 8, /* jit entry point called without a thread comm */
+  FSDPRT_ERR_INTERNAL = 9,
+  FSDPRT_ERR_NO_DEVICE = 10, /* no GPU, too few, or a driver too old (gpu) */
+  FSDPRT_ERR_SHAPE = 11 /* a dimension a quantization format cannot block */
+} fsdprt_status_t;
+
+#define FSDPRT_NUM_STATUS 12
+
+/* The name of a status ("ok", "invalid argument", ...; "unknown status"
+   outside the enum): what fsdprt_status_string and
+   fsdprt_quant_status_string return. */
+static inline const char *fsdprt_status_name(fsdprt_status_t status) {
+  static const char *const names[FSDPRT_NUM_STATUS] = {
+      "ok",
+      "invalid argument",
+      "desync",
+      "timeout",
+      "backend error",
+      "aborted",
+      "unsupported",
+      "out of memory",
+      "no communicator",
+      "internal error",
+      "no usable GPU",
+      "shape not divisible by the block"};
+  return (int)status >= 0 && (int)status < FSDPRT_NUM_STATUS
+             ? names[(int)status]
+             : "unknown status";
+}
+
 /* Element types. 8-bit float formats travel as FSDPRT_U8. */
 typedef enum fsdprt_dtype {
   FSDPRT_F32 = 0,

@@ -25,7 +25,7 @@ namespace {
 thread_local std::string lastError;
 } // namespace
 
-int fail(int status, const char *fmt, ...) {
+fsdprt_status_t fail(fsdprt_status_t status, const char *fmt, ...) {
   char buf[512];
   va_list args;
   va_start(args, fmt);
@@ -35,86 +35,135 @@ int fail(int status, const char *fmt, ...) {
   return status;
 }
 
-int checkDtype(const char *fn, int dtype) {
+fsdprt_status_t checkDtype(const char *fn, int dtype) {
   if (dtype != FSDPRT_QUANT_F32 && dtype != FSDPRT_QUANT_BF16)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: unknown dtype %d (expected FSDPRT_QUANT_F32 or "
                 "FSDPRT_QUANT_BF16)",
                 fn, dtype);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int checkKind(const char *fn, int kind) {
+fsdprt_status_t checkKind(const char *fn, int kind) {
   if (kind != FSDPRT_QUANT_E4M3 && kind != FSDPRT_QUANT_E5M2)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: unknown fp8 kind %d (expected FSDPRT_QUANT_E4M3 or "
                 "FSDPRT_QUANT_E5M2)",
                 fn, kind);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int checkPtr(const char *fn, const char *name, const void *p, size_t count) {
+fsdprt_status_t checkPtr(const char *fn, const char *name, const void *p,
+                         size_t count) {
   if (!p && count != 0)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
-  return FSDPRT_QUANT_OK;
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: %s is NULL", fn, name);
+  return FSDPRT_OK;
 }
 
-int checkCount(const char *fn, size_t rows, size_t cols, size_t *n) {
+fsdprt_status_t checkCount(const char *fn, size_t rows, size_t cols,
+                           size_t *n) {
   if (cols != 0 && rows > std::numeric_limits<size_t>::max() / cols)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: rows * cols overflows (%zu x %zu)", fn, rows, cols);
   *n = rows * cols;
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int checkMxfp8Shape(const char *fn, size_t rows, size_t cols, int columnwise) {
+fsdprt_status_t checkMxfp8Shape(const char *fn, size_t rows, size_t cols,
+                                int columnwise) {
   if (columnwise != 0 && columnwise != 1)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: columnwise must be 0 or 1, got %d", fn, columnwise);
   if (!columnwise && cols % kMxBlock != 0)
-    return fail(FSDPRT_QUANT_ERR_SHAPE,
+    return fail(FSDPRT_ERR_SHAPE,
                 "%s: MXFP8 rowwise needs the last dim to be a multiple of "
                 "32, got %zu",
                 fn, cols);
   if (columnwise && rows % kMxBlock != 0)
-    return fail(FSDPRT_QUANT_ERR_SHAPE,
+    return fail(FSDPRT_ERR_SHAPE,
                 "%s: MXFP8 columnwise needs the row count (product of the "
                 "leading dims) to be a multiple of 32, got %zu",
                 fn, rows);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int checkNvfp4Shape(const char *fn, size_t rows, size_t cols) {
+fsdprt_status_t checkNvfp4Shape(const char *fn, size_t rows, size_t cols) {
   (void)rows;
   if (cols % kNvfp4Block != 0)
-    return fail(FSDPRT_QUANT_ERR_SHAPE,
+    return fail(FSDPRT_ERR_SHAPE,
                 "%s: NVFP4 needs the last dim to be a multiple of 16, got %zu",
                 fn, cols);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int checkBlockShape(const char *fn, size_t rows, size_t cols, int blockRows) {
+fsdprt_status_t checkBlockShape(const char *fn, size_t rows, size_t cols,
+                                int blockRows) {
   (void)rows;
   (void)cols;
   if (blockRows != 1 && blockRows != kFp8Block)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: block_rows must be 1 (1x128 blocks) or 128 (128x128 "
                 "blocks), got %d",
                 fn, blockRows);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
+}
+
+namespace {
+// The formats whose quantize reads the group's amax.
+bool readsAmax(int format) {
+  return format == FSDPRT_QUANT_FP8_E4M3_TENSOR ||
+         format == FSDPRT_QUANT_FP8_E5M2_TENSOR ||
+         format == FSDPRT_QUANT_NVFP4 || format == FSDPRT_QUANT_NVFP4_2D;
+}
+
+fsdprt_status_t checkFormatAndShape(const char *fn, int format, int dtype,
+                                    size_t rows, size_t cols, size_t *n,
+                                    fsdprt_quant_layout *layout) {
+  if (!fsdprt_quant_format_name(format))
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: unknown format %d", fn,
+                format);
+  FSDPRT_CHECK(checkDtype(fn, dtype));
+  FSDPRT_CHECK(checkCount(fn, rows, cols, n));
+  if (rows > size_t(INT64_MAX) || cols > size_t(INT64_MAX))
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: %zu x %zu is too large", fn,
+                rows, cols);
+  const int64_t shape[2] = {int64_t(rows), int64_t(cols)};
+  return fsdprt_quant_get_layout(format, shape, 2, layout);
+}
+} // namespace
+
+fsdprt_status_t checkQuantize(const char *fn, int format, const void *x,
+                              int dtype, size_t rows, size_t cols,
+                              const void *amax, const void *data,
+                              const void *scales, const void *tensor,
+                              fsdprt_quant_layout *layout) {
+  size_t n = 0;
+  FSDPRT_CHECK(checkFormatAndShape(fn, format, dtype, rows, cols, &n, layout));
+  FSDPRT_CHECK(checkPtr(fn, "x", x, n));
+  if (readsAmax(format))
+    FSDPRT_CHECK(checkPtr(fn, "amax", amax, n ? 1 : 0));
+  FSDPRT_CHECK(checkPtr(fn, "data", data, layout->data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, layout->scale_bytes));
+  return checkPtr(fn, "tensor_value", tensor, layout->tensor_bytes);
+}
+
+fsdprt_status_t checkDequantize(const char *fn, int format, const void *data,
+                                const void *scales, const void *tensor,
+                                size_t rows, size_t cols, const void *y,
+                                int outDtype, fsdprt_quant_layout *layout) {
+  size_t n = 0;
+  FSDPRT_CHECK(
+      checkFormatAndShape(fn, format, outDtype, rows, cols, &n, layout));
+  FSDPRT_CHECK(checkPtr(fn, "data", data, layout->data_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "scales", scales, layout->scale_bytes));
+  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor, layout->tensor_bytes));
+  return checkPtr(fn, "y", y, n);
 }
 
 } // namespace quant
 } // namespace fsdprt
 
 using namespace fsdprt::quant;
-
-#define FSDPRT_CHECK(expr)                                                     \
-  do {                                                                         \
-    int status_ = (expr);                                                      \
-    if (status_ != FSDPRT_QUANT_OK)                                            \
-      return status_;                                                          \
-  } while (0)
 
 namespace {
 
@@ -246,21 +295,8 @@ void blockDequantize(const uint8_t *q, const float *scale_inv, size_t rows,
 
 extern "C" {
 
-const char *fsdprt_quant_status_string(int status) {
-  switch (status) {
-  case FSDPRT_QUANT_OK:
-    return "ok";
-  case FSDPRT_QUANT_ERR_INVALID_ARGUMENT:
-    return "invalid argument";
-  case FSDPRT_QUANT_ERR_SHAPE:
-    return "shape not divisible by the block";
-  case FSDPRT_QUANT_ERR_UNSUPPORTED:
-    return "unsupported in this build or on this machine";
-  case FSDPRT_QUANT_ERR_CUDA:
-    return "CUDA error";
-  default:
-    return "unknown status";
-  }
+const char *fsdprt_quant_status_string(fsdprt_status_t status) {
+  return fsdprt_status_name(status);
 }
 
 const char *fsdprt_quant_last_error(void) {
@@ -294,11 +330,11 @@ const char *fsdprt_quant_format_name(int format) {
 
 // The [rows, cols] view of a shape: cols is the last dim, rows the product
 // of the others.
-static int viewAs2D(const char *fn, const int64_t *shape, int ndim,
-                    size_t *rows, size_t *cols) {
+static fsdprt_status_t viewAs2D(const char *fn, const int64_t *shape, int ndim,
+                                size_t *rows, size_t *cols) {
   for (int i = 0; i < ndim; ++i) {
     if (shape[i] < 0)
-      return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+      return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                   "%s: negative dim %lld at index %d", fn,
                   static_cast<long long>(shape[i]), i);
     const size_t d = static_cast<size_t>(shape[i]);
@@ -306,25 +342,24 @@ static int viewAs2D(const char *fn, const int64_t *shape, int ndim,
       *cols = d;
     } else {
       if (d != 0 && *rows > std::numeric_limits<size_t>::max() / d)
-        return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: shape overflows",
-                    fn);
+        return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: shape overflows", fn);
       *rows *= d;
     }
   }
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
-                            fsdprt_quant_layout *layout) {
+fsdprt_status_t fsdprt_quant_get_layout(int format, const int64_t *shape,
+                                        int ndim, fsdprt_quant_layout *layout) {
   static const char *fn = "fsdprt_quant_get_layout";
   if (!layout)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: layout is NULL", fn);
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: layout is NULL", fn);
   if (ndim < 0 || (ndim > 0 && !shape))
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: bad shape (ndim %d, shape %p)", fn, ndim,
                 static_cast<const void *>(shape));
   if (!fsdprt_quant_format_name(format))
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT, "%s: unknown format %d", fn,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT, "%s: unknown format %d", fn,
                 format);
   size_t rows = 1, cols = 1, n = 0;
   FSDPRT_CHECK(viewAs2D(fn, shape, ndim, &rows, &cols));
@@ -374,18 +409,18 @@ int fsdprt_quant_get_layout(int format, const int64_t *shape, int ndim,
     break;
   }
   *layout = out;
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_wire_bytes(int format, const int64_t *shape, int ndim,
-                            uint64_t *bytes) {
+fsdprt_status_t fsdprt_quant_wire_bytes(int format, const int64_t *shape,
+                                        int ndim, uint64_t *bytes) {
   if (!bytes)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "fsdprt_quant_wire_bytes: bytes is NULL");
   fsdprt_quant_layout layout;
   FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, ndim, &layout));
   *bytes = layout.data_bytes + layout.scale_bytes + layout.tensor_bytes;
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- scalar conversions ---------------------------------------------------
@@ -422,7 +457,8 @@ float fsdprt_quant_nvfp4_global_scale(float amax) {
 
 // ---- amax -----------------------------------------------------------------
 
-int fsdprt_quant_amax(const void *x, int dtype, size_t n, float *amax) {
+fsdprt_status_t fsdprt_quant_amax(const void *x, int dtype, size_t n,
+                                  float *amax) {
   static const char *fn = "fsdprt_quant_amax";
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkPtr(fn, "x", x, n));
@@ -431,14 +467,14 @@ int fsdprt_quant_amax(const void *x, int dtype, size_t n, float *amax) {
     using T = decltype(t);
     *amax = rangeAmax<T>(static_cast<const typename T::Storage *>(x), 0, n);
   });
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- FP8 per-tensor -------------------------------------------------------
 
-int fsdprt_quant_fp8_tensor_quantize(const void *x, int dtype, size_t n,
-                                     float amax, int kind, uint8_t *q,
-                                     float *scale_inv) {
+fsdprt_status_t fsdprt_quant_fp8_tensor_quantize(const void *x, int dtype,
+                                                 size_t n, float amax, int kind,
+                                                 uint8_t *q, float *scale_inv) {
   static const char *fn = "fsdprt_quant_fp8_tensor_quantize";
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkKind(fn, kind));
@@ -453,12 +489,12 @@ int fsdprt_quant_fp8_tensor_quantize(const void *x, int dtype, size_t n,
       q[i] = floatToFp8(T::load(in, i) * scale, kind);
   });
   *scale_inv = 1.0f / scale;
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_fp8_tensor_dequantize(const uint8_t *q, size_t n, int kind,
-                                       float scale_inv, void *y,
-                                       int out_dtype) {
+fsdprt_status_t fsdprt_quant_fp8_tensor_dequantize(const uint8_t *q, size_t n,
+                                                   int kind, float scale_inv,
+                                                   void *y, int out_dtype) {
   static const char *fn = "fsdprt_quant_fp8_tensor_dequantize";
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
   FSDPRT_CHECK(checkKind(fn, kind));
@@ -470,14 +506,15 @@ int fsdprt_quant_fp8_tensor_dequantize(const uint8_t *q, size_t n, int kind,
     for (size_t i = 0; i < n; ++i)
       T::store(out, i, fp8ToFloat(q[i], kind) * scale_inv);
   });
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- MXFP8 ----------------------------------------------------------------
 
-int fsdprt_quant_mxfp8_quantize(const void *x, int dtype, size_t rows,
-                                size_t cols, int columnwise, uint8_t *q,
-                                uint8_t *scales) {
+fsdprt_status_t fsdprt_quant_mxfp8_quantize(const void *x, int dtype,
+                                            size_t rows, size_t cols,
+                                            int columnwise, uint8_t *q,
+                                            uint8_t *scales) {
   static const char *fn = "fsdprt_quant_mxfp8_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -519,12 +556,14 @@ int fsdprt_quant_mxfp8_quantize(const void *x, int dtype, size_t rows,
           q[r * cols + c] = floatToFp8(T::load(in, r * cols + c) * amax[c], 0);
     }
   });
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
-                                  size_t rows, size_t cols, int columnwise,
-                                  void *y, int out_dtype) {
+fsdprt_status_t fsdprt_quant_mxfp8_dequantize(const uint8_t *q,
+                                              const uint8_t *scales,
+                                              size_t rows, size_t cols,
+                                              int columnwise, void *y,
+                                              int out_dtype) {
   static const char *fn = "fsdprt_quant_mxfp8_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -544,16 +583,17 @@ int fsdprt_quant_mxfp8_dequantize(const uint8_t *q, const uint8_t *scales,
         T::store(out, i, fp8ToFloat(q[i], 0) * e8m0DequantScale(e));
       }
   });
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- NVFP4 ----------------------------------------------------------------
 
 // Both NVFP4 layouts take the same arguments; they differ only in how many
 // rows share one block scale (1 for 1x16 blocks, 16 for 16x16 blocks).
-static int nvfp4QuantizeChecked(const char *fn, const void *x, int dtype,
-                                size_t rows, size_t cols, float global_amax,
-                                size_t tileRows, uint8_t *q, uint8_t *scales) {
+static fsdprt_status_t nvfp4QuantizeChecked(const char *fn, const void *x,
+                                            int dtype, size_t rows, size_t cols,
+                                            float global_amax, size_t tileRows,
+                                            uint8_t *q, uint8_t *scales) {
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
   FSDPRT_CHECK(checkCount(fn, rows, cols, &n));
@@ -562,26 +602,30 @@ static int nvfp4QuantizeChecked(const char *fn, const void *x, int dtype,
   FSDPRT_CHECK(checkPtr(fn, "q", q, n / 2));
   FSDPRT_CHECK(checkPtr(fn, "scales", scales, n / kNvfp4Block));
   nvfp4Quantize(x, dtype, rows, cols, global_amax, tileRows, q, scales);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_nvfp4_quantize(const void *x, int dtype, size_t rows,
-                                size_t cols, float global_amax, uint8_t *q,
-                                uint8_t *scales) {
+fsdprt_status_t fsdprt_quant_nvfp4_quantize(const void *x, int dtype,
+                                            size_t rows, size_t cols,
+                                            float global_amax, uint8_t *q,
+                                            uint8_t *scales) {
   return nvfp4QuantizeChecked("fsdprt_quant_nvfp4_quantize", x, dtype, rows,
                               cols, global_amax, /*tileRows=*/1, q, scales);
 }
 
-int fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype, size_t rows,
-                                   size_t cols, float global_amax, uint8_t *q,
-                                   uint8_t *scales) {
+fsdprt_status_t fsdprt_quant_nvfp4_2d_quantize(const void *x, int dtype,
+                                               size_t rows, size_t cols,
+                                               float global_amax, uint8_t *q,
+                                               uint8_t *scales) {
   return nvfp4QuantizeChecked("fsdprt_quant_nvfp4_2d_quantize", x, dtype, rows,
                               cols, global_amax, kNvfp4Block, q, scales);
 }
 
-int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
-                                  size_t rows, size_t cols, float global_amax,
-                                  void *y, int out_dtype) {
+fsdprt_status_t fsdprt_quant_nvfp4_dequantize(const uint8_t *q,
+                                              const uint8_t *scales,
+                                              size_t rows, size_t cols,
+                                              float global_amax, void *y,
+                                              int out_dtype) {
   static const char *fn = "fsdprt_quant_nvfp4_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -602,14 +646,15 @@ int fsdprt_quant_nvfp4_dequantize(const uint8_t *q, const uint8_t *scales,
       }
     }
   });
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- FP8 blockwise --------------------------------------------------------
 
-int fsdprt_quant_fp8_block_quantize(const void *x, int dtype, size_t rows,
-                                    size_t cols, int block_rows, int pow2,
-                                    uint8_t *q, float *scale_inv) {
+fsdprt_status_t fsdprt_quant_fp8_block_quantize(const void *x, int dtype,
+                                                size_t rows, size_t cols,
+                                                int block_rows, int pow2,
+                                                uint8_t *q, float *scale_inv) {
   static const char *fn = "fsdprt_quant_fp8_block_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -621,12 +666,14 @@ int fsdprt_quant_fp8_block_quantize(const void *x, int dtype, size_t rows,
   FSDPRT_CHECK(checkPtr(fn, "scale_inv", scale_inv,
                         ceilDiv(rows, br) * ceilDiv(cols, kFp8Block)));
   blockQuantize(x, dtype, rows, cols, br, pow2 != 0, false, q, scale_inv);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
-                                      size_t rows, size_t cols, int block_rows,
-                                      void *y, int out_dtype) {
+fsdprt_status_t fsdprt_quant_fp8_block_dequantize(const uint8_t *q,
+                                                  const float *scale_inv,
+                                                  size_t rows, size_t cols,
+                                                  int block_rows, void *y,
+                                                  int out_dtype) {
   static const char *fn = "fsdprt_quant_fp8_block_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -638,12 +685,14 @@ int fsdprt_quant_fp8_block_dequantize(const uint8_t *q, const float *scale_inv,
                         ceilDiv(rows, br) * ceilDiv(cols, kFp8Block)));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
   blockDequantize(q, scale_inv, rows, cols, br, false, y, out_dtype);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_fp8_block_1x128_t_quantize(const void *x, int dtype,
-                                            size_t rows, size_t cols, int pow2,
-                                            uint8_t *q, float *scale_inv_t) {
+fsdprt_status_t fsdprt_quant_fp8_block_1x128_t_quantize(const void *x,
+                                                        int dtype, size_t rows,
+                                                        size_t cols, int pow2,
+                                                        uint8_t *q,
+                                                        float *scale_inv_t) {
   static const char *fn = "fsdprt_quant_fp8_block_1x128_t_quantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, dtype));
@@ -653,13 +702,13 @@ int fsdprt_quant_fp8_block_1x128_t_quantize(const void *x, int dtype,
   FSDPRT_CHECK(checkPtr(fn, "scale_inv_t", scale_inv_t,
                         rows * ceilDiv(cols, kFp8Block)));
   blockQuantize(x, dtype, rows, cols, 1, pow2 != 0, true, q, scale_inv_t);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
-int fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
-                                              const float *scale_inv_t,
-                                              size_t rows, size_t cols, void *y,
-                                              int out_dtype) {
+fsdprt_status_t
+fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
+                                          const float *scale_inv_t, size_t rows,
+                                          size_t cols, void *y, int out_dtype) {
   static const char *fn = "fsdprt_quant_fp8_block_1x128_t_dequantize";
   size_t n = 0;
   FSDPRT_CHECK(checkDtype(fn, out_dtype));
@@ -669,21 +718,18 @@ int fsdprt_quant_fp8_block_1x128_t_dequantize(const uint8_t *q,
                         rows * ceilDiv(cols, kFp8Block)));
   FSDPRT_CHECK(checkPtr(fn, "y", y, n));
   blockDequantize(q, scale_inv_t, rows, cols, 1, true, y, out_dtype);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 // ---- any format -----------------------------------------------------------
 
-int fsdprt_quant_quantize(int format, const void *x, int dtype, size_t rows,
-                          size_t cols, float amax, uint8_t *data, void *scales,
-                          float *tensor_value) {
-  static const char *fn = "fsdprt_quant_quantize";
-  const int64_t shape[2] = {static_cast<int64_t>(rows),
-                            static_cast<int64_t>(cols)};
+fsdprt_status_t fsdprt_quant_quantize(int format, const void *x, int dtype,
+                                      size_t rows, size_t cols, float amax,
+                                      uint8_t *data, void *scales,
+                                      float *tensor_value) {
   fsdprt_quant_layout l;
-  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
-  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
-  FSDPRT_CHECK(checkPtr(fn, "tensor_value", tensor_value, l.tensor_bytes));
+  FSDPRT_CHECK(checkQuantize("fsdprt_quant_quantize", format, x, dtype, rows,
+                             cols, &amax, data, scales, tensor_value, &l));
   auto *s8 = static_cast<uint8_t *>(scales);
   switch (format) {
   case FSDPRT_QUANT_FP8_E4M3_TENSOR:
@@ -708,29 +754,28 @@ int fsdprt_quant_quantize(int format, const void *x, int dtype, size_t rows,
   default: {
     // Blockwise: fp32 scales, staged for alignment.
     std::vector<float> s(l.scale_rows * l.scale_cols);
-    const int st = format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
-                       ? fsdprt_quant_fp8_block_1x128_t_quantize(
-                             x, dtype, rows, cols, 1, data, s.data())
-                       : fsdprt_quant_fp8_block_quantize(
-                             x, dtype, rows, cols,
-                             format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1,
-                             1, data, s.data());
-    if (st == FSDPRT_QUANT_OK && !s.empty())
+    const fsdprt_status_t st =
+        format == FSDPRT_QUANT_FP8_BLOCK_1X128_T
+            ? fsdprt_quant_fp8_block_1x128_t_quantize(x, dtype, rows, cols, 1,
+                                                      data, s.data())
+            : fsdprt_quant_fp8_block_quantize(
+                  x, dtype, rows, cols,
+                  format == FSDPRT_QUANT_FP8_BLOCK_128X128 ? 128 : 1, 1, data,
+                  s.data());
+    if (st == FSDPRT_OK && !s.empty())
       std::memcpy(scales, s.data(), l.scale_bytes);
     return st;
   }
   }
 }
 
-int fsdprt_quant_dequantize(int format, const uint8_t *data, const void *scales,
-                            float tensor_value, size_t rows, size_t cols,
-                            void *y, int out_dtype) {
-  static const char *fn = "fsdprt_quant_dequantize";
-  const int64_t shape[2] = {static_cast<int64_t>(rows),
-                            static_cast<int64_t>(cols)};
+fsdprt_status_t fsdprt_quant_dequantize(int format, const uint8_t *data,
+                                        const void *scales, float tensor_value,
+                                        size_t rows, size_t cols, void *y,
+                                        int out_dtype) {
   fsdprt_quant_layout l;
-  FSDPRT_CHECK(fsdprt_quant_get_layout(format, shape, 2, &l));
-  FSDPRT_CHECK(checkPtr(fn, "scales", scales, l.scale_bytes));
+  FSDPRT_CHECK(checkDequantize("fsdprt_quant_dequantize", format, data, scales,
+                               &tensor_value, rows, cols, y, out_dtype, &l));
   const auto *s8 = static_cast<const uint8_t *>(scales);
   switch (format) {
   case FSDPRT_QUANT_FP8_E4M3_TENSOR:
@@ -766,8 +811,9 @@ int fsdprt_quant_dequantize(int format, const uint8_t *data, const void *scales,
 
 // ---- swap_first_dims ------------------------------------------------------
 
-int fsdprt_quant_swap_first_dims(const void *in, void *out, size_t d0,
-                                 size_t d1, size_t inner_bytes) {
+fsdprt_status_t fsdprt_quant_swap_first_dims(const void *in, void *out,
+                                             size_t d0, size_t d1,
+                                             size_t inner_bytes) {
   static const char *fn = "fsdprt_quant_swap_first_dims";
   size_t rowsTotal = 0, n = 0;
   FSDPRT_CHECK(checkCount(fn, d0, d1, &rowsTotal));
@@ -777,14 +823,14 @@ int fsdprt_quant_swap_first_dims(const void *in, void *out, size_t d0,
   const auto *src = static_cast<const unsigned char *>(in);
   auto *dst = static_cast<unsigned char *>(out);
   if (n != 0 && src < dst + n && dst < src + n)
-    return fail(FSDPRT_QUANT_ERR_INVALID_ARGUMENT,
+    return fail(FSDPRT_ERR_INVALID_ARGUMENT,
                 "%s: in and out overlap (the swap is not in place)", fn);
   // out[a][b] = in[b][a], a < d1, b < d0.
   for (size_t a = 0; a < d1; ++a)
     for (size_t b = 0; b < d0; ++b)
       std::memcpy(dst + (a * d0 + b) * inner_bytes,
                   src + (b * d1 + a) * inner_bytes, inner_bytes);
-  return FSDPRT_QUANT_OK;
+  return FSDPRT_OK;
 }
 
 } // extern "C"

@@ -24,6 +24,7 @@ fsdprt_status_t process_code = FSDPRT_OK;
 std::string process_msg;
 
 void record_process_error(fsdprt_status_t code, const std::string &msg) {
+  set_last_error(code, msg);
   std::lock_guard<std::mutex> lock(process_mu);
   if (process_code == FSDPRT_OK) {
     process_code = code;
@@ -101,7 +102,7 @@ fsdprt_status_t collective(fsdprt_comm *c, const Desc &d, const void *send,
   if (request)
     *request = nullptr;
   if (!c)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   Status st = validate(c, d, send, recv);
   if (!st.ok()) {
     c->abort(st); // peers would otherwise wait for this rank until timeout
@@ -179,7 +180,7 @@ extern "C" {
 
 fsdprt_status_t fsdprt_comm_destroy(fsdprt_comm_t *comm) {
   if (!comm || comm->backend == FSDPRT_BACKEND_THREADS)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   delete comm;
   return FSDPRT_OK;
 }
@@ -187,35 +188,35 @@ fsdprt_status_t fsdprt_comm_destroy(fsdprt_comm_t *comm) {
 fsdprt_status_t fsdprt_comm_backend(const fsdprt_comm_t *comm,
                                     fsdprt_backend_t *backend) {
   if (!comm || !backend)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *backend = comm->backend;
   return FSDPRT_OK;
 }
 
 fsdprt_status_t fsdprt_comm_rank(const fsdprt_comm_t *comm, int64_t *rank) {
   if (!comm || !rank)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *rank = comm->rank;
   return FSDPRT_OK;
 }
 
 fsdprt_status_t fsdprt_comm_size(const fsdprt_comm_t *comm, int64_t *size) {
   if (!comm || !size)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *size = comm->mesh.size;
   return FSDPRT_OK;
 }
 
 fsdprt_status_t fsdprt_comm_ndims(const fsdprt_comm_t *comm, int32_t *ndims) {
   if (!comm || !ndims)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *ndims = comm->mesh.ndims;
   return FSDPRT_OK;
 }
 
 fsdprt_status_t fsdprt_comm_shape(const fsdprt_comm_t *comm, int64_t *shape) {
   if (!comm || (!shape && comm->mesh.ndims > 0))
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   for (int i = 0; i < comm->mesh.ndims; ++i)
     shape[i] = comm->mesh.shape[i];
   return FSDPRT_OK;
@@ -223,7 +224,7 @@ fsdprt_status_t fsdprt_comm_shape(const fsdprt_comm_t *comm, int64_t *shape) {
 
 fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm, int64_t *coords) {
   if (!comm || (!coords && comm->mesh.ndims > 0))
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   comm->mesh.coords(comm->rank, coords);
   return FSDPRT_OK;
 }
@@ -231,7 +232,7 @@ fsdprt_status_t fsdprt_comm_coords(const fsdprt_comm_t *comm, int64_t *coords) {
 fsdprt_status_t fsdprt_comm_group(const fsdprt_comm_t *comm, int64_t group_mask,
                                   int64_t *group_size, int64_t *group_rank) {
   if (!comm || group_mask < 0 || group_mask >= comm->mesh.num_masks())
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   int64_t gr = 0;
   comm->mesh.group(comm->rank, group_mask, nullptr, &gr, nullptr);
   if (group_size)
@@ -257,9 +258,25 @@ fsdprt_status_t fsdprt_comm_record_error(fsdprt_comm_t *comm,
                                          fsdprt_status_t status,
                                          const char *message) {
   if (!comm || status == FSDPRT_OK)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   comm->record_error(
       Status(status, message ? message : fsdprt_status_string(status)));
+  return FSDPRT_OK;
+}
+
+fsdprt_status_t fsdprt_get_last_error(void) { return last_error(); }
+
+const char *fsdprt_get_last_error_message(void) {
+  return last_error_message().c_str();
+}
+
+void fsdprt_clear_last_error(void) { clear_last_error(); }
+
+fsdprt_status_t fsdprt_comm_get_async_error(const fsdprt_comm_t *comm,
+                                            fsdprt_status_t *async_error) {
+  if (!comm || !async_error)
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
+  *async_error = comm->async_error().code;
   return FSDPRT_OK;
 }
 
@@ -315,7 +332,7 @@ fsdprt_status_t fsdprt_all_gather_async(fsdprt_comm_t *comm, int64_t group_mask,
                                         int64_t send_count, int32_t dtype,
                                         fsdprt_request_t *request) {
   if (!request)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   return collective(
       comm,
       make_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count, dtype, -1),
@@ -326,7 +343,7 @@ fsdprt_status_t fsdprt_reduce_scatter_async(
     fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
     int64_t recv_count, int32_t dtype, int32_t op, fsdprt_request_t *request) {
   if (!request)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   return collective(
       comm,
       make_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count, dtype, op),
@@ -338,7 +355,7 @@ fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
                                         int64_t count, int32_t dtype,
                                         int32_t op, fsdprt_request_t *request) {
   if (!request)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   return collective(
       comm, make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op),
       send, recv, request);
@@ -346,7 +363,7 @@ fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
 
 fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
   if (!request)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   fsdprt_request *req = *request;
   if (!req)
     return FSDPRT_OK;
@@ -365,7 +382,7 @@ fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
 
 fsdprt_status_t fsdprt_test(fsdprt_request_t *request, int *done) {
   if (!request || !done)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   fsdprt_request *req = *request;
   if (!req) {
     *done = 1;
@@ -387,7 +404,7 @@ fsdprt_status_t fsdprt_test(fsdprt_request_t *request, int *done) {
 fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
                                       fsdprt_stats_t *stats) {
   if (!comm || !stats)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *stats = fsdprt_stats_t();
   comm->collect_exposed();
   stats->exposed_ns = comm->stat_exposed_ns.load(std::memory_order_relaxed);
@@ -405,7 +422,7 @@ fsdprt_status_t fsdprt_comm_get_stats(const fsdprt_comm_t *comm,
 
 fsdprt_status_t fsdprt_comm_reset_stats(fsdprt_comm_t *comm) {
   if (!comm)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   comm->collect_exposed();
   comm->stat_exposed_ns.store(0, std::memory_order_relaxed);
   for (int k = 0; k < FSDPRT_NUM_KINDS; ++k) {

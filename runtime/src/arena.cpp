@@ -119,7 +119,7 @@ extern "C" {
 
 fsdprt_status_t fsdprt_arena_reserve(fsdprt_comm_t *comm, int64_t bytes) {
   if (!comm)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   Status st = reserve(comm->arena, comm->rank, bytes);
   if (!st.ok())
     comm->record_error(st);

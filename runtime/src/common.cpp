@@ -191,6 +191,30 @@ Options resolve_options(const fsdprt_options_t *options) {
   return o;
 }
 
+namespace {
+thread_local fsdprt_status_t tls_last_code = FSDPRT_OK;
+thread_local std::string tls_last_message;
+} // namespace
+
+void set_last_error(fsdprt_status_t code, const std::string &message) {
+  if (code == FSDPRT_OK)
+    return;
+  tls_last_code = code;
+  tls_last_message = message;
+}
+
+fsdprt_status_t fail_call(fsdprt_status_t code, const char *fn) {
+  set_last_error(code, format("%s: %s", fn, fsdprt_status_string(code)));
+  return code;
+}
+
+fsdprt_status_t last_error() { return tls_last_code; }
+const std::string &last_error_message() { return tls_last_message; }
+void clear_last_error() {
+  tls_last_code = FSDPRT_OK;
+  tls_last_message.clear();
+}
+
 } // namespace fsdprt
 
 using namespace fsdprt;
@@ -221,6 +245,7 @@ Status fsdprt_comm::run(const Desc &desc, const void *send, void *recv) {
 void fsdprt_comm::record_error(const Status &st) {
   if (st.ok())
     return;
+  fsdprt::set_last_error(st.code, st.message);
   std::lock_guard<std::mutex> lock(error_mu_);
   if (first_code_ == FSDPRT_OK) {
     first_code_ = st.code;

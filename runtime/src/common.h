@@ -29,6 +29,16 @@ struct Status {
 // printf-style formatting into a std::string.
 std::string format(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 
+// The thread's last error (fsdprt_get_last_error): set by every error
+// recorded on a comm, a GPU context or the process, and by fail_call.
+void set_last_error(fsdprt_status_t code, const std::string &message);
+// A C API call `fn` fails with `code` before reaching a comm: records
+// "fn: <status>" as the thread's last error and returns code.
+fsdprt_status_t fail_call(fsdprt_status_t code, const char *fn);
+fsdprt_status_t last_error();
+const std::string &last_error_message();
+void clear_last_error();
+
 // What a rank asked for in one collective; compared across a group to
 // detect desynchronized programs.
 struct Desc {
@@ -150,8 +160,13 @@ struct fsdprt_comm {
   // (the nccl backend makes its GPU context current there).
   virtual void attach_thread() {}
 
-  // Errors (thread safe).
+  // Errors (thread safe). record_error also sets the calling thread's last
+  // error.
   void record_error(const fsdprt::Status &st);
+  // An error that reached this comm outside the caller's calls (another
+  // rank's abort, the nccl watchdog): fsdprt_comm_get_async_error. Read
+  // from any thread.
+  virtual fsdprt::Status async_error() const { return fsdprt::Status::Ok(); }
   fsdprt_status_t first_error() const;
   std::string first_error_message() const;
   std::string last_error_message() const;

@@ -51,12 +51,12 @@ bool useDevice() {
 int quantize(int32_t format, const void *x, int dtype,
              const fsdprt_quant_layout &l, float amax, const Packet &out) {
   float tensorValue = 0;
-  int st = FSDPRT_QUANT_ERR_UNSUPPORTED;
+  int st = FSDPRT_ERR_UNSUPPORTED;
   if (useDevice())
     st =
         fsdprt_quant_cuda_quantize_host(format, x, dtype, l.rows, l.cols, amax,
                                         out.data(), out.scales(), &tensorValue);
-  if (st == FSDPRT_QUANT_ERR_UNSUPPORTED)
+  if (st == FSDPRT_ERR_UNSUPPORTED)
     st = fsdprt_quant_quantize(format, x, dtype, l.rows, l.cols, amax,
                                out.data(), out.scales(), &tensorValue);
   if (l.tensor_bytes)
@@ -67,11 +67,11 @@ int quantize(int32_t format, const void *x, int dtype,
 int dequantize(int32_t format, const uint8_t *data, const void *scales,
                float tensorValue, size_t rows, size_t cols, void *y,
                int dtype) {
-  int st = FSDPRT_QUANT_ERR_UNSUPPORTED;
+  int st = FSDPRT_ERR_UNSUPPORTED;
   if (useDevice())
     st = fsdprt_quant_cuda_dequantize_host(format, data, scales, tensorValue,
                                            rows, cols, y, dtype);
-  if (st == FSDPRT_QUANT_ERR_UNSUPPORTED)
+  if (st == FSDPRT_ERR_UNSUPPORTED)
     st = fsdprt_quant_dequantize(format, data, scales, tensorValue, rows, cols,
                                  y, dtype);
   return st;
@@ -132,8 +132,7 @@ void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
   float amax = 0;
   if (usesGroupAmax(fmt)) {
     float local = 0;
-    if (fsdprt_quant_amax(send, qdtype, size_t(count), &local) !=
-        FSDPRT_QUANT_OK)
+    if (fsdprt_quant_amax(send, qdtype, size_t(count), &local) != FSDPRT_OK)
       return failLocal(c, FSDPRT_ERR_INTERNAL,
                        format("%s: %s", fmtName, fsdprt_quant_last_error()));
     if (fsdprt_all_reduce(c, group_mask, &local, &amax, 1, FSDPRT_F32,
@@ -146,7 +145,7 @@ void exchange(fsdprt_comm *c, void *send, void *recv, int64_t count,
   std::vector<uint8_t> mine(static_cast<size_t>(wire));
   std::vector<uint8_t> all(static_cast<size_t>(wire * k));
   if (quantize(fmt, send, qdtype, layout, amax, Packet{layout, mine.data()}) !=
-      FSDPRT_QUANT_OK)
+      FSDPRT_OK)
     return failLocal(c, FSDPRT_ERR_INTERNAL,
                      format("%s: %s", fmtName, fsdprt_quant_last_error()));
   if (fsdprt_all_gather(c, group_mask, mine.data(), all.data(), wire,
@@ -178,10 +177,10 @@ void dequantizeAll(fsdprt_comm *c, const uint8_t *all, void *recv, int64_t k,
     if (fsdprt_quant_swap_first_dims(gathered.data(), scales.data(), size_t(k),
                                      size_t(layout.scale_rows),
                                      size_t(layout.scale_cols) *
-                                         sizeof(float)) != FSDPRT_QUANT_OK ||
+                                         sizeof(float)) != FSDPRT_OK ||
         dequantize(fmt, data.data(), scales.data(), 0.0f,
                    size_t(layout.rows) * size_t(k), size_t(layout.cols), recv,
-                   qdtype) != FSDPRT_QUANT_OK)
+                   qdtype) != FSDPRT_OK)
       return failLocal(c, FSDPRT_ERR_INTERNAL,
                        format("%s: %s", fmtName, fsdprt_quant_last_error()));
     return;
@@ -190,7 +189,7 @@ void dequantizeAll(fsdprt_comm *c, const uint8_t *all, void *recv, int64_t k,
     Packet slot{layout, const_cast<uint8_t *>(all) + j * wire};
     if (dequantize(fmt, slot, layout,
                    static_cast<char *>(recv) + size_t(j) * slotBytes,
-                   qdtype) != FSDPRT_QUANT_OK)
+                   qdtype) != FSDPRT_OK)
       return failLocal(c, FSDPRT_ERR_INTERNAL,
                        format("%s: slot %lld: %s", fmtName, (long long)j,
                               fsdprt_quant_last_error()));
@@ -209,7 +208,7 @@ void run(fsdprt_comm *c, void *send, void *recv, int64_t count, int32_t dtype,
     return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT, bad);
   int64_t shape[2] = {rows, cols};
   fsdprt_quant_layout layout;
-  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_QUANT_OK)
+  if (fsdprt_quant_get_layout(fmt, shape, 2, &layout) != FSDPRT_OK)
     return failLocal(c, FSDPRT_ERR_INVALID_ARGUMENT,
                      format("%s: %s", fsdprt_quant_format_name(fmt),
                             fsdprt_quant_last_error()));
@@ -256,7 +255,7 @@ std::string fsdprt::quant_local_layout(int32_t dtype, int32_t fmt, int64_t rows,
     return format("unknown format %d", (int)fmt);
   int64_t shape[2] = {rows, cols};
   if (rows <= 0 || cols <= 0 ||
-      fsdprt_quant_get_layout(fmt, shape, 2, layout) != FSDPRT_QUANT_OK)
+      fsdprt_quant_get_layout(fmt, shape, 2, layout) != FSDPRT_OK)
     return format("%s: shape [%lld, %lld]: %s", fsdprt_quant_format_name(fmt),
                   (long long)rows, (long long)cols,
                   rows <= 0 || cols <= 0 ? "not positive"
@@ -275,7 +274,7 @@ void fsdprt_jit_quant_amax(const void *x, void *amax, int64_t count,
     if (count < 0 || (count > 0 && !x) || !amax)
       return "bad buffer or count";
     float value = 0;
-    if (fsdprt_quant_amax(x, dtype, size_t(count), &value) != FSDPRT_QUANT_OK)
+    if (fsdprt_quant_amax(x, dtype, size_t(count), &value) != FSDPRT_OK)
       return fsdprt_quant_last_error();
     std::memcpy(amax, &value, sizeof(float));
     return "";
@@ -299,8 +298,7 @@ void fsdprt_jit_quantize(const void *x, const void *amax, void *packet,
       std::memcpy(&groupAmax, amax, sizeof(float));
     }
     if (quantize(fmt, x, dtype, layout, groupAmax,
-                 Packet{layout, static_cast<uint8_t *>(packet)}) !=
-        FSDPRT_QUANT_OK)
+                 Packet{layout, static_cast<uint8_t *>(packet)}) != FSDPRT_OK)
       return std::string(fsdprt_quant_format_name(fmt)) + ": " +
              fsdprt_quant_last_error();
     return "";

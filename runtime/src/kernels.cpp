@@ -287,31 +287,7 @@ const char *fsdprt_reduce_op_name(int32_t op) {
 int32_t fsdprt_abi_version(void) { return FSDPRT_ABI_VERSION; }
 
 const char *fsdprt_status_string(fsdprt_status_t status) {
-  switch (status) {
-  case FSDPRT_OK:
-    return "ok";
-  case FSDPRT_ERR_INVALID_ARGUMENT:
-    return "invalid argument";
-  case FSDPRT_ERR_DESYNC:
-    return "desync";
-  case FSDPRT_ERR_TIMEOUT:
-    return "timeout";
-  case FSDPRT_ERR_BACKEND:
-    return "backend error";
-  case FSDPRT_ERR_ABORTED:
-    return "aborted";
-  case FSDPRT_ERR_UNSUPPORTED:
-    return "unsupported";
-  case FSDPRT_ERR_OUT_OF_MEMORY:
-    return "out of memory";
-  case FSDPRT_ERR_NO_COMM:
-    return "no communicator";
-  case FSDPRT_ERR_INTERNAL:
-    return "internal error";
-  case FSDPRT_ERR_NO_DEVICE:
-    return "no usable GPU";
-  }
-  return "unknown status";
+  return fsdprt_status_name(status);
 }
 
 } // extern "C"

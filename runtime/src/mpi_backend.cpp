@@ -862,7 +862,7 @@ extern "C" fsdprt_status_t
 fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
                        const fsdprt_options_t *options, fsdprt_comm_t **comm) {
   if (!comm)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *comm = nullptr;
   Mesh mesh;
   Status st = Mesh::create(ndims, shape,
@@ -873,7 +873,7 @@ fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
   MPI_Initialized(&initialized);
   MPI_Finalized(&finalized);
   if (finalized)
-    return FSDPRT_ERR_BACKEND;
+    return fsdprt::fail_call(FSDPRT_ERR_BACKEND, __func__);
   Options resolved = resolve_options(options);
   finalize_timeout_s = std::max(finalize_timeout_s, resolved.timeout_s);
   if (!initialized) {
@@ -881,7 +881,7 @@ fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
     Watchdog watchdog(resolved.timeout_s, "MPI_Init_thread");
     if (MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided) !=
         MPI_SUCCESS)
-      return FSDPRT_ERR_BACKEND;
+      return fsdprt::fail_call(FSDPRT_ERR_BACKEND, __func__);
     if (!we_initialized_mpi) {
       we_initialized_mpi = true;
       std::atexit(finalize_at_exit);
@@ -892,7 +892,7 @@ fsdprt_mpi_comm_create(int32_t ndims, const int64_t *shape,
   MPI_Comm_rank(MPI_COMM_WORLD, &world_rank);
   // Every rank sees the same shape, so every rank returns here together.
   if (int64_t(world_size) != mesh.size)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   auto c = std::make_unique<MpiComm>();
   c->backend = FSDPRT_BACKEND_MPI;
   c->mesh = mesh;

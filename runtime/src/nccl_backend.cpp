@@ -144,6 +144,9 @@ public:
   void attach_thread() override { fsdprt_gpu_set_thread_context(ctx_); }
   bool host_blocks() const override { return false; }
   void collect_exposed() const override;
+  // The abort of the rank's communicators (the watchdog's timeout, an
+  // asynchronous NCCL error, or an error of the rank's own calls).
+  Status async_error() const override;
 
   void set_stream(cudaStream_t s) { compute_ = s ? s : ctx_->compute; }
   void set_desync_checks(int64_t n) {
@@ -189,7 +192,7 @@ private:
 
   std::mutex nccl_mu_; // NCCL calls of the rank vs the watchdog's abort
   std::atomic<bool> aborted_{false};
-  std::mutex cause_mu_;
+  mutable std::mutex cause_mu_;
   Status abort_cause_;
 
   // Timed events on each side of the compute stream's waits, in order;
@@ -227,6 +230,13 @@ Status NcclComm::aborted_status() {
   return Status(FSDPRT_ERR_ABORTED,
                 format("rank %lld: aborted: %s", (long long)rank,
                        abort_cause_.message.c_str()));
+}
+
+Status NcclComm::async_error() const {
+  if (!aborted_)
+    return Status::Ok();
+  std::lock_guard<std::mutex> lock(cause_mu_);
+  return abort_cause_;
 }
 
 // The thread's context when it is on `device`, else one of our own.
@@ -739,7 +749,7 @@ extern "C" {
 
 fsdprt_status_t fsdprt_nccl_get_unique_id(fsdprt_nccl_id_t *id) {
   if (!id)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   ncclUniqueId uid;
   ncclResult_t rc = ncclGetUniqueId(&uid);
   if (rc != ncclSuccess) {
@@ -757,7 +767,7 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
                         const fsdprt_nccl_id_t *id, int32_t cuda_device,
                         const fsdprt_options_t *options, fsdprt_comm_t **comm) {
   if (!comm || !id)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *comm = nullptr;
   Mesh mesh;
   Status st = Mesh::create(ndims, shape,
@@ -765,11 +775,11 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
   if (!st.ok())
     return st.code;
   if (rank < 0 || rank >= mesh.size)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   st = gpu::check_device(cuda_device);
   if (!st.ok()) {
     gpu::set_last_message(
-        format("rank %lld: %s", (long long)rank, st.message.c_str()));
+        format("rank %lld: %s", (long long)rank, st.message.c_str()), st.code);
     return st.code;
   }
   auto c = std::make_unique<NcclComm>();
@@ -781,7 +791,7 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
   std::memcpy(&uid, id->bytes, sizeof(uid));
   st = c->init(uid, cuda_device);
   if (!st.ok()) {
-    gpu::set_last_message(st.message);
+    gpu::set_last_message(st.message, st.code);
     return st.code;
   }
   *comm = c.release();
@@ -792,7 +802,7 @@ fsdprt_status_t fsdprt_nccl_comm_set_stream(fsdprt_comm_t *comm,
                                             void *cuda_stream) {
   auto *c = dynamic_cast<NcclComm *>(comm);
   if (!c)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   c->set_stream(static_cast<cudaStream_t>(cuda_stream));
   return FSDPRT_OK;
 }
@@ -801,7 +811,7 @@ fsdprt_status_t fsdprt_nccl_comm_set_desync_checks(fsdprt_comm_t *comm,
                                                    int64_t collectives) {
   auto *c = dynamic_cast<NcclComm *>(comm);
   if (!c)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   c->set_desync_checks(collectives);
   return FSDPRT_OK;
 }

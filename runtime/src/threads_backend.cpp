@@ -215,6 +215,7 @@ public:
   Status wait(fsdprt_request *request) override;
   Status test(fsdprt_request *request, bool *done) override;
   void abort(const Status &cause) override;
+  Status async_error() const override;
 
   // For timeout messages: what this rank is blocked on, if anything.
   std::string activity();
@@ -353,6 +354,13 @@ private:
   const Group *abort_group_ = nullptr;
   uint64_t abort_seq_ = 0;
 };
+
+// The world's abort, whoever caused it.
+Status ThreadsComm::async_error() const {
+  if (!world_->aborted.load(std::memory_order_acquire))
+    return Status::Ok();
+  return world_->abort_status(rank, nullptr, 0);
+}
 
 ThreadsComm::ThreadsComm(ThreadsWorld *world, int64_t r) : world_(world) {
   backend = FSDPRT_BACKEND_THREADS;
@@ -683,7 +691,7 @@ fsdprt_status_t fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
                                             const fsdprt_options_t *options,
                                             fsdprt_world_t **world) {
   if (!world)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *world = nullptr;
   Mesh mesh;
   Status st = Mesh::create(ndims, shape,
@@ -705,7 +713,7 @@ fsdprt_status_t fsdprt_threads_world_create(int32_t ndims, const int64_t *shape,
       w->comms.push_back(std::make_unique<ThreadsComm>(w.get(), r));
     *world = w.release();
   } catch (const std::bad_alloc &) {
-    return FSDPRT_ERR_OUT_OF_MEMORY;
+    return fsdprt::fail_call(FSDPRT_ERR_OUT_OF_MEMORY, __func__);
   }
   return FSDPRT_OK;
 }
@@ -714,7 +722,7 @@ fsdprt_status_t fsdprt_threads_comm(fsdprt_world_t *world, int64_t rank,
                                     fsdprt_comm_t **comm) {
   auto *w = dynamic_cast<ThreadsWorld *>(world);
   if (!w || !comm || rank < 0 || rank >= w->mesh.size)
-    return FSDPRT_ERR_INVALID_ARGUMENT;
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   *comm = w->comms[size_t(rank)].get();
   return FSDPRT_OK;
 }

@@ -110,6 +110,17 @@ int main(void) {
   fsdprt_world_destroy(world);
   if (strcmp(fsdprt_status_string(FSDPRT_ERR_TIMEOUT), "timeout") != 0)
     ++failures;
+  /* The thread's last error and the async error, from C. */
+  fsdprt_clear_last_error();
+  {
+    fsdprt_status_t async_error = FSDPRT_OK;
+    if (fsdprt_comm_get_async_error(NULL, &async_error) !=
+            FSDPRT_ERR_INVALID_ARGUMENT ||
+        fsdprt_get_last_error() != FSDPRT_ERR_INVALID_ARGUMENT ||
+        strcmp(fsdprt_get_last_error_message(),
+               "fsdprt_comm_get_async_error: invalid argument") != 0)
+      ++failures;
+  }
   if (failures) {
     fprintf(stderr, "%d failure(s)\n", failures);
     return 1;

@@ -842,6 +842,8 @@ TEST_F(Emulation, DesyncChecksStopWhenTurnedOff) {
 TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
   Meeting done;
   fsdprt_status_t code = FSDPRT_OK, later = FSDPRT_OK;
+  fsdprt_status_t asyncBefore = FSDPRT_ERR_INTERNAL,
+                  asyncAfter = FSDPRT_ERR_INTERNAL;
   std::string msg;
   double waited = 0;
   run_ranks(
@@ -862,6 +864,7 @@ TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
         fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
         auto *x = static_cast<float *>(fsdprt_gpu_alloc(8 * 4));
         fsdprt_request_t req = nullptr;
+        ASSERT_EQ(fsdprt_comm_get_async_error(comm, &asyncBefore), FSDPRT_OK);
         const auto t0 = std::chrono::steady_clock::now();
         ASSERT_EQ(fsdprt_all_reduce_async(comm, 1, x, x, 8, FSDPRT_F32,
                                           FSDPRT_SUM, &req),
@@ -875,6 +878,8 @@ TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
                 .count();
         code = fsdprt_comm_error(comm);
         msg = fsdprt_comm_error_message(comm);
+        // The watchdog's error, seen without a failing call of the rank.
+        EXPECT_EQ(fsdprt_comm_get_async_error(comm, &asyncAfter), FSDPRT_OK);
         later = fsdprt_all_reduce(comm, 1, x, x, 8, FSDPRT_F32, FSDPRT_SUM);
         fsdprt_gpu_free(x);
       },
@@ -889,6 +894,8 @@ TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
   EXPECT_GE(waited, 0.3);
   EXPECT_LT(waited, 10.0);
   EXPECT_EQ(later, FSDPRT_ERR_ABORTED);
+  EXPECT_EQ(asyncBefore, FSDPRT_OK);
+  EXPECT_EQ(asyncAfter, FSDPRT_ERR_TIMEOUT);
   EXPECT_GE(emu::ncclAborts(), 1);
 }
 
@@ -983,7 +990,7 @@ TEST_F(Emulation, DeviceQuantizationMatchesTheHostPathByteForByte) {
       for (int64_t cols : {128, 160}) {
         int64_t shape[2] = {rows, cols};
         fsdprt_quant_layout l;
-        if (fsdprt_quant_get_layout(fmt, shape, 2, &l) != FSDPRT_QUANT_OK)
+        if (fsdprt_quant_get_layout(fmt, shape, 2, &l) != FSDPRT_OK)
           continue; // a shape the format does not take
         const int64_t count = rows * cols;
         const int64_t wire =

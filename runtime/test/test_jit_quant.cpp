@@ -47,7 +47,7 @@ TEST(JitQuant, SplitStepsMatchTheQuantizedAllGather) {
                    (dtype == FSDPRT_F32 ? " f32" : " bf16"));
       const int64_t shape[2] = {rows, cols};
       uint64_t wire = 0;
-      ASSERT_EQ(fsdprt_quant_wire_bytes(fmt, shape, 2, &wire), FSDPRT_QUANT_OK);
+      ASSERT_EQ(fsdprt_quant_wire_bytes(fmt, shape, 2, &wire), FSDPRT_OK);
       const size_t es = dtype == FSDPRT_F32 ? 4 : 2;
       std::atomic<int> differing{0}, errors{0};
       run_world({k}, [&](int64_t rank, fsdprt_comm_t *comm) {

@@ -76,8 +76,7 @@ bool cudaOk(cudaError_t e, const char *what) {
 #define Q(expr)                                                                \
   do {                                                                         \
     int st_ = (expr);                                                          \
-    DIE_IF(st_ != FSDPRT_QUANT_OK, "%s: %s", #expr,                            \
-           fsdprt_quant_last_error());                                         \
+    DIE_IF(st_ != FSDPRT_OK, "%s: %s", #expr, fsdprt_quant_last_error());      \
   } while (0)
 
 // ===========================================================================
@@ -440,7 +439,7 @@ int gpuQuantize(int format, const void *x, int dtype, size_t rows, size_t cols,
     return fsdprt_quant_cuda_fp8_block_1x128_t_quantize(
         x, dtype, rows, cols, 1, q, reinterpret_cast<float *>(s), st);
   }
-  return FSDPRT_QUANT_ERR_INVALID_ARGUMENT;
+  return FSDPRT_ERR_INVALID_ARGUMENT;
 }
 
 int gpuDequantize(int format, const uint8_t *q, const uint8_t *s,
@@ -473,7 +472,7 @@ int gpuDequantize(int format, const uint8_t *q, const uint8_t *s,
     return fsdprt_quant_cuda_fp8_block_1x128_t_dequantize(
         q, reinterpret_cast<const float *>(s), rows, cols, y, outDtype, st);
   }
-  return FSDPRT_QUANT_ERR_INVALID_ARGUMENT;
+  return FSDPRT_ERR_INVALID_ARGUMENT;
 }
 
 bool usesAmax(int format) {
@@ -622,15 +621,14 @@ void bandwidth(bool quick, size_t mib) {
     report("bandwidth", what, true, detail, result);
     auto run = [&](const char *name, double bytes,
                    const std::function<int()> &fn) {
-      int status = FSDPRT_QUANT_OK;
+      int status = FSDPRT_OK;
       const double t = timeLaunches(
           [&] {
-            if (status == FSDPRT_QUANT_OK)
+            if (status == FSDPRT_OK)
               status = fn();
           },
           launches, batches);
-      DIE_IF(status != FSDPRT_QUANT_OK, "%s: %s", name,
-             fsdprt_quant_last_error());
+      DIE_IF(status != FSDPRT_OK, "%s: %s", name, fsdprt_quant_last_error());
       const double tbs = bytes / t / 1e12;
       std::snprintf(what, sizeof(what), "%s %s", name, dn);
       std::snprintf(detail, sizeof(detail),

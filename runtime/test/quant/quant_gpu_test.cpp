@@ -26,9 +26,8 @@ namespace {
 
 #define Q_OK(expr)                                                             \
   do {                                                                         \
-    int st_ = (expr);                                                          \
-    ASSERT_EQ(st_, FSDPRT_QUANT_OK)                                            \
-        << #expr << ": " << fsdprt_quant_last_error();                         \
+    fsdprt_status_t st_ = (expr);                                              \
+    ASSERT_EQ(st_, FSDPRT_OK) << #expr << ": " << fsdprt_quant_last_error();   \
   } while (0)
 
 #ifdef FSDPRT_QUANT_KERNEL_EMULATION
@@ -460,17 +459,74 @@ TEST(GpuQuant, SwapFirstDims) {
   }
 }
 
+// The any-format entry points share one validating front door: the CPU and
+// the CUDA ones reject the same inputs with the same status and message
+// (after the entry point's name), before any buffer is touched, GPU or not.
+TEST(GpuQuant, TheFrontDoorRejectsLikeTheReference) {
+  struct Case {
+    const char *what;
+    int format, dtype;
+    size_t rows, cols;
+    bool nullScales, nullData;
+    fsdprt_status_t want;
+  };
+  const Case cases[] = {
+      {"unknown format", 42, FSDPRT_QUANT_F32, 4, 64, false, false,
+       FSDPRT_ERR_INVALID_ARGUMENT},
+      {"unknown dtype", FSDPRT_QUANT_MXFP8_ROWWISE, 7, 4, 64, false, false,
+       FSDPRT_ERR_INVALID_ARGUMENT},
+      {"cols not a multiple of 32", FSDPRT_QUANT_MXFP8_ROWWISE,
+       FSDPRT_QUANT_F32, 4, 48, false, false, FSDPRT_ERR_SHAPE},
+      {"cols not a multiple of 16", FSDPRT_QUANT_NVFP4, FSDPRT_QUANT_BF16, 2,
+       24, false, false, FSDPRT_ERR_SHAPE},
+      {"null scales", FSDPRT_QUANT_FP8_BLOCK_128X128, FSDPRT_QUANT_F32, 4, 64,
+       true, false, FSDPRT_ERR_INVALID_ARGUMENT},
+      {"null data", FSDPRT_QUANT_FP8_E4M3_TENSOR, FSDPRT_QUANT_F32, 4, 64,
+       false, true, FSDPRT_ERR_INVALID_ARGUMENT},
+  };
+  // Never read: every case fails its checks first.
+  alignas(16) static uint8_t buf[1 << 12];
+  auto *f = reinterpret_cast<float *>(buf);
+  auto afterName = [](const std::string &m) {
+    const size_t colon = m.find(": ");
+    return colon == std::string::npos ? m : m.substr(colon + 2);
+  };
+  for (const Case &c : cases) {
+    SCOPED_TRACE(c.what);
+    void *scales = c.nullScales ? nullptr : buf;
+    uint8_t *data = c.nullData ? nullptr : buf;
+    float tensor = 0;
+    const fsdprt_status_t cpu = fsdprt_quant_quantize(
+        c.format, buf, c.dtype, c.rows, c.cols, 1.0f, data, scales, &tensor);
+    const std::string cpuMsg = fsdprt_quant_last_error();
+    const fsdprt_status_t dev = fsdprt_quant_cuda_quantize(
+        c.format, buf, c.dtype, c.rows, c.cols, f, data, scales, f, nullptr);
+    const std::string devMsg = fsdprt_quant_last_error();
+    EXPECT_EQ(cpu, c.want) << cpuMsg;
+    EXPECT_EQ(dev, c.want) << devMsg;
+    EXPECT_EQ(afterName(cpuMsg), afterName(devMsg));
+    const fsdprt_status_t cpuBack = fsdprt_quant_dequantize(
+        c.format, data, scales, 1.0f, c.rows, c.cols, buf, c.dtype);
+    const std::string cpuBackMsg = fsdprt_quant_last_error();
+    const fsdprt_status_t devBack = fsdprt_quant_cuda_dequantize(
+        c.format, data, scales, f, c.rows, c.cols, buf, c.dtype, nullptr);
+    EXPECT_EQ(cpuBack, c.want) << cpuBackMsg;
+    EXPECT_EQ(devBack, c.want) << fsdprt_quant_last_error();
+    EXPECT_EQ(afterName(cpuBackMsg), afterName(fsdprt_quant_last_error()));
+  }
+}
+
 TEST(GpuQuant, ShapeErrorsMatchTheReference) {
   REQUIRE_GPU();
   DeviceBuffer x(4096), q(4096), s(4096);
   EXPECT_EQ(fsdprt_quant_cuda_mxfp8_quantize(x.get(), FSDPRT_QUANT_F32, 4, 48,
                                              0, q.get<uint8_t>(),
                                              s.get<uint8_t>(), nullptr),
-            FSDPRT_QUANT_ERR_SHAPE);
+            FSDPRT_ERR_SHAPE);
   EXPECT_EQ(fsdprt_quant_cuda_nvfp4_quantize(x.get(), FSDPRT_QUANT_F32, 4, 24,
                                              s.get<float>(), q.get<uint8_t>(),
                                              s.get<uint8_t>(), nullptr),
-            FSDPRT_QUANT_ERR_SHAPE);
+            FSDPRT_ERR_SHAPE);
 }
 
 } // namespace

@@ -13,7 +13,8 @@ import numpy as np
 
 F32, BF16 = 0, 3  # fsdprt_dtype values (fsdprt_types.h)
 E4M3, E5M2 = 0, 1
-OK, ERR_INVALID_ARGUMENT, ERR_SHAPE, ERR_UNSUPPORTED, ERR_CUDA = range(5)
+# fsdprt_status_t (runtime/include/fsdprt_types.h).
+OK, ERR_INVALID_ARGUMENT, ERR_UNSUPPORTED, ERR_BACKEND, ERR_SHAPE = 0, 1, 6, 4, 11
 FORMATS = {
     "fp8_e4m3_tensor": 0,
     "fp8_e5m2_tensor": 1,

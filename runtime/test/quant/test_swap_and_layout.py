@@ -63,7 +63,7 @@ def test_layout_names_and_errors(qlib):
     with pytest.raises(quant_lib.QuantError) as err:
         qlib.layout("nvfp4", (-1, 16))
     assert err.value.status == quant_lib.ERR_INVALID_ARGUMENT
-    assert qlib.lib.fsdprt_quant_status_string(2) == b"shape not divisible by the block"
+    assert qlib.lib.fsdprt_quant_status_string(quant_lib.ERR_SHAPE) == b"shape not divisible by the block"
 
 
 def test_bad_arguments(qlib):
