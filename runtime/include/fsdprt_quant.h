@@ -76,7 +76,7 @@ typedef struct fsdprt_quant_layout {
 } fsdprt_quant_layout;
 
 /* Layout of `format` for a tensor of `shape` (ndim >= 0 entries, each >= 0).
-   Fails with FSDPRT_QUANT_ERR_SHAPE if the shape cannot be blocked. */
+   Fails with FSDPRT_ERR_SHAPE if the shape cannot be blocked. */
 FSDPRT_QUANT_API fsdprt_status_t fsdprt_quant_get_layout(
     int format, const int64_t *shape, int ndim, fsdprt_quant_layout *layout);
 /* Bytes on the wire for one tensor: data + scales + per-tensor metadata. */
@@ -202,14 +202,14 @@ FSDPRT_QUANT_API fsdprt_status_t fsdprt_quant_swap_first_dims(
    needed); `stream` is a cudaStream_t (NULL: the default stream). Calls are
    asynchronous; launch errors are reported. Defined in the fsdprt_quant_cuda
    library; a build without the CUDA toolkit provides stubs that return
-   FSDPRT_QUANT_ERR_UNSUPPORTED. */
+   FSDPRT_ERR_UNSUPPORTED. */
 
 /* 1 if the CUDA kernels are built and a GPU is visible, else 0. */
 FSDPRT_QUANT_API int fsdprt_quant_cuda_available(void);
 /* fsdprt_quant_quantize / fsdprt_quant_dequantize on host buffers, computed
    by the kernels: the inputs are copied to the current device, the outputs
    back (synchronously). Bit-identical to the CPU functions;
-   FSDPRT_QUANT_ERR_UNSUPPORTED without kernels or GPU. */
+   FSDPRT_ERR_UNSUPPORTED without kernels or GPU. */
 FSDPRT_QUANT_API fsdprt_status_t fsdprt_quant_cuda_quantize_host(
     int format, const void *x, int dtype, size_t rows, size_t cols, float amax,
     uint8_t *data, void *scales, float *tensor_value);
