@@ -22,19 +22,20 @@
 // from the runtime, which allocates it once per rank; its results are planned
 // too (valid until its next call, which the runners copy them before).
 //
+// The parts: BufferGroups.h (groups, program order, live intervals),
+// fsdp/Memory/ArenaPacking.h (the offsets), OutParams.cpp (callee results
+// as arguments), OutsideBytes.cpp (what stays outside); this file applies
+// the plan.
+//
 //===----------------------------------------------------------------------===//
 
 #include "../FSDPToRuntime/RuntimeFunctions.h"
-#include "BufferGroups.h"
-#include "fsdp/Conversion/BufferViews.h"
+#include "BufferPlan.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPAttrs.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
 #include "fsdp/Memory/ArenaPacking.h"
 
-#include "mlir/IR/IRMapping.h"
-#include "mlir/Interfaces/DataLayoutInterfaces.h"
-#include "mlir/Interfaces/ViewLikeInterface.h"
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/MapVector.h"
@@ -60,19 +61,6 @@ constexpr size_t kLargestRecorded = 3;
 constexpr int64_t kMaxAlignment = 4096;
 
 namespace packing = ::fsdp::packing;
-
-/// What the pass decided for one function.
-struct FunctionPlan {
-  int64_t arena = 0; ///< bytes of its arena (0: nothing planned)
-  /// Peak bytes of the static buffers outside the arena while it runs, and
-  /// those still allocated when it returns (its results).
-  int64_t outsidePeak = 0, outsideHeld = 0;
-  int64_t buffers = 0;
-  SmallVector<int64_t> largest;
-  /// Per result: the outside bytes it hands the caller (0: none).
-  SmallVector<int64_t> resultBytes;
-  bool takesArena = false; ///< its arena is its last argument
-};
 
 } // namespace
 
@@ -119,15 +107,21 @@ struct FSDPAssignBuffersPass
     for (func::FuncOp func : groups->calleesFirst(module)) {
       BufferGroups::Role role = groups->roleOf(func);
       bool member = groups->planInCaller(func);
-      if (role == BufferGroups::Role::Callee && !member)
-        resultsToOutParams(func);
+      if (role == BufferGroups::Role::Callee && !member) {
+        FailureOr<int64_t> outs =
+            resultsToOutParams(func, groups->callsTo[func]);
+        if (succeeded(outs))
+          numOutParams += *outs;
+        else
+          signalPassFailure();
+      }
       addSubArenas(func);
       if (member)
         continue; // planned with its caller's group
       if (role != BufferGroups::Role::Other)
         planGroup(func, role == BufferGroups::Role::Entry);
       else
-        accountOutside(func, {}, plans[func]);
+        accountOutside(func, {}, *groups, plans, plans[func]);
       if (role == BufferGroups::Role::Entry)
         entries.emplace_back(func.getSymNameAttr(), planAttr(plans[func]));
     }
@@ -140,149 +134,6 @@ struct FSDPAssignBuffersPass
     MLIRContext *ctx = &getContext();
     return MemoryPlanAttr::get(ctx, plan.arena, plan.outsidePeak, plan.buffers,
                                DenseI64ArrayAttr::get(ctx, plan.largest));
-  }
-
-  //===--------------------------------------------------------------------===//
-  // Out-parameters and sub-arenas of callees
-  //===--------------------------------------------------------------------===//
-
-  /// A result of a callee that becomes an out-parameter: the allocation
-  /// it is, through static views (reshapes, constant subviews) that each
-  /// caller repeats on its own buffer.
-  struct OutParam {
-    unsigned result;
-    memref::AllocOp alloc;
-    SmallVector<Operation *> views; ///< from the allocation outward
-  };
-
-  /// The allocation of `func`'s block that `v` is, through views that take
-  /// no operand but their source, or nullopt.
-  std::optional<OutParam> outParamOf(Value v, Block &block,
-                                     const DataLayout &layout) {
-    OutParam p;
-    while (Operation *def = v.getDefiningOp()) {
-      if (auto alloc = dyn_cast<memref::AllocOp>(def)) {
-        if (alloc->getBlock() != &block || !alloc.getDynamicSizes().empty() ||
-            !alloc.getSymbolOperands().empty() ||
-            !staticBytes(alloc.getType(), layout))
-          return std::nullopt;
-        p.alloc = alloc;
-        std::reverse(p.views.begin(), p.views.end());
-        return p;
-      }
-      auto view = dyn_cast<ViewLikeOpInterface>(def);
-      if (!view || def->getNumOperands() != 1 || def->getNumResults() != 1 ||
-          def->getNumRegions() != 0)
-        return std::nullopt;
-      p.views.push_back(def);
-      v = view.getViewSource();
-    }
-    return std::nullopt;
-  }
-
-  /// The results of `func` that are a statically shaped allocation of its
-  /// body (possibly viewed), no other result sharing the allocation.
-  SmallVector<OutParam> outParamResults(func::FuncOp func, func::ReturnOp ret) {
-    DataLayout layout = DataLayout::closest(func);
-    llvm::DenseMap<Value, unsigned> roots;
-    for (Value v : ret.getOperands())
-      if (isa<BaseMemRefType>(v.getType()))
-        ++roots[viewRoot(v)];
-    SmallVector<OutParam> out;
-    for (auto [i, v] : llvm::enumerate(ret.getOperands())) {
-      if (!isa<BaseMemRefType>(v.getType()) || roots[viewRoot(v)] != 1)
-        continue;
-      if (std::optional<OutParam> p = outParamOf(v, *ret->getBlock(), layout)) {
-        p->result = unsigned(i);
-        out.push_back(std::move(*p));
-      }
-    }
-    return out;
-  }
-
-  /// Turns the results outParamResults picks into arguments the callers
-  /// allocate before each call.
-  void resultsToOutParams(func::FuncOp func) {
-    auto ret = cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    SmallVector<OutParam> outs = outParamResults(func, ret);
-    if (outs.empty())
-      return;
-    // All at once: one insertion per argument would rebuild the function's
-    // type each time (quadratic in the optimizer segment's results).
-    llvm::BitVector dropped(ret.getNumOperands());
-    unsigned first = func.getNumArguments();
-    SmallVector<unsigned> at(outs.size(), first);
-    SmallVector<Type> types;
-    SmallVector<Location> locs;
-    for (OutParam &p : outs) {
-      dropped.set(p.result);
-      types.push_back(p.alloc.getType());
-      locs.push_back(p.alloc.getLoc());
-    }
-    SmallVector<DictionaryAttr> attrs(outs.size(),
-                                      DictionaryAttr::get(func.getContext()));
-    if (failed(func.insertArguments(at, types, attrs, locs)))
-      return signalPassFailure();
-    for (auto [i, p] : llvm::enumerate(outs))
-      p.alloc.replaceAllUsesWith(func.getArgument(first + i));
-    SmallVector<Value> kept;
-    for (auto [i, v] : llvm::enumerate(ret.getOperands()))
-      if (!dropped.test(i))
-        kept.push_back(v);
-    ret->setOperands(kept);
-    if (failed(func.eraseResults(dropped)))
-      return signalPassFailure();
-    SmallVector<func::CallOp> calls;
-    for (func::CallOp call : groups->callsTo[func])
-      calls.push_back(rewriteCall(call, func, dropped, outs));
-    groups->callsTo[func] = calls;
-    numOutParams += outs.size() * calls.size();
-    for (OutParam &p : outs) {
-      // The views now only fed the return; the allocation is the argument.
-      for (Operation *view : llvm::reverse(p.views))
-        if (view->use_empty())
-          view->erase();
-      p.alloc.erase();
-    }
-  }
-
-  /// The call of `func` (already rewritten) with an allocation before it for
-  /// each out-parameter; the old call's results map to the new one's and to
-  /// those allocations (through the callee's views, repeated here). A free
-  /// of such a result frees the allocation.
-  func::CallOp rewriteCall(func::CallOp call, func::FuncOp func,
-                           const llvm::BitVector &dropped,
-                           MutableArrayRef<OutParam> outs) {
-    OpBuilder b(call);
-    SmallVector<Value> operands(call.getOperands());
-    llvm::DenseMap<unsigned, std::pair<Value, Value>> byResult;
-    for (OutParam &p : outs) {
-      Value alloc = memref::AllocOp::create(b, call.getLoc(), p.alloc.getType(),
-                                            p.alloc.getAlignmentAttr());
-      operands.push_back(alloc);
-      Value v = alloc;
-      for (Operation *view : p.views) {
-        IRMapping map;
-        map.map(view->getOperand(0), v);
-        v = b.clone(*view, map)->getResult(0);
-      }
-      byResult[p.result] = {v, alloc};
-    }
-    auto fresh = func::CallOp::create(b, call.getLoc(), func, operands);
-    fresh->setDiscardableAttrs(call->getDiscardableAttrDictionary());
-    unsigned next = 0;
-    for (unsigned i = 0; i < call.getNumResults(); ++i) {
-      Value old = call.getResult(i);
-      if (!dropped.test(i)) {
-        old.replaceAllUsesWith(fresh.getResult(next++));
-        continue;
-      }
-      auto [view, alloc] = byResult[i];
-      for (OpOperand &use : llvm::make_early_inc_range(old.getUses()))
-        use.set(isa<memref::DeallocOp>(use.getOwner()) ? alloc : view);
-    }
-    call.erase();
-    return fresh;
   }
 
   /// Each call of a function that takes an arena gets one, allocated just
@@ -397,10 +248,10 @@ struct FSDPAssignBuffersPass
     // caller in `functions`.
     for (func::FuncOp f : t.functions)
       if (groups->repeated.contains(f))
-        accountOutside(f, inArena, plans[f]);
+        accountOutside(f, inArena, *groups, plans, plans[f]);
     for (func::FuncOp f : llvm::reverse(t.functions))
       if (!groups->repeated.contains(f))
-        accountOutside(f, inArena, plans[f]);
+        accountOutside(f, inArena, *groups, plans, plans[f]);
     numPlanned += planned.size();
     if (planned.empty())
       return;
@@ -551,88 +402,6 @@ struct FSDPAssignBuffersPass
     Value bytes = arith::IndexCastOp::create(b, loc, b.getI64Type(), offset);
     return LLVM::GEPOp::create(b, loc, base.getType(), b.getI8Type(), base,
                                ArrayRef<LLVM::GEPArg>{bytes});
-  }
-
-  //===--------------------------------------------------------------------===//
-  // What stays outside
-  //===--------------------------------------------------------------------===//
-
-  /// The bytes the lowered allocation asks malloc for: the buffer, plus its
-  /// alignment when it has one (the LLVM lowering aligns by hand).
-  static std::optional<int64_t> mallocBytes(memref::AllocOp alloc,
-                                            const DataLayout &layout) {
-    std::optional<int64_t> bytes = staticBytes(alloc.getType(), layout);
-    if (!bytes || !alloc.getDynamicSizes().empty())
-      return std::nullopt;
-    return *bytes + int64_t(alloc.getAlignment().value_or(0));
-  }
-
-  /// The peak bytes of static buffers outside the arena while `func` runs
-  /// (its callees' included) and those it returns. A free inside a nested
-  /// region (a conditional one) is not counted: the bound stays an upper
-  /// one.
-  void accountOutside(func::FuncOp func,
-                      const llvm::DenseSet<Operation *> &inArena,
-                      FunctionPlan &plan) {
-    if (func.isExternal())
-      return;
-    DataLayout layout = DataLayout::closest(func);
-    llvm::DenseMap<Value, int64_t> open;
-    int64_t live = 0, peak = 0;
-    for (Operation &top : func.getBody().front()) {
-      top.walk<WalkOrder::PreOrder>([&](Operation *op) {
-        if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
-          std::optional<int64_t> bytes = mallocBytes(alloc, layout);
-          if (inArena.contains(op) || !bytes)
-            return;
-          open[alloc] = *bytes;
-          live += *bytes;
-        } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
-          auto it = open.find(dealloc.getMemref());
-          if (op != &top || it == open.end())
-            return;
-          live -= it->second;
-          open.erase(it);
-        } else if (auto call = dyn_cast<func::CallOp>(op)) {
-          accountCall(call, open, live, peak);
-        }
-        peak = std::max(peak, live);
-      });
-    }
-    plan.outsidePeak = peak;
-    plan.outsideHeld = live;
-    recordResultBytes(func, open, plan);
-  }
-
-  void accountCall(func::CallOp call, llvm::DenseMap<Value, int64_t> &open,
-                   int64_t &live, int64_t &peak) {
-    func::FuncOp callee = groups->calleeOf(call);
-    auto it = callee ? plans.find(callee) : plans.end();
-    if (it == plans.end())
-      return;
-    const FunctionPlan &p = it->second;
-    peak = std::max(peak, live + p.outsidePeak);
-    for (auto [i, bytes] : llvm::enumerate(p.resultBytes))
-      if (bytes > 0 && i < call.getNumResults()) {
-        open[call.getResult(i)] = bytes;
-        live += bytes;
-      }
-  }
-
-  /// Per result of `func`, the outside bytes it hands its caller (a buffer
-  /// shared by several results counts once).
-  void recordResultBytes(func::FuncOp func,
-                         llvm::DenseMap<Value, int64_t> &open,
-                         FunctionPlan &plan) {
-    auto ret = dyn_cast<func::ReturnOp>(func.getBody().front().getTerminator());
-    if (!ret)
-      return;
-    for (Value v : ret.getOperands()) {
-      auto it = open.find(viewRoot(v));
-      plan.resultBytes.push_back(it == open.end() ? 0 : it->second);
-      if (it != open.end())
-        open.erase(it);
-    }
   }
 };
 
