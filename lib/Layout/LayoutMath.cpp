@@ -139,6 +139,10 @@ std::vector<int64_t> tensorParallelAxes(const Layout &layout) {
   std::vector<int64_t> axes;
   for (size_t a = 0; a < layout.placements.size(); ++a) {
     const Placement &p = layout.placements[a];
+    if (p.kind == Placement::Kind::TensorParallel) {
+      axes.push_back(a);
+      continue;
+    }
     if (p.kind != Placement::Kind::Shard)
       continue;
     for (size_t b = 0; b < a; ++b) {
@@ -157,7 +161,10 @@ Layout dataParallelView(const Layout &layout) {
   Layout view = layout;
   for (int64_t a : tensorParallelAxes(layout)) {
     int64_t dim = layout.placements[a].dim;
-    view.placements[a].kind = Placement::Kind::TensorParallel;
+    bool partnered = layout.placements[a].kind == Placement::Kind::Shard;
+    view.placements[a] = Placement::tensorParallel(-1);
+    if (!partnered)
+      continue;
     for (int64_t b = 0; b < a; ++b)
       if (view.placements[b].kind == Placement::Kind::StridedShard &&
           view.placements[b].dim == dim)
@@ -166,11 +173,39 @@ Layout dataParallelView(const Layout &layout) {
   return view;
 }
 
-std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
-                                               std::vector<int64_t> shape) {
+Layout ownershipView(const Layout &layout) {
+  Layout view = layout;
+  for (size_t a = 0; a < view.placements.size(); ++a) {
+    const Placement p = view.placements[a];
+    if (p.kind != Placement::Kind::TensorParallel)
+      continue;
+    if (p.dim < 0) {
+      view.placements[a] = Placement::replicate();
+      continue;
+    }
+    for (size_t b = 0; b < a; ++b)
+      if (view.placements[b].kind == Placement::Kind::Shard &&
+          view.placements[b].dim == p.dim)
+        view.placements[b] =
+            Placement::stridedShard(p.dim, view.meshShape.size() > a
+                                               ? view.meshShape[a]
+                                               : 1);
+    view.placements[a] = Placement::shard(p.dim);
+  }
+  return view;
+}
+
+std::vector<int64_t>
+tensorParallelGlobalShape(const Layout &layout, std::vector<int64_t> shape,
+                          bool withTensorParallelPlacements) {
   for (int64_t a : tensorParallelAxes(layout)) {
-    int64_t d = layout.placements[a].dim;
-    if (d >= 0 && d < (int64_t)shape.size())
+    const Placement &p = layout.placements[a];
+    if (p.kind == Placement::Kind::TensorParallel &&
+        !withTensorParallelPlacements)
+      continue;
+    int64_t d = p.dim;
+    if (d >= 0 && d < (int64_t)shape.size() &&
+        a < (int64_t)layout.meshShape.size())
       shape[d] *= layout.meshShape[a];
   }
   return shape;
@@ -252,6 +287,54 @@ std::optional<std::string> checkNestedSplits(const Layout &layout, int64_t d,
   }
   return std::nullopt;
 }
+/// Tensor-parallel placements: an in-range dim that the axis splits evenly,
+/// at most one tensor-parallel axis and one data-parallel axis ahead of it
+/// per dim.
+std::optional<std::string>
+checkTensorParallel(const Layout &layout,
+                    const std::vector<int64_t> &globalShape) {
+  int64_t rank = globalShape.size();
+  std::ostringstream os;
+  for (size_t a = 0; a < layout.placements.size(); ++a) {
+    const Placement &p = layout.placements[a];
+    if (p.kind != Placement::Kind::TensorParallel || p.dim < 0)
+      continue;
+    if (p.dim >= rank) {
+      os << "tp_shard dim " << p.dim << " on mesh axis " << a
+         << " is out of range for a rank-" << rank << " tensor";
+      return os.str();
+    }
+    int64_t k = layout.meshShape[a];
+    if (globalShape[p.dim] % k != 0) {
+      os << "tp_shard<" << p.dim << "> on mesh axis " << a << ": dim "
+         << p.dim << " (size " << globalShape[p.dim]
+         << ") must be divisible by the tensor-parallel axis size " << k;
+      return os.str();
+    }
+    int64_t ahead = 0;
+    for (size_t b = 0; b < layout.placements.size(); ++b) {
+      const Placement &q = layout.placements[b];
+      if (b != a && q.dim == p.dim &&
+          (q.kind == Placement::Kind::TensorParallel ||
+           q.kind == Placement::Kind::StridedShard)) {
+        os << "dim " << p.dim << " has tp_shard on mesh axis " << a
+           << " and another tensor-parallel or strided placement on mesh "
+              "axis "
+           << b;
+        return os.str();
+      }
+      if (b < a && q.kind == Placement::Kind::Shard && q.dim == p.dim)
+        ++ahead;
+    }
+    if (ahead > 1) {
+      os << "tp_shard<" << p.dim << "> on mesh axis " << a
+         << ": at most one data-parallel axis ahead of it may shard dim "
+         << p.dim;
+      return os.str();
+    }
+  }
+  return std::nullopt;
+}
 } // namespace
 
 std::optional<std::string> validate(const Layout &layout,
@@ -262,13 +345,16 @@ std::optional<std::string> validate(const Layout &layout,
   if (auto err = checkPlacementCount(layout))
     return err;
   int64_t rank = globalShape.size();
+  if (auto err = checkTensorParallel(layout, globalShape))
+    return err;
+  Layout owned = ownershipView(layout);
   // Each placement on its own first, so that the nested walk below only
   // sees in-range dims and bounded split factors.
-  for (size_t a = 0; a < layout.placements.size(); ++a)
-    if (auto err = checkPlacement(layout.placements[a], a, rank, isParameter))
+  for (size_t a = 0; a < owned.placements.size(); ++a)
+    if (auto err = checkPlacement(owned.placements[a], a, rank, isParameter))
       return err;
   for (int64_t d = 0; d < rank; ++d)
-    if (auto err = checkNestedSplits(layout, d, globalShape[d]))
+    if (auto err = checkNestedSplits(owned, d, globalShape[d]))
       return err;
   return std::nullopt;
 }
@@ -346,8 +432,9 @@ DimShard shardDim(const Layout &layout, int64_t n,
 }
 } // namespace
 
-LocalShard localShard(const Layout &layout,
+LocalShard localShard(const Layout &tensorParallelLayout,
                       const std::vector<int64_t> &globalShape, int64_t rank) {
+  Layout layout = ownershipView(tensorParallelLayout);
   LocalShard ls;
   ls.coords = rankToCoords(layout.meshShape, rank);
   for (size_t d = 0; d < globalShape.size(); ++d) {
@@ -369,9 +456,10 @@ std::vector<int64_t> slotShape(const Layout &layout,
   return localShard(layout, globalShape, 0).slotShape;
 }
 
-std::vector<DimShard> slotsAlongDim(const Layout &layout,
+std::vector<DimShard> slotsAlongDim(const Layout &tensorParallelLayout,
                                     const std::vector<int64_t> &globalShape,
                                     int64_t dim) {
+  Layout layout = ownershipView(tensorParallelLayout);
   std::vector<int64_t> axes = axesShardingDim(layout, dim);
   std::vector<int64_t> groupShape;
   for (int64_t a : axes)

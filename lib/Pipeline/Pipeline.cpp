@@ -34,6 +34,13 @@ FSDPRecomputeOptions FSDPPipelineOptions::recomputeOptions() const {
   return o;
 }
 
+FSDPTensorParallelOptions
+FSDPPipelineOptions::tensorParallelOptions() const {
+  FSDPTensorParallelOptions o;
+  o.reduceDtype = reduceDtype; // FSDP2 does not: its TP reductions stay f32
+  return o;
+}
+
 FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
   FSDPPartitionOptions o;
   o.reduceOp = reduceOp;
@@ -126,6 +133,11 @@ void mlir::fsdp::populateFSDPPartition(OpPassManager &pm,
                                        const FSDPPipelineOptions &o) {
   // Upstream `shard` annotations become layouts (nothing to do without them).
   pm.addPass(createFSDPImportShard());
+  // A global tensor-parallel step becomes TP-local first (nothing to do
+  // without tp_shard / tp_replicate placements); the rest of the pipeline
+  // shards the TP-local parameters over the data-parallel axes.
+  pm.addNestedPass<func::FuncOp>(
+      createFSDPTensorParallel(o.tensorParallelOptions()));
   // A 16-bit param-dtype computes in it (docs/SEMANTICS.md §5.7). Before
   // recompute, so that recomputed ops are clones of already decided ones
   // (the values stay bit-identical), and before partitioning: each

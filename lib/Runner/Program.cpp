@@ -117,10 +117,11 @@ llvm::Expected<Port> readPort(mlir::fsdp::PortAttr attr, Program &prog,
   if (llvm::Error err = recordMesh(prog, module, layout, where))
     return std::move(err);
   p.layout = layout.toLayout(prog.meshShape);
+  // The signature records the TP-local type as the global one; inputs,
+  // results and checkpoints are the whole tensor.
   if (!lm::tensorParallelAxes(*p.layout).empty())
-    return error("'" + p.name +
-                 "' has a tensor-parallel layout; fsdp-run runs "
-                 "data-parallel meshes only");
+    p.globalType = p.globalType.clone(
+        lm::tensorParallelGlobalShape(*p.layout, p.globalType.getShape().vec()));
   llvm::raw_string_ostream os(p.layoutText);
   os << layout;
   return p;
@@ -315,6 +316,32 @@ void linkUpdates(Program &prog) {
     }
 }
 
+/// With tensor-parallel axes, every rank of such an axis reads the same
+/// batch: data arguments are split over the other axes only.
+void splitBatchOverDataParallelAxes(Program &prog) {
+  std::vector<bool> tensorParallel(prog.meshShape.size(), false);
+  for (const std::vector<Port> *ports : {&prog.args, &prog.results})
+    for (const Port &p : *ports)
+      if (p.layout)
+        for (int64_t a : lm::tensorParallelAxes(*p.layout))
+          tensorParallel[size_t(a)] = true;
+  if (llvm::none_of(tensorParallel, [](bool b) { return b; }))
+    return;
+  lm::Layout batch;
+  batch.meshShape = prog.meshShape;
+  int64_t parts = 1;
+  for (auto [a, tp] : llvm::enumerate(tensorParallel)) {
+    batch.placements.push_back(tp ? lm::Placement::replicate()
+                                  : lm::Placement::shard(0));
+    parts *= tp ? 1 : prog.meshShape[a];
+  }
+  for (Port &p : prog.args)
+    if (!p.layout && !p.rankLocal && p.type.getRank() > 0) {
+      p.batchLayout = batch;
+      p.batchParts = parts;
+    }
+}
+
 /// The ports and mesh of the entry `sig`.
 llvm::Error readSignature(mlir::fsdp::SignatureAttr sig, ModuleOp module,
                           Program &prog) {
@@ -329,6 +356,7 @@ llvm::Error readSignature(mlir::fsdp::SignatureAttr sig, ModuleOp module,
     return results.takeError();
   prog.results = std::move(*results);
   linkUpdates(prog);
+  splitBatchOverDataParallelAxes(prog);
   defaultMesh(module, prog);
   return checkMesh(prog);
 }

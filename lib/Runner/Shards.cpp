@@ -148,6 +148,15 @@ std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
     std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
     return buf;
   }
+  if (!p.layout && p.batchLayout) {
+    std::vector<int64_t> shape = p.type.getShape().vec();
+    shape[0] *= p.batchParts;
+    lm::LocalShard s = lm::localShard(*p.batchLayout, shape, rank);
+    forEachOwnedRun(s, shape, [&](int64_t so, int64_t go, int64_t n) {
+      std::memcpy(buf.data() + so * bytes, global + go * bytes, n * bytes);
+    });
+    return buf;
+  }
   if (!p.layout) {
     std::memcpy(buf.data(), global + rank * buf.size(), buf.size());
     return buf;

@@ -30,17 +30,62 @@ class ModelError(ValueError):
 # Mesh and layouts
 
 
+# Axis names of a named mesh ("dp=2,tp=2") and the role each plays.
+MESH_ROLES = {"dp": "shard", "shard": "shard", "replicate": "replicate", "tp": "tp"}
+
+
 def parse_mesh(spec: str) -> dict:
-    """`8` -> 1-D [shard = 8]; `2x4` -> HSDP [replicate = 2, shard = 4]."""
+    """`8` -> 1-D [shard = 8]; `2x4` -> HSDP [replicate = 2, shard = 4];
+    named axes `dp=2,tp=2` or `replicate=2,shard=2,tp=2`: `dp` / `shard`
+    shard parameters (FSDP), `replicate` replicates them (HSDP), `tp` is the
+    tensor-parallel axis."""
+    if "=" in spec:
+        axes, shape = [], []
+        for part in spec.split(","):
+            name, _, size = part.partition("=")
+            name = name.strip().lower()
+            if name not in MESH_ROLES:
+                raise ModelError(
+                    f"mesh '{spec}': axis '{name}': expected dp, shard, replicate or tp"
+                )
+            if any(MESH_ROLES[a] == MESH_ROLES[name] for a in axes):
+                raise ModelError(f"mesh '{spec}': two axes with the role of '{name}'")
+            try:
+                n = int(size)
+            except ValueError:
+                raise ModelError(f"mesh '{spec}': axis '{name}' needs an integer size") from None
+            if n < 1:
+                raise ModelError(f"mesh '{spec}': axis '{name}' needs a positive size")
+            axes.append(name)
+            shape.append(n)
+        return {"name": "mesh", "axes": axes, "shape": shape}
     parts = spec.lower().split("x")
     try:
         shape = [int(p) for p in parts]
     except ValueError:
-        raise ModelError(f"mesh '{spec}': expected N or RxS (e.g. 8 or 2x4)") from None
+        raise ModelError(
+            f"mesh '{spec}': expected N, RxS or named axes (e.g. 8, 2x4 or dp=2,tp=2)"
+        ) from None
     if len(shape) not in (1, 2) or any(s < 1 for s in shape):
         raise ModelError(f"mesh '{spec}': expected N or RxS with positive sizes (e.g. 8 or 2x4)")
     axes = ["shard"] if len(shape) == 1 else ["replicate", "shard"]
     return {"name": "mesh", "axes": axes, "shape": shape}
+
+
+def axis_roles(mesh: dict) -> list:
+    """The role of each mesh axis: shard, replicate or tp."""
+    return [MESH_ROLES.get(a, a) for a in mesh["axes"]]
+
+
+def tp_axis(mesh: dict):
+    """The index of the tensor-parallel axis, or None."""
+    roles = axis_roles(mesh)
+    return roles.index("tp") if "tp" in roles else None
+
+
+def data_parallel_world(mesh: dict) -> int:
+    """Ranks that read different batches: every axis but the tensor-parallel one."""
+    return math.prod(s for s, r in zip(mesh["shape"], axis_roles(mesh)) if r != "tp")
 
 
 def mesh_world(mesh: dict) -> int:
@@ -59,6 +104,10 @@ def placement_text(p: dict) -> str:
         return f"shard<{p['dim']}>"
     if p["kind"] == "strided_shard":
         return f"strided_shard<{p['dim']}, {p['sf']}>"
+    if p["kind"] == "tp_shard":
+        return f"tp_shard<{p['dim']}>"
+    if p["kind"] == "tp_replicate":
+        return "tp_replicate"
     raise ModelError(f"unknown placement kind {p['kind']!r}")
 
 
@@ -100,7 +149,13 @@ def port_attrs(
 
 
 def make_layout(
-    name: str, shape: list, mesh: dict, placement: str, policy: str, strided_sf: int
+    name: str,
+    shape: list,
+    mesh: dict,
+    placement: str,
+    policy: str,
+    strided_sf: int,
+    tp: dict | None = None,
 ) -> dict:
     """Layout of one parameter: `replicate` on the replicate axis (HSDP), and
     the requested placement on the shard axis. 1-D tensors use shard<0>."""
@@ -127,8 +182,41 @@ def make_layout(
             )
         on_shard_axis = {"kind": "strided_shard", "dim": 0, "sf": strided_sf}
     placements = [{"kind": "replicate"}] * (len(mesh["shape"]) - 1) + [on_shard_axis]
+    if tp_axis(mesh) is not None:
+        # Named axes: FSDP on the shard axis, the plan's placement on tp.
+        placements = [
+            on_shard_axis if r == "shard" else tp if r == "tp" else {"kind": "replicate"}
+            for r in axis_roles(mesh)
+        ]
     used_policy = "ceil" if placement == "replicate" else policy
     return {"placements": placements, "policy": used_policy}
+
+
+def megatron_plan(kind: str, config: dict) -> dict:
+    """Tensor-parallel placements of the generated models (Megatron's plan):
+    an MLP alternates column- and row-parallel layers (an unpaired last layer
+    is replicated); a transformer block splits wq/wk/wv and w1/w3 by their
+    output features and wo/w2 by their input features; norms are
+    replicated."""
+    col = {"kind": "tp_shard", "dim": 0}
+    row = {"kind": "tp_shard", "dim": 1}
+    rep = {"kind": "tp_replicate"}
+    plan = {}
+    if kind == "mlp":
+        n = len(config["widths"]) - 1
+        for i in range(n):
+            if i % 2 == 1:
+                plan[f"l{i}.weight"], plan[f"l{i}.bias"] = row, rep
+            elif i + 1 < n:
+                plan[f"l{i}.weight"], plan[f"l{i}.bias"] = col, col
+    else:
+        for i in range(config["blocks"]):
+            u = f"blocks.{i}"
+            for w in ("wq", "wk", "wv", "w1", "w3"):
+                plan[f"{u}.{w}.weight"] = col
+            for w in ("wo", "w2"):
+                plan[f"{u}.{w}.weight"] = row
+    return plan | {"*": rep}
 
 
 # --------------------------------------------------------------------------
@@ -198,6 +286,7 @@ def build_model(
     if batch < 1:
         raise ModelError(f"--batch must be >= 1, got {batch}")
     world = mesh_world(mesh)
+    batch_world = data_parallel_world(mesh)
     if kind == "mlp":
         widths = config["widths"]
         if config["act"] not in ACTIVATIONS:
@@ -218,16 +307,18 @@ def build_model(
     else:
         raise ModelError(f"unknown model kind '{kind}'")
 
+    plan = megatron_plan(kind, config) if tp_axis(mesh) is not None else {}
     for p in params:
         p["dtype"] = dtype
-        p["layout"] = make_layout(p["name"], p["shape"], mesh, placement, policy, strided_sf)
+        tp = plan.get(p["name"], plan.get("*"))
+        p["layout"] = make_layout(p["name"], p["shape"], mesh, placement, policy, strided_sf, tp)
         p["layout_attr"] = layout_text(mesh, p["layout"])
     data = [
         {
             "name": name,
             "dtype": dtype,
             "local_shape": [batch] + rest,
-            "shape": [batch * world] + rest,
+            "shape": [batch * batch_world] + rest,
         }
         for name, rest in data_shapes.items()
     ]
@@ -254,7 +345,7 @@ def build_model(
         "mesh": mesh,
         "world": world,
         "local_batch": batch,
-        "global_batch": batch * world,
+        "global_batch": batch * batch_world,
         "placement": placement,
         "policy": policy,
         "strided_sf": strided_sf,

@@ -287,3 +287,84 @@ TEST(LayoutMath, TensorParallelView) {
                UnevenPolicy::Ceil};
   EXPECT_TRUE(tensorParallelAxes(other).empty());
 }
+
+TEST(LayoutMath, TensorParallelPlacements) {
+  // [shard<0>, tp_shard<0>] owns what [strided_shard<0, 2>, shard<0>] owns,
+  // [shard<0>, tp_shard<1>] what [shard<0>, shard<1>] owns, for every rank
+  // and several sizes; tp_replicate what replicate owns.
+  for (int64_t dp : {1, 2, 3})
+    for (int64_t tp : {1, 2, 4}) {
+      std::vector<int64_t> mesh = {dp, tp};
+      Layout col{mesh,
+                 {Placement::shard(0), Placement::tensorParallel(0)},
+                 UnevenPolicy::Ceil};
+      Layout strided{mesh,
+                     {Placement::stridedShard(0, tp), Placement::shard(0)},
+                     UnevenPolicy::Ceil};
+      Layout row{mesh,
+                 {Placement::shard(0), Placement::tensorParallel(1)},
+                 UnevenPolicy::Balanced};
+      Layout block{mesh, {Placement::shard(0), Placement::shard(1)},
+                   UnevenPolicy::Balanced};
+      Layout rep{mesh, {Placement::shard(0), Placement::tensorParallel(-1)},
+                 UnevenPolicy::Ceil};
+      Layout plain{mesh, {Placement::shard(0), Placement::replicate()},
+                   UnevenPolicy::Ceil};
+      std::vector<int64_t> shape = {dp * tp * 3, tp * 5};
+      ASSERT_FALSE(validate(col, shape)) << dp << "x" << tp;
+      ASSERT_FALSE(validate(row, {7, tp * 5}));
+      for (int64_t r = 0; r < dp * tp; ++r) {
+        EXPECT_EQ(localShard(col, shape, r).dims[0].ranges,
+                  localShard(strided, shape, r).dims[0].ranges);
+        EXPECT_EQ(localShard(row, {7, tp * 5}, r).offsets,
+                  localShard(block, {7, tp * 5}, r).offsets);
+        EXPECT_EQ(localShard(row, {7, tp * 5}, r).localShape,
+                  localShard(block, {7, tp * 5}, r).localShape);
+        EXPECT_EQ(localShard(rep, {7, 3}, r).localShape,
+                  localShard(plain, {7, 3}, r).localShape);
+      }
+      EXPECT_EQ(tensorParallelAxes(col), (std::vector<int64_t>{1}));
+      EXPECT_EQ(tensorParallelAxes(rep), (std::vector<int64_t>{1}));
+      EXPECT_EQ(tensorParallelGlobalShape(row, {7, 5}),
+                (std::vector<int64_t>{7, 5 * tp}));
+      EXPECT_EQ(tensorParallelGlobalShape(row, {7, 5}, false),
+                (std::vector<int64_t>{7, 5}));
+      EXPECT_EQ(tensorParallelGlobalShape(rep, {7, 5}),
+                (std::vector<int64_t>{7, 5}));
+      // The data-parallel view leaves the tensor-parallel axis alone: a
+      // tp_replicate axis is not a data-parallel replica.
+      Layout view = dataParallelView(rep);
+      EXPECT_TRUE(replicateAxes(view).empty());
+      EXPECT_EQ(shardAxes(view), (std::vector<int64_t>{0}));
+      EXPECT_EQ(slotShape(dataParallelView(row), {7, 5}),
+                slotShape(Layout{{dp}, {Placement::shard(0)},
+                                 UnevenPolicy::Balanced},
+                          {7, 5}));
+    }
+  Layout col{{2, 2},
+             {Placement::shard(0), Placement::tensorParallel(0)},
+             UnevenPolicy::Ceil};
+  auto err = validate(col, {6, 4});
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("StridedShard(0, 2)"), std::string::npos) << *err;
+  err = validate(col, {5, 4});
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("must be divisible by the tensor-parallel axis size 2"),
+            std::string::npos)
+      << *err;
+  err = validate(Layout{{2, 2},
+                        {Placement::tensorParallel(0),
+                         Placement::tensorParallel(0)},
+                        UnevenPolicy::Ceil},
+                 {8, 4});
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("another tensor-parallel"), std::string::npos) << *err;
+  err = validate(Layout{{2, 2, 2},
+                        {Placement::shard(0), Placement::shard(0),
+                         Placement::tensorParallel(0)},
+                        UnevenPolicy::Ceil},
+                 {16, 4});
+  ASSERT_TRUE(err);
+  EXPECT_NE(err->find("at most one data-parallel axis"), std::string::npos)
+      << *err;
+}

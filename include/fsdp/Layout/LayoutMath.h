@@ -28,9 +28,11 @@ enum class UnevenPolicy {
 enum class ReduceKind { Sum, Avg, Max, Min };
 
 struct Placement {
-  /// TensorParallel never appears in a user's layout: dataParallelView()
-  /// marks a tensor-parallel axis with it, an axis that the data-parallel
-  /// collectives leave alone.
+  /// TensorParallel is a tensor-parallel axis (`tp_shard<dim>`, or
+  /// `tp_replicate` with dim -1): rank t of the axis holds the t-th equal
+  /// part of `dim` (split before any data-parallel axis splits it), or the
+  /// whole tensor. dataParallelView() marks every tensor-parallel axis with
+  /// it and dim -1: an axis that the data-parallel collectives leave alone.
   enum class Kind { Replicate, Shard, StridedShard, Partial, TensorParallel };
   Kind kind = Kind::Replicate;
   int64_t dim = 0;
@@ -41,6 +43,9 @@ struct Placement {
   static Placement shard(int64_t d) { return {Kind::Shard, d, 1}; }
   static Placement stridedShard(int64_t d, int64_t sf) {
     return {Kind::StridedShard, d, sf};
+  }
+  static Placement tensorParallel(int64_t d) {
+    return {Kind::TensorParallel, d, 1};
   }
   static Placement partial(ReduceKind r) {
     Placement p;
@@ -141,10 +146,18 @@ std::vector<int64_t> shardAxes(const Layout &layout);
 /// Mesh axes carrying Replicate placements (ascending).
 std::vector<int64_t> replicateAxes(const Layout &layout);
 
-/// Tensor-parallel axes: an axis with Shard(d) where an earlier axis holds
-/// StridedShard(d, sf) with sf equal to this axis's size (DTensor's
-/// FSDP-over-TP layout). A parameter argument then has the TP-local shape.
+/// Tensor-parallel axes: an axis with a TensorParallel placement
+/// (`tp_shard<d>`, `tp_replicate`), or an axis with Shard(d) where an
+/// earlier axis holds StridedShard(d, sf) with sf equal to this axis's size
+/// (DTensor's FSDP-over-TP layout). A parameter argument then has the
+/// TP-local shape.
 std::vector<int64_t> tensorParallelAxes(const Layout &layout);
+
+/// The same ownership without TensorParallel placements: `tp_shard<d>` on
+/// axis a becomes Shard(d), an earlier Shard(d) its StridedShard(d, k_a)
+/// partner (the tensor-parallel split is the outer one), `tp_replicate`
+/// Replicate. localShard() and validate() see layouts through it.
+Layout ownershipView(const Layout &layout);
 
 /// The data-parallel part of a layout, over the TP-local tensor: each
 /// tensor-parallel axis becomes Kind::TensorParallel and its StridedShard
@@ -152,9 +165,13 @@ std::vector<int64_t> tensorParallelAxes(const Layout &layout);
 Layout dataParallelView(const Layout &layout);
 
 /// The global shape of a TP-local `localShape` (dims sharded by
-/// tensor-parallel axes multiplied by their sizes).
-std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
-                                               std::vector<int64_t> localShape);
+/// tensor-parallel axes multiplied by their sizes). Without
+/// `withTensorParallelPlacements`, only the StridedShard-partner axes count
+/// (a function that fsdp-tensor-parallel has not made TP-local yet has
+/// global types under `tp_shard<d>`).
+std::vector<int64_t>
+tensorParallelGlobalShape(const Layout &layout, std::vector<int64_t> localShape,
+                          bool withTensorParallelPlacements = true);
 
 /// What one rank holds. `layout` must be valid for `globalShape`.
 LocalShard localShard(const Layout &layout,

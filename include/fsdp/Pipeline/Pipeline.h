@@ -271,6 +271,7 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
 
   FSDPRecomputeOptions recomputeOptions() const;
   FSDPPartitionOptions partitionOptions() const;
+  FSDPTensorParallelOptions tensorParallelOptions() const;
   /// The 16-bit type fsdp-autocast computes in, if it runs.
   std::optional<AutocastDtype> autocastDtype() const;
   FSDPQuantizeGathersOptions quantizeOptions() const;

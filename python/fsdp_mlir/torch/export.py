@@ -23,6 +23,7 @@ import torch
 import torch.fx.traceback as fx_traceback
 
 from .. import model as M
+from . import tensor_parallel as TP
 from .decompositions import VALUE_DEPENDENT_SHAPE, eager_context
 
 FUNCTION = "step"
@@ -133,9 +134,29 @@ def _placement_for(name: str, param: torch.Tensor, placement) -> str:
     return spec
 
 
-def _layout(name: str, param: torch.Tensor, mesh: dict, placement, policy: str) -> dict:
+def _layout(
+    name: str, param: torch.Tensor, mesh: dict, placement, policy: str, tp_place=None
+) -> dict:
+    """The FSDP placement on the shard axis, `replicate` on the replicate
+    axis (HSDP), the tensor-parallel placement on the `tp` axis."""
     spec = _placement_for(name, param, placement)
     p = parse_placement(spec, name, param.dim())
+    roles = M.axis_roles(mesh)
+    if "tp" in roles:
+        tp = tp_place or {"kind": "tp_replicate"}
+        placements = [
+            p if r == "shard" else tp if r == "tp" else {"kind": "replicate"} for r in roles
+        ]
+        if p["kind"] == "shard" and tp["kind"] == "tp_shard" and tp["dim"] == p["dim"]:
+            k = mesh["shape"][roles.index("shard")] if "shard" in roles else 1
+            n = param.shape[p["dim"]] // mesh["shape"][roles.index("tp")]
+            if n % k:
+                raise ExportError(
+                    f"'{name}' ({'x'.join(map(str, param.shape))}): its tensor-parallel part "
+                    f"has {n} along dim {p['dim']}, which the data-parallel axis ({k}) must "
+                    f"split evenly; give it another FSDP placement (placement=...)"
+                )
+        return {"placements": placements, "policy": "ceil" if p["kind"] == "replicate" else policy}
     if p["kind"] == "strided_shard":
         k = mesh["shape"][-1]
         n = param.shape[p["dim"]]
@@ -922,6 +943,7 @@ def export_step(
     output: str | os.PathLike | None = None,
     verify: bool | None = None,
     buffer_updates: str | None = None,
+    tp_plan=None,
 ) -> dict:
     """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
     parameters and batch as `.npy`; returns the model description.
@@ -929,7 +951,14 @@ def export_step(
     loss_fn(model, *batch) -> scalar loss of the micro-batch it is given (a mean
     over the batch, so that averaging over ranks gives the global-batch mean).
     example_batch: the GLOBAL batch (tuple, dict or tensor); dim 0 of each
-    tensor is split over the mesh's ranks. mesh: "N" or "RxS" (HSDP).
+    tensor is split over the mesh's data-parallel ranks. mesh: "N", "RxS"
+    (HSDP), or named axes "dp=2,tp=2" / "replicate=2,shard=2,tp=2" (`tp` is
+    the tensor-parallel axis; every rank of it reads the same batch).
+    tp_plan: with a `tp` axis, {module path pattern: style} (styles of
+    torch's parallelize_module / Hugging Face: colwise, rowwise,
+    colwise_rep, rowwise_rep, replicated_with_grad_allreduce) or "auto"
+    (the model's config.base_model_tp_plan); parameters outside the plan
+    are replicated over `tp` (docs/TENSOR_PARALLEL.md).
     verify: run the imported step unsharded on rank 0's micro-batch and compare
     it with torch eager (fsdp_mlir.torch.verify); None (default) does so when
     the project's tools are found and the model is below verify.AUTO_LIMIT
@@ -958,13 +987,26 @@ def export_step(
             "example_batch: every tensor needs the same batch size (dim 0); got "
             + ", ".join(f"{n}: {s}" for n, s in sizes.items())
         )
-    if global_batch % world != 0:
+    batch_world = M.data_parallel_world(mesh_d)
+    if global_batch % batch_world != 0:
         raise ExportError(
-            f"example_batch: batch size {global_batch} does not split over {world} ranks "
-            f"(mesh {'x'.join(map(str, mesh_d['shape']))}): {global_batch} % {world} = "
-            f"{global_batch % world}; use a multiple of {world}"
+            f"example_batch: batch size {global_batch} does not split over {batch_world} ranks "
+            f"(mesh {'x'.join(map(str, mesh_d['shape']))}): {global_batch} % {batch_world} = "
+            f"{global_batch % batch_world}; use a multiple of {batch_world}"
         )
-    local = global_batch // world
+    local = global_batch // batch_world
+    tp_places = {}
+    if M.tp_axis(mesh_d) is not None:
+        if tp_plan is None:
+            raise ExportError(
+                f"mesh '{mesh}' has a tp axis: give tp_plan ('auto' or {{pattern: style}})"
+            )
+        try:
+            tp_places = TP.tp_placements(module, tp_plan, mesh_d["shape"][M.tp_axis(mesh_d)])
+        except TP.PlanError as err:
+            raise ExportError(str(err)) from None
+    elif tp_plan is not None:
+        raise ExportError(f"tp_plan needs a mesh with a tp axis (e.g. dp=2,tp=2), got '{mesh}'")
 
     named = [(n, p) for n, p in module.named_parameters()]
     if not named:
@@ -988,7 +1030,7 @@ def export_step(
 
     params = []
     for n, p in named:
-        layout = _layout(n, p, mesh_d, placement, policy)
+        layout = _layout(n, p, mesh_d, placement, policy, tp_places.get(n))
         params.append(
             {
                 "name": n,

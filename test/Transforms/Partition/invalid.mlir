@@ -134,3 +134,12 @@ func.func @caller(%w: tensor<8x4xf32>) -> tensor<8x4xf32> {
   %y = func.call @step(%w) : (tensor<8x4xf32>) -> tensor<8x4xf32>
   return %y : tensor<8x4xf32>
 }
+
+// -----
+
+// A global tensor-parallel step goes through fsdp-tensor-parallel first.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// expected-error @+1 {{argument #0 has the tensor-parallel layout #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]> on its global type; run fsdp-tensor-parallel first}}
+func.func @tp_global(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}) -> tensor<8x8xf32> {
+  return %w : tensor<8x8xf32>
+}

@@ -44,6 +44,8 @@ std::optional<lm::Placement> mlir::fsdp::toPlacement(Attribute attr) {
       .Case([](StridedShardAttr a) {
         return lm::Placement::stridedShard(a.getDim(), a.getSplitFactor());
       })
+      .Case([](TPShardAttr a) { return lm::Placement::tensorParallel(a.getDim()); })
+      .Case([](TPReplicateAttr) { return lm::Placement::tensorParallel(-1); })
       .Case([](PartialAttr a) {
         return lm::Placement::partial(toLayoutReduce(a.getReduce()));
       })
@@ -69,10 +71,14 @@ LogicalResult LayoutAttr::verify(function_ref<InFlightDiagnostic()> emitError,
   for (Attribute p : placements) {
     if (!toPlacement(p))
       return emitError() << "layout placement must be replicate, shard<d>, "
-                            "strided_shard<d, sf> or partial<op>, got "
+                            "strided_shard<d, sf>, partial<op>, tp_shard<d> "
+                            "or tp_replicate, got "
                          << p;
     if (auto shard = dyn_cast<ShardAttr>(p); shard && shard.getDim() < 0)
       return emitError() << "shard dim must be non-negative, got "
+                         << shard.getDim();
+    if (auto shard = dyn_cast<TPShardAttr>(p); shard && shard.getDim() < 0)
+      return emitError() << "tp_shard dim must be non-negative, got "
                          << shard.getDim();
   }
   return success();
@@ -109,9 +115,13 @@ static Attribute parsePlacement(AsmParser &parser) {
     return StridedShardAttr::parse(parser, Type());
   if (keyword == "partial")
     return PartialAttr::parse(parser, Type());
+  if (keyword == "tp_shard")
+    return TPShardAttr::parse(parser, Type());
+  if (keyword == "tp_replicate")
+    return TPReplicateAttr::get(ctx);
   parser.emitError(loc) << "unknown placement '" << keyword
-                        << "'; expected replicate, shard, strided_shard or "
-                           "partial";
+                        << "'; expected replicate, shard, strided_shard, "
+                           "partial, tp_shard or tp_replicate";
   return {};
 }
 
@@ -165,6 +175,11 @@ void LayoutAttr::print(AsmPrinter &printer) const {
     } else if (auto s = dyn_cast<PartialAttr>(p)) {
       printer << "partial";
       s.print(printer);
+    } else if (auto s = dyn_cast<TPShardAttr>(p)) {
+      printer << "tp_shard";
+      s.print(printer);
+    } else if (isa<TPReplicateAttr>(p)) {
+      printer << "tp_replicate";
     } else {
       printer.printAttribute(p);
     }

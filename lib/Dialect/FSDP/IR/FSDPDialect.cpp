@@ -104,10 +104,13 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
            << " (no fsdp.mesh with that name is visible)";
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
   // With tensor-parallel axes the value is TP-local; the layout describes
-  // the global tensor.
+  // the global tensor. Under `tp_shard<d>` it is TP-local only once
+  // fsdp-tensor-parallel has partitioned the function (`fsdp.tp_local`).
+  bool tpLocal = !isa<FunctionOpInterface>(op) || op->hasAttr(kTPLocalAttrName);
   if (auto err = lm::validate(
           model,
-          lm::tensorParallelGlobalShape(model, tensorType.getShape().vec()),
+          lm::tensorParallelGlobalShape(model, tensorType.getShape().vec(),
+                                        tpLocal),
           isParameter))
     return op->emitOpError()
            << what << " has an invalid layout " << layout << ": " << *err;

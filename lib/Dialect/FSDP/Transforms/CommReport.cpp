@@ -16,6 +16,7 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"
+#include "llvm/ADT/StringSet.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPCOMMREPORT
@@ -44,6 +45,7 @@ struct Collective {
   Kind kind;
   Value input, output;
   FlatSymbolRefAttr mesh;
+  ArrayAttr axes;
 };
 
 std::optional<Collective> asCollective(Operation *op) {
@@ -65,7 +67,7 @@ std::optional<Collective> asCollective(Operation *op) {
     return std::nullopt;
   }
   return Collective{kind, c.getCollectiveInput(), c.getCollectiveOutput(),
-                    c.getMeshAttr()};
+                    c.getMeshAttr(), c.getAxes()};
 }
 
 struct Counts {
@@ -77,6 +79,11 @@ struct FunctionReport {
   ReportMesh mesh;
   Counts kinds[NumKinds];
   Counts total;
+  /// Of the total, the collectives over tensor-parallel axes only (the
+  /// all-reduces fsdp-tensor-parallel inserts); shown when the function
+  /// has a tensor-parallel axis.
+  Counts tensorParallel;
+  bool hasTensorParallelAxis = false;
   int64_t peakBytes = 0, peakBuffers = 0;
   std::vector<int64_t> padding; // per rank
 };
@@ -173,6 +180,14 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
   for (unsigned i = 0; i < func.getNumArguments() && !funcMesh; ++i)
     if (auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName))
       funcMesh = lookupMesh(func, layout.getMesh(), &tables);
+  // The tensor-parallel axes, by name, from the parameters' layouts.
+  llvm::StringSet<> tpAxes;
+  for (unsigned i = 0; i < func.getNumArguments() && funcMesh; ++i)
+    if (auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName))
+      for (int64_t a : lm::tensorParallelAxes(
+               layout.toLayout(funcMesh.getAxisSizes())))
+        tpAxes.insert(cast<StringAttr>(funcMesh.getAxisNames()[a]).getValue());
+  report.hasTensorParallelAxis = !tpAxes.empty();
   func.walk([&](Operation *op) {
     if (addQuantizedGather(op, report, tables))
       return;
@@ -184,10 +199,21 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
     Counts &k = report.kinds[c->kind];
     int64_t sent = bytesOf(c->input.getType());
     int64_t received = bytesOf(c->output.getType());
+    bool tensorParallel =
+        c->axes && !c->axes.empty() &&
+        llvm::all_of(c->axes, [&](Attribute a) {
+          auto name = dyn_cast<StringAttr>(a);
+          return name && tpAxes.contains(name.getValue());
+        });
     for (Counts *counts : {&k, &report.total}) {
       counts->count += 1;
       counts->sent += sent;
       counts->received += received;
+    }
+    if (tensorParallel) {
+      report.tensorParallel.count += 1;
+      report.tensorParallel.sent += sent;
+      report.tensorParallel.received += received;
     }
   });
   report.mesh = ReportMesh::of(funcMesh);
@@ -221,6 +247,10 @@ void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
     for (int k = 0; k < NumKinds; ++k)
       os << "    " << kKindNames[k] << ": " << r.kinds[k].count << ", sent "
          << r.kinds[k].sent << " B, received " << r.kinds[k].received << " B\n";
+    if (r.hasTensorParallelAxis)
+      os << "    of which tensor-parallel: " << r.tensorParallel.count
+         << ", sent " << r.tensorParallel.sent << " B, received "
+         << r.tensorParallel.received << " B\n";
     os << "  peak live gathered: " << r.peakBytes << " B (" << r.peakBuffers
        << " buffer" << (r.peakBuffers == 1 ? "" : "s") << ")\n";
     for (int64_t rank = 0; rank < r.mesh.ranks; ++rank) {
@@ -256,6 +286,11 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           j.attributeBegin("total");
           counts(r.total);
           j.attributeEnd();
+          if (r.hasTensorParallelAxis) {
+            j.attributeBegin("tensor_parallel");
+            counts(r.tensorParallel);
+            j.attributeEnd();
+          }
           j.attribute("peak_live_gathered_bytes", r.peakBytes);
           j.attribute("peak_live_gathered_buffers", r.peakBuffers);
           j.attributeArray("per_rank", [&] {

@@ -25,11 +25,12 @@ void printShape(llvm::raw_ostream &os, llvm::ArrayRef<int64_t> shape) {
 }
 
 void reportValue(llvm::raw_ostream &os, StringRef what, LayoutAttr layout,
-                 RankedTensorType globalType, MeshOp mesh) {
+                 RankedTensorType globalType, MeshOp mesh, bool tpLocal) {
   lm::Layout model = layout.toLayout(mesh.getAxisSizes());
-  // A TP-local value: report the global tensor the layout describes.
-  std::vector<int64_t> shape =
-      lm::tensorParallelGlobalShape(model, globalType.getShape().vec());
+  // A TP-local value: report the global tensor the layout describes (under
+  // tp_shard only once fsdp-tensor-parallel has made the function TP-local).
+  std::vector<int64_t> shape = lm::tensorParallelGlobalShape(
+      model, globalType.getShape().vec(), tpLocal);
   int64_t elemBytes =
       std::max<int64_t>(1, globalType.getElementTypeBitWidth() / 8);
   os << what << ": " << globalType << " " << layout << "\n";
@@ -90,7 +91,8 @@ struct LayoutReportPass
         auto tensorType = dyn_cast<RankedTensorType>(type);
         if (!mesh || !tensorType)
           return; // The verifier already reported it.
-        reportValue(os, what, layout, tensorType, mesh);
+        reportValue(os, what, layout, tensorType, mesh,
+                    func->hasAttr(kTPLocalAttrName));
       };
       std::string fname = "@" + func.getName().str();
       for (unsigned i = 0; i < func.getNumArguments(); ++i)

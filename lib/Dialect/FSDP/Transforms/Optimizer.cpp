@@ -667,7 +667,10 @@ struct OptimizerPass
                                    mesh.getAxisSizes().end());
     SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
     for (const Param &p : params) {
-      std::vector<int64_t> axes = lm::shardAxes(p.layout.toLayout(meshShape));
+      // A tensor-parallel split counts as a sharding axis here: each rank
+      // of it holds a different part (tp_replicate: a copy).
+      std::vector<int64_t> axes =
+          lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
       llvm::sort(axes);
       Value ss = sumOfSquares(b, loc, p.grad);
       auto it =
@@ -724,7 +727,10 @@ struct OptimizerPass
                                    mesh.getAxisSizes().end());
     SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
     for (const Param &p : params) {
-      std::vector<int64_t> axes = lm::shardAxes(p.layout.toLayout(meshShape));
+      // A tensor-parallel split counts as a sharding axis here: each rank
+      // of it holds a different part (tp_replicate: a copy).
+      std::vector<int64_t> axes =
+          lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
       llvm::sort(axes);
       auto it =
           llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });

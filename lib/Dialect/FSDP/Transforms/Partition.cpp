@@ -157,6 +157,12 @@ struct PartitionPass
         return func.emitError()
                << "argument #" << i << " is already partitioned (it has "
                << kGlobalTypeAttrName << ")";
+      if (!func->hasAttr(kTPLocalAttrName) &&
+          llvm::any_of(layout.getPlacements(), llvm::IsaPred<TPShardAttr>))
+        return func.emitError()
+               << "argument #" << i << " has the tensor-parallel layout "
+               << layout
+               << " on its global type; run fsdp-tensor-parallel first";
       if (step.meshRef && step.meshRef != layout.getMesh())
         return func.emitError()
                << "all parameters of a step must use one mesh; argument #" << i

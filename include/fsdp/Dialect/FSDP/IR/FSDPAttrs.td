@@ -28,6 +28,31 @@ def FSDP_StridedShardAttr : FSDP_Attr<"StridedShard", "strided_shard"> {
   let genVerifyDecl = 1;
 }
 
+def FSDP_TPShardAttr : FSDP_Attr<"TPShard", "tp_shard"> {
+  let summary = "tensor parallelism: dim `dim` is split over this (tensor-parallel) mesh axis";
+  let description = [{
+    A tensor-parallel placement (docs/TENSOR_PARALLEL.md): the mesh axis is a
+    tensor-parallel axis and rank `t` of it holds the `t`-th of its equal
+    parts of dim `dim`. Before `fsdp-tensor-parallel` the argument has the
+    global type; after it (the function carries `fsdp.tp_local`) the
+    TP-local type. The data-parallel placements of the same layout shard the
+    TP-local tensor, so `[shard<0>, tp_shard<0>]` owns what DTensor's
+    `[_StridedShard(0, 2), Shard(0)]` owns.
+  }];
+  let parameters = (ins "int64_t":$dim);
+  let assemblyFormat = "`<` $dim `>`";
+}
+
+def FSDP_TPReplicateAttr : FSDP_Attr<"TPReplicate", "tp_replicate"> {
+  let summary = "tensor parallelism: every rank of this tensor-parallel axis holds the whole tensor";
+  let description = [{
+    Unlike `replicate` (a data-parallel replica whose gradient is
+    all-reduced over the axis and averaged), the ranks of a tensor-parallel
+    axis compute the same gradient of a replicated parameter: no reduction
+    over the axis, no divisor.
+  }];
+}
+
 def FSDP_PartialAttr : FSDP_Attr<"Partial", "partial"> {
   let summary = "a partial result still to be reduced over this mesh axis";
   let parameters = (ins EnumParameter<FSDP_ReduceKind>:$reduce);

@@ -33,6 +33,9 @@ inline constexpr llvm::StringLiteral kNameAttrName = "fsdp.name";
 inline constexpr llvm::StringLiteral kUnitAttrName = "fsdp.unit";
 /// Full (unsharded) type of a partitioned argument or result.
 inline constexpr llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
+/// Unit attribute on a function that fsdp-tensor-parallel has partitioned:
+/// its arguments under `tp_shard<d>` have TP-local types.
+inline constexpr llvm::StringLiteral kTPLocalAttrName = "fsdp.tp_local";
 /// Unit attribute on a gradient accumulation argument.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
 

@@ -52,6 +52,62 @@ def FSDPRecompute : Pass<"fsdp-recompute", "ModuleOp"> {
   ];
 }
 
+def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
+  let summary = "Partition the global step over its tensor-parallel mesh axis";
+  let description = [{
+    Input: a step whose parameter arguments have their global (full) types
+    and layouts with one tensor-parallel placement, `tp_shard<d>` or
+    `tp_replicate`, on one mesh axis (the tensor-parallel axis; every
+    parameter names it). Output: the TP-local program of one rank of that
+    axis, which `fsdp-partition` then shards over the data-parallel axes.
+
+    The pass propagates shardings forward through the step, in program
+    order, forward and backward alike. A value is replicated or sharded
+    along one dim; a `tp_shard<d>` argument is sharded along `d`, every
+    other argument replicated. For each structured (linalg) op, the
+    operands sharded along a dim name the loop their dim is indexed by
+    (one loop per op); replicated operands indexed by that loop are
+    materialized as the rank's part where they are shape-only values
+    (`tensor.empty`, a `linalg.fill` of one, a splat constant). A parallel
+    sharded loop shards the results along the dim it indexes; a reduction
+    along the sharded loop (a row-parallel product, its backward
+    counterpart, a sum or max over a sharded dim) yields partial values,
+    all-reduced over the tensor-parallel axis (`fsdp.all_reduce`, sum, max
+    or min as the reduction's combiner; in `reduce-dtype` where given)
+    right after the op, so that partial values never flow further.
+    `tensor.expand_shape` carries a sharded dim to the outer dim of its
+    group (heads split from `H * D`) and `tensor.collapse_shape` to the
+    collapsed dim when the sharded dim is the outer non-unit dim of its
+    group. Every other op must see only replicated operands. A gradient
+    result (`fsdp.grad_of = i`) must come out sharded as its parameter
+    (`tp_shard<d>`) or replicated (`tp_replicate`); every other result
+    replicated.
+
+    Arguments and results then have TP-local types and the function gets
+    `fsdp.tp_local`. A located error says which op and why where a value's
+    sharding is ambiguous (operands sharded along different loops), where a
+    reshape cannot carry it, and where a replicated value would need
+    slicing. A sum along the sharded loop into a value (a residual) sums
+    from zero and adds the value after the all-reduce. Sequence parallelism (sharded activations
+    between blocks) is not done here. docs/TENSOR_PARALLEL.md.
+  }];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::tensor::TensorDialect",
+                           "::mlir::linalg::LinalgDialect"];
+  let options = [
+    Option<"reduceDtype", "reduce-dtype", "::mlir::fsdp::FloatDtype",
+           /*default=*/"::mlir::fsdp::FloatDtype::none",
+           "Element type the tensor-parallel all-reduces run in",
+           [{FSDP_FLOAT_DTYPE_VALUES}]>,
+  ];
+  let statistics = [
+    Statistic<"numShardedOps", "sharded-ops",
+              "Ops that compute on this rank's part only">,
+    Statistic<"numAllReduces", "all-reduces",
+              "Tensor-parallel all-reduces inserted">,
+  ];
+}
+
 def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
   let summary = "Turn one rank's step with full-size parameters into the sharded SPMD program";
   let description = [{

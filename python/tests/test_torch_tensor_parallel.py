@@ -1,0 +1,123 @@
+"""Tensor parallelism from the PyTorch frontend (docs/TENSOR_PARALLEL.md):
+export_step(..., mesh="dp=2,tp=2", tp_plan=...) -> fsdp-opt (which partitions
+the step over "tp" and shards it over "dp") -> fsdp-run on 4 ranks; the loss
+and every gradient within 1e-5 relative of float64 torch autograd on the
+global batch (test_torch_models' measure). The plan's errors are checked
+without running anything."""
+
+import os
+import subprocess
+
+import pytest
+
+torch = pytest.importorskip("torch")
+pytest.importorskip("torch_mlir")
+
+import torch_models as T  # noqa: E402
+from test_torch_models import RTOL, errors_vs_float64, lm_loss, run, tokens  # noqa: E402
+
+from fsdp_mlir.torch import export_step  # noqa: E402
+from fsdp_mlir.torch.export import ExportError  # noqa: E402
+from fsdp_mlir.torch.tensor_parallel import tp_placements  # noqa: E402
+
+needs_tools = pytest.mark.skipif(
+    not (T.tool("fsdp-opt") and T.tool("fsdp-run")), reason="fsdp-opt / fsdp-run not built"
+)
+
+
+def tiny_llama():
+    """One layer, width 16, 2 heads and 2 KV heads (one of each per TP rank)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=2,
+        max_position_embeddings=16,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
+@needs_tools
+def test_llama_auto_plan_dp2_tp2(tmp_path):
+    module = tiny_llama()
+    # One sequence per data-parallel rank (docs/TENSOR_PARALLEL.md, "Not yet").
+    batch = tokens(2)
+    out = str(tmp_path / "llama")
+    model = export_step(module, lm_loss, batch, out, mesh="dp=2,tp=2", tp_plan="auto", verify=False)
+    layouts = {p["name"]: p["layout_attr"] for p in model["params"]}
+    assert "tp_shard<0>" in layouts["model.layers.0.self_attn.q_proj.weight"]
+    assert "tp_shard<1>" in layouts["model.layers.0.mlp.down_proj.weight"]
+    assert "tp_replicate" in layouts["model.norm.weight"]
+    results = run(out, model["config"]["pipeline"])
+    errors = errors_vs_float64(model, module, lm_loss, batch, results, 4)
+    assert len(errors) == 1 + len(model["params"])
+    bad = {k: v for k, v in errors.items() if not v <= RTOL}
+    assert not bad, f"relative errors above {RTOL}: {bad}"
+    # The partitioned step all-reduces over "tp" (forward and backward of
+    # attention and MLP), and FSDP gathers over "dp" only.
+    text = subprocess.run(
+        [T.tool("fsdp-opt"), os.path.join(out, "step.mlir"), "--fsdp-tensor-parallel"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    assert text.count('over @mesh ["tp"] sum') >= 4
+
+
+@needs_tools
+def test_mlp_plan_by_hand_hsdp_tp(tmp_path):
+    """A {pattern: style} plan on replicate=2,shard=2,tp=2 (8 ranks)."""
+    module = T.MLP((6, 8, 4, 8, 3))
+    g = torch.Generator().manual_seed(0)
+    batch = (torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g))
+    plan = {"layers.0": "colwise", "layers.1": "rowwise", "layers.2": "colwise_rep"}
+    out = str(tmp_path / "mlp")
+    with pytest.raises(ExportError, match="does not divide"):
+        export_step(module, T.mse_loss, batch, out, mesh="dp=2,tp=3", tp_plan=plan, verify=False)
+    plan["layers.2"] = "replicated_with_grad_allreduce"
+    model = export_step(
+        module, T.mse_loss, batch, out, mesh="replicate=2,shard=2,tp=2", tp_plan=plan, verify=False
+    )
+    results = run(out, model["config"]["pipeline"])
+    errors = errors_vs_float64(model, module, T.mse_loss, batch, results, 8)
+    bad = {k: v for k, v in errors.items() if not v <= RTOL}
+    assert not bad, f"relative errors above {RTOL}: {bad}"
+
+
+def test_plan_styles_and_errors():
+    module = T.MLP((6, 8, 4))
+    places = tp_placements(module, {"layers.0": "colwise", "layers.1": "rowwise"}, 2)
+    assert places["layers.0.weight"] == {"kind": "tp_shard", "dim": 0}
+    assert places["layers.0.bias"] == {"kind": "tp_shard", "dim": 0}
+    assert places["layers.1.weight"] == {"kind": "tp_shard", "dim": 1}
+    assert places["layers.1.bias"] == {"kind": "tp_replicate"}
+    places = tp_placements(module, {"layers.*": "replicated_with_grad_allreduce"}, 2)
+    assert all(p == {"kind": "tp_replicate"} for p in places.values())
+    with pytest.raises(ValueError, match="unknown style 'diagonal'"):
+        tp_placements(module, {"layers.0": "diagonal"}, 2)
+    with pytest.raises(ValueError, match="sequence parallelism"):
+        tp_placements(module, {"layers.0": "sequence_parallel"}, 2)
+    with pytest.raises(ValueError, match="no module path matches"):
+        tp_placements(module, {"blocks.*.mlp": "colwise"}, 2)
+    with pytest.raises(ValueError, match="does not divide 4"):
+        tp_placements(module, {"layers.1": "rowwise", "layers.0": "colwise"}, 8)
+    emb = torch.nn.Sequential(torch.nn.Embedding(10, 4))
+    with pytest.raises(ValueError, match="Embedding"):
+        tp_placements(emb, {"0": "colwise"}, 2)
+    with pytest.raises(ValueError, match="base_model_tp_plan"):
+        tp_placements(module, "auto", 2)
+
+
+def test_mesh_and_plan_arguments():
+    module = T.MLP((6, 8, 4))
+    batch = (torch.randn(4, 6), torch.randn(4, 4))
+    with pytest.raises(ExportError, match="give tp_plan"):
+        export_step(module, T.mse_loss, batch, None, mesh="dp=2,tp=2", verify=False)
+    with pytest.raises(ExportError, match="needs a mesh with a tp axis"):
+        export_step(module, T.mse_loss, batch, None, mesh="4", tp_plan="auto", verify=False)
+    with pytest.raises(ExportError, match="expected dp, shard, replicate or tp"):
+        export_step(module, T.mse_loss, batch, None, mesh="dp=2,pp=2", verify=False)
