@@ -195,6 +195,11 @@ Layout ownershipView(const Layout &layout) {
   return view;
 }
 
+std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
+                                               std::vector<int64_t> shape) {
+  return tensorParallelGlobalShape(layout, std::move(shape), true);
+}
+
 std::vector<int64_t>
 tensorParallelGlobalShape(const Layout &layout, std::vector<int64_t> shape,
                           bool withTensorParallelPlacements) {

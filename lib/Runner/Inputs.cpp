@@ -225,8 +225,6 @@ bool startsAtZero(const Port &p) {
 llvm::Expected<std::vector<int64_t>> globalInputShape(const Port &p,
                                                       int64_t world) {
   std::vector<int64_t> expect = p.globalType.getShape().vec();
-  if (p.batchLayout)
-    world = p.batchParts;
   if (!p.layout && !p.rankLocal && !expect.empty() &&
       __builtin_mul_overflow(expect[0], world, &expect[0]))
     return inputError(p, ": the global batch is too large");

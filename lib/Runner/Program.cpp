@@ -317,7 +317,9 @@ void linkUpdates(Program &prog) {
 }
 
 /// With tensor-parallel axes, every rank of such an axis reads the same
-/// batch: data arguments are split over the other axes only.
+/// batch: a data argument is split along dim 0 over the other axes only,
+/// which it says as a layout (Shard(0) on each data-parallel axis, nested,
+/// Replicate on the tensor-parallel ones) over the global batch.
 void splitBatchOverDataParallelAxes(Program &prog) {
   std::vector<bool> tensorParallel(prog.meshShape.size(), false);
   for (const std::vector<Port> *ports : {&prog.args, &prog.results})
@@ -335,11 +337,14 @@ void splitBatchOverDataParallelAxes(Program &prog) {
                                   : lm::Placement::shard(0));
     parts *= tp ? 1 : prog.meshShape[a];
   }
-  for (Port &p : prog.args)
-    if (!p.layout && !p.rankLocal && p.type.getRank() > 0) {
-      p.batchLayout = batch;
-      p.batchParts = parts;
-    }
+  for (Port &p : prog.args) {
+    if (p.layout || p.rankLocal || p.type.getRank() == 0)
+      continue;
+    SmallVector<int64_t> shape(p.type.getShape());
+    shape[0] *= parts;
+    p.globalType = p.type.clone(shape);
+    p.layout = batch;
+  }
 }
 
 /// The ports and mesh of the entry `sig`.

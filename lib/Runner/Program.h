@@ -39,11 +39,6 @@ struct Port {
   /// itself (batch-norm running statistics): every rank starts from the
   /// same value, the runner reports rank 0's.
   bool rankLocal = false;
-  /// A data argument of a tensor-parallel step: its batch is split along
-  /// dim 0 over the data-parallel axes only (Shard(0) on each, nested) and
-  /// is the same on every rank of a tensor-parallel axis.
-  std::optional<::fsdp::layout::Layout> batchLayout;
-  int64_t batchParts = 0; // the data-parallel ranks, with a batchLayout
   int64_t elementBytes() const;
   int64_t slotBytes() const { return type.getNumElements() * elementBytes(); }
   /// Words of its strided memref descriptor (pointers, offset, sizes,

@@ -148,15 +148,6 @@ std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
     std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
     return buf;
   }
-  if (!p.layout && p.batchLayout) {
-    std::vector<int64_t> shape = p.type.getShape().vec();
-    shape[0] *= p.batchParts;
-    lm::LocalShard s = lm::localShard(*p.batchLayout, shape, rank);
-    forEachOwnedRun(s, shape, [&](int64_t so, int64_t go, int64_t n) {
-      std::memcpy(buf.data() + so * bytes, global + go * bytes, n * bytes);
-    });
-    return buf;
-  }
   if (!p.layout) {
     std::memcpy(buf.data(), global + rank * buf.size(), buf.size());
     return buf;
@@ -172,9 +163,11 @@ std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
 bool isPrimaryReplica(const Port &p, int64_t rank) {
   if (!p.layout)
     return rank == 0;
-  std::vector<int64_t> coords = lm::rankToCoords(p.layout->meshShape, rank);
-  for (size_t a = 0; a < p.layout->placements.size(); ++a)
-    if (!p.layout->placements[a].isSharding() && coords[a] != 0)
+  // A tensor-parallel split (tp_shard) is a sharding here.
+  lm::Layout owned = lm::ownershipView(*p.layout);
+  std::vector<int64_t> coords = lm::rankToCoords(owned.meshShape, rank);
+  for (size_t a = 0; a < owned.placements.size(); ++a)
+    if (!owned.placements[a].isSharding() && coords[a] != 0)
       return false;
   return true;
 }

@@ -169,9 +169,11 @@ Layout dataParallelView(const Layout &layout);
 /// `withTensorParallelPlacements`, only the StridedShard-partner axes count
 /// (a function that fsdp-tensor-parallel has not made TP-local yet has
 /// global types under `tp_shard<d>`).
+std::vector<int64_t> tensorParallelGlobalShape(const Layout &layout,
+                                               std::vector<int64_t> localShape);
 std::vector<int64_t>
 tensorParallelGlobalShape(const Layout &layout, std::vector<int64_t> localShape,
-                          bool withTensorParallelPlacements = true);
+                          bool withTensorParallelPlacements);
 
 /// What one rank holds. `layout` must be valid for `globalShape`.
 LocalShard localShard(const Layout &layout,

@@ -50,6 +50,19 @@ def _units_arg(values):
     return values if values else None
 
 
+def _tp_plan_arg(text: str):
+    """`auto`, or PATTERN=STYLE[,PATTERN=STYLE...]."""
+    if text == "auto":
+        return "auto"
+    plan = {}
+    for item in text.split(","):
+        pattern, sep, style = item.partition("=")
+        if not sep:
+            raise ExportError(f"--tp-plan '{item}': expected auto or PATTERN=STYLE,...")
+        plan[pattern.strip()] = style.strip()
+    return plan
+
+
 def cmd_export(args) -> int:
     built = load_spec(args.spec)
     placement = built.get("placement")
@@ -75,6 +88,7 @@ def cmd_export(args) -> int:
         param_dtype=args.param_dtype,
         reduce_dtype=args.reduce_dtype,
         verify=args.verify,
+        tp_plan=_tp_plan_arg(args.tp_plan) if args.tp_plan else built.get("tp_plan"),
     )
     mesh = "x".join(map(str, model["mesh"]["shape"]))
     units = ", ".join(model["config"]["units"])
@@ -136,7 +150,16 @@ def main(argv=None) -> int:
     ex = sub.add_parser("export", help="write step.mlir, model.json and the global .npy inputs")
     ex.add_argument("spec", help="FILE.py:FUNCTION or package.module:FUNCTION")
     ex.add_argument("-o", "--output", required=True, help="output directory")
-    ex.add_argument("--mesh", help="N or RxS (HSDP); default: the spec's, else 8")
+    ex.add_argument(
+        "--mesh",
+        help="N, RxS (HSDP) or named axes dp=2,tp=2 / replicate=2,shard=2,tp=2; "
+        "default: the spec's, else 8",
+    )
+    ex.add_argument(
+        "--tp-plan",
+        help="with a tp axis: auto (the model's base_model_tp_plan) or "
+        "PATTERN=STYLE,... (e.g. 'mlp.up=colwise,mlp.down=rowwise')",
+    )
     ex.add_argument(
         "--unit",
         action="append",

@@ -31,7 +31,15 @@ from fsdp_mlir.optim import OptimizerConfig
 from fsdp_mlir.runner import Program
 from fsdp_mlir.torch.export import ExportError, _batch_entries, export_step
 
-_EXPORT_OPTIONS = ("units", "placement", "policy", "param_dtype", "reduce_dtype", "verify")
+_EXPORT_OPTIONS = (
+    "units",
+    "placement",
+    "policy",
+    "param_dtype",
+    "reduce_dtype",
+    "verify",
+    "tp_plan",
+)
 
 
 def fsdp_opt() -> str:
@@ -126,7 +134,8 @@ def compile_step(
 ) -> CompiledStep:
     """Exports, compiles and loads the training step of `module` (see the
     module's doc). `options`: export options (units, placement, policy,
-    param_dtype, reduce_dtype, verify) and extra `--fsdp-pipeline` options."""
+    param_dtype, reduce_dtype, verify, tp_plan with a mesh such as
+    "dp=2,tp=2") and extra `--fsdp-pipeline` options."""
     export = {k: options.pop(k) for k in list(options) if k in _EXPORT_OPTIONS}
     workdir = workdir or tempfile.mkdtemp(prefix="fsdp-step-")
     model = export_step(module, loss_fn, example_batch, workdir, mesh=mesh, **export)

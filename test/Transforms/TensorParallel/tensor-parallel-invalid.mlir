@@ -47,7 +47,7 @@ func.func @merge(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
   %q = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%x, %w : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
   %h = tensor.expand_shape %q [[0], [1, 2]] output_shape [2, 2, 4] : tensor<2x8xf32> into tensor<2x2x4xf32>
-  // expected-error @+1 {{this reshape cannot carry the tensor-parallel sharding of dim 0: it merges it into dims [0, 1] behind dim 0}}
+  // expected-error @+1 {{this reshape cannot carry the tensor-parallel sharding of dim 1: it merges it into dims [0, 1] behind dim 0 (size 2), so this rank's part is not contiguous}}
   %m = tensor.collapse_shape %h [[0, 1], [2]] : tensor<2x2x4xf32> into tensor<4x4xf32>
   %m2 = tensor.collapse_shape %m [[0, 1]] : tensor<4x4xf32> into tensor<16xf32>
   %r = tensor.expand_shape %m2 [[0, 1]] output_shape [2, 8] : tensor<16xf32> into tensor<2x8xf32>
@@ -98,9 +98,37 @@ func.func @grad(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
 // -----
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
-// An op the pass does not partition, on a sharded value.
-func.func @other(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}) -> tensor<2x8xf32> {
-  // expected-error @+1 {{'tensor.extract_slice' reads a value sharded along dim 0 over the tensor-parallel axis "tp"}}
+// A slice that cuts the sharded dim.
+func.func @slice_cut(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}) -> tensor<2x8xf32> {
+  // expected-error @+1 {{this slice cuts dim 0, which is sharded over the tensor-parallel axis; only slices that keep it whole are partitioned}}
   %s = tensor.extract_slice %w[0, 0] [2, 8] [1, 1] : tensor<8x8xf32> to tensor<2x8xf32>
   return %s : tensor<2x8xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// An op the pass does not partition, on a sharded value.
+func.func @other(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}) -> tensor<8x8xf32> {
+  // expected-error @+1 {{'arith.addf' reads a value sharded along dim 0 over the tensor-parallel axis "tp"; fsdp-tensor-parallel partitions linalg ops, reshapes, slices and concatenations only}}
+  %s = arith.addf %w, %w : tensor<8x8xf32>
+  return %s : tensor<8x8xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// An embedding table split over tp and read by index inside a linalg body.
+func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                  %ids: tensor<2xindex>) -> tensor<2x4xf32> {
+  %e = tensor.empty() : tensor<2x4xf32>
+  // expected-error @+1 {{its body reads a value sharded along dim 1 over the tensor-parallel axis by global indices (an embedding or gather): such a parameter must be tp_replicate}}
+  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%ids : tensor<2xindex>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%id: index, %out: f32):
+    %j = linalg.index 1 : index
+    %v = tensor.extract %table[%id, %j] : tensor<8x4xf32>
+    linalg.yield %v : f32
+  } -> tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
 }

@@ -12,10 +12,10 @@
 // parameters lie; the replicated bias's gradient needs no reduction.
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @mlp
-// CHECK-SAME: %[[W1:.*]]: tensor<4x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}
-// CHECK-SAME: %[[W2:.*]]: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>}
-// CHECK-SAME: %[[B2:.*]]: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>}
-// CHECK-SAME: %[[X:.*]]: tensor<2x8xf32>
+// CHECK-SAME: %[[W1:[a-z0-9_]+]]: tensor<4x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}
+// CHECK-SAME: %[[W2:[a-z0-9_]+]]: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>}
+// CHECK-SAME: %[[B2:[a-z0-9_]+]]: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>}
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<2x8xf32>
 // CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<4x8xf32> {fsdp.grad_of = 0 : i64}, tensor<8x4xf32> {fsdp.grad_of = 1 : i64}, tensor<8xf32> {fsdp.grad_of = 2 : i64}, tensor<2x8xf32>)
 // CHECK-SAME: attributes {fsdp.tp_local}
 func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
@@ -29,10 +29,10 @@ func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
   %e28 = tensor.empty() : tensor<2x8xf32>
   %z28 = linalg.fill ins(%zero : f32) outs(%e28 : tensor<2x8xf32>) -> tensor<2x8xf32>
   // h = x w1^T: w1's rows are this rank's hidden features.
-  // CHECK: %[[H:.*]] = linalg.matmul {{.*}} ins(%[[X]], %[[W1]] : tensor<2x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+  // CHECK: %[[H:.*]] = linalg.matmul{{.*}}ins(%[[X]], %[[W1]] : tensor<2x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<2x4xf32>)
   %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%x, %w1 : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
-  // CHECK: %[[A:.*]] = linalg.generic {{.*}} ins(%[[H]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+  // CHECK: %[[A:.*]] = linalg.generic{{.*}}ins(%[[H]] : tensor<2x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
   %a = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
        ins(%h : tensor<2x8xf32>) outs(%e28 : tensor<2x8xf32>) {
   ^bb0(%in: f32, %out: f32):
@@ -40,14 +40,14 @@ func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
     linalg.yield %r : f32
   } -> tensor<2x8xf32>
   // y = a w2^T sums over the sharded hidden features: all-reduce.
-  // CHECK: %[[YP:.*]] = linalg.matmul {{.*}} ins(%[[A]], %[[W2]] : tensor<2x4xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+  // CHECK: %[[YP:.*]] = linalg.matmul{{.*}}ins(%[[A]], %[[W2]] : tensor<2x4xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<2x8xf32>)
   // CHECK-NEXT: %[[Y:.*]] = fsdp.all_reduce %[[YP]] over @mesh ["tp"] sum : tensor<2x8xf32> -> tensor<2x8xf32>
   // RDT: arith.extf %{{.*}} : tensor<2x8xf32> to tensor<2x8xf64>
   // RDT-NEXT: fsdp.all_reduce %{{.*}} over @mesh ["tp"] sum : tensor<2x8xf64> -> tensor<2x8xf64>
   // RDT-NEXT: arith.truncf %{{.*}} : tensor<2x8xf64> to tensor<2x8xf32>
   %y0 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%a, %w2 : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
-  // CHECK: %[[YB:.*]] = linalg.generic {{.*}} ins(%[[Y]], %[[B2]] : tensor<2x8xf32>, tensor<8xf32>)
+  // CHECK: %[[YB:.*]] = linalg.generic{{.*}}ins(%[[Y]], %[[B2]] : tensor<2x8xf32>, tensor<8xf32>)
   %y = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
        ins(%y0, %b2 : tensor<2x8xf32>, tensor<8xf32>) outs(%e28 : tensor<2x8xf32>) {
   ^bb0(%in: f32, %b: f32, %out: f32):
@@ -68,13 +68,13 @@ func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
     (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
                             linalg.yield %s : f32 }
   // dw2 = dy^T a: sharded along its input features like w2.
-  // CHECK: %[[DW2:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<8x4xf32>)
+  // CHECK: %[[DW2:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<8x4xf32>)
   %e88 = tensor.empty() : tensor<8x8xf32>
   %z88 = linalg.fill ins(%zero : f32) outs(%e88 : tensor<8x8xf32>) -> tensor<8x8xf32>
   %dw2 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%dy, %a : tensor<2x8xf32>, tensor<2x8xf32>) outs(%z88 : tensor<8x8xf32>) -> tensor<8x8xf32>
   // da = dy w2: sharded along the hidden features, no collective.
-  // CHECK: %[[DA:.*]] = linalg.matmul {{.*}} ins(%{{.*}}, %[[W2]] : tensor<2x8xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+  // CHECK: %[[DA:.*]] = linalg.matmul{{.*}}ins(%{{.*}}, %[[W2]] : tensor<2x8xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<2x4xf32>)
   // CHECK-NOT: fsdp.all_reduce
   %da = linalg.matmul ins(%dy, %w2 : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
   %dh = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
@@ -85,11 +85,11 @@ func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
     linalg.yield %r : f32
   } -> tensor<2x8xf32>
   // dw1 = dh^T x: sharded along its output features like w1.
-  // CHECK: %[[DW1:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<4x8xf32>)
+  // CHECK: %[[DW1:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<4x8xf32>)
   %dw1 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (k, m)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%dh, %x : tensor<2x8xf32>, tensor<2x8xf32>) outs(%z88 : tensor<8x8xf32>) -> tensor<8x8xf32>
   // dx = dh w1 sums over the sharded hidden features: all-reduce.
-  // CHECK: %[[DXP:.*]] = linalg.matmul {{.*}} ins(%{{.*}}, %[[W1]] : tensor<2x4xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+  // CHECK: %[[DXP:.*]] = linalg.matmul{{.*}}ins(%{{.*}}, %[[W1]] : tensor<2x4xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
   // CHECK-NEXT: %[[DX:.*]] = fsdp.all_reduce %[[DXP]] over @mesh ["tp"] sum
   %dx = linalg.matmul ins(%dh, %w1 : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
   // CHECK: return %{{.*}}, %[[DW1]], %[[DW2]], %{{.*}}, %[[DX]] : tensor<f32>, tensor<4x8xf32>, tensor<8x4xf32>, tensor<8xf32>, tensor<2x8xf32>
@@ -124,13 +124,13 @@ func.func @mlp(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>
 // and a max over keys stay local, and the merge back into features keeps it.
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @heads
-// CHECK: %[[Q:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK: %[[Q:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<2x8xf32>)
 // CHECK: %[[HEADS:.*]] = tensor.expand_shape %[[Q]] {{\[\[}}0], [1, 2]] output_shape [2, 2, 4] : tensor<2x8xf32> into tensor<2x2x4xf32>
 // CHECK: %[[MAX:.*]] = linalg.reduce ins(%[[HEADS]] : tensor<2x2x4xf32>) outs(%{{.*}} : tensor<2x2xf32>)
 // CHECK-NOT: fsdp.all_reduce
 // CHECK: %[[MERGED:.*]] = tensor.collapse_shape %{{.*}} {{\[\[}}0], [1, 2]] : tensor<2x2x4xf32> into tensor<2x8xf32>
 // CHECK: %[[SUM:.*]] = linalg.reduce ins(%[[MERGED]] : tensor<2x8xf32>)
-// CHECK-NEXT: %[[ALL:.*]] = fsdp.all_reduce %[[SUM]] over @mesh ["tp"] sum : tensor<f32> -> tensor<f32>
+// CHECK: %[[ALL:.*]] = fsdp.all_reduce %[[SUM]] over @mesh ["tp"] sum : tensor<f32> -> tensor<f32>
 // CHECK: return %[[ALL]] : tensor<f32>
 func.func @heads(%wq: tensor<16x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
                  %x: tensor<2x8xf32>) -> tensor<f32> {
@@ -170,12 +170,12 @@ func.func @heads(%wq: tensor<16x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard
 // residual is added once after it.
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @residual
-// CHECK-SAME: %[[W:.*]]: tensor<8x4xf32> {{.*}}, %[[A:.*]]: tensor<2x8xf32>
-// CHECK: %[[H:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK-SAME: %[[W:[a-z0-9_]+]]: tensor<8x4xf32> {{.*}}, %[[A:[a-z0-9_]+]]: tensor<2x8xf32>
+// CHECK: %[[H:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<2x4xf32>)
 // CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<2x8xf32>)
-// CHECK: %[[P:.*]] = linalg.matmul {{.*}} ins(%[[H]], %[[W]] : tensor<2x4xf32>, tensor<8x4xf32>) outs(%[[ZERO]] : tensor<2x8xf32>)
+// CHECK: %[[P:.*]] = linalg.matmul{{.*}}ins(%[[H]], %[[W]] : tensor<2x4xf32>, tensor<8x4xf32>) outs(%[[ZERO]] : tensor<2x8xf32>)
 // CHECK-NEXT: %[[R:.*]] = fsdp.all_reduce %[[P]] over @mesh ["tp"] sum
-// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[R]], %[[A]] : tensor<2x8xf32>, tensor<2x8xf32>)
+// CHECK: %[[OUT:.*]] = linalg.generic{{.*}}ins(%[[R]], %[[A]] : tensor<2x8xf32>, tensor<2x8xf32>)
 // CHECK: arith.addf
 // CHECK: return %[[OUT]]
 func.func @residual(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},

@@ -318,7 +318,7 @@ struct CommReportPass
     if (!out)
       return signalPassFailure();
     SymbolTableCollection tables;
-    SmallVector<FunctionReport> reports;
+    std::vector<FunctionReport> reports;
     getOperation().walk([&](func::FuncOp func) {
       if (!func.isExternal())
         reports.push_back(analyze(func, tables));

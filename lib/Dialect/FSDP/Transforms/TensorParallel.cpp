@@ -8,12 +8,14 @@
 #include "TransformUtils.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
+#include "mlir/Analysis/SliceAnalysis.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/LinalgInterfaces.h"
 #include "mlir/Dialect/Utils/StructuredOpsUtils.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
+#include "llvm/ADT/TypeSwitch.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPTENSORPARALLEL
@@ -46,6 +48,13 @@ struct TPFunction {
   /// Rank-local copies of shape-only values, per (value, dim).
   llvm::DenseMap<std::pair<Value, int64_t>, Value> localCopies;
 };
+
+std::string exprText(AffineExpr e) {
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  e.print(os);
+  return text;
+}
 
 std::string describe(Sharding s) {
   return s.isSharded() ? "sharded along dim " + std::to_string(s.dim)
@@ -349,7 +358,7 @@ struct TensorParallelPass
                << "operand #" << operand.getOperandNumber()
                << " is sharded along dim " << s.dim
                << " over the tensor-parallel axis, which the op indexes by "
-               << map.getResult(s.dim) << ", not by one loop";
+               << exprText(map.getResult(s.dim)) << ", not by one loop";
       if (loop && *loop != dimExpr.getPosition())
         return op->emitError()
                << "ambiguous tensor-parallel sharding: operand #"
@@ -468,7 +477,7 @@ struct TensorParallelPass
     SmallVector<Type> resultTypes;
     for (OpOperand &init : op.getDpsInitsMutable())
       resultTypes.push_back(operands[init.getOperandNumber()].getType());
-    Operation *local = clone(b, op, resultTypes, operands);
+    Operation *local = mlir::clone(b, op.getOperation(), resultTypes, operands);
     ++numShardedOps;
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       Value replacement = local->getResult(i);
