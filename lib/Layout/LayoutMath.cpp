@@ -186,10 +186,8 @@ Layout ownershipView(const Layout &layout) {
     for (size_t b = 0; b < a; ++b)
       if (view.placements[b].kind == Placement::Kind::Shard &&
           view.placements[b].dim == p.dim)
-        view.placements[b] =
-            Placement::stridedShard(p.dim, view.meshShape.size() > a
-                                               ? view.meshShape[a]
-                                               : 1);
+        view.placements[b] = Placement::stridedShard(
+            p.dim, view.meshShape.size() > a ? view.meshShape[a] : 1);
     view.placements[a] = Placement::shard(p.dim);
   }
   return view;
@@ -311,8 +309,8 @@ checkTensorParallel(const Layout &layout,
     }
     int64_t k = layout.meshShape[a];
     if (globalShape[p.dim] % k != 0) {
-      os << "tp_shard<" << p.dim << "> on mesh axis " << a << ": dim "
-         << p.dim << " (size " << globalShape[p.dim]
+      os << "tp_shard<" << p.dim << "> on mesh axis " << a << ": dim " << p.dim
+         << " (size " << globalShape[p.dim]
          << ") must be divisible by the tensor-parallel axis size " << k;
       return os.str();
     }

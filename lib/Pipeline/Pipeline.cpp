@@ -34,8 +34,7 @@ FSDPRecomputeOptions FSDPPipelineOptions::recomputeOptions() const {
   return o;
 }
 
-FSDPTensorParallelOptions
-FSDPPipelineOptions::tensorParallelOptions() const {
+FSDPTensorParallelOptions FSDPPipelineOptions::tensorParallelOptions() const {
   FSDPTensorParallelOptions o;
   o.reduceDtype = reduceDtype; // FSDP2 does not: its TP reductions stay f32
   return o;

@@ -120,8 +120,8 @@ llvm::Expected<Port> readPort(mlir::fsdp::PortAttr attr, Program &prog,
   // The signature records the TP-local type as the global one; inputs,
   // results and checkpoints are the whole tensor.
   if (!lm::tensorParallelAxes(*p.layout).empty())
-    p.globalType = p.globalType.clone(
-        lm::tensorParallelGlobalShape(*p.layout, p.globalType.getShape().vec()));
+    p.globalType = p.globalType.clone(lm::tensorParallelGlobalShape(
+        *p.layout, p.globalType.getShape().vec()));
   llvm::raw_string_ostream os(p.layoutText);
   os << layout;
   return p;

@@ -103,8 +103,10 @@ def test_plan_styles_and_errors():
         tp_placements(module, {"layers.0": "sequence_parallel"}, 2)
     with pytest.raises(ValueError, match="no module path matches"):
         tp_placements(module, {"blocks.*.mlp": "colwise"}, 2)
-    with pytest.raises(ValueError, match="does not divide 4"):
-        tp_placements(module, {"layers.1": "rowwise", "layers.0": "colwise"}, 8)
+    with pytest.raises(
+        ValueError, match=r"'layers.0.weight' \(8x6\) is split along dim 0 over tp = 3"
+    ):
+        tp_placements(module, {"layers.1": "rowwise", "layers.0": "colwise"}, 3)
     emb = torch.nn.Sequential(torch.nn.Embedding(10, 4))
     with pytest.raises(ValueError, match="Embedding"):
         tp_placements(emb, {"0": "colwise"}, 2)

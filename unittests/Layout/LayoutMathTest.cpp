@@ -304,11 +304,14 @@ TEST(LayoutMath, TensorParallelPlacements) {
       Layout row{mesh,
                  {Placement::shard(0), Placement::tensorParallel(1)},
                  UnevenPolicy::Balanced};
-      Layout block{mesh, {Placement::shard(0), Placement::shard(1)},
+      Layout block{mesh,
+                   {Placement::shard(0), Placement::shard(1)},
                    UnevenPolicy::Balanced};
-      Layout rep{mesh, {Placement::shard(0), Placement::tensorParallel(-1)},
+      Layout rep{mesh,
+                 {Placement::shard(0), Placement::tensorParallel(-1)},
                  UnevenPolicy::Ceil};
-      Layout plain{mesh, {Placement::shard(0), Placement::replicate()},
+      Layout plain{mesh,
+                   {Placement::shard(0), Placement::replicate()},
                    UnevenPolicy::Ceil};
       std::vector<int64_t> shape = {dp * tp * 3, tp * 5};
       ASSERT_FALSE(validate(col, shape)) << dp << "x" << tp;
@@ -336,10 +339,10 @@ TEST(LayoutMath, TensorParallelPlacements) {
       Layout view = dataParallelView(rep);
       EXPECT_TRUE(replicateAxes(view).empty());
       EXPECT_EQ(shardAxes(view), (std::vector<int64_t>{0}));
-      EXPECT_EQ(slotShape(dataParallelView(row), {7, 5}),
-                slotShape(Layout{{dp}, {Placement::shard(0)},
-                                 UnevenPolicy::Balanced},
-                          {7, 5}));
+      EXPECT_EQ(
+          slotShape(dataParallelView(row), {7, 5}),
+          slotShape(Layout{{dp}, {Placement::shard(0)}, UnevenPolicy::Balanced},
+                    {7, 5}));
     }
   Layout col{{2, 2},
              {Placement::shard(0), Placement::tensorParallel(0)},
@@ -352,11 +355,11 @@ TEST(LayoutMath, TensorParallelPlacements) {
   EXPECT_NE(err->find("must be divisible by the tensor-parallel axis size 2"),
             std::string::npos)
       << *err;
-  err = validate(Layout{{2, 2},
-                        {Placement::tensorParallel(0),
-                         Placement::tensorParallel(0)},
-                        UnevenPolicy::Ceil},
-                 {8, 4});
+  err = validate(
+      Layout{{2, 2},
+             {Placement::tensorParallel(0), Placement::tensorParallel(0)},
+             UnevenPolicy::Ceil},
+      {8, 4});
   ASSERT_TRUE(err);
   EXPECT_NE(err->find("another tensor-parallel"), std::string::npos) << *err;
   err = validate(Layout{{2, 2, 2},

@@ -91,7 +91,7 @@ func.func @unknown_policy() attributes {a = #fsdp.layout<@m, [shard<0>], policy 
 
 // -----
 
-// expected-error @+1 {{layout placement must be replicate, shard<d>, strided_shard<d, sf> or partial<op>, got 3 : i64}}
+// expected-error @+1 {{layout placement must be replicate, shard<d>, strided_shard<d, sf>, partial<op>, tp_shard<d> or tp_replicate, got 3 : i64}}
 func.func @not_a_placement() attributes {a = #fsdp.layout<@m, [3]>} {
   return
 }

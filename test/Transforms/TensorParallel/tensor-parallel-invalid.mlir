@@ -79,10 +79,13 @@ func.func @slice(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // Every parameter names its place on the tensor-parallel axis.
-// expected-error @+1 {{parameter argument #1 has no tensor-parallel placement on mesh axis "tp" (layout #fsdp.layout<@mesh, [shard<0>, replicate]>); give it tp_shard<d> or tp_replicate}}
+// (`replicate` is accepted for a buffer, an argument without a gradient.)
+// expected-error @+1 {{parameter argument #1 has no tensor-parallel placement on mesh axis "tp" (layout #fsdp.layout<@mesh, [shard<0>, replicate]>); give it tp_shard<d> or tp_replicate (replicate is accepted for arguments without a gradient only)}}
 func.func @missing(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
-                   %b: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, replicate]>}) {
-  return
+                   %b: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, replicate]>},
+                   %buffer: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [replicate, replicate]>})
+    -> (tensor<8xf32> {fsdp.grad_of = 1 : i64}) {
+  return %buffer : tensor<8xf32>
 }
 
 // -----

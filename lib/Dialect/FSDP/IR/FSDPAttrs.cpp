@@ -44,7 +44,9 @@ std::optional<lm::Placement> mlir::fsdp::toPlacement(Attribute attr) {
       .Case([](StridedShardAttr a) {
         return lm::Placement::stridedShard(a.getDim(), a.getSplitFactor());
       })
-      .Case([](TPShardAttr a) { return lm::Placement::tensorParallel(a.getDim()); })
+      .Case([](TPShardAttr a) {
+        return lm::Placement::tensorParallel(a.getDim());
+      })
       .Case([](TPReplicateAttr) { return lm::Placement::tensorParallel(-1); })
       .Case([](PartialAttr a) {
         return lm::Placement::partial(toLayoutReduce(a.getReduce()));

@@ -107,11 +107,10 @@ static LogicalResult verifyLayoutFor(Operation *op, LayoutAttr layout,
   // the global tensor. Under `tp_shard<d>` it is TP-local only once
   // fsdp-tensor-parallel has partitioned the function (`fsdp.tp_local`).
   bool tpLocal = !isa<FunctionOpInterface>(op) || op->hasAttr(kTPLocalAttrName);
-  if (auto err = lm::validate(
-          model,
-          lm::tensorParallelGlobalShape(model, tensorType.getShape().vec(),
-                                        tpLocal),
-          isParameter))
+  if (auto err = lm::validate(model,
+                              lm::tensorParallelGlobalShape(
+                                  model, tensorType.getShape().vec(), tpLocal),
+                              isParameter))
     return op->emitOpError()
            << what << " has an invalid layout " << layout << ": " << *err;
   return success();

@@ -184,8 +184,8 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
   llvm::StringSet<> tpAxes;
   for (unsigned i = 0; i < func.getNumArguments() && funcMesh; ++i)
     if (auto layout = func.getArgAttrOfType<LayoutAttr>(i, kLayoutAttrName))
-      for (int64_t a : lm::tensorParallelAxes(
-               layout.toLayout(funcMesh.getAxisSizes())))
+      for (int64_t a :
+           lm::tensorParallelAxes(layout.toLayout(funcMesh.getAxisSizes())))
         tpAxes.insert(cast<StringAttr>(funcMesh.getAxisNames()[a]).getValue());
   report.hasTensorParallelAxis = !tpAxes.empty();
   func.walk([&](Operation *op) {
@@ -200,8 +200,7 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
     int64_t sent = bytesOf(c->input.getType());
     int64_t received = bytesOf(c->output.getType());
     bool tensorParallel =
-        c->axes && !c->axes.empty() &&
-        llvm::all_of(c->axes, [&](Attribute a) {
+        c->axes && !c->axes.empty() && llvm::all_of(c->axes, [&](Attribute a) {
           auto name = dyn_cast<StringAttr>(a);
           return name && tpAxes.contains(name.getValue());
         });

@@ -135,6 +135,14 @@ struct TensorParallelPass
     return it == tp.shardings.end() ? Sharding{} : it->second;
   }
 
+  static bool hasGradient(func::FuncOp func, unsigned arg) {
+    for (unsigned r = 0; r < func.getNumResults(); ++r)
+      if (auto g = func.getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName))
+        if (g.getInt() == int64_t(arg))
+          return true;
+    return false;
+  }
+
   /// Arguments: `tp_shard<d>` ones become their TP-local part.
   LogicalResult partitionArguments(TPFunction &tp) {
     func::FuncOp func = tp.func;
@@ -150,12 +158,20 @@ struct TensorParallelPass
           axisIndex = a;
       if (layout.getMesh() == tp.meshRef)
         placement = layout.getPlacements()[axisIndex];
+      // A value replicated on every axis without a gradient (a buffer) is
+      // whole on every rank; with a gradient, `replicate` would be a
+      // data-parallel replica: the plan must say tp_replicate.
+      if (isa_and_nonnull<ReplicateAttr>(placement) && !hasGradient(func, i)) {
+        tp.shardings[func.getArgument(i)] = Sharding{};
+        continue;
+      }
       if (!isa_and_nonnull<TPShardAttr, TPReplicateAttr>(placement))
         return func.emitError()
                << "parameter argument #" << i << " has no tensor-parallel "
                << "placement on mesh axis \"" << tp.axis.getValue()
                << "\" (layout " << layout
-               << "); give it tp_shard<d> or tp_replicate";
+               << "); give it tp_shard<d> or tp_replicate (replicate is "
+                  "accepted for arguments without a gradient only)";
       Sharding s;
       if (auto shard = dyn_cast<TPShardAttr>(placement))
         s.dim = shard.getDim();
@@ -224,8 +240,9 @@ struct TensorParallelPass
           llvm::TypeSwitch<Operation *, LogicalResult>(op)
               .Case([&](linalg::LinalgOp l) { return visitLinalg(tp, l); })
               .Case([&](tensor::ExpandShapeOp e) { return visitExpand(tp, e); })
-              .Case(
-                  [&](tensor::CollapseShapeOp c) { return visitCollapse(tp, c); })
+              .Case([&](tensor::CollapseShapeOp c) {
+                return visitCollapse(tp, c);
+              })
               .Case([&](tensor::ExtractSliceOp e) {
                 return visitExtractSlice(tp, e);
               })
@@ -269,8 +286,7 @@ struct TensorParallelPass
 
   /// The reduction of result `i`'s combiner: what the all-reduce of its
   /// partial values must do.
-  static std::optional<ReduceKind> combinerOf(linalg::LinalgOp op,
-                                              unsigned i) {
+  static std::optional<ReduceKind> combinerOf(linalg::LinalgOp op, unsigned i) {
     SmallVector<Operation *> combiners;
     if (!matchReduction(op.getRegionOutputArgs(), i, combiners) ||
         combiners.size() != 1)
@@ -297,8 +313,8 @@ struct TensorParallelPass
   /// a + c, elementwise, for tensors of one type.
   static Value addElementwise(OpBuilder &b, Location loc, Value a, Value c) {
     auto type = cast<RankedTensorType>(a.getType());
-    Value empty = tensor::EmptyOp::create(b, loc, type.getShape(),
-                                          type.getElementType());
+    Value empty =
+        tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
     AffineMap id = b.getMultiDimIdentityMap(type.getRank());
     SmallVector<utils::IteratorType> iterators(type.getRank(),
                                                utils::IteratorType::parallel);
@@ -307,11 +323,10 @@ struct TensorParallelPass
                b, loc, type, ValueRange{a, c}, ValueRange{empty},
                ArrayRef<AffineMap>{id, id, id}, iterators,
                [&](OpBuilder &nb, Location nloc, ValueRange args) {
-                 Value sum =
-                     isFloat ? Value(arith::AddFOp::create(nb, nloc, args[0],
-                                                           args[1]))
-                             : Value(arith::AddIOp::create(nb, nloc, args[0],
-                                                           args[1]));
+                 Value sum = isFloat ? Value(arith::AddFOp::create(
+                                           nb, nloc, args[0], args[1]))
+                                     : Value(arith::AddIOp::create(
+                                           nb, nloc, args[0], args[1]));
                  linalg::YieldOp::create(nb, nloc, sum);
                })
         .getResult(0);
@@ -322,21 +337,22 @@ struct TensorParallelPass
       return visitOther(tp, op);
     // A sharded value read inside the payload (an embedding's
     // tensor.extract) would be indexed globally.
-    WalkResult captured = op->walk([&](Operation *inner) {
-      if (inner == op.getOperation())
-        return WalkResult::advance();
-      for (Value v : inner->getOperands())
-        if (shardingOf(tp, v).isSharded()) {
-          op->emitError()
-              << "its body reads a value sharded along dim "
-              << shardingOf(tp, v).dim
-              << " over the tensor-parallel axis by global indices (an "
-                 "embedding or gather): such a parameter must be "
-                 "tp_replicate";
-          return WalkResult::interrupt();
-        }
-      return WalkResult::advance();
-    });
+    WalkResult captured =
+        op->walk([&](Operation *inner) {
+          if (inner == op.getOperation())
+            return WalkResult::advance();
+          for (Value v : inner->getOperands())
+            if (shardingOf(tp, v).isSharded()) {
+              op->emitError()
+                  << "its body reads a value sharded along dim "
+                  << shardingOf(tp, v).dim
+                  << " over the tensor-parallel axis by global indices (an "
+                     "embedding or gather): such a parameter must be "
+                     "tp_replicate";
+              return WalkResult::interrupt();
+            }
+          return WalkResult::advance();
+        });
     if (captured.wasInterrupted())
       return failure();
     SmallVector<AffineMap> maps = op.getIndexingMapsArray();
@@ -362,8 +378,8 @@ struct TensorParallelPass
       if (loop && *loop != dimExpr.getPosition())
         return op->emitError()
                << "ambiguous tensor-parallel sharding: operand #"
-               << first->getOperandNumber() << " is split along loop d"
-               << *loop << " and operand #" << operand.getOperandNumber()
+               << first->getOperandNumber() << " is split along loop d" << *loop
+               << " and operand #" << operand.getOperandNumber()
                << " along loop d" << dimExpr.getPosition()
                << "; one of them must be gathered or replicated first";
       loop = dimExpr.getPosition();
@@ -450,8 +466,8 @@ struct TensorParallelPass
                   "it is produced";
       operands.push_back(local);
     }
-    bool reduction = op.getIteratorTypesArray()[*loop] ==
-                     utils::IteratorType::reduction;
+    bool reduction =
+        op.getIteratorTypesArray()[*loop] == utils::IteratorType::reduction;
     // A sum along the sharded loop into a value (a residual, a bias, an
     // earlier gradient): each rank sums from zero, and the value is added
     // once, after the all-reduce.
@@ -460,8 +476,8 @@ struct TensorParallelPass
       for (OpOperand &init : op.getDpsInitsMutable()) {
         unsigned i = init.getOperandNumber() - op.getNumDpsInputs();
         std::optional<ReduceKind> kind = combinerOf(op, i);
-        if (kind != ReduceKind::sum ||
-            !op.payloadUsesValueFromOperand(&init) || isZero(init.get()))
+        if (kind != ReduceKind::sum || !op.payloadUsesValueFromOperand(&init) ||
+            isZero(init.get()))
           continue;
         Value original = operands[init.getOperandNumber()];
         auto type = cast<RankedTensorType>(original.getType());
@@ -496,9 +512,9 @@ struct TensorParallelPass
                << "result #" << i << " reduces along the tensor-parallel loop d"
                << *loop << " with a combiner that is not a sum, max or min";
       b.setInsertionPointAfter(local);
-      Value partial = castFloatElements(b, op.getLoc(), replacement,
-                                        *kind == ReduceKind::sum ? reduceType
-                                                                 : Type());
+      Value partial =
+          castFloatElements(b, op.getLoc(), replacement,
+                            *kind == ReduceKind::sum ? reduceType : Type());
       Value reduced =
           AllReduceOp::create(b, op.getLoc(), partial.getType(), partial,
                               tp.meshRef, b.getStrArrayAttr({tp.axis}),
@@ -590,8 +606,7 @@ struct TensorParallelPass
   /// A slice, insertion or concatenation keeps a sharded dim that it
   /// takes whole: offset 0, the full size, stride 1 along it.
   static bool takesWhole(ArrayRef<int64_t> offsets, ArrayRef<int64_t> sizes,
-                         ArrayRef<int64_t> strides, int64_t dim,
-                         int64_t size) {
+                         ArrayRef<int64_t> strides, int64_t dim, int64_t size) {
     return offsets[dim] == 0 && sizes[dim] == size && strides[dim] == 1;
   }
 
@@ -639,12 +654,12 @@ struct TensorParallelPass
                                 "partitioned";
     int64_t dim = src.isSharded() ? src.dim : dst.dim;
     if ((src.isSharded() && dst.isSharded() && src.dim != dst.dim))
-      return op->emitError() << "ambiguous tensor-parallel sharding: the "
-                                "source is sharded along dim "
-                             << src.dim << " and the destination along dim "
-                             << dst.dim;
-    int64_t global = op.getResultType().getDimSize(dim) *
-                     (dst.isSharded() ? tp.size : 1);
+      return op->emitError()
+             << "ambiguous tensor-parallel sharding: the "
+                "source is sharded along dim "
+             << src.dim << " and the destination along dim " << dst.dim;
+    int64_t global =
+        op.getResultType().getDimSize(dim) * (dst.isSharded() ? tp.size : 1);
     if (!takesWhole(op.getStaticOffsets(), op.getStaticSizes(),
                     op.getStaticStrides(), dim, global))
       return op->emitError()
@@ -664,10 +679,9 @@ struct TensorParallelPass
     OpBuilder b(op);
     SmallVector<OpFoldResult> sizes = op.getMixedSizes();
     sizes[dim] = b.getIndexAttr(global / tp.size);
-    auto insert =
-        tensor::InsertSliceOp::create(b, op.getLoc(), source, dest,
-                                      op.getMixedOffsets(), sizes,
-                                      op.getMixedStrides());
+    auto insert = tensor::InsertSliceOp::create(b, op.getLoc(), source, dest,
+                                                op.getMixedOffsets(), sizes,
+                                                op.getMixedStrides());
     tp.shardings[insert.getResult()] = Sharding{dim};
     ++numShardedOps;
     op.getResult().replaceAllUsesWith(insert.getResult());
@@ -718,14 +732,15 @@ struct TensorParallelPass
     for (OpOperand &operand : ret->getOpOperands()) {
       unsigned r = operand.getOperandNumber();
       Sharding need;
-      if (auto gradOf = func.getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName))
+      if (auto gradOf =
+              func.getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName))
         if (gradOf.getInt() >= 0 && gradOf.getInt() < func.getNumArguments())
           need = shardingOf(tp, func.getArgument(gradOf.getInt()));
       Sharding have = shardingOf(tp, operand.get());
       if (have == need)
         continue;
-      Value local = need.isSharded() ? localCopy(tp, operand.get(), need.dim)
-                                     : Value();
+      Value local =
+          need.isSharded() ? localCopy(tp, operand.get(), need.dim) : Value();
       if (!local)
         return ret->emitError()
                << "result #" << r << " is " << describe(have)
