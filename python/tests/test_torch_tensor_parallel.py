@@ -123,3 +123,24 @@ def test_mesh_and_plan_arguments():
         export_step(module, T.mse_loss, batch, None, mesh="4", tp_plan="auto", verify=False)
     with pytest.raises(ExportError, match="expected dp, shard, replicate or tp"):
         export_step(module, T.mse_loss, batch, None, mesh="dp=2,pp=2", verify=False)
+
+
+@needs_tools
+def test_gpt2_plan_by_hand_dp2_tp2(tmp_path):
+    """GPT-2's Conv1D layers (weight [in, out]): its MLP split by a hand plan,
+    attention replicated (its fused c_attn cannot be split by heads)."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=32, n_positions=16, n_embd=16, n_layer=1, n_head=2)
+    torch.manual_seed(0)
+    module = transformers.GPT2LMHeadModel(config).eval()
+    batch = tokens(2)
+    plan = {"h.*.mlp.c_fc": "colwise", "h.*.mlp.c_proj": "rowwise"}
+    out = str(tmp_path / "gpt2")
+    model = export_step(module, lm_loss, batch, out, mesh="dp=2,tp=2", tp_plan=plan, verify=False)
+    layouts = {p["name"]: p["layout_attr"] for p in model["params"]}
+    assert "tp_shard<1>" in layouts["transformer.h.0.mlp.c_fc.weight"]
+    assert "tp_shard<0>" in layouts["transformer.h.0.mlp.c_proj.weight"]
+    results = run(out, model["config"]["pipeline"])
+    errors = errors_vs_float64(model, module, lm_loss, batch, results, 4)
+    bad = {k: v for k, v in errors.items() if not v <= RTOL}
+    assert not bad, f"relative errors above {RTOL}: {bad}"
