@@ -44,7 +44,8 @@ if [ "${1:-}" = "--quick" ]; then
     -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=address,undefined" \
     -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=address,undefined" \
     "${launcher[@]}" >/dev/null
-  targets=(fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests NpyTest LayoutMathTest)
+  targets=(fsdprt_tests fsdprt_c_api_test fsdprt_quant_unittests NpyTest LayoutMathTest
+           ArenaPackingTest)
   if grep -q '^fsdprt_mpi_tests:' <<<"$(ninja -C "$dir" -t targets all)"; then
     targets+=(fsdprt_mpi_tests fsdprt_mpi_startup_test)
   fi
