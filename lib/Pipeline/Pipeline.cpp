@@ -196,7 +196,8 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
 // contractions into BLAS calls (docs/COMPUTE.md).
 
 void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
-                                           ComputeMode compute) {
+                                           ComputeMode compute,
+                                           bool fuseAttention) {
   // Outlining comes first: the tensor-level passes after it (elementwise to
   // linalg, the fast path's folding and fusion) then run on the deduplicated
   // segment functions, about ten for a transformer of any depth, instead of
@@ -212,6 +213,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // the device work before it (the loss all-reduce, for the whole backward).
   if (compute == ComputeMode::Gpu)
     pm.addPass(createFSDPGpuAsyncCollectives());
+  // Attention as the fused kernels, on the whole step: its forward and
+  // backward are matched together, before segments separate them.
+  if (compute == ComputeMode::Gpu && fuseAttention)
+    pm.addPass(createFSDPGpuFuseAttention());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // compute=gpu folds and fuses as the fast path does: a fused chain is one
@@ -382,7 +387,7 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
 
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
                                       bool arena, const FSDPGpuOptions &gpu) {
-  populateFSDPTensorCompute(pm, compute);
+  populateFSDPTensorCompute(pm, compute, gpu.fuseAttention);
   // A compute=gpu step's arena is the rank's device arena (fsdprt_gpu_arena).
   populateFSDPBufferization(pm, arena, compute == ComputeMode::Gpu);
   populateFSDPRuntimeCalls(pm, compute);
@@ -431,6 +436,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
       createFSDPEarlyDealloc(),      createFSDPAssignBuffers(),
       createFSDPLowerIfs(),          createFSDPGpuAsyncCollectives(),
+      createFSDPGpuFuseAttention(),
       createFSDPLinalgToCublas(),    createFSDPGpuKernels(),
       createFSDPGpuDeviceMemory(),   createFSDPGpuMergeModules(),
       createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit(),

@@ -521,6 +521,58 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPGpuFuseAttention : Pass<"fsdp-gpu-fuse-attention", "ModuleOp"> {
+  let summary = "Replace attention's scores, softmax and products, forward "
+                "and backward, by the runtime's fused attention kernels "
+                "(compute=gpu)";
+  let description = [{
+    Recognizes, on tensors before the segments are outlined, the attention
+    chains the frontends export and replaces each by calls of the runtime's
+    FlashAttention kernels (`fsdprt_gpu_attention_fwd_f32 / _bf16`,
+    `fsdprt_gpu_attention_bwd_f32 / _bf16`, docs/GPU.md "Fused
+    attention"): no `T x T` scores or probabilities are materialized.
+
+    - The generator's attention (`fsdp_mlir.gen transformer --attention`):
+      `[batch, seq, dim]` scores `q k^T`, a row maximum, `exp((s - max) *
+      scale)`, its row sum and the quotient, then `P V`; causal when the
+      maximum and the exponential skip `j > i`. Its hand-written backward
+      (`dP = dO V^T`, `dV = P^T dO`, `dS = P (dP - rowsum(dP P)) scale`,
+      `dQ = dS K`, `dK = dS^T Q`) is replaced together with it.
+    - The PyTorch frontend's `scaled_dot_product_attention` (math backend):
+      `[batch * heads]` batch matmuls of `sqrt(scale)`-scaled Q and K, an
+      optional additive mask (the causal `[T, T]` mask of `is_causal`
+      becomes the kernels' causal flag), the softmax with torch's
+      `_safe_softmax` guard, `P V`, and autograd's backward of the same.
+
+    The forward returns the row log-sum-exp (`[batch, heads, T]`, f32),
+    which the backward takes in place of the probabilities (across the
+    forward/backward boundary of a segmented step). Under fsdp-autocast the
+    chain's operands are bf16 and the `_bf16` kernels run (f32 arithmetic).
+    A chain is fused only when every intermediate is used by the chain
+    alone, the scale is a positive constant, the head dimension has a
+    kernel (16, 32, 64, 96, 128) and Q, K, V share one element type (f32 or
+    bf16); anything else stays as it is (with `report`, a remark says why).
+    Each call is in a private function of its own (marked `fsdp.segment`)
+    that takes and returns tensors, so bufferization allocates its outputs
+    and keeps its inputs alive until it returns.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per fused chain, and per attention-like chain "
+           "left unfused with the reason">
+  ];
+  let statistics = [
+    Statistic<"numForward", "forward", "Attention forwards fused">,
+    Statistic<"numBackward", "backward", "Attention backwards fused">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::bufferization::BufferizationDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FSDPGpuAsyncCollectives : Pass<"fsdp-gpu-async-collectives", "ModuleOp"> {
   let summary = "Make every blocking tensor collective a start and a wait, so "
                 "that no collective blocks the host (compute=gpu)";

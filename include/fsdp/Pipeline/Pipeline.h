@@ -50,6 +50,9 @@ struct FSDPGpuOptions {
   std::string costReport;
   /// The cost report as JSON.
   bool costReportJson = false;
+  /// Replace attention chains by the fused kernels
+  /// (fsdp-gpu-fuse-attention).
+  bool fuseAttention = true;
 };
 
 /// The pipeline options of compute=gpu, shared by both pipelines.
@@ -89,6 +92,11 @@ struct FSDPGpuOptions {
       *this, "gpu-cost-report-json",                                           \
       llvm::cl::desc("compute=gpu: the cost report as JSON"),                  \
       llvm::cl::init(FSDPGpuOptions().costReportJson)};                        \
+  Option<bool> gpuFuseAttention{                                               \
+      *this, "gpu-fuse-attention",                                             \
+      llvm::cl::desc("compute=gpu: replace attention chains by the fused "     \
+                     "attention kernels (fsdp-gpu-fuse-attention)"),           \
+      llvm::cl::init(FSDPGpuOptions().fuseAttention)};                         \
   FSDPGpuOptions gpuOptions() const {                                          \
     FSDPGpuOptions o;                                                          \
     o.chip = gpuChip;                                                          \
@@ -99,6 +107,7 @@ struct FSDPGpuOptions {
     o.emulation = gpuEmulation;                                                \
     o.costReport = gpuCostReport;                                              \
     o.costReportJson = gpuCostReportJson;                                      \
+    o.fuseAttention = gpuFuseAttention;                                        \
     return o;                                                                  \
   }
 
@@ -312,8 +321,10 @@ void populateFSDPOptimizer(OpPassManager &pm,
                            const FSDPPipelineOptions &options);
 
 /// Outline segments, elementwise ops to linalg, and with compute=fast fold
-/// transposes and fuse elementwise ops (on tensors).
-void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute);
+/// transposes and fuse elementwise ops (on tensors). With compute=gpu and
+/// `fuseAttention`, attention chains become the fused kernels first.
+void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute,
+                               bool fuseAttention = true);
 /// One-shot bufferization and deallocation (early frees, then the
 /// ownership-based rest), and with `arena` the buffer assignment. With
 /// `deviceArena` (compute=gpu) the arena is the rank's device arena: no

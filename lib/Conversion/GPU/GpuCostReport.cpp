@@ -132,6 +132,9 @@ const GpuCeilings *lookupGpu(StringRef key) {
 
 /// The fraction of the GPU's peak that the ideal assumes.
 constexpr double kIdealFlopFraction = 0.7, kIdealBandwidthFraction = 0.8;
+/// The fraction of the FP32 peak the fused attention kernels' f32 products
+/// (fmaf from shared memory) are assumed to reach; unmeasured.
+constexpr double kAttentionFp32Fraction = 0.5;
 /// The output tile whose count sets a gemm's wave efficiency.
 constexpr int64_t kGemmTile = 128;
 
@@ -680,6 +683,61 @@ struct FSDPGpuCostReportPass
     return c;
   }
 
+  /// The fused attention kernels (fsdp-gpu-fuse-attention): the forward
+  /// reads Q, K, V and writes O and the row log-sum-exp; the backward (three
+  /// launches) reads Q, K, V, O, dO and the log-sum-exp and writes dQ, dK,
+  /// dV. Products run on the CUDA cores in f32 (no tensor cores): 4 x B H
+  /// Tq Tk d FLOPs forward, 14 x backward (the scores recomputed twice),
+  /// half of it under a causal mask; nothing of size T x T is stored.
+  std::optional<OpCost> costAttention(func::CallOp call, bool backward,
+                                      bool bf16) {
+    unsigned n = call.getNumOperands();
+    unsigned dims = backward ? 14 : 10;
+    if (n != (backward ? 21u : 17u)) {
+      warnOnce(call, "cannot cost an attention call with " + Twine(n) +
+                         " operands");
+      return std::nullopt;
+    }
+    std::array<std::optional<int64_t>, 5> d;
+    for (unsigned i = 0; i < 5; ++i)
+      d[i] = constantInt(call.getOperand(dims + i));
+    std::optional<int64_t> causal = constantInt(call.getOperand(n - 1));
+    if (!d[0] || !d[1] || !d[2] || !d[3] || !d[4] || !causal) {
+      warnOnce(call, "cannot cost an attention call whose shapes are not "
+                     "constants");
+      return std::nullopt;
+    }
+    double bh = double(*d[0]) * double(*d[1]), tq = *d[2], tk = *d[3],
+           hd = *d[4];
+    double eb = bf16 ? 2 : 4;
+    double pairs = bh * tq * tk * (*causal ? 0.5 : 1.0);
+    OpCost c;
+    c.kind = Kind::Launch;
+    c.name = call.getCallee().str();
+    c.flops = (backward ? 14 : 4) * pairs * hd;
+    double qo = bh * tq * hd * eb, kv = bh * tk * hd * eb, lse = bh * tq * 4;
+    // Backward: Q, O, dO, dQ; K, V, dK, dV; lse read twice, delta written.
+    c.bytes = backward ? 4 * qo + 4 * kv + 3 * lse : 2 * qo + 2 * kv + lse;
+    double launches = backward ? 3 : 1;
+    double tCompute = c.flops / (kAttentionFp32Fraction * g->fp32Peak);
+    double tBandwidth = c.bytes / g->copyBytesPerS;
+    c.seconds = launches * g->launchS + std::max(tCompute, tBandwidth);
+    c.idealSeconds =
+        c.flops / (kIdealFlopFraction * (bf16 ? g->bf16Peak : g->fp32Peak));
+    std::string why;
+    llvm::raw_string_ostream os(why);
+    os << llvm::format("batch x heads %.0f, tq %.0f, tk %.0f, d %.0f", bh, tq,
+                       tk, hd)
+       << (*causal ? ", causal" : "") << ", " << launches
+       << (backward ? " launches" : " launch")
+       << ", f32 CUDA-core products at "
+       << llvm::format("%.0f", 100 * kAttentionFp32Fraction)
+       << "% of the FP32 peak, "
+       << (tCompute >= tBandwidth ? "compute-bound" : "bandwidth-bound");
+    c.why = why;
+    return c;
+  }
+
   /// A buffer that lives on the host (a host copy's end).
   static bool isHostBuffer(Value v) {
     Value root = rootBuffer(v);
@@ -912,6 +970,14 @@ struct FSDPGpuCostReportPass
       if (std::optional<OpCost> c =
               costGemm(call, callee != "fsdprt_gpu_gemm_f32",
                        callee == "fsdprt_gpu_gemm_bf16_f32"))
+        add(call, count, *c);
+      return;
+    }
+    if (callee.starts_with("fsdprt_gpu_attention_fwd_") ||
+        callee.starts_with("fsdprt_gpu_attention_bwd_")) {
+      if (std::optional<OpCost> c =
+              costAttention(call, callee.contains("_bwd_"),
+                            callee.ends_with("_bf16")))
         add(call, count, *c);
       return;
     }
