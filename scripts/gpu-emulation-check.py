@@ -12,7 +12,8 @@ generated inputs: the GPU step on the emulated libfsdprt
 (build/lib/cuda-emulation, one emulated GPU per rank, NCCL collectives on
 device buffers), the CPU step on the threads backend. A step passes when
 every result agrees within the tolerance (fp32: 1e-5 of the largest
-magnitude; steps with 16-bit parameters or compute: 1e-2). Prints one line
+magnitude; steps with 16-bit parameters: 1e-2, computing in 16 bits:
+2e-2). Prints one line
 per step and a summary; exits 1 if a step fails, 77 (skipped) when the
 emulated runtime was not built.
 """
@@ -46,11 +47,21 @@ with_compute = KERNEL_CHECK.with_compute
 
 
 def tolerance(gen, options):
-    """1e-2 for steps with 16-bit parameters or compute, else 1e-5."""
+    """2e-2 for steps that compute in 16 bits (param-dtype=bf16/f16 runs
+    fsdp-autocast: the GPU's fused attention keeps the scores and
+    probabilities in f32 where the CPU path rounds them to bf16, a few bf16
+    roundings apart), 1e-2 for other steps with 16-bit parameters or
+    reductions, else 1e-5."""
+    values = {
+        o.split("=", 1)[0]: o.split("=", 1)[1] for o in options.split() if "=" in o
+    }
+    if values.get("param-dtype") in ("bf16", "f16") and values.get(
+        "mixed-precision"
+    ) != "traffic":
+        return 2e-2
     low = any(
-        o.split("=", 1)[1] in ("bf16", "f16")
-        for o in options.split()
-        if o.startswith(("param-dtype=", "compute-dtype=", "reduce-dtype="))
+        values.get(k) in ("bf16", "f16")
+        for k in ("param-dtype", "compute-dtype", "reduce-dtype")
     )
     return (
         1e-2 if low or "bf16" in shlex.split(gen) or "f16" in shlex.split(gen) else 1e-5

@@ -436,11 +436,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
       createFSDPEarlyDealloc(),      createFSDPAssignBuffers(),
       createFSDPLowerIfs(),          createFSDPGpuAsyncCollectives(),
-      createFSDPGpuFuseAttention(),
-      createFSDPLinalgToCublas(),    createFSDPGpuKernels(),
-      createFSDPGpuDeviceMemory(),   createFSDPGpuMergeModules(),
-      createFSDPGpuStreamOrder(),    createFSDPGpuCheckToolkit(),
-      createFSDPGpuHostKernels(),    createFSDPGpuCostReport()};
+      createFSDPGpuFuseAttention(),  createFSDPLinalgToCublas(),
+      createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
+      createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
+      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels(),
+      createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -694,8 +694,8 @@ struct FSDPGpuCostReportPass
     unsigned n = call.getNumOperands();
     unsigned dims = backward ? 14 : 10;
     if (n != (backward ? 21u : 17u)) {
-      warnOnce(call, "cannot cost an attention call with " + Twine(n) +
-                         " operands");
+      warnOnce(call,
+               "cannot cost an attention call with " + Twine(n) + " operands");
       return std::nullopt;
     }
     std::array<std::optional<int64_t>, 5> d;
@@ -728,8 +728,8 @@ struct FSDPGpuCostReportPass
     llvm::raw_string_ostream os(why);
     os << llvm::format("batch x heads %.0f, tq %.0f, tk %.0f, d %.0f", bh, tq,
                        tk, hd)
-       << (*causal ? ", causal" : "") << ", " << launches
-       << (backward ? " launches" : " launch")
+       << (*causal ? ", causal" : "")
+       << (backward ? ", 3 launches" : ", 1 launch")
        << ", f32 CUDA-core products at "
        << llvm::format("%.0f", 100 * kAttentionFp32Fraction)
        << "% of the FP32 peak, "
@@ -975,9 +975,8 @@ struct FSDPGpuCostReportPass
     }
     if (callee.starts_with("fsdprt_gpu_attention_fwd_") ||
         callee.starts_with("fsdprt_gpu_attention_bwd_")) {
-      if (std::optional<OpCost> c =
-              costAttention(call, callee.contains("_bwd_"),
-                            callee.ends_with("_bf16")))
+      if (std::optional<OpCost> c = costAttention(
+              call, callee.contains("_bwd_"), callee.ends_with("_bf16")))
         add(call, count, *c);
       return;
     }

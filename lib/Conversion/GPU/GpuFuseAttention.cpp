@@ -87,8 +87,7 @@ Value yielded(linalg::GenericOp g) {
 
 /// A binary op of type OpTy whose operands `a` and `b` match, in either
 /// order.
-template <typename OpTy>
-bool commutes(Value v, ValueTest a, ValueTest b) {
+template <typename OpTy> bool commutes(Value v, ValueTest a, ValueTest b) {
   auto op = v.getDefiningOp<OpTy>();
   if (!op)
     return false;
@@ -97,8 +96,7 @@ bool commutes(Value v, ValueTest a, ValueTest b) {
 }
 
 /// A binary op of type OpTy with operands `a` then `b`.
-template <typename OpTy>
-bool ordered(Value v, ValueTest a, ValueTest b) {
+template <typename OpTy> bool ordered(Value v, ValueTest a, ValueTest b) {
   auto op = v.getDefiningOp<OpTy>();
   return op && a(op->getOperand(0)) && b(op->getOperand(1));
 }
@@ -295,8 +293,7 @@ LogicalResult checkOperands(Attention &a, Miss &m, Operation *at) {
   if (!(e.isF32() || e.isBF16()) || kt.getElementType() != e ||
       vt.getElementType() != e ||
       (a.dout && cast<ShapedType>(a.dout.getType()).getElementType() != e))
-    return miss(m, at,
-                "Q, K, V (and dO) are not all f32 or all bf16"),
+    return miss(m, at, "Q, K, V (and dO) are not all f32 or all bf16"),
            failure();
   a.element = e;
   ArrayRef<int64_t> qs = qt.getShape(), ks = kt.getShape();
@@ -348,8 +345,7 @@ FailureOr<Attention> matchGenerator(linalg::GenericOp s, Miss &m) {
     else
       return failure();
   }
-  if (!max || !exp ||
-      !hasForm(max, 1, {{0, 1, 2}, {0, 1}}, "ppr") ||
+  if (!max || !exp || !hasForm(max, 1, {{0, 1, 2}, {0, 1}}, "ppr") ||
       fillValue(max.getDpsInits()[0]) != -INFINITY)
     return failure();
   bool maxCausal;
@@ -392,8 +388,7 @@ FailureOr<Attention> matchGenerator(linalg::GenericOp s, Miss &m) {
           [&](Value c) { return (scale = constantFloat(c)).has_value(); }))
     return failure();
   if (maxCausal != expCausal)
-    return miss(m, exp,
-                "the row maximum and the exponential mask differently");
+    return miss(m, exp, "the row maximum and the exponential mask differently");
   a.causal = expCausal;
   a.scale = *scale;
   // The row sum and the quotient.
@@ -450,8 +445,9 @@ FailureOr<Attention> matchGenerator(linalg::GenericOp s, Miss &m) {
   a.v = pv.getDpsInputs()[1];
   a.out = pv->getResult(0);
   a.forwardAt = pv;
-  for (Operation *op : {s.getOperation(), max.getOperation(), exp.getOperation(),
-                        sum.getOperation(), div.getOperation(), pv.getOperation()})
+  for (Operation *op :
+       {s.getOperation(), max.getOperation(), exp.getOperation(),
+        sum.getOperation(), div.getOperation(), pv.getOperation()})
     a.chain.insert(op);
   if (probUsers.size() == 1) {
     // A forward alone (no backward reads P).
@@ -482,16 +478,14 @@ FailureOr<Attention> matchGenerator(linalg::GenericOp s, Miss &m) {
       rdIdx = i;
   }
   std::optional<double> backScale;
-  if (pIdx < 0 || dpIdx < 0 || rdIdx < 0 || dpIdx == 2 ||
-      pIdx == 2 || rdIdx != 2 ||
+  if (pIdx < 0 || dpIdx < 0 || rdIdx < 0 || dpIdx == 2 || pIdx == 2 ||
+      rdIdx != 2 ||
       !commutes<arith::MulFOp>(
           yielded(ds),
           [&](Value x) {
-            return commutes<arith::MulFOp>(
-                x, arg(ds, pIdx), [&](Value d) {
-                  return ordered<arith::SubFOp>(d, arg(ds, dpIdx),
-                                                arg(ds, rdIdx));
-                });
+            return commutes<arith::MulFOp>(x, arg(ds, pIdx), [&](Value d) {
+              return ordered<arith::SubFOp>(d, arg(ds, dpIdx), arg(ds, rdIdx));
+            });
           },
           [&](Value c) { return (backScale = constantFloat(c)).has_value(); }))
     return miss(m, ds, "the backward's dS is not P (dP - rowsum(dP P)) scale");
@@ -523,11 +517,13 @@ FailureOr<Attention> matchGenerator(linalg::GenericOp s, Miss &m) {
   a.dq = dq->getResult(0);
   a.dk = dk->getResult(0);
   a.dv = dv->getResult(0);
-  a.backwardAt = dp->isBeforeInBlock(dv) ? dp.getOperation() : dv.getOperation();
+  a.backwardAt =
+      dp->isBeforeInBlock(dv) ? dp.getOperation() : dv.getOperation();
   if (!pv->isBeforeInBlock(a.backwardAt))
     return miss(m, pv, "the backward starts before the forward's P V");
-  for (Operation *op : {dp.getOperation(), dv.getOperation(), rowdot.getOperation(),
-                        ds.getOperation(), dq.getOperation(), dk.getOperation()})
+  for (Operation *op :
+       {dp.getOperation(), dv.getOperation(), rowdot.getOperation(),
+        ds.getOperation(), dq.getOperation(), dk.getOperation()})
     a.chain.insert(op);
   a.chain.insert(casts.begin(), casts.end());
   return a;
@@ -654,7 +650,8 @@ bool isCausalMask(Value mask) {
   IntegerAttr zero;
   if (!pred || pred.getPredicate() != arith::CmpIPredicate::sle ||
       !isArg(pred.getLhs(), cmp, 0) ||
-      !matchPattern(pred.getRhs(), m_Constant(&zero)) || !zero.getValue().isZero())
+      !matchPattern(pred.getRhs(), m_Constant(&zero)) ||
+      !zero.getValue().isZero())
     return false;
   auto diff = cmp.getDpsInputs()[0].getDefiningOp<linalg::GenericOp>();
   if (!diff || !hasForm(diff, 2, {{kUnit, 1}, {0, kUnit}, {0, 1}}, "pp") ||
@@ -769,7 +766,8 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   for (Operation *u : scores.getUsers()) {
     auto g = dyn_cast<linalg::GenericOp>(u);
     if (g && g.getNumDpsInputs() == 1 && g.getNumDpsInits() >= 1 &&
-        g.getIteratorTypesArray().back() == utils::IteratorType::reduction && !max)
+        g.getIteratorTypesArray().back() == utils::IteratorType::reduction &&
+        !max)
       max = g;
     else if (g && g.getNumDpsInputs() == 2 && !sub)
       sub = g;
@@ -780,7 +778,8 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   }
   if (!max || !sub)
     return failure();
-  if (max.getNumDpsInits() > 2 || fillValue(max.getDpsInits()[0]) != -INFINITY ||
+  if (max.getNumDpsInits() > 2 ||
+      fillValue(max.getDpsInits()[0]) != -INFINITY ||
       max.getIndexingMapsArray()[0] !=
           AffineMap::getMultiDimIdentityMap(4, max.getContext()) ||
       !isMaximum(max.getBody()->getTerminator()->getOperand(0), arg(max, 0),
@@ -789,10 +788,9 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
     return failure();
   tensor::ExpandShapeOp maxExpand;
   if (max->getResult(0).hasOneUse())
-    maxExpand = dyn_cast<tensor::ExpandShapeOp>(
-        *max->getResult(0).getUsers().begin());
-  if (!maxExpand ||
-      !hasForm(sub, 2, {id, rowUnit, id}, "pppp") ||
+    maxExpand =
+        dyn_cast<tensor::ExpandShapeOp>(*max->getResult(0).getUsers().begin());
+  if (!maxExpand || !hasForm(sub, 2, {id, rowUnit, id}, "pppp") ||
       sub.getDpsInputs()[0] != scores ||
       sub.getDpsInputs()[1] != maxExpand.getResult() ||
       !ordered<arith::SubFOp>(yielded(sub), arg(sub, 0), arg(sub, 1)))
@@ -824,10 +822,11 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
       !ordered<arith::DivFOp>(yielded(div), arg(div, 0), arg(div, 1)) ||
       !sum->getResult(0).hasOneUse())
     return miss(m, exp, "the softmax is not exp / rowsum(exp)");
-  for (Operation *op : {s.getOperation(), s4.getOperation(), max.getOperation(),
-                        maxExpand.getOperation(), sub.getOperation(),
-                        exp.getOperation(), sum.getOperation(), div.getOperation(),
-                        qc.getOperation(), kc.getOperation()})
+  for (Operation *op :
+       {s.getOperation(), s4.getOperation(), max.getOperation(),
+        maxExpand.getOperation(), sub.getOperation(), exp.getOperation(),
+        sum.getOperation(), div.getOperation(), qc.getOperation(),
+        kc.getOperation()})
     a.chain.insert(op);
   a.chain.insert(qc.getSrc().getDefiningOp());
   a.chain.insert(kc.getSrc().getDefiningOp());
@@ -842,8 +841,7 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
       guard = dyn_cast<linalg::GenericOp>(*p.getUsers().begin());
     auto cmp = isNegInf ? yielded(isNegInf).getDefiningOp<arith::CmpFOp>()
                         : arith::CmpFOp();
-    if (!all || !guard || !cmp ||
-        !hasForm(isNegInf, 1, {id, id}, "pppp") ||
+    if (!all || !guard || !cmp || !hasForm(isNegInf, 1, {id, id}, "pppp") ||
         cmp.getPredicate() != arith::CmpFPredicate::OEQ ||
         !isArg(cmp.getLhs(), isNegInf, 0) ||
         constantFloat(cmp.getRhs()) != -INFINITY ||
@@ -994,7 +992,8 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   a.dkForm = Attention::Form::Transposed;
   a.dv = dv->getResult(0);
   a.dvForm = Attention::Form::Collapsed;
-  a.backwardAt = dv->isBeforeInBlock(dp) ? dv.getOperation() : dp.getOperation();
+  a.backwardAt =
+      dv->isBeforeInBlock(dp) ? dv.getOperation() : dp.getOperation();
   if (pcT->isBeforeInBlock(a.backwardAt))
     a.backwardAt = pcT;
   if (vcT->isBeforeInBlock(a.backwardAt))
@@ -1005,11 +1004,12 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
                    !doutDef->isBeforeInBlock(a.backwardAt))))
     return miss(m, pv, "the backward starts before the forward's P V");
   for (Operation *op :
-       {pcT.getOperation(), dv.getOperation(), vcT.getOperation(), dp.getOperation(),
-        dp4.getOperation(), pdp.getOperation(), rs.getOperation(), prs.getOperation(),
-        ds.getOperation(), dsc.getOperation(), qcT.getOperation(), kcT.getOperation(),
-        dkT.getOperation(), dq.getOperation(), dq4.getOperation(), dkT4.getOperation(),
-        dqScale.getOperation(), dkScale.getOperation()})
+       {pcT.getOperation(), dv.getOperation(), vcT.getOperation(),
+        dp.getOperation(), dp4.getOperation(), pdp.getOperation(),
+        rs.getOperation(), prs.getOperation(), ds.getOperation(),
+        dsc.getOperation(), qcT.getOperation(), kcT.getOperation(),
+        dkT.getOperation(), dq.getOperation(), dq4.getOperation(),
+        dkT4.getOperation(), dqScale.getOperation(), dkScale.getOperation()})
     a.chain.insert(op);
   a.chain.insert(casts.begin(), casts.end());
   return a;
@@ -1049,9 +1049,9 @@ struct Emitter {
     llvm::raw_string_ostream os(s);
     os << (backward ? "bwd" : "fwd") << a.q.getType() << a.k.getType()
        << a.v.getType() << (a.mask ? a.mask.getType() : Type()) << ' '
-       << a.maskStrides[0] << ',' << a.maskStrides[1] << ','
-       << a.maskStrides[2] << ',' << a.maskStrides[3] << ' ' << a.causal
-       << ' ' << llvm::formatv("{0:e}", a.scale);
+       << a.maskStrides[0] << ',' << a.maskStrides[1] << ',' << a.maskStrides[2]
+       << ',' << a.maskStrides[3] << ' ' << a.causal << ' '
+       << llvm::formatv("{0:e}", a.scale);
     return s;
   }
 
@@ -1067,8 +1067,8 @@ struct Emitter {
     auto qt = cast<RankedTensorType>(a.q.getType());
     auto kt = cast<RankedTensorType>(a.k.getType());
     auto vt = cast<RankedTensorType>(a.v.getType());
-    auto lse = RankedTensorType::get({a.batch, a.heads, a.tq},
-                                     Float32Type::get(ctx));
+    auto lse =
+        RankedTensorType::get({a.batch, a.heads, a.tq}, Float32Type::get(ctx));
     SmallVector<Type> args = {qt, kt, vt};
     if (a.mask)
       args.push_back(a.mask.getType());
@@ -1113,10 +1113,10 @@ struct Emitter {
     SmallVector<Value> call = {input(entry->getArgument(n++)),
                                input(entry->getArgument(n++)),
                                input(entry->getArgument(n++))};
-    call.push_back(a.mask ? input(entry->getArgument(n++))
-                          : LLVM::ZeroOp::create(
-                                b, loc, LLVM::LLVMPointerType::get(ctx))
-                                .getResult());
+    call.push_back(
+        a.mask ? input(entry->getArgument(n++))
+               : LLVM::ZeroOp::create(b, loc, LLVM::LLVMPointerType::get(ctx))
+                     .getResult());
     for (int64_t stride : a.maskStrides)
       call.push_back(i64(stride));
     if (backward) {
@@ -1178,8 +1178,7 @@ void replace(Value old, Value fresh, Attention::Form form) {
       user->getResult(0).replaceAllUsesWith(fresh);
   if (old.use_empty())
     return;
-  Value wide =
-      arith::ExtFOp::create(b, fresh.getLoc(), old.getType(), fresh);
+  Value wide = arith::ExtFOp::create(b, fresh.getLoc(), old.getType(), fresh);
   old.replaceAllUsesWith(wide);
 }
 
@@ -1259,9 +1258,8 @@ struct FSDPGpuFuseAttentionPass
     replace(a.out, o, a.outForm);
     // Users before definitions: the chain erased from its end.
     SmallVector<Operation *> ops(a.chain.begin(), a.chain.end());
-    llvm::sort(ops, [](Operation *x, Operation *y) {
-      return y->isBeforeInBlock(x);
-    });
+    llvm::sort(
+        ops, [](Operation *x, Operation *y) { return y->isBeforeInBlock(x); });
     // Then what only the chain used (its fills, empty tensors, scalings).
     SmallVector<Operation *> dead;
     for (Operation *op : ops) {
@@ -1275,8 +1273,7 @@ struct FSDPGpuFuseAttentionPass
     while (!dead.empty()) {
       Operation *op = dead.pop_back_val();
       if (!op->use_empty() || !isMemoryEffectFree(op) ||
-          op->hasTrait<OpTrait::ConstantLike>() ||
-          llvm::is_contained(dead, op))
+          op->hasTrait<OpTrait::ConstantLike>() || llvm::is_contained(dead, op))
         continue;
       for (Value v : op->getOperands())
         if (Operation *def = v.getDefiningOp())
