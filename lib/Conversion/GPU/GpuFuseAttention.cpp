@@ -272,6 +272,12 @@ FailureOr<Attention> miss(Miss &m, Operation *at, const Twine &why) {
   return failure();
 }
 
+LogicalResult missed(Miss &m, Operation *at, const Twine &why) {
+  m.at = at;
+  m.why = why.str();
+  return failure();
+}
+
 /// Checks common to every chain: the operand types and the head dim.
 LogicalResult checkOperands(Attention &a, Miss &m, Operation *at) {
   auto qt = dyn_cast<RankedTensorType>(a.q.getType());
@@ -288,35 +294,32 @@ LogicalResult checkOperands(Attention &a, Miss &m, Operation *at) {
   auto vt = dyn_cast<RankedTensorType>(a.v.getType());
   if (!qt || !kt || !vt || !qt.hasStaticShape() || !kt.hasStaticShape() ||
       !vt.hasStaticShape())
-    return miss(m, at, "operands without a static shape"), failure();
+    return missed(m, at, "operands without a static shape");
   Type e = qt.getElementType();
   if (!(e.isF32() || e.isBF16()) || kt.getElementType() != e ||
       vt.getElementType() != e ||
       (a.dout && cast<ShapedType>(a.dout.getType()).getElementType() != e))
-    return miss(m, at, "Q, K, V (and dO) are not all f32 or all bf16"),
-           failure();
+    return missed(m, at, "Q, K, V (and dO) are not all f32 or all bf16");
   a.element = e;
   ArrayRef<int64_t> qs = qt.getShape(), ks = kt.getShape();
   unsigned rank = qs.size();
   if ((rank != 3 && rank != 4) || ks.size() != rank || vt.getShape() != ks ||
       qs.drop_back(2) != ks.drop_back(2) || qs.back() != ks.back() ||
       (a.dout && cast<ShapedType>(a.dout.getType()).getShape() != qs))
-    return miss(m, at, "Q, K, V shapes do not match"), failure();
+    return missed(m, at, "Q, K, V shapes do not match");
   a.batch = qs[0];
   a.heads = rank == 4 ? qs[1] : 1;
   a.tq = qs[rank - 2];
   a.tk = ks[rank - 2];
   a.dim = qs.back();
   if (!llvm::is_contained({16, 32, 64, 96, 128}, a.dim))
-    return miss(m, at,
-                "head dim " + Twine(a.dim) +
-                    " has no fused kernel (16, 32, 64, 96, 128)"),
-           failure();
+    return missed(m, at,
+                  "head dim " + Twine(a.dim) +
+                      " has no fused kernel (16, 32, 64, 96, 128)");
   if (!(a.scale > 0) || !std::isfinite(a.scale))
-    return miss(m, at,
-                "the softmax scale is not a positive constant (" +
-                    llvm::formatv("{0}", a.scale) + ")"),
-           failure();
+    return missed(m, at,
+                  "the softmax scale is not a positive constant (" +
+                      llvm::formatv("{0}", a.scale) + ")");
   return success();
 }
 
@@ -1218,13 +1221,12 @@ struct FSDPGpuFuseAttentionPass
           g->emitRemark() << "attention stays unfused: the chain spans blocks";
         continue;
       }
-      fuse(emit, *a);
-      for (Operation *op : a->chain)
-        erased.insert(op);
+      fuse(emit, *a, erased);
     }
   }
 
-  void fuse(Emitter &emit, Attention &a) {
+  /// Replaces the chain by the calls; every op erased goes into `erased`.
+  void fuse(Emitter &emit, Attention &a, DenseSet<Operation *> &erased) {
     Location loc = a.forwardAt->getLoc();
     if (report) {
       InFlightDiagnostic d = a.forwardAt->emitRemark();
@@ -1268,6 +1270,7 @@ struct FSDPGpuFuseAttentionPass
       for (Value v : op->getOperands())
         if (Operation *def = v.getDefiningOp(); def && !a.chain.contains(def))
           dead.push_back(def);
+      erased.insert(op);
       op->erase();
     }
     while (!dead.empty()) {
@@ -1278,6 +1281,7 @@ struct FSDPGpuFuseAttentionPass
       for (Value v : op->getOperands())
         if (Operation *def = v.getDefiningOp())
           dead.push_back(def);
+      erased.insert(op);
       op->erase();
     }
   }
