@@ -202,13 +202,15 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // linalg, the fast path's folding and fusion) then run on the deduplicated
   // segment functions, about ten for a transformer of any depth, instead of
   // on one step that grows with the model.
-  // One-hot products (the frontend's embedding backward) become scatter-add
-  // loops first on the CPU paths: the loop's summation order is aten's, and
-  // the one-hot matrix is never built. compute=gpu keeps the product (one
-  // cuBLAS gemm): the loop reads token indices on the host, and the GPU
-  // lowering has no scatter kernel yet.
-  if (compute != ComputeMode::Gpu)
-    pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter());
+  // One-hot products (the frontend's embedding backward) become scatter-adds
+  // first: the summation order is aten's, and the one-hot matrix is never
+  // built. On the CPU paths they are loops; compute=gpu gets one
+  // fsdp.scatter_add_rows each (host loops cannot read device buffers),
+  // which fsdp-gpu-scatter-add turns into the runtime's device scatter-add
+  // with the loops' order.
+  FSDPOneHotScatterOptions oneHot;
+  oneHot.device = compute == ComputeMode::Gpu;
+  pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter(oneHot));
   // On a GPU no collective blocks the host: a blocking one would wait for
   // the device work before it (the loss all-reduce, for the whole backward).
   if (compute == ComputeMode::Gpu)
@@ -219,6 +221,9 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
     pm.addPass(createFSDPGpuFuseAttention());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
+  // x ** 3 as multiplications on every path (no __nv_powif in a kernel, no
+  // libm call in a loop), in llvm.powi's order.
+  pm.addNestedPass<func::FuncOp>(createFSDPExpandPowers());
   // compute=gpu folds and fuses as the fast path does: a fused chain is one
   // kernel launch.
   if (compute != ComputeMode::Loops) {
@@ -296,6 +301,7 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
 
 void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
                                         const FSDPGpuOptions &gpu) {
+  pm.addPass(createFSDPGpuScatterAdd());
   FSDPLinalgToCublasOptions cublas;
   cublas.tf32 = gpu.tf32;
   pm.addPass(createFSDPLinalgToCublas(cublas));
@@ -425,21 +431,22 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
   std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),      createFSDPImportShard(),
-      createFSDPRecompute(),         createFSDPPartition(),
-      createFSDPExpandCollectives(), createFSDPQuantizeGathers(),
-      createFSDPBucketCollectives(), createFSDPSchedule(),
-      createFSDPOptimizer(),         createFSDPCommReport(),
-      createFSDPMemoryReport(),      createConvertFSDPToRuntime(),
-      createFSDPFoldTransposes(),    createFSDPFuseElementwise(),
-      createFSDPOneHotScatter(),     createFSDPOutlineSegments(),
-      createFSDPOutlineKernels(),    createFSDPLinalgToBlas(),
-      createFSDPEarlyDealloc(),      createFSDPAssignBuffers(),
-      createFSDPLowerIfs(),          createFSDPGpuAsyncCollectives(),
-      createFSDPGpuFuseAttention(),  createFSDPLinalgToCublas(),
-      createFSDPGpuKernels(),        createFSDPGpuDeviceMemory(),
-      createFSDPGpuMergeModules(),   createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit(),   createFSDPGpuHostKernels(),
+      createFSDPLayoutReport(),        createFSDPImportShard(),
+      createFSDPRecompute(),           createFSDPPartition(),
+      createFSDPExpandCollectives(),   createFSDPQuantizeGathers(),
+      createFSDPBucketCollectives(),   createFSDPSchedule(),
+      createFSDPOptimizer(),           createFSDPCommReport(),
+      createFSDPMemoryReport(),        createConvertFSDPToRuntime(),
+      createFSDPFoldTransposes(),      createFSDPFuseElementwise(),
+      createFSDPExpandPowers(),        createFSDPOneHotScatter(),
+      createFSDPOutlineSegments(),     createFSDPOutlineKernels(),
+      createFSDPLinalgToBlas(),        createFSDPEarlyDealloc(),
+      createFSDPAssignBuffers(),       createFSDPLowerIfs(),
+      createFSDPGpuAsyncCollectives(), createFSDPGpuFuseAttention(),
+      createFSDPGpuScatterAdd(),       createFSDPLinalgToCublas(),
+      createFSDPGpuKernels(),          createFSDPGpuDeviceMemory(),
+      createFSDPGpuMergeModules(),     createFSDPGpuStreamOrder(),
+      createFSDPGpuCheckToolkit(),     createFSDPGpuHostKernels(),
       createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());

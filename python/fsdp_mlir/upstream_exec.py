@@ -36,10 +36,12 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 # without fsdp-one-hot-scatter a one-hot product stays a matrix product (the
 # same sums, with the zero terms); without fsdp-reduction-loops a reduction
 # sums element after element instead of in blocks (the same terms, rounded
-# in another order).
+# in another order); without fsdp-expand-powers a constant power stays
+# llvm.powi (the same products) or a libm powf call (rounded once).
 PROJECT_PASSES = (
     "convert-fsdp-to-runtime",
     "fsdp-one-hot-scatter",
+    "fsdp-expand-powers",
     "fsdp-reduction-loops",
     "fsdp-lower-ifs",
     "fsdp-outline-segments",

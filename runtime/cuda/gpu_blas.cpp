@@ -26,23 +26,18 @@ Status blas_status(fsdprt_gpu_context *ctx, cublasStatus_t rc,
                        cublasGetStatusString(rc)));
 }
 
-// The context's handle, created on first use and bound to its compute
-// stream (cuBLAS then orders every GEMM after the kernels before it).
+// The context's handle, created with the context (blas_create) and bound
+// to its compute stream (cuBLAS then orders every GEMM after the kernels
+// before it); created here only if that failed.
 cublasHandle_t handle(fsdprt_gpu_context *ctx) {
   if (ctx->blas)
     return static_cast<cublasHandle_t>(ctx->blas);
-  cublasHandle_t h = nullptr;
-  cublasStatus_t rc = cublasCreate(&h);
-  if (rc == CUBLAS_STATUS_SUCCESS)
-    rc = cublasSetStream(h, ctx->compute);
-  if (rc != CUBLAS_STATUS_SUCCESS) {
-    fail(ctx, blas_status(ctx, rc, "cublasCreate"));
-    if (h)
-      cublasDestroy(h);
+  Status st = blas_create(ctx);
+  if (!st.ok()) {
+    fail(ctx, st);
     return nullptr;
   }
-  ctx->blas = h;
-  return h;
+  return static_cast<cublasHandle_t>(ctx->blas);
 }
 
 struct Gemm {
@@ -111,10 +106,51 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
 
 } // namespace
 
+// cuBLAS's recommended workspace for Hopper (4 MiB suffices before it).
+// A workspace of the handle's own keeps cuBLAS from allocating one on the
+// stream inside a step (and inside a captured CUDA graph).
+constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
+
+Status fsdprt::gpu::blas_create(fsdprt_gpu_context *ctx) {
+  cublasHandle_t h = nullptr;
+  cublasStatus_t rc = cublasCreate(&h);
+  if (rc == CUBLAS_STATUS_SUCCESS)
+    rc = cublasSetStream(h, ctx->compute);
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    if (h)
+      cublasDestroy(h);
+    return blas_status(ctx, rc, "cublasCreate");
+  }
+#ifndef FSDPRT_CUDA_EMULATION
+  // The emulated cuBLAS needs no workspace.
+  void *workspace = nullptr;
+  cudaError_t err = cudaMalloc(&workspace, kBlasWorkspaceBytes);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    cublasDestroy(h);
+    return cuda_status(err, who(ctx) + ": allocating the cuBLAS workspace");
+  }
+  rc = cublasSetWorkspace(h, workspace, kBlasWorkspaceBytes);
+  if (rc != CUBLAS_STATUS_SUCCESS) {
+    cudaFree(workspace);
+    cublasDestroy(h);
+    return blas_status(ctx, rc, "cublasSetWorkspace");
+  }
+  ctx->blas_workspace = workspace;
+#else
+  (void)kBlasWorkspaceBytes;
+#endif
+  ctx->blas = h;
+  return Status::Ok();
+}
+
 void fsdprt::gpu::blas_destroy(fsdprt_gpu_context *ctx) {
   if (ctx->blas)
     cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
   ctx->blas = nullptr;
+  if (ctx->blas_workspace)
+    cudaFree(ctx->blas_workspace);
+  ctx->blas_workspace = nullptr;
 }
 
 extern "C" {

@@ -288,6 +288,12 @@ Status create_context(int device, std::unique_ptr<fsdprt_gpu_context> *out) {
     fsdprt_gpu_context_destroy(ctx.release());
     return st;
   }
+  // cuBLAS's handle and workspace at load, not inside the first step.
+  st = blas_create(ctx.get());
+  if (!st.ok()) {
+    fsdprt_gpu_context_destroy(ctx.release());
+    return st;
+  }
   *out = std::move(ctx);
   return Status::Ok();
 }

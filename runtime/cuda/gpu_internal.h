@@ -69,7 +69,10 @@ struct fsdprt_gpu_context {
   int device = 0;
   cudaStream_t compute = nullptr;
   cudaStream_t comm = nullptr;
-  void *blas = nullptr; // cublasHandle_t, created on the first GEMM
+  // cublasHandle_t and its workspace, created with the context
+  // (blas_create): a step's first gemm creates nothing.
+  void *blas = nullptr;
+  void *blas_workspace = nullptr;
   fsdprt::gpu::EventPool events;
   fsdprt::gpu::EventPool timed_events{/*timing=*/true};
   // Set when work whose result the host reads (a copy into host memory, a
@@ -155,7 +158,9 @@ bool host_wait(fsdprt_gpu_context *ctx, const char *what);
 void *scratch_named(int64_t bytes, const char *fn);
 // fsdprt_gpu_alloc with the calling entry point's name in its errors.
 void *alloc_named(int64_t bytes, const char *fn);
-// Frees the context's cuBLAS handle (gpu_blas.cpp).
+// Creates the context's cuBLAS handle on its compute stream and gives it a
+// workspace of its own (gpu_blas.cpp); frees them.
+Status blas_create(fsdprt_gpu_context *ctx);
 void blas_destroy(fsdprt_gpu_context *ctx);
 
 } // namespace gpu

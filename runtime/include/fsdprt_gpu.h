@@ -256,6 +256,34 @@ FSDPRT_API void fsdprt_gpu_attention_bwd_bf16(
     uint16_t *dv, int64_t batch, int64_t heads, int64_t tq, int64_t tk,
     int64_t head_dim, float scale, int32_t causal);
 
+/* ---- scatter-add of rows (the embedding backward) ----------------------- */
+/*
+ * output[indices[t], :] += source[t, :] for t = 0 .. tokens - 1, on the
+ * thread context's compute stream: the embedding backward of a compute=gpu
+ * step (fsdp-gpu-scatter-add). Element (t, n) of source is at
+ * source[t * source_token_stride + n * source_col_stride], element (s, n) of
+ * output at output[s * output_slot_stride + n * output_col_stride], index t
+ * at indices[t * index_stride] (index_bits 32: int32_t, 64: int64_t); all
+ * strides in elements. An index outside [0, slots) adds nothing.
+ *
+ * Deterministic, without float atomics: the tokens are sorted by (index,
+ * position) on the device, and each output element is its value plus its
+ * tokens' elements added in token order -- the host loop's sum, bit for bit,
+ * the same from run to run (bf16: rounded to bf16 after each addition).
+ * Allocates next_pow2(tokens) 64-bit keys of stream-ordered scratch; tokens
+ * below 2^31, slots below 2^32 - 1, width at most 2^23.
+ */
+FSDPRT_API void fsdprt_gpu_scatter_add_rows_f32(
+    const void *indices, int32_t index_bits, int64_t index_stride,
+    int64_t tokens, const float *source, int64_t source_token_stride,
+    int64_t source_col_stride, float *output, int64_t output_slot_stride,
+    int64_t output_col_stride, int64_t slots, int64_t width);
+FSDPRT_API void fsdprt_gpu_scatter_add_rows_bf16(
+    const void *indices, int32_t index_bits, int64_t index_stride,
+    int64_t tokens, const uint16_t *source, int64_t source_token_stride,
+    int64_t source_col_stride, uint16_t *output, int64_t output_slot_stride,
+    int64_t output_col_stride, int64_t slots, int64_t width);
+
 /* ---- quantization on device buffers ---------------------------------------
  */
 /*

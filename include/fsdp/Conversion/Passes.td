@@ -219,12 +219,22 @@ def FSDPOneHotScatter : Pass<"fsdp-one-hot-scatter"> {
     terms are dropped, which differs only where `x` is inf or NaN. The
     one-hot matrix and the ops that built it are erased when nothing else
     uses them. Other matrix products are left as they are.
+
+    With `device` (what the pipeline sets for compute=gpu, where host loops
+    could not read device buffers) the product becomes one
+    `fsdp.scatter_add_rows` instead of the loops: the same sum, in the same
+    token order per output element, which `fsdp-gpu-scatter-add` turns into
+    the runtime's deterministic device scatter-add.
   }];
   let options = [
     Option<"report", "report", "bool", /*default=*/"false",
-           "Emit a remark at each product rewritten">
+           "Emit a remark at each product rewritten">,
+    Option<"device", "device", "bool", /*default=*/"false",
+           "Emit fsdp.scatter_add_rows (a device kernel under compute=gpu) "
+           "instead of scf.for loops">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::fsdp::FSDPDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
 }
@@ -369,6 +379,32 @@ def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPExpandPowers : Pass<"fsdp-expand-powers"> {
+  let summary = "Write small constant integer powers as multiplications";
+  let description = [{
+    A `math.fpowi` whose exponent is a constant integer, or a `math.powf`
+    whose exponent is a constant with an integral value, of magnitude at
+    most `max-exponent`, on a float scalar, becomes multiplications: square
+    and multiply over the exponent's bits with the result first (`x^3 = x *
+    (x * x)`, `x^4 = (x * x) * (x * x)`), `1 / x^|n|` for a negative
+    exponent, `1` for 0. That is the order LLVM expands `llvm.powi` with a
+    constant exponent in, so a CPU step that lowered `math.fpowi` to
+    `llvm.powi` computes the same bits as before, while a GPU kernel no
+    longer calls libdevice's `__nv_powif` (GELU's `x ** 3`). `math.powf`
+    with such an exponent was a libm `powf` call: its products are what
+    aten computes for `pow(x, 2)` and `pow(x, 3)`. Every compute mode runs
+    it, so the lowerings agree.
+  }];
+  let options = [
+    Option<"maxExponent", "max-exponent", "int64_t", /*default=*/"16",
+           "The largest exponent magnitude written as multiplications">
+  ];
+  let statistics = [
+    Statistic<"numExpanded", "expanded", "Powers written as multiplications">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect"];
+}
+
 def FSDPApproximateMath : Pass<"fsdp-approximate-math"> {
   let summary = "Replace f32 exp, erf, log and tanh by polynomial "
                 "approximations that vectorize";
@@ -388,6 +424,40 @@ def FSDPApproximateMath : Pass<"fsdp-approximate-math"> {
 //===----------------------------------------------------------------------===//
 // Compute lowering for NVIDIA GPUs (the `compute=gpu` path, docs/GPU.md)
 //===----------------------------------------------------------------------===//
+
+def FSDPGpuScatterAdd : Pass<"fsdp-gpu-scatter-add", "ModuleOp"> {
+  let summary = "Lower fsdp.buffer.scatter_add_rows on device buffers to the "
+                "runtime's deterministic device scatter-add";
+  let description = [{
+    Runs on buffers under compute=gpu, before `fsdp-gpu-kernels`. Every
+    `fsdp.buffer.scatter_add_rows` (the embedding backward, from
+    `fsdp-one-hot-scatter{device=true}`) becomes one call on the calling
+    rank's compute stream:
+
+    ```
+    void fsdprt_gpu_scatter_add_rows_f32(const void *indices,
+        int32_t index_bits, int64_t index_stride, int64_t tokens,
+        const float *source, int64_t source_token_stride,
+        int64_t source_col_stride, float *output, int64_t output_slot_stride,
+        int64_t output_col_stride, int64_t slots, int64_t width);
+    ```
+
+    (`_bf16` takes `uint16_t` buffers), with the buffers' strides
+    (a `columns` scatter swaps them). The runtime sorts the tokens by
+    (index, position) and adds each index's rows in token order: every
+    output element is the same sum as the host loop's, bit for bit, from
+    run to run, without float atomics (docs/GPU.md). Indices of other
+    widths than 32 and 64 bits, other float types and unknown strides are
+    located errors.
+  }];
+  let statistics = [
+    Statistic<"numScatters", "scatters", "Scatter-adds lowered to calls">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
 
 def FSDPLinalgToCublas : Pass<"fsdp-linalg-to-cublas", "ModuleOp"> {
   let summary = "Lower contractions on device buffers to the runtime's "

@@ -22,9 +22,15 @@
 // matrix product spread over every row and the scatter (like aten) keeps in
 // its own row.
 //
+// With `device` (compute=gpu) the product becomes one
+// `fsdp.scatter_add_rows` instead: host loops cannot read device buffers,
+// and fsdp-gpu-scatter-add turns the op into the runtime's device
+// scatter-add, which sums each output element in the same token order.
+//
 //===----------------------------------------------------------------------===//
 
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -334,6 +340,33 @@ Value buildScatter(OpBuilder &b, Location loc, const OneHot &hot, Value other,
   return outer.getResult(0);
 }
 
+/// The same scatter as one `fsdp.scatter_add_rows` on the indices as a 1-D
+/// tensor (the one-hot's other index dims have size 1), or null where the
+/// device kernel has no form for the types (the product then stays).
+Value buildDeviceScatter(OpBuilder &b, Location loc, const OneHot &hot,
+                         Value other, Value init, bool rowsScatter) {
+  auto idxType = cast<RankedTensorType>(hot.indices.getType());
+  Type idxElem = idxType.getElementType();
+  bool idxOk =
+      idxElem.isIndex() || idxElem.isInteger(32) || idxElem.isInteger(64);
+  Type elem = cast<RankedTensorType>(init.getType()).getElementType();
+  if (!idxOk || !(elem.isF32() || elem.isBF16()))
+    return Value();
+  Value indices = hot.indices;
+  if (idxType.getRank() != 1) {
+    ReassociationIndices all;
+    for (int64_t d = 0; d < idxType.getRank(); ++d)
+      all.push_back(d);
+    auto flat = RankedTensorType::get({idxType.getDimSize(hot.tokenPos)},
+                                      idxType.getElementType());
+    indices = tensor::CollapseShapeOp::create(
+        b, loc, flat, indices, ArrayRef<ReassociationIndices>{all});
+  }
+  auto scatter = ScatterAddRowsOp::create(b, loc, init.getType(), other,
+                                          indices, init, !rowsScatter);
+  return scatter.getResult();
+}
+
 struct FSDPOneHotScatterPass
     : public mlir::fsdp::impl::FSDPOneHotScatterBase<FSDPOneHotScatterPass> {
   using Base::Base;
@@ -374,10 +407,19 @@ struct FSDPOneHotScatterPass
         return;
     }
     OpBuilder b(op);
-    Value scattered =
-        buildScatter(b, op.getLoc(), *hot, rows ? rhs : lhs, init, rows);
+    Value scattered;
+    if (device) {
+      scattered = buildDeviceScatter(b, op.getLoc(), *hot, rows ? rhs : lhs,
+                                     init, rows);
+      if (!scattered)
+        return;
+    } else {
+      scattered =
+          buildScatter(b, op.getLoc(), *hot, rows ? rhs : lhs, init, rows);
+    }
     if (report)
-      op.emitRemark() << "one-hot matrix product as a scatter-add over "
+      op.emitRemark() << "one-hot matrix product as a "
+                      << (device ? "device " : "") << "scatter-add over "
                       << cast<RankedTensorType>(hot->indices.getType())
                              .getDimSize(hot->tokenPos)
                       << " tokens";

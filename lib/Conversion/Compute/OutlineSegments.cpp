@@ -47,6 +47,10 @@ bool isRematerializable(Operation *op) {
 
 /// Whether `op` may move into a segment: pure compute, not a collective.
 bool isSegmentOp(Operation *op) {
+  // The scatter-add of rows is compute (the embedding backward), not a
+  // collective.
+  if (isa<ScatterAddRowsOp>(op))
+    return true;
   if (op->hasTrait<OpTrait::IsTerminator>() ||
       isa_and_nonnull<FSDPDialect>(op->getDialect()))
     return false;

@@ -491,6 +491,10 @@ struct OpCost {
   double bytes = 0, flops = 0, seconds = 0, idealSeconds = 0;
   /// Device memory allocated (alloc) or copied (memcpy) per execution.
   double allocBytes = 0, copyBytes = 0;
+  /// Kernel launches per execution (a runtime call may launch several).
+  double launches = 1;
+  /// Stream-ordered scratch a runtime call allocates and frees itself.
+  double scratchBytes = 0;
   bool hostCopy = false, syncs = false, f32Gemm = false;
   std::string why;
 };
@@ -738,6 +742,68 @@ struct FSDPGpuCostReportPass
     return c;
   }
 
+  /// fsdprt_gpu_scatter_add_rows_* (runtime/cuda/scatter_kernels.cu): the
+  /// sort keys written, a bitonic sort of them (one pass over the keys per
+  /// launch: tiles of 1024 in shared memory, then each merge size beyond a
+  /// tile as its global steps and one tile pass), the segments' rows read
+  /// and the touched output rows read and written; each launch's overhead,
+  /// the keys' allocation and free.
+  std::optional<OpCost> costScatter(func::CallOp call, double eb) {
+    // (indices, index_bits, index_stride, tokens, source, source strides x2,
+    //  output, output strides x2, slots, width)
+    if (call.getNumOperands() != 12) {
+      warnOnce(call, "cannot cost a scatter-add call with " +
+                         Twine(call.getNumOperands()) +
+                         " operands (12 expected)");
+      return std::nullopt;
+    }
+    std::optional<int64_t> bits = constantInt(call.getOperand(1));
+    std::optional<int64_t> tokens = constantInt(call.getOperand(3));
+    std::optional<int64_t> slots = constantInt(call.getOperand(10));
+    std::optional<int64_t> width = constantInt(call.getOperand(11));
+    if (!bits || !tokens || !slots || !width) {
+      warnOnce(call, "cannot cost a scatter-add whose tokens, slots and "
+                     "width are not constants");
+      return std::nullopt;
+    }
+    double T = *tokens, W = *width;
+    double capacity = 1;
+    while (capacity < T)
+      capacity *= 2;
+    constexpr double kTile = 1024;
+    double tile = std::min(capacity, kTile);
+    // Keys, the tile sort, then per merge size k > tile: log2(k / tile)
+    // global steps and one tile pass; the segments.
+    double sortPasses = capacity > 1 ? 1 : 0;
+    for (double k = 2 * tile; k <= capacity; k *= 2)
+      sortPasses += std::log2(k / tile) + 1;
+    double launches = 2 + sortPasses;
+    double keyBytes = 8 * capacity;
+    double touched = std::min(T, double(*slots)) * W * eb;
+    double dataBytes = T * (*bits / 8.0) + T * W * eb + 2 * touched;
+    OpCost c;
+    c.kind = Kind::Launch;
+    c.name = call.getCallee().str();
+    c.launches = launches;
+    c.scratchBytes = keyBytes;
+    c.bytes = dataBytes + keyBytes * (1 + 2 * sortPasses + 1);
+    c.flops = T * W;
+    c.seconds = launches * g->launchS + g->allocS + g->freeS +
+                c.bytes / g->copyBytesPerS;
+    c.idealSeconds = dataBytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
+    std::string why;
+    llvm::raw_string_ostream os(why);
+    os << llvm::format("%lld tokens into %lld rows of %lld", (long long)T,
+                       (long long)*slots, (long long)W)
+       << ", " << llvm::format("%.0f", launches)
+       << " launches (keys, bitonic sort of " << llvm::format("%.0f", capacity)
+       << " keys in " << llvm::format("%.0f", sortPasses)
+       << " passes, segments), bandwidth-bound, " << formatBytes(keyBytes)
+       << " of keys allocated";
+    c.why = why;
+    return c;
+  }
+
   /// A buffer that lives on the host (a host copy's end).
   static bool isHostBuffer(Value v) {
     Value root = rootBuffer(v);
@@ -980,6 +1046,13 @@ struct FSDPGpuCostReportPass
         add(call, count, *c);
       return;
     }
+    if (callee == "fsdprt_gpu_scatter_add_rows_f32" ||
+        callee == "fsdprt_gpu_scatter_add_rows_bf16") {
+      if (std::optional<OpCost> c =
+              costScatter(call, callee.ends_with("bf16") ? 2 : 4))
+        add(call, count, *c);
+      return;
+    }
     if (callee == "mgpuStreamSynchronize" || callee == "mgpuEventSynchronize") {
       add(call, count, costSync(callee));
       return;
@@ -1023,7 +1096,12 @@ struct FSDPGpuCostReportPass
         t.syncs += n;
       switch (c.kind) {
       case Kind::Launch:
-        t.launches += n;
+        t.launches += n * c.launches;
+        if (c.scratchBytes > 0) {
+          t.allocs += n;
+          t.frees += n;
+          t.allocBytes += n * c.scratchBytes;
+        }
         break;
       case Kind::Gemm:
         t.gemms += n;

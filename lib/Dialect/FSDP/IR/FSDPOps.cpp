@@ -530,5 +530,56 @@ LogicalResult BufferDequantizeOp::verify() {
 
 #include "fsdp/Dialect/FSDP/IR/FSDPInterfaces.cpp.inc"
 
+//===----------------------------------------------------------------------===//
+// Scatter-add of rows
+//===----------------------------------------------------------------------===//
+
+/// 2-D source and output of one float type, 1-D integer indices with one
+/// per token, and the same row width on the other dim.
+static LogicalResult verifyScatterAddRows(Operation *op, ShapedType source,
+                                          ShapedType indices, ShapedType output,
+                                          bool columns) {
+  if (source.getRank() != 2 || output.getRank() != 2)
+    return op->emitOpError() << "source and output must be 2-D, got " << source
+                             << " and " << output;
+  if (indices.getRank() != 1 ||
+      !isa<IntegerType, IndexType>(indices.getElementType()))
+    return op->emitOpError()
+           << "indices must be a 1-D integer tensor or buffer, got " << indices;
+  if (!isa<FloatType>(source.getElementType()) ||
+      source.getElementType() != output.getElementType())
+    return op->emitOpError()
+           << "source and output must have one float element type, got "
+           << source.getElementType() << " and " << output.getElementType();
+  unsigned tokenDim = columns ? 1 : 0;
+  unsigned widthDim = 1 - tokenDim;
+  auto mismatch = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  if (mismatch(source.getDimSize(tokenDim), indices.getDimSize(0)))
+    return op->emitOpError()
+           << "source has " << source.getDimSize(tokenDim)
+           << " tokens along dim " << tokenDim << " but there are "
+           << indices.getDimSize(0) << " indices";
+  if (mismatch(source.getDimSize(widthDim), output.getDimSize(widthDim)))
+    return op->emitOpError()
+           << "source and output rows differ in width along dim " << widthDim
+           << ": " << source.getDimSize(widthDim) << " and "
+           << output.getDimSize(widthDim);
+  return success();
+}
+
+LogicalResult ScatterAddRowsOp::verify() {
+  return verifyScatterAddRows(*this, getSource().getType(),
+                              getIndices().getType(), getInit().getType(),
+                              getColumns());
+}
+
+LogicalResult BufferScatterAddRowsOp::verify() {
+  return verifyScatterAddRows(*this, getSource().getType(),
+                              getIndices().getType(), getOutput().getType(),
+                              getColumns());
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"

@@ -167,6 +167,45 @@ struct WaitModel
   }
 };
 
+/// `fsdp.scatter_add_rows` updates its init in place (a destination): the
+/// result is the init's buffer (a copy where the analysis says the init is
+/// still read), the source and the indices are only read.
+struct ScatterAddRowsModel
+    : public BufferizableOpInterface::ExternalModel<ScatterAddRowsModel,
+                                                    ScatterAddRowsOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *op, OpOperand &operand,
+                               const AnalysisState &) const {
+    return &operand == &cast<ScatterAddRowsOp>(op).getInitMutable();
+  }
+  AliasingValueList getAliasingValues(Operation *op, OpOperand &operand,
+                                      const AnalysisState &) const {
+    if (&operand != &cast<ScatterAddRowsOp>(op).getInitMutable())
+      return {};
+    return {{op->getResult(0), BufferRelation::Equivalent}};
+  }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto scatter = cast<ScatterAddRowsOp>(op);
+    FailureOr<Value> source =
+        getBuffer(rewriter, scatter.getSource(), options, state);
+    FailureOr<Value> indices =
+        getBuffer(rewriter, scatter.getIndices(), options, state);
+    FailureOr<Value> output =
+        getBuffer(rewriter, scatter.getInit(), options, state);
+    if (failed(source) || failed(indices) || failed(output))
+      return failure();
+    BufferScatterAddRowsOp::create(rewriter, op->getLoc(), *source, *indices,
+                                   *output, scatter.getColumns());
+    replaceOpWithBufferizedValues(rewriter, op, *output);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
@@ -195,6 +234,7 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
     QuantizeOp::attachInterface<QuantizeModel>(*ctx);
     DequantizeOp::attachInterface<
         CollectiveModel<DequantizeOp, BufferDequantizeOp>>(*ctx);
+    ScatterAddRowsOp::attachInterface<ScatterAddRowsModel>(*ctx);
   });
 }
 

@@ -441,4 +441,60 @@ def FSDP_BufferDequantizeOp : FSDP_Op<"buffer.dequantize"> {
   let hasVerifier = 1;
 }
 
+//===----------------------------------------------------------------------===//
+// Scatter-add of rows (the embedding backward on a device).
+//===----------------------------------------------------------------------===//
+
+def FSDP_ScatterAddRowsOp : FSDP_Op<"scatter_add_rows", [Pure,
+    AllTypesMatch<["init", "result"]>]> {
+  let summary = "rows of a matrix added to the rows their indices name";
+  let description = [{
+    `init` plus every row of `source` added to the row of `init` that the
+    token's index names, token after token:
+
+    ```
+    result = init;  result[indices[t], :] += source[t, :]   for t = 0, 1, ..., T - 1
+    ```
+
+    With `columns` the second dim is the slot and token dim instead
+    (`result[:, indices[t]] += source[:, t]`). An index outside
+    `[0, slots)` adds nothing. Each output element is summed in token order
+    (what `fsdp-one-hot-scatter`'s loop computes, and aten's CPU embedding
+    backward), whatever runs it: the one-hot matrix product it replaces
+    (`one_hot(indices)^T @ source`) without the one-hot matrix.
+    `fsdp-one-hot-scatter{device=true}` emits it for compute=gpu, where it
+    becomes `fsdprt_gpu_scatter_add_rows_*` (`fsdp-gpu-scatter-add`).
+    ```mlir
+    %g = fsdp.scatter_add_rows %rows, %ids into %zeros
+        : tensor<256x32xf32>, tensor<256xi64> -> tensor<50x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$source, AnyRankedTensor:$indices,
+                       AnyRankedTensor:$init, UnitAttr:$columns);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $source `,` $indices `into` $init attr-dict `:` type($source) `,`
+    type($indices) `->` type($init)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferScatterAddRowsOp : FSDP_Op<"buffer.scatter_add_rows"> {
+  let summary = "fsdp.scatter_add_rows in place on a buffer";
+  let description = [{
+    `output[indices[t], :] += source[t, :]` in token order (`columns`:
+    `output[:, indices[t]] += source[:, t]`), in place; the buffers may be
+    strided views.
+  }];
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$source,
+                       Arg<AnyStridedMemRef, "", [MemRead]>:$indices,
+                       Arg<AnyStridedMemRef, "", [MemRead, MemWrite]>:$output,
+                       UnitAttr:$columns);
+  let assemblyFormat = [{
+    $source `,` $indices `into` $output attr-dict `:` type($source) `,`
+    type($indices) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_OPS_TD
