@@ -1,6 +1,6 @@
 // The scatter-add of rows on the rank's compute stream
-// (fsdprt_gpu_scatter_add_rows_*): argument checks, the stream-ordered
-// scratch of sort keys, and the kernels of scatter_kernels.cu. Without a
+// (fsdprt_gpu_scatter_add_rows_*): argument checks, the sort keys in the
+// context's scratch buffer, and the kernels of scatter_kernels.cu. Without a
 // CUDA compiler at build time the entry points record
 // FSDPRT_ERR_UNSUPPORTED.
 #include "gpu_internal.h"
@@ -82,14 +82,15 @@ void run(const char *fn, const Call &c) {
   a.output_col_stride = c.output_col_stride;
   a.slots = c.slots;
   a.width = c.width;
-  void *keys = alloc_named(
+  // The sort keys live in the context's scratch buffer (kept from step to
+  // step: no allocation per call, nothing allocated in a captured step).
+  void *keys = scratch_named(
       scatter::keys_capacity(c.tokens) * int64_t(sizeof(uint64_t)), fn);
   if (!keys)
     return;
   a.keys = static_cast<uint64_t *>(keys);
   const cudaError_t rc = scatter::scatter_add_rows(a, ctx->compute);
   failed(ctx, rc, fn, "launching the scatter-add kernels");
-  fsdprt_gpu_free(keys); // after the kernels, in stream order
 #endif
 }
 

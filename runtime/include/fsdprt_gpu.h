@@ -270,8 +270,9 @@ FSDPRT_API void fsdprt_gpu_attention_bwd_bf16(
  * position) on the device, and each output element is its value plus its
  * tokens' elements added in token order -- the host loop's sum, bit for bit,
  * the same from run to run (bf16: rounded to bf16 after each addition).
- * Allocates next_pow2(tokens) 64-bit keys of stream-ordered scratch; tokens
- * below 2^31, slots below 2^32 - 1, width at most 2^23.
+ * Its next_pow2(tokens) 64-bit sort keys live in the context's scratch
+ * buffer (fsdprt_gpu_scratch): no allocation after the first call of a
+ * size. Tokens below 2^31, slots below 2^32 - 1, width at most 2^23.
  */
 FSDPRT_API void fsdprt_gpu_scatter_add_rows_f32(
     const void *indices, int32_t index_bits, int64_t index_stride,

@@ -493,8 +493,6 @@ struct OpCost {
   double allocBytes = 0, copyBytes = 0;
   /// Kernel launches per execution (a runtime call may launch several).
   double launches = 1;
-  /// Stream-ordered scratch a runtime call allocates and frees itself.
-  double scratchBytes = 0;
   bool hostCopy = false, syncs = false, f32Gemm = false;
   std::string why;
 };
@@ -746,8 +744,9 @@ struct FSDPGpuCostReportPass
   /// sort keys written, a bitonic sort of them (one pass over the keys per
   /// launch: tiles of 1024 in shared memory, then each merge size beyond a
   /// tile as its global steps and one tile pass), the segments' rows read
-  /// and the touched output rows read and written; each launch's overhead,
-  /// the keys' allocation and free.
+  /// and the touched output rows read and written, and each launch's
+  /// overhead. The keys live in the context's scratch buffer (no
+  /// allocation).
   std::optional<OpCost> costScatter(func::CallOp call, double eb) {
     // (indices, index_bits, index_stride, tokens, source, source strides x2,
     //  output, output strides x2, slots, width)
@@ -785,11 +784,9 @@ struct FSDPGpuCostReportPass
     c.kind = Kind::Launch;
     c.name = call.getCallee().str();
     c.launches = launches;
-    c.scratchBytes = keyBytes;
     c.bytes = dataBytes + keyBytes * (1 + 2 * sortPasses + 1);
     c.flops = T * W;
-    c.seconds = launches * g->launchS + g->allocS + g->freeS +
-                c.bytes / g->copyBytesPerS;
+    c.seconds = launches * g->launchS + c.bytes / g->copyBytesPerS;
     c.idealSeconds = dataBytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
     std::string why;
     llvm::raw_string_ostream os(why);
@@ -799,7 +796,7 @@ struct FSDPGpuCostReportPass
        << " launches (keys, bitonic sort of " << llvm::format("%.0f", capacity)
        << " keys in " << llvm::format("%.0f", sortPasses)
        << " passes, segments), bandwidth-bound, " << formatBytes(keyBytes)
-       << " of keys allocated";
+       << " of keys in the scratch buffer";
     c.why = why;
     return c;
   }
@@ -1097,11 +1094,6 @@ struct FSDPGpuCostReportPass
       switch (c.kind) {
       case Kind::Launch:
         t.launches += n * c.launches;
-        if (c.scratchBytes > 0) {
-          t.allocs += n;
-          t.frees += n;
-          t.allocBytes += n * c.scratchBytes;
-        }
         break;
       case Kind::Gemm:
         t.gemms += n;
