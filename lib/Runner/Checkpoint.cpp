@@ -31,7 +31,7 @@ std::string rankFile(int64_t rank) {
 
 /// Per dim, the global indices rank `rank`'s slot of `p` holds.
 std::vector<std::vector<lm::Range>> ownedRanges(const Port &p, int64_t rank) {
-  std::vector<int64_t> global = p.globalType.getShape().vec();
+  std::vector<int64_t> global = p.globalShape;
   std::vector<std::vector<lm::Range>> ranges;
   if (!p.layout) {
     for (int64_t d : global)
@@ -261,8 +261,8 @@ llvm::Error checkNames(const std::string &dir,
       missing += " " + p.name;
       continue;
     }
-    std::vector<int64_t> shape = p.globalType.getShape().vec();
-    std::string dtype = npyDescr(p.type.getElementType());
+    std::vector<int64_t> shape = p.globalShape;
+    std::string dtype = p.dtype;
     if (it->second.globalShape != shape || it->second.dtype != dtype) {
       auto text = [](const std::vector<int64_t> &s, const std::string &d) {
         std::string t = d + "[";
@@ -297,8 +297,8 @@ assemble(const std::string &dir, const TensorRecord &t, const Port &p,
   npy::Array a;
   a.descr = t.dtype;
   a.shape = t.globalShape;
-  int64_t bytes = p.elementBytes();
-  a.data.assign(size_t(p.globalType.getNumElements() * bytes), 0);
+  int64_t bytes = p.elementBytes;
+  a.data.assign(size_t(p.globalElements() * bytes), 0);
   for (const ShardRecord &s : t.shards) {
     auto &file = files[s.file];
     if (!file) {
@@ -399,15 +399,15 @@ bool writeMetadata(const std::string &dir, const Program &prog, int64_t step,
                        {"offset", fileBytes[r]},
                        {"bytes", p.slotBytes()},
                        {"crc32", int64_t(crcs[r][t])},
-                       {"slot_shape", shapeJson(p.type.getShape())},
+                       {"slot_shape", shapeJson(p.shape)},
                        {"index", std::move(index)}});
       fileBytes[r] += p.slotBytes();
     }
     tensors.push_back(
         json::Object{{"name", p.name},
                      {"kind", kindOf(p)},
-                     {"dtype", npyDescr(p.type.getElementType())},
-                     {"global_shape", shapeJson(p.globalType.getShape())},
+                     {"dtype", p.dtype},
+                     {"global_shape", shapeJson(p.globalShape)},
                      {"layout", p.layoutText},
                      {"shards", std::move(shards)}});
   }

@@ -211,7 +211,7 @@ namespace {
 /// How many elements a copy of the span of descriptor `words` of `p`
 /// reads (from its aligned pointer plus offset).
 int64_t spanOf(const Port &p, const int64_t *words) {
-  int64_t rank = p.type.getRank();
+  int64_t rank = p.rank();
   const int64_t *sizes = words + 3, *strides = words + 3 + rank;
   int64_t span = 1;
   for (int64_t d = rank - 1; d >= 0; --d) {
@@ -226,7 +226,7 @@ int64_t spanOf(const Port &p, const int64_t *words) {
 
 bool download(const Port &p, const int64_t *words, std::vector<char> &out,
               std::string &err) {
-  int64_t bytes = p.elementBytes();
+  int64_t bytes = p.elementBytes;
   const char *aligned = reinterpret_cast<const char *>(words[1]);
   const char *first = aligned + words[2] * bytes;
   out.assign(size_t(p.slotBytes()), 0);

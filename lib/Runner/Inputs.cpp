@@ -56,7 +56,7 @@ llvm::Expected<npy::Header> checkedHeader(const Port &p,
   std::string error;
   if (!npy::readHeader(path, h, error))
     return inputError(p, ": " + error);
-  std::string want = npyDescr(p.type.getElementType());
+  std::string want = p.dtype;
   if (h.descr != want && !(want == "<u2" && h.descr == "|V2"))
     return inputError(p, " (" + path + ") has dtype " + h.descr +
                              ", expected " + want);
@@ -65,9 +65,9 @@ llvm::Expected<npy::Header> checkedHeader(const Port &p,
 
 npy::Array zeros(const Port &p) {
   npy::Array a;
-  a.descr = npyDescr(p.type.getElementType());
-  a.shape = p.globalType.getShape().vec();
-  a.data.assign(size_t(p.globalType.getNumElements() * p.elementBytes()), 0);
+  a.descr = p.dtype;
+  a.shape = p.globalShape;
+  a.data.assign(size_t(p.globalElements() * p.elementBytes), 0);
   return a;
 }
 
@@ -213,7 +213,7 @@ llvm::Expected<StepInput> loadInput(const Port &p, const InputSources &src,
           checkStepFiles(p, where->stepDir, *expect, firstStep, endStep))
     return std::move(e);
   return StepInput::perStepFiles(p.name, where->stepDir, *expect,
-                                 npyDescr(p.type.getElementType()), readers);
+                                 p.dtype, readers);
 }
 
 } // namespace
@@ -224,7 +224,7 @@ bool startsAtZero(const Port &p) {
 
 llvm::Expected<std::vector<int64_t>> globalInputShape(const Port &p,
                                                       int64_t world) {
-  std::vector<int64_t> expect = p.globalType.getShape().vec();
+  std::vector<int64_t> expect = p.globalShape;
   if (!p.layout && !p.rankLocal && !expect.empty() &&
       __builtin_mul_overflow(expect[0], world, &expect[0]))
     return inputError(p, ": the global batch is too large");

@@ -3,8 +3,8 @@
 #include "Jit.h"
 #include "Blas.h"
 #include "JitRewrites.h"
+#include "ManifestWriter.h"
 #include "Memory.h"
-#include "Program.h"
 #include "fsdprt.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -14,6 +14,10 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/ExecutionEngine/OptUtils.h"
 #include "mlir/IR/Builders.h"
+#include "mlir/InitAllDialects.h"
+#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
+#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Target/LLVMIR/Export.h"
 #include "llvm/ADT/StringSet.h"
@@ -35,6 +39,7 @@
 #include "llvm/Support/Path.h"
 #include "llvm/Support/Process.h"
 #include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/TargetSelect.h"
 #include "llvm/Support/xxhash.h"
 #include "llvm/Target/TargetMachine.h"
 #include "llvm/TargetParser/Host.h"
@@ -44,9 +49,11 @@
 #include <chrono>
 #include <dlfcn.h>
 #include <functional>
+#include <mutex>
 #include <thread>
 
 using namespace mlir;
+namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -60,10 +67,11 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
 /// Hash of the file's bytes and of everything the object depends on. The
 /// version tag changes whenever the code generation does (v3: kernels at -O2
 /// again; v2 objects hold kernels compiled at -O0; v6: global constructors
-/// gathered into a function the JIT calls).
-std::string cacheKey(llvm::StringRef bytes) {
-  std::string salt = "fsdp-run-jit-v6 " LLVM_VERSION_STRING " " +
-                     llvm::sys::getHostCPUName().str();
+/// gathered into a function the JIT calls; v7: a manifest of the entry
+/// instead of a stub module).
+std::string cacheKey(llvm::StringRef bytes, const std::string &entry) {
+  std::string salt = "fsdp-run-jit-v7 " LLVM_VERSION_STRING " " +
+                     llvm::sys::getHostCPUName().str() + " entry=" + entry;
   for (const auto &f : llvm::sys::getHostCPUFeatures())
     if (f.second)
       salt += " " + f.first().str();
@@ -76,28 +84,6 @@ std::string cacheKey(llvm::StringRef bytes) {
 }
 
 } // namespace
-
-OwningOpRef<ModuleOp> makeStub(ModuleOp module) {
-  OpBuilder b(module.getContext());
-  OwningOpRef<ModuleOp> stub = ModuleOp::create(module.getLoc());
-  stub.get()->setAttrs(module->getAttrDictionary());
-  b.setInsertionPointToEnd(stub->getBody());
-  for (auto mesh : module.getOps<mlir::fsdp::MeshOp>())
-    b.clone(*mesh);
-  auto sigs =
-      module->getAttrOfType<DictionaryAttr>(mlir::fsdp::kSignaturesAttrName);
-  if (!sigs)
-    return stub;
-  for (NamedAttribute e : sigs)
-    for (std::string name :
-         {e.getName().str(), "_mlir_ciface_" + e.getName().str()})
-      if (auto f = module.lookupSymbol<LLVM::LLVMFuncOp>(name)) {
-        Operation *decl = f->cloneWithoutRegions();
-        b.insert(decl);
-        decl->getRegion(0).getBlocks().clear();
-      }
-  return stub;
-}
 
 namespace {
 
@@ -302,6 +288,28 @@ llvm::StringSet<> kernelNamesOf(ModuleOp module) {
   return names;
 }
 
+void initializeJit() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    llvm::InitializeNativeTarget();
+    llvm::InitializeNativeTargetAsmPrinter();
+  });
+  initializeProcess();
+}
+
+DialectRegistry runnerRegistry() {
+  DialectRegistry registry;
+  registerAllDialects(registry);
+  registry.insert<mlir::fsdp::FSDPDialect>();
+  registerBuiltinDialectTranslation(registry);
+  registerLLVMDialectTranslation(registry);
+  // A compute=gpu step: its gpu.binary becomes an embedded image loaded by
+  // mgpuModuleLoad, its gpu.launch_func calls mgpuLaunchKernel.
+  registerGPUDialectTranslation(registry);
+  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
+  return registry;
+}
+
 Jit::Jit() = default;
 
 Jit::~Jit() {
@@ -328,26 +336,27 @@ std::string defaultCacheDir() {
   return "";
 }
 
-llvm::Error Jit::invokePacked(llvm::StringRef name,
+llvm::Error Jit::invokePacked(llvm::StringRef symbol,
                               llvm::MutableArrayRef<void *> args) {
-  auto sym = lljit->lookup(("_mlir_" + name).str());
+  auto sym = lljit->lookup(symbol);
   if (!sym)
     return sym.takeError();
   sym->toPtr<void (*)(void **)>()(args.data());
   return llvm::Error::success();
 }
 
-bool Jit::openFromCache(MLIRContext &context, OwningOpRef<ModuleOp> &module) {
+bool Jit::openFromCache() {
   if (cacheBase.empty() || !llvm::sys::fs::exists(cacheBase + ".o") ||
       !llvm::sys::fs::exists(cacheBase + ".glue.o") ||
-      !llvm::sys::fs::exists(cacheBase + ".stub.mlirbc"))
+      !llvm::sys::fs::exists(cacheBase + ".manifest.json"))
     return false;
   auto t0 = std::chrono::steady_clock::now();
-  module = parseSourceFile<ModuleOp>(cacheBase + ".stub.mlirbc", &context);
+  auto text = llvm::MemoryBuffer::getFile(cacheBase + ".manifest.json");
   auto kernels = llvm::MemoryBuffer::getFile(cacheBase + ".o");
   auto glue = llvm::MemoryBuffer::getFile(cacheBase + ".glue.o");
-  if (!module || !kernels || !glue)
+  if (!text || !kernels || !glue)
     return false;
+  manifest = (*text)->getBuffer().str();
   parseSeconds = secondsSince(t0);
   auto t1 = std::chrono::steady_clock::now();
   std::unique_ptr<llvm::MemoryBuffer> objects[] = {std::move(*kernels),
@@ -367,28 +376,39 @@ bool Jit::openFromCache(MLIRContext &context, OwningOpRef<ModuleOp> &module) {
 
 llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                                       const std::string &name,
-                                      const std::string &cacheDir,
-                                      MLIRContext &context) {
+                                      const std::string &entry,
+                                      const std::string &cacheDir) {
+  initializeJit();
   std::unique_ptr<Jit> jit(new Jit);
-  OwningOpRef<ModuleOp> module;
   if (!cacheDir.empty()) {
     jit->cacheDir = cacheDir;
-    jit->cacheBase = cacheDir + "/" + cacheKey(bytes->getBuffer());
+    jit->cacheBase = cacheDir + "/" + cacheKey(bytes->getBuffer(), entry);
   }
-  if (jit->openFromCache(context, module))
-    return Opened{std::move(jit), std::move(module)};
+  if (jit->openFromCache()) {
+    std::string manifest = jit->manifest;
+    return Opened{std::move(jit), std::move(manifest)};
+  }
   auto t0 = std::chrono::steady_clock::now();
-  auto parsed = parseLoweredModule(bytes->getMemBufferRef(), name, context);
+  jit->context = std::make_unique<MLIRContext>(runnerRegistry());
+  auto parsed =
+      parseLoweredModule(bytes->getMemBufferRef(), name, *jit->context);
   if (!parsed)
     return parsed.takeError();
-  module = std::move(*parsed);
+  jit->module = std::move(*parsed);
   jit->parseSeconds = secondsSince(t0);
   // Which functions are kernels, the only code worth optimizing: recorded
-  // now, the runner strips the `fsdp.kernel` attributes before compile().
-  jit->kernelNames = kernelNamesOf(*module);
-  if (!jit->cacheBase.empty())
-    jit->stub = makeStub(*module);
-  return Opened{std::move(jit), std::move(module)};
+  // now, writing the manifest strips the `fsdp.kernel` attributes.
+  jit->kernelNames = kernelNamesOf(*jit->module);
+  ManifestOptions options;
+  options.entry = entry;
+  options.source = name;
+  options.cpu = llvm::sys::getHostCPUName().str();
+  auto manifest = writeManifest(*jit->module, options);
+  if (!manifest)
+    return manifest.takeError();
+  jit->manifest = llvm::formatv("{0}", json::Value(std::move(*manifest)));
+  std::string text = jit->manifest;
+  return Opened{std::move(jit), std::move(text)};
 }
 
 llvm::Expected<StepObjects>
@@ -451,9 +471,10 @@ compileStep(ModuleOp module, const llvm::StringSet<> &kernelNames,
   return std::move(out);
 }
 
-llvm::Error Jit::compile(ModuleOp module) {
+llvm::Error Jit::compile() {
   if (lljit)
     return llvm::Error::success();
+  ModuleOp module = *this->module;
   auto t1 = std::chrono::steady_clock::now();
   // The JIT links objects, whose global constructors nothing would run:
   // they become one function that link() calls (gatherConstructors).
@@ -469,7 +490,9 @@ llvm::Error Jit::compile(ModuleOp module) {
   };
   std::unique_ptr<llvm::MemoryBuffer> objects[2] = {
       std::move(compiled->kernels), std::move(compiled->glue)};
-  return link(module, objects, t1, phase);
+  llvm::Error e = link(module, objects, t1, phase);
+  this->module = nullptr; // the code holds what the runner needs
+  return e;
 }
 
 llvm::Error
@@ -505,11 +528,8 @@ Jit::link(ModuleOp module,
 void Jit::writeCache(llvm::StringRef kernels, llvm::StringRef glue) {
   if (llvm::sys::fs::create_directories(cacheDir))
     return;
-  std::string stubBytes;
-  llvm::raw_string_ostream os(stubBytes);
   // The kernels' object last: the entry is a hit only when it exists.
-  if (succeeded(writeBytecodeToFile(*stub, os)) &&
-      writeFile(cacheBase + ".stub.mlirbc", stubBytes) &&
+  if (writeFile(cacheBase + ".manifest.json", manifest) &&
       writeFile(cacheBase + ".glue.o", glue))
     writeFile(cacheBase + ".o", kernels);
 }

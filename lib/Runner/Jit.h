@@ -5,13 +5,13 @@
 // compiled into two objects: the kernels (`fsdp.kernel` functions)
 // optimized at -O2 for the host CPU, and the rest (the step, its segments
 // and the entry wrappers: calls and argument shuffling) at -O0, whose code
-// generation is linear in the size of the step (JitRewrites.h). Both
-// objects are kept in a cache directory, keyed by a hash of the input, the
-// host CPU and the LLVM version, together with a small "stub" module that
-// holds only what the runner reads (signatures, meshes, entry
-// declarations). A second run of the same input loads both and skips
-// parsing the full module, the translation to LLVM IR, optimization and
-// code generation.
+// generation is linear in the size of the step (JitRewrites.h). Before
+// compiling, it writes the step's manifest (ManifestWriter.h), the whole of
+// what the runner learns about the code. Both objects are kept in a cache
+// directory, keyed by a hash of the input, the entry, the host CPU and the
+// LLVM version, together with the manifest. A second run of the same input
+// loads them and skips parsing the module, the translation to LLVM IR,
+// optimization and code generation.
 //
 //===----------------------------------------------------------------------===//
 
@@ -42,9 +42,9 @@ class LLJIT;
 
 namespace fsdp::run {
 
-/// Process-wide setup, once: the native target for the JIT, the allocator
-/// and BLAS threading the compiled steps want.
-void initializeProcess();
+/// Process-wide setup, once: the native target for code generation, and
+/// the runner's (initializeProcess).
+void initializeJit();
 
 /// The dialects and translations a lowered module needs.
 mlir::DialectRegistry runnerRegistry();
@@ -82,10 +82,6 @@ compileStep(mlir::ModuleOp module, const llvm::StringSet<> &kernelNames,
 /// the runner strips fsdp attributes).
 llvm::StringSet<> kernelNamesOf(mlir::ModuleOp module);
 
-/// A module with what loadProgram reads: the module's attributes, the
-/// meshes and bodiless copies of the entries and their C wrappers.
-mlir::OwningOpRef<mlir::ModuleOp> makeStub(mlir::ModuleOp module);
-
 /// Parses a lowered module (`name` for messages), refusing first the inputs
 /// that crash upstream parsers (InputGuard.h).
 llvm::Expected<mlir::OwningOpRef<mlir::ModuleOp>>
@@ -95,31 +91,29 @@ parseLoweredModule(llvm::MemoryBufferRef bytes, const std::string &name,
 class Jit : public StepCode {
 public:
   ~Jit() override;
-  llvm::Error invokePacked(llvm::StringRef name,
+  llvm::Error invokePacked(llvm::StringRef symbol,
                            llvm::MutableArrayRef<void *> args) override;
 
-  /// The code and the module the runner reads its program from (the stub
-  /// on a cache hit).
+  /// The code, not compiled yet, and its manifest (JSON text).
   struct Opened {
     std::unique_ptr<Jit> jit;
-    mlir::OwningOpRef<mlir::ModuleOp> module;
+    std::string manifest;
   };
-  /// Opens a lowered module (`name` for messages): from the cache in
-  /// `cacheDir` when it holds these bytes (empty dir: no cache), else by
-  /// parsing them.
+  /// Opens a lowered module (`name` for messages) to run `entry` (empty:
+  /// its only entry): from the cache in `cacheDir` when it holds these bytes
+  /// (empty dir: no cache), else by parsing them and writing the manifest.
   static llvm::Expected<Opened> open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                                      const std::string &name,
-                                     const std::string &cacheDir,
-                                     mlir::MLIRContext &context);
+                                     const std::string &entry,
+                                     const std::string &cacheDir);
 
-  /// Compiles `module` (stripped of fsdp attributes) unless the code came
-  /// from the cache, and fills the cache.
-  llvm::Error compile(mlir::ModuleOp module);
+  /// Compiles the module unless the code came from the cache, and fills
+  /// the cache.
+  llvm::Error compile();
 
 private:
   Jit();
-  bool openFromCache(mlir::MLIRContext &context,
-                     mlir::OwningOpRef<mlir::ModuleOp> &module);
+  bool openFromCache();
   llvm::Error
   link(mlir::ModuleOp module,
        llvm::MutableArrayRef<std::unique_ptr<llvm::MemoryBuffer>> objects,
@@ -130,10 +124,12 @@ private:
   void callIfDefined(llvm::StringRef name);
 
   std::unique_ptr<llvm::orc::LLJIT> lljit;
-  mlir::OwningOpRef<mlir::ModuleOp> stub;
+  std::unique_ptr<mlir::MLIRContext> context;
+  mlir::OwningOpRef<mlir::ModuleOp> module; // until compiled
+  std::string manifest;
   std::string cacheDir, cacheBase;
-  /// The `fsdp.kernel` functions, recorded when the module is parsed (the
-  /// runner strips fsdp attributes before compile()).
+  /// The `fsdp.kernel` functions, recorded when the module is parsed
+  /// (writing the manifest strips fsdp attributes).
   llvm::StringSet<> kernelNames;
 };
 

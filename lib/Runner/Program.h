@@ -1,24 +1,23 @@
-//===- Program.h - the entry of a lowered module, as fsdp-run sees it -----===//
+//===- Program.h - the entry of a step, as the runner sees it -------------===//
 //
-// The arguments and results of an entry as `fsdp-opt` recorded them in the
-// module's `fsdp.signatures`, checked against the lowered function before
-// anything is called.
+// The arguments and results of an entry as the compiler recorded them in
+// the step's manifest (Manifest.h): plain values, no MLIR. The JIT and
+// fsdp-compile write the manifest from the lowered module's
+// `fsdp.signatures` (ManifestWriter.h, which checks the lowered functions
+// against it); the runner reads it back here, checking it again as a file
+// it does not trust.
 //
 //===----------------------------------------------------------------------===//
 
-#ifndef FSDP_TOOLS_FSDPRUN_PROGRAM_H
-#define FSDP_TOOLS_FSDPRUN_PROGRAM_H
+#ifndef FSDP_RUNNER_PROGRAM_H
+#define FSDP_RUNNER_PROGRAM_H
 
-#include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdp/Layout/LayoutMath.h"
 
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/BuiltinTypes.h"
-#include "llvm/ADT/Twine.h"
-#include "llvm/Support/Error.h"
-
+#include <cstdint>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace fsdp::run {
@@ -26,8 +25,10 @@ namespace fsdp::run {
 /// One argument or result of the entry, as recorded by the compiler.
 struct Port {
   std::string name;
-  mlir::RankedTensorType type;       // what the rank's function sees (slot)
-  mlir::RankedTensorType globalType; // the full tensor
+  std::string dtype;               // numpy's: "<f4", "<f8", "<u2" (bf16), ...
+  int64_t elementBytes = 1;        // bytes of one element
+  std::vector<int64_t> shape;      // what the rank's function sees (slot)
+  std::vector<int64_t> globalShape; // the full tensor
   std::optional<::fsdp::layout::Layout> layout;
   std::string layoutText; // the #fsdp.layout as written ("" without one)
   // The training contract (docs/SEMANTICS.md): a result that becomes an
@@ -39,11 +40,17 @@ struct Port {
   /// itself (batch-norm running statistics): every rank starts from the
   /// same value, the runner reports rank 0's.
   bool rankLocal = false;
-  int64_t elementBytes() const;
-  int64_t slotBytes() const { return type.getNumElements() * elementBytes(); }
+  int64_t rank() const { return int64_t(shape.size()); }
+  int64_t elements() const { return ::fsdp::layout::product(shape); }
+  int64_t globalElements() const {
+    return ::fsdp::layout::product(globalShape);
+  }
+  int64_t slotBytes() const { return elements() * elementBytes; }
+  bool isF32() const { return dtype == "<f4"; }
+  bool isF64() const { return dtype == "<f8"; }
   /// Words of its strided memref descriptor (pointers, offset, sizes,
   /// strides).
-  int64_t descriptorWords() const { return 3 + 2 * type.getRank(); }
+  int64_t descriptorWords() const { return 3 + 2 * rank(); }
 };
 
 /// The static memory of the entry on one rank (fsdp-assign-buffers'
@@ -65,6 +72,9 @@ struct GpuStep {
 
 struct Program {
   std::string entry;
+  /// The symbol of the packed C interface wrapper the runner calls
+  /// (`_mlir__mlir_ciface_<entry>`, StepCode.h).
+  std::string symbol;
   std::vector<int64_t> meshShape;
   std::vector<std::string> axisNames;
   std::vector<Port> args, results;
@@ -85,25 +95,14 @@ struct Program {
   }
 };
 
-/// The module attributes of a compute=gpu step (set by the lowering).
-inline constexpr llvm::StringLiteral kGpuAttrName = "fsdp.gpu";
-inline constexpr llvm::StringLiteral kGpuTf32AttrName = "fsdp.gpu_tf32";
-inline constexpr llvm::StringLiteral kGpuEmulationAttrName =
-    "fsdp.gpu_emulation";
-
-/// Reads and checks the signature of `entry` (the only entry when empty)
-/// and the lowered function against it, then strips every fsdp attribute
-/// and mesh so that only the LLVM dialect is left for translation. An
-/// error names the entry and the argument or result at fault.
-llvm::Expected<Program> loadProgram(mlir::ModuleOp module,
-                                    llvm::StringRef entry);
-
-/// numpy's type string for an element type, "" when fsdp-run has none.
-std::string npyDescr(mlir::Type type);
-
 /// Whether `name` can be a file stem inside --inputs/--outputs (the
-/// dialect's rule for every argument and result name).
-using mlir::fsdp::isSafeName;
+/// dialect's rule for every argument and result name): not empty, no
+/// leading '.', no "..", no '/' or '\', no control character.
+bool isSafeName(std::string_view name);
+
+/// The bytes of one element of numpy's type string `dtype` among those a
+/// port may have, or 0.
+int64_t dtypeBytes(std::string_view dtype);
 
 } // namespace fsdp::run
 

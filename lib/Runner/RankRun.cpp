@@ -32,7 +32,7 @@ public:
       : buffers(std::move(args)) {
     for (size_t i = 0; i < prog.args.size(); ++i)
       descs.push_back(Descriptor::forBuffer(buffers[i].data(),
-                                            prog.args[i].type.getShape()));
+                                            prog.args[i].shape));
     pack(prog);
   }
 
@@ -42,7 +42,7 @@ public:
       : deviceArgs(std::move(args)), onDevice(true) {
     for (size_t i = 0; i < prog.args.size(); ++i)
       descs.push_back(Descriptor::forBuffer(deviceArgs[i].ptr,
-                                            prog.args[i].type.getShape()));
+                                            prog.args[i].shape));
     pack(prog);
   }
 
@@ -50,8 +50,8 @@ public:
   RankCall &operator=(const RankCall &) = delete;
   ~RankCall() { releaseDevice(); }
 
-  llvm::Error invoke(StepCode &code, const std::string &entry) {
-    return code.invokePacked("_mlir_ciface_" + entry, packed);
+  llvm::Error invoke(StepCode &code, const std::string &symbol) {
+    return code.invokePacked(symbol, packed);
   }
 
   /// A copy of result `i`'s elements.
@@ -75,7 +75,7 @@ public:
     const int64_t *words = resultArea.data() + offsets[i];
     if (isRowMajor(p, words)) {
       const char *first = reinterpret_cast<const char *>(words[1]) +
-                          words[2] * p.elementBytes();
+                          words[2] * p.elementBytes;
       if (fsdprt_gpu_copy_on_device(to.ptr, first, p.slotBytes()) == FSDPRT_OK)
         return true;
       error = "cannot copy '" + p.name +
@@ -168,10 +168,9 @@ private:
 
 /// An f32 or f64 element as a double.
 double scalarValue(const Port &p, const char *data) {
-  mlir::Type t = p.type.getElementType();
-  if (t.isF64())
+  if (p.isF64())
     return *reinterpret_cast<const double *>(data);
-  if (t.isF32())
+  if (p.isF32())
     return *reinterpret_cast<const float *>(data);
   return std::nan("");
 }
@@ -489,7 +488,7 @@ bool enqueueStep(const RunContext &cx, fsdprt_gpu_context_t *context,
   bool capture = graph.phase == Phase::Capture;
   if (capture && fsdprt_gpu_capture_begin(context) != FSDPRT_OK)
     return failed("capturing the step into a CUDA graph");
-  llvm::Error err = call.invoke(cx.code, cx.prog.entry);
+  llvm::Error err = call.invoke(cx.code, cx.prog.symbol);
   if (capture) {
     fsdprt_status_t st = fsdprt_gpu_capture_end(context, &graph.exec);
     if (!err && st != FSDPRT_OK)
@@ -524,7 +523,7 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
   int64_t faults0 = threadFaults();
   auto t0 = std::chrono::steady_clock::now();
   if (!context) {
-    if (llvm::Error err = call.invoke(cx.code, cx.prog.entry)) {
+    if (llvm::Error err = call.invoke(cx.code, cx.prog.symbol)) {
       out.error = llvm::toString(std::move(err));
       return false;
     }
@@ -610,7 +609,7 @@ std::vector<Output> outputsOf(const Program &prog) {
     if (training && r.updateOf)
       outs.push_back({&prog.args[*r.updateOf], int64_t(i), *r.updateOf, false});
     else
-      outs.push_back({&r, int64_t(i), -1, training && r.type.getRank() == 0});
+      outs.push_back({&r, int64_t(i), -1, training && r.rank() == 0});
   }
   return outs;
 }

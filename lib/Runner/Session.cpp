@@ -5,22 +5,14 @@
 #include "Device.h"
 #include "Inputs.h"
 #include "Jit.h"
+#include "Manifest.h"
 #include "Program.h"
 #include "RankRun.h"
 #include "Shards.h"
 #include "StepLibrary.h"
 #include "fsdp/Runner/Runner.h"
 
-#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
-
-#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
-#include "mlir/IR/BuiltinOps.h"
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/InitAllDialects.h"
-#include "mlir/Target/LLVMIR/Dialect/Builtin/BuiltinToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/GPU/GPUToLLVMIRTranslation.h"
-#include "mlir/Target/LLVMIR/Dialect/LLVMIR/LLVMToLLVMIRTranslation.h"
-#include "llvm/Support/TargetSelect.h"
+#include "llvm/Support/MemoryBuffer.h"
 
 #include <atomic>
 #include <map>
@@ -31,8 +23,6 @@
 #ifdef __GLIBC__
 #include <malloc.h>
 #endif
-
-using namespace mlir;
 
 namespace fsdp::run {
 
@@ -53,8 +43,6 @@ llvm::Error error(const llvm::Twine &message) {
 void initializeProcess() {
   static std::once_flag once;
   std::call_once(once, [] {
-    llvm::InitializeNativeTarget();
-    llvm::InitializeNativeTargetAsmPrinter();
 #ifdef __GLIBC__
     // Every step allocates and frees the same buffers: keep freed memory in
     // the process (no munmap or heap trim after a step, whose next step
@@ -65,19 +53,6 @@ void initializeProcess() {
     // Ranks are the parallelism: one BLAS thread each (set when it opens).
     blas::library();
   });
-}
-
-DialectRegistry runnerRegistry() {
-  DialectRegistry registry;
-  registerAllDialects(registry);
-  registry.insert<mlir::fsdp::FSDPDialect>();
-  registerBuiltinDialectTranslation(registry);
-  registerLLVMDialectTranslation(registry);
-  // A compute=gpu step: its gpu.binary becomes an embedded image loaded by
-  // mgpuModuleLoad, its gpu.launch_func calls mgpuLaunchKernel.
-  registerGPUDialectTranslation(registry);
-  gpu::registerOffloadingLLVMTranslationInterfaceExternalModels(registry);
-  return registry;
 }
 
 namespace {
@@ -203,8 +178,8 @@ assembleOutput(const Output &o,
   size_t slot = size_t(o.port->slotBytes());
   size_t steps = slot ? pieces.front()->size() / slot : 0;
   npy::Array all;
-  all.descr = npyDescr(o.port->type.getElementType());
-  all.shape = o.port->globalType.getShape().vec();
+  all.descr = o.port->dtype;
+  all.shape = o.port->globalShape;
   all.shape.insert(all.shape.begin(), int64_t(steps));
   for (size_t s = 0; s < steps; ++s) {
     std::vector<std::vector<char>> slices;
@@ -307,11 +282,11 @@ std::vector<double> mostPerStep(const std::vector<RankOutcome> &runs,
 
 struct Session::Impl {
   LoadOptions load;
-  std::unique_ptr<MLIRContext> context;
-  OwningOpRef<ModuleOp> module;
   /// Where the step's code comes from; `jit` when it is compiled here.
   std::unique_ptr<StepCode> code;
   Jit *jit = nullptr;
+  /// What the compiler says about the code.
+  StepManifest manifest;
   Program prog;
   std::vector<Output> outputs;
   /// Inputs set in memory, by argument index.
@@ -364,10 +339,9 @@ Session::Impl::~Impl() {
 llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
                                 const std::string &name) {
   initializeProcess();
-  context = std::make_unique<MLIRContext>(runnerRegistry());
   if (llvm::Error e = openCode(std::move(bytes), name))
     return e;
-  auto loaded = loadProgram(*module, load.entry);
+  auto loaded = readProgram(manifest, load.entry, name);
   if (!loaded)
     return loaded.takeError();
   prog = std::move(*loaded);
@@ -385,7 +359,7 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
     if (llvm::Error e = device::checkRunnable(prog))
       return e;
   if (jit)
-    if (llvm::Error e = jit->compile(*module))
+    if (llvm::Error e = jit->compile())
       return e;
   runtime = std::make_unique<RuntimeOptions>(prog, load.timeoutSeconds);
   if (load.backend == Backend::Mpi)
@@ -393,25 +367,29 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   return llvm::Error::success();
 }
 
-/// The code and the stub of a step library (fsdp-compile), else the JIT's.
+/// The code and the manifest of a step library (fsdp-compile), else the
+/// JIT's.
 llvm::Error Session::Impl::openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
                                     const std::string &name) {
   if (isSharedObject(bytes->getBuffer())) {
     if (name == "<memory>")
       return error("a step library is opened from its file, not from memory");
-    auto opened = SharedLibraryStepCode::open(name, *context);
+    auto opened = SharedLibraryStepCode::open(name);
     if (!opened)
       return opened.takeError();
     code = std::move(opened->code);
-    module = std::move(opened->module);
+    manifest = std::move(opened->manifest);
     return llvm::Error::success();
   }
-  auto opened = Jit::open(std::move(bytes), name, load.jitCacheDir, *context);
+  auto opened = Jit::open(std::move(bytes), name, load.entry, load.jitCacheDir);
   if (!opened)
     return opened.takeError();
   jit = opened->jit.get();
   code = std::move(opened->jit);
-  module = std::move(opened->module);
+  auto parsed = parseManifest(opened->manifest, name);
+  if (!parsed)
+    return parsed.takeError();
+  manifest = std::move(*parsed);
   return llvm::Error::success();
 }
 
@@ -746,8 +724,8 @@ bool Session::usable() const { return impl->usable; }
 static PortInfo portInfo(const Port &p) {
   PortInfo info;
   info.name = p.name;
-  info.dtype = npyDescr(p.type.getElementType());
-  info.globalShape = p.globalType.getShape().vec();
+  info.dtype = p.dtype;
+  info.globalShape = p.globalShape;
   info.sharded = p.layout.has_value();
   info.startsAtZero = startsAtZero(p);
   return info;
@@ -783,7 +761,7 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
   if (it == prog.args.end())
     return error("'" + prog.entry + "' has no argument '" + name + "'");
   size_t i = size_t(it - prog.args.begin());
-  std::string want = npyDescr(it->type.getElementType());
+  std::string want = it->dtype;
   if (dtype != want)
     return error("input '" + name + "' has dtype " + dtype + ", expected " +
                  want);
@@ -791,7 +769,7 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
   for (int64_t d : shape)
     if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
       return error("input '" + name + "': bad shape");
-  if (int64_t(bytes.size()) != elements * it->elementBytes())
+  if (int64_t(bytes.size()) != elements * it->elementBytes)
     return error("input '" + name + "': " + llvm::Twine(bytes.size()) +
                  " bytes do not hold its shape");
   npy::Array a;

@@ -99,8 +99,7 @@ struct ElementSink {
 
   void put(const char *src, int64_t g, int64_t rank) {
     char *dst = out.data.data() + g * bytes;
-    mlir::Type elem = port.type.getElementType();
-    if (partial && elem.isF32())
+    if (partial && port.isF32())
       *reinterpret_cast<float *>(dst) += *reinterpret_cast<const float *>(src);
     else if (partial)
       *reinterpret_cast<double *>(dst) +=
@@ -140,11 +139,11 @@ std::vector<char> shardInput(const Port &p, const npy::Array &global,
 }
 
 std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
-  int64_t bytes = p.elementBytes();
-  std::vector<char> buf(p.type.getNumElements() * bytes, 0);
+  int64_t bytes = p.elementBytes;
+  std::vector<char> buf(p.elements() * bytes, 0);
   if (p.layout && !ownsPartial(*p.layout, rank))
     return buf; // a Partial(sum) input: one rank per group holds the value
-  if (!p.layout && (p.type.getRank() == 0 || p.rankLocal)) {
+  if (!p.layout && (p.rank() == 0 || p.rankLocal)) {
     std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
     return buf;
   }
@@ -152,7 +151,7 @@ std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
     std::memcpy(buf.data(), global + rank * buf.size(), buf.size());
     return buf;
   }
-  std::vector<int64_t> shape = p.globalType.getShape().vec();
+  std::vector<int64_t> shape = p.globalShape;
   lm::LocalShard s = lm::localShard(*p.layout, shape, rank);
   forEachOwnedRun(s, shape, [&](int64_t so, int64_t go, int64_t n) {
     std::memcpy(buf.data() + so * bytes, global + go * bytes, n * bytes);
@@ -188,7 +187,7 @@ void placeOwned(const std::vector<std::vector<lm::Range>> &ranges,
 }
 
 bool isRowMajor(const Port &p, const int64_t *words) {
-  int64_t rank = p.type.getRank();
+  int64_t rank = p.rank();
   const int64_t *sizes = words + 3, *strides = words + 3 + rank;
   int64_t expect = 1;
   bool contiguous = true;
@@ -200,12 +199,12 @@ bool isRowMajor(const Port &p, const int64_t *words) {
 }
 
 std::vector<char> copyResult(const Port &p, const int64_t *words) {
-  int64_t rank = p.type.getRank(), bytes = p.elementBytes();
+  int64_t rank = p.rank(), bytes = p.elementBytes;
   const char *aligned = reinterpret_cast<const char *>(words[1]);
   int64_t offset = words[2];
   std::vector<int64_t> sizes(words + 3, words + 3 + rank),
       strides(words + 3 + rank, words + 3 + 2 * rank);
-  std::vector<char> out(p.type.getNumElements() * bytes);
+  std::vector<char> out(p.elements() * bytes);
   // A row-major buffer (what the lowering returns) is one copy.
   if (isRowMajor(p, words)) {
     if (!out.empty())
@@ -213,7 +212,7 @@ std::vector<char> copyResult(const Port &p, const int64_t *words) {
     return out;
   }
   std::vector<int64_t> idx(rank, 0);
-  for (int64_t e = 0; e < p.type.getNumElements(); ++e) {
+  for (int64_t e = 0; e < p.elements(); ++e) {
     int64_t src = offset;
     for (int64_t d = 0; d < rank; ++d)
       src += idx[d] * strides[d];
@@ -231,20 +230,19 @@ llvm::Expected<npy::Array>
 assembleResult(const Port &p,
                const std::vector<const std::vector<char> *> &pieces) {
   npy::Array a;
-  a.descr = npyDescr(p.type.getElementType());
-  a.shape = p.globalType.getShape().vec();
+  a.descr = p.dtype;
+  a.shape = p.globalShape;
   if (!p.layout) {
     a.data = *pieces[0];
     return a;
   }
-  mlir::Type elem = p.type.getElementType();
   bool partial = hasPartial(*p.layout);
-  if (partial && !elem.isF32() && !elem.isF64())
+  if (partial && !p.isF32() && !p.isF64())
     return llvm::createStringError("result '" + p.name +
                                    "': partial sums need f32 or f64");
-  int64_t bytes = p.elementBytes();
-  a.data.assign(p.globalType.getNumElements() * bytes, 0);
-  ElementSink sink{p, a, std::vector<char>(p.globalType.getNumElements(), 0),
+  int64_t bytes = p.elementBytes;
+  a.data.assign(p.globalElements() * bytes, 0);
+  ElementSink sink{p, a, std::vector<char>(p.globalElements(), 0),
                    partial, bytes};
   for (size_t r = 0; r < pieces.size(); ++r) {
     lm::LocalShard s = lm::localShard(*p.layout, a.shape, int64_t(r));

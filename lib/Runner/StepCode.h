@@ -2,12 +2,13 @@
 //-*-===//
 //
 // The runner calls a step through its packed C interface wrapper
-// `_mlir__mlir_ciface_<entry>(void **args)`: args[0] points at the pointer
-// to the results' descriptors (consecutive, 3 + 2 x rank words each),
-// args[1 + i] at the descriptor of argument i. Where that code comes from is
-// this interface: the JIT (Jit.h) compiles the lowered module in-process;
-// an ahead-of-time build of the same module is a shared library holding the
-// same wrappers, loaded without LLVM.
+// `_mlir__mlir_ciface_<entry>(void **args)` (the manifest's `symbol`):
+// args[0] points at the pointer to the results' descriptors (consecutive,
+// 3 + 2 x rank words each), args[1 + i] at the descriptor of argument i.
+// Where that code comes from is this interface: the JIT (Jit.h, in its own
+// library) compiles the lowered module in-process; an ahead-of-time build
+// of the same module is a shared library holding the same wrappers, loaded
+// without LLVM (StepLibrary.h). Either comes with its manifest (Manifest.h).
 //
 //===----------------------------------------------------------------------===//
 
@@ -27,8 +28,8 @@ namespace fsdp::run {
 class StepCode {
 public:
   virtual ~StepCode() = default;
-  /// Calls the packed wrapper of the C interface function `name`.
-  virtual llvm::Error invokePacked(llvm::StringRef name,
+  /// Calls the packed wrapper `symbol` (`_mlir__mlir_ciface_<entry>`).
+  virtual llvm::Error invokePacked(llvm::StringRef symbol,
                                    llvm::MutableArrayRef<void *> args) = 0;
 
   /// Seconds spent parsing and compiling (or loading).
@@ -40,6 +41,10 @@ public:
   /// Loaded from a library built by fsdp-compile (StepLibrary.h).
   bool precompiled = false;
 };
+
+/// Process-wide setup of the runner, once: the allocator and the BLAS
+/// threading the compiled steps want.
+void initializeProcess();
 
 } // namespace fsdp::run
 

@@ -51,7 +51,7 @@ from array import array
 from pathlib import Path
 
 MANIFEST_SECTION = ".fsdp.manifest"
-MANIFEST_VERSION = 1
+MANIFEST_VERSION = 2
 
 
 class AotError(Exception):

@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "Jit.h"
-#include "StepLibrary.h"
+#include "StepCompiler.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "llvm/Support/CommandLine.h"
@@ -101,7 +101,7 @@ int main(int argc, char **argv) {
       argc, argv,
       "fsdp-compile: a lowered fsdp step -> a shared library fsdp-run loads "
       "without compiling\n");
-  initializeProcess();
+  initializeJit();
   auto bytes = llvm::MemoryBuffer::getFile(f.input, /*IsText=*/false,
                                            /*RequiresNullTerminator=*/false);
   if (!bytes)

@@ -1,6 +1,8 @@
-//===- Program.cpp - the entry of a lowered module ------------------------===//
+//===- ManifestWriter.cpp - the manifest of a lowered module --------------===//
 
-#include "Program.h"
+#include "ManifestWriter.h"
+#include "Manifest.h"
+#include "fsdprt.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
@@ -8,15 +10,21 @@
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
 #include "llvm/ADT/DenseSet.h"
+#include "llvm/Support/Path.h"
+#include "llvm/TargetParser/Host.h"
 
 using namespace mlir;
 namespace lm = ::fsdp::layout;
+namespace json = llvm::json;
 
 namespace fsdp::run {
 
-int64_t Port::elementBytes() const {
-  return std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
-}
+namespace {
+
+/// The module attributes of a compute=gpu step (set by the lowering).
+constexpr llvm::StringLiteral kGpuAttrName = "fsdp.gpu";
+constexpr llvm::StringLiteral kGpuTf32AttrName = "fsdp.gpu_tf32";
+constexpr llvm::StringLiteral kGpuEmulationAttrName = "fsdp.gpu_emulation";
 
 std::string npyDescr(Type t) {
   if (t.isF32())
@@ -35,8 +43,6 @@ std::string npyDescr(Type t) {
     return "|u1";
   return "";
 }
-
-namespace {
 
 llvm::Error error(const Twine &message) {
   return llvm::createStringError(llvm::inconvertibleErrorCode(), message);
@@ -104,8 +110,11 @@ llvm::Expected<Port> readPort(mlir::fsdp::PortAttr attr, Program &prog,
                               ModuleOp module, const Twine &where) {
   Port p;
   p.name = attr.getName().str();
-  p.type = attr.getType();
-  p.globalType = attr.getGlobalType();
+  RankedTensorType type = attr.getType();
+  p.dtype = npyDescr(type.getElementType());
+  p.elementBytes = std::max<int64_t>(1, type.getElementTypeBitWidth() / 8);
+  p.shape = type.getShape().vec();
+  p.globalShape = attr.getGlobalType().getShape().vec();
   p.updateOf = attr.getUpdateOf();
   p.stateOf = attr.getStateOf();
   if (std::optional<mlir::fsdp::OptimRole> role = attr.getRole())
@@ -120,8 +129,7 @@ llvm::Expected<Port> readPort(mlir::fsdp::PortAttr attr, Program &prog,
   // The signature records the TP-local type as the global one; inputs,
   // results and checkpoints are the whole tensor.
   if (!lm::tensorParallelAxes(*p.layout).empty())
-    p.globalType = p.globalType.clone(lm::tensorParallelGlobalShape(
-        *p.layout, p.globalType.getShape().vec()));
+    p.globalShape = lm::tensorParallelGlobalShape(*p.layout, p.globalShape);
   llvm::raw_string_ostream os(p.layoutText);
   os << layout;
   return p;
@@ -218,7 +226,7 @@ bool storesResults(LLVM::LLVMFuncOp fn, const Program &prog) {
   llvm::DenseMap<int64_t, int64_t> rankAt; // word offset -> rank
   int64_t words = 0;
   for (const Port &p : prog.results) {
-    rankAt[words] = p.type.getRank();
+    rankAt[words] = p.rank();
     words += p.descriptorWords();
   }
   llvm::DenseSet<int64_t> stored;
@@ -311,7 +319,7 @@ void linkUpdates(Program &prog) {
     if (r.updateOf) {
       prog.fedBy[*r.updateOf] = int64_t(i);
       Port &arg = prog.args[size_t(*r.updateOf)];
-      arg.rankLocal = !arg.layout && arg.type.getRank() > 0;
+      arg.rankLocal = !arg.layout && arg.rank() > 0;
       r.rankLocal = arg.rankLocal;
     }
 }
@@ -338,11 +346,10 @@ void splitBatchOverDataParallelAxes(Program &prog) {
     parts *= tp ? 1 : prog.meshShape[a];
   }
   for (Port &p : prog.args) {
-    if (p.layout || p.rankLocal || p.type.getRank() == 0)
+    if (p.layout || p.rankLocal || p.rank() == 0)
       continue;
-    SmallVector<int64_t> shape(p.type.getShape());
-    shape[0] *= parts;
-    p.globalType = p.type.clone(shape);
+    p.globalShape = p.shape;
+    p.globalShape[0] *= parts;
     p.layout = batch;
   }
 }
@@ -386,30 +393,89 @@ static std::optional<MemoryPlan> readMemoryPlan(ModuleOp module,
   return plan;
 }
 
-/// Whether the module is a compute=gpu step, and how it was compiled.
-static std::optional<GpuStep> readGpuStep(ModuleOp module) {
-  if (!module->hasAttr(kGpuAttrName))
-    return std::nullopt;
-  GpuStep gpu;
-  gpu.tf32 = module->hasAttr(kGpuTf32AttrName);
-  gpu.emulation = module->hasAttr(kGpuEmulationAttrName);
-  return gpu;
-}
-
-llvm::Expected<Program> loadProgram(ModuleOp module, StringRef entry) {
+/// The program of entry `name`, its function checked against it.
+static llvm::Expected<Program>
+readEntry(ModuleOp module, mlir::fsdp::SignatureAttr sig, StringRef name) {
   Program prog;
-  llvm::Expected<mlir::fsdp::SignatureAttr> sig =
-      chooseEntry(module, entry, prog);
-  if (!sig)
-    return sig.takeError();
-  if (llvm::Error err = readSignature(*sig, module, prog))
+  prog.entry = name.str();
+  prog.symbol = "_mlir__mlir_ciface_" + prog.entry;
+  if (llvm::Error err = readSignature(sig, module, prog))
     return std::move(err);
   if (llvm::Error err = checkFunction(module, prog))
     return std::move(err);
   prog.plan = readMemoryPlan(module, prog.entry);
-  prog.gpu = readGpuStep(module);
-  stripFSDP(module);
   return prog;
+}
+
+static json::Array toJSON(ArrayRef<int64_t> v) {
+  json::Array a;
+  for (int64_t x : v)
+    a.push_back(x);
+  return a;
+}
+
+static json::Array meshesJSON(ModuleOp module) {
+  json::Array meshes;
+  for (auto mesh : module.getOps<mlir::fsdp::MeshOp>()) {
+    json::Array axes;
+    for (Attribute a : mesh.getAxisNames())
+      axes.push_back(cast<StringAttr>(a).getValue().str());
+    meshes.push_back(json::Object{{"name", mesh.getSymName().str()},
+                                  {"axes", std::move(axes)},
+                                  {"shape", toJSON(mesh.getAxisSizes())}});
+  }
+  return meshes;
+}
+
+llvm::Expected<json::Object> writeManifest(ModuleOp module,
+                                           const ManifestOptions &o) {
+  std::vector<std::pair<std::string, mlir::fsdp::SignatureAttr>> chosen;
+  if (o.entry) {
+    Program prog;
+    auto sig = chooseEntry(module, *o.entry, prog);
+    if (!sig)
+      return sig.takeError();
+    chosen.emplace_back(prog.entry, *sig);
+  } else {
+    auto sigs =
+        module->getAttrOfType<DictionaryAttr>(mlir::fsdp::kSignaturesAttrName);
+    if (!sigs || sigs.empty())
+      return error(o.source +
+                   " has no entry (no fsdp.signatures: is it lowered "
+                   "with --fsdp-pipeline=\"lower=true ...\"?)");
+    if (llvm::Error err = verifySignatureAttr(module, sigs))
+      return std::move(err);
+    for (NamedAttribute e : sigs)
+      chosen.emplace_back(e.getName().str(),
+                          cast<mlir::fsdp::SignatureAttr>(e.getValue()));
+  }
+  json::Array entries;
+  for (auto &[name, sig] : chosen) {
+    auto prog = readEntry(module, sig, name);
+    if (!prog)
+      return prog.takeError();
+    entries.push_back(entryJSON(*prog));
+  }
+  json::Array features;
+  for (const std::string &f : o.features)
+    features.push_back(f);
+  json::Object manifest{
+      {"format", "fsdp-step"},
+      {"version", kManifestVersion},
+      {"abi_version", FSDPRT_ABI_VERSION},
+      {"source", llvm::sys::path::filename(o.source).str()},
+      {"target", json::Object{{"triple", llvm::sys::getProcessTriple()},
+                              {"cpu", o.cpu},
+                              {"features", std::move(features)}}},
+      {"meshes", meshesJSON(module)},
+      {"entries", std::move(entries)}};
+  // A compute=gpu step.
+  if (module->hasAttr(kGpuAttrName))
+    manifest["gpu"] =
+        json::Object{{"tf32", module->hasAttr(kGpuTf32AttrName)},
+                     {"emulation", module->hasAttr(kGpuEmulationAttrName)}};
+  stripFSDP(module);
+  return manifest;
 }
 
 } // namespace fsdp::run
