@@ -355,7 +355,7 @@ std::string partialDir(const std::string &saveDir, int64_t step) {
 }
 
 bool writeRankFile(const std::string &dir, const Program &prog,
-                   const std::vector<std::vector<char>> &buffers, int64_t rank,
+                   const std::vector<Bytes> &buffers, int64_t rank,
                    std::vector<uint32_t> &crcs, std::string &error) {
   std::string bytes;
   crcs.clear();
@@ -365,7 +365,7 @@ bool writeRankFile(const std::string &dir, const Program &prog,
       crcs.push_back(0);
       continue;
     }
-    const std::vector<char> &b = buffers[i];
+    const Bytes &b = buffers[i];
     crcs.push_back(llvm::crc32(llvm::ArrayRef<uint8_t>(
         reinterpret_cast<const uint8_t *>(b.data()), b.size())));
     bytes.append(b.data(), b.size());

@@ -37,7 +37,7 @@ std::string partialDir(const std::string &saveDir, int64_t step);
 /// saved argument (`buffers` indexed by argument). `crcs` receives one
 /// CRC-32 per saved argument (0 where the rank writes none).
 bool writeRankFile(const std::string &dir, const Program &prog,
-                   const std::vector<std::vector<char>> &buffers, int64_t rank,
+                   const std::vector<Bytes> &buffers, int64_t rank,
                    std::vector<uint32_t> &crcs, std::string &error);
 
 /// Writes `metadata.json` into `dir` (the last file of a checkpoint):

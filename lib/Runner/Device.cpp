@@ -136,7 +136,7 @@ llvm::Expected<fsdprt_nccl_id_t> uniqueId() {
 bool shareUniqueId(fsdprt_comm_t *runner, int64_t rank, fsdprt_nccl_id_t &id,
                    std::string &err) {
   // One flag byte, then the id: rank 0's is the one every rank uses.
-  std::vector<char> mine(1 + sizeof(id), 0);
+  Bytes mine(1 + sizeof(id), 0);
   if (rank == 0) {
     auto made = uniqueId();
     if (made) {
@@ -148,7 +148,7 @@ bool shareUniqueId(fsdprt_comm_t *runner, int64_t rank, fsdprt_nccl_id_t &id,
   }
   int64_t size = 1;
   fsdprt_comm_size(runner, &size);
-  std::vector<char> all(mine.size() * size_t(size));
+  Bytes all(mine.size() * size_t(size));
   if (fsdprt_all_gather(runner, 1, mine.data(), all.data(), mine.size(),
                         FSDPRT_U8) != FSDPRT_OK) {
     err = std::string("sharing the NCCL unique id: ") +
@@ -167,11 +167,11 @@ bool shareUniqueId(fsdprt_comm_t *runner, int64_t rank, fsdprt_nccl_id_t &id,
 bool localRank(fsdprt_comm_t *runner, int64_t rank, int64_t &local,
                int64_t &onHost, std::string &err) {
   constexpr size_t kName = 256;
-  std::vector<char> mine(kName, 0);
+  Bytes mine(kName, 0);
   gethostname(mine.data(), kName - 1);
   int64_t size = 1;
   fsdprt_comm_size(runner, &size);
-  std::vector<char> all(kName * size_t(size));
+  Bytes all(kName * size_t(size));
   if (fsdprt_all_gather(runner, 1, mine.data(), all.data(), kName, FSDPRT_U8) !=
       FSDPRT_OK) {
     err = std::string("gathering the host names: ") +
@@ -187,8 +187,7 @@ bool localRank(fsdprt_comm_t *runner, int64_t rank, int64_t &local,
   return true;
 }
 
-Buffer upload(const std::vector<char> &bytes, const std::string &what,
-              std::string &err) {
+Buffer upload(const Bytes &bytes, const std::string &what, std::string &err) {
   Buffer b;
   b.bytes = int64_t(bytes.size());
   b.ptr = fsdprt_gpu_alloc(b.bytes);
@@ -224,7 +223,7 @@ int64_t spanOf(const Port &p, const int64_t *words) {
 
 } // namespace
 
-bool download(const Port &p, const int64_t *words, std::vector<char> &out,
+bool download(const Port &p, const int64_t *words, Bytes &out,
               std::string &err) {
   int64_t bytes = p.elementBytes;
   const char *aligned = reinterpret_cast<const char *>(words[1]);
@@ -241,7 +240,7 @@ bool download(const Port &p, const int64_t *words, std::vector<char> &out,
     return true;
   }
   // A strided view: its span to the host, then the host's strided copy.
-  std::vector<char> host(size_t(spanOf(p, words) * bytes));
+  Bytes host(size_t(spanOf(p, words) * bytes));
   if (!host.empty() &&
       fsdprt_gpu_copy_to_host(host.data(), first, int64_t(host.size())) !=
           FSDPRT_OK) {

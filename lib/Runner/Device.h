@@ -17,6 +17,7 @@
 #define FSDP_RUNNER_DEVICE_H
 
 #include "Program.h"
+#include "fsdp/Runner/Bytes.h"
 #include "fsdprt.h"
 #include "fsdprt_gpu.h"
 
@@ -78,11 +79,11 @@ bool localRank(fsdprt_comm_t *runner, int64_t rank, int64_t &local,
                int64_t &onHost, std::string &error);
 
 /// A device copy of `bytes` host bytes, or an empty buffer with `error`.
-Buffer upload(const std::vector<char> &bytes, const std::string &what,
+Buffer upload(const Bytes &bytes, const std::string &what,
               std::string &error);
 
 /// The elements of the (device) memref descriptor `words` of `p`, row-major.
-bool download(const Port &p, const int64_t *words, std::vector<char> &out,
+bool download(const Port &p, const int64_t *words, Bytes &out,
               std::string &error);
 
 /// Frees a device buffer (stream-ordered after the work enqueued); a

@@ -339,7 +339,8 @@ Port readPort(const json::Object &o, const Program &prog, std::string where,
     // A tensor-parallel layout's slot is checked by the compiler only.
     if (!p.layout || !lm::tensorParallelAxes(*p.layout).empty())
       return p;
-    if (std::optional<std::string> err = lm::validate(*p.layout, p.globalShape))
+    if (std::optional<std::string> err =
+            lm::validate(*p.layout, p.globalShape, /*isParameter=*/false))
       in.fail("invalid layout: " + *err);
     else if (lm::slotShape(*p.layout, p.globalShape) != p.shape)
       in.fail("its shape is not the slot of its layout");

@@ -1,4 +1,5 @@
-//===- ManifestWriter.h - the manifest of a lowered module --------*- C++ -*-===//
+//===- ManifestWriter.h - the manifest of a lowered module --------*- C++
+//-*-===//
 //
 // The compiler side of Manifest.h: reads the signatures a lowered module
 // records (`fsdp.signatures`, `#fsdp.signature`), checks every lowered

@@ -244,7 +244,7 @@ bool checkSizes(Header &h, uint64_t fileSize, std::string &error) {
 }
 
 /// Reorders Fortran-ordered (column-major) `data` into C order in place.
-void fortranToC(std::vector<char> &data, const std::vector<int64_t> &shape,
+void fortranToC(Bytes &data, const std::vector<int64_t> &shape,
                 int64_t elementBytes, int64_t numElements) {
   size_t rank = shape.size();
   if (rank < 2 || numElements == 0)
@@ -252,7 +252,7 @@ void fortranToC(std::vector<char> &data, const std::vector<int64_t> &shape,
   std::vector<int64_t> stride(rank, 1), idx(rank, 0);
   for (size_t d = 1; d < rank; ++d)
     stride[d] = stride[d - 1] * shape[d - 1];
-  std::vector<char> out(data.size());
+  Bytes out(data.size());
   for (int64_t e = 0; e < numElements; ++e) {
     int64_t src = 0;
     for (size_t d = 0; d < rank; ++d)
@@ -281,14 +281,14 @@ bool writeAll(int fd, const char *p, size_t n) {
   return true;
 }
 
-std::string headerFor(const Array &array) {
+std::string headerFor(const std::string &descr,
+                      const std::vector<int64_t> &dims) {
   std::ostringstream shape;
   shape << "(";
-  for (size_t i = 0; i < array.shape.size(); ++i)
-    shape << array.shape[i]
-          << (array.shape.size() == 1 || i + 1 < array.shape.size() ? "," : "");
+  for (size_t i = 0; i < dims.size(); ++i)
+    shape << dims[i] << (dims.size() == 1 || i + 1 < dims.size() ? "," : "");
   shape << ")";
-  std::string header = "{'descr': '" + array.descr +
+  std::string header = "{'descr': '" + descr +
                        "', 'fortran_order': False, 'shape': " + shape.str() +
                        ", }";
   // Pad so that the data starts on a 64-byte boundary, ending in '\n'.
@@ -362,7 +362,12 @@ bool read(const std::string &path, Array &out, std::string &error) {
   in.seekg(std::streamoff(h.dataOffset));
   out.descr = h.descr;
   out.shape = h.shape;
-  out.data.assign(size_t(h.numElements * h.elementBytes), 0);
+  size_t bytes = size_t(h.numElements * h.elementBytes);
+  // C-order data is mapped, not copied: the page cache's pages, with
+  // nothing allocated or zeroed (readHeader checked the file's size).
+  if (!h.fortranOrder && out.data.mapFile(path, h.dataOffset, bytes, error))
+    return true;
+  out.data.resize(bytes);
   if (!in || !in.read(out.data.data(), std::streamsize(out.data.size()))) {
     error = path + ": truncated data";
     return false;
@@ -373,8 +378,15 @@ bool read(const std::string &path, Array &out, std::string &error) {
 }
 
 bool write(const std::string &path, const Array &array, std::string &error) {
+  return write(path, array.descr, array.shape, array.data.data(),
+               array.data.size(), error);
+}
+
+bool write(const std::string &path, const std::string &descr,
+           const std::vector<int64_t> &shape, const char *data, size_t bytes,
+           std::string &error) {
   static std::atomic<unsigned> counter{0};
-  std::string header = headerFor(array);
+  std::string header = headerFor(descr, shape);
   std::string tmp;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
@@ -394,7 +406,7 @@ bool write(const std::string &path, const Array &array, std::string &error) {
                   char(len & 0xff), char(len >> 8)};
   bool ok = writeAll(fd, pre, sizeof(pre)) &&
             writeAll(fd, header.data(), header.size()) &&
-            writeAll(fd, array.data.data(), array.data.size());
+            writeAll(fd, data, bytes);
   ok = (::close(fd) == 0) && ok;
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     error = "error writing " + path + ": " + std::strerror(errno);

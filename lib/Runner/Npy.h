@@ -11,8 +11,10 @@
 #ifndef FSDP_TOOLS_FSDPRUN_NPY_H
 #define FSDP_TOOLS_FSDPRUN_NPY_H
 
+#include "fsdp/Runner/Bytes.h"
 #include <cstdint>
 #include <string>
+
 #include <vector>
 
 namespace fsdp::npy {
@@ -39,7 +41,7 @@ struct Header {
 struct Array {
   std::string descr;
   std::vector<int64_t> shape;
-  std::vector<char> data;
+  Bytes data;
   int64_t numElements() const;
 };
 
@@ -55,6 +57,10 @@ bool read(const std::string &path, Array &out, std::string &error);
 /// that is renamed over `path` (a symlink at `path` is replaced, not
 /// followed).
 bool write(const std::string &path, const Array &array, std::string &error);
+/// The same from `bytes` bytes at `data`, without copying them.
+bool write(const std::string &path, const std::string &descr,
+           const std::vector<int64_t> &shape, const char *data, size_t bytes,
+           std::string &error);
 /// Bytes per element of a supported descr, 0 if unsupported.
 int64_t elementSize(const std::string &descr);
 

@@ -25,9 +25,9 @@ namespace fsdp::run {
 /// One argument or result of the entry, as recorded by the compiler.
 struct Port {
   std::string name;
-  std::string dtype;               // numpy's: "<f4", "<f8", "<u2" (bf16), ...
-  int64_t elementBytes = 1;        // bytes of one element
-  std::vector<int64_t> shape;      // what the rank's function sees (slot)
+  std::string dtype;                // numpy's: "<f4", "<f8", "<u2" (bf16), ...
+  int64_t elementBytes = 1;         // bytes of one element
+  std::vector<int64_t> shape;       // what the rank's function sees (slot)
   std::vector<int64_t> globalShape; // the full tensor
   std::optional<::fsdp::layout::Layout> layout;
   std::string layoutText; // the #fsdp.layout as written ("" without one)

@@ -28,11 +28,12 @@ namespace {
 /// The argument buffers and packed pointers of one rank's call.
 class RankCall {
 public:
-  RankCall(const Program &prog, std::vector<std::vector<char>> args)
-      : buffers(std::move(args)) {
+  /// A call on the rank's argument buffers, which stay the caller's (they
+  /// are reused from step to step).
+  RankCall(const Program &prog, std::vector<Bytes> &args) {
     for (size_t i = 0; i < prog.args.size(); ++i)
-      descs.push_back(Descriptor::forBuffer(buffers[i].data(),
-                                            prog.args[i].shape));
+      descs.push_back(
+          Descriptor::forBuffer(args[i].data(), prog.args[i].shape));
     pack(prog);
   }
 
@@ -41,8 +42,8 @@ public:
   RankCall(const Program &prog, std::vector<device::Buffer> args)
       : deviceArgs(std::move(args)), onDevice(true) {
     for (size_t i = 0; i < prog.args.size(); ++i)
-      descs.push_back(Descriptor::forBuffer(deviceArgs[i].ptr,
-                                            prog.args[i].shape));
+      descs.push_back(
+          Descriptor::forBuffer(deviceArgs[i].ptr, prog.args[i].shape));
     pack(prog);
   }
 
@@ -54,13 +55,20 @@ public:
     return code.invokePacked(symbol, packed);
   }
 
-  /// A copy of result `i`'s elements.
-  std::vector<char> result(const Program &prog, size_t i) const {
-    return copyResult(prog.results[i], resultArea.data() + offsets[i]);
+  /// Copies result `i`'s elements into `out`, reusing its allocation.
+  void result(const Program &prog, size_t i, Bytes &out) const {
+    copyResult(prog.results[i], resultArea.data() + offsets[i], out);
+  }
+
+  /// Copies the elements rank `rank` owns of result `i` into `global`.
+  void placeResult(const Program &prog, size_t i, int64_t rank,
+                   Bytes &global) const {
+    placeShard(prog.results[i], rank, resultArea.data() + offsets[i],
+               global.data());
   }
 
   /// The same from the device.
-  bool deviceResult(const Program &prog, size_t i, std::vector<char> &out,
+  bool deviceResult(const Program &prog, size_t i, Bytes &out,
                     std::string &error) const {
     return device::download(prog.results[i], resultArea.data() + offsets[i],
                             out, error);
@@ -74,15 +82,15 @@ public:
     const Port &p = prog.results[i];
     const int64_t *words = resultArea.data() + offsets[i];
     if (isRowMajor(p, words)) {
-      const char *first = reinterpret_cast<const char *>(words[1]) +
-                          words[2] * p.elementBytes;
+      const char *first =
+          reinterpret_cast<const char *>(words[1]) + words[2] * p.elementBytes;
       if (fsdprt_gpu_copy_on_device(to.ptr, first, p.slotBytes()) == FSDPRT_OK)
         return true;
       error = "cannot copy '" + p.name +
               "' on the device: " + fsdprt_gpu_last_error_message();
       return false;
     }
-    std::vector<char> host;
+    Bytes host;
     if (!device::download(p, words, host, error))
       return false;
     if (!host.empty() &&
@@ -157,7 +165,6 @@ public:
   }
 
 private:
-  std::vector<std::vector<char>> buffers;
   std::vector<device::Buffer> deviceArgs;
   bool onDevice = false;
   std::vector<Descriptor> descs;
@@ -197,7 +204,7 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
   int64_t size = 1;
   fsdprt_comm_size(runner, &size);
   char mine = ok ? 1 : 0;
-  std::vector<char> all(size_t(size), 0);
+  Bytes all(size_t(size), 0);
   if (fsdprt_all_gather(runner, 1, &mine, all.data(), 1, FSDPRT_U8) !=
       FSDPRT_OK) {
     error = what + ": " + fsdprt_comm_error_message(runner);
@@ -246,8 +253,8 @@ bool gatherCrcs(const RunContext &cx, fsdprt_comm_t *runner, bool ok,
 /// rank its own file into the partial directory, then rank 0 the metadata
 /// and the rename, once every rank has written.
 bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
-                    const std::vector<std::vector<char>> &fed, int64_t rank,
-                    int64_t step, std::string &error) {
+                    const std::vector<Bytes> &fed, int64_t rank, int64_t step,
+                    std::string &error) {
   const std::string &saveDir = cx.options.saveDir;
   std::string part = checkpoint::partialDir(saveDir, step),
               done = checkpoint::finalDir(saveDir, step);
@@ -282,13 +289,16 @@ bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
 }
 
 /// This rank's arguments of global step `g`: its shard of every input,
-/// then (once every input could be read) the fed-back buffers, moved.
+/// copied into the rank's buffer of the argument (kept from the last step:
+/// a step may write its arguments), then (once every input could be read)
+/// the fed-back buffers, swapped in: `fed` then holds last step's buffers,
+/// into which the step's updates are copied.
 bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
-                   int64_t g, std::vector<std::vector<char>> &fed,
-                   std::vector<std::vector<char>> &args, std::string &error) {
+                   int64_t g, std::vector<Bytes> &fed, std::vector<Bytes> &args,
+                   std::string &error) {
   const Program &prog = cx.prog;
   bool training = prog.training();
-  args.assign(prog.args.size(), {});
+  args.resize(prog.args.size());
   for (size_t i = 0; i < prog.args.size() && error.empty(); ++i) {
     if (training && prog.fedBy[i] >= 0)
       continue;
@@ -297,7 +307,7 @@ bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
     if (!global)
       error = llvm::toString(global.takeError());
     else
-      args[i] = shardInput(prog.args[i], *global, rank);
+      shardInput(prog.args[i], *global, rank, args[i]);
   }
   // A per-step file that cannot be read stops every rank together, before
   // the step's collectives (a lone rank leaving would make the others wait
@@ -310,7 +320,7 @@ bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
   // A GPU step's fed-back state stays on the device (uploadArguments).
   for (size_t i = 0; i < prog.args.size() && !prog.gpu; ++i)
     if (training && prog.fedBy[i] >= 0)
-      args[i] = std::move(fed[i]);
+      args[i].swap(fed[i]);
   return true;
 }
 
@@ -336,8 +346,7 @@ struct DeviceState {
 /// first step allocates them). The copies are complete when it returns, so
 /// that the step's time does not include them.
 bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
-                     std::vector<std::vector<char>> &args,
-                     const std::vector<std::vector<char>> &fed,
+                     std::vector<Bytes> &args, const std::vector<Bytes> &fed,
                      DeviceState &state, std::vector<device::Buffer> &out,
                      std::string &error) {
   const Program &prog = cx.prog;
@@ -346,7 +355,7 @@ bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
   for (size_t i = 0; i < prog.args.size() && ok; ++i) {
     bool fedBack = prog.training() && prog.fedBy[i] >= 0;
     device::Buffer &slot = fedBack ? state.fed[i] : state.inputs[i];
-    const std::vector<char> &host = fedBack ? fed[i] : args[i];
+    const Bytes &host = fedBack ? fed[i] : args[i];
     std::string what = "argument '" + prog.args[i].name + "'";
     if (!(fedBack && slot.ptr)) {
       if (slot.ptr && slot.bytes == int64_t(host.size())) {
@@ -363,8 +372,7 @@ bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
         ok = slot.ptr != nullptr;
       }
     }
-    out[i] = slot;
-    args[i] = {};
+    out[i] = slot; // the host buffer stays, for the next step's copy
   }
   return ok && device::synchronize(context, "uploading the arguments", error);
 }
@@ -372,13 +380,13 @@ bool uploadArguments(const RunContext &cx, fsdprt_gpu_context_t *context,
 /// Brings the fed-back state of a GPU step to the host (a checkpoint, the
 /// end of a run); the device buffers stay.
 bool downloadState(const RunContext &cx, DeviceState &state,
-                   std::vector<std::vector<char>> &fed, std::string &error) {
+                   std::vector<Bytes> &fed, std::string &error) {
   if (!state.hostStale)
     return true;
   for (size_t i = 0; i < state.fed.size(); ++i) {
     if (!state.fed[i].ptr)
       continue;
-    std::vector<char> host(size_t(state.fed[i].bytes));
+    Bytes host(size_t(state.fed[i].bytes));
     if (!host.empty() &&
         fsdprt_gpu_copy_to_host(host.data(), state.fed[i].ptr,
                                 state.fed[i].bytes) != FSDPRT_OK) {
@@ -401,7 +409,7 @@ bool collectDeviceResults(const RunContext &cx, RankCall &call, bool last,
     const Output &o = cx.outputs[k];
     if (!o.stacked && !(last && o.arg < 0))
       continue;
-    std::vector<char> v;
+    Bytes v;
     if (!call.deviceResult(prog, size_t(o.result), v, out.error))
       return false;
     if (o.stacked)
@@ -425,21 +433,27 @@ bool collectDeviceResults(const RunContext &cx, RankCall &call, bool last,
 /// Keeps what the outputs need of a step's results and feeds the updates
 /// back.
 void collectResults(const RunContext &cx, RankCall &call, bool last,
-                    std::vector<std::vector<char>> &fed, RankOutcome &out) {
+                    int64_t rank, std::vector<Bytes> &fed, RankOutcome &out) {
   const Program &prog = cx.prog;
   for (size_t k = 0; k < cx.outputs.size(); ++k) {
     const Output &o = cx.outputs[k];
     if (o.stacked) {
-      std::vector<char> v = call.result(prog, size_t(o.result));
+      Bytes v;
+      call.result(prog, size_t(o.result), v);
       out.pieces[k].insert(out.pieces[k].end(), v.begin(), v.end());
     } else if (last && o.arg < 0) {
-      out.pieces[k] = call.result(prog, size_t(o.result));
+      bool place = cx.placed && !(*cx.placed)[k].empty();
+      if (place && isPrimaryReplica(*o.port, rank))
+        call.placeResult(prog, size_t(o.result), rank, (*cx.placed)[k]);
+      else
+        call.result(prog, size_t(o.result), out.pieces[k]);
     }
   }
+  // Into last step's buffers (bindArguments), which no result can alias.
   if (prog.training())
     for (size_t i = 0; i < prog.results.size(); ++i)
       if (prog.results[i].updateOf)
-        fed[*prog.results[i].updateOf] = call.result(prog, i);
+        call.result(prog, i, fed[*prog.results[i].updateOf]);
   call.releaseResults();
 }
 
@@ -634,8 +648,7 @@ int64_t residentBytes() {
 }
 
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
-             int64_t rank, std::vector<std::vector<char>> &fed,
-             RankOutcome &out) {
+             int64_t rank, std::vector<Bytes> &fed, RankOutcome &out) {
   fsdprt_set_thread_comm(comm);
   const Program &prog = cx.prog;
   const RunOptions &opt = cx.options;
@@ -658,9 +671,10 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     graph.note = "off: fewer than 3 steps (the third is the one captured)";
   else if (gpu)
     graph.phase = StepGraph::Phase::Warmup;
+  // The rank's argument buffers, reused by every step.
+  std::vector<Bytes> args;
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
-    std::vector<std::vector<char>> args;
     if (!bindArguments(cx, runner, rank, g, fed, args, out.error))
       break;
     std::vector<device::Buffer> deviceArgs;
@@ -671,11 +685,11 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
                                       out.error),
                       "step " + std::to_string(g) + " arguments", out.error))
       break;
-    // Every step gets its arguments afresh (on the host, fresh buffers; on
-    // the device, uploaded again into the rank's buffers): a step may
+    // Every step gets its arguments afresh (copied again into the rank's
+    // host buffers, or uploaded again into its device buffers): a step may
     // update its arguments in place. Only the call is timed.
-    RankCall call = gpu ? RankCall(prog, std::move(deviceArgs))
-                        : RankCall(prog, std::move(args));
+    RankCall call =
+        gpu ? RankCall(prog, std::move(deviceArgs)) : RankCall(prog, args);
     double seconds = 0, exposed = 0;
     int64_t faults = 0;
     StepGraph::Phase phase = graph.phase;
@@ -696,7 +710,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     }
     bool last = s + 1 == total;
     if (!gpu) {
-      collectResults(cx, call, last, fed, out);
+      collectResults(cx, call, last, rank, fed, out);
     } else if (!collectDeviceResults(cx, call, last, state, out)) {
       out.stateLost = true;
       break;

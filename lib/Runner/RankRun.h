@@ -42,7 +42,7 @@ bool ranksHoldScalars(const std::vector<Output> &outputs);
 
 /// What one rank produced.
 struct RankOutcome {
-  std::vector<std::vector<char>> pieces; // per output
+  std::vector<Bytes> pieces; // per output
   std::vector<double> stepSeconds;       // the timed steps
   std::vector<int64_t> stepFaults;       // page faults of the timed steps
   std::vector<double> stepExposed;       // exposed communication (seconds)
@@ -69,6 +69,10 @@ struct RunContext {
   const std::vector<Output> &outputs;
   int64_t firstStep; // global steps taken before this run
   bool liveSteps;    // rank 0 reports each step's scalars as it ends
+  /// Threads backend: per output, the global array its first replicas
+  /// place their elements into at the last step (empty: gathered from
+  /// pieces instead).
+  std::vector<Bytes> *placed = nullptr;
 };
 
 /// Whether every rank of `runner` reports `ok`; names the first that did
@@ -81,7 +85,7 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
 /// the rank's buffer of every fed-back argument (indexed by argument) and is
 /// updated step by step.
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
-             int64_t rank, std::vector<std::vector<char>> &fed,
+             int64_t rank, std::vector<Bytes> &fed,
              RankOutcome &out);
 
 /// The process's resident set size in bytes (0 where unknown).

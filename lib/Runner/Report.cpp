@@ -22,13 +22,9 @@ template <typename T> json::Array listOf(const std::vector<T> &values) {
 }
 
 llvm::Error writeArray(const std::string &path, const HostArray &h,
-                       const std::vector<char> &data) {
-  npy::Array a;
-  a.descr = h.dtype;
-  a.shape = h.shape;
-  a.data = data;
+                       const Bytes &data) {
   std::string error;
-  if (!npy::write(path, a, error))
+  if (!npy::write(path, h.dtype, h.shape, data.data(), data.size(), error))
     return llvm::createStringError(error);
   return llvm::Error::success();
 }

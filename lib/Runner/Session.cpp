@@ -115,8 +115,8 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
   auto gather = [&](const void *data, void *all, size_t bytes) {
     return fsdprt_all_gather(comm, 1, data, all, bytes, FSDPRT_U8) == FSDPRT_OK;
   };
-  for (const std::vector<char> &piece : mine.pieces) {
-    std::vector<char> all(piece.size() * size);
+  for (const Bytes &piece : mine.pieces) {
+    Bytes all(piece.size() * size);
     if (!gather(piece.data(), all.data(), piece.size()))
       return error(
           "rank " + llvm::Twine(rank) +
@@ -171,8 +171,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
 /// The global value of an output from every rank's piece; a stacked
 /// output gets a leading step dimension.
 llvm::Expected<npy::Array>
-assembleOutput(const Output &o,
-               const std::vector<const std::vector<char> *> &pieces) {
+assembleOutput(const Output &o, const std::vector<const Bytes *> &pieces) {
   if (!o.stacked)
     return assembleResult(*o.port, pieces);
   size_t slot = size_t(o.port->slotBytes());
@@ -182,11 +181,11 @@ assembleOutput(const Output &o,
   all.shape = o.port->globalShape;
   all.shape.insert(all.shape.begin(), int64_t(steps));
   for (size_t s = 0; s < steps; ++s) {
-    std::vector<std::vector<char>> slices;
-    for (const std::vector<char> *p : pieces)
+    std::vector<Bytes> slices;
+    for (const Bytes *p : pieces)
       slices.emplace_back(p->begin() + s * slot, p->begin() + (s + 1) * slot);
-    std::vector<const std::vector<char> *> ptrs;
-    for (const std::vector<char> &v : slices)
+    std::vector<const Bytes *> ptrs;
+    for (const Bytes &v : slices)
       ptrs.push_back(&v);
     auto a = assembleResult(*o.port, ptrs);
     if (!a)
@@ -210,12 +209,15 @@ CommStats commStats(const fsdprt_stats_t &s) {
 /// The outputs, memory and statistics of every rank, assembled.
 llvm::Error assembleResult(const std::vector<Output> &outputs,
                            const std::vector<RankOutcome> &runs,
-                           bool keepAllRanks, RunResult &result) {
+                           bool keepAllRanks, std::vector<Bytes> &placed,
+                           RunResult &result) {
   for (size_t k = 0; k < outputs.size(); ++k) {
-    std::vector<const std::vector<char> *> pieces;
+    std::vector<const Bytes *> pieces;
     for (const RankOutcome &run : runs)
       pieces.push_back(&run.pieces[k]);
-    auto a = assembleOutput(outputs[k], pieces);
+    auto a = k < placed.size() && !placed[k].empty()
+                 ? assembleResult(*outputs[k].port, pieces, &placed[k])
+                 : assembleOutput(outputs[k], pieces);
     if (!a)
       return a.takeError();
     HostArray h{outputs[k].port->name, a->descr,           a->shape,
@@ -293,7 +295,7 @@ struct Session::Impl {
   std::map<size_t, npy::Array> memoryInputs;
   /// Training state: per rank of this process, per argument, the rank's
   /// buffer of each fed-back argument. Empty until the first run.
-  std::vector<std::vector<std::vector<char>>> state;
+  std::vector<std::vector<Bytes>> state;
   std::set<size_t> reset; // fed-back arguments set since the last run
   int64_t stepsTaken = 0;
   bool usable = true;
@@ -419,8 +421,7 @@ llvm::Error Session::Impl::openMpi() {
 void Session::Impl::initState(const std::vector<StepInput> &inputs) {
   bool fresh = state.empty();
   if (fresh)
-    state.assign(size_t(localRanks()),
-                 std::vector<std::vector<char>>(prog.args.size()));
+    state.assign(size_t(localRanks()), std::vector<Bytes>(prog.args.size()));
   for (size_t i = 0; i < prog.args.size(); ++i) {
     if (prog.fedBy[i] < 0 || !(fresh || reset.count(i)))
       continue;
@@ -598,8 +599,7 @@ Session::Impl::bindInputs(const RunOptions &o, int64_t firstStep) {
   if (!inputs)
     return inputs.takeError();
   if (!training) {
-    state.assign(size_t(localRanks()),
-                 std::vector<std::vector<char>>(prog.args.size()));
+    state.assign(size_t(localRanks()), std::vector<Bytes>(prog.args.size()));
     return inputs;
   }
   for (size_t i = 0; i < prog.args.size(); ++i)
@@ -648,6 +648,17 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     return inputs.takeError();
   RunContext cx{
       *code, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
+  // The threads backend's ranks place their results into the global
+  // arrays themselves (no per-rank copy to assemble from).
+  std::vector<Bytes> placed(outputs.size());
+  if (load.backend == Backend::Threads && !prog.gpu) {
+    for (size_t k = 0; k < outputs.size(); ++k)
+      if (!outputs[k].stacked && outputs[k].arg < 0 &&
+          placeable(*outputs[k].port))
+        placed[k].resize(size_t(outputs[k].port->globalElements() *
+                                outputs[k].port->elementBytes));
+    cx.placed = &placed;
+  }
   // Process-wide: the step's own setting for the run.
   if (prog.gpu)
     fsdprt_gpu_set_tf32(prog.gpu->tf32 ? 1 : 0);
@@ -680,7 +691,8 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)
     return result;
-  if (llvm::Error e = assembleResult(outputs, *runs, o.keepAllRanks, result))
+  if (llvm::Error e =
+          assembleResult(outputs, *runs, o.keepAllRanks, placed, result))
     return std::move(e);
   return result;
 }

@@ -92,7 +92,7 @@ bool hasPartial(const lm::Layout &layout) {
 struct ElementSink {
   const Port &port;
   npy::Array &out;
-  std::vector<char> written;
+  Bytes written;
   bool partial;
   int64_t bytes;
   std::string error; // the first disagreement of replicas
@@ -133,30 +133,41 @@ Descriptor Descriptor::forBuffer(void *data, llvm::ArrayRef<int64_t> shape) {
   return d;
 }
 
-std::vector<char> shardInput(const Port &p, const npy::Array &global,
-                             int64_t rank) {
+Bytes shardInput(const Port &p, const npy::Array &global, int64_t rank) {
   return shardInput(p, global.data.data(), rank);
 }
 
-std::vector<char> shardInput(const Port &p, const char *global, int64_t rank) {
+Bytes shardInput(const Port &p, const char *global, int64_t rank) {
+  Bytes buf;
+  shardInput(p, global, rank, buf);
+  return buf;
+}
+
+void shardInput(const Port &p, const char *global, int64_t rank, Bytes &buf) {
   int64_t bytes = p.elementBytes;
-  std::vector<char> buf(p.elements() * bytes, 0);
-  if (p.layout && !ownsPartial(*p.layout, rank))
-    return buf; // a Partial(sum) input: one rank per group holds the value
+  buf.resize(size_t(p.elements() * bytes));
+  if (buf.empty())
+    return;
+  if (p.layout && !ownsPartial(*p.layout, rank)) {
+    // A Partial(sum) input: one rank per group holds the value.
+    std::memset(buf.data(), 0, buf.size());
+    return;
+  }
   if (!p.layout && (p.rank() == 0 || p.rankLocal)) {
     std::memcpy(buf.data(), global, buf.size()); // every rank's own copy
-    return buf;
+    return;
   }
   if (!p.layout) {
     std::memcpy(buf.data(), global + rank * buf.size(), buf.size());
-    return buf;
+    return;
   }
-  std::vector<int64_t> shape = p.globalShape;
-  lm::LocalShard s = lm::localShard(*p.layout, shape, rank);
-  forEachOwnedRun(s, shape, [&](int64_t so, int64_t go, int64_t n) {
+  lm::LocalShard s = lm::localShard(*p.layout, p.globalShape, rank);
+  // The padding is zeros; the owned runs are copied over them.
+  if (s.localElements() != s.slotElements())
+    std::memset(buf.data(), 0, buf.size());
+  forEachOwnedRun(s, p.globalShape, [&](int64_t so, int64_t go, int64_t n) {
     std::memcpy(buf.data() + so * bytes, global + go * bytes, n * bytes);
   });
-  return buf;
 }
 
 bool isPrimaryReplica(const Port &p, int64_t rank) {
@@ -198,18 +209,24 @@ bool isRowMajor(const Port &p, const int64_t *words) {
   return contiguous;
 }
 
-std::vector<char> copyResult(const Port &p, const int64_t *words) {
+Bytes copyResult(const Port &p, const int64_t *words) {
+  Bytes out;
+  copyResult(p, words, out);
+  return out;
+}
+
+void copyResult(const Port &p, const int64_t *words, Bytes &out) {
   int64_t rank = p.rank(), bytes = p.elementBytes;
   const char *aligned = reinterpret_cast<const char *>(words[1]);
   int64_t offset = words[2];
   std::vector<int64_t> sizes(words + 3, words + 3 + rank),
       strides(words + 3 + rank, words + 3 + 2 * rank);
-  std::vector<char> out(p.elements() * bytes);
+  out.resize(size_t(p.elements() * bytes));
   // A row-major buffer (what the lowering returns) is one copy.
   if (isRowMajor(p, words)) {
     if (!out.empty())
       std::memcpy(out.data(), aligned + offset * bytes, out.size());
-    return out;
+    return;
   }
   std::vector<int64_t> idx(rank, 0);
   for (int64_t e = 0; e < p.elements(); ++e) {
@@ -223,12 +240,30 @@ std::vector<char> copyResult(const Port &p, const int64_t *words) {
       idx[d] = 0;
     }
   }
-  return out;
+}
+
+bool placeable(const Port &p) { return p.layout && !hasPartial(*p.layout); }
+
+void placeShard(const Port &p, int64_t rank, const int64_t *words,
+                char *global) {
+  int64_t bytes = p.elementBytes;
+  Bytes copy;
+  const char *slot;
+  if (isRowMajor(p, words)) {
+    slot = reinterpret_cast<const char *>(words[1]) + words[2] * bytes;
+  } else {
+    copyResult(p, words, copy);
+    slot = copy.data();
+  }
+  lm::LocalShard s = lm::localShard(*p.layout, p.globalShape, rank);
+  forEachOwnedRun(s, p.globalShape, [&](int64_t so, int64_t go, int64_t n) {
+    std::memcpy(global + go * bytes, slot + so * bytes, n * bytes);
+  });
 }
 
 llvm::Expected<npy::Array>
-assembleResult(const Port &p,
-               const std::vector<const std::vector<char> *> &pieces) {
+assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
+               Bytes *placed) {
   npy::Array a;
   a.descr = p.dtype;
   a.shape = p.globalShape;
@@ -241,9 +276,47 @@ assembleResult(const Port &p,
     return llvm::createStringError("result '" + p.name +
                                    "': partial sums need f32 or f64");
   int64_t bytes = p.elementBytes;
+  if (!partial) {
+    // The first replicas (coordinate 0 on every axis that does not shard)
+    // own every element once between them: their runs fill the array, and
+    // every other replica's runs must equal what is there.
+    if (placed)
+      a.data = std::move(*placed);
+    else
+      a.data.resize(size_t(p.globalElements() * bytes));
+    for (size_t r = 0; r < pieces.size() && !placed; ++r) {
+      if (!isPrimaryReplica(p, int64_t(r)))
+        continue;
+      lm::LocalShard s = lm::localShard(*p.layout, a.shape, int64_t(r));
+      const char *piece = pieces[r]->data();
+      forEachOwnedRun(s, a.shape, [&](int64_t so, int64_t go, int64_t n) {
+        std::memcpy(a.data.data() + go * bytes, piece + so * bytes, n * bytes);
+      });
+    }
+    for (size_t r = 0; r < pieces.size(); ++r) {
+      if (isPrimaryReplica(p, int64_t(r)))
+        continue;
+      lm::LocalShard s = lm::localShard(*p.layout, a.shape, int64_t(r));
+      const char *piece = pieces[r]->data();
+      int64_t differs = -1;
+      forEachOwnedRun(s, a.shape, [&](int64_t so, int64_t go, int64_t n) {
+        const char *have = a.data.data() + go * bytes,
+                   *mine = piece + so * bytes;
+        if (differs >= 0 || !std::memcmp(have, mine, n * bytes))
+          return;
+        for (int64_t e = 0; e < n && differs < 0; ++e)
+          if (std::memcmp(have + e * bytes, mine + e * bytes, bytes))
+            differs = go + e;
+      });
+      if (differs >= 0)
+        return llvm::createStringError(
+            "result '" + p.name + "': replicas disagree at element " +
+            std::to_string(differs) + " (rank " + std::to_string(r) + ")");
+    }
+    return a;
+  }
   a.data.assign(p.globalElements() * bytes, 0);
-  ElementSink sink{p, a, std::vector<char>(p.globalElements(), 0),
-                   partial, bytes};
+  ElementSink sink{p, a, Bytes(p.globalElements(), 0), partial, bytes};
   for (size_t r = 0; r < pieces.size(); ++r) {
     lm::LocalShard s = lm::localShard(*p.layout, a.shape, int64_t(r));
     const char *piece = pieces[r]->data();

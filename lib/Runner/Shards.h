@@ -25,11 +25,12 @@ struct Descriptor {
 };
 
 /// This rank's buffer of input `p`: its padded slot, or its batch rows.
-std::vector<char> shardInput(const Port &p, const npy::Array &global,
-                             int64_t rank);
+Bytes shardInput(const Port &p, const npy::Array &global, int64_t rank);
 /// The same from the bytes of a global array of `p`'s global shape (the
 /// batch times the world size for an input without a layout).
-std::vector<char> shardInput(const Port &p, const char *global, int64_t rank);
+Bytes shardInput(const Port &p, const char *global, int64_t rank);
+/// The same into `out`, whose allocation is reused when it fits.
+void shardInput(const Port &p, const char *global, int64_t rank, Bytes &out);
 
 /// Whether `rank` writes `p`'s shard to a checkpoint: the first replica
 /// (coordinate 0 on every axis that does not shard it; rank 0 without a
@@ -45,7 +46,9 @@ void placeOwned(const std::vector<std::vector<::fsdp::layout::Range>> &ranges,
 
 /// Reads one result out of the C interface's result struct (`words` points
 /// at its descriptor).
-std::vector<char> copyResult(const Port &p, const int64_t *words);
+Bytes copyResult(const Port &p, const int64_t *words);
+/// The same into `out`, whose allocation is reused when it fits.
+void copyResult(const Port &p, const int64_t *words, Bytes &out);
 
 /// Whether the memref descriptor `words` of `p` is row-major from its
 /// aligned pointer plus offset (one copy moves it).
@@ -54,9 +57,21 @@ bool isRowMajor(const Port &p, const int64_t *words);
 /// The global value of result `p` from every rank's piece: the owned
 /// elements of each rank for a layout (Partial(sum) pieces added up,
 /// replicas checked to agree bit for bit), else rank 0's value.
+/// `placed`, when given, already holds the first replicas' elements
+/// (placeShard; their pieces are not read), and becomes the value.
 llvm::Expected<npy::Array>
-assembleResult(const Port &p,
-               const std::vector<const std::vector<char> *> &pieces);
+assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
+               Bytes *placed = nullptr);
+
+/// Whether the global value of result `p` can be assembled by the ranks
+/// themselves, each first replica placing its elements (a layout without
+/// Partial).
+bool placeable(const Port &p);
+
+/// Copies the elements rank `rank`'s result `p` (its descriptor `words`)
+/// owns into the global array `global`.
+void placeShard(const Port &p, int64_t rank, const int64_t *words,
+                char *global);
 
 } // namespace fsdp::run
 

@@ -1,4 +1,5 @@
-//===- StepCompiler.h - a lowered step compiled ahead of time ----*- C++ -*-===//
+//===- StepCompiler.h - a lowered step compiled ahead of time ----*- C++
+//-*-===//
 //
 // `fsdp-compile` turns a lowered step into a shared library: the same two
 // objects the JIT links (Jit.h: kernels at -O2, glue at -O0), for a chosen

@@ -1,4 +1,5 @@
-//===- StepLibrary.h - load a step compiled ahead of time --------*- C++ -*-===//
+//===- StepLibrary.h - load a step compiled ahead of time --------*- C++
+//-*-===//
 //
 // A step library (fsdp-compile, StepCompiler.h) holds the same two objects
 // the JIT links and a third with its manifest (Manifest.h) in the section

@@ -166,7 +166,7 @@ TEST(NpyFile, WriteReplacesASymlinkInsteadOfFollowingIt) {
   std::string victim = dir + "/victim", link = dir + "/r.npy";
   std::ofstream(victim) << "keep";
   ASSERT_EQ(symlink(victim.c_str(), link.c_str()), 0);
-  Array a{"<f8", {2}, std::vector<char>(16, 0)};
+  Array a{"<f8", {2}, fsdp::Bytes(16, 0)};
   std::string error;
   ASSERT_TRUE(write(link, a, error)) << error;
   struct stat st;

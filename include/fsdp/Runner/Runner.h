@@ -18,6 +18,8 @@
 #ifndef FSDP_RUNNER_RUNNER_H
 #define FSDP_RUNNER_RUNNER_H
 
+#include "fsdp/Runner/Bytes.h"
+
 #include "llvm/ADT/ArrayRef.h"
 #include "llvm/ADT/StringRef.h"
 #include "llvm/Support/Error.h"
@@ -139,11 +141,11 @@ struct HostArray {
   std::string name;
   std::string dtype; // "<f4", "<f8", "<u2" (bf16), "<i8", ...
   std::vector<int64_t> shape;
-  std::vector<char> data;
+  Bytes data;
   /// A scalar result of a training step, one value per step (shape [steps]).
   bool perStep = false;
   /// For a result without a layout: every rank's copy (keepAllRanks).
-  std::vector<std::vector<char>> perRank;
+  std::vector<Bytes> perRank;
   /// Element `i` of an f32 or f64 array as a double (NaN otherwise).
   double scalarAt(size_t i) const;
 };
