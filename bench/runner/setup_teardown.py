@@ -49,7 +49,8 @@ def timed(cmd):
         m = re.search(rf"{name}[^:]*: ([0-9:.]+)", p.stderr)
         return m.group(1) if m else "0"
 
-    wall = field("Elapsed \\(wall clock\\) time")
+    m = re.search(r"\(h:mm:ss or m:ss\): ([0-9:.]+)", p.stderr)
+    wall = m.group(1) if m else "0"
     parts = [float(x) for x in wall.split(":")]
     seconds = sum(v * 60 ** (len(parts) - 1 - i) for i, v in enumerate(parts))
     return json.loads(p.stdout), {
