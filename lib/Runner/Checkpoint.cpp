@@ -393,23 +393,21 @@ bool writeMetadata(const std::string &dir, const Program &prog, int64_t step,
           ranges.push_back(json::Array{x.begin, x.end});
         index.push_back(std::move(ranges));
       }
-      shards.push_back(
-          json::Object{{"rank", r},
-                       {"file", rankFile(r)},
-                       {"offset", fileBytes[r]},
-                       {"bytes", p.slotBytes()},
-                       {"crc32", int64_t(crcs[r][t])},
-                       {"slot_shape", shapeJson(p.shape)},
-                       {"index", std::move(index)}});
+      shards.push_back(json::Object{{"rank", r},
+                                    {"file", rankFile(r)},
+                                    {"offset", fileBytes[r]},
+                                    {"bytes", p.slotBytes()},
+                                    {"crc32", int64_t(crcs[r][t])},
+                                    {"slot_shape", shapeJson(p.shape)},
+                                    {"index", std::move(index)}});
       fileBytes[r] += p.slotBytes();
     }
-    tensors.push_back(
-        json::Object{{"name", p.name},
-                     {"kind", kindOf(p)},
-                     {"dtype", p.dtype},
-                     {"global_shape", shapeJson(p.globalShape)},
-                     {"layout", p.layoutText},
-                     {"shards", std::move(shards)}});
+    tensors.push_back(json::Object{{"name", p.name},
+                                   {"kind", kindOf(p)},
+                                   {"dtype", p.dtype},
+                                   {"global_shape", shapeJson(p.globalShape)},
+                                   {"layout", p.layoutText},
+                                   {"shards", std::move(shards)}});
   }
   json::Array axes;
   for (const std::string &a : prog.axisNames)

@@ -79,8 +79,7 @@ bool localRank(fsdprt_comm_t *runner, int64_t rank, int64_t &local,
                int64_t &onHost, std::string &error);
 
 /// A device copy of `bytes` host bytes, or an empty buffer with `error`.
-Buffer upload(const Bytes &bytes, const std::string &what,
-              std::string &error);
+Buffer upload(const Bytes &bytes, const std::string &what, std::string &error);
 
 /// The elements of the (device) memref descriptor `words` of `p`, row-major.
 bool download(const Port &p, const int64_t *words, Bytes &out,

@@ -212,8 +212,8 @@ llvm::Expected<StepInput> loadInput(const Port &p, const InputSources &src,
   if (llvm::Error e =
           checkStepFiles(p, where->stepDir, *expect, firstStep, endStep))
     return std::move(e);
-  return StepInput::perStepFiles(p.name, where->stepDir, *expect,
-                                 p.dtype, readers);
+  return StepInput::perStepFiles(p.name, where->stepDir, *expect, p.dtype,
+                                 readers);
 }
 
 } // namespace

@@ -42,10 +42,10 @@ bool ranksHoldScalars(const std::vector<Output> &outputs);
 
 /// What one rank produced.
 struct RankOutcome {
-  std::vector<Bytes> pieces; // per output
-  std::vector<double> stepSeconds;       // the timed steps
-  std::vector<int64_t> stepFaults;       // page faults of the timed steps
-  std::vector<double> stepExposed;       // exposed communication (seconds)
+  std::vector<Bytes> pieces;       // per output
+  std::vector<double> stepSeconds; // the timed steps
+  std::vector<int64_t> stepFaults; // page faults of the timed steps
+  std::vector<double> stepExposed; // exposed communication (seconds)
   fsdprt_stats_t stats{};
   memory::Counters memory;
   int64_t heldAfterStep = 0; // most bytes still allocated after a step
@@ -85,8 +85,7 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
 /// the rank's buffer of every fed-back argument (indexed by argument) and is
 /// updated step by step.
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
-             int64_t rank, std::vector<Bytes> &fed,
-             RankOutcome &out);
+             int64_t rank, std::vector<Bytes> &fed, RankOutcome &out);
 
 /// The process's resident set size in bytes (0 where unknown).
 int64_t residentBytes();

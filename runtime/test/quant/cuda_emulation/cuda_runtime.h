@@ -368,8 +368,8 @@ inline cudaError_t cudaMemcpyAsync(void *d, const void *s, size_t bytes,
   return cudaMemcpy(d, s, bytes, k);
 }
 
-// For runtime/test/quant/quant_gpu_check.cu: device properties, 64-bit atomics and events
-// (host clock; emulated timings mean nothing).
+// For runtime/test/quant/quant_gpu_check.cu: device properties, 64-bit atomics
+// and events (host clock; emulated timings mean nothing).
 struct cudaDeviceProp {
   char name[256];
   int major, minor, multiProcessorCount;
