@@ -49,7 +49,9 @@ if [ "${1:-}" = "--quick" ]; then
   if grep -q '^fsdprt_mpi_tests:' <<<"$(ninja -C "$dir" -t targets all)"; then
     targets+=(fsdprt_mpi_tests fsdprt_mpi_startup_test)
   fi
-  ninja -C "$dir" -j"$jobs" "${targets[@]}" >/dev/null
+  # A failed build prints its errors (ninja writes them to stdout).
+  quiet_build() { out=$(ninja "$@" 2>&1) || { echo "$out"; return 1; }; }
+  quiet_build -C "$dir" -j"$jobs" "${targets[@]}"
   status=0
   echo "== runtime, .npy reader and layout unit tests (ASan + UBSan + LSan) =="
   # Open MPI's own allocations are still live at exit: no leak check there.
@@ -77,7 +79,7 @@ if [ "${1:-}" = "--quick" ]; then
     -DFSDPRT_BUILD_BENCH=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF \
     "${launcher[@]}" >/dev/null
   if grep -q '^fsdprt_gpu_emulation_tests:' <<<"$(ninja -C "$emu" -t targets all)"; then
-    ninja -C "$emu" -j"$jobs" fsdprt_gpu_emulation_tests >/dev/null
+    quiet_build -C "$emu" -j"$jobs" fsdprt_gpu_emulation_tests
     echo "== GPU runtime and nccl backend on the CUDA emulation (ASan + UBSan + LSan) =="
     if out=$(ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
       ctest --test-dir "$emu" -R '^gpu_emulation\.' -j "$jobs" \
