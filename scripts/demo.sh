@@ -38,7 +38,7 @@ out="${FSDP_DEMO_OUT:-build/demo}"
 rm -rf "$out" && mkdir -p "$out"
 
 echo "== 1. generate: 4-layer MLP, widths 64,100,37,50,10, 2x4 HSDP mesh"
-$PY -m fsdp_mlir.gen mlp --widths 64,100,37,50,10 --batch 4 --mesh 2x4 \
+$PY -m fsdp_mlir.dev.gen mlp --widths 64,100,37,50,10 --batch 4 --mesh 2x4 \
   --act gelu "$@" -o "$out/model.mlir" --data "$out/data"
 grep -o 'fsdp.layout = #fsdp.layout<[^>]*>>*' "$out/model.mlir" | sort | uniq -c | sed 's/^/   /'
 
@@ -63,7 +63,7 @@ echo "== 3. fsdp-run: 8 ranks, threads backend"
   --outputs "$out/out" --print-comm-stats
 
 echo "== 4. check against the unsharded numpy reference (rtol $rtol)"
-$PY -m fsdp_mlir.check "$out/data" "$out/out" --rtol "$rtol"
+$PY -m fsdp_mlir.dev.check "$out/data" "$out/out" --rtol "$rtol"
 
 echo "== 5. train: 20 AdamW steps (warmup + cosine learning rate, a fresh batch each step),"
 echo "   parameters and optimizer state sharded in memory, a sharded checkpoint every 10 steps"

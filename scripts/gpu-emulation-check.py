@@ -4,7 +4,7 @@ emulation of CUDA and compares its results with the CPU path
 (docs/GPU.md, "Emulation").
 
 The steps are the ones scripts/gpu-kernel-check.py assembles with ptxas
-(each test/Integration/*.test `fsdp_mlir.gen` step with each of its
+(each test/Integration/*.test `fsdp_mlir.dev.gen` step with each of its
 lowering pipelines, every MLP-suite case). Each is lowered twice, with
 `compute=gpu gpu-emulation=true` and with `compute=loops` (the other
 pipeline options unchanged), and run once with fsdp-run on the same
@@ -111,7 +111,7 @@ def check_step(step, args, env):
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         model, data = os.path.join(tmp, "m.mlir"), os.path.join(tmp, "data")
         g = run(
-            [args.python, "-m", "fsdp_mlir.gen"]
+            [args.python, "-m", "fsdp_mlir.dev.gen"]
             + shlex.split(gen)
             + ["-o", model, "--data", data],
             env=env,

@@ -3,7 +3,7 @@
 every generated kernel (docs/GPU.md, "What is checked without a GPU").
 
 The steps are the ones the integration tests build: each
-test/Integration/*.test's `fsdp_mlir.gen` step with each of its lowering
+test/Integration/*.test's `fsdp_mlir.dev.gen` step with each of its lowering
 pipelines, every case of the MLP suite, and the PyTorch frontend's GPT
 export (when torch is importable). Each is lowered with
 `compute=gpu gpu-format=isa` (the other pipeline options unchanged), its
@@ -34,7 +34,7 @@ SKIP = 77
 
 def integration_steps():
     """(name, generator arguments, pipeline options) of every lowered step
-    that the integration tests build with fsdp_mlir.gen."""
+    that the integration tests build with fsdp_mlir.dev.gen."""
     steps = []
     tests = os.path.join(ROOT, "test", "Integration")
     gen_re = re.compile(r"fsdp_mlir\.gen (.*?) -o %t/(\w+)\.mlir")
@@ -146,7 +146,7 @@ def check_step(step, args, ptxas, env):
     name, gen, options = step
     with tempfile.TemporaryDirectory(dir=args.workdir) as tmp:
         model = os.path.join(tmp, "m.mlir")
-        g = run([args.python, "-m", "fsdp_mlir.gen"] + shlex.split(gen) + ["-o", model, "--data", os.path.join(tmp, "data")], env=env)
+        g = run([args.python, "-m", "fsdp_mlir.dev.gen"] + shlex.split(gen) + ["-o", model, "--data", os.path.join(tmp, "data")], env=env)
         if g.returncode:
             return {"name": name, "ok": False, "error": "generator failed: " + g.stderr.strip()}
         return check_module(name, model, options, args, ptxas, tmp)

@@ -43,7 +43,7 @@ def timed(cmd):
 
 
 def generate(args, blocks, path, data=None):
-    cmd = [args.python, "-m", "fsdp_mlir.gen", "transformer", "--attention"]
+    cmd = [args.python, "-m", "fsdp_mlir.dev.gen", "transformer", "--attention"]
     cmd += ["--blocks", str(blocks), "--dim", str(args.dim), "--ffn", str(args.ffn)]
     cmd += ["--seq", str(args.seq), "--batch", str(args.batch), "--mesh", args.mesh]
     cmd += ["-o", str(path)]
@@ -116,7 +116,7 @@ def step_times(args, model, data, work, repeat, backend):
             [
                 args.python,
                 "-m",
-                "fsdp_mlir.check",
+                "fsdp_mlir.dev.check",
                 str(data),
                 str(work / f"out-{backend}-{name}"),
             ],

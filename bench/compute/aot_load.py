@@ -58,7 +58,7 @@ def smoke(a, bin_dir) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
         subprocess.run(
-            [sys.executable, "-m", "fsdp_mlir.gen", "mlp", "--widths", "8,4", "--batch", "2",
+            [sys.executable, "-m", "fsdp_mlir.dev.gen", "mlp", "--widths", "8,4", "--batch", "2",
              "--mesh", "2", "-o", f"{tmp}/m.mlir", "--data", f"{tmp}/data"],
             check=True, env=env,
         )  # fmt: skip

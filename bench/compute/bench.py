@@ -142,7 +142,7 @@ def compile_table(args, work):
             [
                 args.python,
                 "-m",
-                "fsdp_mlir.gen",
+                "fsdp_mlir.dev.gen",
                 "transformer",
                 "--attention",
                 "--dim",
@@ -192,7 +192,7 @@ def compile_table(args, work):
             [
                 args.python,
                 "-m",
-                "fsdp_mlir.check",
+                "fsdp_mlir.dev.check",
                 data,
                 work / f"t{blocks}.out",
                 "--rtol",

@@ -272,7 +272,7 @@ class Packer:
         work.mkdir(parents=True, exist_ok=True)
         if not (work / "m.mlir").exists():
             run(
-                [self.python, "-m", "fsdp_mlir.gen", *argv, "-o", work / "m.mlir", "--data",
+                [self.python, "-m", "fsdp_mlir.dev.gen", *argv, "-o", work / "m.mlir", "--data",
                  work / "data"],
                 env=self.env,
             )  # fmt: skip

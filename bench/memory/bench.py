@@ -48,7 +48,7 @@ KINDS = [
 
 
 def generate(args, world, path, data):
-    cmd = [args.python, "-m", "fsdp_mlir.gen", "transformer", "--attention"]
+    cmd = [args.python, "-m", "fsdp_mlir.dev.gen", "transformer", "--attention"]
     cmd += [
         "--blocks",
         str(args.blocks),

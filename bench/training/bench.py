@@ -22,7 +22,7 @@ transformer (attention, 2 blocks, uneven widths dim 18 / ffn 30, HSDP 2x4 =
 `optimizer=adamw betas=0.9,0.95 eps=1e-8 weight-decay=0.1`, trained for A
 steps by `fsdp-run --steps A` with a learning-rate schedule (warmup, cosine
 decay; test/Integration/Inputs/train_check.py), and the same training in
-numpy float32 on the global batch (fsdp_mlir.reference.train): the largest
+numpy float32 on the global batch (fsdp_mlir.dev.reference.train): the largest
 relative difference of a step's loss, and the loss curve every A/10 steps.
 
 A PyTorch GPT against torch.optim (--gpt-steps G, 200 by default; needs
@@ -76,7 +76,7 @@ def models(args, tmp):
     gen = [
         args.python,
         "-m",
-        "fsdp_mlir.gen",
+        "fsdp_mlir.dev.gen",
         "transformer",
         "--attention",
         "--blocks",
@@ -146,7 +146,7 @@ def adamw(args, tmp):
     gen = [
         args.python,
         "-m",
-        "fsdp_mlir.gen",
+        "fsdp_mlir.dev.gen",
         "transformer",
         "--attention",
         "--blocks",

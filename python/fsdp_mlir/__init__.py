@@ -1,14 +1,15 @@
-"""Training-step generator (MLIR), numpy reference and result checker for fsdp-opt.
+"""fsdp-opt's Python package: the user API.
 
 Modules:
   model          model description (model.json), meshes, layouts, .npy I/O
-  mlir_builder   small SSA text builder for linalg/tensor/arith/math programs
-  gen            CLI that writes one rank's training step and the global inputs
-  reference      numpy (float64) forward + hand-derived backward on the global batch
-  check          CLI that compares a runner's outputs with the reference
-  upstream_exec  runs the generated step with upstream MLIR tools only (no fsdp-opt)
+  optim          optimizer configuration (SGD, AdamW) shared by the frontends
+  runner         ctypes binding of the C runner (fsdprun.h)
+  aot            ahead-of-time step libraries
   checkpoint     reads fsdp-run's sharded checkpoints; converts them to .npy or a torch state_dict
   torch          PyTorch frontend: export an nn.Module's training step (needs torch, torch-mlir)
+
+Developer tools (test-model generator, numpy reference, fuzzer, ...) live in
+`fsdp_mlir.dev`; nothing here imports them.
 """
 
-__all__ = ["model", "mlir_builder", "gen", "reference", "check", "upstream_exec", "checkpoint"]
+__all__ = ["model", "optim", "runner", "aot", "checkpoint"]

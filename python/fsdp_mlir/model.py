@@ -421,7 +421,7 @@ def save_inputs(model: dict, values: dict, data_dir: str) -> None:
 def load_model(data_dir: str) -> dict:
     path = os.path.join(data_dir, MODEL_JSON)
     if not os.path.isfile(path):
-        raise ModelError(f"{path}: not found (generate with python -m fsdp_mlir.gen)")
+        raise ModelError(f"{path}: not found (generate with python -m fsdp_mlir.dev.gen)")
     with open(path) as f:
         model = json.load(f)
     if model.get("format") != FORMAT_VERSION:

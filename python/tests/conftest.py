@@ -4,9 +4,9 @@ import os
 
 import pytest
 
-from fsdp_mlir import gen
 from fsdp_mlir import model as M
-from fsdp_mlir.upstream_exec import missing_tools
+from fsdp_mlir.dev import gen
+from fsdp_mlir.dev.upstream_exec import missing_tools
 
 
 def build(argv):

@@ -376,7 +376,7 @@ class _FakeGpu:
 def _training_library(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     subprocess.run(
-        [sys.executable, "-m", "fsdp_mlir.gen", "mlp", "--widths", "16,10,7,4", "--batch", "2",
+        [sys.executable, "-m", "fsdp_mlir.dev.gen", "mlp", "--widths", "16,10,7,4", "--batch", "2",
          "--mesh", "2x2", "-o", tmp_path / "m.mlir", "--data", tmp_path],
         check=True, env=env,
     )  # fmt: skip

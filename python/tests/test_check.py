@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 from conftest import generate
 
-from fsdp_mlir import check
 from fsdp_mlir import model as M
-from fsdp_mlir import reference as R
+from fsdp_mlir.dev import check
+from fsdp_mlir.dev import reference as R
 
 ARGV = ["mlp", "--widths", "8,10,6", "--batch", "2", "--mesh", "2x2"]
 

@@ -7,7 +7,7 @@ import subprocess
 import numpy as np
 import pytest
 
-from fsdp_mlir import fuzz
+from fsdp_mlir.dev import fuzz
 
 
 def test_equivalent_npy_encodings_load_as_the_same_array():

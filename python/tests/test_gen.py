@@ -10,9 +10,9 @@ import numpy as np
 import pytest
 from conftest import build, generate, requires_upstream_tools
 
-from fsdp_mlir import gen
 from fsdp_mlir import model as M
-from fsdp_mlir.upstream_exec import find_tool, generic_mesh_form
+from fsdp_mlir.dev import gen
+from fsdp_mlir.dev.upstream_exec import find_tool, generic_mesh_form
 
 SMALL_MLP = ["mlp", "--widths", "16,10,6", "--batch", "3"]
 SMALL_TR = ["transformer", "--blocks", "1", "--dim", "8", "--ffn", "12", "--seq", "4"]

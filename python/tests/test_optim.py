@@ -6,7 +6,7 @@ import pytest
 from conftest import build
 
 from fsdp_mlir import model as M
-from fsdp_mlir import reference as R
+from fsdp_mlir.dev import reference as R
 from fsdp_mlir.optim import OptimizerConfig, clip_grad_norm, optimizer_step, torch_step
 
 torch = pytest.importorskip("torch")

@@ -6,7 +6,7 @@ import pytest
 from conftest import build
 
 from fsdp_mlir import model as M
-from fsdp_mlir import reference as R
+from fsdp_mlir.dev import reference as R
 
 CASES = {
     "mlp-gelu": ["mlp", "--widths", "5,7,6,3", "--batch", "3", "--mesh", "1"],

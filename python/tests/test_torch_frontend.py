@@ -95,8 +95,8 @@ def test_layouts_in_model_json_and_step(tmp_path):
     assert np.array_equal(
         np.load(tmp_path / "layers.0.weight.npy"), module.layers[0].weight.detach().numpy()
     )
-    # The numpy checker of fsdp_mlir.gen models refuses it with a pointer.
-    from fsdp_mlir import check
+    # The numpy checker of fsdp_mlir.dev.gen models refuses it with a pointer.
+    from fsdp_mlir.dev import check
 
     assert check.main([str(tmp_path), str(tmp_path)]) == 2
 

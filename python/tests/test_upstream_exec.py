@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from conftest import build, generate, requires_upstream_tools
 
-from fsdp_mlir import check, gen, upstream_exec
 from fsdp_mlir import model as M
-from fsdp_mlir import reference as R
-from fsdp_mlir.upstream_exec import generic_mesh_form, strip_fsdp
+from fsdp_mlir.dev import check, gen, upstream_exec
+from fsdp_mlir.dev import reference as R
+from fsdp_mlir.dev.upstream_exec import generic_mesh_form, strip_fsdp
 
 LAYOUT = "#fsdp.layout<@mesh, [replicate, shard<0>], policy = balanced>"
 SIGNATURE = """module {

@@ -602,7 +602,7 @@ def FSDPGpuFuseAttention : Pass<"fsdp-gpu-fuse-attention", "ModuleOp"> {
     `fsdprt_gpu_attention_bwd_f32 / _bf16`, docs/GPU.md "Fused
     attention"): no `T x T` scores or probabilities are materialized.
 
-    - The generator's attention (`fsdp_mlir.gen transformer --attention`):
+    - The generator's attention (`fsdp_mlir.dev.gen transformer --attention`):
       `[batch, seq, dim]` scores `q k^T`, a row maximum, `exp((s - max) *
       scale)`, its row sum and the quotient, then `P V`; causal when the
       maximum and the exponential skip `j > i`. Its hand-written backward

@@ -324,7 +324,7 @@ LogicalResult checkOperands(Attention &a, Miss &m, Operation *at) {
 }
 
 //===----------------------------------------------------------------------===//
-// The generator's attention (fsdp_mlir.gen transformer --attention)
+// The generator's attention (fsdp_mlir.dev.gen transformer --attention)
 //===----------------------------------------------------------------------===//
 
 /// From the scores contraction `s` = Q K^T ([batch, seq, dim] operands).

@@ -1,6 +1,6 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-gpu-fuse-attention | FileCheck %s
 
-// The generator's causal attention (fsdp_mlir.gen transformer --attention),
+// The generator's causal attention (fsdp_mlir.dev.gen transformer --attention),
 // forward and backward: one forward call (O and the row log-sum-exp) and
 // one backward call that takes the log-sum-exp in place of P; nothing of
 // shape [2, 8, 8] is left.

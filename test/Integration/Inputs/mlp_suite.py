@@ -1,7 +1,7 @@
 """The end-to-end MLP suite: one template, one lit test per case.
 
 Every case of CASES runs the RUN lines of mlp/mlp.template with its own
-%{gen} (the arguments of `fsdp_mlir.gen mlp`) on 1, 2, 4 and 8 ranks; lit
+%{gen} (the arguments of `fsdp_mlir.dev.gen mlp`) on 1, 2, 4 and 8 ranks; lit
 lists each as Integration/mlp/<case>-w<ranks>.test.
 """
 
@@ -11,7 +11,7 @@ import lit.formats
 import lit.Test
 import lit.TestRunner
 
-# name: (what it covers, fsdp_mlir.gen arguments, mesh shape per rank count)
+# name: (what it covers, fsdp_mlir.dev.gen arguments, mesh shape per rank count)
 CASES = {
     "ceil": (
         "Shard(0), uneven widths, ceil policy",

@@ -22,7 +22,7 @@
     optim_check.py train-check DATA ROOT VARIANT STEPS
         compares fsdp-run's training outputs ROOT/train.out (loss.npy,
         grad_norm.npy, the final parameters, state and step) with
-        fsdp_mlir.reference.train in float32, within 1e-5 of max|ref|
+        fsdp_mlir.dev.reference.train in float32, within 1e-5 of max|ref|
 
 A tensor passes when max|got - ref| <= 1e-6 * max|ref| (the acceptance
 tolerance of one step against torch.optim). Prints one line per tensor, and
@@ -36,9 +36,8 @@ import os
 import sys
 
 import numpy as np
-
 from fsdp_mlir import model as M
-from fsdp_mlir import reference
+from fsdp_mlir.dev import reference
 from fsdp_mlir.optim import OptimizerConfig, optimizer_step, torch_step
 
 TOL = 1e-6

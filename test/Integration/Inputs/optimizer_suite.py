@@ -16,7 +16,7 @@ from mlp_suite import CASES as MLP_CASES
 from mlp_suite import CaseTest
 from optim_check import VARIANTS
 
-# name: (fsdp_mlir.gen arguments, extra --fsdp-pipeline options)
+# name: (fsdp_mlir.dev.gen arguments, extra --fsdp-pipeline options)
 CASES = {
     "ceil-w4": (MLP_CASES["ceil"][1] + " --mesh 4", ""),
     "balanced-w8": (MLP_CASES["balanced"][1] + " --mesh 8", "compute=loops"),

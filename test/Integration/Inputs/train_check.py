@@ -8,7 +8,7 @@ train_check.py inputs DATA OUT STEPS
     the peak)
 train_check.py check DATA IN OUT STEPS OPTIONS [--rtol R]
     trains the same model in numpy float32 on the global batch
-    (fsdp_mlir.reference.train, the optimizer of OPTIONS, a
+    (fsdp_mlir.dev.reference.train, the optimizer of OPTIONS, a
     --fsdp-pipeline option string such as "optimizer=adamw
     weight-decay=0.1") from DATA's initial parameters with IN's batches
     and schedule, and compares every step's loss with OUT/loss.npy
@@ -24,7 +24,7 @@ import sys
 
 import numpy as np
 from fsdp_mlir import model as M
-from fsdp_mlir import reference
+from fsdp_mlir.dev import reference
 from fsdp_mlir.optim import OptimizerConfig
 
 PEAK_LR = 3e-3

@@ -10,7 +10,6 @@
 import sys
 
 import numpy as np
-
 from fsdp_mlir import runner
 
 try:

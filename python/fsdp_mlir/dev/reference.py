@@ -13,8 +13,8 @@ import math
 
 import numpy as np
 
-from . import model as M
-from .optim import OptimizerConfig, optimizer_step
+from .. import model as M
+from ..optim import OptimizerConfig, optimizer_step
 
 GELU_C0 = math.sqrt(2.0 / math.pi)
 GELU_C1 = 0.044715

@@ -7,10 +7,10 @@ fsdp-opt prints), translate, compile to a shared object,
 and call `_mlir_ciface_<func>` through ctypes. Running it once per rank on that
 rank's micro-batch and averaging over ranks gives what the sharded program must
 produce (the gradient of the global mean loss), so the outputs can be compared
-with the numpy reference by `fsdp_mlir.check`.
+with the numpy reference by `fsdp_mlir.dev.check`.
 
-    python -m fsdp_mlir.upstream_exec model.mlir --data DATA --out OUT
-    python -m fsdp_mlir.check DATA OUT
+    python -m fsdp_mlir.dev.upstream_exec model.mlir --data DATA --out OUT
+    python -m fsdp_mlir.dev.check DATA OUT
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ import tempfile
 
 import numpy as np
 
-from . import model as M
+from .. import model as M
 
 DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 
@@ -200,7 +200,7 @@ def find_tool(name: str) -> str | None:
 def find_fsdp_opt() -> str | None:
     """The project's fsdp-opt: FSDP_TOOLS_DIR (set by the ctest hook), the
     repository's build/bin, or PATH."""
-    repo_bin = os.path.join(os.path.dirname(__file__), "..", "..", "build", "bin")
+    repo_bin = os.path.join(os.path.dirname(__file__), "..", "..", "..", "build", "bin")
     for d in (os.environ.get("FSDP_TOOLS_DIR"), repo_bin):
         if d and os.access(os.path.join(d, "fsdp-opt"), os.X_OK):
             return os.path.abspath(os.path.join(d, "fsdp-opt"))
@@ -424,12 +424,12 @@ def write_results(model: dict, results: dict, out_dir: str) -> None:
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m fsdp_mlir.upstream_exec",
+        prog="python -m fsdp_mlir.dev.upstream_exec",
         description="Run a generated step with upstream MLIR tools on every rank's "
         "micro-batch; write the rank-averaged loss and gradients.",
     )
     ap.add_argument("mlir", help="generated model (.mlir)")
-    ap.add_argument("--data", required=True, help="directory written by fsdp_mlir.gen --data")
+    ap.add_argument("--data", required=True, help="directory written by fsdp_mlir.dev.gen --data")
     ap.add_argument("--out", required=True, help="directory for <result name>.npy")
     ap.add_argument("--workdir", help="keep intermediate files here (default: temporary)")
     args = ap.parse_args(argv)
@@ -442,7 +442,7 @@ def main(argv=None) -> int:
             so = compile_step(text, args.workdir or tmp, model["function"])
             results = run_data_parallel(model, values, load_step(model, so))
     except (M.ModelError, ToolError, ValueError) as err:
-        print(f"fsdp_mlir.upstream_exec: error: {err}", file=sys.stderr)
+        print(f"fsdp_mlir.dev.upstream_exec: error: {err}", file=sys.stderr)
         return 2
     write_results(model, results, args.out)
     print(f"wrote {len(results)} results for {model['world']} ranks to {args.out}")

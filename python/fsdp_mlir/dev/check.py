@@ -1,8 +1,8 @@
 """Compare a runner's outputs with the numpy reference.
 
-    python -m fsdp_mlir.check DATA OUT [--rtol R] [--atol A] [--loss-rank N]
+    python -m fsdp_mlir.dev.check DATA OUT [--rtol R] [--atol A] [--loss-rank N]
 
-DATA is the directory written by `fsdp_mlir.gen --data` (model.json and the
+DATA is the directory written by `fsdp_mlir.dev.gen --data` (model.json and the
 global inputs); OUT holds `<result name>.npy` for the loss and every gradient
 at global shape. A tensor passes when
 
@@ -21,7 +21,7 @@ import sys
 
 import numpy as np
 
-from . import model as M
+from .. import model as M
 from .reference import reference_results
 
 DEFAULT_RTOL = {"f32": 1e-5, "bf16": 2e-2}
@@ -125,10 +125,10 @@ def check(
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(
-        prog="python -m fsdp_mlir.check",
+        prog="python -m fsdp_mlir.dev.check",
         description="Compare a runner's loss and gradients with the numpy reference.",
     )
-    ap.add_argument("data", help="directory written by fsdp_mlir.gen --data")
+    ap.add_argument("data", help="directory written by fsdp_mlir.dev.gen --data")
     ap.add_argument("out", help="directory holding <result name>.npy")
     ap.add_argument(
         "--rtol",
@@ -146,7 +146,7 @@ def main(argv=None) -> int:
     try:
         ok = check(args.data, args.out, args.rtol, args.atol, args.loss_rank, args.skip_loss)
     except M.ModelError as err:
-        print(f"fsdp_mlir.check: error: {err}", file=sys.stderr)
+        print(f"fsdp_mlir.dev.check: error: {err}", file=sys.stderr)
         return 2
     return 0 if ok else 1
 

@@ -24,8 +24,8 @@ once, with its command and a reproducer written to the findings folder.
 
 The cases depend only on the seed and the counts, not on the job count.
 
-  python -m fsdp_mlir.fuzz --bin build/bin --count 300 --runner-count 40
-  python -m fsdp_mlir.fuzz --bin build/bin --count 3000 --modes all --runner-count 300 \\
+  python -m fsdp_mlir.dev.fuzz --bin build/bin --count 300 --runner-count 40
+  python -m fsdp_mlir.dev.fuzz --bin build/bin --count 3000 --modes all --runner-count 300 \\
       --findings fuzz-findings         # the long run, about 15 min on 2 cores
 
 Exit status: 0 when nothing was found, 1 otherwise.
@@ -50,7 +50,7 @@ from pathlib import Path
 
 import numpy as np
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 MODES = ("parse", "pipeline", "report", "lower")
 
 INTERESTING_INTS = [
@@ -632,7 +632,7 @@ def prepare_runner(bins, python, work):
     base.mkdir(parents=True)
     env = dict(os.environ, PYTHONPATH=str(ROOT / "python"))
     subprocess.run(
-        [python, "-m", "fsdp_mlir.gen", "mlp", "--widths", "8,6,4", "--mesh", "2x2"]
+        [python, "-m", "fsdp_mlir.dev.gen", "mlp", "--widths", "8,6,4", "--mesh", "2x2"]
         + ["--batch", "2", "-o", str(base / "step.mlir"), "--data", str(base / "data")],
         check=True,
         env=env,

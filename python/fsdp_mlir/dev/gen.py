@@ -1,7 +1,7 @@
 """Generate one rank's FSDP training step as MLIR, plus its global inputs.
 
-    python -m fsdp_mlir.gen mlp --layers 4 --hidden 256 --mesh 2x4 -o model.mlir --data data/
-    python -m fsdp_mlir.gen transformer --blocks 2 --dim 32 --ffn 64 --seq 8 -o t.mlir
+    python -m fsdp_mlir.dev.gen mlp --layers 4 --hidden 256 --mesh 2x4 -o model.mlir --data data/
+    python -m fsdp_mlir.dev.gen transformer --blocks 2 --dim 32 --ffn 64 --seq 8 -o t.mlir
 
 The function `@step` takes every parameter at its global shape (with an
 `fsdp.layout`) and this rank's micro-batch, and returns this rank's mean loss
@@ -15,7 +15,7 @@ import argparse
 import math
 import sys
 
-from . import model as M
+from .. import model as M
 from .mlir_builder import IDENTITY, FuncBuilder, Value, tensor_type
 
 GELU_C0 = math.sqrt(2.0 / math.pi)
@@ -390,7 +390,7 @@ def emit_step(model: dict) -> str:
 
 def build_parser() -> argparse.ArgumentParser:
     ap = argparse.ArgumentParser(
-        prog="python -m fsdp_mlir.gen",
+        prog="python -m fsdp_mlir.dev.gen",
         description="Write one rank's FSDP training step (MLIR) and its global inputs.",
     )
     common = argparse.ArgumentParser(add_help=False)
@@ -492,7 +492,7 @@ def main(argv=None) -> int:
         model = model_from_args(args)
         text = generate(model, args.output, args.data)
     except M.ModelError as err:
-        print(f"fsdp_mlir.gen: error: {err}", file=sys.stderr)
+        print(f"fsdp_mlir.dev.gen: error: {err}", file=sys.stderr)
         return 2
     if args.output == "-":
         sys.stdout.write(text)
