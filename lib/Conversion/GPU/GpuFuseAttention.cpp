@@ -560,19 +560,33 @@ tensor::CollapseShapeOp batchCollapse(Value v) {
   return c;
 }
 
+/// The only user of `v` through tensor roundings (collected in `casts`),
+/// else null.
+Operation *soleUser(Value v, llvm::SetVector<Operation *> &casts) {
+  llvm::SetVector<Operation *> users, seen;
+  usersOf(v, users, seen);
+  if (users.size() != 1)
+    return nullptr;
+  casts.insert(seen.begin(), seen.end());
+  return users.front();
+}
+
 /// The user of `v` that expands (batch * heads) back, if it is the only
-/// user.
-tensor::ExpandShapeOp batchExpand(Value v) {
-  if (!v.hasOneUse())
-    return {};
-  auto e = dyn_cast<tensor::ExpandShapeOp>(*v.getUsers().begin());
+/// user (through tensor roundings, collected in `casts`).
+tensor::ExpandShapeOp batchExpand(Value v,
+                                  llvm::SetVector<Operation *> &casts) {
+  auto e = dyn_cast_or_null<tensor::ExpandShapeOp>(soleUser(v, casts));
   if (!e || !isBatchCollapse(e.getReassociationIndices()))
     return {};
   return e;
 }
 
-/// A batch_matmul without transposed maps, from a zero fill.
+/// A batch matmul without transposed operands, from a zero fill:
+/// linalg.batch_matmul, or the generic fsdp-autocast writes for it (16-bit
+/// operands widened in the body, an f32 result).
 bool isPlainBatchMatmul(Operation *op) {
+  if (auto g = dyn_cast_or_null<linalg::GenericOp>(op))
+    return isContraction(g, {0, 1, 3}, {0, 3, 2});
   auto bmm = dyn_cast_or_null<linalg::BatchMatmulOp>(op);
   return bmm && bmm.hasPureTensorSemantics() &&
          bmm.getIndexingMapsArray() ==
@@ -600,10 +614,13 @@ bool isSwapLast(Operation *op) {
 }
 
 /// The user of `v` that transposes its last two dimensions, and `v`'s
-/// other users.
-linalg::TransposeOp swapUser(Value v, SmallVectorImpl<Operation *> &others) {
+/// other users (through tensor roundings, collected in `casts`).
+linalg::TransposeOp swapUser(Value v, SmallVectorImpl<Operation *> &others,
+                             llvm::SetVector<Operation *> &casts) {
   linalg::TransposeOp found;
-  for (Operation *u : v.getUsers()) {
+  llvm::SetVector<Operation *> users;
+  usersOf(v, users, casts);
+  for (Operation *u : users) {
     if (isSwapLast(u) && !found)
       found = cast<linalg::TransposeOp>(u);
     else
@@ -711,23 +728,23 @@ FailureOr<std::array<int64_t, 4>> maskStrides(AffineMap map,
 
 /// From the scores product `s` = batch_matmul(q * c, k^T * c) on
 /// [batch * heads] collapses.
-FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
+FailureOr<Attention> matchTorch(linalg::LinalgOp s, Miss &m) {
   if (!isPlainBatchMatmul(s))
     return failure();
-  tensor::CollapseShapeOp qc = batchCollapse(s.getDpsInputs()[0]);
-  tensor::CollapseShapeOp kc = batchCollapse(s.getDpsInputs()[1]);
+  tensor::CollapseShapeOp qc = batchCollapse(source(s.getDpsInputs()[0]));
+  tensor::CollapseShapeOp kc = batchCollapse(source(s.getDpsInputs()[1]));
   if (!qc || !kc)
     return failure();
   std::optional<std::pair<Value, double>> qs = scaledBy(qc.getSrc());
   std::optional<std::pair<Value, double>> ks = scaledBy(kc.getSrc());
-  tensor::ExpandShapeOp s4 = batchExpand(s->getResult(0));
+  llvm::SetVector<Operation *> casts;
+  tensor::ExpandShapeOp s4 = batchExpand(s->getResult(0), casts);
   if (!qs || !ks || !s4)
     return failure();
   Attention a;
   a.q = qs->first;
   a.kT = ks->first;
   a.scale = qs->second * ks->second;
-  llvm::SetVector<Operation *> casts;
   auto arg = [](linalg::GenericOp g, unsigned i) {
     return [g, i](Value v) { return isArg(v, g, i); };
   };
@@ -878,12 +895,12 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   if (!pc)
     return miss(m, div, "no P V product of the probabilities");
   SmallVector<Operation *> pcOthers;
-  linalg::TransposeOp pcT = swapUser(pc.getResult(), pcOthers);
+  linalg::TransposeOp pcT = swapUser(pc.getResult(), pcOthers, casts);
   if (pcOthers.size() != 1 || !isPlainBatchMatmul(pcOthers[0]) ||
-      pcOthers[0]->getOperand(0) != pc.getResult())
+      source(pcOthers[0]->getOperand(0)) != pc.getResult())
     return miss(m, pc, "no P V product of the probabilities");
-  auto pv = cast<linalg::BatchMatmulOp>(pcOthers[0]);
-  tensor::CollapseShapeOp vc = batchCollapse(pv.getDpsInputs()[1]);
+  auto pv = cast<linalg::LinalgOp>(pcOthers[0]);
+  tensor::CollapseShapeOp vc = batchCollapse(source(pv.getDpsInputs()[1]));
   if (!vc)
     return miss(m, pv, "V is not a collapse of [batch, heads, T, d]");
   a.v = vc.getSrc();
@@ -896,29 +913,30 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   if (pBackward.empty() && !pcT) {
     if (failed(checkOperands(a, m, pv)))
       return failure();
+    a.chain.insert(casts.begin(), casts.end());
     return a;
   }
   // The backward: dV = P^T dO, dP = dO V^T, dS = P dP - P rowsum(P dP),
   // dQ = dS K * c, dK^T = Q^T dS * c.
-  auto bmmUser = [](Value v) -> linalg::BatchMatmulOp {
-    if (!v || !v.hasOneUse())
-      return {};
-    auto b = dyn_cast<linalg::BatchMatmulOp>(*v.getUsers().begin());
-    return isPlainBatchMatmul(b) ? b : linalg::BatchMatmulOp();
+  auto bmmUser = [&](Value v) -> linalg::LinalgOp {
+    Operation *user = v ? soleUser(v, casts) : nullptr;
+    return isPlainBatchMatmul(user) ? cast<linalg::LinalgOp>(user)
+                                    : linalg::LinalgOp();
   };
-  linalg::BatchMatmulOp dv = pcT ? bmmUser(pcT->getResult(0)) : nullptr;
-  if (!dv || dv.getDpsInputs()[0] != pcT->getResult(0))
+  linalg::LinalgOp dv = pcT ? bmmUser(pcT->getResult(0)) : nullptr;
+  if (!dv || source(dv.getDpsInputs()[0]) != pcT->getResult(0))
     return miss(m, pc, "the backward's dV is not P^T dO");
-  tensor::CollapseShapeOp doc = batchCollapse(dv.getDpsInputs()[1]);
+  Value doc4 = source(dv.getDpsInputs()[1]);
+  tensor::CollapseShapeOp doc = batchCollapse(doc4);
   SmallVector<Operation *> vcOthers;
-  linalg::TransposeOp vcT = swapUser(vc.getResult(), vcOthers);
-  linalg::BatchMatmulOp dp = vcT ? bmmUser(vcT->getResult(0)) : nullptr;
+  linalg::TransposeOp vcT = swapUser(vc.getResult(), vcOthers, casts);
+  linalg::LinalgOp dp = vcT ? bmmUser(vcT->getResult(0)) : nullptr;
   if (!doc || !dp || vcOthers.size() != 1 ||
-      dp.getDpsInputs()[0] != dv.getDpsInputs()[1] ||
-      dp.getDpsInputs()[1] != vcT->getResult(0))
+      source(dp.getDpsInputs()[0]) != doc4 ||
+      source(dp.getDpsInputs()[1]) != vcT->getResult(0))
     return miss(m, pv, "the backward's dP is not dO V^T");
   a.dout = doc.getSrc();
-  tensor::ExpandShapeOp dp4 = batchExpand(dp->getResult(0));
+  tensor::ExpandShapeOp dp4 = batchExpand(dp->getResult(0), casts);
   if (!dp4 || pBackward.size() != 2)
     return miss(m, dp, "the backward's dS is not P dP - P rowsum(P dP)");
   // pdp = dP * P, rs = rowsum(pdp), prs = P * rs, ds = pdp - prs.
@@ -932,7 +950,8 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
   }
   if (!pdp || !prs ||
       !commutes<arith::MulFOp>(yielded(pdp), arg(pdp, 0), arg(pdp, 1)) ||
-      !llvm::is_contained(pdp.getDpsInputs(), dp4.getResult()) ||
+      !llvm::any_of(pdp.getDpsInputs(),
+                    [&](Value in) { return source(in) == dp4.getResult(); }) ||
       prs.getDpsInputs()[0] != p ||
       !commutes<arith::MulFOp>(yielded(prs), arg(prs, 0), arg(prs, 1)))
     return miss(m, dp, "the backward's dS is not P dP - P rowsum(P dP)");
@@ -962,27 +981,27 @@ FailureOr<Attention> matchTorch(linalg::BatchMatmulOp s, Miss &m) {
     return miss(m, ds, "the backward's dS has other users");
   // dK^T = (Qc)^T dS, dQ = dS (Kc)^T, each then times c.
   SmallVector<Operation *> qcOthers, kcOthers;
-  linalg::TransposeOp qcT = swapUser(qc.getResult(), qcOthers);
-  linalg::TransposeOp kcT = swapUser(kc.getResult(), kcOthers);
-  linalg::BatchMatmulOp dkT = qcT ? bmmUser(qcT->getResult(0)) : nullptr;
-  linalg::BatchMatmulOp dq = kcT ? bmmUser(kcT->getResult(0)) : nullptr;
+  linalg::TransposeOp qcT = swapUser(qc.getResult(), qcOthers, casts);
+  linalg::TransposeOp kcT = swapUser(kc.getResult(), kcOthers, casts);
+  linalg::LinalgOp dkT = qcT ? bmmUser(qcT->getResult(0)) : nullptr;
+  linalg::LinalgOp dq = kcT ? bmmUser(kcT->getResult(0)) : nullptr;
   if (!dkT || !dq || qcOthers.size() != 1 || kcOthers.size() != 1 ||
-      dkT.getDpsInputs()[0] != qcT->getResult(0) ||
-      dkT.getDpsInputs()[1] != dsc.getResult() ||
-      dq.getDpsInputs()[0] != dsc.getResult() ||
-      dq.getDpsInputs()[1] != kcT->getResult(0) ||
+      source(dkT.getDpsInputs()[0]) != qcT->getResult(0) ||
+      source(dkT.getDpsInputs()[1]) != dsc.getResult() ||
+      source(dq.getDpsInputs()[0]) != dsc.getResult() ||
+      source(dq.getDpsInputs()[1]) != kcT->getResult(0) ||
       !usedOnlyBy(dsc.getResult(), {dkT, dq}, casts))
     return miss(m, ds, "the backward's dQ, dK are not dS K, Q^T dS");
-  tensor::ExpandShapeOp dq4 = batchExpand(dq->getResult(0));
-  tensor::ExpandShapeOp dkT4 = batchExpand(dkT->getResult(0));
+  tensor::ExpandShapeOp dq4 = batchExpand(dq->getResult(0), casts);
+  tensor::ExpandShapeOp dkT4 = batchExpand(dkT->getResult(0), casts);
   std::optional<std::pair<Value, double>> dqs, dks;
   linalg::GenericOp dqScale, dkScale;
-  if (dq4 && dq4->hasOneUse()) {
-    dqScale = dyn_cast<linalg::GenericOp>(*dq4->getUsers().begin());
+  if (dq4) {
+    dqScale = dyn_cast_or_null<linalg::GenericOp>(soleUser(dq4, casts));
     dqs = dqScale ? scaledBy(dqScale->getResult(0)) : std::nullopt;
   }
-  if (dkT4 && dkT4->hasOneUse()) {
-    dkScale = dyn_cast<linalg::GenericOp>(*dkT4->getUsers().begin());
+  if (dkT4) {
+    dkScale = dyn_cast_or_null<linalg::GenericOp>(soleUser(dkT4, casts));
     dks = dkScale ? scaledBy(dkScale->getResult(0)) : std::nullopt;
   }
   if (!dqs || !dks || !sameScale(dqs->second, qs->second) ||
@@ -1205,10 +1224,12 @@ struct FSDPGpuFuseAttentionPass
       if (erased.contains(g))
         continue;
       Miss m;
-      FailureOr<Attention> a =
-          isa<linalg::GenericOp>(g)
-              ? matchGenerator(cast<linalg::GenericOp>(g), m)
-              : matchTorch(cast<linalg::BatchMatmulOp>(g), m);
+      FailureOr<Attention> a = failure();
+      if (auto generic = dyn_cast<linalg::GenericOp>(g))
+        a = matchGenerator(generic, m);
+      // fsdp-autocast writes torch's batch matmuls as generics.
+      if (failed(a) && !m.at)
+        a = matchTorch(cast<linalg::LinalgOp>(g), m);
       if (failed(a)) {
         if (report && m.at)
           m.at->emitRemark() << "attention stays unfused: " << m.why;
