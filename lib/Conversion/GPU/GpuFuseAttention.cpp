@@ -697,6 +697,115 @@ bool isCausalMask(Value mask) {
   return a && a == b;
 }
 
+/// `v` through reshapes that only add or drop unit dimensions.
+Value throughUnitReshapes(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def))
+      break;
+    auto from = cast<ShapedType>(def->getOperand(0).getType());
+    auto to = cast<ShapedType>(v.getType());
+    auto nonUnit = [](ShapedType t) {
+      SmallVector<int64_t> dims;
+      for (int64_t d : t.getShape())
+        if (d != 1)
+          dims.push_back(d);
+      return dims;
+    };
+    if (nonUnit(from) != nonUnit(to))
+      break;
+    v = def->getOperand(0);
+  }
+  return v;
+}
+
+/// Whether `v` is arange(n) (a generic yielding its index), through unit
+/// reshapes.
+bool isArange(Value v) {
+  auto g = throughUnitReshapes(v).getDefiningOp<linalg::GenericOp>();
+  if (!g || g.getNumDpsInputs() != 0 || g.getNumDpsInits() != 1 ||
+      g.getNumLoops() != 1)
+    return false;
+  Value y = yielded(g);
+  if (auto cast = y.getDefiningOp<arith::IndexCastOp>())
+    y = cast.getIn();
+  auto index = y.getDefiningOp<linalg::IndexOp>();
+  return index && index.getDim() == 0;
+}
+
+/// Hugging Face's causal mask, `[batch, 1, T, T]` (or without the batch
+/// broadcast): select(key <= query, 0, -inf), the comparison of two
+/// reshaped aranges read along the key and the query loops, broadcast over
+/// the batch by a copy.
+bool isBroadcastCausalMask(Value mask) {
+  auto sel = mask.getDefiningOp<linalg::GenericOp>();
+  auto type = dyn_cast<RankedTensorType>(mask.getType());
+  if (!sel || !type || type.getRank() != 4 ||
+      type.getDimSize(2) != type.getDimSize(3) ||
+      !hasForm(sel, 3, {{0, 1, 2, 3}, {}, {}, {0, 1, 2, 3}}, "pppp"))
+    return false;
+  auto y = yielded(sel).getDefiningOp<arith::SelectOp>();
+  if (!y || !isArg(y.getCondition(), sel, 0) ||
+      !isArg(y.getTrueValue(), sel, 1) || !isArg(y.getFalseValue(), sel, 2) ||
+      !isConstantSplat(sel.getDpsInputs()[1], 0.0) ||
+      !isConstantSplat(sel.getDpsInputs()[2], -INFINITY))
+    return false;
+  // The batch broadcast: a copy whose input keeps the last two loops.
+  Value cond = sel.getDpsInputs()[0];
+  if (auto copy = cond.getDefiningOp<linalg::GenericOp>();
+      copy && copy.getNumDpsInputs() == 1 && copy.getNumLoops() == 4 &&
+      isArg(yielded(copy), copy, 0)) {
+    AffineMap in = copy.getIndexingMapsArray()[0];
+    MLIRContext *ctx = copy.getContext();
+    if (!copy.getIndexingMapsArray()[1].isIdentity() ||
+        in.getNumResults() < 2 ||
+        in.getResult(in.getNumResults() - 2) != getAffineDimExpr(2, ctx) ||
+        in.getResult(in.getNumResults() - 1) != getAffineDimExpr(3, ctx))
+      return false;
+    cond = copy.getDpsInputs()[0];
+  }
+  auto cmp = throughUnitReshapes(cond).getDefiningOp<linalg::GenericOp>();
+  if (!cmp || cmp.getNumDpsInputs() != 2 || cmp.getNumLoops() != 4)
+    return false;
+  auto pred = yielded(cmp).getDefiningOp<arith::CmpIOp>();
+  if (!pred)
+    return false;
+  // Which loop each comparison operand reads (an arange along one loop).
+  MLIRContext *ctx = cmp.getContext();
+  auto loopOf = [&](Value v) -> int {
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != cmp.getBody() || arg.getArgNumber() > 1 ||
+        !isArange(cmp.getDpsInputs()[arg.getArgNumber()]))
+      return -1;
+    AffineMap map = cmp.getIndexingMapsArray()[arg.getArgNumber()];
+    auto shape =
+        cast<ShapedType>(cmp.getDpsInputs()[arg.getArgNumber()].getType());
+    int loop = -1;
+    for (auto [i, e] : llvm::enumerate(map.getResults())) {
+      if (shape.getDimSize(i) == 1)
+        continue; // a unit dimension reads the same element on every loop
+      if (auto d = dyn_cast<AffineDimExpr>(e)) {
+        if (loop >= 0)
+          return -1;
+        loop = d.getPosition();
+      } else if (e != getAffineConstantExpr(0, ctx)) {
+        return -1;
+      }
+    }
+    return loop;
+  };
+  int l = loopOf(pred.getLhs()), r = loopOf(pred.getRhs());
+  switch (pred.getPredicate()) {
+  case arith::CmpIPredicate::sle:
+  case arith::CmpIPredicate::ule:
+    return l == 3 && r == 2;
+  case arith::CmpIPredicate::sge:
+  case arith::CmpIPredicate::uge:
+    return l == 2 && r == 3;
+  default:
+    return false;
+  }
+}
+
 /// The element strides of an additive mask read through `map` by the 4
 /// loops (batch, heads, query, key); failure for a map that is not a
 /// projection in loop order.
@@ -771,8 +880,9 @@ FailureOr<Attention> matchTorch(linalg::LinalgOp s, Miss &m) {
       strides = maskStrides(add.getIndexingMapsArray()[1], maskType);
     if (failed(strides))
       return miss(m, add, "the additive mask is not read in loop order");
-    if (maskType.getRank() == 2 && isCausalMask(mask) &&
-        maskType.getDimSize(0) == maskType.getDimSize(1)) {
+    if ((maskType.getRank() == 2 && isCausalMask(mask) &&
+         maskType.getDimSize(0) == maskType.getDimSize(1)) ||
+        isBroadcastCausalMask(mask)) {
       a.causal = true;
     } else {
       a.mask = mask;

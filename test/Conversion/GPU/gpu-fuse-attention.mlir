@@ -1101,6 +1101,214 @@ func.func @torch_causal(%q: tensor<2x2x8x16xf32>, %kt: tensor<2x2x16x8xf32>, %v:
 
 // -----
 
+// Hugging Face's causal mask ([batch, 1, T, T]: key <= query on two
+// reshaped aranges, broadcast over the batch, then 0 / -inf) is the
+// kernels' causal flag: no mask operand.
+
+// CHECK-LABEL: func.func @torch_hf_causal(
+// CHECK-NOT: tensor<2x1x8x8xf32>
+// CHECK: call @[[FWD:__fsdp_attention_fwd_[0-9]+]](%{{[^,]+}}, %{{[^,]+}}, %{{[^,]+}}) :
+// CHECK: call @[[BWD:__fsdp_attention_bwd_[0-9]+]](
+// CHECK: func.func private @[[FWD]](
+// CHECK: %[[CAUSAL:.+]] = arith.constant 1 : i32
+// CHECK: call @fsdprt_gpu_attention_fwd_f32({{.*}}, %[[CAUSAL]])
+func.func @torch_hf_causal(%q: tensor<2x2x8x16xf32>, %kt: tensor<2x2x16x8xf32>, %v: tensor<2x2x8x16xf32>, %dout: tensor<2x2x8x16xf32>) -> (tensor<4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x16x8xf32>, tensor<4x8x16xf32>) {
+  %zero = arith.constant 0.000000e+00 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %ninf64 = arith.constant 0xFFF0000000000000 : f64
+  %c = arith.constant 0.5 : f64
+  %dc = arith.constant 0.5 : f64
+  %true = arith.constant true
+  %c0_i64 = arith.constant 0 : i64
+  %zeros = arith.constant dense<0.000000e+00> : tensor<2x2x8x8xf32>
+  %e_qs = tensor.empty() : tensor<2x2x8x16xf32>
+  %qs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%q : tensor<2x2x8x16xf32>) outs(%e_qs : tensor<2x2x8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %c : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x8x16xf32>
+  %e_ks = tensor.empty() : tensor<2x2x16x8xf32>
+  %ks = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%kt : tensor<2x2x16x8xf32>) outs(%e_ks : tensor<2x2x16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %c : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x16x8xf32>
+  %qc = tensor.collapse_shape %qs [[0, 1], [2], [3]] : tensor<2x2x8x16xf32> into tensor<4x8x16xf32>
+  %kc = tensor.collapse_shape %ks [[0, 1], [2], [3]] : tensor<2x2x16x8xf32> into tensor<4x16x8xf32>
+  %e_sc = tensor.empty() : tensor<4x8x8xf32>
+  %f_sc = linalg.fill ins(%zero : f32) outs(%e_sc : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %sc = linalg.batch_matmul ins(%qc, %kc : tensor<4x8x16xf32>, tensor<4x16x8xf32>) outs(%f_sc : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %s4 = tensor.expand_shape %sc [[0, 1], [2], [3]] output_shape [2, 2, 8, 8] : tensor<4x8x8xf32> into tensor<2x2x8x8xf32>
+  %e_ar = tensor.empty() : tensor<8xi64>
+  %ar = linalg.generic {indexing_maps = [affine_map<(d0) -> (d0)>], iterator_types = ["parallel"]} outs(%e_ar : tensor<8xi64>) {
+  ^bb0(%out: i64):
+    %i = linalg.index 0 : index
+    %ic = arith.index_cast %i : index to i64
+    linalg.yield %ic : i64
+  } -> tensor<8xi64>
+  %query = tensor.expand_shape %ar [[0, 1, 2, 3]] output_shape [1, 1, 8, 1] : tensor<8xi64> into tensor<1x1x8x1xi64>
+  %key = tensor.expand_shape %ar [[0, 1, 2, 3]] output_shape [1, 1, 1, 8] : tensor<8xi64> into tensor<1x1x1x8xi64>
+  %e_le = tensor.empty() : tensor<1x1x8x8xi1>
+  %le = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, 0, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%key, %query : tensor<1x1x1x8xi64>, tensor<1x1x8x1xi64>) outs(%e_le : tensor<1x1x8x8xi1>) {
+  ^bb0(%kj: i64, %qi: i64, %out: i1):
+    %r = arith.cmpi sle, %kj, %qi : i64
+    linalg.yield %r : i1
+  } -> tensor<1x1x8x8xi1>
+  %le3 = tensor.collapse_shape %le [[0, 1], [2], [3]] : tensor<1x1x8x8xi1> into tensor<1x8x8xi1>
+  %e_bc = tensor.empty() : tensor<2x1x8x8xi1>
+  %bc = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%le3 : tensor<1x8x8xi1>) outs(%e_bc : tensor<2x1x8x8xi1>) {
+  ^bb0(%x: i1, %out: i1):
+    linalg.yield %x : i1
+  } -> tensor<2x1x8x8xi1>
+  %s0 = arith.constant dense<0.000000e+00> : tensor<f32>
+  %sninf = arith.constant dense<0xFF800000> : tensor<f32>
+  %e_mask = tensor.empty() : tensor<2x1x8x8xf32>
+  %mask = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> ()>, affine_map<(d0, d1, d2, d3) -> ()>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%bc, %s0, %sninf : tensor<2x1x8x8xi1>, tensor<f32>, tensor<f32>) outs(%e_mask : tensor<2x1x8x8xf32>) {
+  ^bb0(%cond: i1, %x: f32, %y: f32, %out: f32):
+    %r = arith.select %cond, %x, %y : f32
+    linalg.yield %r : f32
+  } -> tensor<2x1x8x8xf32>
+  %e_masked = tensor.empty() : tensor<2x2x8x8xf32>
+  %masked = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, 0, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%s4, %mask : tensor<2x2x8x8xf32>, tensor<2x1x8x8xf32>) outs(%e_masked : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %out: f32):
+    %s = arith.addf %a, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_mi = tensor.empty() : tensor<2x2x8xi64>
+  %f_mi = linalg.fill ins(%c0_i64 : i64) outs(%e_mi : tensor<2x2x8xi64>) -> tensor<2x2x8xi64>
+  %e_mx = tensor.empty() : tensor<2x2x8xf32>
+  %f_mx = linalg.fill ins(%ninf : f32) outs(%e_mx : tensor<2x2x8xf32>) -> tensor<2x2x8xf32>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%masked : tensor<2x2x8x8xf32>) outs(%f_mx, %f_mi : tensor<2x2x8xf32>, tensor<2x2x8xi64>) {
+  ^bb0(%in: f32, %out: f32, %idx: i64):
+    %i = linalg.index 3 : index
+    %ic = arith.index_cast %i : index to i64
+    %m = arith.maximumf %in, %out : f32
+    %g = arith.cmpf ogt, %in, %out : f32
+    %s = arith.select %g, %ic, %idx : i64
+    linalg.yield %m, %s : f32, i64
+  } -> (tensor<2x2x8xf32>, tensor<2x2x8xi64>)
+  %mx4 = tensor.expand_shape %max#0 [[0], [1], [2, 3]] output_shape [2, 2, 8, 1] : tensor<2x2x8xf32> into tensor<2x2x8x1xf32>
+  %e_sub = tensor.empty() : tensor<2x2x8x8xf32>
+  %sub = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%masked, %mx4 : tensor<2x2x8x8xf32>, tensor<2x2x8x1xf32>) outs(%e_sub : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %m: f32, %out: f32):
+    %s = arith.subf %a, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_exp = tensor.empty() : tensor<2x2x8x8xf32>
+  %exp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%sub : tensor<2x2x8x8xf32>) outs(%e_exp : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = math.exp %a : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_sum = tensor.empty() : tensor<2x2x8x1xf32>
+  %f_sum = linalg.fill ins(%zero : f32) outs(%e_sum : tensor<2x2x8x1xf32>) -> tensor<2x2x8x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%exp : tensor<2x2x8x8xf32>) outs(%f_sum : tensor<2x2x8x1xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %a, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x8x1xf32>
+  %e_div = tensor.empty() : tensor<2x2x8x8xf32>
+  %div = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%exp, %sum : tensor<2x2x8x8xf32>, tensor<2x2x8x1xf32>) outs(%e_div : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %s: f32, %out: f32):
+    %r = arith.divf %a, %s : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_isninf = tensor.empty() : tensor<2x2x8x8xi1>
+  %isninf = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%masked : tensor<2x2x8x8xf32>) outs(%e_isninf : tensor<2x2x8x8xi1>) {
+  ^bb0(%a: f32, %out: i1):
+    %x = arith.extf %a : f32 to f64
+    %r = arith.cmpf oeq, %x, %ninf64 : f64
+    linalg.yield %r : i1
+  } -> tensor<2x2x8x8xi1>
+  %e_all = tensor.empty() : tensor<2x2x8x1xi1>
+  %f_all = linalg.fill ins(%true : i1) outs(%e_all : tensor<2x2x8x1xi1>) -> tensor<2x2x8x1xi1>
+  %all = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%isninf : tensor<2x2x8x8xi1>) outs(%f_all : tensor<2x2x8x1xi1>) {
+  ^bb0(%a: i1, %out: i1):
+    %r = arith.andi %a, %out : i1
+    linalg.yield %r : i1
+  } -> tensor<2x2x8x1xi1>
+  %e_p = tensor.empty() : tensor<2x2x8x8xf32>
+  %p = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%all, %zeros, %div : tensor<2x2x8x1xi1>, tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) outs(%e_p : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: i1, %z: f32, %x: f32, %out: f32):
+    %r = arith.select %a, %z, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x8x8xf32>
+  %pc = tensor.collapse_shape %p [[0, 1], [2], [3]] : tensor<2x2x8x8xf32> into tensor<4x8x8xf32>
+  %vc = tensor.collapse_shape %v [[0, 1], [2], [3]] : tensor<2x2x8x16xf32> into tensor<4x8x16xf32>
+  %e_o = tensor.empty() : tensor<4x8x16xf32>
+  %f_o = linalg.fill ins(%zero : f32) outs(%e_o : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %o = linalg.batch_matmul ins(%pc, %vc : tensor<4x8x8xf32>, tensor<4x8x16xf32>) outs(%f_o : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %doc = tensor.collapse_shape %dout [[0, 1], [2], [3]] : tensor<2x2x8x16xf32> into tensor<4x8x16xf32>
+  %e_pct = tensor.empty() : tensor<4x8x8xf32>
+  %pct = linalg.transpose ins(%pc : tensor<4x8x8xf32>) outs(%e_pct : tensor<4x8x8xf32>) permutation = [0, 2, 1]
+  %e_dv = tensor.empty() : tensor<4x8x16xf32>
+  %f_dv = linalg.fill ins(%zero : f32) outs(%e_dv : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %dv = linalg.batch_matmul ins(%pct, %doc : tensor<4x8x8xf32>, tensor<4x8x16xf32>) outs(%f_dv : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %e_vct = tensor.empty() : tensor<4x16x8xf32>
+  %vct = linalg.transpose ins(%vc : tensor<4x8x16xf32>) outs(%e_vct : tensor<4x16x8xf32>) permutation = [0, 2, 1]
+  %e_dp = tensor.empty() : tensor<4x8x8xf32>
+  %f_dp = linalg.fill ins(%zero : f32) outs(%e_dp : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %dp = linalg.batch_matmul ins(%doc, %vct : tensor<4x8x16xf32>, tensor<4x16x8xf32>) outs(%f_dp : tensor<4x8x8xf32>) -> tensor<4x8x8xf32>
+  %dp4 = tensor.expand_shape %dp [[0, 1], [2], [3]] output_shape [2, 2, 8, 8] : tensor<4x8x8xf32> into tensor<2x2x8x8xf32>
+  %e_pdp = tensor.empty() : tensor<2x2x8x8xf32>
+  %pdp = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dp4, %p : tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) outs(%e_pdp : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %x: f32, %out: f32):
+    %r = arith.mulf %a, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_rs = tensor.empty() : tensor<2x2x8x1xf32>
+  %f_rs = linalg.fill ins(%zero : f32) outs(%e_rs : tensor<2x2x8x1xf32>) -> tensor<2x2x8x1xf32>
+  %rs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]} ins(%pdp : tensor<2x2x8x8xf32>) outs(%f_rs : tensor<2x2x8x1xf32>) {
+  ^bb0(%a: f32, %out: f32):
+    %s = arith.addf %a, %out : f32
+    linalg.yield %s : f32
+  } -> tensor<2x2x8x1xf32>
+  %e_prs = tensor.empty() : tensor<2x2x8x8xf32>
+  %prs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, 0)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%p, %rs : tensor<2x2x8x8xf32>, tensor<2x2x8x1xf32>) outs(%e_prs : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %x: f32, %out: f32):
+    %r = arith.mulf %a, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x8x8xf32>
+  %e_ds = tensor.empty() : tensor<2x2x8x8xf32>
+  %ds = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%pdp, %prs : tensor<2x2x8x8xf32>, tensor<2x2x8x8xf32>) outs(%e_ds : tensor<2x2x8x8xf32>) {
+  ^bb0(%a: f32, %x: f32, %out: f32):
+    %r = arith.subf %a, %x : f32
+    linalg.yield %r : f32
+  } -> tensor<2x2x8x8xf32>
+  %dsc = tensor.collapse_shape %ds [[0, 1], [2], [3]] : tensor<2x2x8x8xf32> into tensor<4x8x8xf32>
+  %e_qct = tensor.empty() : tensor<4x16x8xf32>
+  %qct = linalg.transpose ins(%qc : tensor<4x8x16xf32>) outs(%e_qct : tensor<4x16x8xf32>) permutation = [0, 2, 1]
+  %e_dkt = tensor.empty() : tensor<4x16x8xf32>
+  %f_dkt = linalg.fill ins(%zero : f32) outs(%e_dkt : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %dkt = linalg.batch_matmul ins(%qct, %dsc : tensor<4x16x8xf32>, tensor<4x8x8xf32>) outs(%f_dkt : tensor<4x16x8xf32>) -> tensor<4x16x8xf32>
+  %e_kct = tensor.empty() : tensor<4x8x16xf32>
+  %kct = linalg.transpose ins(%kc : tensor<4x16x8xf32>) outs(%e_kct : tensor<4x8x16xf32>) permutation = [0, 2, 1]
+  %e_dq = tensor.empty() : tensor<4x8x16xf32>
+  %f_dq = linalg.fill ins(%zero : f32) outs(%e_dq : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %dq = linalg.batch_matmul ins(%dsc, %kct : tensor<4x8x8xf32>, tensor<4x8x16xf32>) outs(%f_dq : tensor<4x8x16xf32>) -> tensor<4x8x16xf32>
+  %dkt4 = tensor.expand_shape %dkt [[0, 1], [2], [3]] output_shape [2, 2, 16, 8] : tensor<4x16x8xf32> into tensor<2x2x16x8xf32>
+  %dq4 = tensor.expand_shape %dq [[0, 1], [2], [3]] output_shape [2, 2, 8, 16] : tensor<4x8x16xf32> into tensor<2x2x8x16xf32>
+  %e_dks = tensor.empty() : tensor<2x2x16x8xf32>
+  %dks = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dkt4 : tensor<2x2x16x8xf32>) outs(%e_dks : tensor<2x2x16x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %dc : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x16x8xf32>
+  %e_dqs = tensor.empty() : tensor<2x2x8x16xf32>
+  %dqs = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>, affine_map<(d0, d1, d2, d3) -> (d0, d1, d2, d3)>], iterator_types = ["parallel", "parallel", "parallel", "parallel"]} ins(%dq4 : tensor<2x2x8x16xf32>) outs(%e_dqs : tensor<2x2x8x16xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %t = arith.truncf %dc : f64 to f32
+    %m = arith.mulf %in, %t : f32
+    linalg.yield %m : f32
+  } -> tensor<2x2x8x16xf32>
+  return %o, %dqs, %dks, %dv : tensor<4x8x16xf32>, tensor<2x2x8x16xf32>, tensor<2x2x16x8xf32>, tensor<4x8x16xf32>
+}
+
+// -----
+
 // Under fsdp-autocast (param-dtype=bf16): bf16 operands, the batch matmuls
 // as generics that widen them and accumulate in f32, their results rounded
 // to bf16; the softmax in f32. The _bf16 kernels replace the chain, and the
