@@ -232,6 +232,12 @@ std::optional<OneHot> matchOneHot(Value tensor) {
   auto type = dyn_cast<RankedTensorType>(tensor.getType());
   if (!type || type.getRank() != 2 || !type.hasStaticShape())
     return std::nullopt;
+  // A rounding to another float type (fsdp-autocast's bf16 operands) keeps
+  // 0 and 1 exact.
+  if (auto cast = tensor.getDefiningOp<arith::TruncFOp>())
+    return matchOneHot(cast.getIn());
+  if (auto cast = tensor.getDefiningOp<arith::ExtFOp>())
+    return matchOneHot(cast.getIn());
   if (auto transpose = tensor.getDefiningOp<linalg::TransposeOp>()) {
     if (!transpose.hasPureTensorSemantics())
       return std::nullopt;
@@ -372,29 +378,75 @@ struct FSDPOneHotScatterPass
   using Base::Base;
 
   void runOnOperation() override {
-    SmallVector<linalg::MatmulOp> matmuls;
-    getOperation()->walk([&](linalg::MatmulOp op) {
-      if (op.hasPureTensorSemantics())
+    SmallVector<linalg::LinalgOp> matmuls;
+    getOperation()->walk([&](linalg::LinalgOp op) {
+      if (!op.hasPureTensorSemantics())
+        return;
+      auto matmul = dyn_cast<linalg::MatmulOp>(op.getOperation());
+      // A matmul with a transposing or broadcasting indexing_maps attribute
+      // reads its operands otherwise; only the plain C += A @ B is matched.
+      if ((matmul && !matmul.hasUserDefinedMaps()) ||
+          isWideningMatmul(op.getOperation()))
         matmuls.push_back(op);
     });
-    for (linalg::MatmulOp op : matmuls)
+    for (linalg::LinalgOp op : matmuls)
       rewrite(op);
   }
 
-  void rewrite(linalg::MatmulOp op) {
-    // A matmul with a transposing or broadcasting indexing_maps attribute
-    // reads its operands otherwise; only the plain C += A @ B is matched.
-    if (op.hasUserDefinedMaps())
-      return;
+  /// The generic fsdp-autocast writes for a matmul: C[m, n] += A[m, k] *
+  /// B[k, n] with 16-bit operands widened in the body.
+  static bool isWideningMatmul(Operation *op) {
+    auto g = dyn_cast<linalg::GenericOp>(op);
+    if (!g || g.getNumDpsInputs() != 2 || g.getNumDpsInits() != 1 ||
+        g.getNumLoops() != 3 || g.getNumReductionLoops() != 1 ||
+        g.getIteratorTypesArray()[2] != utils::IteratorType::reduction)
+      return false;
+    MLIRContext *ctx = g.getContext();
+    AffineExpr m = getAffineDimExpr(0, ctx), n = getAffineDimExpr(1, ctx),
+               k = getAffineDimExpr(2, ctx);
+    SmallVector<AffineMap> maps = g.getIndexingMapsArray();
+    if (maps[0] != AffineMap::get(3, 0, {m, k}, ctx) ||
+        maps[1] != AffineMap::get(3, 0, {k, n}, ctx) ||
+        maps[2] != AffineMap::get(3, 0, {m, n}, ctx))
+      return false;
+    Block *body = g.getBody();
+    auto arg = [&](Value v, unsigned i) {
+      if (auto ext = v.getDefiningOp<arith::ExtFOp>())
+        v = ext.getIn();
+      return v == body->getArgument(i);
+    };
+    auto add =
+        body->getTerminator()->getOperand(0).getDefiningOp<arith::AddFOp>();
+    if (!add)
+      return false;
+    for (unsigned i = 0; i < 2; ++i) {
+      auto mul = add->getOperand(i).getDefiningOp<arith::MulFOp>();
+      if (mul && add->getOperand(1 - i) == body->getArgument(2) &&
+          ((arg(mul.getLhs(), 0) && arg(mul.getRhs(), 1)) ||
+           (arg(mul.getLhs(), 1) && arg(mul.getRhs(), 0))))
+        return true;
+    }
+    return false;
+  }
+
+  void rewrite(linalg::LinalgOp op) {
     Value lhs = op.getDpsInputOperand(0)->get();
     Value rhs = op.getDpsInputOperand(1)->get();
     Value init = op.getDpsInitOperand(0)->get();
     auto outType = cast<RankedTensorType>(init.getType());
-    if (!isa<FloatType>(outType.getElementType()) ||
-        cast<RankedTensorType>(lhs.getType()).getElementType() !=
-            outType.getElementType() ||
-        cast<RankedTensorType>(rhs.getType()).getElementType() !=
-            outType.getElementType())
+    auto elementOf = [](Value v) {
+      return cast<RankedTensorType>(v.getType()).getElementType();
+    };
+    // The operands are in the result's type, or narrower floats that the
+    // widening matmul's body extends.
+    auto fits = [&](Value v) {
+      auto e = dyn_cast<FloatType>(elementOf(v));
+      return e && (e == outType.getElementType() ||
+                   (isa<linalg::GenericOp>(op) &&
+                    e.getWidth() <
+                        outType.getElementType().getIntOrFloatBitWidth()));
+    };
+    if (!isa<FloatType>(outType.getElementType()) || !fits(lhs) || !fits(rhs))
       return;
     // C[m, n] += sum_k A[m, k] B[k, n]: a one-hot A with its class along m
     // scatters rows of B into rows of C; a one-hot B with its class along
@@ -407,23 +459,28 @@ struct FSDPOneHotScatterPass
         return;
     }
     OpBuilder b(op);
+    Value other = rows ? rhs : lhs;
+    if (elementOf(other) != outType.getElementType()) {
+      auto wide = RankedTensorType::get(
+          cast<RankedTensorType>(other.getType()).getShape(),
+          outType.getElementType());
+      other = arith::ExtFOp::create(b, op.getLoc(), wide, other);
+    }
     Value scattered;
     if (device) {
-      scattered = buildDeviceScatter(b, op.getLoc(), *hot, rows ? rhs : lhs,
-                                     init, rows);
+      scattered = buildDeviceScatter(b, op.getLoc(), *hot, other, init, rows);
       if (!scattered)
         return;
     } else {
-      scattered =
-          buildScatter(b, op.getLoc(), *hot, rows ? rhs : lhs, init, rows);
+      scattered = buildScatter(b, op.getLoc(), *hot, other, init, rows);
     }
     if (report)
-      op.emitRemark() << "one-hot matrix product as a "
-                      << (device ? "device " : "") << "scatter-add over "
-                      << cast<RankedTensorType>(hot->indices.getType())
-                             .getDimSize(hot->tokenPos)
-                      << " tokens";
-    op.getResult(0).replaceAllUsesWith(scattered);
+      op->emitRemark() << "one-hot matrix product as a "
+                       << (device ? "device " : "") << "scatter-add over "
+                       << cast<RankedTensorType>(hot->indices.getType())
+                              .getDimSize(hot->tokenPos)
+                       << " tokens";
+    op->getResult(0).replaceAllUsesWith(scattered);
     eraseDeadChain(op);
   }
 };

@@ -187,3 +187,59 @@ func.func @embedding_backward_f64(%idx: tensor<6xi64>, %g: tensor<6x4xf64>) -> t
   %r = linalg.matmul ins(%hotT, %g : tensor<10x6xf64>, tensor<6x4xf64>) outs(%zero : tensor<10x4xf64>) -> tensor<10x4xf64>
   return %r : tensor<10x4xf64>
 }
+
+// -----
+
+// Under fsdp-autocast (param-dtype=bf16) the product is a generic with bf16
+// operands (the one-hot rounded to bf16, exactly) widened in its body and an
+// f32 result: the bf16 rows are widened to f32 and scattered.
+// CHECK-LABEL: func.func @embedding_backward_bf16
+// CHECK-SAME: (%[[IDX:.*]]: tensor<6xi64>, %[[G:.*]]: tensor<6x4xbf16>)
+// CHECK: %[[ZERO:.*]] = linalg.fill
+// CHECK: %[[W:.*]] = arith.extf %[[G]] : tensor<6x4xbf16> to tensor<6x4xf32>
+// CHECK: %[[R:.*]] = fsdp.scatter_add_rows %[[W]], %[[IDX]] into %[[ZERO]] : tensor<6x4xf32>, tensor<6xi64> -> tensor<10x4xf32>
+// CHECK: return %[[R]]
+// CHECK-NOT: linalg.generic
+// CHECK-NOT: linalg.transpose
+#col = affine_map<(d0, d1) -> (d0, 0)>
+#row = affine_map<(d0, d1) -> (d1)>
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+#id1 = affine_map<(d0) -> (d0)>
+func.func @embedding_backward_bf16(%idx: tensor<6xi64>, %g: tensor<6x4xbf16>) -> tensor<10x4xf32> {
+  %cst = arith.constant 0.000000e+00 : f32
+  %e10 = tensor.empty() : tensor<10xi64>
+  %arange = linalg.generic {indexing_maps = [#id1], iterator_types = ["parallel"]} outs(%e10 : tensor<10xi64>) {
+  ^bb0(%out: i64):
+    %i = linalg.index 0 : index
+    %c = arith.index_cast %i : index to i64
+    linalg.yield %c : i64
+  } -> tensor<10xi64>
+  %col = tensor.expand_shape %idx [[0, 1]] output_shape [6, 1] : tensor<6xi64> into tensor<6x1xi64>
+  %eb = tensor.empty() : tensor<6x10xi1>
+  %eq = linalg.generic {indexing_maps = [#col, #row, #id2], iterator_types = ["parallel", "parallel"]} ins(%col, %arange : tensor<6x1xi64>, tensor<10xi64>) outs(%eb : tensor<6x10xi1>) {
+  ^bb0(%a: i64, %b: i64, %out: i1):
+    %t = arith.cmpi eq, %a, %b : i64
+    linalg.yield %t : i1
+  } -> tensor<6x10xi1>
+  %ef = tensor.empty() : tensor<6x10xf32>
+  %hot = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%eq : tensor<6x10xi1>) outs(%ef : tensor<6x10xf32>) {
+  ^bb0(%a: i1, %out: f32):
+    %f = arith.uitofp %a : i1 to f32
+    linalg.yield %f : f32
+  } -> tensor<6x10xf32>
+  %et = tensor.empty() : tensor<10x6xf32>
+  %hotT = linalg.transpose ins(%hot : tensor<6x10xf32>) outs(%et : tensor<10x6xf32>) permutation = [1, 0]
+  %hot16 = arith.truncf %hotT : tensor<10x6xf32> to tensor<10x6xbf16>
+  %e = tensor.empty() : tensor<10x4xf32>
+  %zero = linalg.fill ins(%cst : f32) outs(%e : tensor<10x4xf32>) -> tensor<10x4xf32>
+  // expected-remark@+1 {{one-hot matrix product as a device scatter-add over 6 tokens}}
+  %r = linalg.generic {indexing_maps = [affine_map<(d0, d1, d2) -> (d0, d2)>, affine_map<(d0, d1, d2) -> (d2, d1)>, affine_map<(d0, d1, d2) -> (d0, d1)>], iterator_types = ["parallel", "parallel", "reduction"]} ins(%hot16, %g : tensor<10x6xbf16>, tensor<6x4xbf16>) outs(%zero : tensor<10x4xf32>) {
+  ^bb0(%a: bf16, %b: bf16, %acc: f32):
+    %aw = arith.extf %a : bf16 to f32
+    %bw = arith.extf %b : bf16 to f32
+    %m = arith.mulf %aw, %bw : f32
+    %s = arith.addf %acc, %m : f32
+    linalg.yield %s : f32
+  } -> tensor<10x4xf32>
+  return %r : tensor<10x4xf32>
+}
