@@ -24,9 +24,20 @@ import torch.fx.traceback as fx_traceback
 
 from .. import model as M
 from . import tensor_parallel as TP
+from . import verify as V
 from .decompositions import VALUE_DEPENDENT_SHAPE, eager_context
+from .importer import (
+    _TORCH_OP_RE,
+    FUNCTION,
+    ExportError,
+    _ModulePaths,
+    annotate,
+    buffer_argument,
+    buffer_carrier,
+    guard_message,
+    import_graph,
+)
 
-FUNCTION = "step"
 FRONTEND_KIND = "torch"
 
 _PLACEMENT_RE = re.compile(
@@ -44,33 +55,6 @@ _NPY_DTYPES = {
 
 # Buffer dtypes the step can take as arguments.
 _BUFFER_DTYPES = {**_NPY_DTYPES, torch.uint8: ("u8", np.uint8)}
-
-# Buffers of other dtypes (a bool causal mask, small integers, half
-# precision) travel in a dtype that holds every value exactly and are
-# converted back at the start of the step.
-_BUFFER_CARRIERS = {
-    torch.bool: torch.uint8,
-    torch.int8: torch.int32,
-    torch.int16: torch.int32,
-    torch.float16: torch.float32,
-    torch.bfloat16: torch.float32,
-}
-
-
-def buffer_carrier(dtype: torch.dtype) -> torch.dtype:
-    """The dtype a buffer of `dtype` is a step argument in."""
-    return _BUFFER_CARRIERS.get(dtype, dtype)
-
-
-def buffer_argument(module: torch.nn.Module, name: str) -> torch.Tensor:
-    """The value of buffer `name` as the step takes it (its carrier dtype)."""
-    t = module.get_buffer(name).detach()
-    return t.to(buffer_carrier(t.dtype))
-
-
-class ExportError(ValueError):
-    """The model, batch or options cannot be exported (the message says why)."""
-
 
 # ---------------------------------------------------------------- options
 
@@ -237,52 +221,6 @@ def _batch_entries(loss_fn, batch) -> list:
 
 
 # ---------------------------------------------------------------- tracing
-
-
-class _ModulePaths:
-    """Records the module path of every traced op (node.meta["nn_module_stack"])
-    through forward hooks, so errors can name the submodule an op came from."""
-
-    def __init__(self, module: torch.nn.Module):
-        self.handles = []
-        self.stack = []
-        for path, mod in module.named_modules():
-            self.handles.append(mod.register_forward_pre_hook(self._pre(path, mod)))
-            self.handles.append(mod.register_forward_hook(self._post))
-
-    def _set(self):
-        meta = fx_traceback.get_current_meta()
-        if self.stack:
-            path, cls = self.stack[-1]
-            meta["nn_module_stack"] = {path or "<root>": (path, cls)}
-        else:
-            meta.pop("nn_module_stack", None)
-
-    def _pre(self, path, mod):
-        cls = type(mod).__qualname__
-
-        def hook(_mod, _args):
-            self.stack.append((path, cls))
-            self._set()
-
-        return hook
-
-    def _post(self, _mod, _args, _out):
-        if self.stack:
-            self.stack.pop()
-        self._set()
-
-    def remove(self):
-        for h in self.handles:
-            h.remove()
-
-
-def node_module_path(node) -> str | None:
-    stack = node.meta.get("nn_module_stack")
-    if not stack:
-        return None
-    path, _ = list(stack.values())[-1]
-    return path
 
 
 def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), trainable=None):
@@ -592,339 +530,6 @@ def bound_to(module: torch.nn.Module, values: dict):
     return _reparametrize_module(module, values, tie_weights=True, strict=False)
 
 
-# ---------------------------------------------------------------- import
-
-_TORCH_OP_RE = re.compile(r"torch\.((?:aten|prims|torchvision)\.[A-Za-z0-9_.]+)")
-_UPSTREAM_DIALECTS = {
-    "arith",
-    "math",
-    "linalg",
-    "tensor",
-    "func",
-    "cf",
-    "scf",
-    "bufferization",
-    "complex",
-    "affine",
-    "builtin",
-    "ml_program",
-}
-
-
-def _op_name(node) -> str:
-    target = node.target
-    name = getattr(target, "__name__", str(target))
-    if hasattr(target, "name") and callable(target.name):
-        name = target.name().replace("::", ".")
-    return name
-
-
-def _where_ops(gm, op: str) -> list:
-    """Where the nodes whose aten op is `op` (any overload) come from: module
-    paths for ops of a module's forward, else the backward of the module the
-    forward op ran in (`x_backward` of `x`), else the loss / backward."""
-
-    def base(name):
-        return ".".join(name.split(".")[:2])
-
-    def label(path):
-        return "the root module" if path == "" else path
-
-    found, outside = [], False
-    for node in gm.graph.nodes:
-        if node.op == "call_function" and base(_op_name(node)) == base(op):
-            path = node_module_path(node)
-            if path is None:
-                outside = True
-            elif label(path) not in found:
-                found.append(label(path))
-    if found or not outside:
-        return found
-    if base(op).endswith("_backward"):
-        fwd = base(op)[: -len("_backward")]
-        fwd_paths = _where_ops(gm, fwd) or _where_ops(gm, fwd + "_with_indices")
-        if fwd_paths and "the loss function or the backward pass" not in fwd_paths:
-            return [f"the backward of {p}" for p in fwd_paths]
-    return ["the loss function or the backward pass"]
-
-
-def _unsupported(gm, op: str, detail: str) -> ExportError:
-    paths = _where_ops(gm, op)
-    where = f" in {', '.join(paths)}" if paths else ""
-    return ExportError(f"unsupported op '{op}'{where}: {detail}")
-
-
-STAGES = (
-    (
-        "builtin.module(func.func(torch-match-quantized-custom-ops),"
-        " torchdynamo-export-to-torch-backend-pipeline)",
-        "the torch backend",
-    ),
-    (
-        "builtin.module(torch-backend-to-linalg-on-tensors-backend-pipeline"
-        "{allow-non-finites=true})",
-        "linalg",
-    ),
-)
-
-
-def torch_mlir_opt() -> str:
-    """torch-mlir's own `torch-mlir-opt` (installed next to the interpreter)."""
-    import shutil
-    import sys
-
-    here = os.path.join(os.path.dirname(sys.executable), "torch-mlir-opt")
-    found = here if os.access(here, os.X_OK) else shutil.which("torch-mlir-opt")
-    if not found:
-        raise ExportError("torch-mlir-opt not found (pip install -r python/requirements-torch.txt)")
-    return found
-
-
-_LEGALIZE_RE = re.compile(
-    r"failed to legalize operation "
-    r"'(?:torch\.operator'.*?name = \"torch\.([\w.]+)\"|torch\.([\w.]+)')"
-)
-_CRASH_PATTERN_RE = re.compile(r"ConvertAten(\w+?)Op\b")
-
-
-def _snake(camel: str) -> str:
-    return re.sub(r"(?<!^)([A-Z])", r"_\1", camel).lower()
-
-
-def _lower_failure(gm, stage: str, stderr: str, crashed: bool) -> ExportError:
-    m = _LEGALIZE_RE.search(stderr)
-    if m:
-        op = m.group(1) or m.group(2)
-        return _unsupported(gm, op, f"torch-mlir cannot lower it to {stage}")
-    m = _CRASH_PATTERN_RE.search(stderr) if crashed else None
-    if m:
-        op = "aten." + _snake(m.group(1))
-        return _unsupported(gm, op, f"torch-mlir crashed lowering it to {stage}")
-    first = next((ln for ln in stderr.splitlines() if "error" in ln), stderr.strip()[:200])
-    what = "crashed" if crashed else "failed"
-    return ExportError(f"torch-mlir {what} lowering the step to {stage}: {first.strip()}")
-
-
-def reproduce_command(opt: str, src: str, pipeline: str) -> str:
-    """The shell command that reruns one torch-mlir-opt stage (as torch-mlir's
-    compiler_utils prints it)."""
-    import shlex
-
-    return f"{shlex.quote(opt)} {shlex.quote(src)} --pass-pipeline={shlex.quote(pipeline)}"
-
-
-def import_graph(gm, workdir: str | None = None) -> str:
-    """torch-mlir import to linalg on tensors; MLIR text. The FX graph is
-    imported in-process; the lowering runs in torch-mlir-opt, so that a failure
-    (or a crash) becomes an error naming the op. When a stage fails, its input
-    is kept (in a new directory under `workdir`, default the system's temporary
-    directory) and the error ends with the command that reproduces it."""
-    import shutil
-    import subprocess
-    import tempfile
-
-    from torch_mlir import fx as tfx
-
-    opt = torch_mlir_opt()
-    try:
-        text = str(tfx.stateless_fx_import(gm, output_type="raw", model_name=FUNCTION))
-    except Exception as err:  # the importer raises several types
-        msg = str(err).strip()
-        kept = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
-        graph = os.path.join(kept, "graph.py")
-        with open(graph, "w") as f:
-            f.write(gm.print_readable(print_output=False))
-        where = f" (the traced FX graph is kept in {graph})"
-        m = _TORCH_OP_RE.search(msg)
-        if m:
-            raise _unsupported(gm, m.group(1), "torch-mlir cannot import it" + where) from None
-        first = msg.splitlines()[0] if msg else repr(err)
-        raise ExportError(f"torch-mlir import failed: {first}{where}") from None
-    tmp = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
-    for i, (pipeline, stage) in enumerate(STAGES):
-        src = os.path.join(tmp, f"stage{i}.mlir")
-        with open(src, "w") as f:
-            f.write(text)
-        proc = subprocess.run(
-            [opt, src, f"--pass-pipeline={pipeline}"],
-            capture_output=True,
-            text=True,
-        )
-        if proc.returncode != 0:
-            crashed = proc.returncode < 0 or proc.returncode > 128
-            err = _lower_failure(gm, stage, proc.stderr, crashed)
-            log = os.path.join(tmp, f"stage{i}.stderr")
-            with open(log, "w") as f:
-                f.write(proc.stderr)
-            raise ExportError(
-                f"{err}\n  the input of this stage is kept; reproduce with:\n"
-                f"  {reproduce_command(opt, src, pipeline)}\n"
-                f"  (add --mlir-print-ir-after-all --mlir-disable-threading for the IR after "
-                f"each pass; torch-mlir-opt's full output is in {log})"
-            ) from None
-        text = proc.stdout
-    for line in text.splitlines():
-        m = re.match(r"\s*(?:%[\w#:, %]+=\s*)?\"?([a-z_]+)\.([a-z_]+)", line)
-        if m and m.group(1) not in _UPSTREAM_DIALECTS:
-            op = f"{m.group(1)}.{m.group(2)}"
-            raise ExportError(
-                f"the import produced '{op}', which is outside the upstream MLIR dialects: "
-                f"{line.strip()[:120]}\n  the input of the last stage is kept; reproduce with:\n"
-                f"  {reproduce_command(opt, src, pipeline)}"
-            )
-    shutil.rmtree(tmp, ignore_errors=True)
-    return text
-
-
-# ---------------------------------------------------------------- annotate
-
-_SIG_RE = re.compile(r"func\.func\s+@" + FUNCTION + r"\((?P<args>.*?)\)\s*->\s*(?P<res>.*?)\s*\{$")
-
-
-def _split_types(text: str) -> list:
-    out, depth, cur = [], 0, ""
-    for ch in text:
-        if ch in "<([{":
-            depth += 1
-        elif ch in ">)]}":
-            depth -= 1
-        if ch == "," and depth == 0:
-            out.append(cur.strip())
-            cur = ""
-        else:
-            cur += ch
-    if cur.strip():
-        out.append(cur.strip())
-    return out
-
-
-def _buffer_arg_attrs(b: dict) -> str:
-    """A buffer argument: its name, and a replicated layout unless the step
-    updates it (then it is rank-local, without a layout, like the batch)."""
-    return M.port_attrs(b["name"], layout=None if b["layout"] is None else b["layout_attr"])
-
-
-def _buffer_result_attrs(r: dict) -> str:
-    """An updated buffer: the next value of its argument (fsdp.update_of)."""
-    return M.port_attrs(r["name"], update_of=r["update_of"])
-
-
-def guard_message(g: dict) -> str:
-    """The run-time error of a guard that fails (see ScalarReads)."""
-    source = f" ({g['source']})" if g.get("source") else ""
-    return (
-        f"guard failed: {g['op']} in {g['module']}{source} read {g['value']!r} on the "
-        "example batch, and the step was specialized on that value; this batch gives another "
-        "value, for which the step would compute something else. Export the step with a batch "
-        "that gives this value, or write the forward without reading the tensor."
-    )
-
-
-def _mlir_string(text: str) -> str:
-    out = []
-    for ch in text:
-        if ch in '"\\':
-            out.append("\\" + ch)
-        elif " " <= ch <= "~":
-            out.append(ch)
-        else:
-            out.extend(f"\\{b:02X}" for b in ch.encode())
-    return '"' + "".join(out) + '"'
-
-
-_RETURN_RE = re.compile(r"^(\s*)(?:func\.)?return\s+(?P<ops>[^:]*?)\s*:\s*(?P<types>.*)$")
-
-
-def _guards_to_asserts(lines: list, idx: int, res_types: list, model: dict):
-    """The guards (boolean results after the loss, gradients and buffers,
-    before verify's probes) leave the signature and the return: each becomes
-    `cf.assert` of its value with its message, which fsdp-opt lowers to the
-    runtime's failed-guard entry point (the step records the error and
-    fsdp-run reports it)."""
-    guards = model["guards"]
-    first = sum(1 for r in model["results"] if r["kind"] != "probe")
-    at = range(first, first + len(guards))
-    ret = next((i for i in range(idx + 1, len(lines)) if _RETURN_RE.match(lines[i])), None)
-    if ret is None:
-        raise ExportError(f"torch-mlir output: no return in @{FUNCTION}")
-    m = _RETURN_RE.match(lines[ret])
-    ops = [o.strip() for o in m.group("ops").split(",")]
-    types = _split_types(m.group("types"))
-    if len(ops) != len(res_types) or len(types) != len(res_types) or at.stop > len(ops):
-        raise ExportError(f"torch-mlir output: @{FUNCTION}'s return does not match its results")
-    indent = m.group(1)
-    checks = []
-    for k, (g, i) in enumerate(zip(guards, at)):
-        if types[i] != "tensor<i1>":
-            raise ExportError(f"torch-mlir output: guard {k} is {types[i]}, expected tensor<i1>")
-        checks.append(f"{indent}%fsdp_guard{k} = tensor.extract {ops[i]}[] : tensor<i1>")
-        checks.append(f"{indent}cf.assert %fsdp_guard{k}, {_mlir_string(guard_message(g))}")
-    keep = [i for i in range(len(ops)) if i not in at]
-    lines[ret] = (
-        f"{indent}return {', '.join(ops[i] for i in keep)} : {', '.join(types[i] for i in keep)}"
-    )
-    lines[ret:ret] = checks
-    return lines, [res_types[i] for i in keep]
-
-
-def annotate(text: str, model: dict) -> str:
-    """Adds the mesh and the fsdp attributes to torch-mlir's `@step`."""
-    lines = text.splitlines()
-    idx = next((i for i, ln in enumerate(lines) if _SIG_RE.search(ln.strip())), None)
-    if idx is None:
-        raise ExportError(f"torch-mlir output has no func.func @{FUNCTION} signature line")
-    m = _SIG_RE.search(lines[idx].strip())
-    arg_types = [a.split(":", 1)[1].strip() for a in _split_types(m.group("args"))]
-    res = m.group("res").strip()
-    if res.startswith("("):
-        res = res[1:-1]
-    res_types = _split_types(res)
-    n_params = len(model["params"])
-    guards = model.get("guards") or []
-    if guards:
-        lines, res_types = _guards_to_asserts(lines, idx, res_types, model)
-    if len(arg_types) != len(model["args"]) or len(res_types) != len(model["results"]):
-        raise ExportError(
-            f"torch-mlir's @{FUNCTION} has {len(arg_types)} arguments and {len(res_types)} "
-            f"results; expected {len(model['args'])} and {len(model['results'])}"
-        )
-    buffer_at = {b["arg"]: b for b in model.get("buffers", [])}
-    args = []
-    for i, (name, ty) in enumerate(zip(model["args"], arg_types)):
-        if i in buffer_at:
-            attrs = _buffer_arg_attrs(buffer_at[i])
-        elif i < n_params:
-            p = model["params"][i]
-            attrs = M.port_attrs(name, layout=p["layout_attr"], unit=p["unit"])
-        else:
-            attrs = M.port_attrs(name)
-        args.append(f"%arg{i}: {ty} {attrs}")
-    results = []
-    for r, ty in zip(model["results"], res_types):
-        if r["kind"] == "loss":
-            attrs = M.port_attrs(r["name"], loss=True)
-        elif r["kind"] == "buffer":
-            attrs = _buffer_result_attrs(r)
-        elif r["kind"] == "probe":  # verify's intermediate values: plain results
-            attrs = M.port_attrs(r["name"])
-        else:
-            attrs = M.port_attrs(r["name"], grad_of=r["grad_of"])
-        results.append(f"{ty} {attrs}")
-    indent = lines[idx][: len(lines[idx]) - len(lines[idx].lstrip())]
-    lines[idx] = (
-        f"{indent}func.func @{FUNCTION}(\n{indent}    "
-        + f",\n{indent}    ".join(args)
-        + f")\n{indent}    -> ("
-        + f",\n{indent}        ".join(results)
-        + ") {"
-    )
-    mod_idx = next((i for i, ln in enumerate(lines) if re.match(r"^module\b.*\{\s*$", ln)), None)
-    if mod_idx is None:
-        raise ExportError("torch-mlir output has no top-level module")
-    lines.insert(mod_idx + 1, "  " + M.mesh_text(model["mesh"]))
-    return "\n".join(lines) + "\n"
-
-
 # ---------------------------------------------------------------- export
 
 
@@ -1220,8 +825,6 @@ def _verify(text, model, module, loss_fn, local_batch, verify, graph=None) -> di
     """The self-check of export_step (see verify.py): its report, or why it
     was skipped. `graph` (the traced step) lets a failure name the first op
     whose value differs."""
-    from . import verify as V
-
     if verify is False:
         return {"skipped": "verify=False"}
     if verify is None:

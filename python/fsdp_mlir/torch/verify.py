@@ -23,8 +23,15 @@ import tempfile
 import numpy as np
 import torch
 
-from .. import model as M
 from .decompositions import eager_context
+from .importer import (
+    _op_name,
+    annotate,
+    buffer_argument,
+    import_graph,
+    node_module_path,
+    with_mesh_shape,
+)
 
 # verify=None (the default) checks steps whose parameters and buffers have at
 # most this many elements in all (the check compiles and runs the step once
@@ -102,13 +109,13 @@ def run_unsharded(text: str, model: dict, inputs: dict, workdir: str) -> dict:
     shape); returns {result name: array}."""
     tools = {t: find_tool(t) for t in ("fsdp-opt", "fsdp-run")}
     mesh = model["mesh"]
-    one = dict(mesh, shape=[1] * len(mesh["shape"]))
-    src_mesh, new_mesh = M.mesh_text(mesh), M.mesh_text(one)
-    if src_mesh not in text:
-        raise VerifyError(f"verify: the step has no '{src_mesh}'")
+    try:
+        text = with_mesh_shape(text, mesh, [1] * len(mesh["shape"]))
+    except ValueError as err:  # ExportError: no mesh in the step
+        raise VerifyError(f"verify: {err}") from None
     step = os.path.join(workdir, "step.mlir")
     with open(step, "w") as f:
-        f.write(text.replace(src_mesh, new_mesh, 1))
+        f.write(text)
     data = os.path.join(workdir, "inputs")
     os.makedirs(data, exist_ok=True)
     for name, value in inputs.items():
@@ -246,8 +253,6 @@ def first_divergence(graph, text_of, model, inputs, graph_args, workdir, rtol=RT
     include them as "probe" results) and run unsharded."""
     import copy
 
-    from .export import node_module_path
-
     nodes = _probe_nodes(graph)
     if not nodes:
         return None
@@ -275,8 +280,6 @@ def first_divergence(graph, text_of, model, inputs, graph_args, workdir, rtol=RT
         err = float(diff.max())
         rel = err / scale if scale > 0 else err
         if not rel <= rtol:
-            from .export import _op_name
-
             return _op_name(node), node.name, node_module_path(node), rel
     return None
 
@@ -285,8 +288,6 @@ def verify_step(text, model, module, loss_fn, local_batch, *, rtol=RTOL, keep=No
     """Runs the exported step unsharded and compares it with torch eager in
     float32 (see the module's docstring). Returns {"results", "worst",
     "rel_err", "rtol"}; raises VerifyError on a mismatch."""
-    from .export import buffer_argument
-
     missing = missing_tools()
     if missing:
         raise VerifyError(
@@ -337,8 +338,6 @@ def _first_op_text(graph, module, model, inputs, local_batch, tmp, rtol) -> str:
     when there is no graph, no op differs or the search itself fails."""
     if graph is None:
         return ""
-    from .export import annotate, buffer_argument, import_graph
-
     params = tuple(p.detach() for _, p in module.named_parameters())
     buffers = tuple(buffer_argument(module, b["name"]) for b in model.get("buffers", []))
     try:
