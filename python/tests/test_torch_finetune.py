@@ -30,7 +30,7 @@ pytestmark = pytest.mark.skipif(
     not (T.tool("fsdp-opt") and T.tool("fsdp-run")), reason="fsdp-opt / fsdp-run not built"
 )
 
-RTOL = 1e-5
+RTOL = T.RTOL
 
 
 class Classifier(nn.Module):
@@ -68,21 +68,11 @@ def plain_loss(model, x, y):
     return F.cross_entropy(model(x), y)
 
 
-def check_against_float64(tmp_path, module, loss_fn, batch, world=2, **options):
-    """Export on `world` ranks, run, and compare the loss and every gradient
-    with float64 autograd; returns the float64 gradients."""
-    out = str(tmp_path / "step")
-    model = export_step(module, loss_fn, batch, out, mesh=str(world), **options)
-    loss, grads = load_results(T.compile_and_run(out, model["config"]["pipeline"]), module)
-    ref_loss, ref_grads = reference(module, loss_fn, batch)
-    names = list(ref_grads)
-    got = {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
-    want = {"loss": ref_loss, **{f"grad.{n}": g for n, g in ref_grads.items()}}
-    errors = V.relative_errors(got, want, [f"grad.{n}" for n in names])
-    assert len(errors) == 1 + len(names)
-    bad = {k: v for k, v in errors.items() if not v <= RTOL}
-    assert not bad, f"relative errors above {RTOL}: {bad}"
-    return model, ref_grads
+def check_against_float64(tmp_path, module, loss_fn, batch, **options):
+    """torch_models.check_against_float64 on 2 ranks; also returns the
+    float64 gradients."""
+    model = T.check_against_float64(tmp_path / "step", module, loss_fn, batch, **options)
+    return model, reference(module, loss_fn, batch)[1]
 
 
 @pytest.mark.parametrize("loss_fn", [penalty_loss, direct_reads_loss], ids=lambda f: f.__name__)
@@ -183,8 +173,7 @@ def test_a_step_needs_a_trainable_parameter(tmp_path):
 STEPS = 20
 
 
-def lm_loss(model, tokens):
-    return model(input_ids=tokens, labels=tokens).loss
+lm_loss = T.hf_lm_loss
 
 
 def lora_llama():
@@ -323,10 +312,6 @@ def test_lora_llama_trains_with_fsdp_run_on_4_ranks(tmp_path):
 # ------------------------------------------- buffers of any dtype, Functions
 
 
-def tiny_lm_loss(model, tokens):
-    return model(input_ids=tokens, labels=tokens).loss
-
-
 def whisper(n):
     """Its encoder's positional embedding is frozen (requires_grad=False)."""
     transformers = pytest.importorskip("transformers")
@@ -366,7 +351,7 @@ def bloom(n):
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     model = transformers.BloomForCausalLM(config).eval()
-    return model, tiny_lm_loss, (torch.randint(0, 32, (n, 8), generator=g),)
+    return model, T.hf_lm_loss, (torch.randint(0, 32, (n, 8), generator=g),)
 
 
 def gpt_bigcode(n):
@@ -384,7 +369,7 @@ def gpt_bigcode(n):
     torch.manual_seed(0)
     g = torch.Generator().manual_seed(0)
     model = transformers.GPTBigCodeForCausalLM(config).eval()
-    return model, tiny_lm_loss, (torch.randint(0, 32, (n, 8), generator=g),)
+    return model, T.hf_lm_loss, (torch.randint(0, 32, (n, 8), generator=g),)
 
 
 @pytest.mark.parametrize("case", [whisper, bloom, gpt_bigcode], ids=lambda f: f.__name__)

@@ -662,3 +662,43 @@ def test_library_reads_are_written_without_them():
 
     out = export_step(model, loss_fn, (tokens, mask), None, mesh="2", verify=False)
     assert out["guards"] == []
+
+
+class MaskSelect(nn.Module):
+    """Its forward sizes a tensor by the values of another (y[y > 0])."""
+
+    def __init__(self):
+        super().__init__()
+        self.lin = nn.Linear(4, 4)
+
+    def forward(self, x):
+        y = self.lin(x)
+        return y[y > 0].sum()
+
+
+def test_cli_error_names_op_module_and_command(tmp_path, capsys):
+    """An error that keeps no intermediate file (here the trace's) ends with
+    the command that reproduces it: the CLI's own, which fails the same way."""
+    import shlex
+    import subprocess
+    import sys
+
+    spec = tmp_path / "spec.py"
+    spec.write_text(
+        "import torch, test_torch_frontend as F\n"
+        "def build():\n"
+        "    return {'module': F.MaskSelect(), 'loss_fn': lambda m, x: m(x),\n"
+        "            'batch': (torch.randn(2, 4),)}\n"
+    )
+    argv = ["export", f"{spec}:build", "--mesh", "1", "-o", str(tmp_path / "o"), "--no-verify"]
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    first, command = err.strip().split("\n  reproduce with: ")
+    assert first.startswith("fsdp_mlir.torch: error: unsupported op 'aten.index")
+    assert "in the root module (MaskSelect)" in first
+    cmd = shlex.split(command)
+    assert cmd[:3] == [sys.executable, "-m", "fsdp_mlir.torch"] and cmd[3:] == argv
+    here = os.path.dirname(os.path.abspath(__file__))
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    rerun = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here)
+    assert rerun.returncode == 2 and first in rerun.stderr

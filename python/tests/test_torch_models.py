@@ -22,19 +22,16 @@ pytest.importorskip("torch_mlir")
 import torch.nn.functional as F  # noqa: E402
 import torch_models as T  # noqa: E402
 
-from fsdp_mlir.torch import export_step, load_results  # noqa: E402
+from fsdp_mlir.torch import export_step  # noqa: E402
 from fsdp_mlir.torch import verify as V  # noqa: E402
-from fsdp_mlir.torch.export import load_buffers, reference, reference_ranks  # noqa: E402
+from fsdp_mlir.torch.export import load_buffers, reference_ranks  # noqa: E402
 
 pytestmark = pytest.mark.skipif(
     not (T.tool("fsdp-opt") and T.tool("fsdp-run")), reason="fsdp-opt / fsdp-run not built"
 )
 
-RTOL = 1e-5
-
-
-def lm_loss(model, tokens):
-    return model(input_ids=tokens, labels=tokens).loss
+RTOL = T.RTOL
+lm_loss = T.hf_lm_loss
 
 
 def cls_loss(model, images, labels):
@@ -396,57 +393,13 @@ def run(out, pipeline, extra=()):
     return results
 
 
-def float64_twin(module):
-    """The module the float64 reference runs: itself, or for an MoE with
-    transformers' grouped_mm experts (aten's grouped product has no float64
-    kernel; the frontend's own reference would use the decomposition under
-    test) a copy with the batched_mm experts, the same math by other code."""
-    config = getattr(module, "config", None)
-    if getattr(config, "_experts_implementation", None) != "grouped_mm":
-        return module
-    import copy
-
-    twin = copy.deepcopy(module)
-    twin.config._experts_implementation = "batched_mm"
-    return twin
-
-
-def errors_vs_float64(model, module, loss_fn, batch, results, world):
-    """Relative errors of the run's loss and gradients against float64.
-
-    With batch norm in training mode each rank normalizes by its own
-    micro-batch's statistics, and a deep network of them is ill-conditioned
-    in float32: there torch's own float32 is measured against float64 too,
-    and a result passes when it is within RTOL or within V.NOISE_FACTOR of
-    torch's float32 error (the errors returned are scaled so that <= RTOL
-    means that)."""
-    loss, grads = load_results(results, module)
-    per_rank = any(b["updated"] for b in model["buffers"])
-    w = world if per_rank else None
-
-    def as_results(loss, grads):
-        return {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
-
-    ref = as_results(*reference(float64_twin(module), loss_fn, batch, world=w))
-    names = [k for k in ref if k != "loss"]
-    errors = V.relative_errors(as_results(loss, grads), ref, names)
-    if per_rank:
-        torch32 = V.relative_errors(
-            as_results(*reference(module, loss_fn, batch, world=w, dtype=torch.float32)),
-            ref,
-            names,
-        )
-        errors = {k: RTOL * e / max(RTOL, V.NOISE_FACTOR * torch32[k]) for k, e in errors.items()}
-    return errors
-
-
 @pytest.mark.parametrize(("case", "world"), WORLDS, ids=[f"{c}-{w}" for c, w in WORLDS])
 def test_model_matches_float64_autograd(tmp_path, case, world):
     module, loss_fn, batch = CASES[case](BATCH.get(case, world))
     out = str(tmp_path / case)
     model = export_step(module, loss_fn, batch, out, mesh=str(world), verify=False)
     results = run(out, model["config"]["pipeline"], ["--all-ranks"])
-    errors = errors_vs_float64(model, module, loss_fn, batch, results, world)
+    errors = T.errors_vs_float64(model, module, loss_fn, batch, results, world)
     assert len(errors) == 1 + len(model["params"])
     bad = {k: v for k, v in errors.items() if not v <= RTOL}
     assert not bad, f"{case}: relative errors above {RTOL}: {bad}"
@@ -470,7 +423,7 @@ def test_llama_hsdp_2x2(tmp_path):
     out = str(tmp_path / "llama")
     model = export_step(module, loss_fn, batch, out, mesh="2x2", verify=False)
     results = run(out, model["config"]["pipeline"])
-    errors = errors_vs_float64(model, module, loss_fn, batch, results, 4)
+    errors = T.errors_vs_float64(model, module, loss_fn, batch, results, 4)
     assert max(errors.values()) <= RTOL, errors
 
 

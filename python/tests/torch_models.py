@@ -183,3 +183,78 @@ def max_rel_errors(got_loss, got, ref_loss, ref):
     for name, g in ref.items():
         out[name] = rel(got[name], g)
     return out
+
+
+# ------------------------------------------------ checks against float64
+
+RTOL = 1e-5
+
+
+def hf_lm_loss(model, tokens):
+    """A Hugging Face causal LM's own loss on `tokens` (the labels are the
+    inputs; the model shifts them)."""
+    return model(input_ids=tokens, labels=tokens).loss
+
+
+def float64_twin(module):
+    """The module the float64 reference runs: itself, or for an MoE with
+    transformers' grouped_mm experts (aten's grouped product has no float64
+    kernel; the frontend's own reference would use the decomposition under
+    test) a copy with the batched_mm experts, the same math by other code."""
+    config = getattr(module, "config", None)
+    if getattr(config, "_experts_implementation", None) != "grouped_mm":
+        return module
+    import copy
+
+    twin = copy.deepcopy(module)
+    twin.config._experts_implementation = "batched_mm"
+    return twin
+
+
+def errors_vs_float64(model, module, loss_fn, batch, results, world):
+    """Relative errors of the run's loss and gradients against float64.
+
+    With batch norm in training mode each rank normalizes by its own
+    micro-batch's statistics, and a deep network of them is ill-conditioned
+    in float32: there torch's own float32 is measured against float64 too,
+    and a result passes when it is within RTOL or within V.NOISE_FACTOR of
+    torch's float32 error (the errors returned are scaled so that <= RTOL
+    means that)."""
+    from fsdp_mlir.torch import load_results
+    from fsdp_mlir.torch import verify as V
+    from fsdp_mlir.torch.export import reference
+
+    loss, grads = load_results(results, module)
+    per_rank = any(b["updated"] for b in model["buffers"])
+    w = world if per_rank else None
+
+    def as_results(loss, grads):
+        return {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
+
+    ref = as_results(*reference(float64_twin(module), loss_fn, batch, world=w))
+    names = [k for k in ref if k != "loss"]
+    errors = V.relative_errors(as_results(loss, grads), ref, names)
+    if per_rank:
+        torch32 = V.relative_errors(
+            as_results(*reference(module, loss_fn, batch, world=w, dtype=torch.float32)),
+            ref,
+            names,
+        )
+        errors = {k: RTOL * e / max(RTOL, V.NOISE_FACTOR * torch32[k]) for k, e in errors.items()}
+    return errors
+
+
+def check_against_float64(out, module, loss_fn, batch, world=2, **options):
+    """Exports on `world` ranks into `out`, compiles and runs the step, and
+    asserts that the loss and every gradient are within RTOL of float64
+    autograd (errors_vs_float64). Returns the export's model description."""
+    from fsdp_mlir.torch import export_step
+
+    model = export_step(module, loss_fn, batch, str(out), mesh=str(world), **options)
+    results = compile_and_run(str(out), model["config"]["pipeline"])
+    errors = errors_vs_float64(model, module, loss_fn, batch, results, world)
+    trainable = sum(1 for p in model["params"] if not p["frozen"])
+    assert len(errors) == 1 + trainable, sorted(errors)
+    bad = {k: v for k, v in errors.items() if not v <= RTOL}
+    assert not bad, f"relative errors above {RTOL}: {bad}"
+    return model

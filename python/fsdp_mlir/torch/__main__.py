@@ -17,6 +17,7 @@ import argparse
 import importlib
 import importlib.util
 import os
+import shlex
 import sys
 
 from .export import ExportError, export_step, load_inputs, load_results, reference
@@ -187,11 +188,18 @@ def main(argv=None) -> int:
     ch.add_argument("results", help="fsdp-run --outputs directory")
     ch.add_argument("--rtol", type=float, default=1e-5, help="max |err| / max |ref| (1e-5)")
     ch.set_defaults(fn=cmd_check)
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = ap.parse_args(argv)
     try:
         return args.fn(args)
     except ExportError as err:
-        print(f"fsdp_mlir.torch: error: {err}", file=sys.stderr)
+        msg = str(err)
+        if args.fn is cmd_export and "reproduce with:" not in msg:
+            # Errors that keep no intermediate file (the trace, the model's
+            # own checks) are reproduced by this command itself.
+            command = shlex.join([sys.executable, "-m", "fsdp_mlir.torch", *argv])
+            msg += f"\n  reproduce with: {command}"
+        print(f"fsdp_mlir.torch: error: {msg}", file=sys.stderr)
         return 2
 
 
