@@ -534,6 +534,38 @@ def test_verify_catches_the_tanh_gelu_constant(tmp_path):
     assert "mlp.act_fn" in proc.stdout
 
 
+def test_verify_checks_large_models_on_a_sample(tmp_path, monkeypatch):
+    """By default a model above verify.AUTO_LIMIT elements is checked too, on
+    the step traced for one sample of rank 0's micro-batch (the same program
+    on less data), and a wrong decomposition is caught there as well."""
+    monkeypatch.setattr(V, "AUTO_LIMIT", 0)
+    module, loss_fn, batch = gemma(4)
+    model = export_step(module, loss_fn, batch, None, mesh="2")
+    report = model["verify"]
+    assert report["sample"] == V.SAMPLE == 1 and model["local_batch"] == 2
+    assert report["results"] == 1 + len(model["params"]) and report["rel_err"] <= RTOL
+    here = os.path.dirname(os.path.abspath(__file__))
+    script = (
+        "import sys\n"
+        "import test_torch_models as M\n"
+        "from fsdp_mlir.torch import ExportError, export_step, decompositions as D, verify as V\n"
+        "del D.OVERRIDES[D.aten.gelu.default]\n"
+        "V.AUTO_LIMIT = 0\n"
+        "module, loss_fn, batch = M.gemma(4)\n"
+        "try:\n"
+        "    export_step(module, loss_fn, batch, None, mesh='2')\n"
+        "except ExportError as err:\n"
+        "    print(err); sys.exit(3)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
+    proc = subprocess.run(
+        [sys.executable, "-c", script], capture_output=True, text=True, env=env, cwd=tmp_path
+    )
+    assert proc.returncode == 3, proc.stdout + proc.stderr
+    assert "verify: the imported step differs from torch eager" in proc.stdout
+    assert "the first op whose value differs is aten.gelu" in proc.stdout
+
+
 def test_cli_verify_flag(tmp_path):
     from fsdp_mlir.torch.__main__ import main
 

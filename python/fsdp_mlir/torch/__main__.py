@@ -179,7 +179,7 @@ def main(argv=None) -> int:
         action=argparse.BooleanOptionalAction,
         default=None,
         help="run the imported step unsharded and compare it with torch eager "
-        "(default: when fsdp-opt/fsdp-run are found and the model is small)",
+        "(default: when fsdp-opt/fsdp-run are found; on one sample for large models)",
     )
     ex.set_defaults(fn=cmd_export)
     ch = sub.add_parser("check", help="compare fsdp-run's results with torch autograd (float64)")

@@ -12,6 +12,7 @@ See docs/FRONTENDS.md.
 
 from __future__ import annotations
 
+import copy
 import inspect
 import json
 import os
@@ -566,8 +567,9 @@ def export_step(
     are replicated over `tp` (docs/TENSOR_PARALLEL.md).
     verify: run the imported step unsharded on rank 0's micro-batch and compare
     it with torch eager (fsdp_mlir.torch.verify); None (default) does so when
-    the project's tools are found and the model is below verify.AUTO_LIMIT
-    elements, True always (an error if the tools are missing), False never.
+    the project's tools are found (above verify.AUTO_LIMIT elements on the
+    step traced for one sample of that micro-batch), True always on the
+    whole micro-batch (an error if the tools are missing), False never.
     buffer_updates: how buffers the forward updates (batch norm's running
     statistics in training mode) leave the step: "fed_back" (results with
     `fsdp.update_of`, fed back by `fsdp-run --steps`; on several ranks each
@@ -704,22 +706,35 @@ def export_step(
     }
 
     local_batch = [t[:local] for _, t in entries]
-    from .decompositions import UnsupportedInModel
-
-    try:
-        gm, updated = trace_step(
-            module, loss_fn, [n for n, _ in named], local_batch, [n for n, _ in named_buffers]
-        )
-    except UnsupportedInModel as err:
-        raise ExportError(str(err)) from None
-    model["guards"] = [dict(g, message=guard_message(g)) for g in gm.fsdp_guards]
     if buffer_updates is None:
         buffer_updates = "fed_back"
     if buffer_updates not in ("fed_back", "results"):
         raise ExportError(f"buffer_updates '{buffer_updates}': expected fed_back or results")
-    _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
-    text = annotate(import_graph(gm), model)
-    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify, gm)
+    base = copy.deepcopy(model)
+
+    def step_for(batch, model):
+        """Traces, imports and annotates the step of `batch` (rank 0's
+        micro-batch, or verify's sample of it); completes `model`."""
+        from .decompositions import UnsupportedInModel
+
+        try:
+            gm, updated = trace_step(
+                module, loss_fn, [n for n, _ in named], batch, [n for n, _ in named_buffers]
+            )
+        except UnsupportedInModel as err:
+            raise ExportError(str(err)) from None
+        model["guards"] = [dict(g, message=guard_message(g)) for g in gm.fsdp_guards]
+        _add_buffers(model, named_buffers, updated, mesh_d, buffer_updates == "fed_back")
+        return annotate(import_graph(gm), model), gm
+
+    text, gm = step_for(local_batch, model)
+
+    def sample_step(sample):
+        sampled = copy.deepcopy(base)
+        sampled["local_batch"] = sample[0].shape[0]
+        return (*step_for(sample, sampled), sampled)
+
+    model["verify"] = _verify(text, model, module, loss_fn, local_batch, verify, gm, sample_step)
 
     if out_dir is not None:
         os.makedirs(out_dir, exist_ok=True)
@@ -821,24 +836,37 @@ def buffer_file(b: dict, module: torch.nn.Module, world: int) -> np.ndarray:
     return value
 
 
-def _verify(text, model, module, loss_fn, local_batch, verify, graph=None) -> dict:
+def _verify(
+    text, model, module, loss_fn, local_batch, verify, graph=None, sample_step=None
+) -> dict:
     """The self-check of export_step (see verify.py): its report, or why it
     was skipped. `graph` (the traced step) lets a failure name the first op
-    whose value differs."""
+    whose value differs. By default a model above verify.AUTO_LIMIT elements
+    is checked on a sample: the step traced again for the first
+    verify.SAMPLE samples of rank 0's micro-batch (`sample_step(batch) ->
+    (text, graph, model)`), which compiles the same program and runs it on
+    less data."""
     if verify is False:
         return {"skipped": "verify=False"}
+    sample = None
     if verify is None:
+        if V.missing_tools():
+            return {"skipped": f"{', '.join(V.missing_tools())} not found"}
         size = sum(p.numel() for p in module.parameters()) + sum(
             b.numel() for b in module.buffers()
         )
-        if size > V.AUTO_LIMIT:
-            return {"skipped": f"{size} elements > {V.AUTO_LIMIT} (verify=True checks it)"}
-        if V.missing_tools():
-            return {"skipped": f"{', '.join(V.missing_tools())} not found"}
+        rows = local_batch[0].shape[0] if local_batch else 0
+        if size > V.AUTO_LIMIT and sample_step is not None and rows > V.SAMPLE:
+            local_batch = [t[: V.SAMPLE] for t in local_batch]
+            text, graph, model = sample_step(local_batch)
+            sample = V.SAMPLE
     try:
-        return V.verify_step(text, model, module, loss_fn, local_batch, graph=graph)
+        report = V.verify_step(text, model, module, loss_fn, local_batch, graph=graph)
     except V.VerifyError as err:
         raise ExportError(str(err)) from None
+    if sample is not None:
+        report["sample"] = sample
+    return report
 
 
 def load_results(out_dir, module: torch.nn.Module | None = None, model: dict | None = None):

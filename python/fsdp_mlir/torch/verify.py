@@ -33,10 +33,13 @@ from .importer import (
     with_mesh_shape,
 )
 
-# verify=None (the default) checks steps whose parameters and buffers have at
-# most this many elements in all (the check compiles and runs the step once
-# more, unsharded); verify=True checks any size.
+# verify=None (the default) checks every step (the check compiles and runs it
+# once more, unsharded). Above this many elements of parameters and buffers,
+# it checks the step traced for the first SAMPLE samples of rank 0's
+# micro-batch: the same program on less data (the run's activations and
+# time shrink with it); verify=True checks the exported micro-batch itself.
 AUTO_LIMIT = 4_000_000
+SAMPLE = 1
 RTOL = 1e-5
 # Each gradient is compared against its own max norm, floored at this fraction
 # of the largest gradient's: gradients that are zero in exact arithmetic
