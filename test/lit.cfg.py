@@ -27,12 +27,17 @@ config.environment["FSDP_JIT_CACHE_DIR"] = os.path.join(config.fsdp_obj_root, "t
 tool_dirs = [config.fsdp_tools_dir, config.llvm_tools_dir]
 fsdp_run = ToolSubst("fsdp-run", unresolved="ignore")
 # --param fsdp_aot=1: every fsdp-run also runs the step compiled ahead of
-# time and requires the same results (Integration/Inputs/aot_check.py).
+# time and requires the same results (Integration/Inputs/aot_check.py);
+# --param fsdp_aot_runner=PATH runs the step libraries with another fsdp-run
+# (one built from runtime/ alone, with no LLVM).
 if lit_config.params.get("fsdp_aot") == "1":
     check = os.path.join(config.fsdp_src_root, "test", "Integration", "Inputs", "aot_check.py")
+    runner = lit_config.params.get("fsdp_aot_runner")
+    runner_flag = f" --aot-runner={runner}" if runner else ""
     fsdp_run = ToolSubst(
         "fsdp-run",
-        command=f"{config.python_executable} {check} --tools={config.fsdp_tools_dir}",
+        command=f"{config.python_executable} {check} --tools={config.fsdp_tools_dir}"
+        + runner_flag,
     )
 tools = [
     "fsdp-opt",

@@ -50,7 +50,8 @@ aot_stage() {
     note "e2e: runtime (CMake)" FAIL "cmake not found"
     return
   fi
-  # The runtime from source: threads backend (what the CPU steps need);
+  # The runtime and the runner (libfsdprun, fsdp-run; no LLVM) from source:
+  # threads backend (what the CPU steps need);
   # the GPU runtime and the NCCL backend come with it when the toolkit and
   # NCCL are found (check.sh's NCCL_HOME search is passed on).
   local rt=$OUT/aot-runtime t0 nccl_args=()
@@ -64,7 +65,7 @@ aot_stage() {
          -DFSDPRT_QUANT_BUILD_TESTS=OFF -DFSDPRT_QUANT_BUILD_BENCH=OFF \
          -DFSDPRT_QUANT_ENABLE_CUDA=OFF "${nccl_args[@]}" &&
      run_logged "runtime (CMake)" "$OUT/build-aot-runtime-build.log" \
-       cmake --build "$rt" --target fsdprt -j "${FSDP_JOBS:-$(nproc 2>/dev/null || echo 4)}"; then
+       cmake --build "$rt" --target fsdprt fsdprun fsdp-run -j "${FSDP_JOBS:-$(nproc 2>/dev/null || echo 4)}"; then
     note "e2e: runtime (CMake)" ok "$(( $(date +%s) - t0 )) s, $rt/libfsdprt.so ($(grep -o 'nccl=[A-Z]* gpu=[A-Z]*' "$OUT/build-aot-runtime.log" | head -1))"
   else
     note "e2e: runtime (CMake)" FAIL "see $OUT/build-aot-runtime.log, build-aot-runtime-build.log"

@@ -49,6 +49,12 @@ LIMIT = 64 << 20
 # The repository files the pack carries (check.sh and what it builds).
 SOURCES = [
     "runtime",
+    # The runner without the JIT, built by runtime/ alone (Runner.cmake).
+    "lib/Runner",
+    "lib/Layout",
+    "include/fsdp/Runner",
+    "include/fsdp/Layout",
+    "tools/fsdp-run",
     "bench/gpu",
     "python/fsdp_mlir/__init__.py",
     "python/fsdp_mlir/aot.py",

@@ -43,14 +43,9 @@ fsdprun_status_t failWith(fsdprun_status_t status, const std::string &msg) {
 fsdprun_status_t ok() { return FSDPRUN_OK; }
 
 /// The message of `e`, and whether it says the resource is busy.
-std::string consume(llvm::Error e, bool &busy) {
-  std::string message;
-  busy = false;
-  llvm::handleAllErrors(std::move(e), [&](const llvm::ErrorInfoBase &info) {
-    busy |= info.convertToErrorCode() == std::errc::device_or_resource_busy;
-    message += (message.empty() ? "" : "\n") + info.message();
-  });
-  return message;
+std::string consume(Error e, bool &busy) {
+  busy = e.code() == std::errc::device_or_resource_busy;
+  return toString(std::move(e));
 }
 
 /// The program behind a handle, locked; or a status.
@@ -114,7 +109,7 @@ LoadOptions loadOptions(const fsdprun_options_t *o) {
 }
 
 fsdprun_status_t
-create(const std::function<llvm::Expected<std::unique_ptr<Session>>()> &open,
+create(const std::function<Expected<std::unique_ptr<Session>>()> &open,
        const fsdprun_options_t *options, fsdprun_program_t **out) {
   if (!out)
     return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "the result pointer is null");
@@ -328,7 +323,7 @@ fsdprun_program_create_from_string(const char *data, size_t size,
   }
   return create(
       [&] {
-        return Session::openBuffer(llvm::StringRef(data, size),
+        return Session::openBuffer(std::string_view(data, size),
                                    loadOptions(options));
       },
       options, program);
@@ -400,10 +395,10 @@ fsdprun_status_t fsdprun_set_input(fsdprun_program_t *p, const char *name,
     return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null name or data");
   if (fsdprun_status_t s = checkInput(*l.p, name, dtype, rank, shape, bytes))
     return s;
-  llvm::StringRef view(static_cast<const char *>(data), bytes);
-  if (llvm::Error e = l.p->session->setInput(
-          name, dtypeName(dtype), llvm::ArrayRef<int64_t>(shape, size_t(rank)),
-          view)) {
+  std::string_view view(static_cast<const char *>(data), bytes);
+  if (Error e = l.p->session->setInput(name, dtypeName(dtype),
+                                       Span<const int64_t>(shape, size_t(rank)),
+                                       view)) {
     bool busy = false;
     return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, consume(std::move(e), busy));
   }
@@ -470,10 +465,7 @@ fsdprun_status_t fsdprun_report_json(fsdprun_program_t *p, const char **json) {
     return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "null result pointer");
   if (!l.p->last)
     return failWith(FSDPRUN_ERR_ORDER, "no run has completed yet");
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::json::Value(toJSON(*l.p->last));
-  l.p->json = std::move(text);
+  l.p->json = toJSON(*l.p->last);
   *json = l.p->json.c_str();
   return ok();
 }

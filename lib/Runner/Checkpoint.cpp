@@ -1,22 +1,18 @@
 //===- Checkpoint.cpp - sharded checkpoints of a training run -------------===//
 
 #include "Checkpoint.h"
+#include "Files.h"
+#include "Json.h"
 #include "Shards.h"
 
-#include "llvm/ADT/StringSet.h"
-#include "llvm/Support/CRC.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/JSON.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/Support/Path.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <algorithm>
+#include <array>
+#include <cstdlib>
 #include <cstring>
 #include <map>
+#include <set>
 
 namespace lm = ::fsdp::layout;
-namespace json = llvm::json;
 
 namespace fsdp::run::checkpoint {
 
@@ -44,7 +40,7 @@ std::vector<std::vector<lm::Range>> ownedRanges(const Port &p, int64_t rank) {
   return ranges;
 }
 
-json::Array shapeJson(llvm::ArrayRef<int64_t> shape) {
+json::Array shapeJson(Span<const int64_t> shape) {
   json::Array a;
   for (int64_t d : shape)
     a.push_back(d);
@@ -59,53 +55,60 @@ std::string kindOf(const Port &p) {
   return "parameter";
 }
 
-bool writeBytes(const std::string &path, llvm::StringRef bytes,
+bool writeBytes(const std::string &path, std::string_view bytes,
                 std::string &error) {
-  std::error_code ec;
-  llvm::raw_fd_ostream os(path, ec);
-  if (!ec) {
-    os << bytes;
-    os.close();
-    if (os.has_error())
-      ec = os.error();
-  }
-  if (ec)
-    error = "cannot write " + path + ": " + ec.message();
-  return !ec;
+  return files::write(path, bytes.data(), bytes.size(), error);
+}
+
+/// The CRC-32 of zlib (and of the checkpoint format since version 1).
+uint32_t crc32(const char *data, size_t size) {
+  static const auto table = [] {
+    std::array<uint32_t, 256> t{};
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c & 1) ? 0xEDB88320u ^ (c >> 1) : c >> 1;
+      t[i] = c;
+    }
+    return t;
+  }();
+  uint32_t crc = 0xFFFFFFFFu;
+  for (size_t i = 0; i < size; ++i)
+    crc = table[(crc ^ uint8_t(data[i])) & 0xFF] ^ (crc >> 8);
+  return crc ^ 0xFFFFFFFFu;
 }
 
 //===--- loading ----------------------------------------------------------===//
 
-llvm::Error refuse(const std::string &dir, const llvm::Twine &why) {
-  return llvm::createStringError("checkpoint " + dir + ": " + why);
+Error refuse(const std::string &dir, const std::string &why) {
+  return makeError("checkpoint " + dir + ": " + why);
 }
 
 /// The step directory: `dir` itself when it has metadata.json, else its
 /// complete `step-<K>` with the largest K.
-llvm::Expected<std::string> chooseStepDir(const std::string &dir) {
-  if (llvm::sys::fs::exists(dir + "/metadata.json"))
+Expected<std::string> chooseStepDir(const std::string &dir) {
+  if (files::exists(dir + "/metadata.json"))
     return dir;
-  if (!llvm::sys::fs::is_directory(dir))
-    return llvm::createStringError("--resume: " + dir + " is not a directory");
-  std::error_code ec;
+  if (!files::isDirectory(dir))
+    return makeError("--resume: " + dir + " is not a directory");
   int64_t best = -1;
   std::string bestDir;
-  for (llvm::sys::fs::directory_iterator it(dir, ec), end; it != end && !ec;
-       it.increment(ec)) {
-    llvm::StringRef name = llvm::sys::path::filename(it->path());
-    int64_t k = 0;
-    if (!name.consume_front("step-") || name.getAsInteger(10, k) || k < 0)
+  for (const std::string &name : files::list(dir)) {
+    if (!startsWith(name, "step-") || name.size() == 5 ||
+        name.find_first_not_of("0123456789", 5) != std::string::npos ||
+        name.size() > 5 + 18)
       continue;
-    if (k > best && llvm::sys::fs::exists(it->path() + "/metadata.json")) {
+    int64_t k = std::strtoll(name.c_str() + 5, nullptr, 10);
+    std::string path = dir + "/" + name;
+    if (k > best && files::exists(path + "/metadata.json")) {
       best = k;
-      bestDir = it->path();
+      bestDir = path;
     }
   }
   if (bestDir.empty())
-    return llvm::createStringError(
-        "--resume: " + dir +
-        " holds no complete checkpoint (no metadata.json, no "
-        "step-<K>/metadata.json)");
+    return makeError("--resume: " + dir +
+                     " holds no complete checkpoint (no metadata.json, no "
+                     "step-<K>/metadata.json)");
   return bestDir;
 }
 
@@ -123,9 +126,9 @@ struct TensorRecord {
   std::vector<ShardRecord> shards;
 };
 
-llvm::Expected<std::vector<int64_t>> readShape(const json::Value *v,
-                                               const std::string &dir,
-                                               const llvm::Twine &what) {
+Expected<std::vector<int64_t>> readShape(const json::Value *v,
+                                         const std::string &dir,
+                                         const std::string &what) {
   const json::Array *a = v ? v->getAsArray() : nullptr;
   if (!a)
     return refuse(dir, "metadata.json: " + what + " is not a list");
@@ -139,14 +142,14 @@ llvm::Expected<std::vector<int64_t>> readShape(const json::Value *v,
   return out;
 }
 
-llvm::Expected<ShardRecord>
-readShard(const json::Value &v, const std::string &dir, const TensorRecord &t) {
+Expected<ShardRecord> readShard(const json::Value &v, const std::string &dir,
+                                const TensorRecord &t) {
   const json::Object *o = v.getAsObject();
   if (!o)
     return refuse(dir, "metadata.json: a shard of '" + t.name +
                            "' is not an object");
   ShardRecord s;
-  std::optional<llvm::StringRef> file = o->getString("file");
+  std::optional<std::string_view> file = o->getString("file");
   std::optional<int64_t> offset = o->getInteger("offset"),
                          bytes = o->getInteger("bytes"),
                          crc = o->getInteger("crc32");
@@ -154,7 +157,7 @@ readShard(const json::Value &v, const std::string &dir, const TensorRecord &t) {
       !isSafeName(*file))
     return refuse(dir, "metadata.json: a shard of '" + t.name +
                            "' lacks a file, offset, bytes or crc32");
-  s.file = file->str();
+  s.file = std::string(*file);
   s.offset = *offset;
   s.bytes = *bytes;
   s.crc = uint32_t(*crc);
@@ -192,22 +195,22 @@ readShard(const json::Value &v, const std::string &dir, const TensorRecord &t) {
   return s;
 }
 
-llvm::Expected<std::map<std::string, TensorRecord>>
+Expected<std::map<std::string, TensorRecord>>
 readMetadata(const std::string &dir, int64_t &step) {
-  auto bytes = llvm::MemoryBuffer::getFile(dir + "/metadata.json");
+  auto bytes = files::read(dir + "/metadata.json");
   if (!bytes)
-    return refuse(dir,
-                  "cannot read metadata.json: " + bytes.getError().message());
-  llvm::Expected<json::Value> root = json::parse((*bytes)->getBuffer());
+    return refuse(dir, toString(bytes.takeError()));
+  Expected<json::Value> root =
+      json::parse(std::string_view(bytes->data(), bytes->size()));
   if (!root)
-    return refuse(dir, "metadata.json is not JSON: " +
-                           llvm::toString(root.takeError()));
+    return refuse(dir,
+                  "metadata.json is not JSON: " + toString(root.takeError()));
   const json::Object *o = root->getAsObject();
   if (!o || o->getString("format") != kFormat)
     return refuse(dir, "metadata.json is not an fsdp-run checkpoint");
   if (o->getInteger("version") != kVersion)
     return refuse(dir, "unsupported checkpoint version (this fsdp-run reads " +
-                           llvm::Twine(kVersion) + ")");
+                           std::to_string(kVersion) + ")");
   std::optional<int64_t> s = o->getInteger("step");
   if (!s || *s < 0)
     return refuse(dir, "metadata.json has no step count");
@@ -218,15 +221,15 @@ readMetadata(const std::string &dir, int64_t &step) {
   std::map<std::string, TensorRecord> out;
   for (const json::Value &v : *tensors) {
     const json::Object *t = v.getAsObject();
-    std::optional<llvm::StringRef> name =
+    std::optional<std::string_view> name =
         t ? t->getString("name") : std::nullopt;
-    std::optional<llvm::StringRef> dtype =
+    std::optional<std::string_view> dtype =
         t ? t->getString("dtype") : std::nullopt;
     if (!name || !dtype)
       return refuse(dir, "metadata.json: a tensor has no name or dtype");
     TensorRecord r;
-    r.name = name->str();
-    r.dtype = dtype->str();
+    r.name = std::string(*name);
+    r.dtype = std::string(*dtype);
     auto shape = readShape(t->get("global_shape"), dir,
                            "the global shape of '" + r.name + "'");
     if (!shape)
@@ -248,11 +251,11 @@ readMetadata(const std::string &dir, int64_t &step) {
 
 /// Refuses a checkpoint whose tensors are not the program's saved
 /// arguments, listing every missing, extra and mismatched name.
-llvm::Error checkNames(const std::string &dir,
-                       const std::map<std::string, TensorRecord> &tensors,
-                       const Program &prog, const std::vector<int64_t> &saved) {
+Error checkNames(const std::string &dir,
+                 const std::map<std::string, TensorRecord> &tensors,
+                 const Program &prog, const std::vector<int64_t> &saved) {
   std::string missing, extra, shapes;
-  llvm::StringSet<> wanted;
+  std::set<std::string> wanted;
   for (int64_t i : saved) {
     const Port &p = prog.args[i];
     wanted.insert(p.name);
@@ -276,7 +279,7 @@ llvm::Error checkNames(const std::string &dir,
     }
   }
   for (const auto &[name, t] : tensors)
-    if (!wanted.contains(name))
+    if (!wanted.count(name))
       extra += " " + name;
   std::string why;
   if (!missing.empty())
@@ -287,47 +290,44 @@ llvm::Error checkNames(const std::string &dir,
     why += "\n  other global shape or dtype:" + shapes;
   if (!why.empty())
     return refuse(dir, "it is not a checkpoint of this program's state:" + why);
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// One tensor reassembled from its shards.
-llvm::Expected<npy::Array>
-assemble(const std::string &dir, const TensorRecord &t, const Port &p,
-         std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> &files) {
+Expected<npy::Array> assemble(const std::string &dir, const TensorRecord &t,
+                              const Port &p,
+                              std::map<std::string, Bytes> &shardFiles) {
   npy::Array a;
   a.descr = t.dtype;
   a.shape = t.globalShape;
   int64_t bytes = p.elementBytes;
   a.data.assign(size_t(p.globalElements() * bytes), 0);
   for (const ShardRecord &s : t.shards) {
-    auto &file = files[s.file];
-    if (!file) {
-      auto buf = llvm::MemoryBuffer::getFile(dir + "/" + s.file,
-                                             /*IsText=*/false,
-                                             /*RequiresNullTerminator=*/false);
+    auto found = shardFiles.find(s.file);
+    if (found == shardFiles.end()) {
+      auto buf = files::read(dir + "/" + s.file);
       if (!buf)
         return refuse(dir, "cannot read shard file " + s.file + ": " +
-                               buf.getError().message());
-      file = std::move(*buf);
+                               toString(buf.takeError()));
+      found = shardFiles.emplace(s.file, std::move(*buf)).first;
     }
+    const Bytes &file = found->second;
     int64_t slotBytes = bytes;
     bool overflow = false;
     for (int64_t d : s.slotShape)
       overflow |= __builtin_mul_overflow(slotBytes, d, &slotBytes);
     if (overflow || s.bytes != slotBytes)
       return refuse(dir, "metadata.json: the shard of '" + t.name + "' in " +
-                             s.file + " has " + llvm::Twine(s.bytes) +
+                             s.file + " has " + std::to_string(s.bytes) +
                              " bytes, which is not the size of its slot shape");
-    int64_t size = int64_t(file->getBufferSize());
+    int64_t size = int64_t(file.size());
     if (s.offset > size || s.bytes > size - s.offset)
       return refuse(dir, "shard file " + s.file + " is truncated: it holds " +
-                             llvm::Twine(size) + " bytes, the shard of '" +
+                             std::to_string(size) + " bytes, the shard of '" +
                              t.name + "' ends at byte " +
-                             llvm::Twine(s.offset + s.bytes));
-    const char *slot = file->getBufferStart() + s.offset;
-    llvm::ArrayRef<uint8_t> data(reinterpret_cast<const uint8_t *>(slot),
-                                 size_t(s.bytes));
-    if (llvm::crc32(data) != s.crc)
+                             std::to_string(s.offset + s.bytes));
+    const char *slot = file.data() + s.offset;
+    if (crc32(slot, size_t(s.bytes)) != s.crc)
       return refuse(dir, "shard file " + s.file +
                              " is corrupt: the CRC-32 of '" + t.name +
                              "' does not match");
@@ -366,8 +366,7 @@ bool writeRankFile(const std::string &dir, const Program &prog,
       continue;
     }
     const Bytes &b = buffers[i];
-    crcs.push_back(llvm::crc32(llvm::ArrayRef<uint8_t>(
-        reinterpret_cast<const uint8_t *>(b.data()), b.size())));
+    crcs.push_back(crc32(b.data(), b.size()));
     bytes.append(b.data(), b.size());
   }
   return writeBytes(dir + "/" + rankFile(rank), bytes, error);
@@ -419,35 +418,33 @@ bool writeMetadata(const std::string &dir, const Program &prog, int64_t step,
                     {"mesh", json::Object{{"shape", shapeJson(prog.meshShape)},
                                           {"axes", std::move(axes)}}},
                     {"tensors", std::move(tensors)}};
-  std::string text;
-  llvm::raw_string_ostream os(text);
-  os << llvm::formatv("{0:2}", json::Value(std::move(root))) << "\n";
+  std::string text = json::write(std::move(root), 2) + "\n";
   return writeBytes(dir + "/metadata.json", text, error);
 }
 
 bool publish(const std::string &partial, const std::string &final,
              std::string &error) {
   std::string old;
-  if (llvm::sys::fs::exists(final)) {
+  if (files::exists(final)) {
     old = final + ".old";
-    llvm::sys::fs::remove_directories(old);
-    if (std::error_code ec = llvm::sys::fs::rename(final, old)) {
+    files::removeAll(old);
+    if (std::error_code ec = files::rename(final, old)) {
       error = "cannot move " + final + " aside: " + ec.message();
       return false;
     }
   }
-  if (std::error_code ec = llvm::sys::fs::rename(partial, final)) {
+  if (std::error_code ec = files::rename(partial, final)) {
     error = "cannot rename " + partial + " to " + final + ": " + ec.message();
     if (!old.empty())
-      llvm::sys::fs::rename(old, final);
+      files::rename(old, final);
     return false;
   }
   if (!old.empty())
-    llvm::sys::fs::remove_directories(old);
+    files::removeAll(old);
   return true;
 }
 
-llvm::Expected<Loaded> load(const std::string &dirArg, const Program &prog) {
+Expected<Loaded> load(const std::string &dirArg, const Program &prog) {
   Loaded out;
   auto dir = chooseStepDir(dirArg);
   if (!dir)
@@ -457,13 +454,13 @@ llvm::Expected<Loaded> load(const std::string &dirArg, const Program &prog) {
   if (!tensors)
     return tensors.takeError();
   std::vector<int64_t> saved = savedArgs(prog);
-  if (llvm::Error e = checkNames(out.dir, *tensors, prog, saved))
+  if (Error e = checkNames(out.dir, *tensors, prog, saved))
     return std::move(e);
   out.values.resize(prog.args.size());
-  std::map<std::string, std::unique_ptr<llvm::MemoryBuffer>> files;
+  std::map<std::string, Bytes> shardFiles;
   for (int64_t i : saved) {
-    auto value =
-        assemble(out.dir, tensors->at(prog.args[i].name), prog.args[i], files);
+    auto value = assemble(out.dir, tensors->at(prog.args[i].name), prog.args[i],
+                          shardFiles);
     if (!value)
       return value.takeError();
     out.values[i] = std::move(*value);

@@ -18,7 +18,7 @@
 #include "Npy.h"
 #include "Program.h"
 
-#include "llvm/Support/Error.h"
+#include "fsdp/Runner/Support.h"
 
 #include <cstdint>
 #include <string>
@@ -64,7 +64,7 @@ struct Loaded {
 /// `step-<K>` in it) for `prog`. An error, with the names, when its
 /// tensors are not the program's, or when a shard file is truncated or
 /// corrupt.
-llvm::Expected<Loaded> load(const std::string &dir, const Program &prog);
+Expected<Loaded> load(const std::string &dir, const Program &prog);
 
 } // namespace fsdp::run::checkpoint
 

@@ -13,9 +13,7 @@ namespace fsdp::run::device {
 
 namespace {
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
+Error error(const std::string &message) { return makeError(message); }
 
 /// The file of the libfsdprt this process runs on, for messages.
 std::string runtimeLibrary() {
@@ -28,7 +26,7 @@ std::string runtimeLibrary() {
 
 } // namespace
 
-llvm::Error checkRunnable(const Program &prog) {
+Error checkRunnable(const Program &prog) {
   const GpuStep &gpu = *prog.gpu;
   std::string step = "'" + prog.entry + "' is a compute=gpu step";
   if (!fsdprt_gpu_built())
@@ -56,7 +54,7 @@ llvm::Error checkRunnable(const Program &prog) {
   if (fsdprt_gpu_require_devices(1) != FSDPRT_OK)
     return error(step + ", but this machine cannot run it: " +
                  fsdprt_gpu_last_error_message());
-  return llvm::Error::success();
+  return Error::success();
 }
 
 int32_t deviceCount() {
@@ -120,7 +118,7 @@ bool RankDevice::open(const Program &prog, const fsdprt_options_t &options,
   return true;
 }
 
-llvm::Expected<fsdprt_nccl_id_t> uniqueId() {
+Expected<fsdprt_nccl_id_t> uniqueId() {
   fsdprt_nccl_id_t id;
   fsdprt_status_t st = fsdprt_nccl_get_unique_id(&id);
   if (st == FSDPRT_ERR_UNSUPPORTED)
@@ -128,7 +126,7 @@ llvm::Expected<fsdprt_nccl_id_t> uniqueId() {
                  "not found when it was built); the collectives of a "
                  "compute=gpu step need it");
   if (st != FSDPRT_OK)
-    return error(llvm::Twine("cannot make the NCCL unique id: ") +
+    return error(std::string("cannot make the NCCL unique id: ") +
                  fsdprt_gpu_last_error_message());
   return id;
 }
@@ -143,7 +141,7 @@ bool shareUniqueId(fsdprt_comm_t *runner, int64_t rank, fsdprt_nccl_id_t &id,
       mine[0] = 1;
       std::memcpy(mine.data() + 1, &*made, sizeof(id));
     } else {
-      err = llvm::toString(made.takeError());
+      err = toString(made.takeError());
     }
   }
   int64_t size = 1;

@@ -21,7 +21,7 @@
 #include "fsdprt.h"
 #include "fsdprt_gpu.h"
 
-#include "llvm/Support/Error.h"
+#include "fsdp/Runner/Support.h"
 
 #include <string>
 #include <vector>
@@ -31,7 +31,7 @@ namespace fsdp::run::device {
 /// Whether this process can run `prog` (a GPU step) at all: the runtime
 /// has the GPU runtime, is emulated exactly when the step was compiled for
 /// the emulation, and sees a usable GPU. Checked before compiling.
-llvm::Error checkRunnable(const Program &prog);
+Error checkRunnable(const Program &prog);
 
 /// The GPUs this process sees (after checkRunnable: at least one).
 int32_t deviceCount();
@@ -67,7 +67,7 @@ public:
 };
 
 /// A fresh NCCL unique id (the threads backend: made once per run).
-llvm::Expected<fsdprt_nccl_id_t> uniqueId();
+Expected<fsdprt_nccl_id_t> uniqueId();
 
 /// Rank 0's unique id, made there and sent to every rank over `runner`.
 bool shareUniqueId(fsdprt_comm_t *runner, int64_t rank, fsdprt_nccl_id_t &id,

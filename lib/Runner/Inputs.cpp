@@ -1,9 +1,7 @@
 //===- Inputs.cpp - the global inputs of a run ----------------------------===//
 
 #include "Inputs.h"
-
-#include "llvm/ADT/Twine.h"
-#include "llvm/Support/FileSystem.h"
+#include "Files.h"
 
 #include <algorithm>
 
@@ -11,11 +9,11 @@ namespace fsdp::run {
 
 namespace {
 
-llvm::Error inputError(const Port &p, const llvm::Twine &why) {
-  return llvm::createStringError("input '" + p.name + "'" + why);
+Error inputError(const Port &p, const std::string &why) {
+  return makeError("input '" + p.name + "'" + why);
 }
 
-std::string shapeString(llvm::ArrayRef<int64_t> shape) {
+std::string shapeString(Span<const int64_t> shape) {
   std::string s = "[ ";
   for (int64_t d : shape)
     s += std::to_string(d) + " ";
@@ -29,12 +27,11 @@ struct Location {
   std::string stepDir; // not empty: a directory of per-step files
 };
 
-llvm::Expected<Location> locate(const Port &p,
-                                const std::vector<std::string> &dirs) {
+Expected<Location> locate(const Port &p, const std::vector<std::string> &dirs) {
   for (const std::string &dir : dirs) {
     std::string file = dir + "/" + p.name + ".npy", steps = dir + "/" + p.name;
-    bool hasFile = llvm::sys::fs::exists(file);
-    bool hasSteps = llvm::sys::fs::is_directory(steps);
+    bool hasFile = files::exists(file);
+    bool hasSteps = files::isDirectory(steps);
     if (hasFile && hasSteps)
       return inputError(p, ": both " + file + " and " + steps +
                                "/ exist; keep one (a file for every step, or "
@@ -50,8 +47,7 @@ llvm::Expected<Location> locate(const Port &p,
 }
 
 /// The header of an input file, checked against the port's dtype.
-llvm::Expected<npy::Header> checkedHeader(const Port &p,
-                                          const std::string &path) {
+Expected<npy::Header> checkedHeader(const Port &p, const std::string &path) {
   npy::Header h;
   std::string error;
   if (!npy::readHeader(path, h, error))
@@ -73,18 +69,18 @@ npy::Array zeros(const Port &p) {
 
 /// Checks every per-step file of the run (headers and sizes only), so that
 /// a missing or wrong one stops the run before its first step.
-llvm::Error checkStepFiles(const Port &p, const std::string &dir,
-                           const std::vector<int64_t> &expect,
-                           int64_t firstStep, int64_t endStep) {
+Error checkStepFiles(const Port &p, const std::string &dir,
+                     const std::vector<int64_t> &expect, int64_t firstStep,
+                     int64_t endStep) {
   for (int64_t g = firstStep; g < endStep; ++g) {
     std::string file = StepInput::stepFile(dir, g);
-    if (!llvm::sys::fs::exists(file))
+    if (!files::exists(file))
       return inputError(p,
                         ": " + file +
                             " is missing; a directory of per-step files needs "
                             "<step>.npy for every step this run reads (" +
-                            llvm::Twine(firstStep) + " to " +
-                            llvm::Twine(endStep - 1) + ", counted from 0)");
+                            std::to_string(firstStep) + " to " +
+                            std::to_string(endStep - 1) + ", counted from 0)");
     auto h = checkedHeader(p, file);
     if (!h)
       return h.takeError();
@@ -93,15 +89,15 @@ llvm::Error checkStepFiles(const Port &p, const std::string &dir,
                                shapeString(h->shape) + ", expected " +
                                shapeString(expect));
   }
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// An input set in memory: its global shape, or one slice per step.
 /// A stacked value is indexed by the global step, as a file's is.
-llvm::Expected<StepInput> fromMemory(const Port &p, const npy::Array &a,
-                                     bool training, bool fed,
-                                     const std::vector<int64_t> &expect,
-                                     int64_t endStep) {
+Expected<StepInput> fromMemory(const Port &p, const npy::Array &a,
+                               bool training, bool fed,
+                               const std::vector<int64_t> &expect,
+                               int64_t endStep) {
   if (a.shape == expect)
     return StepInput::constant(p.name, a);
   bool perStep = training && !fed && a.shape.size() == expect.size() + 1 &&
@@ -110,17 +106,17 @@ llvm::Expected<StepInput> fromMemory(const Port &p, const npy::Array &a,
     return inputError(p, " has shape " + shapeString(a.shape) + ", expected " +
                              shapeString(expect));
   if (a.shape[0] < endStep)
-    return inputError(p, " has " + llvm::Twine(a.shape[0]) +
+    return inputError(p, " has " + std::to_string(a.shape[0]) +
                              " step slice(s); this run reads steps up to " +
-                             llvm::Twine(endStep - 1) + " (counted from 0)");
+                             std::to_string(endStep - 1) + " (counted from 0)");
   return StepInput::stacked(p.name, a);
 }
 
 /// An input read from its file: the global shape, or (not fed back) one
 /// slice per step covering [firstStep, endStep).
-llvm::Expected<StepInput> fromFile(const Port &p, const std::string &path,
-                                   bool fed, const std::vector<int64_t> &expect,
-                                   int64_t endStep) {
+Expected<StepInput> fromFile(const Port &p, const std::string &path, bool fed,
+                             const std::vector<int64_t> &expect,
+                             int64_t endStep) {
   auto h = checkedHeader(p, path);
   if (!h)
     return h.takeError();
@@ -133,9 +129,9 @@ llvm::Expected<StepInput> fromFile(const Port &p, const std::string &path,
                                   : " or [ steps ... ] with one slice per "
                                     "step"));
   if (perStep && h->shape[0] < endStep)
-    return inputError(p, " (" + path + ") has " + llvm::Twine(h->shape[0]) +
+    return inputError(p, " (" + path + ") has " + std::to_string(h->shape[0]) +
                              " step slice(s); this run reads steps up to " +
-                             llvm::Twine(endStep - 1) + " (counted from 0)");
+                             std::to_string(endStep - 1) + " (counted from 0)");
   npy::Array a;
   std::string error;
   if (!npy::read(path, a, error))
@@ -148,7 +144,7 @@ llvm::Expected<StepInput> fromFile(const Port &p, const std::string &path,
 std::string firstFileOf(const Port &p, const std::vector<std::string> &dirs) {
   for (const std::string &dir : dirs) {
     std::string path = dir + "/" + p.name + ".npy";
-    if (llvm::sys::fs::exists(path))
+    if (files::exists(path))
       return path;
   }
   return (dirs.empty() ? std::string(".") : dirs.front()) + "/" + p.name +
@@ -157,8 +153,8 @@ std::string firstFileOf(const Port &p, const std::vector<std::string> &dirs) {
 
 /// The input of a step that is not a training step: exactly its global
 /// shape, the same every run.
-llvm::Expected<StepInput> exactFromFile(const Port &p, const std::string &path,
-                                        const std::vector<int64_t> &expect) {
+Expected<StepInput> exactFromFile(const Port &p, const std::string &path,
+                                  const std::vector<int64_t> &expect) {
   auto h = checkedHeader(p, path);
   if (!h)
     return h.takeError();
@@ -175,10 +171,10 @@ llvm::Expected<StepInput> exactFromFile(const Port &p, const std::string &path,
   return StepInput::constant(p.name, std::move(a));
 }
 
-llvm::Expected<StepInput> loadInput(const Port &p, const InputSources &src,
-                                    bool training, bool fed, int64_t world,
-                                    int64_t firstStep, int64_t endStep,
-                                    int64_t readers) {
+Expected<StepInput> loadInput(const Port &p, const InputSources &src,
+                              bool training, bool fed, int64_t world,
+                              int64_t firstStep, int64_t endStep,
+                              int64_t readers) {
   auto expect = globalInputShape(p, world);
   if (!expect)
     return expect.takeError();
@@ -195,7 +191,7 @@ llvm::Expected<StepInput> loadInput(const Port &p, const InputSources &src,
   auto where = locate(p, dirs);
   if (!where)
     return where.takeError();
-  if (fed && startsAtZero(p) && !llvm::sys::fs::exists(where->file)) {
+  if (fed && startsAtZero(p) && !files::exists(where->file)) {
     if (!where->stepDir.empty())
       return inputError(p, " is fed back from step to step: it takes " +
                                where->file +
@@ -209,8 +205,7 @@ llvm::Expected<StepInput> loadInput(const Port &p, const InputSources &src,
     return inputError(p, " is fed back from step to step: it takes " +
                              where->file +
                              ", not a directory of per-step files");
-  if (llvm::Error e =
-          checkStepFiles(p, where->stepDir, *expect, firstStep, endStep))
+  if (Error e = checkStepFiles(p, where->stepDir, *expect, firstStep, endStep))
     return std::move(e);
   return StepInput::perStepFiles(p.name, where->stepDir, *expect, p.dtype,
                                  readers);
@@ -222,8 +217,7 @@ bool startsAtZero(const Port &p) {
   return p.stateOf.has_value() || p.optim == "step";
 }
 
-llvm::Expected<std::vector<int64_t>> globalInputShape(const Port &p,
-                                                      int64_t world) {
+Expected<std::vector<int64_t>> globalInputShape(const Port &p, int64_t world) {
   std::vector<int64_t> expect = p.globalShape;
   if (!p.layout && !p.rankLocal && !expect.empty() &&
       __builtin_mul_overflow(expect[0], world, &expect[0]))
@@ -269,20 +263,19 @@ int64_t StepInput::filesRead() const {
   return shared->reads;
 }
 
-llvm::Expected<StepValue> StepInput::readStep(int64_t step) const {
+Expected<StepValue> StepInput::readStep(int64_t step) const {
   auto a = std::make_shared<npy::Array>();
   std::string path = stepFile(stepDir, step), error;
   if (!npy::read(path, *a, error) || a->shape != array.shape ||
       npy::elementSize(a->descr) != npy::elementSize(array.descr)) {
     if (error.empty())
       error = path + " changed while the run read it";
-    return llvm::createStringError("input '" + name + "': " + error);
+    return makeError("input '" + name + "': " + error);
   }
   return StepValue(std::move(a));
 }
 
-llvm::Expected<const char *> StepInput::at(int64_t step,
-                                           StepValue &hold) const {
+Expected<const char *> StepInput::at(int64_t step, StepValue &hold) const {
   if (stepDir.empty())
     return array.data.data() + step * stepBytes;
   std::unique_lock<std::mutex> lock(shared->mutex);
@@ -296,7 +289,7 @@ llvm::Expected<const char *> StepInput::at(int64_t step,
     if (value)
       e.value = std::move(*value);
     else
-      e.error = llvm::toString(value.takeError());
+      e.error = toString(value.takeError());
     e.loading = false;
     ++shared->reads;
     shared->ready.notify_all();
@@ -307,14 +300,15 @@ llvm::Expected<const char *> StepInput::at(int64_t step,
   if (++e.taken == readers)
     shared->steps.erase(it);
   if (!hold)
-    return llvm::createStringError(error);
+    return makeError(error);
   return hold->data.data();
 }
 
-llvm::Expected<std::vector<StepInput>>
-loadInputs(const Program &prog, const InputSources &sources,
-           const std::vector<bool> &wanted, int64_t firstStep, int64_t endStep,
-           int64_t readers) {
+Expected<std::vector<StepInput>> loadInputs(const Program &prog,
+                                            const InputSources &sources,
+                                            const std::vector<bool> &wanted,
+                                            int64_t firstStep, int64_t endStep,
+                                            int64_t readers) {
   std::vector<StepInput> inputs;
   bool training = prog.training();
   for (size_t i = 0; i < prog.args.size(); ++i) {

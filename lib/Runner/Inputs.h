@@ -16,7 +16,7 @@
 #include "Npy.h"
 #include "Program.h"
 
-#include "llvm/Support/Error.h"
+#include "fsdp/Runner/Support.h"
 
 #include <condition_variable>
 #include <map>
@@ -45,7 +45,7 @@ public:
 
   /// The global bytes of step `step`. `hold` keeps a per-step file's
   /// array alive until the caller is done with it.
-  llvm::Expected<const char *> at(int64_t step, StepValue &hold) const;
+  Expected<const char *> at(int64_t step, StepValue &hold) const;
   /// The value of a fed-back argument or of an input without steps.
   const char *first() const { return array.data.data(); }
   bool fromFiles() const { return !stepDir.empty(); }
@@ -77,7 +77,7 @@ private:
   int64_t readers = 1;
   std::shared_ptr<Shared> shared;
 
-  llvm::Expected<StepValue> readStep(int64_t step) const;
+  Expected<StepValue> readStep(int64_t step) const;
 };
 
 /// Where the inputs of a run come from.
@@ -92,10 +92,11 @@ struct InputSources {
 /// fed-back argument has its global shape, or starts at zeros. Arguments
 /// not `wanted` (fed-back state the caller already holds) are left empty.
 /// `readers`: the ranks of this process that read each per-step file.
-llvm::Expected<std::vector<StepInput>>
-loadInputs(const Program &prog, const InputSources &sources,
-           const std::vector<bool> &wanted, int64_t firstStep, int64_t endStep,
-           int64_t readers);
+Expected<std::vector<StepInput>> loadInputs(const Program &prog,
+                                            const InputSources &sources,
+                                            const std::vector<bool> &wanted,
+                                            int64_t firstStep, int64_t endStep,
+                                            int64_t readers);
 
 /// Whether a fed-back argument without a value starts at zeros: optimizer
 /// state and the step count (docs/SEMANTICS.md, training).
@@ -103,8 +104,7 @@ bool startsAtZero(const Port &p);
 
 /// The global shape of an input: its global type's, the batch times the
 /// world size without a layout.
-llvm::Expected<std::vector<int64_t>> globalInputShape(const Port &p,
-                                                      int64_t world);
+Expected<std::vector<int64_t>> globalInputShape(const Port &p, int64_t world);
 
 } // namespace fsdp::run
 

@@ -1,10 +1,8 @@
 //===- Jit.cpp - compile a lowered module, or load it from the cache ------===//
 
 #include "Jit.h"
-#include "Blas.h"
 #include "JitRewrites.h"
 #include "ManifestWriter.h"
-#include "Memory.h"
 #include "fsdprt.h"
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
@@ -53,7 +51,6 @@
 #include <thread>
 
 using namespace mlir;
-namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -100,16 +97,17 @@ bool writeFile(const std::string &path, llvm::StringRef bytes) {
   return !llvm::sys::fs::rename(tmp, path);
 }
 
-/// The JIT'd code's malloc and free, bound to the counting wrappers of
-/// Memory.h (they take precedence over the process's own).
-llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle) {
+/// The JIT'd code's malloc and free, bound to the runner's counting
+/// wrappers (Memory.h; they take precedence over the process's own).
+llvm::orc::SymbolMap allocatorSymbols(llvm::orc::MangleAndInterner mangle,
+                                      const JitHost &host) {
   llvm::orc::SymbolMap map;
   auto bind = [&](llvm::StringRef name, void *fn) {
     map[mangle(name)] = {llvm::orc::ExecutorAddr::fromPtr(fn),
                          llvm::JITSymbolFlags::Exported};
   };
-  bind("malloc", reinterpret_cast<void *>(&memory::fsdp_run_jit_malloc));
-  bind("free", reinterpret_cast<void *>(&memory::fsdp_run_jit_free));
+  bind("malloc", reinterpret_cast<void *>(host.malloc));
+  bind("free", reinterpret_cast<void *>(host.free));
   return map;
 }
 
@@ -137,7 +135,7 @@ void addLibraryOf(llvm::orc::JITDylib &dylib, const void *symbol, char prefix) {
     addLocalLibrary(dylib, info.dli_fname, prefix);
 }
 
-void addRunnerLibraries(llvm::orc::LLJIT &jit) {
+void addRunnerLibraries(llvm::orc::LLJIT &jit, const JitHost &host) {
   llvm::orc::JITDylib &dylib = jit.getMainJITDylib();
   char prefix = jit.getDataLayout().getGlobalPrefix();
   auto process =
@@ -146,8 +144,8 @@ void addRunnerLibraries(llvm::orc::LLJIT &jit) {
     dylib.addGenerator(std::move(*process));
   addLibraryOf(dylib, reinterpret_cast<const void *>(&fsdprt_options_init),
                prefix);
-  if (const blas::Library *lib = blas::library())
-    addLibraryHandle(dylib, lib->handle, prefix);
+  if (host.blasHandle)
+    addLibraryHandle(dylib, host.blasHandle, prefix);
 #ifdef FSDP_C_RUNNER_UTILS
   addLocalLibrary(dylib, FSDP_C_RUNNER_UTILS, prefix);
 #endif
@@ -178,7 +176,8 @@ llvm::Error jitError(const llvm::Twine &what, llvm::Error cause) {
 
 /// An LLJIT for the host holding `objects`.
 llvm::Expected<std::unique_ptr<llvm::orc::LLJIT>>
-makeJit(llvm::MutableArrayRef<std::unique_ptr<llvm::MemoryBuffer>> objects) {
+makeJit(llvm::MutableArrayRef<std::unique_ptr<llvm::MemoryBuffer>> objects,
+        const JitHost &host) {
   auto jtmb = llvm::orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb)
     return jtmb.takeError();
@@ -187,11 +186,11 @@ makeJit(llvm::MutableArrayRef<std::unique_ptr<llvm::MemoryBuffer>> objects) {
                    .create();
   if (!lljit)
     return lljit.takeError();
-  addRunnerLibraries(**lljit);
+  addRunnerLibraries(**lljit, host);
   llvm::orc::MangleAndInterner mangle((*lljit)->getExecutionSession(),
                                       (*lljit)->getDataLayout());
   if (llvm::Error err = (*lljit)->getMainJITDylib().define(
-          llvm::orc::absoluteSymbols(allocatorSymbols(mangle))))
+          llvm::orc::absoluteSymbols(allocatorSymbols(mangle, host))))
     return jitError("cannot bind the JIT's allocator", std::move(err));
   for (std::unique_ptr<llvm::MemoryBuffer> &object : objects)
     if (llvm::Error e = (*lljit)->addObjectFile(std::move(object)))
@@ -294,7 +293,6 @@ void initializeJit() {
     llvm::InitializeNativeTarget();
     llvm::InitializeNativeTargetAsmPrinter();
   });
-  initializeProcess();
 }
 
 DialectRegistry runnerRegistry() {
@@ -310,7 +308,7 @@ DialectRegistry runnerRegistry() {
   return registry;
 }
 
-Jit::Jit() = default;
+Jit::Jit(const JitHost &host) : host(host) {}
 
 Jit::~Jit() {
   if (lljit)
@@ -326,23 +324,12 @@ void Jit::callIfDefined(llvm::StringRef name) {
   fn->toPtr<void (*)()>()();
 }
 
-std::string defaultCacheDir() {
-  if (const char *d = getenv("FSDP_JIT_CACHE_DIR"))
-    return d;
-  if (const char *x = getenv("XDG_CACHE_HOME"); x && *x)
-    return std::string(x) + "/fsdp-run";
-  if (const char *h = getenv("HOME"); h && *h)
-    return std::string(h) + "/.cache/fsdp-run";
-  return "";
-}
-
-llvm::Error Jit::invokePacked(llvm::StringRef symbol,
-                              llvm::MutableArrayRef<void *> args) {
-  auto sym = lljit->lookup(symbol);
+Error Jit::invokePacked(std::string_view symbol, Span<void *> args) {
+  auto sym = lljit->lookup(llvm::StringRef(symbol.data(), symbol.size()));
   if (!sym)
-    return sym.takeError();
+    return makeError(llvm::toString(sym.takeError()));
   sym->toPtr<void (*)(void **)>()(args.data());
-  return llvm::Error::success();
+  return Error::success();
 }
 
 bool Jit::openFromCache() {
@@ -361,7 +348,7 @@ bool Jit::openFromCache() {
   auto t1 = std::chrono::steady_clock::now();
   std::unique_ptr<llvm::MemoryBuffer> objects[] = {std::move(*kernels),
                                                    std::move(*glue)};
-  auto loaded = makeJit(objects);
+  auto loaded = makeJit(objects, host);
   if (!loaded) {
     // An unusable entry: compile as if it were not there.
     llvm::consumeError(loaded.takeError());
@@ -374,15 +361,16 @@ bool Jit::openFromCache() {
   return true;
 }
 
-llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
+llvm::Expected<Jit::Opened> Jit::open(llvm::StringRef bytes,
                                       const std::string &name,
                                       const std::string &entry,
-                                      const std::string &cacheDir) {
+                                      const std::string &cacheDir,
+                                      const JitHost &host) {
   initializeJit();
-  std::unique_ptr<Jit> jit(new Jit);
+  std::unique_ptr<Jit> jit(new Jit(host));
   if (!cacheDir.empty()) {
     jit->cacheDir = cacheDir;
-    jit->cacheBase = cacheDir + "/" + cacheKey(bytes->getBuffer(), entry);
+    jit->cacheBase = cacheDir + "/" + cacheKey(bytes, entry);
   }
   if (jit->openFromCache()) {
     std::string manifest = jit->manifest;
@@ -390,8 +378,8 @@ llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   }
   auto t0 = std::chrono::steady_clock::now();
   jit->context = std::make_unique<MLIRContext>(runnerRegistry());
-  auto parsed =
-      parseLoweredModule(bytes->getMemBufferRef(), name, *jit->context);
+  auto parsed = parseLoweredModule(llvm::MemoryBufferRef(bytes, name), name,
+                                   *jit->context);
   if (!parsed)
     return parsed.takeError();
   jit->module = std::move(*parsed);
@@ -406,7 +394,7 @@ llvm::Expected<Jit::Opened> Jit::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   auto manifest = writeManifest(*jit->module, options);
   if (!manifest)
     return manifest.takeError();
-  jit->manifest = llvm::formatv("{0}", json::Value(std::move(*manifest)));
+  jit->manifest = json::write(std::move(*manifest));
   std::string text = jit->manifest;
   return Opened{std::move(jit), std::move(text)};
 }
@@ -471,9 +459,9 @@ compileStep(ModuleOp module, const llvm::StringSet<> &kernelNames,
   return std::move(out);
 }
 
-llvm::Error Jit::compile() {
+Error Jit::compile() {
   if (lljit)
-    return llvm::Error::success();
+    return Error::success();
   ModuleOp module = *this->module;
   auto t1 = std::chrono::steady_clock::now();
   // The JIT links objects, whose global constructors nothing would run:
@@ -481,7 +469,8 @@ llvm::Error Jit::compile() {
   auto compiled = compileStep(module, kernelNames, CodeTarget::host(),
                               [](llvm::Module &m) { gatherConstructors(m); });
   if (!compiled)
-    return jitError("JIT compilation failed", compiled.takeError());
+    return makeError(llvm::toString(
+        jitError("JIT compilation failed", compiled.takeError())));
   compilePhases = std::move(compiled->phases);
   auto tPhase = std::chrono::steady_clock::now();
   auto phase = [&](const char *name) {
@@ -492,7 +481,9 @@ llvm::Error Jit::compile() {
       std::move(compiled->kernels), std::move(compiled->glue)};
   llvm::Error e = link(module, objects, t1, phase);
   this->module = nullptr; // the code holds what the runner needs
-  return e;
+  if (e)
+    return makeError(llvm::toString(std::move(e)));
+  return Error::success();
 }
 
 llvm::Error
@@ -504,7 +495,7 @@ Jit::link(ModuleOp module,
   if (!cacheBase.empty())
     for (int i = 0; i < 2; ++i)
       copies[i] = objects[i]->getBuffer().str();
-  auto loaded = makeJit(objects);
+  auto loaded = makeJit(objects, host);
   if (!loaded)
     return jitError("JIT compilation failed: cannot load the compiled objects",
                     loaded.takeError());

@@ -1,25 +1,25 @@
 //===- Jit.h - compile a lowered module, or load it from the cache -*- C++
 //-*-===//
 //
-// The JIT implementation of StepCode. A module is translated to LLVM IR and
-// compiled into two objects: the kernels (`fsdp.kernel` functions)
-// optimized at -O2 for the host CPU, and the rest (the step, its segments
-// and the entry wrappers: calls and argument shuffling) at -O0, whose code
-// generation is linear in the size of the step (JitRewrites.h). Before
-// compiling, it writes the step's manifest (ManifestWriter.h), the whole of
-// what the runner learns about the code. Both objects are kept in a cache
-// directory, keyed by a hash of the input, the entry, the host CPU and the
-// LLVM version, together with the manifest. A second run of the same input
-// loads them and skips parsing the module, the translation to LLVM IR,
-// optimization and code generation.
+// The JIT implementation of StepCode, in the JIT library (libfsdpjit, the
+// only one that links MLIR and LLVM; JitSeam.h is how the runner reaches it). A
+// module is translated to LLVM IR and compiled into two objects: the kernels
+// (`fsdp.kernel` functions) optimized at -O2 for the host CPU, and the rest
+// (the step, its segments and the entry wrappers: calls and argument shuffling)
+// at -O0, whose code generation is linear in the size of the step
+// (JitRewrites.h). Before compiling, it writes the step's manifest
+// (ManifestWriter.h), the whole of what the runner learns about the code. Both
+// objects are kept in a cache directory, keyed by a hash of the input, the
+// entry, the host CPU and the LLVM version, together with the manifest. A
+// second run of the same input loads them and skips parsing the module, the
+// translation to LLVM IR, optimization and code generation.
 //
 //===----------------------------------------------------------------------===//
 
 #ifndef FSDP_RUNNER_JIT_H
 #define FSDP_RUNNER_JIT_H
 
-#include "StepCode.h"
-#include "fsdp/Runner/Runner.h"
+#include "JitSeam.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
@@ -42,8 +42,7 @@ class LLJIT;
 
 namespace fsdp::run {
 
-/// Process-wide setup, once: the native target for code generation, and
-/// the runner's (initializeProcess).
+/// Process-wide setup, once: the native target for code generation.
 void initializeJit();
 
 /// The dialects and translations a lowered module needs.
@@ -91,8 +90,7 @@ parseLoweredModule(llvm::MemoryBufferRef bytes, const std::string &name,
 class Jit : public StepCode {
 public:
   ~Jit() override;
-  llvm::Error invokePacked(llvm::StringRef symbol,
-                           llvm::MutableArrayRef<void *> args) override;
+  Error invokePacked(std::string_view symbol, Span<void *> args) override;
 
   /// The code, not compiled yet, and its manifest (JSON text).
   struct Opened {
@@ -102,17 +100,17 @@ public:
   /// Opens a lowered module (`name` for messages) to run `entry` (empty:
   /// its only entry): from the cache in `cacheDir` when it holds these bytes
   /// (empty dir: no cache), else by parsing them and writing the manifest.
-  static llvm::Expected<Opened> open(std::unique_ptr<llvm::MemoryBuffer> bytes,
-                                     const std::string &name,
-                                     const std::string &entry,
-                                     const std::string &cacheDir);
+  /// The code allocates with `host`'s allocator and calls its BLAS.
+  static llvm::Expected<Opened>
+  open(llvm::StringRef bytes, const std::string &name, const std::string &entry,
+       const std::string &cacheDir, const JitHost &host);
 
   /// Compiles the module unless the code came from the cache, and fills
   /// the cache.
-  llvm::Error compile();
+  Error compile() override;
 
 private:
-  Jit();
+  explicit Jit(const JitHost &host);
   bool openFromCache();
   llvm::Error
   link(mlir::ModuleOp module,
@@ -123,6 +121,7 @@ private:
   /// Calls the function `name` of the linked code when it defines one.
   void callIfDefined(llvm::StringRef name);
 
+  JitHost host;
   std::unique_ptr<llvm::orc::LLJIT> lljit;
   std::unique_ptr<mlir::MLIRContext> context;
   mlir::OwningOpRef<mlir::ModuleOp> module; // until compiled

@@ -4,10 +4,9 @@
 
 #include "fsdp/Layout/LayoutMath.h"
 
-#include "llvm/ADT/StringSet.h"
+#include <set>
 
 namespace lm = ::fsdp::layout;
-namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -36,9 +35,7 @@ int64_t dtypeBytes(std::string_view dtype) {
 
 namespace {
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
+Error error(const std::string &message) { return makeError(message); }
 
 json::Array toJSON(const std::vector<int64_t> &v) {
   json::Array a;
@@ -170,52 +167,52 @@ struct Reader {
     if (problem.empty())
       problem = where + what;
   }
-  const json::Value *get(llvm::StringRef key, bool optional = false) {
+  const json::Value *get(std::string_view key, bool optional = false) {
     const json::Value *v = o.get(key);
     if (!v && !optional)
-      fail("no '" + key.str() + "'");
+      fail("no '" + std::string(key) + "'");
     return v;
   }
-  std::string string(llvm::StringRef key) {
+  std::string string(std::string_view key) {
     const json::Value *v = get(key);
     if (v && !v->getAsString())
-      fail("'" + key.str() + "' is not a string");
-    return v && v->getAsString() ? v->getAsString()->str() : "";
+      fail("'" + std::string(key) + "' is not a string");
+    return v && v->getAsString() ? std::string(*v->getAsString()) : "";
   }
-  int64_t integer(llvm::StringRef key, int64_t least = 0) {
+  int64_t integer(std::string_view key, int64_t least = 0) {
     const json::Value *v = get(key);
     std::optional<int64_t> i = v ? v->getAsInteger() : std::nullopt;
     if (v && (!i || *i < least))
-      fail("'" + key.str() + "' is not an integer of at least " +
+      fail("'" + std::string(key) + "' is not an integer of at least " +
            std::to_string(least));
     return i.value_or(least);
   }
-  std::optional<int64_t> optionalInteger(llvm::StringRef key) {
+  std::optional<int64_t> optionalInteger(std::string_view key) {
     const json::Value *v = get(key, true);
     if (!v || v->getAsNull())
       return std::nullopt;
     std::optional<int64_t> i = v->getAsInteger();
     if (!i || *i < 0)
-      fail("'" + key.str() + "' is not null or a non-negative integer");
+      fail("'" + std::string(key) + "' is not null or a non-negative integer");
     return i;
   }
-  bool boolean(llvm::StringRef key) {
+  bool boolean(std::string_view key) {
     const json::Value *v = get(key, true);
     if (v && !v->getAsBoolean())
-      fail("'" + key.str() + "' is not a boolean");
+      fail("'" + std::string(key) + "' is not a boolean");
     return v && v->getAsBoolean().value_or(false);
   }
-  std::vector<int64_t> integers(llvm::StringRef key) {
+  std::vector<int64_t> integers(std::string_view key) {
     std::vector<int64_t> out;
     const json::Value *v = get(key);
     const json::Array *a = v ? v->getAsArray() : nullptr;
     if (v && !a)
-      fail("'" + key.str() + "' is not an array");
+      fail("'" + std::string(key) + "' is not an array");
     if (a)
       for (const json::Value &x : *a) {
         std::optional<int64_t> i = x.getAsInteger();
         if (!i || *i < 0) {
-          fail("'" + key.str() +
+          fail("'" + std::string(key) +
                "' holds a value that is not a "
                "non-negative integer");
           break;
@@ -224,18 +221,18 @@ struct Reader {
       }
     return out;
   }
-  const json::Object *object(llvm::StringRef key, bool optional = false) {
+  const json::Object *object(std::string_view key, bool optional = false) {
     const json::Value *v = get(key, optional);
     if (!v || (optional && v->getAsNull()))
       return nullptr;
     if (!v->getAsObject())
-      fail("'" + key.str() + "' is not an object");
+      fail("'" + std::string(key) + "' is not an object");
     return v->getAsObject();
   }
-  const json::Array *array(llvm::StringRef key) {
+  const json::Array *array(std::string_view key) {
     const json::Value *v = get(key);
     if (v && !v->getAsArray())
-      fail("'" + key.str() + "' is not an array");
+      fail("'" + std::string(key) + "' is not an array");
     return v ? v->getAsArray() : nullptr;
   }
 };
@@ -313,7 +310,7 @@ Port readPort(const json::Object &o, const Program &prog, std::string where,
       role && !role->getAsNull())
     p.optim = in.string("role");
   if (const json::Value *t = in.get("layout", true); t && t->getAsString())
-    p.layoutText = t->getAsString()->str();
+    p.layoutText = std::string(*t->getAsString());
   if (!problem.empty())
     return p;
   if (!isSafeName(p.name))
@@ -350,15 +347,15 @@ Port readPort(const json::Object &o, const Program &prog, std::string where,
   return p;
 }
 
-llvm::Expected<std::vector<Port>> readPorts(const json::Array &ports,
-                                            llvm::StringRef what,
-                                            const Program &prog,
-                                            const std::string &source) {
+Expected<std::vector<Port>> readPorts(const json::Array &ports,
+                                      std::string_view what,
+                                      const Program &prog,
+                                      const std::string &source) {
   std::vector<Port> out;
-  llvm::StringSet<> names;
+  std::set<std::string> names;
   for (size_t i = 0; i < ports.size(); ++i) {
-    std::string where = "signature of '" + prog.entry + "': " + what.str() +
-                        " " + std::to_string(i);
+    std::string where = "signature of '" + prog.entry +
+                        "': " + std::string(what) + " " + std::to_string(i);
     std::string problem;
     const json::Object *o = ports[i].getAsObject();
     if (!o)
@@ -376,7 +373,7 @@ llvm::Expected<std::vector<Port>> readPorts(const json::Array &ports,
 
 /// Per argument, the result fed back into it, checked: an index in range,
 /// the same dtype, shapes and layout, no argument fed twice.
-llvm::Error linkUpdates(Program &prog, const std::string &source) {
+Error linkUpdates(Program &prog, const std::string &source) {
   prog.fedBy.assign(prog.args.size(), -1);
   auto corrupt = [&](size_t i, const std::string &what) {
     return error(source + ": corrupt manifest: signature of '" + prog.entry +
@@ -404,7 +401,7 @@ llvm::Error linkUpdates(Program &prog, const std::string &source) {
     if (a.stateOf && *a.stateOf >= int64_t(prog.args.size()))
       return error(source + ": corrupt manifest: signature of '" + prog.entry +
                    "': '" + a.name + "': state_of is out of range");
-  return llvm::Error::success();
+  return Error::success();
 }
 
 } // namespace
@@ -436,13 +433,13 @@ json::Object entryJSON(const Program &prog) {
   return o;
 }
 
-llvm::Expected<StepManifest> parseManifest(llvm::StringRef text,
-                                           const std::string &source) {
+Expected<StepManifest> parseManifest(std::string_view text,
+                                     const std::string &source) {
   StepManifest m;
   auto parsed = json::parse(text);
   if (!parsed)
     return error(source +
-                 ": corrupt manifest: " + llvm::toString(parsed.takeError()));
+                 ": corrupt manifest: " + toString(parsed.takeError()));
   m.json = std::move(*parsed);
   json::Object *o = m.json.getAsObject();
   if (!o || o->getString("format") != "fsdp-step" ||
@@ -451,38 +448,38 @@ llvm::Expected<StepManifest> parseManifest(llvm::StringRef text,
     return error(source + ": corrupt manifest: not an fsdp-step manifest");
   if (*o->getInteger("version") != kManifestVersion)
     return error(source + ": manifest version " +
-                 llvm::Twine(*o->getInteger("version")) +
+                 std::to_string(*o->getInteger("version")) +
                  ", this runner reads version " +
-                 llvm::Twine(kManifestVersion));
+                 std::to_string(kManifestVersion));
   if (const json::Value *gpu = o->get("gpu"); gpu && !gpu->getAsObject())
     return error(source + ": corrupt manifest: 'gpu' is not an object");
   m.abiVersion = *o->getInteger("abi_version");
   json::Object *target = o->getObject("target");
-  m.cpu = target->getString("cpu").value_or("").str();
+  m.cpu = std::string(target->getString("cpu").value_or(""));
   if (json::Array *f = target->getArray("features"))
     for (const json::Value &v : *f)
       if (auto s = v.getAsString())
-        m.features.push_back(s->str());
+        m.features.push_back(std::string(*s));
   for (const json::Value &e : *o->getArray("entries")) {
     const json::Object *eo = e.getAsObject();
-    std::optional<llvm::StringRef> name =
+    std::optional<std::string_view> name =
         eo ? eo->getString("name") : std::nullopt;
     if (!name)
       return error(source + ": corrupt manifest: an entry without a name");
-    m.entries.push_back(name->str());
+    m.entries.push_back(std::string(*name));
   }
   return m;
 }
 
-llvm::Expected<Program> readProgram(const StepManifest &manifest,
-                                    llvm::StringRef entry,
-                                    const std::string &source) {
+Expected<Program> readProgram(const StepManifest &manifest,
+                              std::string_view entry,
+                              const std::string &source) {
   const json::Object &top = *manifest.json.getAsObject();
   if (manifest.entries.empty())
     return error("the module has no fsdp.signatures; compile it with "
                  "fsdp-opt --fsdp-pipeline=lower=true (or fsdp-lower-to-llvm)");
   Program prog;
-  prog.entry = entry.str();
+  prog.entry = std::string(entry);
   if (prog.entry.empty()) {
     if (manifest.entries.size() != 1)
       return error("the module has several entries; choose one with --entry");
@@ -509,7 +506,7 @@ llvm::Expected<Program> readProgram(const StepManifest &manifest,
     prog.meshShape = mr.integers("shape");
     if (const json::Array *axes = mr.array("axes"))
       for (const json::Value &a : *axes)
-        prog.axisNames.push_back(a.getAsString().value_or("").str());
+        prog.axisNames.push_back(std::string(a.getAsString().value_or("")));
     if (problem.empty() && !prog.axisNames.empty() &&
         prog.axisNames.size() != prog.meshShape.size())
       mr.fail("axes and shape differ in length");
@@ -543,7 +540,7 @@ llvm::Expected<Program> readProgram(const StepManifest &manifest,
   if (!r)
     return r.takeError();
   prog.results = std::move(*r);
-  if (llvm::Error e = linkUpdates(prog, source))
+  if (Error e = linkUpdates(prog, source))
     return std::move(e);
   if (const json::Object *gpu = top.getObject("gpu")) {
     GpuStep g;

@@ -18,8 +18,7 @@
 
 #include "Program.h"
 
-#include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
+#include "Json.h"
 
 #include <string>
 #include <vector>
@@ -35,7 +34,7 @@ inline constexpr int kManifestVersion = 2;
 
 /// A parsed manifest and the facts a loader checks before running code.
 struct StepManifest {
-  llvm::json::Value json = nullptr;
+  json::Value json = nullptr;
   int64_t abiVersion = 0;
   std::string cpu;
   std::vector<std::string> features;
@@ -45,19 +44,19 @@ struct StepManifest {
 
 /// Parses and checks the manifest `text` of `source` (the file, for
 /// messages): its format, version and top-level keys.
-llvm::Expected<StepManifest> parseManifest(llvm::StringRef text,
-                                           const std::string &source);
+Expected<StepManifest> parseManifest(std::string_view text,
+                                     const std::string &source);
 
 /// The program of `entry` (the only entry when empty), every port checked:
 /// safe and unique names, known dtypes, shapes that fit, valid layouts on
 /// the entry's mesh whose slots are the ports' shapes, a training contract
 /// whose indices and types agree. An error names the entry and the port.
-llvm::Expected<Program> readProgram(const StepManifest &manifest,
-                                    llvm::StringRef entry,
-                                    const std::string &source);
+Expected<Program> readProgram(const StepManifest &manifest,
+                              std::string_view entry,
+                              const std::string &source);
 
 /// The manifest object of one entry (what readProgram reads back).
-llvm::json::Object entryJSON(const Program &prog);
+json::Object entryJSON(const Program &prog);
 
 } // namespace fsdp::run
 

@@ -15,7 +15,6 @@
 
 using namespace mlir;
 namespace lm = ::fsdp::layout;
-namespace json = llvm::json;
 
 namespace fsdp::run {
 

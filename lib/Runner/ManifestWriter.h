@@ -11,11 +11,11 @@
 #ifndef FSDP_RUNNER_MANIFESTWRITER_H
 #define FSDP_RUNNER_MANIFESTWRITER_H
 
+#include "Json.h"
 #include "Program.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
 
 #include <optional>
 #include <string>
@@ -43,8 +43,8 @@ struct ManifestOptions {
 /// stores one descriptor of the recorded rank per result at its offset.
 /// Then strips every fsdp attribute and mesh, so that only the LLVM
 /// dialect is left for translation.
-llvm::Expected<llvm::json::Object> writeManifest(mlir::ModuleOp module,
-                                                 const ManifestOptions &o);
+llvm::Expected<json::Object> writeManifest(mlir::ModuleOp module,
+                                           const ManifestOptions &o);
 
 } // namespace fsdp::run
 

@@ -3,12 +3,10 @@
 #include "RankRun.h"
 #include "Checkpoint.h"
 #include "Device.h"
+#include "Files.h"
 #include "Shards.h"
 
 #include "fsdp/Layout/LayoutMath.h"
-
-#include "llvm/ADT/STLExtras.h"
-#include "llvm/Support/FileSystem.h"
 
 #include <algorithm>
 #include <chrono>
@@ -51,7 +49,7 @@ public:
   RankCall &operator=(const RankCall &) = delete;
   ~RankCall() { releaseDevice(); }
 
-  llvm::Error invoke(StepCode &code, const std::string &symbol) {
+  Error invoke(StepCode &code, const std::string &symbol) {
     return code.invokePacked(symbol, packed);
   }
 
@@ -120,7 +118,7 @@ public:
     if (called)
       for (size_t off : offsets) {
         void *p = reinterpret_cast<void *>(resultArea[off]);
-        if (!p || llvm::is_contained(done, p))
+        if (!p || std::find(done.begin(), done.end(), p) != done.end())
           continue;
         done.push_back(p);
         device::release(p);
@@ -261,8 +259,8 @@ bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
   std::string what = "saving " + done;
   bool ok = true;
   if (rank == 0) {
-    llvm::sys::fs::remove_directories(part);
-    if (std::error_code ec = llvm::sys::fs::create_directories(part)) {
+    files::removeAll(part);
+    if (std::error_code ec = files::createDirectories(part)) {
       error = "cannot create " + part + ": " + ec.message();
       ok = false;
     }
@@ -274,14 +272,14 @@ bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
   std::vector<std::vector<uint32_t>> perRank;
   if (!gatherCrcs(cx, runner, ok, crcs, what, perRank, error)) {
     if (rank == 0)
-      llvm::sys::fs::remove_directories(part);
+      files::removeAll(part);
     return false;
   }
   if (rank == 0) {
     ok = checkpoint::writeMetadata(part, cx.prog, step, perRank, error) &&
          checkpoint::publish(part, done, error);
     if (!ok)
-      llvm::sys::fs::remove_directories(part);
+      files::removeAll(part);
     else if (cx.options.onMessage)
       cx.options.onMessage("saved checkpoint " + done);
   }
@@ -305,15 +303,16 @@ bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
     StepValue hold;
     auto global = cx.inputs[i].at(training ? g : 0, hold);
     if (!global)
-      error = llvm::toString(global.takeError());
+      error = toString(global.takeError());
     else
       shardInput(prog.args[i], *global, rank, args[i]);
   }
   // A per-step file that cannot be read stops every rank together, before
   // the step's collectives (a lone rank leaving would make the others wait
   // for it).
-  bool stepFiles = llvm::any_of(
-      cx.inputs, [](const StepInput &in) { return in.fromFiles(); });
+  bool stepFiles =
+      std::any_of(cx.inputs.begin(), cx.inputs.end(),
+                  [](const StepInput &in) { return in.fromFiles(); });
   if (stepFiles && !agree(runner, error.empty(),
                           "step " + std::to_string(g) + " inputs", error))
     return false;
@@ -502,14 +501,14 @@ bool enqueueStep(const RunContext &cx, fsdprt_gpu_context_t *context,
   bool capture = graph.phase == Phase::Capture;
   if (capture && fsdprt_gpu_capture_begin(context) != FSDPRT_OK)
     return failed("capturing the step into a CUDA graph");
-  llvm::Error err = call.invoke(cx.code, cx.prog.symbol);
+  Error err = call.invoke(cx.code, cx.prog.symbol);
   if (capture) {
     fsdprt_status_t st = fsdprt_gpu_capture_end(context, &graph.exec);
     if (!err && st != FSDPRT_OK)
       return failed("capturing the step into a CUDA graph");
   }
   if (err) {
-    out.error = llvm::toString(std::move(err));
+    out.error = toString(std::move(err));
     return false;
   }
   call.called = true;
@@ -537,8 +536,8 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
   int64_t faults0 = threadFaults();
   auto t0 = std::chrono::steady_clock::now();
   if (!context) {
-    if (llvm::Error err = call.invoke(cx.code, cx.prog.symbol)) {
-      out.error = llvm::toString(std::move(err));
+    if (Error err = call.invoke(cx.code, cx.prog.symbol)) {
+      out.error = toString(std::move(err));
       return false;
     }
     call.called = true;

@@ -1,14 +1,12 @@
 //===- Report.cpp - what a run reports: JSON, .npy files ------------------===//
 
+#include "Files.h"
+#include "Json.h"
 #include "Npy.h"
 #include "fsdp/Runner/Runner.h"
 
-#include "llvm/Support/FileSystem.h"
-
 #include <algorithm>
 #include <cmath>
-
-namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -21,12 +19,12 @@ template <typename T> json::Array listOf(const std::vector<T> &values) {
   return a;
 }
 
-llvm::Error writeArray(const std::string &path, const HostArray &h,
-                       const Bytes &data) {
+Error writeArray(const std::string &path, const HostArray &h,
+                 const Bytes &data) {
   std::string error;
   if (!npy::write(path, h.dtype, h.shape, data.data(), data.size(), error))
-    return llvm::createStringError(error);
-  return llvm::Error::success();
+    return makeError(error);
+  return Error::success();
 }
 
 } // namespace
@@ -39,7 +37,7 @@ double HostArray::scalarAt(size_t i) const {
   return std::nan("");
 }
 
-const HostArray *RunResult::output(llvm::StringRef name) const {
+const HostArray *RunResult::output(std::string_view name) const {
   for (const HostArray &a : outputs)
     if (a.name == name)
       return &a;
@@ -66,7 +64,7 @@ double RunResult::minStepSeconds() const {
              : *std::min_element(stepSeconds.begin(), stepSeconds.end());
 }
 
-json::Object toJSON(const RunResult &r) {
+static json::Object reportObject(const RunResult &r) {
   json::Object o{{"parse_s", r.parseSeconds},
                  {"jit_s", r.jitSeconds},
                  {"jit_cached", r.jitCached},
@@ -147,20 +145,23 @@ json::Object toJSON(const RunResult &r) {
   return o;
 }
 
-llvm::Error writeOutputs(const RunResult &result, const std::string &dir) {
-  if (std::error_code ec = llvm::sys::fs::create_directories(dir))
-    return llvm::createStringError("cannot create " + dir + ": " +
-                                   ec.message());
+std::string toJSON(const RunResult &r, int indent) {
+  return json::write(reportObject(r), indent);
+}
+
+Error writeOutputs(const RunResult &result, const std::string &dir) {
+  if (std::error_code ec = files::createDirectories(dir))
+    return makeError("cannot create " + dir + ": " + ec.message());
   for (const HostArray &h : result.outputs) {
     for (size_t r = 0; r < h.perRank.size(); ++r)
-      if (llvm::Error e = writeArray(dir + "/" + h.name + ".rank" +
-                                         std::to_string(r) + ".npy",
-                                     h, h.perRank[r]))
+      if (Error e = writeArray(dir + "/" + h.name + ".rank" +
+                                   std::to_string(r) + ".npy",
+                               h, h.perRank[r]))
         return e;
-    if (llvm::Error e = writeArray(dir + "/" + h.name + ".npy", h, h.data))
+    if (Error e = writeArray(dir + "/" + h.name + ".npy", h, h.data))
       return e;
   }
-  return llvm::Error::success();
+  return Error::success();
 }
 
 } // namespace fsdp::run

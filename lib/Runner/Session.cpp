@@ -3,8 +3,9 @@
 #include "Blas.h"
 #include "Checkpoint.h"
 #include "Device.h"
+#include "Files.h"
 #include "Inputs.h"
-#include "Jit.h"
+#include "JitSeam.h"
 #include "Manifest.h"
 #include "Program.h"
 #include "RankRun.h"
@@ -12,8 +13,7 @@
 #include "StepLibrary.h"
 #include "fsdp/Runner/Runner.h"
 
-#include "llvm/Support/MemoryBuffer.h"
-
+#include <algorithm>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -34,9 +34,7 @@ constexpr int64_t kMaxThreadRanks = 16384;
 /// One MPI program per process: its communicators are the process's.
 std::atomic<bool> mpiSessionOpen{false};
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
+Error error(const std::string &message) { return makeError(message); }
 
 } // namespace
 
@@ -82,7 +80,7 @@ struct RuntimeOptions {
 
 /// Training-only options on a step that is not one, and the other checks
 /// of a run's options.
-llvm::Error checkRunOptions(const Program &prog, const RunOptions &o) {
+Error checkRunOptions(const Program &prog, const RunOptions &o) {
   if (o.steps < 1)
     return error("--steps must be at least 1");
   if (o.warmup < 0)
@@ -96,21 +94,20 @@ llvm::Error checkRunOptions(const Program &prog, const RunOptions &o) {
       return error("--save and --resume need a training step (a result with "
                    "fsdp.update_of); '" +
                    prog.entry + "' has none");
-    return llvm::Error::success();
+    return Error::success();
   }
   if (o.warmup > 0)
     return error("--warmup times a step on the same inputs; a training step "
                  "feeds its updates back (use --steps)");
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// Every rank's output pieces and memory counters, gathered on the
 /// runner's communicator, so that this exchange never pairs with one of
 /// the program's collectives.
-llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
-                                                        int64_t rank,
-                                                        int64_t size,
-                                                        fsdprt_comm_t *comm) {
+Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
+                                                  int64_t rank, int64_t size,
+                                                  fsdprt_comm_t *comm) {
   std::vector<RankOutcome> runs(size);
   auto gather = [&](const void *data, void *all, size_t bytes) {
     return fsdprt_all_gather(comm, 1, data, all, bytes, FSDPRT_U8) == FSDPRT_OK;
@@ -119,7 +116,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
     Bytes all(piece.size() * size);
     if (!gather(piece.data(), all.data(), piece.size()))
       return error(
-          "rank " + llvm::Twine(rank) +
+          "rank " + std::to_string(rank) +
           ": gathering the results failed: " + fsdprt_comm_error_message(comm));
     for (int64_t r = 0; r < size; ++r)
       runs[r].pieces.emplace_back(all.begin() + r * piece.size(),
@@ -141,7 +138,7 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
   std::vector<int64_t> all(n * size_t(size));
   if (!gather(counters, all.data(), sizeof(counters)))
     return error(
-        "rank " + llvm::Twine(rank) +
+        "rank " + std::to_string(rank) +
         ": gathering the results failed: " + fsdprt_comm_error_message(comm));
   for (int64_t r = 0; r < size; ++r) {
     const int64_t *c = all.data() + n * r;
@@ -170,8 +167,8 @@ llvm::Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
 
 /// The global value of an output from every rank's piece; a stacked
 /// output gets a leading step dimension.
-llvm::Expected<npy::Array>
-assembleOutput(const Output &o, const std::vector<const Bytes *> &pieces) {
+Expected<npy::Array> assembleOutput(const Output &o,
+                                    const std::vector<const Bytes *> &pieces) {
   if (!o.stacked)
     return assembleResult(*o.port, pieces);
   size_t slot = size_t(o.port->slotBytes());
@@ -207,10 +204,9 @@ CommStats commStats(const fsdprt_stats_t &s) {
 }
 
 /// The outputs, memory and statistics of every rank, assembled.
-llvm::Error assembleResult(const std::vector<Output> &outputs,
-                           const std::vector<RankOutcome> &runs,
-                           bool keepAllRanks, std::vector<Bytes> &placed,
-                           RunResult &result) {
+Error assembleResult(const std::vector<Output> &outputs,
+                     const std::vector<RankOutcome> &runs, bool keepAllRanks,
+                     std::vector<Bytes> &placed, RunResult &result) {
   for (size_t k = 0; k < outputs.size(); ++k) {
     std::vector<const Bytes *> pieces;
     for (const RankOutcome &run : runs)
@@ -248,7 +244,7 @@ llvm::Error assembleResult(const std::vector<Output> &outputs,
     result.memory.push_back(m);
     result.stats.push_back(commStats(run.stats));
   }
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// A step's time is the slowest rank's (this process's ranks).
@@ -284,9 +280,8 @@ std::vector<double> mostPerStep(const std::vector<RankOutcome> &runs,
 
 struct Session::Impl {
   LoadOptions load;
-  /// Where the step's code comes from; `jit` when it is compiled here.
+  /// Where the step's code comes from: a step library or the JIT's.
   std::unique_ptr<StepCode> code;
-  Jit *jit = nullptr;
   /// What the compiler says about the code.
   StepManifest manifest;
   Program prog;
@@ -305,21 +300,19 @@ struct Session::Impl {
   std::unique_ptr<RuntimeOptions> runtime;
 
   ~Impl();
-  llvm::Error open(std::unique_ptr<llvm::MemoryBuffer> bytes,
-                   const std::string &name);
-  llvm::Error openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
-                       const std::string &name);
-  llvm::Error openMpi();
-  llvm::Expected<RunResult> run(const RunOptions &o);
-  llvm::Error prepareState(const RunOptions &o, int64_t &firstStep);
+  Error open(std::string_view bytes, const std::string &name);
+  Error openCode(std::string_view bytes, const std::string &name);
+  Error openMpi();
+  Expected<RunResult> run(const RunOptions &o);
+  Error prepareState(const RunOptions &o, int64_t &firstStep);
   void initState(const std::vector<StepInput> &inputs);
-  llvm::Expected<std::vector<StepInput>> bindInputs(const RunOptions &o,
-                                                    int64_t firstStep);
-  llvm::Expected<std::vector<RankOutcome>> runRanks(const RunContext &cx,
-                                                    RunResult &result);
-  llvm::Expected<std::vector<RankOutcome>> runThreads(const RunContext &cx);
-  llvm::Expected<std::vector<RankOutcome>> runMpi(const RunContext &cx,
-                                                  bool &reporter);
+  Expected<std::vector<StepInput>> bindInputs(const RunOptions &o,
+                                              int64_t firstStep);
+  Expected<std::vector<RankOutcome>> runRanks(const RunContext &cx,
+                                              RunResult &result);
+  Expected<std::vector<RankOutcome>> runThreads(const RunContext &cx);
+  Expected<std::vector<RankOutcome>> runMpi(const RunContext &cx,
+                                            bool &reporter);
   void runMpiGpu(const RunContext &cx, RankOutcome &mine);
   int64_t localRanks() const {
     return load.backend == Backend::Mpi ? 1 : prog.meshSize();
@@ -338,10 +331,9 @@ Session::Impl::~Impl() {
   }
 }
 
-llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
-                                const std::string &name) {
+Error Session::Impl::open(std::string_view bytes, const std::string &name) {
   initializeProcess();
-  if (llvm::Error e = openCode(std::move(bytes), name))
+  if (Error e = openCode(bytes, name))
     return e;
   auto loaded = readProgram(manifest, load.entry, name);
   if (!loaded)
@@ -349,31 +341,29 @@ llvm::Error Session::Impl::open(std::unique_ptr<llvm::MemoryBuffer> bytes,
   prog = std::move(*loaded);
   int64_t meshSize = prog.meshSize();
   if (load.world != 0 && load.world != meshSize)
-    return error("world size " + llvm::Twine(load.world) +
-                 " does not match the mesh size " + llvm::Twine(meshSize));
+    return error("world size " + std::to_string(load.world) +
+                 " does not match the mesh size " + std::to_string(meshSize));
   if (load.backend == Backend::Threads && meshSize > kMaxThreadRanks)
-    return error("the mesh has " + llvm::Twine(meshSize) +
+    return error("the mesh has " + std::to_string(meshSize) +
                  " ranks; the threads backend runs at most " +
-                 llvm::Twine(kMaxThreadRanks) + " (use the mpi backend)");
+                 std::to_string(kMaxThreadRanks) + " (use the mpi backend)");
   outputs = outputsOf(prog);
   // A GPU step that cannot run here fails now, not after compiling it.
   if (prog.gpu)
-    if (llvm::Error e = device::checkRunnable(prog))
+    if (Error e = device::checkRunnable(prog))
       return e;
-  if (jit)
-    if (llvm::Error e = jit->compile())
-      return e;
+  if (Error e = code->compile())
+    return e;
   runtime = std::make_unique<RuntimeOptions>(prog, load.timeoutSeconds);
   if (load.backend == Backend::Mpi)
     return openMpi();
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// The code and the manifest of a step library (fsdp-compile), else the
 /// JIT's.
-llvm::Error Session::Impl::openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
-                                    const std::string &name) {
-  if (isSharedObject(bytes->getBuffer())) {
+Error Session::Impl::openCode(std::string_view bytes, const std::string &name) {
+  if (isSharedObject(bytes)) {
     if (name == "<memory>")
       return error("a step library is opened from its file, not from memory");
     auto opened = SharedLibraryStepCode::open(name);
@@ -381,39 +371,38 @@ llvm::Error Session::Impl::openCode(std::unique_ptr<llvm::MemoryBuffer> bytes,
       return opened.takeError();
     code = std::move(opened->code);
     manifest = std::move(opened->manifest);
-    return llvm::Error::success();
+    return Error::success();
   }
-  auto opened = Jit::open(std::move(bytes), name, load.entry, load.jitCacheDir);
+  auto opened = openWithJit(bytes, name, load.entry, load.jitCacheDir);
   if (!opened)
     return opened.takeError();
-  jit = opened->jit.get();
-  code = std::move(opened->jit);
+  code = std::move(opened->code);
   auto parsed = parseManifest(opened->manifest, name);
   if (!parsed)
     return parsed.takeError();
   manifest = std::move(*parsed);
-  return llvm::Error::success();
+  return Error::success();
 }
 
-llvm::Error Session::Impl::openMpi() {
+Error Session::Impl::openMpi() {
   if (mpiSessionOpen.exchange(true))
-    return llvm::createStringError(
-        std::make_error_code(std::errc::device_or_resource_busy),
+    return makeError(
+        std::errc::device_or_resource_busy,
         "another program of this process already runs on the MPI world; "
         "destroy it first");
   if (fsdprt_mpi_comm_create(prog.meshShape.size(), prog.meshShape.data(),
                              &runtime->options, &mpiComm) != FSDPRT_OK) {
     mpiSessionOpen = false;
     return error("cannot create the MPI communicator (is the world size " +
-                 llvm::Twine(prog.meshSize()) + " under mpirun?)");
+                 std::to_string(prog.meshSize()) + " under mpirun?)");
   }
   fsdprt_comm_rank(mpiComm, &mpiRank);
   int64_t size = prog.meshSize();
   fsdprt_options_t runnerOptions = runtime->runnerOptions();
   if (fsdprt_mpi_comm_create(1, &size, &runnerOptions, &mpiRunner) != FSDPRT_OK)
-    return error("rank " + llvm::Twine(mpiRank) +
+    return error("rank " + std::to_string(mpiRank) +
                  ": cannot create the communicator for the results");
-  return llvm::Error::success();
+  return Error::success();
 }
 
 /// The state of every fed-back argument not held yet (or reset): each
@@ -432,11 +421,10 @@ void Session::Impl::initState(const std::vector<StepInput> &inputs) {
 }
 
 /// With --resume, the fed-back state comes from the checkpoint.
-llvm::Error Session::Impl::prepareState(const RunOptions &o,
-                                        int64_t &firstStep) {
+Error Session::Impl::prepareState(const RunOptions &o, int64_t &firstStep) {
   firstStep = stepsTaken;
   if (o.resumeDir.empty())
-    return llvm::Error::success();
+    return Error::success();
   auto loaded = checkpoint::load(o.resumeDir, prog);
   if (!loaded)
     return loaded.takeError();
@@ -448,10 +436,10 @@ llvm::Error Session::Impl::prepareState(const RunOptions &o,
     if (prog.fedBy[i] >= 0)
       memoryInputs[i] = std::move(loaded->values[i]);
   state.clear(); // every fed-back argument starts from the checkpoint
-  return llvm::Error::success();
+  return Error::success();
 }
 
-llvm::Expected<std::vector<RankOutcome>>
+Expected<std::vector<RankOutcome>>
 Session::Impl::runThreads(const RunContext &cx) {
   int64_t size = prog.meshSize();
   fsdprt_world_t *world = nullptr, *runnerWorld = nullptr;
@@ -468,7 +456,7 @@ Session::Impl::runThreads(const RunContext &cx) {
     gpus = device::deviceCount();
     if (gpus < 1)
       return error("no GPU for the compute=gpu step: " +
-                   llvm::Twine(fsdprt_gpu_last_error_message()));
+                   std::string(fsdprt_gpu_last_error_message()));
   }
   if (!prog.gpu &&
       fsdprt_threads_world_create(prog.meshShape.size(), prog.meshShape.data(),
@@ -525,8 +513,8 @@ Session::Impl::runThreads(const RunContext &cx) {
   return runs;
 }
 
-llvm::Expected<std::vector<RankOutcome>>
-Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
+Expected<std::vector<RankOutcome>> Session::Impl::runMpi(const RunContext &cx,
+                                                         bool &reporter) {
   fsdprt_comm_reset_stats(mpiComm);
   RankOutcome mine;
   if (prog.gpu)
@@ -536,7 +524,7 @@ Session::Impl::runMpi(const RunContext &cx, bool &reporter) {
   if (!mine.error.empty()) {
     if (mine.stateLost)
       usable = false;
-    return error("rank " + llvm::Twine(mpiRank) + ": " + mine.error);
+    return error("rank " + std::to_string(mpiRank) + ": " + mine.error);
   }
   stepsTaken = cx.firstStep + mine.stepsDone;
   reporter = mpiRank == 0;
@@ -575,7 +563,7 @@ void Session::Impl::runMpiGpu(const RunContext &cx, RankOutcome &mine) {
 }
 
 /// The first failing rank's error; the session's state follows the ranks'.
-static llvm::Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
+static Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
   std::string message;
   for (size_t r = 0; r < runs.size(); ++r) {
     lost |= runs[r].stateLost;
@@ -583,12 +571,12 @@ static llvm::Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
       message += (message.empty() ? "" : "\n") + std::string("rank ") +
                  std::to_string(r) + ": " + runs[r].error;
   }
-  return message.empty() ? llvm::Error::success() : error(message);
+  return message.empty() ? Error::success() : error(message);
 }
 
 /// The inputs of this run; the fed-back state set up from them.
-llvm::Expected<std::vector<StepInput>>
-Session::Impl::bindInputs(const RunOptions &o, int64_t firstStep) {
+Expected<std::vector<StepInput>> Session::Impl::bindInputs(const RunOptions &o,
+                                                           int64_t firstStep) {
   bool training = prog.training();
   std::vector<bool> wanted(prog.args.size(), true);
   for (size_t i = 0; training && !state.empty() && i < prog.args.size(); ++i)
@@ -610,8 +598,8 @@ Session::Impl::bindInputs(const RunOptions &o, int64_t firstStep) {
 }
 
 /// Every rank's outcome (threads: all of this process's; MPI: gathered).
-llvm::Expected<std::vector<RankOutcome>>
-Session::Impl::runRanks(const RunContext &cx, RunResult &result) {
+Expected<std::vector<RankOutcome>> Session::Impl::runRanks(const RunContext &cx,
+                                                           RunResult &result) {
   if (load.backend == Backend::Mpi) {
     auto gathered = runMpi(cx, result.isReporter);
     if (!gathered)
@@ -622,7 +610,7 @@ Session::Impl::runRanks(const RunContext &cx, RunResult &result) {
   if (!runs)
     return runs.takeError();
   bool lost = false;
-  if (llvm::Error e = rankErrors(*runs, lost)) {
+  if (Error e = rankErrors(*runs, lost)) {
     if (lost) {
       usable = false;
       lostReason = "a step failed on some rank";
@@ -633,15 +621,15 @@ Session::Impl::runRanks(const RunContext &cx, RunResult &result) {
   return runs;
 }
 
-llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
+Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   if (!usable)
     return error("the program is no longer usable: " + lostReason);
-  if (llvm::Error e = checkRunOptions(prog, o))
+  if (Error e = checkRunOptions(prog, o))
     return std::move(e);
   bool training = prog.training();
   int64_t firstStep = 0;
   if (training)
-    if (llvm::Error e = prepareState(o, firstStep))
+    if (Error e = prepareState(o, firstStep))
       return std::move(e);
   auto inputs = bindInputs(o, firstStep);
   if (!inputs)
@@ -691,8 +679,7 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)
     return result;
-  if (llvm::Error e =
-          assembleResult(outputs, *runs, o.keepAllRanks, placed, result))
+  if (Error e = assembleResult(outputs, *runs, o.keepAllRanks, placed, result))
     return std::move(e);
   return result;
 }
@@ -704,25 +691,24 @@ llvm::Expected<RunResult> Session::Impl::run(const RunOptions &o) {
 Session::Session(std::unique_ptr<Impl> impl) : impl(std::move(impl)) {}
 Session::~Session() = default;
 
-llvm::Expected<std::unique_ptr<Session>>
+Expected<std::unique_ptr<Session>>
 Session::openFile(const std::string &path, const LoadOptions &options) {
-  auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/false);
+  auto bytes = files::read(path);
   if (!bytes)
-    return error("cannot read " + path + ": " + bytes.getError().message());
+    return bytes.takeError();
   auto impl = std::make_unique<Impl>();
   impl->load = options;
-  if (llvm::Error e = impl->open(std::move(*bytes), path))
+  if (Error e =
+          impl->open(std::string_view(bytes->data(), bytes->size()), path))
     return std::move(e);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
 
-llvm::Expected<std::unique_ptr<Session>>
-Session::openBuffer(llvm::StringRef bytes, const LoadOptions &options) {
+Expected<std::unique_ptr<Session>>
+Session::openBuffer(std::string_view bytes, const LoadOptions &options) {
   auto impl = std::make_unique<Impl>();
   impl->load = options;
-  if (llvm::Error e = impl->open(
-          llvm::MemoryBuffer::getMemBufferCopy(bytes, "<memory>"), "<memory>"))
+  if (Error e = impl->open(bytes, "<memory>"))
     return std::move(e);
   return std::unique_ptr<Session>(new Session(std::move(impl)));
 }
@@ -764,12 +750,12 @@ std::vector<PortInfo> Session::outputs() const {
   return out;
 }
 
-llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
-                              llvm::ArrayRef<int64_t> shape,
-                              llvm::StringRef bytes) {
+Error Session::setInput(std::string_view nameArg, std::string_view dtypeArg,
+                        Span<const int64_t> shape, std::string_view bytes) {
   const Program &prog = impl->prog;
-  auto it =
-      llvm::find_if(prog.args, [&](const Port &p) { return p.name == name; });
+  std::string name(nameArg), dtype(dtypeArg);
+  auto it = std::find_if(prog.args.begin(), prog.args.end(),
+                         [&](const Port &p) { return p.name == name; });
   if (it == prog.args.end())
     return error("'" + prog.entry + "' has no argument '" + name + "'");
   size_t i = size_t(it - prog.args.begin());
@@ -782,7 +768,7 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
     if (d < 0 || __builtin_mul_overflow(elements, d, &elements))
       return error("input '" + name + "': bad shape");
   if (int64_t(bytes.size()) != elements * it->elementBytes)
-    return error("input '" + name + "': " + llvm::Twine(bytes.size()) +
+    return error("input '" + name + "': " + std::to_string(bytes.size()) +
                  " bytes do not hold its shape");
   npy::Array a;
   a.descr = want;
@@ -791,10 +777,10 @@ llvm::Error Session::setInput(llvm::StringRef name, llvm::StringRef dtype,
   impl->memoryInputs[i] = std::move(a);
   if (prog.training() && prog.fedBy[i] >= 0)
     impl->reset.insert(i);
-  return llvm::Error::success();
+  return Error::success();
 }
 
-llvm::Expected<RunResult> Session::run(const RunOptions &options) {
+Expected<RunResult> Session::run(const RunOptions &options) {
   return impl->run(options);
 }
 

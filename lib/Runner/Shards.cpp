@@ -116,7 +116,7 @@ struct ElementSink {
 
 } // namespace
 
-Descriptor Descriptor::forBuffer(void *data, llvm::ArrayRef<int64_t> shape) {
+Descriptor Descriptor::forBuffer(void *data, Span<const int64_t> shape) {
   Descriptor d;
   d.words.push_back(reinterpret_cast<int64_t>(data));
   d.words.push_back(reinterpret_cast<int64_t>(data));
@@ -261,9 +261,9 @@ void placeShard(const Port &p, int64_t rank, const int64_t *words,
   });
 }
 
-llvm::Expected<npy::Array>
-assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
-               Bytes *placed) {
+Expected<npy::Array> assembleResult(const Port &p,
+                                    const std::vector<const Bytes *> &pieces,
+                                    Bytes *placed) {
   npy::Array a;
   a.descr = p.dtype;
   a.shape = p.globalShape;
@@ -273,8 +273,7 @@ assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
   }
   bool partial = hasPartial(*p.layout);
   if (partial && !p.isF32() && !p.isF64())
-    return llvm::createStringError("result '" + p.name +
-                                   "': partial sums need f32 or f64");
+    return makeError("result '" + p.name + "': partial sums need f32 or f64");
   int64_t bytes = p.elementBytes;
   if (!partial) {
     // The first replicas (coordinate 0 on every axis that does not shard)
@@ -309,7 +308,7 @@ assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
             differs = go + e;
       });
       if (differs >= 0)
-        return llvm::createStringError(
+        return makeError(
             "result '" + p.name + "': replicas disagree at element " +
             std::to_string(differs) + " (rank " + std::to_string(r) + ")");
     }
@@ -326,7 +325,7 @@ assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
     });
   }
   if (!sink.error.empty())
-    return llvm::createStringError(sink.error);
+    return makeError(sink.error);
   return a;
 }
 

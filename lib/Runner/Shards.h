@@ -12,7 +12,7 @@
 #include "Npy.h"
 #include "Program.h"
 
-#include "llvm/Support/Error.h"
+#include "fsdp/Runner/Support.h"
 
 #include <vector>
 
@@ -21,7 +21,7 @@ namespace fsdp::run {
 /// A strided memref descriptor as the C interface passes it.
 struct Descriptor {
   std::vector<int64_t> words; // allocated, aligned, offset, sizes, strides
-  static Descriptor forBuffer(void *data, llvm::ArrayRef<int64_t> shape);
+  static Descriptor forBuffer(void *data, Span<const int64_t> shape);
 };
 
 /// This rank's buffer of input `p`: its padded slot, or its batch rows.
@@ -59,9 +59,9 @@ bool isRowMajor(const Port &p, const int64_t *words);
 /// replicas checked to agree bit for bit), else rank 0's value.
 /// `placed`, when given, already holds the first replicas' elements
 /// (placeShard; their pieces are not read), and becomes the value.
-llvm::Expected<npy::Array>
-assembleResult(const Port &p, const std::vector<const Bytes *> &pieces,
-               Bytes *placed = nullptr);
+Expected<npy::Array> assembleResult(const Port &p,
+                                    const std::vector<const Bytes *> &pieces,
+                                    Bytes *placed = nullptr);
 
 /// Whether the global value of result `p` can be assembled by the ranks
 /// themselves, each first replica placing its elements (a layout without

@@ -25,7 +25,6 @@
 #include <chrono>
 
 using namespace mlir;
-namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -304,22 +303,21 @@ llvm::Expected<CompileReport> compileStepLibrary(llvm::MemoryBufferRef bytes,
     return manifest.takeError();
   for (const json::Value &e : *manifest->getArray("entries"))
     report.entries.push_back(
-        e.getAsObject()->getString("name").value_or("").str());
+        std::string(e.getAsObject()->getString("name").value_or("")));
   llvm::StringSet<> calls = externalCalls(**module);
   report.needed = neededLibraries(calls, options);
   json::Array needed;
   for (const std::string &lib : report.needed)
     needed.push_back(llvm::sys::path::filename(lib).str());
   (*manifest)["needed"] = std::move(needed);
-  std::string manifestText =
-      llvm::formatv("{0:2}", json::Value(std::move(*manifest)));
+  std::string manifestText = json::write(std::move(*manifest), 2);
   // What the runner will read: every entry through the runner's checks.
   auto parsed = parseManifest(manifestText, name);
   if (!parsed)
-    return parsed.takeError();
+    return error(toString(parsed.takeError()));
   for (const std::string &entry : report.entries)
     if (auto prog = readProgram(*parsed, entry, name); !prog)
-      return prog.takeError();
+      return error(toString(prog.takeError()));
 
   auto objects = compileStep(**module, kernels, *target, redirectCalls);
   if (!objects)

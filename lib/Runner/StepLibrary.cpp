@@ -2,19 +2,14 @@
 
 #include "StepLibrary.h"
 #include "Blas.h"
+#include "Files.h"
+#include "HostCpu.h"
 #include "Memory.h"
 #include "fsdprt.h"
-
-#include "llvm/ADT/StringMap.h"
-#include "llvm/Support/FileSystem.h"
-#include "llvm/Support/MemoryBuffer.h"
-#include "llvm/TargetParser/Host.h"
 
 #include <chrono>
 #include <cstring>
 #include <dlfcn.h>
-
-namespace json = llvm::json;
 
 namespace fsdp::run {
 
@@ -25,11 +20,9 @@ double secondsSince(std::chrono::steady_clock::time_point t0) {
       .count();
 }
 
-llvm::Error error(const llvm::Twine &message) {
-  return llvm::createStringError(message);
-}
+Error error(const std::string &message) { return makeError(message); }
 
-template <typename T> T readAt(llvm::StringRef bytes, uint64_t offset) {
+template <typename T> T readAt(std::string_view bytes, uint64_t offset) {
   T v;
   std::memcpy(&v, bytes.data() + offset, sizeof(T));
   return v;
@@ -37,9 +30,9 @@ template <typename T> T readAt(llvm::StringRef bytes, uint64_t offset) {
 
 /// The contents of section `name` of the ELF64 little-endian file `bytes`;
 /// an empty optional when it has none, an error when the file is not one.
-llvm::Expected<std::optional<llvm::StringRef>>
-elfSection(llvm::StringRef bytes, llvm::StringRef name,
-           const std::string &path) {
+Expected<std::optional<std::string_view>> elfSection(std::string_view bytes,
+                                                     std::string_view name,
+                                                     const std::string &path) {
   if (bytes.size() < 64 || !isSharedObject(bytes) || bytes[4] != 2 ||
       bytes[5] != 1)
     return error(path + " is not a step library (not an ELF64 file)");
@@ -58,22 +51,22 @@ elfSection(llvm::StringRef bytes, llvm::StringRef name,
   uint64_t strSize = readAt<uint64_t>(bytes, header(shstrndx) + 0x20);
   if (strOff > bytes.size() || strSize > bytes.size() - strOff)
     return corrupt();
-  llvm::StringRef names = bytes.substr(strOff, strSize);
+  std::string_view names = bytes.substr(strOff, strSize);
   for (uint64_t i = 0; i < shnum; ++i) {
     uint32_t nameOff = readAt<uint32_t>(bytes, header(i));
     if (nameOff >= names.size())
       continue;
-    llvm::StringRef sectionName = names.drop_front(nameOff);
-    sectionName = sectionName.take_until([](char c) { return c == 0; });
+    std::string_view sectionName = names.substr(nameOff);
+    sectionName = sectionName.substr(0, sectionName.find('\0'));
     if (sectionName != name)
       continue;
     uint64_t off = readAt<uint64_t>(bytes, header(i) + 0x18);
     uint64_t size = readAt<uint64_t>(bytes, header(i) + 0x20);
     if (off > bytes.size() || size > bytes.size() - off)
       return corrupt();
-    return std::optional<llvm::StringRef>(bytes.substr(off, size));
+    return std::optional<std::string_view>(bytes.substr(off, size));
   }
-  return std::optional<llvm::StringRef>();
+  return std::optional<std::string_view>();
 }
 
 } // namespace
@@ -82,33 +75,34 @@ elfSection(llvm::StringRef bytes, llvm::StringRef name,
 // Loading
 //===----------------------------------------------------------------------===//
 
-bool isSharedObject(llvm::StringRef bytes) {
-  return bytes.starts_with("\x7f"
+bool isSharedObject(std::string_view bytes) {
+  return startsWith(bytes, "\x7f"
                            "ELF");
 }
 
-llvm::Expected<StepManifest> readStepManifest(const std::string &path) {
-  auto bytes = llvm::MemoryBuffer::getFile(path, /*IsText=*/false,
-                                           /*RequiresNullTerminator=*/false);
+Expected<StepManifest> readStepManifest(const std::string &path) {
+  auto bytes = files::read(path);
   if (!bytes)
-    return error("cannot read " + path + ": " + bytes.getError().message());
-  auto section = elfSection((*bytes)->getBuffer(), kManifestSection, path);
+    return bytes.takeError();
+  auto section = elfSection(std::string_view(bytes->data(), bytes->size()),
+                            kManifestSection, path);
   if (!section)
     return section.takeError();
   if (!*section)
     return error(path + " is not a step library (no " +
-                 llvm::Twine(kManifestSection) +
+                 std::string(kManifestSection) +
                  " section; build one with fsdp-compile)");
-  return parseManifest((*section)->split('\0').first, path);
+  std::string_view text = **section;
+  return parseManifest(text.substr(0, text.find('\0')), path);
 }
 
-llvm::Error checkLoadable(const StepManifest &m, const std::string &path) {
+Error checkLoadable(const StepManifest &m, const std::string &path) {
   if (m.abiVersion != fsdprt_abi_version())
     return error(path + " was built for runtime ABI version " +
-                 llvm::Twine(m.abiVersion) + "; this runtime has version " +
-                 llvm::Twine(fsdprt_abi_version()) + " (rebuild it with " +
+                 std::to_string(m.abiVersion) + "; this runtime has version " +
+                 std::to_string(fsdprt_abi_version()) + " (rebuild it with " +
                  "fsdp-compile)");
-  llvm::StringMap<bool> host = llvm::sys::getHostCPUFeatures();
+  std::map<std::string, bool> host = hostCpuFeatures();
   std::string missing;
   for (const std::string &f : m.features) {
     auto it = host.find(f);
@@ -119,7 +113,7 @@ llvm::Error checkLoadable(const StepManifest &m, const std::string &path) {
     return error(path + " was built for CPU '" + m.cpu +
                  "' and uses features this host lacks: " + missing +
                  " (build it with --mcpu=x86-64 to run anywhere)");
-  return llvm::Error::success();
+  return Error::success();
 }
 
 SharedLibraryStepCode::~SharedLibraryStepCode() {
@@ -127,20 +121,19 @@ SharedLibraryStepCode::~SharedLibraryStepCode() {
     dlclose(handle);
 }
 
-llvm::Expected<SharedLibraryStepCode::Opened>
+Expected<SharedLibraryStepCode::Opened>
 SharedLibraryStepCode::open(const std::string &path) {
   auto t0 = std::chrono::steady_clock::now();
   auto manifest = readStepManifest(path);
   if (!manifest)
     return manifest.takeError();
-  if (llvm::Error e = checkLoadable(*manifest, path))
+  if (Error e = checkLoadable(*manifest, path))
     return std::move(e);
   std::unique_ptr<SharedLibraryStepCode> code(new SharedLibraryStepCode);
   code->parseSeconds = secondsSince(t0);
   auto t1 = std::chrono::steady_clock::now();
   // A relative name would be searched for on the library path.
-  llvm::SmallString<256> absolute(path);
-  llvm::sys::fs::make_absolute(absolute);
+  std::string absolute = files::absolute(path);
   // A compute=fast step needs OpenBLAS: opened first, so that the step's
   // dependency resolves to the runner's copy (Blas.h).
   blas::library();
@@ -159,10 +152,11 @@ SharedLibraryStepCode::open(const std::string &path) {
        *manifest->json.getAsObject()->getArray("entries"))
     if (auto symbol = e.getAsObject()->getString("symbol")) {
       auto fn = reinterpret_cast<void (*)(void **)>(
-          dlsym(code->handle, symbol->str().c_str()));
+          dlsym(code->handle, std::string(*symbol).c_str()));
       if (!fn)
-        return error(path + ": corrupt manifest: no function " + *symbol);
-      code->wrappers[*symbol] = fn;
+        return error(path + ": corrupt manifest: no function " +
+                     std::string(*symbol));
+      code->wrappers[std::string(*symbol)] = fn;
     }
   code->compileSeconds = secondsSince(t1);
   code->cacheHit = true;
@@ -170,14 +164,13 @@ SharedLibraryStepCode::open(const std::string &path) {
   return Opened{std::move(code), std::move(*manifest)};
 }
 
-llvm::Error
-SharedLibraryStepCode::invokePacked(llvm::StringRef symbol,
-                                    llvm::MutableArrayRef<void *> args) {
+Error SharedLibraryStepCode::invokePacked(std::string_view symbol,
+                                          Span<void *> args) {
   auto it = wrappers.find(symbol);
   if (it == wrappers.end())
-    return error("the step library has no function " + symbol);
+    return error("the step library has no function " + std::string(symbol));
   it->second(args.data());
-  return llvm::Error::success();
+  return Error::success();
 }
 
 } // namespace fsdp::run

@@ -24,31 +24,28 @@
 #include "Manifest.h"
 #include "StepCode.h"
 
-#include "llvm/ADT/StringMap.h"
-
+#include <map>
 #include <memory>
 #include <string>
 
 namespace fsdp::run {
 
 /// Whether `bytes` start like an ELF shared object.
-bool isSharedObject(llvm::StringRef bytes);
+bool isSharedObject(std::string_view bytes);
 
 /// Reads and checks the manifest of the step library `path`: an error says
 /// what is wrong (not a step library, a missing or corrupt manifest).
-llvm::Expected<StepManifest> readStepManifest(const std::string &path);
+Expected<StepManifest> readStepManifest(const std::string &path);
 
 /// Whether this process can run the library: the runtime's ABI version and
 /// the host CPU's features.
-llvm::Error checkLoadable(const StepManifest &manifest,
-                          const std::string &path);
+Error checkLoadable(const StepManifest &manifest, const std::string &path);
 
 /// A step library loaded with dlopen.
 class SharedLibraryStepCode : public StepCode {
 public:
   ~SharedLibraryStepCode() override;
-  llvm::Error invokePacked(llvm::StringRef symbol,
-                           llvm::MutableArrayRef<void *> args) override;
+  Error invokePacked(std::string_view symbol, Span<void *> args) override;
 
   struct Opened {
     std::unique_ptr<SharedLibraryStepCode> code;
@@ -56,12 +53,12 @@ public:
   };
   /// Checks and loads the library `path`; its allocations are counted by
   /// the runner's allocator (Memory.h).
-  static llvm::Expected<Opened> open(const std::string &path);
+  static Expected<Opened> open(const std::string &path);
 
 private:
   SharedLibraryStepCode() = default;
   void *handle = nullptr;
-  llvm::StringMap<void (*)(void **)> wrappers;
+  std::map<std::string, void (*)(void **), std::less<>> wrappers;
 };
 
 } // namespace fsdp::run

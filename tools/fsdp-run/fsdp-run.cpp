@@ -10,123 +10,257 @@
 
 #include "fsdp/Runner/Runner.h"
 
-#include "llvm/Support/CommandLine.h"
-#include "llvm/Support/Format.h"
-#include "llvm/Support/InitLLVM.h"
-#include "llvm/Support/raw_ostream.h"
-
 #include <algorithm>
+#include <cstdarg>
+#include <cstdio>
 #include <cstdlib>
+#include <iostream>
+#include <string>
+#include <vector>
 
 using namespace ::fsdp::run;
-namespace cl = llvm::cl;
 
 namespace {
 
-cl::OptionCategory runCategory("fsdp-run options");
-
 /// The flags, read once in main into the options structs.
 struct Flags {
-  cl::opt<std::string> input{cl::Positional, cl::desc("<lowered .mlir>"),
-                             cl::Required, cl::cat(runCategory)};
-  cl::opt<std::string> entry{"entry", cl::desc("Function to run"), cl::init(""),
-                             cl::cat(runCategory)};
-  cl::list<std::string> inputs{
-      "inputs",
-      cl::desc("Directory of global .npy inputs (repeatable: the first "
-               "directory holding <name>.npy wins)"),
-      cl::OneOrMore, cl::cat(runCategory)};
-  cl::opt<std::string> outputs{"outputs",
-                               cl::desc("Directory for gathered .npy results"),
-                               cl::Required, cl::cat(runCategory)};
-  cl::opt<std::string> backend{"backend", cl::desc("threads (default) or mpi"),
-                               cl::init("threads"), cl::cat(runCategory)};
-  cl::opt<int64_t> world{
-      "world",
-      cl::desc("Number of ranks; must equal the mesh size (default: mesh "
-               "size)"),
-      cl::init(0), cl::cat(runCategory)};
-  cl::opt<double> timeout{"timeout",
-                          cl::desc("Seconds a collective waits for its peers"),
-                          cl::init(60.0), cl::cat(runCategory)};
-  cl::opt<bool> allRanks{
-      "all-ranks",
-      cl::desc("Also write every rank's copy of results without a layout as "
-               "<name>.rank<r>.npy"),
-      cl::init(false), cl::cat(runCategory)};
-  cl::opt<bool> stats{"print-comm-stats",
-                      cl::desc("Print collectives and bytes per rank"),
-                      cl::init(false), cl::cat(runCategory)};
-  cl::opt<int64_t> steps{
-      "steps",
-      cl::desc("A training step (results with fsdp.update_of): run this many "
-               "training steps, feeding the updates back. Otherwise: run the "
-               "step this many times on the same inputs and print the JIT "
-               "time and the median and minimum step time (results: the "
-               "last step's)"),
-      cl::init(1), cl::cat(runCategory)};
-  cl::opt<int64_t> warmup{"warmup",
-                          cl::desc("Untimed steps before the --steps timed "
-                                   "ones"),
-                          cl::init(0), cl::cat(runCategory)};
-  cl::opt<bool> json{"json",
-                     cl::desc("Print the timings as one JSON object on "
-                              "stdout"),
-                     cl::init(false), cl::cat(runCategory)};
-  cl::opt<bool> memory{
-      "print-memory",
-      cl::desc("Print each rank's measured allocation high-water mark of the "
-               "compiled step and the process's resident set (a compute=gpu "
-               "step: the device bytes its GPU context allocated)"),
-      cl::init(false), cl::cat(runCategory)};
-  cl::opt<std::string> save{
-      "save",
-      cl::desc("Training: write sharded checkpoints into <dir>/step-<K> (at "
-               "the end, and every --save-every steps)"),
-      cl::init(""), cl::cat(runCategory)};
-  cl::opt<int64_t> saveEvery{
-      "save-every",
-      cl::desc("Training: also save after every K-th global step"), cl::init(0),
-      cl::cat(runCategory)};
-  cl::opt<std::string> resume{
-      "resume",
-      cl::desc("Training: start from a checkpoint (a step-<K> directory, or "
-               "the newest complete one in a --save directory), on any mesh"),
-      cl::init(""), cl::cat(runCategory)};
-  cl::opt<std::string> jitCacheDir{
-      "jit-cache-dir",
-      cl::desc("Directory of compiled objects (default: $FSDP_JIT_CACHE_DIR, "
-               "$XDG_CACHE_HOME/fsdp-run or ~/.cache/fsdp-run)"),
-      cl::init(""), cl::cat(runCategory)};
-  cl::opt<bool> noJitCache{"no-jit-cache",
-                           cl::desc("Neither read nor write the cache"),
-                           cl::init(false), cl::cat(runCategory)};
-  cl::opt<std::string> cudaGraphs{
-      "cuda-graphs",
-      cl::desc("on|off: a compute=gpu step captures its third step into a "
-               "CUDA graph and replays it for the later steps, when the step "
-               "allocates nothing and does not wait on the host (default on; "
-               "off runs every step as compiled)"),
-      cl::init("on"), cl::cat(runCategory)};
+  std::string input;
+  std::string entry;
+  std::vector<std::string> inputs;
+  std::string outputs;
+  std::string backend = "threads";
+  int64_t world = 0;
+  double timeout = 60.0;
+  bool allRanks = false;
+  bool stats = false;
+  int64_t steps = 1;
+  int64_t warmup = 0;
+  bool json = false;
+  bool memory = false;
+  std::string save;
+  int64_t saveEvery = 0;
+  std::string resume;
+  std::string jitCacheDir;
+  bool noJitCache = false;
+  std::string cudaGraphs = "on";
 };
 
-[[noreturn]] void fail(const llvm::Twine &message) {
-  llvm::errs() << "fsdp-run: error: " << message << "\n";
-  llvm::errs().flush();
+[[noreturn]] void fail(const std::string &message) {
+  std::cout.flush();
+  std::cerr << "fsdp-run: error: " << message << "\n";
+  std::cerr.flush();
   std::exit(1);
 }
 
 /// Prints every line of an error with the tool's prefix, and exits.
-[[noreturn]] void fail(llvm::Error error) {
-  std::string text = llvm::toString(std::move(error));
-  llvm::StringRef rest = text;
-  while (!rest.empty()) {
-    auto [line, tail] = rest.split('\n');
-    llvm::errs() << "fsdp-run: error: " << line << "\n";
-    rest = tail;
+[[noreturn]] void fail(Error error) {
+  std::string text = toString(std::move(error));
+  std::cout.flush();
+  size_t start = 0;
+  while (start < text.size()) {
+    size_t end = text.find('\n', start);
+    if (end == std::string::npos)
+      end = text.size();
+    std::cerr << "fsdp-run: error: " << text.substr(start, end - start) << "\n";
+    start = end + 1;
   }
-  llvm::errs().flush();
+  std::cerr.flush();
   std::exit(1);
+}
+
+/// printf into a string.
+std::string format(const char *fmt, ...) {
+  char buf[512];
+  va_list args;
+  va_start(args, fmt);
+  std::vsnprintf(buf, sizeof(buf), fmt, args);
+  va_end(args);
+  return buf;
+}
+
+//===----------------------------------------------------------------------===//
+// The command line
+//===----------------------------------------------------------------------===//
+
+/// One flag: `--name=value`, `--name value` (or one dash); a boolean flag
+/// takes no value, or `=true` / `=false`.
+struct Option {
+  enum Kind { Bool, String, List, Int, Double } kind;
+  const char *name, *value, *help;
+  void *target;
+};
+
+std::vector<Option> optionsOf(Flags &f) {
+  return {
+      {Option::Bool, "all-ranks", "",
+       "Also write every rank's copy of results without a layout as "
+       "<name>.rank<r>.npy",
+       &f.allRanks},
+      {Option::String, "backend", "<string>", "threads (default) or mpi",
+       &f.backend},
+      {Option::String, "cuda-graphs", "<string>",
+       "on|off: a compute=gpu step captures its third step into a CUDA graph "
+       "and replays it for the later steps, when the step allocates nothing "
+       "and does not wait on the host (default on; off runs every step as "
+       "compiled)",
+       &f.cudaGraphs},
+      {Option::String, "entry", "<string>", "Function to run", &f.entry},
+      {Option::List, "inputs", "<string>",
+       "Directory of global .npy inputs (repeatable: the first directory "
+       "holding <name>.npy wins)",
+       &f.inputs},
+      {Option::String, "jit-cache-dir", "<string>",
+       "Directory of compiled objects (default: $FSDP_JIT_CACHE_DIR, "
+       "$XDG_CACHE_HOME/fsdp-run or ~/.cache/fsdp-run)",
+       &f.jitCacheDir},
+      {Option::Bool, "json", "",
+       "Print the timings as one JSON object on stdout", &f.json},
+      {Option::Bool, "no-jit-cache", "", "Neither read nor write the cache",
+       &f.noJitCache},
+      {Option::String, "outputs", "<string>",
+       "Directory for gathered .npy results", &f.outputs},
+      {Option::Bool, "print-comm-stats", "",
+       "Print collectives and bytes per rank", &f.stats},
+      {Option::Bool, "print-memory", "",
+       "Print each rank's measured allocation high-water mark of the "
+       "compiled step and the process's resident set (a compute=gpu step: "
+       "the device bytes its GPU context allocated)",
+       &f.memory},
+      {Option::String, "resume", "<string>",
+       "Training: start from a checkpoint (a step-<K> directory, or the "
+       "newest complete one in a --save directory), on any mesh",
+       &f.resume},
+      {Option::String, "save", "<string>",
+       "Training: write sharded checkpoints into <dir>/step-<K> (at the end, "
+       "and every --save-every steps)",
+       &f.save},
+      {Option::Int, "save-every", "<long>",
+       "Training: also save after every K-th global step", &f.saveEvery},
+      {Option::Int, "steps", "<long>",
+       "A training step (results with fsdp.update_of): run this many "
+       "training steps, feeding the updates back. Otherwise: run the step "
+       "this many times on the same inputs and print the JIT time and the "
+       "median and minimum step time (results: the last step's)",
+       &f.steps},
+      {Option::Double, "timeout", "<number>",
+       "Seconds a collective waits for its peers", &f.timeout},
+      {Option::Int, "warmup", "<long>",
+       "Untimed steps before the --steps timed ones", &f.warmup},
+      {Option::Int, "world", "<long>",
+       "Number of ranks; must equal the mesh size (default: mesh size)",
+       &f.world},
+  };
+}
+
+void printHelp(const std::vector<Option> &options) {
+  std::cout << "OVERVIEW: fsdp-run: run a lowered fsdp program (or a step "
+               "library built by fsdp-compile) on every rank of its mesh\n\n"
+               "USAGE: fsdp-run [options] <lowered .mlir or step .so>\n\n"
+               "OPTIONS:\n\n"
+               "  --help                   - Display available options\n";
+  for (const Option &o : options) {
+    std::string flag = std::string("--") + o.name;
+    if (*o.value)
+      flag += std::string("=") + o.value;
+    std::cout << "  " << flag
+              << std::string(flag.size() < 23 ? 23 - flag.size() : 1, ' ')
+              << "- " << o.help << "\n";
+  }
+}
+
+[[noreturn]] void usageError(const std::string &message) {
+  std::cerr << "fsdp-run: " << message
+            << "\nTry: 'fsdp-run --help' for the options\n";
+  std::exit(1);
+}
+
+void setOption(const Option &o, const std::string &value, bool hasValue) {
+  std::string flag = std::string("--") + o.name;
+  char *end = nullptr;
+  switch (o.kind) {
+  case Option::Bool:
+    if (!hasValue || value == "true" || value == "1")
+      *static_cast<bool *>(o.target) = true;
+    else if (value == "false" || value == "0")
+      *static_cast<bool *>(o.target) = false;
+    else
+      usageError("for the " + flag + " option: '" + value +
+                 "' is invalid value for boolean argument! Try 0 or 1");
+    return;
+  case Option::String:
+    *static_cast<std::string *>(o.target) = value;
+    return;
+  case Option::List:
+    static_cast<std::vector<std::string> *>(o.target)->push_back(value);
+    return;
+  case Option::Int: {
+    long long v = std::strtoll(value.c_str(), &end, 0);
+    if (value.empty() || *end)
+      usageError("for the " + flag + " option: '" + value +
+                 "' value invalid for long argument!");
+    *static_cast<int64_t *>(o.target) = v;
+    return;
+  }
+  case Option::Double: {
+    double v = std::strtod(value.c_str(), &end);
+    if (value.empty() || *end)
+      usageError("for the " + flag + " option: '" + value +
+                 "' value invalid for floating point argument!");
+    *static_cast<double *>(o.target) = v;
+    return;
+  }
+  }
+}
+
+Flags parseCommandLine(int argc, char **argv) {
+  Flags f;
+  std::vector<Option> options = optionsOf(f);
+  std::vector<std::string> positional;
+  for (int i = 1; i < argc; ++i) {
+    std::string arg = argv[i];
+    if (arg == "--") {
+      for (++i; i < argc; ++i)
+        positional.push_back(argv[i]);
+      break;
+    }
+    if (arg.size() < 2 || arg[0] != '-') {
+      positional.push_back(arg);
+      continue;
+    }
+    std::string body = arg.substr(arg[1] == '-' ? 2 : 1);
+    size_t eq = body.find('=');
+    std::string name = body.substr(0, eq);
+    if (name == "help" || name == "h") {
+      printHelp(options);
+      std::exit(0);
+    }
+    auto it = std::find_if(options.begin(), options.end(),
+                           [&](const Option &o) { return name == o.name; });
+    if (it == options.end())
+      usageError("Unknown command line argument '" + arg + "'.");
+    if (eq != std::string::npos) {
+      setOption(*it, body.substr(eq + 1), true);
+    } else if (it->kind == Option::Bool) {
+      setOption(*it, "", false);
+    } else {
+      if (i + 1 >= argc)
+        usageError(std::string("for the --") + it->name +
+                   " option: requires a value!");
+      setOption(*it, argv[++i], true);
+    }
+  }
+  if (positional.empty())
+    usageError("Not enough positional command line arguments specified!\n"
+               "Must specify at least 1 positional argument");
+  if (positional.size() > 1)
+    usageError("Too many positional arguments specified!\n"
+               "Can specify at most 1 positional argument");
+  f.input = positional.front();
+  if (f.inputs.empty())
+    usageError("for the --inputs option: must be specified at least once!");
+  if (f.outputs.empty())
+    usageError("for the --outputs option: must be specified at least once!");
+  return f;
 }
 
 LoadOptions loadOptions(const Flags &f) {
@@ -138,8 +272,7 @@ LoadOptions loadOptions(const Flags &f) {
   o.timeoutSeconds = f.timeout;
   o.world = f.world;
   if (!f.noJitCache)
-    o.jitCacheDir =
-        f.jitCacheDir.empty() ? defaultCacheDir() : f.jitCacheDir.getValue();
+    o.jitCacheDir = f.jitCacheDir.empty() ? defaultCacheDir() : f.jitCacheDir;
   return o;
 }
 
@@ -158,17 +291,17 @@ RunOptions runOptions(const Flags &f, int64_t &liveSteps) {
   o.cudaGraphs = f.cudaGraphs == "on";
   if (f.json)
     return o;
-  o.onStep = [&liveSteps](int64_t step, llvm::ArrayRef<StepScalar> scalars) {
+  o.onStep = [&liveSteps](int64_t step, Span<const StepScalar> scalars) {
     ++liveSteps;
-    llvm::outs() << "step " << step << ":";
+    std::cout << "step " << step << ":";
     for (const StepScalar &s : scalars)
-      llvm::outs() << " " << s.name << " " << llvm::format("%.8g", s.value);
-    llvm::outs() << "\n";
-    llvm::outs().flush();
+      std::cout << " " << s.name << " " << format("%.8g", s.value);
+    std::cout << "\n";
+    std::cout.flush();
   };
-  o.onMessage = [](llvm::StringRef message) {
-    llvm::outs() << message << "\n";
-    llvm::outs().flush();
+  o.onMessage = [](std::string_view message) {
+    std::cout << message << "\n";
+    std::cout.flush();
   };
   return o;
 }
@@ -183,20 +316,19 @@ void printSteps(const RunResult &r) {
   if (scalars.empty())
     return;
   for (size_t s = 0; s < r.stepSeconds.size(); ++s) {
-    llvm::outs() << "step " << r.firstStep + int64_t(s) + 1 << ":";
+    std::cout << "step " << r.firstStep + int64_t(s) + 1 << ":";
     for (const HostArray *a : scalars)
-      llvm::outs() << " " << a->name << " "
-                   << llvm::format("%.8g", a->scalarAt(s));
-    llvm::outs() << "\n";
+      std::cout << " " << a->name << " " << format("%.8g", a->scalarAt(s));
+    std::cout << "\n";
   }
 }
 
 void printRankStats(size_t rank, const CommStats &s) {
-  llvm::outs() << "  rank " << rank << ": " << s.collectives
-               << " collectives (all_gather " << s.allGathers
-               << ", reduce_scatter " << s.reduceScatters << ", all_reduce "
-               << s.allReduces << "), sent " << s.bytesSent << " B, received "
-               << s.bytesReceived << " B\n";
+  std::cout << "  rank " << rank << ": " << s.collectives
+            << " collectives (all_gather " << s.allGathers
+            << ", reduce_scatter " << s.reduceScatters << ", all_reduce "
+            << s.allReduces << "), sent " << s.bytesSent << " B, received "
+            << s.bytesReceived << " B\n";
 }
 
 /// The static plan and the measured memory of the compiled step per rank
@@ -205,49 +337,48 @@ void printMemory(const RunResult &r, int64_t steps) {
   if (r.gpu) {
     // Every buffer of the step is device memory: the host's counters see
     // nothing, the GPU contexts count what was allocated.
-    llvm::outs() << "device memory of the compute=gpu step (its GPU "
-                    "context's counters, per rank; the host peak is not "
-                    "measured):\n";
+    std::cout << "device memory of the compute=gpu step (its GPU "
+                 "context's counters, per rank; the host peak is not "
+                 "measured):\n";
     for (size_t k = 0; k < r.memory.size(); ++k) {
       const RankMemory &m = r.memory[k];
       int64_t n = std::max<int64_t>(1, steps);
-      llvm::outs() << "  rank " << k << " (GPU " << m.device
-                   << "): " << m.deviceAllocatedBytes << " B allocated in "
-                   << steps << " step(s), " << m.deviceAllocatedBytes / n
-                   << " B per step, peak " << m.devicePeakBytes
-                   << " B live at once; " << m.deviceLaunches / n
-                   << " kernel launches and " << m.deviceGemms / n
-                   << " cuBLAS GEMMs per step; " << m.deviceAllocations
-                   << " device allocations in all, arena " << m.deviceArenaBytes
-                   << " B\n";
+      std::cout << "  rank " << k << " (GPU " << m.device
+                << "): " << m.deviceAllocatedBytes << " B allocated in "
+                << steps << " step(s), " << m.deviceAllocatedBytes / n
+                << " B per step, peak " << m.devicePeakBytes
+                << " B live at once; " << m.deviceLaunches / n
+                << " kernel launches and " << m.deviceGemms / n
+                << " cuBLAS GEMMs per step; " << m.deviceAllocations
+                << " device allocations in all, arena " << m.deviceArenaBytes
+                << " B\n";
     }
     return;
   }
   if (r.plan.planned)
-    llvm::outs() << "static memory plan of the step (per rank): arena "
-                 << r.plan.arenaBytes << " B (" << r.plan.buffers
-                 << " buffers) + outside " << r.plan.outsideBytes
-                 << " B = " << r.plan.peakBytes() << " B\n";
-  llvm::outs() << "measured memory of the compiled step (its arena and the "
-                  "malloc/free of the JIT'd code, per rank):\n";
+    std::cout << "static memory plan of the step (per rank): arena "
+              << r.plan.arenaBytes << " B (" << r.plan.buffers
+              << " buffers) + outside " << r.plan.outsideBytes
+              << " B = " << r.plan.peakBytes() << " B\n";
+  std::cout << "measured memory of the compiled step (its arena and the "
+               "malloc/free of the JIT'd code, per rank):\n";
   for (size_t k = 0; k < r.memory.size(); ++k) {
     const RankMemory &m = r.memory[k];
-    llvm::outs() << "  rank " << k << ": peak " << m.measuredPeakBytes()
-                 << " B, " << m.allocations / std::max<int64_t>(1, steps)
-                 << " allocations per step, held after a step "
-                 << m.heldAfterStepBytes << " B; arena " << m.arenaBytes
-                 << " B + outside " << m.peakBytes << " B, " << m.allocations
-                 << " allocations in all\n";
+    std::cout << "  rank " << k << ": peak " << m.measuredPeakBytes() << " B, "
+              << m.allocations / std::max<int64_t>(1, steps)
+              << " allocations per step, held after a step "
+              << m.heldAfterStepBytes << " B; arena " << m.arenaBytes
+              << " B + outside " << m.peakBytes << " B, " << m.allocations
+              << " allocations in all\n";
   }
   const std::vector<int64_t> &faults = r.stepPageFaults;
   if (faults.size() > 1)
-    llvm::outs() << "  page faults per step after the first (this process): "
-                 << "max "
-                 << *std::max_element(faults.begin() + 1, faults.end())
-                 << ", first step " << faults.front() << "\n";
+    std::cout << "  page faults per step after the first (this process): "
+              << "max " << *std::max_element(faults.begin() + 1, faults.end())
+              << ", first step " << faults.front() << "\n";
   const std::vector<int64_t> &rss = r.residentBytes;
   if (!rss.empty())
-    llvm::outs() << llvm::format(
+    std::cout << format(
         "  resident set of the process: %.1f MiB after step 1, %.1f MiB "
         "after step %zu\n",
         rss.front() / 1048576.0, rss.back() / 1048576.0, rss.size());
@@ -256,23 +387,23 @@ void printMemory(const RunResult &r, int64_t steps) {
 /// The JIT and step times: human-readable or one JSON object.
 void printTimings(const Flags &f, const RunResult &r) {
   if (f.json) {
-    llvm::outs() << llvm::json::Value(toJSON(r)) << "\n";
+    std::cout << toJSON(r) << "\n";
     return;
   }
   if (f.steps <= 1 && f.warmup <= 0)
     return;
-  llvm::outs() << llvm::format(
-      "parse %.3f s, %s %.3f s%s; step over %lld "
-      "run(s) after %lld warmup: median %.3f ms, "
-      "min %.3f ms\n",
-      r.parseSeconds, r.precompiled ? "load" : "jit", r.jitSeconds,
-      r.precompiled ? " (precompiled)"
-      : r.jitCached ? " (cached)"
-                    : "",
-      (long long)f.steps.getValue(), (long long)f.warmup.getValue(),
-      r.medianStepSeconds() * 1e3, r.minStepSeconds() * 1e3);
+  std::cout << format("parse %.3f s, %s %.3f s%s; step over %lld "
+                      "run(s) after %lld warmup: median %.3f ms, "
+                      "min %.3f ms\n",
+                      r.parseSeconds, r.precompiled ? "load" : "jit",
+                      r.jitSeconds,
+                      r.precompiled ? " (precompiled)"
+                      : r.jitCached ? " (cached)"
+                                    : "",
+                      (long long)f.steps, (long long)f.warmup,
+                      r.medianStepSeconds() * 1e3, r.minStepSeconds() * 1e3);
   if (r.medianStepSeconds() > 0)
-    llvm::outs() << llvm::format(
+    std::cout << format(
         "exposed communication (the step's compute waiting for its "
         "collectives): median %.3f ms per step, %.1f%% of the step\n",
         r.medianExposedSeconds() * 1e3,
@@ -281,12 +412,12 @@ void printTimings(const Flags &f, const RunResult &r) {
 
 /// Everything rank 0 (or the threads process) reports after a run.
 void report(const Flags &f, const RunResult &r, bool mpi, int64_t liveSteps) {
-  if (llvm::Error e = writeOutputs(r, f.outputs))
+  if (Error e = writeOutputs(r, f.outputs))
     fail(std::move(e));
   if (r.training && !f.json && liveSteps == 0)
     printSteps(r);
   if (f.stats && !mpi) {
-    llvm::outs() << "collectives and bytes moved per rank:\n";
+    std::cout << "collectives and bytes moved per rank:\n";
     for (size_t k = 0; k < r.stats.size(); ++k)
       printRankStats(k, r.stats[k]);
   }
@@ -301,12 +432,7 @@ void report(const Flags &f, const RunResult &r, bool mpi, int64_t liveSteps) {
 } // namespace
 
 int main(int argc, char **argv) {
-  llvm::InitLLVM init(argc, argv);
-  Flags flags;
-  cl::HideUnrelatedOptions(runCategory);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "fsdp-run: run a lowered fsdp program on "
-                              "every rank of its mesh\n");
+  Flags flags = parseCommandLine(argc, argv);
   LoadOptions load = loadOptions(flags);
   int64_t liveSteps = 0;
   RunOptions run = runOptions(flags, liveSteps);

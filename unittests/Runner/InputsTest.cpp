@@ -1,11 +1,11 @@
 //===- InputsTest.cpp - per-step input files, read once per process -------===//
 
 #include "Inputs.h"
-
-#include "llvm/Support/FileSystem.h"
+#include "Files.h"
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <cstring>
 #include <thread>
 
@@ -15,8 +15,9 @@ namespace {
 
 /// A directory of `steps` files <g>.npy, each [2] f32 holding {g, -g}.
 std::string makeStepFiles(int steps) {
-  llvm::SmallString<128> dir;
-  EXPECT_FALSE(llvm::sys::fs::createUniqueDirectory("fsdp-inputs", dir));
+  char pattern[] = "/tmp/fsdp-inputs-XXXXXX";
+  std::string dir = mkdtemp(pattern) ? pattern : "";
+  EXPECT_FALSE(dir.empty());
   for (int g = 0; g < steps; ++g) {
     npy::Array a;
     a.descr = "<f4";
@@ -24,11 +25,10 @@ std::string makeStepFiles(int steps) {
     float v[2] = {float(g), -float(g)};
     a.data.assign(reinterpret_cast<char *>(v), reinterpret_cast<char *>(v) + 8);
     std::string error;
-    EXPECT_TRUE(
-        npy::write(run::StepInput::stepFile(dir.str().str(), g), a, error))
+    EXPECT_TRUE(npy::write(run::StepInput::stepFile(dir, g), a, error))
         << error;
   }
-  return dir.str().str();
+  return dir;
 }
 
 TEST(StepInput, EachFileIsReadOncePerProcess) {
@@ -44,7 +44,7 @@ TEST(StepInput, EachFileIsReadOncePerProcess) {
         run::StepValue hold;
         auto data = in.at(g, hold);
         if (!data) {
-          llvm::consumeError(data.takeError());
+          (void)data.takeError();
           ++wrong[r];
           continue;
         }
@@ -58,7 +58,7 @@ TEST(StepInput, EachFileIsReadOncePerProcess) {
   for (int r = 0; r < kRanks; ++r)
     EXPECT_EQ(wrong[r], 0) << "rank " << r;
   EXPECT_EQ(in.filesRead(), kSteps);
-  llvm::sys::fs::remove_directories(dir);
+  run::files::removeAll(dir);
 }
 
 TEST(StepInput, AFileThatChangedIsAnErrorForEveryReader) {
@@ -68,10 +68,9 @@ TEST(StepInput, AFileThatChangedIsAnErrorForEveryReader) {
     run::StepValue hold;
     auto data = in.at(0, hold);
     ASSERT_FALSE(!!data);
-    EXPECT_NE(llvm::toString(data.takeError()).find("input 'x'"),
-              std::string::npos);
+    EXPECT_NE(toString(data.takeError()).find("input 'x'"), std::string::npos);
   }
-  llvm::sys::fs::remove_directories(dir);
+  run::files::removeAll(dir);
 }
 
 TEST(StepInput, StackedValuesAreIndexedByStep) {

@@ -9,9 +9,9 @@
 // (results with `fsdp.update_of`) keeps its fed-back state (parameter and
 // optimizer shards) in the session between runs.
 //
-// Errors are llvm::Error values; nothing here exits or aborts the process.
-// tools/fsdp-run is a command line over this API, and fsdprun.h (C) wraps
-// it for embedding and for Python.
+// Errors are Error values (Support.h); nothing here exits or aborts the
+// process. tools/fsdp-run is a command line over this API, and fsdprun.h (C)
+// wraps it for embedding and for Python.
 //
 //===----------------------------------------------------------------------===//
 
@@ -19,11 +19,7 @@
 #define FSDP_RUNNER_RUNNER_H
 
 #include "fsdp/Runner/Bytes.h"
-
-#include "llvm/ADT/ArrayRef.h"
-#include "llvm/ADT/StringRef.h"
-#include "llvm/Support/Error.h"
-#include "llvm/Support/JSON.h"
+#include "fsdp/Runner/Support.h"
 
 #include <cstdint>
 #include <functional>
@@ -92,9 +88,9 @@ struct RunOptions {
   bool cudaGraphs = true;
   /// Called on rank 0 when a training step ends, with the step's scalars
   /// (only when rank 0 holds their global values).
-  std::function<void(int64_t step, llvm::ArrayRef<StepScalar>)> onStep;
+  std::function<void(int64_t step, Span<const StepScalar>)> onStep;
   /// Progress messages ("resumed from ...", "saved checkpoint ...").
-  std::function<void(llvm::StringRef)> onMessage;
+  std::function<void(std::string_view)> onMessage;
 };
 
 /// Collective calls and bytes of one rank.
@@ -189,7 +185,7 @@ struct RunResult {
   /// of one step, else why not ("off: ..." when disabled or not capturable).
   std::string cudaGraph;
 
-  const HostArray *output(llvm::StringRef name) const;
+  const HostArray *output(std::string_view name) const;
   double medianStepSeconds() const;
   double medianExposedSeconds() const;
   double minStepSeconds() const;
@@ -197,11 +193,11 @@ struct RunResult {
 
 /// The timings, memory and per-step scalars as one JSON object (the
 /// `fsdp-run --json` report).
-llvm::json::Object toJSON(const RunResult &result);
+std::string toJSON(const RunResult &result, int indent = 0);
 
 /// Writes every output as <dir>/<name>.npy (and <name>.rank<r>.npy for the
 /// per-rank copies), each through a temporary file and a rename.
-llvm::Error writeOutputs(const RunResult &result, const std::string &dir);
+Error writeOutputs(const RunResult &result, const std::string &dir);
 
 /// A description of an argument or result, for callers that bind inputs
 /// from memory.
@@ -221,11 +217,11 @@ public:
   ~Session();
   /// Opens a lowered module from a file (text or bytecode), or a step
   /// library built by fsdp-compile (loaded without compiling).
-  static llvm::Expected<std::unique_ptr<Session>>
+  static Expected<std::unique_ptr<Session>>
   openFile(const std::string &path, const LoadOptions &options);
   /// Opens a lowered module held in memory.
-  static llvm::Expected<std::unique_ptr<Session>>
-  openBuffer(llvm::StringRef bytes, const LoadOptions &options);
+  static Expected<std::unique_ptr<Session>>
+  openBuffer(std::string_view bytes, const LoadOptions &options);
 
   const Program &program() const;
   std::vector<PortInfo> inputs() const;
@@ -240,13 +236,13 @@ public:
   /// shape; an input without a layout: the batch of every rank, rank r's
   /// rows r*B..(r+1)*B-1). For a training step, setting a fed-back argument
   /// resets its state to this value at the next run.
-  llvm::Error setInput(llvm::StringRef name, llvm::StringRef dtype,
-                       llvm::ArrayRef<int64_t> shape, llvm::StringRef bytes);
+  Error setInput(std::string_view name, std::string_view dtype,
+                 Span<const int64_t> shape, std::string_view bytes);
 
   /// Runs `options.steps` steps on every rank. A training step continues
   /// from the state the previous run left (unless inputs reset it). A run
   /// that fails leaves the session usable when `usable()` says so.
-  llvm::Expected<RunResult> run(const RunOptions &options);
+  Expected<RunResult> run(const RunOptions &options);
 
   /// False once a run failed in a way that leaves the ranks' state unknown
   /// (a collective failed or timed out); every later call fails.

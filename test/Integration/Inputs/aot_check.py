@@ -5,7 +5,10 @@ of a RUN line is this script: it compiles the module with fsdp-compile
 (cached by content), runs fsdp-run on the module (the JIT) and on the step
 library, requires the same exit status, the same output lines (timing lines
 aside) and bit-identical .npy results and checkpoints, and then reports what
-the JIT run printed, so the test's own checks apply as before.
+the JIT run printed, so the test's own checks apply as before. The step
+library runs with no JIT available ($FSDP_JIT_LIBRARY names no file), with
+the build's fsdp-run or the one `--aot-runner=PATH` names (a runner built
+from runtime/ alone).
 
 Under mpirun each rank runs only the step library (a second MPI run inside a
 rank's process is not possible); the test's checks then hold the AOT
@@ -142,6 +145,11 @@ def main() -> int:
     tools = sys.argv[1].split("=", 1)[1]
     args = sys.argv[2:]
     run = f"{tools}/fsdp-run"
+    aot_run = run
+    if args and args[0].startswith("--aot-runner="):
+        aot_run = args.pop(0).split("=", 1)[1]
+    # The step library's runs must not need the JIT.
+    aot_env = dict(os.environ, FSDP_JIT_LIBRARY="/nonexistent/libfsdpjit.so")
     i = module_index(args)
     under_mpi = "OMPI_COMM_WORLD_RANK" in os.environ or "PMI_RANK" in os.environ
     lib, why = compile_library(tools, args[i]) if i is not None else (None, "")
@@ -149,7 +157,9 @@ def main() -> int:
         if lib is None:
             sys.stderr.write(why)
             return 1
-        return subprocess.run([run] + args[:i] + [lib] + args[i + 1 :]).returncode
+        return subprocess.run(
+            [aot_run] + args[:i] + [lib] + args[i + 1 :], env=aot_env
+        ).returncode
     jit = subprocess.run([run] + args, capture_output=True, text=True)
     sys.stdout.write(jit.stdout)
     sys.stderr.write(jit.stderr)
@@ -171,7 +181,7 @@ def main() -> int:
             renamed.append((found[1], found[1] + ".aot"))
     for _, d in renamed:
         subprocess.run(["rm", "-rf", d])
-    aot = subprocess.run([run] + aot_args, capture_output=True, text=True)
+    aot = subprocess.run([aot_run] + aot_args, capture_output=True, text=True, env=aot_env)
     problems = []
     if aot.returncode != jit.returncode:
         problems.append(
