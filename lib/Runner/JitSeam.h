@@ -59,8 +59,8 @@ using JitOpenFunction = int (*)(JitOpenCall *);
 
 /// The runner's side (JitLoader.cpp): opens `bytes` with the JIT library,
 /// loaded once from $FSDP_JIT_LIBRARY when set, else libfsdpjit.so beside
-/// the runner (or in ../lib from it), else the build's. An error says when there is
-/// none: such a runner runs step libraries only.
+/// the runner (or in ../lib from it), else the build's. An error says when
+/// there is none: such a runner runs step libraries only.
 struct JitOpened {
   std::unique_ptr<StepCode> code;
   std::string manifest;

@@ -107,6 +107,16 @@ static json::Object reportObject(const RunResult &r) {
                              {"peak_bytes", r.plan.peakBytes()},
                              {"buffers", r.plan.buffers}};
   o["rss_bytes"] = listOf(r.residentBytes);
+  // Collectives and bytes of each rank (MPI: rank 0's only).
+  json::Array comm;
+  for (const CommStats &s : r.stats)
+    comm.push_back(json::Object{{"calls", s.collectives},
+                                {"all_gathers", s.allGathers},
+                                {"reduce_scatters", s.reduceScatters},
+                                {"all_reduces", s.allReduces},
+                                {"bytes_sent", s.bytesSent},
+                                {"bytes_received", s.bytesReceived}});
+  o["comm"] = std::move(comm);
   // A GPU step: the jit_* counters above are the host's (nothing there);
   // these are the device's.
   o["gpu"] = r.gpu;
