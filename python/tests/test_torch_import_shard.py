@@ -33,8 +33,9 @@ def split_axes(placements: str, rank: int) -> str:
     return "[" + ", ".join("[" + ", ".join(map(str, d)) + "]" for d in dims) + "]"
 
 
-def to_shard_form(text: str, mesh_shape) -> str:
-    """fsdp layouts -> one shard.sharding + shard.shard per parameter."""
+def to_shard_form(text: str, mesh_shape, frozen=()) -> str:
+    """fsdp layouts -> one shard.sharding + shard.shard per parameter; the
+    arguments in `frozen` (indices) are marked fsdp.frozen."""
     text = re.sub(
         r"fsdp\.mesh @mesh \[[^\]]*\]",
         f"shard.grid @mesh(shape = {'x'.join(map(str, mesh_shape))})",
@@ -50,14 +51,24 @@ def to_shard_form(text: str, mesh_shape) -> str:
             f"    %sh{arg} = shard.shard %arg{arg} to %s{arg} annotate_for_users : {ty}\n"
         )
     text = LAYOUT.sub("", text)
+    for arg in frozen:
+        text = re.sub(rf"(%arg{arg}: tensor<[^>]*> )\{{", r"\1{fsdp.frozen, ", text, count=1)
     head, body = text.split(") {\n", 1)
     return head + ") {\n" + "".join(annotations) + body
 
 
-@pytest.mark.parametrize("mesh,placement", [("2x2", None), ("4", {r".*\.weight": "shard<1>"})])
-def test_shard_annotations_round_trip(tmp_path, mesh, placement):
+@pytest.mark.parametrize(
+    "mesh,placement,frozen",
+    [("2x2", None, False), ("4", {r".*\.weight": "shard<1>"}, False), ("2x2", None, True)],
+)
+def test_shard_annotations_round_trip(tmp_path, mesh, placement, frozen):
+    """With `frozen`, the first layer's weight is frozen (requires_grad=False)
+    and marked fsdp.frozen in the shard form: it gets its layout and no
+    gradient."""
     torch.manual_seed(8)
     module = T.MLP((6, 8, 3))
+    if frozen:
+        module.layers[0].weight.requires_grad_(False)
     g = torch.Generator().manual_seed(9)
     batch = (torch.randn(8, 6, generator=g), torch.randn(8, 3, generator=g))
     out = tmp_path / "mlp"
@@ -68,7 +79,9 @@ def test_shard_annotations_round_trip(tmp_path, mesh, placement):
     printed = subprocess.run(
         [T.tool("fsdp-opt"), str(out / "step.mlir")], check=True, capture_output=True, text=True
     ).stdout
-    upstream = to_shard_form(printed, model["mesh"]["shape"])
+    frozen_args = [i for i, p in enumerate(model["params"]) if p["frozen"]]
+    assert len(frozen_args) == int(frozen)
+    upstream = to_shard_form(printed, model["mesh"]["shape"], frozen_args)
     assert "fsdp.layout" not in upstream and "fsdp.mesh" not in upstream
     (out / "step.mlir").write_text(upstream)
     names = ",".join(model["mesh"]["axes"])

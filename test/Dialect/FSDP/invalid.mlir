@@ -146,6 +146,29 @@ func.func @grad_of_data(%x: tensor<4xf32>) -> (tensor<4xf32> {fsdp.grad_of = 0 :
 
 // -----
 
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{result #0 is marked as the gradient of argument #0, which is frozen (fsdp.frozen)}}
+func.func @grad_of_frozen(%w: tensor<8xf32> {fsdp.frozen, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) -> (tensor<8xf32> {fsdp.grad_of = 0 : i64}) {
+  return %w : tensor<8xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.frozen' on argument #0 marks a frozen parameter, but the argument has no fsdp.layout and no shard.shard annotation}}
+func.func @frozen_data(%x: tensor<4xf32> {fsdp.frozen}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+// expected-error @+1 {{'fsdp.frozen' is a unit attribute}}
+func.func @frozen_not_unit(%w: tensor<8xf32> {fsdp.frozen = 1 : i64, fsdp.layout = #fsdp.layout<@mesh, [shard<0>]>}) {
+  return
+}
+
+// -----
+
 // expected-error @+1 {{unknown fsdp argument attribute 'fsdp.layuot' on argument #0}}
 func.func @typo(%x: tensor<4xf32> {fsdp.layuot = 1}) {
   return

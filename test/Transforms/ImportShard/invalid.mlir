@@ -60,7 +60,7 @@ shard.grid @grid(shape = 4)
 func.func @data_argument(%w: tensor<8xf32>, %x: tensor<8xf32>) -> (tensor<f32> {fsdp.loss}, tensor<8xf32> {fsdp.grad_of = 0}) {
   %s = shard.sharding @grid split_axes = [[0]] : !shard.sharding
   %w1 = shard.shard %w to %s annotate_for_users : tensor<8xf32>
-  // expected-error @+1 {{'shard.shard' op annotates argument #1, but no result is its gradient (fsdp.grad_of); only parameters carry layouts in an fsdp step, data arguments are this rank's micro-batch at its local shape}}
+  // expected-error @+1 {{'shard.shard' op annotates argument #1, but no result is its gradient (fsdp.grad_of); only parameters carry layouts in an fsdp step, data arguments are this rank's micro-batch at its local shape (mark a frozen parameter with fsdp.frozen)}}
   %x1 = shard.shard %x to %s annotate_for_users : tensor<8xf32>
   %l, %g = "model.step"(%w1, %x1) : (tensor<8xf32>, tensor<8xf32>) -> (tensor<f32>, tensor<8xf32>)
   return %l, %g : tensor<f32>, tensor<8xf32>

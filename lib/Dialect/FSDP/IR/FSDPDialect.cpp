@@ -219,6 +219,32 @@ static LogicalResult verifyNoBarePrefix(Operation *op, DictionaryAttr attrs,
   return success();
 }
 
+/// Unit attribute on a parameter argument that no result is the gradient of
+/// (FSDP2's requires_grad=False; docs/PASSES.md, input contract). Optional
+/// where the argument has an fsdp.layout; --fsdp-import-shard needs it to
+/// tell a frozen parameter from a sharded data argument.
+static constexpr llvm::StringLiteral kFrozenAttrName = "fsdp.frozen";
+
+static bool isShardAnnotated(FunctionOpInterface func, unsigned arg);
+
+/// `fsdp.frozen` marks a parameter without a gradient: it needs a layout
+/// (or a `shard.shard` annotation that --fsdp-import-shard turns into one).
+/// That no result is its gradient is checked at the gradient.
+static LogicalResult verifyFrozenArg(Operation *op, FunctionOpInterface func,
+                                     unsigned argIndex, NamedAttribute attr,
+                                     StringRef what) {
+  StringRef name = attr.getName().getValue();
+  if (!isa<UnitAttr>(attr.getValue()))
+    return op->emitOpError() << "'" << name << "' is a unit attribute";
+  if (func && !func.getArgAttr(argIndex, kLayoutAttrName) &&
+      !isShardAnnotated(func, argIndex))
+    return op->emitOpError()
+           << "'" << name << "' on " << what
+           << " marks a frozen parameter, but the argument has no fsdp.layout "
+              "and no shard.shard annotation";
+  return success();
+}
+
 LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
                                                     unsigned regionIndex,
                                                     unsigned argIndex,
@@ -252,6 +278,8 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
       return op->emitOpError() << "'" << name << "' is a unit attribute";
     return success();
   }
+  if (name == kFrozenAttrName)
+    return verifyFrozenArg(op, func, argIndex, attr, what);
   if (name == kNameAttrName)
     return verifyName(op, attr.getValue(), what, /*isArgument=*/true, argIndex);
   if (name == kUnitAttrName) {
@@ -329,6 +357,10 @@ static LogicalResult verifyGradOfResult(Operation *op, FunctionOpInterface func,
     return op->emitOpError() << what << " is marked as the gradient of "
                              << "argument #" << arg
                              << ", which has no fsdp.layout (not a parameter)";
+  if (func.getArgAttr(arg, kFrozenAttrName))
+    return op->emitOpError()
+           << what << " is marked as the gradient of "
+           << "argument #" << arg << ", which is frozen (fsdp.frozen)";
   Type argType = func.getArgumentTypes()[arg];
   if (!haveSameShape(argType, type))
     return op->emitOpError()

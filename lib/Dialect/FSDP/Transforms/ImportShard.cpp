@@ -30,6 +30,12 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
+/// Unit attribute on a parameter argument that no result is the gradient of
+/// (FSDP2's requires_grad=False; docs/PASSES.md, input contract). Optional
+/// where the argument has an fsdp.layout; --fsdp-import-shard needs it to
+/// tell a frozen parameter from a sharded data argument.
+static constexpr llvm::StringLiteral kFrozenAttrName = "fsdp.frozen";
+
 namespace {
 
 /// The fsdp layout of one `shard.sharding`, or failure (diagnosed).
@@ -169,12 +175,16 @@ struct ImportShardPass
         ok = false;
         continue;
       }
-      if (!gradOf.empty() && !gradOf.contains(i)) {
+      // A frozen parameter (fsdp.frozen) has a layout and no gradient; any
+      // other annotated argument without one is a data argument.
+      if (!gradOf.empty() && !gradOf.contains(i) &&
+          !func.getArgAttr(i, kFrozenAttrName)) {
         annotations.front().emitOpError()
             << "annotates argument #" << i
             << ", but no result is its gradient (fsdp.grad_of); only "
                "parameters carry layouts in an fsdp step, data arguments are "
-               "this rank's micro-batch at its local shape";
+               "this rank's micro-batch at its local shape (mark a frozen "
+               "parameter with fsdp.frozen)";
         ok = false;
         continue;
       }
