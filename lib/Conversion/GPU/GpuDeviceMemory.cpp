@@ -5,9 +5,13 @@
 // code become `gpu.alloc` / `gpu.dealloc` (the runtime's `mgpuMemAlloc` /
 // `mgpuMemFree`, ordered on the rank's compute stream), and the arena that
 // fsdp-assign-buffers planned the other buffers into is the rank's device
-// arena (`fsdprt_gpu_arena`, allocated once). Host code that
-// would read or write a buffer itself, or hand the device a host buffer
-// (a stack allocation, a global), is diagnosed: it cannot run. The one
+// arena (`fsdprt_gpu_arena`, allocated once). A constant global the step
+// reads (an index tensor, a splat that bufferization made a global: the
+// decompositions of scatter, index_put and data-dependent guards make them)
+// is copied to a device buffer where it is read. Host code that would read
+// or write a buffer itself, or hand the device a host buffer it does not
+// only read (a stack allocation, a global that leaves the function), is
+// diagnosed: it cannot run. The one
 // exception is a scalar the host computes or needs as a value (the
 // optimizer's step count and bias corrections, its learning rate read with
 // `tensor.extract`): a one-element buffer is read through a host copy after a
@@ -20,8 +24,10 @@
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPGPUDEVICEMEMORY
@@ -103,6 +109,49 @@ void useDeviceForms(ModuleOp module) {
   }
 }
 
+/// Whether `value` (or a view of it) leaves its block: a terminator's
+/// operand (a result of the step, a loop's yield).
+bool escapes(Value value) {
+  for (Operation *user : value.getUsers()) {
+    if (user->hasTrait<OpTrait::IsTerminator>())
+      return true;
+    if (auto view = dyn_cast<ViewLikeOpInterface>(user))
+      if (view.getViewSource() == value && escapes(view->getResult(0)))
+        return true;
+  }
+  return false;
+}
+
+/// A constant global read in its block: its data can be copied to a device
+/// buffer there, freed at the end of the block.
+bool isCopyableGlobal(memref::GetGlobalOp op) {
+  MemRefType type = op.getType();
+  return type.hasStaticShape() && type.getLayout().isIdentity() &&
+         !escapes(op.getResult());
+}
+
+/// `memref.get_global` -> a device buffer, the global copied into it in
+/// stream order, freed before the block's terminator (after every read of
+/// the block and of the regions in it). One allocation and one copy each
+/// time the block runs; the constants the frontend's decompositions leave
+/// are small (index tensors, splats).
+void copyGlobalToDevice(memref::GetGlobalOp op) {
+  OpBuilder b(op);
+  Location loc = op.getLoc();
+  auto device = gpu::AllocOp::create(
+      b, loc, op.getType(), /*asyncToken=*/Type(),
+      /*asyncDependencies=*/ValueRange(), /*dynamicSizes=*/ValueRange(),
+      /*symbolOperands=*/ValueRange(), /*hostShared=*/false);
+  op.getResult().replaceAllUsesWith(device.getMemref());
+  b.setInsertionPointAfter(device);
+  gpu::MemcpyOp::create(b, loc, Type(), ValueRange(), device.getMemref(),
+                        op.getResult());
+  b.setInsertionPoint(op->getBlock()->getTerminator());
+  gpu::DeallocOp::create(b, loc, /*asyncToken=*/Type(), ValueRange(),
+                         device.getMemref());
+  op->moveBefore(device);
+}
+
 /// Why host code cannot run `op` when buffers live on the device, or "".
 StringRef hostAccess(Operation *op) {
   if (isScalarAccess(op))
@@ -111,8 +160,10 @@ StringRef hostAccess(Operation *op) {
     return "host code would access a device buffer";
   if (isa<memref::AllocaOp>(op))
     return "a stack buffer is host memory the device cannot read";
-  if (isa<memref::GetGlobalOp>(op))
-    return "a global buffer is host memory the device cannot read";
+  if (auto global = dyn_cast<memref::GetGlobalOp>(op))
+    if (!isCopyableGlobal(global))
+      return "a global buffer that leaves its block (or has a dynamic shape "
+             "or a layout) is host memory the device cannot read";
   return "";
 }
 
@@ -123,6 +174,7 @@ struct FSDPGpuDeviceMemoryPass
 
   void runOnOperation() override {
     SmallVector<Operation *> ops;
+    SmallVector<memref::GetGlobalOp> globals;
     WalkResult walk =
         getOperation().walk<WalkOrder::PreOrder>([&](Operation *op) {
           if (isa<gpu::GPUModuleOp, gpu::LaunchOp>(op))
@@ -134,10 +186,14 @@ struct FSDPGpuDeviceMemoryPass
           }
           if (isa<memref::AllocOp, memref::DeallocOp>(op) || isScalarAccess(op))
             ops.push_back(op);
+          if (auto global = dyn_cast<memref::GetGlobalOp>(op))
+            globals.push_back(global);
           return WalkResult::advance();
         });
     if (walk.wasInterrupted())
       return signalPassFailure();
+    for (memref::GetGlobalOp global : globals)
+      copyGlobalToDevice(global);
     for (Operation *op : ops) {
       OpBuilder b(op);
       if (isa<memref::LoadOp, memref::StoreOp>(op)) {

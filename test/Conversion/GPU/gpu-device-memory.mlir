@@ -61,9 +61,39 @@ func.func @host_load(%x: memref<16xf32>) -> f32 {
 
 memref.global "private" constant @table : memref<4xf32> = dense<[1.0, 2.0, 3.0, 4.0]>
 func.func @host_global() -> memref<4xf32> {
-  // expected-error @below {{cannot run with compute=gpu: a global buffer is host memory the device cannot read}}
+  // expected-error @below {{cannot run with compute=gpu: a global buffer that leaves its block (or has a dynamic shape or a layout) is host memory the device cannot read}}
   %g = memref.get_global @table : memref<4xf32>
   return %g : memref<4xf32>
+}
+
+// -----
+
+// A constant global a kernel reads (the index tensors and splats of the
+// frontend's scatter and guard decompositions): copied into a device buffer
+// where it is read, freed at the end of its block; the kernel reads the copy.
+// CHECK-LABEL: func.func @device_global
+memref.global "private" constant @rows : memref<4xi64> = dense<[0, 2, 1, 0]>
+func.func @device_global(%x: memref<4xf32>) {
+  // CHECK: %[[G:.*]] = memref.get_global @rows : memref<4xi64>
+  // CHECK-NEXT: %[[D:.*]] = gpu.alloc () : memref<4xi64>
+  // CHECK-NEXT: gpu.memcpy %[[D]], %[[G]] : memref<4xi64>, memref<4xi64>
+  // CHECK: %[[V:.*]] = memref.subview %[[D]]
+  // CHECK: gpu.launch
+  // CHECK: memref.load %[[V]]
+  // CHECK: gpu.terminator
+  // CHECK: gpu.dealloc %[[D]] : memref<4xi64>
+  // CHECK-NEXT: return
+  %g = memref.get_global @rows : memref<4xi64>
+  %v = memref.subview %g[0] [2] [1] : memref<4xi64> to memref<2xi64, strided<[1]>>
+  %c1 = arith.constant 1 : index
+  gpu.launch blocks(%bx, %by, %bz) in (%gx = %c1, %gy = %c1, %gz = %c1)
+             threads(%tx, %ty, %tz) in (%sx = %c1, %sy = %c1, %sz = %c1) {
+    %i = memref.load %v[%tx] : memref<2xi64, strided<[1]>>
+    %f = arith.sitofp %i : i64 to f32
+    memref.store %f, %x[%tx] : memref<4xf32>
+    gpu.terminator
+  }
+  return
 }
 
 // -----
