@@ -37,6 +37,7 @@ FSDPRecomputeOptions FSDPPipelineOptions::recomputeOptions() const {
 FSDPTensorParallelOptions FSDPPipelineOptions::tensorParallelOptions() const {
   FSDPTensorParallelOptions o;
   o.reduceDtype = reduceDtype; // FSDP2 does not: its TP reductions stay f32
+  o.sequenceParallel = sequenceParallel;
   return o;
 }
 

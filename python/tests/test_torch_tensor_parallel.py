@@ -18,7 +18,7 @@ from test_torch_models import RTOL, errors_vs_float64, lm_loss, run, tokens  # n
 
 from fsdp_mlir.torch import export_step  # noqa: E402
 from fsdp_mlir.torch.export import ExportError  # noqa: E402
-from fsdp_mlir.torch.tensor_parallel import tp_placements  # noqa: E402
+from fsdp_mlir.torch.tensor_parallel import tp_placements, uses_sequence_parallel  # noqa: E402
 
 needs_tools = pytest.mark.skipif(
     not (T.tool("fsdp-opt") and T.tool("fsdp-run")), reason="fsdp-opt / fsdp-run not built"
@@ -99,8 +99,11 @@ def test_plan_styles_and_errors():
     assert all(p == {"kind": "tp_replicate"} for p in places.values())
     with pytest.raises(ValueError, match="unknown style 'diagonal'"):
         tp_placements(module, {"layers.0": "diagonal"}, 2)
-    with pytest.raises(ValueError, match="sequence parallelism"):
-        tp_placements(module, {"layers.0": "sequence_parallel"}, 2)
+    # sequence_parallel modules keep their parameters whole.
+    places = tp_placements(module, {"layers.0": "sequence_parallel"}, 2)
+    assert all(p == {"kind": "tp_replicate"} for p in places.values())
+    assert uses_sequence_parallel(module, {"layers.0": "sequence_parallel"})
+    assert not uses_sequence_parallel(module, {"layers.0": "colwise"})
     with pytest.raises(ValueError, match="no module path matches"):
         tp_placements(module, {"blocks.*.mlp": "colwise"}, 2)
     with pytest.raises(

@@ -170,6 +170,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Free gathered parameters after forward, re-gather "
                      "for backward"),
       llvm::cl::init(FSDPPartitionOptions().reshardAfterForward)};
+  // fsdp-tensor-parallel
+  Option<bool> sequenceParallel{
+      *this, "sequence-parallel",
+      llvm::cl::desc("Sequence parallelism on the tensor-parallel axis "
+                     "(fsdp-tensor-parallel)"),
+      llvm::cl::init(false)};
   Option<bool> allReduceLoss{
       *this, "all-reduce-loss",
       llvm::cl::desc("All-reduce the loss to the global mean"),

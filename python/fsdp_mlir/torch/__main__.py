@@ -90,6 +90,7 @@ def cmd_export(args) -> int:
         reduce_dtype=args.reduce_dtype,
         verify=args.verify,
         tp_plan=_tp_plan_arg(args.tp_plan) if args.tp_plan else built.get("tp_plan"),
+        sequence_parallel=args.sequence_parallel or built.get("sequence_parallel", False),
     )
     mesh = "x".join(map(str, model["mesh"]["shape"]))
     units = ", ".join(model["config"]["units"])
@@ -160,6 +161,11 @@ def main(argv=None) -> int:
         "--tp-plan",
         help="with a tp axis: auto (the model's base_model_tp_plan) or "
         "PATTERN=STYLE,... (e.g. 'mlp.up=colwise,mlp.down=rowwise')",
+    )
+    ex.add_argument(
+        "--sequence-parallel",
+        action="store_true",
+        help="with a tp axis: split activations over their tokens between tensor-parallel products",
     )
     ex.add_argument(
         "--unit",

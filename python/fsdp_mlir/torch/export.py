@@ -550,6 +550,7 @@ def export_step(
     verify: bool | None = None,
     buffer_updates: str | None = None,
     tp_plan=None,
+    sequence_parallel: bool = False,
 ) -> dict:
     """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
     parameters and batch as `.npy`; returns the model description.
@@ -565,6 +566,9 @@ def export_step(
     colwise_rep, rowwise_rep, replicated_with_grad_allreduce) or "auto"
     (the model's config.base_model_tp_plan); parameters outside the plan
     are replicated over `tp` (docs/TENSOR_PARALLEL.md).
+    sequence_parallel: split activations over their tokens between
+    tensor-parallel products (also on when the plan has a
+    `sequence_parallel` module).
     verify: run the imported step unsharded on rank 0's micro-batch and compare
     it with torch eager (fsdp_mlir.torch.verify); None (default) does so when
     the project's tools are found (above verify.AUTO_LIMIT elements on the
@@ -612,8 +616,11 @@ def export_step(
             tp_places = TP.tp_placements(module, tp_plan, mesh_d["shape"][M.tp_axis(mesh_d)])
         except TP.PlanError as err:
             raise ExportError(str(err)) from None
+        sequence_parallel = sequence_parallel or TP.uses_sequence_parallel(module, tp_plan)
     elif tp_plan is not None:
         raise ExportError(f"tp_plan needs a mesh with a tp axis (e.g. dp=2,tp=2), got '{mesh}'")
+    elif sequence_parallel:
+        raise ExportError(f"sequence_parallel needs a mesh with a tp axis, got '{mesh}'")
 
     named = [(n, p) for n, p in module.named_parameters()]
     if not named:
@@ -680,6 +687,8 @@ def export_step(
         options.append(f"param-dtype={param_dtype}")
     if reduce_dtype:
         options.append(f"reduce-dtype={reduce_dtype}")
+    if sequence_parallel:
+        options.append("sequence-parallel=true")
     model = {
         "format": M.FORMAT_VERSION,
         "kind": FRONTEND_KIND,

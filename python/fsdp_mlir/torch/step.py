@@ -39,6 +39,7 @@ _EXPORT_OPTIONS = (
     "reduce_dtype",
     "verify",
     "tp_plan",
+    "sequence_parallel",
 )
 
 

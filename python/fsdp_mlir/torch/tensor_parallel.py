@@ -19,13 +19,15 @@ import torch
 COLWISE = ("colwise", "colwise_rep", "local_colwise")
 ROWWISE = ("rowwise", "rowwise_rep", "local_rowwise")
 REPLICATED = ("replicated_with_grad_allreduce", "local")
+# Norms, dropout and residuals on this rank's tokens: the module's
+# parameters stay whole (their gradients, sums over split tokens, are
+# all-reduced) and the step is partitioned with sequence parallelism.
+SEQUENCE_PARALLEL = ("sequence_parallel",)
 UNSUPPORTED = {
-    "sequence_parallel": "sequence parallelism (sharded activations between blocks) "
-    "is not supported yet",
     "gather": "gathered outputs of a local module are not supported",
     "isolate": "isolated modules are not supported",
 }
-STYLES = COLWISE + ROWWISE + REPLICATED + tuple(UNSUPPORTED)
+STYLES = COLWISE + ROWWISE + REPLICATED + SEQUENCE_PARALLEL + tuple(UNSUPPORTED)
 
 
 class PlanError(ValueError):
@@ -53,6 +55,13 @@ def resolve_plan(module: torch.nn.Module, tp_plan) -> dict:
     if isinstance(tp_plan, dict):
         return dict(tp_plan)
     raise PlanError(f"tp_plan: expected 'auto' or a {{pattern: style}} dict, got {tp_plan!r}")
+
+
+def uses_sequence_parallel(module: torch.nn.Module, tp_plan) -> bool:
+    """Whether the plan has a `sequence_parallel` module: then the compiler
+    splits activations over their tokens between tensor-parallel products
+    (`fsdp-tensor-parallel sequence-parallel`)."""
+    return any(s in SEQUENCE_PARALLEL for s in resolve_plan(module, tp_plan).values())
 
 
 def _is_conv1d(mod) -> bool:
@@ -110,7 +119,7 @@ def tp_placements(module: torch.nn.Module, tp_plan, tp_size: int) -> dict:
                 style = s
                 matched.add(p)
                 break
-        if style is None or style in REPLICATED:
+        if style is None or style in REPLICATED + SEQUENCE_PARALLEL:
             continue
         for name, place in _linear_placements(path, mod, style).items():
             out[f"{path}.{name}"] = place

@@ -121,11 +121,13 @@ func.func @other(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
 // -----
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
-// An embedding table split over tp and read by index inside a linalg body.
-func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+// An embedding table split over tp along its rows (the vocabulary) and
+// read by index inside a linalg body. (Split along the features, read at
+// `linalg.index 1` of a loop that is split the same way, it is partitioned.)
+func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
                   %ids: tensor<2xindex>) -> tensor<2x4xf32> {
   %e = tensor.empty() : tensor<2x4xf32>
-  // expected-error @+1 {{its body reads a value sharded along dim 1 over the tensor-parallel axis by global indices (an embedding or gather): such a parameter must be tp_replicate}}
+  // expected-error @+1 {{its body reads a value sharded along dim 0 over the tensor-parallel axis by global indices (an embedding or gather): such a parameter must be tp_replicate}}
   %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
        ins(%ids : tensor<2xindex>) outs(%e : tensor<2x4xf32>) {
   ^bb0(%id: index, %out: f32):
@@ -134,4 +136,29 @@ func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [sh
     linalg.yield %v : f32
   } -> tensor<2x4xf32>
   return %g : tensor<2x4xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// The body reads the index of the split features: each rank would see its
+// local index.
+func.func @index_of_split_loop(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                               %x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
+  // expected-error @+1 {{its body reads the index of loop d1, which is split over the tensor-parallel axis: this rank's index is not the global one}}
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%h : tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %j = linalg.index 1 : index
+    %ji = arith.index_cast %j : index to i64
+    %jf = arith.sitofp %ji : i64 to f32
+    %s = arith.addf %a, %jf : f32
+    linalg.yield %s : f32
+  } -> tensor<2x8xf32>
+  return %r : tensor<2x8xf32>
 }

@@ -88,8 +88,21 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
     sharding is ambiguous (operands sharded along different loops), where a
     reshape cannot carry it, and where a replicated value would need
     slicing. A sum along the sharded loop into a value (a residual) sums
-    from zero and adds the value after the all-reduce. Sequence parallelism (sharded activations
-    between blocks) is not done here. docs/TENSOR_PARALLEL.md.
+    from zero and adds the value after the all-reduce.
+
+    Sequence parallelism (`sequence-parallel`, or `fsdp.sequence_parallel`
+    on the function): the partial sum of an activation (a row-parallel
+    product, the input gradient of a column-parallel one) is
+    reduce-scattered along its outermost non-unit dim, the tokens, instead
+    of all-reduced; such a *sequence-split* value flows through elementwise
+    ops, norms and residuals on this rank's tokens. Where it meets a
+    feature split (a column-parallel product, the backward of a
+    row-parallel one) or an op that needs it whole, it is all-gathered
+    (once per value). A replicated value it meets along the tokens is cut
+    to this rank's part (a reduce-scatter with `max` of identical copies)
+    when that moves fewer bytes than gathering. A sum over the split tokens
+    (a norm's or replicated layer's weight gradient, the loss) is
+    all-reduced. docs/TENSOR_PARALLEL.md.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
@@ -99,12 +112,21 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
            /*default=*/"::mlir::fsdp::FloatDtype::none",
            "Element type the tensor-parallel all-reduces run in",
            [{FSDP_FLOAT_DTYPE_VALUES}]>,
+    Option<"sequenceParallel", "sequence-parallel", "bool",
+           /*default=*/"false",
+           "Split activations over their tokens between tensor-parallel "
+           "products (reduce-scatter after a row-parallel product, "
+           "all-gather before a column-parallel one)">,
   ];
   let statistics = [
     Statistic<"numShardedOps", "sharded-ops",
               "Ops that compute on this rank's part only">,
     Statistic<"numAllReduces", "all-reduces",
               "Tensor-parallel all-reduces inserted">,
+    Statistic<"numAllGathers", "all-gathers",
+              "Sequence-parallel all-gathers inserted">,
+    Statistic<"numReduceScatters", "reduce-scatters",
+              "Sequence-parallel reduce-scatters inserted">,
   ];
 }
 

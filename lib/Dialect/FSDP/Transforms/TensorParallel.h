@@ -1,0 +1,136 @@
+//===- TensorParallel.h - fsdp-tensor-parallel's shared state ---*- C++ -*-===//
+//
+// The state of partitioning one step over its tensor-parallel axis, shared
+// by the files of fsdp-tensor-parallel: the pass and its per-function walk
+// (TensorParallel.cpp), structured ops (TensorParallelLinalg.cpp), reshapes,
+// slices and concatenations (TensorParallelReshapes.cpp), and the values
+// and collectives it inserts (TensorParallelValues.cpp).
+// docs/TENSOR_PARALLEL.md.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_LIB_DIALECT_FSDP_TRANSFORMS_TENSORPARALLEL_H
+#define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_TENSORPARALLEL_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "llvm/ADT/DenseMap.h"
+
+#include <string>
+
+namespace mlir::fsdp::tensor_parallel {
+
+/// Unit attribute on a step whose activations fsdp-tensor-parallel splits
+/// over the tokens between tensor-parallel products (sequence parallelism).
+inline constexpr llvm::StringLiteral kSequenceParallelAttrName =
+    "fsdp.sequence_parallel";
+
+/// How a value lies over the tensor-parallel axis: whole on every rank
+/// (dim < 0), or split evenly along `dim`. A split is either a *feature*
+/// split that follows from a `tp_shard` parameter (heads, hidden features:
+/// it is never gathered) or, with sequence parallelism, a *sequence* split
+/// of an activation over its tokens, made by a reduce-scatter; a sequence
+/// split can always be undone by an all-gather. Partial values exist only
+/// between a reduction and the collective right after it.
+struct Sharding {
+  int64_t dim = -1;
+  bool sequence = false;
+  bool isSharded() const { return dim >= 0; }
+  /// Same dim (the kind is not compared: a needed position has none).
+  bool operator==(const Sharding &o) const { return dim == o.dim; }
+};
+
+/// A partial sum whose collective waits until a use needs the sum: the
+/// partial sums of one value (the input gradient of q, k and v) are added
+/// first and resolved by one collective.
+struct PendingPartial {
+  /// Reduce-scatter along the tokens allowed (sequence parallelism).
+  bool mayScatter = false;
+};
+
+/// What partitioning one function needs.
+struct TPFunction {
+  func::FuncOp func;
+  FlatSymbolRefAttr meshRef;
+  StringAttr axis;
+  int64_t size = 1;
+  /// Reduce-scatter activations' partial sums along their tokens and keep
+  /// them split (sequence parallelism).
+  bool sequenceParallel = false;
+  /// Element type of the sum collectives (null: the value's own).
+  Type reduceType;
+  llvm::DenseMap<Value, Sharding> shardings;
+  /// Rank-local copies of shape-only values, per (value, dim).
+  llvm::DenseMap<std::pair<Value, int64_t>, Value> localCopies;
+  /// Whole copies of sequence-split values (one all-gather each).
+  llvm::DenseMap<Value, Value> gathered;
+  /// This rank's parts of replicated values, per (value, dim).
+  llvm::DenseMap<std::pair<Value, int64_t>, Value> rankParts;
+  /// Partial sums not resolved yet, and resolved ones (per partial value).
+  llvm::DenseMap<Value, PendingPartial> partials;
+  llvm::DenseMap<Value, Value> resolved;
+  /// What was inserted, for the pass statistics.
+  int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0;
+};
+
+std::string describe(Sharding s);
+
+inline Sharding shardingOf(const TPFunction &tp, Value v) {
+  auto it = tp.shardings.find(v);
+  return it == tp.shardings.end() ? Sharding{} : it->second;
+}
+
+/// `type` with its sharded dim divided by the axis size.
+RankedTensorType localType(RankedTensorType type, Sharding s, int64_t size);
+
+/// The rank's part along `dim` of a value that only has a shape (its
+/// elements do not depend on the rank): an empty tensor, a fill of one,
+/// a splat constant. Null otherwise.
+Value localCopy(TPFunction &tp, Value v, int64_t dim);
+
+/// The whole value of a sequence-split `v`: an all-gather along its dim
+/// over the axis, right after `v` is made (one per value).
+Value gatherSequence(TPFunction &tp, Value v);
+
+/// Replaces the operands of `op` that are sequence-split by their whole
+/// values.
+void gatherSequenceOperands(TPFunction &tp, Operation *op);
+
+/// This rank's part along `dim` of a replicated value whose elements depend
+/// on the data (a residual, labels): every rank of the axis holds the same
+/// tensor, so a reduce-scatter with `max` leaves each rank its block,
+/// exactly. Null where the element type cannot travel or `dim` does not
+/// divide.
+Value rankPart(TPFunction &tp, Value v, int64_t dim);
+
+/// Whether `rankPart(v, dim)` can be taken.
+bool canTakeRankPart(const TPFunction &tp, Value v, int64_t dim);
+
+/// Resolves the partial values `partial` (a reduction with `kind` along the
+/// sharded loop) over the axis: with sequence parallelism, a feature
+/// split's partial sum of an activation is reduce-scattered along its
+/// tokens (`*result` says along which dim); otherwise all-reduced.
+Value resolvePartial(TPFunction &tp, OpBuilder &b, Location loc, Value partial,
+                     ReduceKind kind, bool mayScatter, Sharding *result);
+
+/// Before `op` is partitioned: an elementwise sum of pending partial sums
+/// stays pending (true: nothing else to do); any other use of a pending
+/// partial sum resolves it (one collective right after it is made).
+bool mergeOrResolvePartials(TPFunction &tp, Operation *op);
+
+LogicalResult visitLinalg(TPFunction &tp, linalg::LinalgOp op);
+LogicalResult visitExpand(TPFunction &tp, tensor::ExpandShapeOp op);
+LogicalResult visitCollapse(TPFunction &tp, tensor::CollapseShapeOp op);
+LogicalResult visitExtractSlice(TPFunction &tp, tensor::ExtractSliceOp op);
+LogicalResult visitInsertSlice(TPFunction &tp, tensor::InsertSliceOp op);
+LogicalResult visitConcat(TPFunction &tp, tensor::ConcatOp op);
+/// An op the pass does not partition: sequence-split operands are gathered,
+/// feature-split ones refused.
+LogicalResult visitOther(TPFunction &tp, Operation *op);
+
+} // namespace mlir::fsdp::tensor_parallel
+
+#endif

@@ -1,0 +1,181 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel=reduce-dtype=f64 | FileCheck %s --check-prefix=RDT
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-parallel=true" | FileCheck %s --check-prefix=OPT
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+
+// Sequence parallelism (fsdp.sequence_parallel on the step) on
+// [dp = 2, tp = 2]: the row-parallel product's partial sum is
+// reduce-scattered along the tokens (dim 0 of [4, 8]); the residual with
+// the replicated input and the norm-like scale run on this rank's 2
+// tokens (the input's part is cut by a reduce-scatter with max); the next
+// column-parallel product gathers the tokens first; the scale's gradient,
+// a sum over the split tokens, is all-reduced.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @block
+// CHECK-SAME: %[[W1:[a-z0-9_]+]]: tensor<4x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}
+// CHECK-SAME: %[[W2:[a-z0-9_]+]]: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>}
+// CHECK-SAME: %[[W3:[a-z0-9_]+]]: tensor<4x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>}
+// CHECK-SAME: %[[G:[a-z0-9_]+]]: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>}
+// CHECK-SAME: %[[X:[a-z0-9_]+]]: tensor<4x8xf32>
+// CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<8xf32> {fsdp.grad_of = 3 : i64})
+// CHECK-SAME: attributes {fsdp.sequence_parallel, fsdp.tp_local}
+func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                 %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                 %w3: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                 %g: tensor<8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>},
+                 %x: tensor<4x8xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<8xf32> {fsdp.grad_of = 3 : i64})
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e48 = tensor.empty() : tensor<4x8xf32>
+  %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  // The input's part for the residual, cut where the input is.
+  // CHECK: %[[XP:.*]] = fsdp.reduce_scatter %[[X]] over @mesh ["tp"] max : tensor<4x8xf32> -> tensor<2x8xf32>
+  // Column-parallel on the replicated input: no gather.
+  // CHECK: %[[H:.*]] = linalg.matmul{{.*}}ins(%[[X]], %[[W1]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x4xf32>)
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  // Row-parallel: its partial sum is reduce-scattered along the tokens.
+  // CHECK: %[[YP:.*]] = linalg.matmul{{.*}}ins(%[[H]], %[[W2]] : tensor<4x4xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<4x8xf32>)
+  // CHECK-NEXT: %[[Y:.*]] = fsdp.reduce_scatter %[[YP]] over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+  // RDT: arith.extf %{{.*}} : tensor<4x8xf32> to tensor<4x8xf64>
+  // RDT-NEXT: fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf64> -> tensor<2x8xf64>
+  // RDT-NEXT: arith.truncf %{{.*}} : tensor<2x8xf64> to tensor<2x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%h, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  // The residual and the scale run on this rank's tokens.
+  // CHECK: %[[R:.*]] = linalg.generic{{.*}}ins(%[[Y]], %[[XP]] : tensor<2x8xf32>, tensor<2x8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%y, %x : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e48 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.addf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  // CHECK: %[[S:.*]] = linalg.generic{{.*}}ins(%[[R]], %[[G]] : tensor<2x8xf32>, tensor<8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+  %sc = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%r, %g : tensor<4x8xf32>, tensor<8xf32>) outs(%e48 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %s = arith.mulf %a, %b : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  // The next column-parallel product needs every token: one all-gather.
+  // CHECK: %[[SW:.*]] = fsdp.all_gather %[[S]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+  // CHECK: linalg.matmul{{.*}}ins(%[[SW]], %[[W3]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x4xf32>)
+  %h3 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%sc, %w3 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %l0 = tensor.empty() : tensor<f32>
+  %l1 = linalg.fill ins(%zero : f32) outs(%l0 : tensor<f32>) -> tensor<f32>
+  // The loss sums over the sharded features: all-reduce.
+  // CHECK: %[[LP:.*]] = linalg.reduce ins(%{{.*}} : tensor<4x4xf32>)
+  // CHECK: fsdp.all_reduce %[[LP]] over @mesh ["tp"] sum : tensor<f32> -> tensor<f32>
+  %loss = linalg.reduce ins(%h3 : tensor<4x8xf32>) outs(%l1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  // The scale's gradient (here: the sum of r over the tokens) sums over
+  // the split tokens: all-reduced, as for a replicated_with_grad_allreduce
+  // parameter.
+  %e8 = tensor.empty() : tensor<8xf32>
+  %z8 = linalg.fill ins(%zero : f32) outs(%e8 : tensor<8xf32>) -> tensor<8xf32>
+  // CHECK: %[[DGP:.*]] = linalg.reduce ins(%[[R]] : tensor<2x8xf32>)
+  // CHECK: fsdp.all_reduce %[[DGP]] over @mesh ["tp"] sum : tensor<8xf32> -> tensor<8xf32>
+  %dg = linalg.reduce ins(%r : tensor<4x8xf32>) outs(%z8 : tensor<8xf32>) dimensions = [0]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  return %loss, %dg : tensor<f32>, tensor<8xf32>
+}
+// REPORT-LABEL: @block: mesh @mesh [dp = 2, tp = 2]
+// REPORT: of which tensor-parallel: 5
+
+// -----
+
+// [1, S, H] activations: the tokens are dim 1, moved to the front for the
+// reduce-scatter and back; the row-parallel product into the [1, 4, 8]
+// result, then a per-token op that reads the labels-like index tensor by
+// linalg.index (cut to this rank's part) and a log-probability table it
+// captures, split along the same tokens.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @tokens_dim1
+func.func @tokens_dim1(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                       %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                       %x: tensor<1x4x8xf32>, %labels: tensor<4xi64>)
+    -> (tensor<4xf32>) attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<1x4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<1x4x8xf32>) -> tensor<1x4x8xf32>
+  %h = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (n, k)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+       ins(%x, %w1 : tensor<1x4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<1x4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x8xf32>
+  // CHECK: %[[LAB:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] max : tensor<4xi64> -> tensor<2xi64>
+  // CHECK: %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x8xf32>) outs(%{{.*}} : tensor<4x1x8xf32>) permutation = [1, 0, 2]
+  // CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[T]] over @mesh ["tp"] sum : tensor<4x1x8xf32> -> tensor<2x1x8xf32>
+  // CHECK: %[[Y:.*]] = linalg.transpose ins(%[[RS]] : tensor<2x1x8xf32>) outs(%{{.*}} : tensor<1x2x8xf32>) permutation = [1, 0, 2]
+  %y = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (n, k)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+       ins(%h, %w2 : tensor<1x4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<1x4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<1x4x8xf32>
+  %flat = tensor.collapse_shape %y [[0, 1], [2]] : tensor<1x4x8xf32> into tensor<4x8xf32>
+  %e4 = tensor.empty() : tensor<4xf32>
+  // CHECK: linalg.generic{{.*}}ins(%[[LAB]] : tensor<2xi64>) outs(%{{.*}} : tensor<2xf32>)
+  // CHECK: tensor.extract %{{.*}} : tensor<2x8xf32>
+  // CHECK: fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2xf32> -> tensor<4xf32>
+  %picked = linalg.generic {indexing_maps = [affine_map<(t) -> (t)>, affine_map<(t) -> (t)>], iterator_types = ["parallel"]}
+       ins(%labels : tensor<4xi64>) outs(%e4 : tensor<4xf32>) {
+  ^bb0(%l: i64, %o: f32):
+    %t = linalg.index 0 : index
+    %c = arith.index_cast %l : i64 to index
+    %v = tensor.extract %flat[%t, %c] : tensor<4x8xf32>
+    linalg.yield %v : f32
+  } -> tensor<4xf32>
+  return %picked : tensor<4xf32>
+}
+
+// -----
+
+// Without sequence parallelism: the input gradients of two column-parallel
+// layers that read one input are partial sums; the backward adds them, and
+// one all-reduce resolves the sum (Megatron's single `f` backward
+// all-reduce instead of one per layer).
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @merged_partials
+// With the pass option (no attribute needed) the merged sum is
+// reduce-scattered along the tokens, and the result gathered.
+// OPT-LABEL: func.func @merged_partials
+// OPT: %[[S:.*]] = linalg.generic
+// OPT: %[[RS:.*]] = fsdp.reduce_scatter %[[S]] over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+// OPT: fsdp.all_gather %[[RS]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+func.func @merged_partials(%wa: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                           %wb: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                           %x: tensor<4x8xf32>) -> tensor<4x8xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %ha = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %wa : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %hb = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %wb : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  // CHECK: %[[PA:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<4x8xf32>)
+  // CHECK-NOT: fsdp.all_reduce
+  // CHECK: %[[PB:.*]] = linalg.matmul{{.*}}outs(%{{.*}} : tensor<4x8xf32>)
+  // CHECK-NOT: fsdp.all_reduce
+  // CHECK: %[[S:.*]] = linalg.generic{{.*}}ins(%[[PA]], %[[PB]] : tensor<4x8xf32>, tensor<4x8xf32>)
+  // CHECK: fsdp.all_reduce %[[S]] over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<4x8xf32>
+  // CHECK-NOT: fsdp.all_reduce
+  %da = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%ha, %wa : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %db = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (k, n)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%hb, %wb : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%da, %db : tensor<4x8xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<4x8xf32>
+  return %s : tensor<4x8xf32>
+}
