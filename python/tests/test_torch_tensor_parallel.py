@@ -14,7 +14,8 @@ torch = pytest.importorskip("torch")
 pytest.importorskip("torch_mlir")
 
 import torch_models as T  # noqa: E402
-from test_torch_models import RTOL, errors_vs_float64, lm_loss, run, tokens  # noqa: E402
+from test_torch_models import RTOL, lm_loss, run, tokens  # noqa: E402
+from torch_models import errors_vs_float64  # noqa: E402
 
 from fsdp_mlir.torch import export_step  # noqa: E402
 from fsdp_mlir.torch.export import ExportError  # noqa: E402
