@@ -128,3 +128,63 @@ def test_gpt2_hand_plan_sequence_parallel_dp2_tp2(tmp_path):
 @pytest.mark.parametrize("name", ["llama", "qwen3", "gpt2"])
 def test_hsdp_tp_sequence_parallel_mpi_np8(tmp_path, name):
     check(tmp_path, name, True, "replicate=2,shard=2,tp=2", 8, backend="mpi")
+
+
+@needs_tools
+def test_llama_adamw_20_steps_sequence_parallel_equals_tp1():
+    """20 AdamW steps (weight decay, clipping) of the Llama with tensor and
+    sequence parallelism on dp=2,tp=2 and the same training without tensor
+    parallelism (mesh 2: the same data-parallel split), in process: every
+    loss within 1e-5 of the other's and of torch.optim.AdamW in float64;
+    the final parameters as close to float64 as torch's own float32
+    training (Adam's normalized updates carry float32 noise over steps)."""
+    import copy
+
+    from fsdp_mlir.optim import OptimizerConfig
+    from fsdp_mlir.torch import compile_step
+
+    module = tiny_llama()
+    ref64, ref32 = copy.deepcopy(module).double(), copy.deepcopy(module)
+    batches = [tokens(2, seed=s) for s in range(20)]
+    cfg = OptimizerConfig(kind="adamw", weight_decay=0.01, max_grad_norm=1.0)
+    common = {"optimizer": cfg, "verify": False}
+    tp_sp = compile_step(
+        module,
+        lm_loss,
+        batches[0],
+        mesh="dp=2,tp=2",
+        tp_plan="auto",
+        sequence_parallel=True,
+        **common,
+    )
+    tp1 = compile_step(module, lm_loss, batches[0], mesh="2", **common)
+    refs = [
+        (r, torch.optim.AdamW(r.parameters(), lr=1e-3, weight_decay=0.01)) for r in (ref64, ref32)
+    ]
+    for (batch,) in batches:
+        got_sp = float(tp_sp(batch, lr=1e-3))
+        got_1 = float(tp1(batch, lr=1e-3))
+        losses = []
+        for r, opt in refs:
+            opt.zero_grad()
+            loss = lm_loss(r, batch)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(r.parameters(), 1.0)
+            opt.step()
+            losses.append(loss.item())
+        assert abs(got_sp - got_1) <= RTOL * abs(got_1), (got_sp, got_1)
+        assert abs(got_sp - losses[0]) <= RTOL * abs(losses[0]), (got_sp, losses[0])
+    p_sp, p_1 = tp_sp.parameters(), tp1.parameters()
+    p32 = dict(ref32.named_parameters())
+    for name, p in ref64.named_parameters():
+        want = p.detach()
+        scale = float(want.abs().max())
+
+        def err(got, want=want):
+            return float((got.double() - want).abs().max())
+
+        bound = max(RTOL * scale, 2 * err(p32[name].detach()))
+        assert err(p_sp[name]) <= bound, (name, err(p_sp[name]), bound)
+        assert err(p_1[name]) <= bound, (name, err(p_1[name]), bound)
+    tp_sp.close()
+    tp1.close()
