@@ -86,11 +86,11 @@ def partitioned(out, sp):
     ).stdout
 
 
-def check(tmp_path, name, sp, mesh, world, backend="threads"):
+def check(tmp_path, name, sp, mesh, world, backend="threads", samples=1):
     build, plan = MODELS[name]
     module = build()
-    # One sequence per data-parallel rank (docs/TENSOR_PARALLEL.md).
-    batch = tokens(world // 2)
+    # `samples` sequences per data-parallel rank.
+    batch = tokens(samples * world // 2)
     out = str(tmp_path / name)
     model = export_step(
         module, lm_loss, batch, out, mesh=mesh, tp_plan=plan, sequence_parallel=sp, verify=False
@@ -116,6 +116,14 @@ def check(tmp_path, name, sp, mesh, world, backend="threads"):
 @pytest.mark.parametrize("name", ["llama", "qwen3"])
 def test_auto_plan_dp2_tp2(tmp_path, name, sp):
     check(tmp_path, name, sp, "dp=2,tp=2", 4)
+
+
+@needs_tools
+@pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
+def test_llama_two_samples_per_rank(tmp_path, sp):
+    """Attention's [B, H, S, D] -> [B*H, S, D] with 2 samples per rank and
+    the heads split (strided blocks of heads), on dp=2,tp=2."""
+    check(tmp_path, "llama", sp, "dp=2,tp=2", 4, samples=2)
 
 
 @needs_tools

@@ -45,7 +45,7 @@ def tiny_llama():
 @needs_tools
 def test_llama_auto_plan_dp2_tp2(tmp_path):
     module = tiny_llama()
-    # One sequence per data-parallel rank (docs/TENSOR_PARALLEL.md, "Not yet").
+    # One sequence per data-parallel rank (two: test_torch_sequence_parallel).
     batch = tokens(2)
     out = str(tmp_path / "llama")
     model = export_step(module, lm_loss, batch, out, mesh="dp=2,tp=2", tp_plan="auto", verify=False)

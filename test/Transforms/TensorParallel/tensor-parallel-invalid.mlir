@@ -38,20 +38,22 @@ func.func @heads(%w: tensor<12x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
 // -----
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
-// Merging heads behind a non-unit dim: this rank's part is not contiguous.
+// Heads merged behind the samples (strided blocks, partitioned), then
+// expanded in another factorization: no dim starts where the split part
+// does.
 func.func @merge(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
-                 %x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+                 %x: tensor<2x8xf32>) -> tensor<4x4xf32> {
   %zero = arith.constant 0.0 : f32
   %e = tensor.empty() : tensor<2x8xf32>
   %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
   %q = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%x, %w : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
   %h = tensor.expand_shape %q [[0], [1, 2]] output_shape [2, 2, 4] : tensor<2x8xf32> into tensor<2x2x4xf32>
-  // expected-error @+1 {{this reshape cannot carry the tensor-parallel sharding of dim 1: it merges it into dims [0, 1] behind dim 0 (size 2), so this rank's part is not contiguous}}
   %m = tensor.collapse_shape %h [[0, 1], [2]] : tensor<2x2x4xf32> into tensor<4x4xf32>
   %m2 = tensor.collapse_shape %m [[0, 1]] : tensor<4x4xf32> into tensor<16xf32>
-  %r = tensor.expand_shape %m2 [[0, 1]] output_shape [2, 8] : tensor<16xf32> into tensor<2x8xf32>
-  return %r : tensor<2x8xf32>
+  // expected-error @+1 {{this reshape cannot carry the tensor-parallel sharding of dim 0: its split part starts after 2 rows, where no dim of [0, 1] starts}}
+  %r = tensor.expand_shape %m2 [[0, 1]] output_shape [4, 4] : tensor<16xf32> into tensor<4x4xf32>
+  return %r : tensor<4x4xf32>
 }
 
 // -----

@@ -190,3 +190,58 @@ func.func @residual(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [sha
        ins(%h, %w2 : tensor<2x8xf32>, tensor<8x8xf32>) outs(%a : tensor<2x8xf32>) -> tensor<2x8xf32>
   return %out : tensor<2x8xf32>
 }
+
+// -----
+
+// Attention's [B, H, S, D] -> [B*H, S, D] with 2 samples and the heads
+// split: the merged dim holds each sample's heads of this rank (2 strided
+// blocks of 1 head), the batched product runs on them, and the expand back
+// to [B, H, S, D] restores the split heads.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @heads_behind_samples
+func.func @heads_behind_samples(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                                %x: tensor<2x3x4xf32>) -> (tensor<2x3x4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<2x3x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x3x8xf32>) -> tensor<2x3x8xf32>
+  // CHECK: linalg.generic{{.*}}outs(%{{.*}} : tensor<2x3x4xf32>)
+  %q = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (n, k)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+       ins(%x, %w : tensor<2x3x4xf32>, tensor<8x4xf32>) outs(%z : tensor<2x3x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %o: f32):
+    %m = arith.mulf %a, %b : f32
+    %s = arith.addf %m, %o : f32
+    linalg.yield %s : f32
+  } -> tensor<2x3x8xf32>
+  // CHECK: tensor.expand_shape %{{.*}} {{\[}}[0], [1], [2, 3]] output_shape [2, 3, 1, 4] : tensor<2x3x4xf32> into tensor<2x3x1x4xf32>
+  %h = tensor.expand_shape %q [[0], [1], [2, 3]] output_shape [2, 3, 2, 4] : tensor<2x3x8xf32> into tensor<2x3x2x4xf32>
+  %et = tensor.empty() : tensor<2x2x3x4xf32>
+  %t = linalg.transpose ins(%h : tensor<2x3x2x4xf32>) outs(%et : tensor<2x2x3x4xf32>) permutation = [0, 2, 1, 3]
+  // CHECK: tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2], [3]] : tensor<2x1x3x4xf32> into tensor<2x3x4xf32>
+  %c = tensor.collapse_shape %t [[0, 1], [2], [3]] : tensor<2x2x3x4xf32> into tensor<4x3x4xf32>
+  %es = tensor.empty() : tensor<4x3x3xf32>
+  %zs = linalg.fill ins(%zero : f32) outs(%es : tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
+  // CHECK: linalg.batch_matmul{{.*}}outs(%{{.*}} : tensor<2x3x3xf32>)
+  // CHECK-NOT: fsdp.all_reduce
+  %s = linalg.batch_matmul indexing_maps = [affine_map<(b, i, j, k) -> (b, i, k)>, affine_map<(b, i, j, k) -> (b, j, k)>, affine_map<(b, i, j, k) -> (b, i, j)>]
+       ins(%c, %c : tensor<4x3x4xf32>, tensor<4x3x4xf32>) outs(%zs : tensor<4x3x3xf32>) -> tensor<4x3x3xf32>
+  %eo = tensor.empty() : tensor<4x3x4xf32>
+  %zo = linalg.fill ins(%zero : f32) outs(%eo : tensor<4x3x4xf32>) -> tensor<4x3x4xf32>
+  %o = linalg.batch_matmul ins(%s, %c : tensor<4x3x3xf32>, tensor<4x3x4xf32>) outs(%zo : tensor<4x3x4xf32>) -> tensor<4x3x4xf32>
+  // CHECK: tensor.expand_shape %{{.*}} {{\[}}[0, 1], [2], [3]] output_shape [2, 1, 3, 4] : tensor<2x3x4xf32> into tensor<2x1x3x4xf32>
+  %ob = tensor.expand_shape %o [[0, 1], [2], [3]] output_shape [2, 2, 3, 4] : tensor<4x3x4xf32> into tensor<2x2x3x4xf32>
+  %eb = tensor.empty() : tensor<2x3x2x4xf32>
+  %tb = linalg.transpose ins(%ob : tensor<2x2x3x4xf32>) outs(%eb : tensor<2x3x2x4xf32>) permutation = [0, 2, 1, 3]
+  %f = tensor.collapse_shape %tb [[0], [1], [2, 3]] : tensor<2x3x2x4xf32> into tensor<2x3x8xf32>
+  %ey = tensor.empty() : tensor<2x3x4xf32>
+  %zy = linalg.fill ins(%zero : f32) outs(%ey : tensor<2x3x4xf32>) -> tensor<2x3x4xf32>
+  // The row-parallel product over the split heads: one all-reduce.
+  // CHECK: fsdp.all_reduce %{{.*}} over @mesh ["tp"] sum : tensor<2x3x4xf32> -> tensor<2x3x4xf32>
+  %y = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (k, n)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
+       ins(%f, %w : tensor<2x3x8xf32>, tensor<8x4xf32>) outs(%zy : tensor<2x3x4xf32>) {
+  ^bb0(%a: f32, %b: f32, %o2: f32):
+    %m = arith.mulf %a, %b : f32
+    %s2 = arith.addf %m, %o2 : f32
+    linalg.yield %s2 : f32
+  } -> tensor<2x3x4xf32>
+  return %y : tensor<2x3x4xf32>
+}

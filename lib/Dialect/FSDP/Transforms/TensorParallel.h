@@ -35,12 +35,22 @@ inline constexpr llvm::StringLiteral kSequenceParallelAttrName =
 /// of an activation over its tokens, made by a reduce-scatter; a sequence
 /// split can always be undone by an all-gather. Partial values exist only
 /// between a reduction and the collective right after it.
+///
+/// `outer` > 1: the dim merges `outer` independent rows (samples) in front
+/// of the split part (attention's `[B, H, S, D] -> [B*H, S, D]` with the
+/// heads split): each row's part is this rank's, so the rank holds
+/// `outer` strided blocks, which ops that treat the rows alike (parallel
+/// loops, batch dims) keep and an expand back to `[B, H, ...]` restores.
 struct Sharding {
   int64_t dim = -1;
   bool sequence = false;
+  int64_t outer = 1;
   bool isSharded() const { return dim >= 0; }
-  /// Same dim (the kind is not compared: a needed position has none).
-  bool operator==(const Sharding &o) const { return dim == o.dim; }
+  /// Same dim and rows (the kind is not compared: a needed position has
+  /// none).
+  bool operator==(const Sharding &o) const {
+    return dim == o.dim && (dim < 0 || outer == o.outer);
+  }
 };
 
 /// A partial sum whose collective waits until a use needs the sum: the

@@ -117,6 +117,8 @@ private:
   SmallVector<ShardedRead> reads;
   std::optional<unsigned> loop;
   bool sequenceLoop = false;
+  /// Rows of strided blocks along the sharded loop (Sharding::outer).
+  int64_t loopOuter = 1;
   /// Sequence-split values to gather before the op.
   llvm::SetVector<Value> toGather;
   /// Replicated operands read along a sequence loop: take this rank's part.
@@ -130,6 +132,7 @@ private:
   /// inside a compound expression.
   FailureOr<Sharding> positionOf(AffineMap map) const {
     Sharding s;
+    s.outer = loopOuter;
     for (auto [p, e] : llvm::enumerate(map.getResults())) {
       if (e == loopExpr()) {
         s.dim = p;
@@ -220,7 +223,14 @@ private:
                << " is split along loop d" << *loop << " and " << nameOf(r)
                << " along loop d" << *r.loop
                << "; one of them must be gathered or replicated first";
+      if (loop && loopOuter != r.sharding.outer)
+        return op->emitError()
+               << "ambiguous tensor-parallel sharding: " << nameOf(*first)
+               << " and " << nameOf(r) << " are split along loop d" << *loop
+               << " in " << loopOuter << " and " << r.sharding.outer
+               << " strided blocks";
       loop = r.loop;
+      loopOuter = r.sharding.outer;
       first = first ? first : &r;
     }
     if (!loop)

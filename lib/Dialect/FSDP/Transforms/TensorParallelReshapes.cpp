@@ -26,12 +26,22 @@ LogicalResult tensor_parallel::visitExpand(TPFunction &tp,
   if (!result.hasStaticShape())
     return op->emitError() << "tensor-parallel sharding needs a static shape";
   ReassociationIndices group = op.getReassociationIndices()[s.dim];
-  int64_t outer = group.front();
-  for (int64_t d : group)
-    if (result.getDimSize(d) != 1) {
+  // The split part starts after `s.outer` rows: at the first non-unit dim
+  // whose dims in front of it in the group hold exactly that many.
+  int64_t outer = -1, rows = 1;
+  for (int64_t d : group) {
+    if (rows == s.outer && result.getDimSize(d) != 1) {
       outer = d;
       break;
     }
+    rows *= result.getDimSize(d);
+  }
+  if (outer < 0)
+    return op->emitError()
+           << "this reshape cannot carry the tensor-parallel sharding of "
+              "dim "
+           << s.dim << ": its split part starts after " << s.outer
+           << " rows, where no dim of [" << group << "] starts";
   if (result.getDimSize(outer) % tp.size != 0 && s.sequence) {
     gatherSequenceOperands(tp, op);
     return success();
@@ -43,7 +53,7 @@ LogicalResult tensor_parallel::visitExpand(TPFunction &tp,
            << s.dim << ": it splits into dims [" << group
            << "], whose outer size " << result.getDimSize(outer)
            << " is not divisible by the tensor-parallel axis size " << tp.size;
-  Sharding to{outer, s.sequence};
+  Sharding to{outer, s.sequence, 1};
   OpBuilder b(op);
   auto expand = tensor::ExpandShapeOp::create(
       b, op.getLoc(), localType(result, to, tp.size), op.getSrc(),
@@ -66,22 +76,19 @@ LogicalResult tensor_parallel::visitCollapse(TPFunction &tp,
   for (auto [r, group] : llvm::enumerate(op.getReassociationIndices())) {
     if (!llvm::is_contained(group, s.dim))
       continue;
+    // Dims merged in front of the split one become rows of strided blocks
+    // (a feature split only: a sequence split is gathered instead).
+    int64_t rows = s.outer;
     for (int64_t d : group) {
       if (d == s.dim)
         break;
-      if (src.getDimSize(d) != 1 && s.sequence) {
-        gatherSequenceOperands(tp, op);
-        return success();
-      }
-      if (src.getDimSize(d) != 1)
-        return op->emitError()
-               << "this reshape cannot carry the tensor-parallel sharding "
-                  "of dim "
-               << s.dim << ": it merges it into dims [" << group
-               << "] behind dim " << d << " (size " << src.getDimSize(d)
-               << "), so this rank's part is not contiguous";
+      rows *= src.getDimSize(d);
     }
-    Sharding to{int64_t(r), s.sequence};
+    if (rows != s.outer && s.sequence) {
+      gatherSequenceOperands(tp, op);
+      return success();
+    }
+    Sharding to{int64_t(r), s.sequence, rows};
     OpBuilder b(op);
     auto collapse = tensor::CollapseShapeOp::create(
         b, op.getLoc(), op.getSrc(), op.getReassociationIndices());
@@ -121,7 +128,7 @@ LogicalResult tensor_parallel::visitExtractSlice(TPFunction &tp,
            << ", which is sharded over the tensor-parallel axis; only "
               "slices that keep it whole are partitioned";
   // Dims dropped before the sharded one shift it left.
-  Sharding to{s.dim, s.sequence};
+  Sharding to{s.dim, s.sequence, s.outer};
   for (int64_t d = 0; d < s.dim; ++d)
     if (dropped.test(d))
       --to.dim;
@@ -148,6 +155,10 @@ LogicalResult tensor_parallel::visitInsertSlice(TPFunction &tp,
   Sharding dst = shardingOf(tp, op.getDest());
   if (!src.isSharded() && !dst.isSharded())
     return success();
+  if (src.outer != 1 || dst.outer != 1)
+    return op->emitError() << "an insert_slice of a value split in strided "
+                              "blocks over the tensor-parallel axis is not "
+                              "partitioned";
   if (op.getSourceType().getRank() != op.getResultType().getRank())
     return op->emitError() << "a rank-changing insert_slice of a value "
                               "sharded over the tensor-parallel axis is not "
@@ -197,6 +208,10 @@ LogicalResult tensor_parallel::visitConcat(TPFunction &tp,
     Sharding s = shardingOf(tp, v);
     if (!s.isSharded())
       continue;
+    if (s.outer != 1)
+      return op->emitError() << "a concatenation of a value split in strided "
+                                "blocks over the tensor-parallel axis is not "
+                                "partitioned";
     if (dim && *dim != s.dim)
       return op->emitError() << "ambiguous tensor-parallel sharding: "
                                 "inputs sharded along dims "
