@@ -196,3 +196,71 @@ def test_llama_adamw_20_steps_sequence_parallel_equals_tp1():
         assert err(p_1[name]) <= bound, (name, err(p_1[name]), bound)
     tp_sp.close()
     tp1.close()
+
+
+def _report_and_measured(tmp_path, sp):
+    """fsdp-comm-report (JSON) of the 2-block transformer on dp=2,tp=2 and
+    what fsdp-run --json measured on every rank for one step."""
+    import json
+    import sys
+
+    out = tmp_path / ("sp" if sp else "tp")
+    out.mkdir()
+    env = dict(os.environ, PYTHONPATH=os.path.join(os.path.dirname(__file__), ".."))
+    subprocess.run(
+        [sys.executable, "-m", "fsdp_mlir.dev.gen", "transformer", "--attention", "--blocks", "2"]
+        + ["--dim", "16", "--ffn", "32", "--seq", "8", "--batch", "2", "--mesh", "dp=2,tp=2"]
+        + ["-o", str(out / "m.mlir"), "--data", str(out / "data")],
+        check=True,
+        capture_output=True,
+        env=env,
+    )
+    pipeline = "all-reduce-loss=true" + (" sequence-parallel=true" if sp else "")
+    report = subprocess.run(
+        [T.tool("fsdp-opt"), str(out / "m.mlir"), f"--fsdp-pipeline={pipeline}"]
+        + ["--fsdp-comm-report=format=json", "-o", "/dev/null"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    subprocess.run(
+        [T.tool("fsdp-opt"), str(out / "m.mlir"), f"--fsdp-pipeline=lower=true {pipeline}"]
+        + ["-o", str(out / "l.mlir")],
+        check=True,
+        capture_output=True,
+    )
+    measured = subprocess.run(
+        [T.tool("fsdp-run"), str(out / "l.mlir"), "--inputs", str(out / "data")]
+        + ["--outputs", str(out / "out"), "--json"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    (fn,) = json.loads(report)["functions"]
+    return fn, json.loads(measured[measured.index("{") :])["comm"]
+
+
+@needs_tools
+def test_comm_report_tensor_parallel_bytes_equal_measured(tmp_path):
+    """The communication report's bytes equal what the runtime measured on
+    every rank, with and without sequence parallelism; the two steps differ
+    only in their tensor-parallel collectives, so the difference of the
+    report's tensor-parallel bytes equals the difference measured."""
+    steps = {sp: _report_and_measured(tmp_path, sp) for sp in (False, True)}
+    for fn, measured in steps.values():
+        assert len(measured) == fn["ranks"] == 4
+        for rank, got in zip(fn["per_rank"], measured):
+            assert got["bytes_sent"] == rank["bytes_sent"]
+            assert got["bytes_received"] == rank["bytes_received"]
+            assert got["calls"] == rank["collectives"]
+        assert fn["tensor_parallel"]["count"] > 0
+    (tp, tp_measured), (sp, sp_measured) = steps[False], steps[True]
+    for key in ("bytes_sent", "bytes_received"):
+        assert (
+            sp["tensor_parallel"][key] - tp["tensor_parallel"][key]
+            == sp_measured[0][key] - tp_measured[0][key]
+        )
+    # Sequence parallelism: reduce-scatters and all-gathers over "tp".
+    assert (
+        sp["collectives"]["reduce_scatter"]["count"] > tp["collectives"]["reduce_scatter"]["count"]
+    )
