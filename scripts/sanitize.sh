@@ -6,7 +6,8 @@
 #                                  (threads, C API, mpi, quantization), the .npy
 #                                  reader's, the compiler's lit suites
 #                                  (test/Dialect, test/Transforms,
-#                                  test/Conversion) under the instrumented
+#                                  test/Conversion, test/Memory,
+#                                  test/Compute, test/GPU) under the instrumented
 #                                  fsdp-opt and the fsdp-run lit tests
 #                                  (test/Tools and the MLP end-to-end suite),
 #                                  with leak checking (scripts/lsan.supp
@@ -128,7 +129,8 @@ lit=.venv/bin/lit
 [ -x "$lit" ] || lit=lit
 echo "== compiler lit tests under the instrumented fsdp-opt (ASan + UBSan + LSan) =="
 "$lit" -sv -j "$jobs" "$dir/test/Dialect" "$dir/test/Transforms" \
-  "$dir/test/Conversion" || status=1
+  "$dir/test/Conversion" "$dir/test/Memory" "$dir/test/Compute" \
+  "$dir/test/GPU" || status=1
 echo "== fsdp-run lit tests (ASan + UBSan + LSan) =="
 "$lit" -sv -j "$jobs" "$dir/test/Tools" "$dir/test/Integration/mlp" \
   "$dir/test/Integration/arena.test" || status=1

@@ -1,7 +1,10 @@
 //===- Pipeline.cpp - the fsdp pass pipeline ------------------------------===//
 
 #include "fsdp/Pipeline/Pipeline.h"
+#include "fsdp/Compute/Passes.h"
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/GPU/Passes.h"
+#include "fsdp/Memory/Passes.h"
 
 #include "mlir/Conversion/Passes.h"
 #include "mlir/Dialect/Arith/Transforms/Passes.h"
@@ -418,6 +421,9 @@ void mlir::fsdp::registerFSDPPipelines() {
 void mlir::fsdp::registerFSDPPassesAndPipelines() {
   registerFSDPPasses();
   registerFSDPConversionPasses();
+  registerFSDPMemoryPasses();
+  registerFSDPComputePasses();
+  registerFSDPGPUPasses();
   registerFSDPPipelines();
 }
 

@@ -1,0 +1,21 @@
+//===- Passes.h - buffer planning passes ------------------------*- C++ -*-===//
+
+#ifndef FSDP_MEMORY_PASSES_H
+#define FSDP_MEMORY_PASSES_H
+
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "mlir/Dialect/Arith/IR/Arith.h"
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/LLVMIR/LLVMDialect.h"
+#include "mlir/Dialect/MemRef/IR/MemRef.h"
+#include "mlir/Pass/Pass.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DECL
+#include "fsdp/Memory/Passes.h.inc"
+
+#define GEN_PASS_REGISTRATION
+#include "fsdp/Memory/Passes.h.inc"
+} // namespace mlir::fsdp
+
+#endif

@@ -1,0 +1,224 @@
+//===- OutlineSegments.cpp - one function per run of compute --------------===//
+//
+// Moves every maximal run of side-effect-free, non-fsdp ops of a function
+// body (on tensors, before bufferization) into a private function of its
+// own (`__fsdp_segment_<n>`) and calls it. In an expanded FSDP step such a
+// run is the forward or backward compute of a unit between its
+// collectives; structurally equal runs (the identical blocks of a model,
+// on other tensors) share one function. Everything downstream --
+// bufferization, kernel outlining, the lowering to LLVM and LLVM's code
+// generation -- then sees a step function that grows by a few calls per
+// unit and a set of functions that does not grow with the model's depth.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Compute/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+
+#include "mlir/Dialect/Tensor/IR/Tensor.h"
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/IRMapping.h"
+#include "mlir/IR/SymbolTable.h"
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseSet.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/StringMap.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPOUTLINESEGMENTS
+#include "fsdp/Compute/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// An op a segment rematerializes itself instead of taking its result as
+/// an argument: a constant, or a `tensor.empty` of static shape (passed
+/// in, one shared empty tensor would become one buffer that several
+/// segments write and return).
+bool isRematerializable(Operation *op) {
+  return op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
+         op->getNumResults() == 1 &&
+         (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op));
+}
+
+/// Whether `op` may move into a segment: pure compute, not a collective.
+bool isSegmentOp(Operation *op) {
+  // The scatter-add of rows is compute (the embedding backward), not a
+  // collective.
+  if (isa<ScatterAddRowsOp>(op))
+    return true;
+  if (op->hasTrait<OpTrait::IsTerminator>() ||
+      isa_and_nonnull<FSDPDialect>(op->getDialect()))
+    return false;
+  if (isa<func::CallOp, func::FuncOp>(op))
+    return false;
+  return isMemoryEffectFree(op);
+}
+
+/// The values a run reads from outside it and the values it defines that
+/// are used after it, each in first-occurrence order.
+struct RunInterface {
+  llvm::SetVector<Value> inputs;
+  SmallVector<Operation *> constants;
+  SmallVector<Value> outputs;
+};
+
+RunInterface analyze(ArrayRef<Operation *> run,
+                     const llvm::DenseSet<Operation *> &inRun, Block &body) {
+  RunInterface iface;
+  llvm::SetVector<Operation *> constants;
+  auto definedInside = [&](Value v) {
+    Operation *owner = isa<BlockArgument>(v)
+                           ? cast<BlockArgument>(v).getOwner()->getParentOp()
+                           : v.getDefiningOp();
+    if (!owner)
+      return false;
+    Operation *top = body.findAncestorOpInBlock(*owner);
+    // A block argument of the body itself has the function as its owner.
+    if (isa<BlockArgument>(v) && cast<BlockArgument>(v).getOwner() == &body)
+      return false;
+    return top && inRun.contains(top);
+  };
+  for (Operation *op : run) {
+    op->walk([&](Operation *nested) {
+      for (Value v : nested->getOperands()) {
+        if (definedInside(v))
+          continue;
+        Operation *def = v.getDefiningOp();
+        if (def && isRematerializable(def))
+          constants.insert(def);
+        else
+          iface.inputs.insert(v);
+      }
+    });
+  }
+  iface.constants.assign(constants.begin(), constants.end());
+  for (Operation *op : run)
+    for (Value r : op->getResults())
+      if (llvm::any_of(r.getUsers(), [&](Operation *user) {
+            Operation *top = body.findAncestorOpInBlock(*user);
+            return !top || !inRun.contains(top);
+          }))
+        iface.outputs.push_back(r);
+  return iface;
+}
+
+struct FSDPOutlineSegmentsPass
+    : public mlir::fsdp::impl::FSDPOutlineSegmentsBase<
+          FSDPOutlineSegmentsPass> {
+  using Base::Base;
+
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    SymbolTable symbols(module);
+    llvm::StringMap<func::FuncOp> segments;
+    unsigned counter = 0;
+    SmallVector<func::FuncOp> funcs;
+    for (auto func : module.getOps<func::FuncOp>())
+      if (!func.isExternal() && !func->hasAttr(kSegmentAttrName) &&
+          !func->hasAttr(kKernelAttrName) && func.getBody().hasOneBlock())
+        funcs.push_back(func);
+    for (func::FuncOp func : funcs) {
+      Block &body = func.getBody().front();
+      // Collect the runs first: outlining one does not change the others.
+      SmallVector<SmallVector<Operation *>> runs(1);
+      for (Operation &op : body) {
+        if (isRematerializable(&op))
+          continue; // stays in place, cloned into the segments that use it
+        if (isSegmentOp(&op))
+          runs.back().push_back(&op);
+        else if (!runs.back().empty())
+          runs.emplace_back();
+      }
+      for (ArrayRef<Operation *> run : runs)
+        if (run.size() >= minOps)
+          outline(module, symbols, segments, counter, body, run);
+    }
+  }
+
+  /// The candidate segment of `run`, detached: its inputs are the
+  /// arguments, its outputs the results.
+  static func::FuncOp buildSegment(MLIRContext *ctx, Location loc,
+                                   const RunInterface &iface,
+                                   ArrayRef<Operation *> run) {
+    OpBuilder b(ctx);
+    SmallVector<Type> argTypes =
+        llvm::map_to_vector(iface.inputs, [](Value v) { return v.getType(); });
+    SmallVector<Type> resultTypes =
+        llvm::map_to_vector(iface.outputs, [](Value v) { return v.getType(); });
+    auto segment = func::FuncOp::create(
+        b, loc, "__fsdp_segment", b.getFunctionType(argTypes, resultTypes));
+    Block *entry = segment.addEntryBlock();
+    b.setInsertionPointToStart(entry);
+    IRMapping map;
+    for (auto [from, to] : llvm::zip(iface.inputs, entry->getArguments()))
+      map.map(from, to);
+    // Each constant or empty tensor is cloned right before its first use,
+    // not at the top: an empty tensor becomes the allocation of the op that
+    // fills it, which then lives from that op on, not from the segment's
+    // start (the temporaries of a long backward segment would all be
+    // allocated at once).
+    llvm::DenseSet<Operation *> constants(iface.constants.begin(),
+                                          iface.constants.end());
+    for (Operation *op : run) {
+      op->walk([&](Operation *nested) {
+        for (Value v : nested->getOperands()) {
+          Operation *def = v.getDefiningOp();
+          if (def && constants.contains(def) && !map.contains(v))
+            map.map(v, b.clone(*def)->getResult(0));
+        }
+      });
+      b.clone(*op, map);
+    }
+    SmallVector<Value> returned = llvm::map_to_vector(
+        iface.outputs, [&](Value v) { return map.lookup(v); });
+    func::ReturnOp::create(b, loc, returned);
+    return segment;
+  }
+
+  void outline(ModuleOp module, SymbolTable &symbols,
+               llvm::StringMap<func::FuncOp> &segments, unsigned &counter,
+               Block &body, ArrayRef<Operation *> run) {
+    llvm::DenseSet<Operation *> inRun(run.begin(), run.end());
+    RunInterface iface = analyze(run, inRun, body);
+    MLIRContext *ctx = module.getContext();
+    Location loc = run.front()->getLoc();
+
+    // Build the candidate detached; its generic form is the dedup key.
+    func::FuncOp segment = buildSegment(ctx, loc, iface, run);
+    std::string key;
+    {
+      llvm::raw_string_ostream os(key);
+      OpPrintingFlags flags;
+      flags.printGenericOpForm().elideLargeElementsAttrs(1 << 30);
+      segment->print(os, flags);
+    }
+    func::FuncOp &existing = segments[key];
+    if (!existing) {
+      segment.setSymName(("__fsdp_segment_" + llvm::Twine(counter++)).str());
+      segment.setPrivate();
+      segment->setAttr(kSegmentAttrName, UnitAttr::get(ctx));
+      symbols.insert(segment);
+      existing = segment;
+    } else {
+      segment.erase();
+    }
+
+    // The call replaces the run where its last op was: every input is
+    // defined before it (inputs come from before the run or from constants
+    // that dominate their uses) and every output is used after it.
+    OpBuilder at(run.back()->getNextNode());
+    SmallVector<Value> args(iface.inputs.begin(), iface.inputs.end());
+    auto call = func::CallOp::create(at, loc, existing, args);
+    for (auto [from, to] : llvm::zip(iface.outputs, call.getResults()))
+      from.replaceAllUsesWith(to);
+    for (Operation *op : llvm::reverse(run))
+      op->erase();
+  }
+};
+
+} // namespace

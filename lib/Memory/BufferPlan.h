@@ -1,0 +1,50 @@
+//===- BufferPlan.h - A function's buffer plan ------------------*- C++ -*-===//
+//
+// The per-function plan of `fsdp-assign-buffers`, what stays outside the
+// arena, and the out-parameters of a callee planned on its own.
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_MEMORY_BUFFERPLAN_H
+#define FSDP_MEMORY_BUFFERPLAN_H
+
+#include "BufferGroups.h"
+
+#include "mlir/Support/LLVM.h"
+
+namespace mlir::fsdp {
+
+/// What the pass decided for one function.
+struct FunctionPlan {
+  int64_t arena = 0; ///< bytes of its arena (0: nothing planned)
+  /// Peak bytes of the static buffers outside the arena while it runs, and
+  /// those still allocated when it returns (its results).
+  int64_t outsidePeak = 0, outsideHeld = 0;
+  int64_t buffers = 0;
+  SmallVector<int64_t> largest;
+  /// Per result: the outside bytes it hands the caller (0: none).
+  SmallVector<int64_t> resultBytes;
+  bool takesArena = false; ///< its arena is its last argument
+};
+
+using FunctionPlans = llvm::DenseMap<func::FuncOp, FunctionPlan>;
+
+/// Records in `plan` the peak bytes of static buffers outside the arena
+/// while `func` runs (its callees' included, from `plans`) and those it
+/// returns. `inArena`: the allocations the arena takes.
+void accountOutside(func::FuncOp func,
+                    const llvm::DenseSet<Operation *> &inArena,
+                    BufferGroups &groups, const FunctionPlans &plans,
+                    FunctionPlan &plan);
+
+/// Turns each result of callee `func` that is a statically shaped
+/// allocation of its body (through views taking no other operand), shared
+/// by no other result, into an argument that each of `callsOfFunc`
+/// allocates before the call; `callsOfFunc` becomes the rewritten calls.
+/// Returns the number of out-parameters passed over all calls.
+FailureOr<int64_t> resultsToOutParams(func::FuncOp func,
+                                      SmallVector<func::CallOp> &callsOfFunc);
+
+} // namespace mlir::fsdp
+
+#endif // FSDP_MEMORY_BUFFERPLAN_H
