@@ -88,8 +88,7 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
 
 // -----
 
-// [1, S, H] activations: the tokens are dim 1, moved to the front for the
-// reduce-scatter and back; the row-parallel product into the [1, 4, 8]
+// [1, S, H] activations: the row-parallel product into the [1, 4, 8]
 // result, then a per-token op that reads the labels-like index tensor by
 // linalg.index (cut to this rank's part) and a log-probability table it
 // captures, split along the same tokens.
@@ -110,9 +109,11 @@ func.func @tokens_dim1(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
     linalg.yield %s : f32
   } -> tensor<1x4x8xf32>
   // CHECK: %[[LAB:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] max : tensor<4xi64> -> tensor<2xi64>
-  // CHECK: %[[T:.*]] = linalg.transpose ins(%{{.*}} : tensor<1x4x8xf32>) outs(%{{.*}} : tensor<4x1x8xf32>) permutation = [1, 0, 2]
-  // CHECK-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[T]] over @mesh ["tp"] sum : tensor<4x1x8xf32> -> tensor<2x1x8xf32>
-  // CHECK: %[[Y:.*]] = linalg.transpose ins(%[[RS]] : tensor<2x1x8xf32>) outs(%{{.*}} : tensor<1x2x8xf32>) permutation = [1, 0, 2]
+  // The partial sum waits through the collapse to [4, 8] (a reshape of a
+  // partial sum is the partial sum of the reshape), then is scattered
+  // along dim 0, with no transposes.
+  // CHECK: %[[C:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1], [2]] : tensor<1x4x8xf32> into tensor<4x8xf32>
+  // CHECK-NEXT: fsdp.reduce_scatter %[[C]] over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
   %y = linalg.generic {indexing_maps = [affine_map<(b, s, n, k) -> (b, s, k)>, affine_map<(b, s, n, k) -> (n, k)>, affine_map<(b, s, n, k) -> (b, s, n)>], iterator_types = ["parallel", "parallel", "parallel", "reduction"]}
        ins(%h, %w2 : tensor<1x4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<1x4x8xf32>) {
   ^bb0(%a: f32, %b: f32, %o: f32):

@@ -274,6 +274,14 @@ static Value resolvePending(TPFunction &tp, Value v) {
 bool tensor_parallel::mergeOrResolvePartials(TPFunction &tp, Operation *op) {
   if (tp.partials.empty())
     return false;
+  // A reshape of a partial sum is the partial sum of the reshape: the
+  // exported backward reshapes each input gradient before adding them.
+  if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) &&
+      tp.partials.count(op->getOperand(0)) &&
+      !tp.resolved.count(op->getOperand(0))) {
+    tp.partials[op->getResult(0)] = tp.partials.lookup(op->getOperand(0));
+    return true;
+  }
   if (isElementwiseSum(op) && op->getNumOperands() == 3 &&
       tp.partials.count(op->getOperand(0)) &&
       tp.partials.count(op->getOperand(1)) &&
