@@ -1,6 +1,7 @@
 //===- Pipeline.cpp - the fsdp pass pipeline ------------------------------===//
 
 #include "fsdp/Pipeline/Pipeline.h"
+#include "fsdp/Compute/ExpertPasses.h"
 #include "fsdp/Compute/Passes.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/GPU/Passes.h"
@@ -215,6 +216,11 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   FSDPOneHotScatterOptions oneHot;
   oneHot.device = compute == ComputeMode::Gpu;
   pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter(oneHot));
+  // Grouped products (sparse experts) become one contraction per group;
+  // compute=gpu refuses them (no grouped gemm on the device yet).
+  FSDPGroupedMatmulOptions grouped;
+  grouped.device = compute == ComputeMode::Gpu;
+  pm.addNestedPass<func::FuncOp>(createFSDPGroupedMatmul(grouped));
   // On a GPU no collective blocks the host: a blocking one would wait for
   // the device work before it (the loss all-reduce, for the whole backward).
   if (compute == ComputeMode::Gpu)
@@ -291,6 +297,7 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
   pm.addPass(createConvertFSDPToRuntime());
   pm.addPass(createFSDPOutlineKernels());
   if (compute == ComputeMode::Fast) {
+    pm.addPass(createFSDPGroupedMatmulToBlas());
     pm.addPass(createFSDPLinalgToBlas());
     pm.addPass(createFSDPCopiesToLoops());
     pm.addPass(createFSDPReductionLoops());
@@ -424,6 +431,7 @@ void mlir::fsdp::registerFSDPPassesAndPipelines() {
   registerFSDPMemoryPasses();
   registerFSDPComputePasses();
   registerFSDPGPUPasses();
+  registerFSDPExpertsPasses();
   registerFSDPPipelines();
 }
 
@@ -448,6 +456,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPExpandPowers(),        createFSDPOneHotScatter(),
       createFSDPOutlineSegments(),     createFSDPOutlineKernels(),
       createFSDPLinalgToBlas(),        createFSDPEarlyDealloc(),
+      createFSDPGroupedMatmul(),       createFSDPGroupedMatmulToBlas(),
       createFSDPAssignBuffers(),       createFSDPLowerIfs(),
       createFSDPGpuAsyncCollectives(), createFSDPGpuFuseAttention(),
       createFSDPGpuScatterAdd(),       createFSDPLinalgToCublas(),

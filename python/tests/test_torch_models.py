@@ -85,16 +85,17 @@ def gemma(n):
 
 
 def mixtral(n, experts_implementation=None):
-    """Sparse MoE: 4 experts, top 2, router softmax + topk. transformers'
+    """Sparse MoE: 8 experts, top 2, router softmax + topk. transformers'
     default experts implementation ("grouped_mm": sort by expert, histc,
     int32 cumsum of the counts, grouped matrix products, an inverse
-    permutation written by index_put) or "batched_mm" (each token's expert
-    weights gathered; the backward scatters into them)."""
+    permutation written by index_put), "batched_mm" or "eager" (a loop over
+    the experts nonzero() finds): the export writes each as the grouped
+    form, one fsdp.grouped_matmul per expert layer."""
     model = tiny_lm(
         "MixtralConfig",
         "MixtralForCausalLM",
         num_key_value_heads=1,
-        num_local_experts=4,
+        num_local_experts=8,
         num_experts_per_tok=2,
     )
     if experts_implementation:
@@ -344,6 +345,15 @@ def deberta(n):
     return transformers.DebertaV2ForMaskedLM(config).eval(), lm_loss, tokens(n)
 
 
+def sparse_moe(n):
+    """The hand-written Mixtral-style MoE (fsdp_mlir.torch.examples.moe: 8
+    experts, top 2, F.grouped_mm on the rows sorted by expert)."""
+    from fsdp_mlir.torch import examples
+
+    ex = examples.moe(global_batch=n)
+    return ex["module"], ex["loss_fn"], ex["batch"]
+
+
 CASES = {
     "falcon": falcon,
     "levit": levit,
@@ -355,6 +365,8 @@ CASES = {
     "llama": llama,
     "mixtral": mixtral,
     "mixtral-batched-mm": lambda n: mixtral(n, "batched_mm"),
+    "mixtral-eager": lambda n: mixtral(n, "eager"),
+    "moe": sparse_moe,
     "gemma": gemma,
     "opt": opt,
     "bert": bert,
@@ -708,18 +720,70 @@ def test_embedding_backward_is_a_scatter_in_torch_order(tmp_path):
     assert not want[3].any()  # the padding row
 
 
-def test_mixtral_eager_experts_name_the_op_and_the_experts():
-    """transformers' "eager" experts loop over the experts a batch hits (found
-    by nonzero, a value-dependent shape): the error names the op and the
-    experts module."""
+@pytest.mark.parametrize("implementation", [None, "eager", "batched_mm"])
+def test_mixtral_experts_are_grouped_products(implementation):
+    """Whatever experts implementation transformers runs, the step has one
+    fsdp.grouped_matmul per expert product (gate_up and down) and one per
+    input gradient, one fsdp.grouped_matmul_transpose_lhs per weight
+    gradient, and no product of every expert on every row."""
+    module, loss_fn, batch = mixtral(2, implementation)
+    text = export_step(module, loss_fn, batch, None, mesh="2", verify=False)["mlir"]
+    assert text.count('"fsdp.grouped_matmul"(') == 4
+    assert text.count('"fsdp.grouped_matmul_transpose_lhs"(') == 2
+    assert "aten.nonzero" not in text
+
+
+class LoopedExperts(torch.nn.Module):
+    """Experts run on the rows nonzero() finds for each: shapes that depend
+    on the routing's values."""
+
+    def __init__(self):
+        super().__init__()
+        self.w = torch.nn.Parameter(torch.randn(2, 4, 4))
+
+    def forward(self, x):
+        ids = x.argmax(-1) % 2
+        out = torch.zeros_like(x)
+        for e in range(2):
+            rows = torch.nonzero(ids == e).squeeze(-1)
+            out = out.index_add(0, rows, x[rows] @ self.w[e])
+        return out
+
+
+def test_value_dependent_expert_loop_names_the_op_and_the_module():
     from fsdp_mlir.torch import ExportError
 
-    module, loss_fn, batch = mixtral(2, "eager")
+    module = torch.nn.Sequential(LoopedExperts())
     with pytest.raises(ExportError) as err:
-        export_step(module, loss_fn, batch, None, mesh="2", verify=False)
-    assert str(err.value).startswith(
-        "unsupported op 'aten.nonzero' in model.layers.0.mlp.experts (MixtralExperts)"
-    )
+        export_step(module, lambda m, x: m(x).sum(), (torch.randn(4, 4),), None, mesh="2")
+    assert str(err.value).startswith("unsupported op 'aten.nonzero' in 0 (LoopedExperts)"), err
+
+
+def test_sparse_moe_matches_dense_form_with_a_quarter_of_the_flops(tmp_path):
+    """The hand-written MoE (8 experts, top 2) exported sparse (grouped
+    products) and dense (every expert on every row, the routing as a mask):
+    on 2 ranks both match float64 autograd within RTOL and each other, and
+    the sparse step's contraction FLOPs, counted on the exported IR, are at
+    most 0.3 of the dense step's."""
+    from fsdp_mlir.torch import load_results
+    from fsdp_mlir.torch.experts import contraction_flops
+
+    module, loss_fn, batch = sparse_moe(2)
+    got, flops = {}, {}
+    for form in ("sparse", "dense"):
+        out = str(tmp_path / form)
+        model = export_step(module, loss_fn, batch, out, mesh="2", verify=False, experts=form)
+        flops[form] = contraction_flops(model["mlir"])["total"]
+        results = run(out, model["config"]["pipeline"])
+        errors = T.errors_vs_float64(model, module, loss_fn, batch, results, 2)
+        bad = {k: v for k, v in errors.items() if not v <= RTOL}
+        assert not bad, f"{form}: relative errors above {RTOL}: {bad}"
+        loss, grads = load_results(results, module)
+        got[form] = {"loss": loss, **{f"grad.{n}": g for n, g in grads.items()}}
+    assert 0 < flops["sparse"] <= 0.3 * flops["dense"], flops
+    names = [k for k in got["dense"] if k != "loss"]
+    errors = V.relative_errors(got["sparse"], got["dense"], names)
+    assert max(errors.values()) <= RTOL, errors
 
 
 def test_mixtral_trains_10_adamw_steps(tmp_path):

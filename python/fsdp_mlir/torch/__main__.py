@@ -91,6 +91,7 @@ def cmd_export(args) -> int:
         verify=args.verify,
         tp_plan=_tp_plan_arg(args.tp_plan) if args.tp_plan else built.get("tp_plan"),
         sequence_parallel=args.sequence_parallel or built.get("sequence_parallel", False),
+        experts=args.experts,
     )
     mesh = "x".join(map(str, model["mesh"]["shape"]))
     units = ", ".join(model["config"]["units"])
@@ -186,6 +187,13 @@ def main(argv=None) -> int:
         default=None,
         help="run the imported step unsharded and compare it with torch eager "
         "(default: when fsdp-opt/fsdp-run are found; on one sample for large models)",
+    )
+    ex.add_argument(
+        "--experts",
+        choices=("sparse", "dense"),
+        default="sparse",
+        help="a sparse MoE's grouped products: one per expert on its rows (sparse, default) "
+        "or every expert on every row (dense)",
     )
     ex.set_defaults(fn=cmd_export)
     ch = sub.add_parser("check", help="compare fsdp-run's results with torch autograd (float64)")

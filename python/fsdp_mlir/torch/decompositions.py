@@ -765,15 +765,19 @@ def _groups(offs, n):
     return (offs.unsqueeze(0) <= pos.unsqueeze(1)).sum(-1)  # (n,), int64
 
 
-def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
+def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None, sparse=False):
     """`torch._grouped_mm` / `F.grouped_mm` (the MoE experts of transformers'
-    default "grouped_mm" implementation) in plain ops that autograd
+    default "grouped_mm" implementation). aten's kernel has no trace through
+    torch-mlir, and its offsets are data-dependent.
+
+    sparse: the offset forms as `fsdp::grouped_mm` (experts.py), which the
+    export writes as `fsdp.grouped_matmul`: one product per group, the
+    routed multiply-adds only. Otherwise in plain ops that autograd
     differentiates, DENSE: every group's matrix on every row, masked by the
     row's group. For (S, K) rows and (E, K, N) weights that is E times the
     multiply-adds of the grouped product (every expert on every token, E /
     top-k times a sparse MoE's) and an (E, S, N) intermediate. Rows past
-    offs[-1] are zero (aten leaves them undefined). aten's kernel has no CPU
-    trace through torch-mlir; its offsets are data-dependent."""
+    offs[-1] are zero (aten leaves them undefined) in both forms."""
     if bias is not None:
         raise UnsupportedInModel("grouped_mm with a bias is not supported")
     if out_dtype is not None and out_dtype != mat_a.dtype:
@@ -782,6 +786,10 @@ def grouped_mm(mat_a, mat_b, *, offs=None, bias=None, out_dtype=None):
         return torch.bmm(mat_a, mat_b)
     if offs is None:
         raise UnsupportedInModel("grouped_mm of 2-D operands without offsets is not supported")
+    if sparse and mat_a.dim() == 2 and mat_b.dim() in (2, 3):
+        from .experts import sparse_grouped_mm
+
+        return sparse_grouped_mm(mat_a, mat_b, offs)
     e = offs.shape[0]
     zero = torch.zeros((), dtype=mat_a.dtype, device=mat_a.device)
     if mat_a.dim() == 2 and mat_b.dim() == 3:  # rows of a in groups: (S, N)
@@ -811,12 +819,13 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
     buffers it is given: {buffer name: new value}. `buffers` maps the buffer
     tensors the module is called with to their names. Grouped 2-D
     convolutions are replaced by `grouped_conv2d`, grouped matrix products
-    (MoE experts) by `grouped_mm`."""
+    (MoE experts) by `grouped_mm` (sparse unless `experts` is "dense")."""
 
-    def __init__(self, buffers: dict):
+    def __init__(self, buffers: dict, experts: str = "sparse"):
         super().__init__()
         self.names = {id(t): n for n, t in buffers.items()}
         self.updates = {}
+        self.sparse = experts == "sparse"
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -826,7 +835,7 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
             x, w, b, rm, rv, training, momentum, eps = args[:8]
             return self._batch_norm(x, rm, rv, w, b, training, momentum, eps)
         if func in _GROUPED_MM:
-            return grouped_mm(*args, **kwargs)
+            return grouped_mm(*args, **kwargs, sparse=self.sparse)
         if func is torch.conv2d:
             conv = dict(
                 zip(("input", "weight", "bias", "stride", "padding", "dilation", "groups"), args)
@@ -1029,18 +1038,26 @@ def _no_warning(*args, **kwargs):
     return None
 
 
-def library_patterns():
+def library_patterns(experts: str = "sparse"):
     """Context for the trace: patterns of model libraries that read a
     tensor's value only to pick between two equivalent computations, written
     without the read. transformers' `_ignore_causal_mask_sdpa` reads whether
     the padding mask is all ones to drop the causal mask for SDPA's
     `is_causal` (the same result; transformers itself answers False when it
     traces), and `warn_if_padding_and_no_attention_mask` reads the first and
-    last tokens for a warning."""
+    last tokens for a warning. transformers' MoE experts (`experts`, see
+    `_experts_forward`) run their "grouped_mm" implementation whichever is
+    configured."""
     import contextlib
     import sys
 
     stack = contextlib.ExitStack()
+    moe = sys.modules.get("transformers.integrations.moe")
+    interface = getattr(moe, "ExpertsInterface", None) if moe is not None else None
+    if interface is not None and hasattr(interface, "get_interface"):
+        stack.enter_context(
+            _patched(interface, "get_interface", _experts_forward(interface.get_interface, experts))
+        )
     masking = sys.modules.get("transformers.masking_utils")
     if masking is not None and hasattr(masking, "_ignore_causal_mask_sdpa"):
         stack.enter_context(_patched(masking, "_ignore_causal_mask_sdpa", _no_mask_skip))
@@ -1049,6 +1066,28 @@ def library_patterns():
     if base is not None and hasattr(base, "warn_if_padding_and_no_attention_mask"):
         stack.enter_context(_patched(base, "warn_if_padding_and_no_attention_mask", _no_warning))
     return stack
+
+
+# transformers' experts implementations that compute the same function as
+# "grouped_mm": "eager" loops over the experts nonzero() finds (a
+# value-dependent shape), "batched_mm" gathers each row's expert matrices
+# (an (S, K, N) copy, and a scatter of it in the backward).
+_SAME_AS_GROUPED_MM = ("eager", "batched_mm")
+
+
+def _experts_forward(get_interface, experts):
+    """transformers' `ExpertsInterface.get_interface` for the trace: "eager"
+    always, and "batched_mm" when exporting sparse experts, resolve to
+    "grouped_mm" (sorted rows and F.grouped_mm, which the trace writes as
+    fsdp.grouped_matmul or as the dense form)."""
+    rewrite = _SAME_AS_GROUPED_MM if experts == "sparse" else ("eager",)
+
+    def get(self, implementation, default):
+        if implementation in rewrite:
+            implementation = "grouped_mm"
+        return get_interface(self, implementation, default)
+
+    return get
 
 
 class _patched:

@@ -160,3 +160,75 @@ def gpt_training(steps: int, global_batch: int = 16, seed: int = 11) -> dict:
         "units": [Block],
         "exclude": {f"blocks.{b}.qkv.bias": key_bias.numpy() for b in range(blocks)},
     }
+
+
+class SparseMoE(nn.Module):
+    """A Mixtral-style sparse mixture of experts: a linear router, softmax,
+    the top-k experts of each token with their probabilities renormalized,
+    SwiGLU experts. The (token, expert) rows are sorted by expert and each
+    expert runs on its own rows (`F.grouped_mm` with the end offsets of the
+    groups), as transformers' "grouped_mm" experts do; the export writes
+    those products as `fsdp.grouped_matmul` (or, with `experts="dense"`,
+    every expert on every row)."""
+
+    def __init__(self, dim: int, ffn: int, experts: int = 8, top_k: int = 2):
+        super().__init__()
+        self.experts, self.top_k = experts, top_k
+        self.router = nn.Linear(dim, experts, bias=False)
+        self.gate_up = nn.Parameter(torch.randn(experts, dim, 2 * ffn) * dim**-0.5)
+        self.down = nn.Parameter(torch.randn(experts, ffn, dim) * ffn**-0.5)
+
+    def forward(self, x):
+        shape = x.shape
+        x = x.reshape(-1, shape[-1])
+        probs = F.softmax(self.router(x), dim=-1)
+        weights, ids = torch.topk(probs, self.top_k, dim=-1)
+        weights = weights / weights.sum(-1, keepdim=True)
+        flat = ids.reshape(-1)
+        order = torch.argsort(flat, stable=True)
+        token = order // self.top_k
+        counts = (flat.unsqueeze(1) == torch.arange(self.experts)).sum(0)
+        offs = torch.cumsum(counts, 0).to(torch.int32)
+        gate, up = F.grouped_mm(x[token], self.gate_up, offs=offs).chunk(2, dim=-1)
+        rows = F.grouped_mm(F.silu(gate) * up, self.down, offs=offs)
+        rows = rows * weights.reshape(-1)[order].unsqueeze(-1)
+        return torch.zeros_like(x).index_add(0, token, rows).reshape(shape)
+
+
+class MoELM(nn.Module):
+    """Embedding, one residual sparse MoE block after an RMS norm, a head."""
+
+    def __init__(self, vocab: int, dim: int, ffn: int, experts: int = 8, top_k: int = 2):
+        super().__init__()
+        self.emb = nn.Embedding(vocab, dim)
+        self.norm = nn.RMSNorm(dim)
+        self.moe = SparseMoE(dim, ffn, experts, top_k)
+        self.head = nn.Linear(dim, vocab, bias=False)
+
+    def forward(self, tokens):
+        x = self.emb(tokens)
+        x = x + self.moe(self.norm(x))
+        return self.head(x)
+
+
+def moe(
+    global_batch: int = 4,
+    seq: int = 8,
+    vocab: int = 32,
+    dim: int = 16,
+    ffn: int = 32,
+    experts: int = 8,
+    top_k: int = 2,
+    seed: int = 0,
+) -> dict:
+    """A tiny sparse MoE language model (8 experts, top 2)."""
+    torch.manual_seed(seed)
+    model = MoELM(vocab, dim, ffn, experts, top_k)
+    g = torch.Generator().manual_seed(seed + 1)
+    tokens = torch.randint(0, vocab, (global_batch, seq + 1), generator=g)
+    return {
+        "module": model,
+        "loss_fn": lm_loss,
+        "batch": (tokens[:, :-1], tokens[:, 1:]),
+        "units": [SparseMoE],
+    }

@@ -224,16 +224,21 @@ def _batch_entries(loss_fn, batch) -> list:
 # ---------------------------------------------------------------- tracing
 
 
-def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), trainable=None):
+def trace_step(
+    module, loss_fn, param_names, local_batch, buffer_names=(), trainable=None, experts="sparse"
+):
     """FX graph of (params..., buffers..., batch...) -> (loss, *grads,
     *updated buffers), and the names of the updated buffers (those the forward
     changes: batch norm's running statistics in training mode, counters).
     `trainable`: the names of the parameters differentiated (default: those
     with requires_grad); the others (frozen) are arguments without a
-    gradient."""
+    gradient. `experts`: how grouped matrix products (MoE experts) are
+    traced, "sparse" (fsdp.grouped_matmul) or "dense" (every expert on every
+    row, masked)."""
     from torch.fx.experimental.proxy_tensor import make_fx
 
     from .decompositions import BufferUpdates, ScalarReads, library_patterns, table
+    from .experts import FunctionalizedFunctions
 
     param_names = list(param_names)
     buffer_names = list(buffer_names)
@@ -253,7 +258,7 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
                 n: b.to(dtype) if dtype != b.dtype else b.clone()
                 for n, b, dtype in zip(buffer_names, buffers, buffer_dtypes)
             }
-            updates = BufferUpdates(bufs)
+            updates = BufferUpdates(bufs, experts)
             values = {**frozen, **{param_names[i]: t for i, t in zip(differentiated, p)}, **bufs}
             with updates, bound_to(module, values):
                 loss = loss_fn(module, *batch)
@@ -289,7 +294,8 @@ def trace_step(module, loss_fn, param_names, local_batch, buffer_names=(), train
             fx_traceback.preserve_node_meta(),
             sdpa_kernel(SDPBackend.MATH),
             functions,
-            library_patterns(),
+            FunctionalizedFunctions(),
+            library_patterns(experts),
             reads,
         ):
             # functionalize: in-place ops (gradient accumulation, masked_fill_)
@@ -353,7 +359,8 @@ class CustomFunctions:
         original, seen = self.original, self.seen
 
         def apply(cls, *args, **kwargs):
-            if kwargs:
+            # The frontend's own Functions (experts.py) keep their derivative.
+            if kwargs or getattr(cls, "fsdp_keep", False):
                 return original.__get__(None, cls)(*args, **kwargs)
             spec = tuple(
                 ("tensor", tuple(a.shape), a.dtype) if isinstance(a, torch.Tensor) else a
@@ -551,6 +558,7 @@ def export_step(
     buffer_updates: str | None = None,
     tp_plan=None,
     sequence_parallel: bool = False,
+    experts: str = "sparse",
 ) -> dict:
     """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
     parameters and batch as `.npy`; returns the model description.
@@ -579,6 +587,12 @@ def export_step(
     `fsdp.update_of`, fed back by `fsdp-run --steps`; on several ranks each
     rank keeps and updates its own copy) or "results" (rank-local results
     only, not fed back). None: "fed_back".
+    experts: how a sparse mixture of experts' grouped matrix products
+    (`F.grouped_mm` with offsets, transformers' experts in every
+    implementation that runs on the CPU) are exported: "sparse" (default;
+    `fsdp.grouped_matmul`, one product per expert on its own rows) or
+    "dense" (every expert on every row, masked by the routing: E / top-k
+    times the multiply-adds, for comparison).
     """
     if not isinstance(module, torch.nn.Module):
         raise ExportError(f"module: expected a torch.nn.Module, got {type(module).__name__}")
@@ -586,6 +600,8 @@ def export_step(
     world = M.mesh_world(mesh_d)
     if policy not in M.POLICIES:
         raise ExportError(f"policy '{policy}': expected one of {M.POLICIES}")
+    if experts not in ("sparse", "dense"):
+        raise ExportError(f"experts '{experts}': expected sparse or dense")
     for opt, value in (("param_dtype", param_dtype), ("reduce_dtype", reduce_dtype)):
         if value is not None and value not in ("f32", "bf16", "f16", "f64"):
             raise ExportError(f"{opt} '{value}': expected f32, bf16, f16 or f64")
@@ -728,7 +744,12 @@ def export_step(
 
         try:
             gm, updated = trace_step(
-                module, loss_fn, [n for n, _ in named], batch, [n for n, _ in named_buffers]
+                module,
+                loss_fn,
+                [n for n, _ in named],
+                batch,
+                [n for n, _ in named_buffers],
+                experts=experts,
             )
         except UnsupportedInModel as err:
             raise ExportError(str(err)) from None

@@ -256,8 +256,12 @@ def import_graph(gm, workdir: str | None = None) -> str:
             raise _unsupported(gm, m.group(1), "torch-mlir cannot import it" + where) from None
         first = msg.splitlines()[0] if msg else repr(err)
         raise ExportError(f"torch-mlir import failed: {first}{where}") from None
+    text, fsdp_calls = _fsdp_ops_to_calls(text)
+    stages = STAGES
+    if fsdp_calls:
+        stages = STAGES[:-1] + ((_linalg_stage_without_contract(opt), STAGES[-1][1]),)
     tmp = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
-    for i, (pipeline, stage) in enumerate(STAGES):
+    for i, (pipeline, stage) in enumerate(stages):
         src = os.path.join(tmp, f"stage{i}.mlir")
         with open(src, "w") as f:
             f.write(text)
@@ -288,7 +292,93 @@ def import_graph(gm, workdir: str | None = None) -> str:
             f"  {reproduce_command(opt, src, pipeline)}"
         )
     shutil.rmtree(tmp, ignore_errors=True)
-    return text
+    return _calls_to_fsdp_ops(text, fsdp_calls)
+
+
+# The frontend's own operators (experts.OPS) as torch-mlir imports them.
+_FSDP_OPERATOR_RE = re.compile(
+    r'torch\.operator "(?P<name>torch\.fsdp\.\w+)"\((?P<args>[^)]*)\)\s*:\s*'
+    r"\((?P<types>.*)\)\s*->\s*(?P<result>\S+)\s*$"
+)
+_FSDP_CALL_RE = re.compile(
+    r"^(?P<lhs>\s*%[\w#]+\s*=\s*)(?:func\.)?call @(?P<callee>fsdp_op_\d+)\((?P<rest>.*)$"
+)
+
+
+def _fsdp_ops_to_calls(text: str):
+    """The frontend's operators (MoE experts' grouped products) have no
+    torch-mlir lowering: each becomes a call of a private declaration, which
+    torch-mlir converts to builtin tensor types like any call, and which
+    `_calls_to_fsdp_ops` turns into the fsdp op after the lowering. Returns
+    the text and {callee: fsdp op name}."""
+    from .experts import OPS
+
+    calls, decls, lines = {}, [], text.splitlines()
+    for i, line in enumerate(lines):
+        m = _FSDP_OPERATOR_RE.search(line)
+        if not m:
+            continue
+        if m.group("name") not in OPS:
+            raise ExportError(f"torch-mlir import: unknown fsdp operator {m.group('name')}")
+        callee = f"fsdp_op_{len(calls)}"
+        calls[callee] = OPS[m.group("name")]
+        sig = f"({m.group('types')}) -> {m.group('result')}"
+        lines[i] = line[: m.start()] + f"func.call @{callee}({m.group('args')}) : {sig}"
+        decls.append(f"  func.func private @{callee}{sig}")
+    if not calls:
+        return text, calls
+    at = next(i for i, ln in enumerate(lines) if re.match(r"^module\b.*\{\s*$", ln))
+    lines[at + 1 : at + 1] = decls
+    return "\n".join(lines) + "\n", calls
+
+
+def _calls_to_fsdp_ops(text: str, calls: dict) -> str:
+    """Each call `_fsdp_ops_to_calls` made, now on builtin tensors, as its
+    fsdp op (generic form, the call's operands and types); the declarations
+    are dropped."""
+    if not calls:
+        return text
+    out = []
+    for line in text.splitlines():
+        if re.match(r"^\s*func\.func private @fsdp_op_\d+\b", line):
+            continue
+        m = _FSDP_CALL_RE.match(line)
+        if m and m.group("callee") in calls:
+            line = f'{m.group("lhs")}"{calls[m.group("callee")]}"({m.group("rest")}'
+        elif "@fsdp_op_" in line:
+            raise ExportError(f"torch-mlir output: unexpected use of an fsdp operator: {line}")
+        out.append(line)
+    return "\n".join(out) + "\n"
+
+
+def _linalg_stage_without_contract(opt: str) -> str:
+    """The linalg stage's pipeline without its last pass, the check of the
+    linalg-on-tensors contract, which refuses calls of declarations. The
+    export checks instead that nothing outside the upstream dialects
+    remains (and the fsdp ops come back after the stage)."""
+    import subprocess
+
+    spec = STAGES[-1][0]
+    proc = subprocess.run(
+        [opt, "-", f"--pass-pipeline={spec}", "--dump-pass-pipeline"],
+        input="module {}\n",
+        capture_output=True,
+        text=True,
+    )
+    lines = proc.stderr.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.strip() == "builtin.module("), None)
+    if start is None:
+        raise ExportError(f"{opt} --dump-pass-pipeline printed no pipeline:\n{proc.stderr}")
+    pipeline, depth = "", 0
+    for ln in lines[start:]:
+        pipeline += ln.strip()
+        depth += ln.count("(") - ln.count(")")
+        if depth == 0:
+            break
+    contract = ",torch-verify-linalg-on-tensors-backend-contract"
+    if contract not in pipeline:
+        raise ExportError(f"{opt}: the linalg stage has no {contract[1:]} pass to leave out")
+    return pipeline.replace(contract, "")
 
 
 # ---------------------------------------------------------------- annotate

@@ -1,6 +1,7 @@
 //===- FSDPDialect.cpp - fsdp dialect and argument attributes -------------===//
 
 #include "fsdp/Dialect/FSDP/IR/FSDPDialect.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 
@@ -30,6 +31,10 @@ void FSDPDialect::initialize() {
   addOperations<
 #define GET_OP_LIST
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.cpp.inc"
+      >();
+  addOperations<
+#define GET_OP_LIST
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.cpp.inc"
       >();
 }
 

@@ -1,0 +1,79 @@
+//===- FSDPExpertOps.td - sparse mixture-of-experts ops ----*- tablegen -*-===//
+//
+// The grouped matrix products of a sparse mixture of experts: one product
+// per group of consecutive rows (the rows of one expert). In the fsdp
+// dialect, generated apart from FSDPOps.td (FSDPExpertOps.h).
+//
+//===----------------------------------------------------------------------===//
+
+#ifndef FSDP_EXPERT_OPS_TD
+#define FSDP_EXPERT_OPS_TD
+
+include "fsdp/Dialect/FSDP/IR/FSDPBase.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+
+def FSDP_GroupedMatmulOp : FSDP_Op<"grouped_matmul", [Pure]> {
+  let summary = "one matrix product per group of consecutive rows";
+  let description = [{
+    The rows of `lhs` are in groups of consecutive rows; group `g` ends
+    (exclusively) at `offsets[g]` and starts where group `g - 1` ends (group
+    0 at row 0). Each group is multiplied by its own matrix of `rhs`:
+
+    ```
+    result[r, :] = lhs[r, :] @ rhs[g, :, :]    for offsets[g-1] <= r < offsets[g]
+    ```
+
+    Rows at or after `offsets[E - 1]` are zero. This is a sparse mixture of
+    experts' expert layer, once its (token, expert) rows are sorted by
+    expert: `E` products whose sizes add up to the rows, instead of every
+    expert on every row (`torch.nn.functional.grouped_mm` with a 3-D
+    `mat2`). The offsets are read at run time (clamped to `[start, S]`, so
+    decreasing or too large offsets give empty groups, never an access out
+    of bounds). `fsdp-grouped-matmul` lowers it.
+    ```mlir
+    %y = fsdp.grouped_matmul %x, %w, %offsets
+        : tensor<64x16xf32>, tensor<8x16x32xf32>, tensor<8xi32> -> tensor<64x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
+                       AnyRankedTensor:$offsets);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $offsets attr-dict `:` type($lhs) `,` type($rhs) `,`
+    type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_GroupedMatmulTransposeLhsOp
+    : FSDP_Op<"grouped_matmul_transpose_lhs", [Pure]> {
+  let summary = "per group of consecutive rows, lhs transposed times rhs";
+  let description = [{
+    With the groups of rows of `fsdp.grouped_matmul` (group `g` is rows
+    `offsets[g-1] <= r < offsets[g]`, group 0 starting at row 0), one
+    product per group, summed over the group's rows:
+
+    ```
+    result[g, :, :] = sum over r in group g of  lhs[r, :]^T rhs[r, :]
+    ```
+
+    An empty group gives zeros. This is the gradient of
+    `fsdp.grouped_matmul` for its `rhs` (`lhs` the forward's input, `rhs`
+    the result's gradient): each expert's weight gradient from its own
+    rows only.
+    ```mlir
+    %dw = fsdp.grouped_matmul_transpose_lhs %x, %dy, %offsets
+        : tensor<64x16xf32>, tensor<64x32xf32>, tensor<8xi32> -> tensor<8x16x32xf32>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$lhs, AnyRankedTensor:$rhs,
+                       AnyRankedTensor:$offsets);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $offsets attr-dict `:` type($lhs) `,` type($rhs) `,`
+    type($offsets) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+#endif // FSDP_EXPERT_OPS_TD

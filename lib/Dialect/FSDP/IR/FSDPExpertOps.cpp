@@ -1,0 +1,75 @@
+//===- FSDPExpertOps.cpp - sparse mixture-of-experts ops ------------------===//
+
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+/// The shared checks of the grouped products: element types, the offsets,
+/// and each pair of sizes that must agree (`what` names them).
+static LogicalResult
+verifyGrouped(Operation *op, ShapedType lhs, ShapedType rhs, ShapedType offsets,
+              ShapedType result, int64_t rhsRank, int64_t resultRank,
+              int64_t groups,
+              ArrayRef<std::tuple<int64_t, int64_t, StringRef>> agree) {
+  if (lhs.getRank() != 2 || rhs.getRank() != rhsRank ||
+      result.getRank() != resultRank)
+    return op->emitOpError()
+           << "expects a 2-D lhs, a " << rhsRank << "-D rhs and a "
+           << resultRank << "-D result, got " << lhs << ", " << rhs << " and "
+           << result;
+  Type elem = lhs.getElementType();
+  if (!isa<FloatType>(elem) || rhs.getElementType() != elem ||
+      result.getElementType() != elem)
+    return op->emitOpError()
+           << "lhs, rhs and result must have one float element type, got "
+           << lhs.getElementType() << ", " << rhs.getElementType() << " and "
+           << result.getElementType();
+  if (offsets.getRank() != 1 ||
+      !isa<IntegerType, IndexType>(offsets.getElementType()))
+    return op->emitOpError()
+           << "offsets must be a 1-D integer tensor, got " << offsets;
+  auto mismatch = [](int64_t a, int64_t b) {
+    return !ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b;
+  };
+  if (mismatch(offsets.getDimSize(0), groups))
+    return op->emitOpError() << "has " << groups << " groups but "
+                             << offsets.getDimSize(0) << " offsets";
+  for (auto [a, b, what] : agree)
+    if (mismatch(a, b))
+      return op->emitOpError() << what << " differ: " << a << " and " << b;
+  return success();
+}
+
+LogicalResult GroupedMatmulOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType();
+  auto result = getResult().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 3 || result.getRank() != 2)
+    return verifyGrouped(*this, lhs, rhs, getOffsets().getType(), result, 3, 2,
+                         ShapedType::kDynamic, {});
+  return verifyGrouped(
+      *this, lhs, rhs, getOffsets().getType(), result, 3, 2, rhs.getDimSize(0),
+      {{lhs.getDimSize(1), rhs.getDimSize(1),
+        "lhs columns and rhs rows (the contracted size)"},
+       {lhs.getDimSize(0), result.getDimSize(0), "lhs and result rows"},
+       {rhs.getDimSize(2), result.getDimSize(1), "rhs and result columns"}});
+}
+
+LogicalResult GroupedMatmulTransposeLhsOp::verify() {
+  auto lhs = getLhs().getType(), rhs = getRhs().getType();
+  auto result = getResult().getType();
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || result.getRank() != 3)
+    return verifyGrouped(*this, lhs, rhs, getOffsets().getType(), result, 2, 3,
+                         ShapedType::kDynamic, {});
+  return verifyGrouped(
+      *this, lhs, rhs, getOffsets().getType(), result, 2, 3,
+      result.getDimSize(0),
+      {{lhs.getDimSize(0), rhs.getDimSize(0),
+        "lhs and rhs rows (the contracted size)"},
+       {lhs.getDimSize(1), result.getDimSize(1), "lhs columns and result rows"},
+       {rhs.getDimSize(1), result.getDimSize(2),
+        "rhs columns and result columns"}});
+}
+
+#define GET_OP_CLASSES
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.cpp.inc"
