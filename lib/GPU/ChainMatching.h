@@ -218,6 +218,12 @@ inline bool isArange(Value v) {
   return index && index.getDim() == 0;
 }
 
+/// A maximum of `a` and `b` (either order; NaN-propagating or not).
+inline bool isMaximum(Value v, ValueTest a, ValueTest b) {
+  return commutes<arith::MaximumFOp>(v, a, b) ||
+         commutes<arith::MaxNumFOp>(v, a, b);
+}
+
 } // namespace mlir::fsdp::chain
 
 #endif // FSDP_CONVERSION_GPU_CHAINMATCHING_H

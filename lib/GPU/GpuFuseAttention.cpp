@@ -70,11 +70,6 @@ bool isCausalTest(Value cond, unsigned i, unsigned j) {
   }
 }
 
-bool isMaximum(Value v, ValueTest a, ValueTest b) {
-  return commutes<arith::MaximumFOp>(v, a, b) ||
-         commutes<arith::MaxNumFOp>(v, a, b);
-}
-
 bool sameScale(double a, double b) {
   return std::fabs(a - b) <= 1e-6 * std::fabs(a);
 }

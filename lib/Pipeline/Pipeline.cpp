@@ -202,7 +202,8 @@ void mlir::fsdp::buildFSDPPipeline(OpPassManager &pm,
 
 void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
                                            ComputeMode compute,
-                                           bool fuseAttention) {
+                                           bool fuseAttention,
+                                           bool fuseCrossEntropy) {
   // Outlining comes first: the tensor-level passes after it (elementwise to
   // linalg, the fast path's folding and fusion) then run on the deduplicated
   // segment functions, about ten for a transformer of any depth, instead of
@@ -229,6 +230,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // backward are matched together, before segments separate them.
   if (compute == ComputeMode::Gpu && fuseAttention)
     pm.addPass(createFSDPGpuFuseAttention());
+  // Cross-entropy likewise: its forward and backward share the row
+  // statistics.
+  if (compute == ComputeMode::Gpu && fuseCrossEntropy)
+    pm.addPass(createFSDPGpuFuseCrossEntropy());
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // x ** 3 as multiplications on every path (no __nv_powif in a kernel, no
@@ -404,7 +409,8 @@ void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
 
 void mlir::fsdp::buildFSDPLowerToLLVM(OpPassManager &pm, ComputeMode compute,
                                       bool arena, const FSDPGpuOptions &gpu) {
-  populateFSDPTensorCompute(pm, compute, gpu.fuseAttention);
+  populateFSDPTensorCompute(pm, compute, gpu.fuseAttention,
+                            gpu.fuseCrossEntropy);
   // A compute=gpu step's arena is the rank's device arena (fsdprt_gpu_arena).
   populateFSDPBufferization(pm, arena, compute == ComputeMode::Gpu);
   populateFSDPRuntimeCalls(pm, compute);
@@ -459,11 +465,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPGroupedMatmul(),       createFSDPGroupedMatmulToBlas(),
       createFSDPAssignBuffers(),       createFSDPLowerIfs(),
       createFSDPGpuAsyncCollectives(), createFSDPGpuFuseAttention(),
-      createFSDPGpuScatterAdd(),       createFSDPLinalgToCublas(),
-      createFSDPGpuKernels(),          createFSDPGpuDeviceMemory(),
-      createFSDPGpuMergeModules(),     createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit(),     createFSDPGpuHostKernels(),
-      createFSDPGpuCostReport()};
+      createFSDPGpuFuseCrossEntropy(), createFSDPGpuScatterAdd(),
+      createFSDPLinalgToCublas(),      createFSDPGpuKernels(),
+      createFSDPGpuDeviceMemory(),     createFSDPGpuMergeModules(),
+      createFSDPGpuStreamOrder(),      createFSDPGpuCheckToolkit(),
+      createFSDPGpuHostKernels(),      createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -53,6 +53,9 @@ struct FSDPGpuOptions {
   /// Replace attention chains by the fused kernels
   /// (fsdp-gpu-fuse-attention).
   bool fuseAttention = true;
+  /// Rewrite torch's cross-entropy chains into row passes over the logits
+  /// (fsdp-gpu-fuse-cross-entropy).
+  bool fuseCrossEntropy = true;
 };
 
 /// The pipeline options of compute=gpu, shared by both pipelines.
@@ -97,6 +100,11 @@ struct FSDPGpuOptions {
       llvm::cl::desc("compute=gpu: replace attention chains by the fused "     \
                      "attention kernels (fsdp-gpu-fuse-attention)"),           \
       llvm::cl::init(FSDPGpuOptions().fuseAttention)};                         \
+  Option<bool> gpuFuseCrossEntropy{                                            \
+      *this, "gpu-fuse-cross-entropy",                                         \
+      llvm::cl::desc("compute=gpu: rewrite cross-entropy chains into row "     \
+                     "passes over the logits (fsdp-gpu-fuse-cross-entropy)"),  \
+      llvm::cl::init(FSDPGpuOptions().fuseCrossEntropy)};                      \
   FSDPGpuOptions gpuOptions() const {                                          \
     FSDPGpuOptions o;                                                          \
     o.chip = gpuChip;                                                          \
@@ -108,6 +116,7 @@ struct FSDPGpuOptions {
     o.costReport = gpuCostReport;                                              \
     o.costReportJson = gpuCostReportJson;                                      \
     o.fuseAttention = gpuFuseAttention;                                        \
+    o.fuseCrossEntropy = gpuFuseCrossEntropy;                                  \
     return o;                                                                  \
   }
 
@@ -328,9 +337,11 @@ void populateFSDPOptimizer(OpPassManager &pm,
 
 /// Outline segments, elementwise ops to linalg, and with compute=fast fold
 /// transposes and fuse elementwise ops (on tensors). With compute=gpu and
-/// `fuseAttention`, attention chains become the fused kernels first.
+/// `fuseAttention`, attention chains become the fused kernels first, with
+/// `fuseCrossEntropy` cross-entropy chains row passes.
 void populateFSDPTensorCompute(OpPassManager &pm, ComputeMode compute,
-                               bool fuseAttention = true);
+                               bool fuseAttention = true,
+                               bool fuseCrossEntropy = true);
 /// One-shot bufferization and deallocation (early frees, then the
 /// ownership-based rest), and with `arena` the buffer assignment. With
 /// `deviceArena` (compute=gpu) the arena is the rank's device arena: no
