@@ -30,6 +30,7 @@ using mlir::fsdp::detail::addSlotPadding;
 using mlir::fsdp::detail::bytesOf;
 using mlir::fsdp::detail::openReport;
 using mlir::fsdp::detail::ReportMesh;
+using mlir::fsdp::detail::writePerRankJson;
 
 namespace {
 
@@ -292,15 +293,10 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           }
           j.attribute("peak_live_gathered_bytes", r.peakBytes);
           j.attribute("peak_live_gathered_buffers", r.peakBuffers);
-          j.attributeArray("per_rank", [&] {
-            for (int64_t rank = 0; rank < r.mesh.ranks; ++rank)
-              j.object([&] {
-                j.attribute("rank", rank);
-                j.attribute("collectives", r.total.count);
-                j.attribute("bytes_sent", r.total.sent);
-                j.attribute("bytes_received", r.total.received);
-                j.attribute("padding_bytes", r.padding[rank]);
-              });
+          writePerRankJson(j, r.mesh.ranks, r.padding, [&] {
+            j.attribute("collectives", r.total.count);
+            j.attribute("bytes_sent", r.total.sent);
+            j.attribute("bytes_received", r.total.received);
           });
         });
     });

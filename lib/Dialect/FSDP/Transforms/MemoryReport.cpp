@@ -30,6 +30,7 @@ using mlir::fsdp::detail::addSlotPadding;
 using mlir::fsdp::detail::bytesOf;
 using mlir::fsdp::detail::openReport;
 using mlir::fsdp::detail::ReportMesh;
+using mlir::fsdp::detail::writePerRankJson;
 
 namespace {
 
@@ -449,16 +450,11 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           j.attributeBegin("at_peak_total_bytes");
           kinds(r.atTotal);
           j.attributeEnd();
-          j.attributeArray("per_rank", [&] {
-            for (int64_t rank = 0; rank < r.mesh.ranks; ++rank)
-              j.object([&] {
-                j.attribute("rank", rank);
-                j.attribute("peak_total_bytes", r.total);
-                j.attributeBegin("peak_bytes");
-                kinds(r.peak);
-                j.attributeEnd();
-                j.attribute("padding_bytes", r.padding[rank]);
-              });
+          writePerRankJson(j, r.mesh.ranks, r.padding, [&] {
+            j.attribute("peak_total_bytes", r.total);
+            j.attributeBegin("peak_bytes");
+            kinds(r.peak);
+            j.attributeEnd();
           });
         });
     });

@@ -10,10 +10,13 @@
 // The scalars (the norm, the clipping coefficient, the terms that depend on
 // lr and the step count) are host arithmetic on extracted values, or with
 // device-scalars ops on 0-d tensors that the updates read as inputs: on a
-// GPU they are kernels, and no host code waits for a device value.
+// GPU they are kernels, and no host code waits for a device value. The
+// building blocks are in OptimizerIR.cpp, the clipping norm in
+// GradientNorm.cpp.
 //
 //===----------------------------------------------------------------------===//
 
+#include "OptimizerIR.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -34,12 +37,9 @@ namespace mlir::fsdp {
 
 using namespace mlir;
 using namespace mlir::fsdp;
-namespace lm = ::fsdp::layout;
+using namespace mlir::fsdp::optimizer;
 
 namespace {
-
-/// torch.nn.utils.clip_grad_norm_ adds this to the norm before dividing.
-constexpr double kClipEpsilon = 1e-6;
 
 /// A number as the user would write it (%g).
 std::string num(double v) {
@@ -47,16 +47,6 @@ std::string num(double v) {
   std::snprintf(text, sizeof(text), "%g", v);
   return text;
 }
-
-/// One parameter the step updates.
-struct Param {
-  unsigned arg;       // its argument
-  unsigned gradIndex; // the result that is its reduced gradient
-  Value grad;
-  LayoutAttr layout;
-  std::string name;
-  SmallVector<unsigned> stateArgs; // appended state arguments
-};
 
 /// Scalars shared by every parameter's update, as values of the compute
 /// type (f32, or f64 for f64 parameters), built once per type.
@@ -245,160 +235,6 @@ struct OptimizerPass
   }
 
   //===--------------------------------------------------------------------===//
-  // Building blocks
-  //===--------------------------------------------------------------------===//
-
-  static Value constant(OpBuilder &b, Location loc, Type type, double v) {
-    return arith::ConstantOp::create(b, loc, type, b.getFloatAttr(type, v));
-  }
-
-  static Value convertTo(OpBuilder &b, Location loc, Value v, Type to) {
-    Type from = v.getType();
-    if (from == to)
-      return v;
-    if (from.getIntOrFloatBitWidth() < to.getIntOrFloatBitWidth())
-      return arith::ExtFOp::create(b, loc, to, v);
-    return arith::TruncFOp::create(b, loc, to, v);
-  }
-
-  static Value scalarOf(OpBuilder &b, Location loc, Value tensor0d) {
-    return tensor::ExtractOp::create(b, loc, tensor0d, ValueRange{});
-  }
-
-  static Value tensorOf(OpBuilder &b, Location loc, Value scalar) {
-    return tensor::FromElementsOp::create(
-        b, loc, RankedTensorType::get({}, scalar.getType()), scalar);
-  }
-
-  /// sum(x^2) over a whole tensor, accumulated in f64.
-  static Value sumOfSquares(OpBuilder &b, Location loc, Value x) {
-    auto type = cast<RankedTensorType>(x.getType());
-    Type f64 = b.getF64Type();
-    auto accType = RankedTensorType::get({}, f64);
-    Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, f64);
-    init = linalg::FillOp::create(
-               b, loc, ValueRange{constant(b, loc, f64, 0.0)}, ValueRange{init})
-               .getResult(0);
-    unsigned rank = type.getRank();
-    SmallVector<AffineMap> maps = {b.getMultiDimIdentityMap(rank),
-                                   AffineMap::get(rank, 0, {}, b.getContext())};
-    SmallVector<utils::IteratorType> iters(rank,
-                                           utils::IteratorType::reduction);
-    auto op = linalg::GenericOp::create(
-        b, loc, TypeRange{accType}, ValueRange{x}, ValueRange{init}, maps,
-        iters, [&](OpBuilder &nb, Location nl, ValueRange args) {
-          Value v = convertTo(nb, nl, args[0], f64);
-          Value sq = arith::MulFOp::create(nb, nl, v, v);
-          Value sum = arith::AddFOp::create(nb, nl, args[1], sq);
-          linalg::YieldOp::create(nb, nl, sum);
-        });
-    return scalarOf(b, loc, op.getResult(0));
-  }
-
-  /// A linalg.generic without loops over scalar tensors (0-d, or of one
-  /// element): `body` maps the input values to results of `resultTypes`,
-  /// returned as 0-d tensors. Lowered for a GPU it is a one-thread kernel.
-  static SmallVector<Value>
-  scalarOp(OpBuilder &b, Location loc, ValueRange inputs,
-           ArrayRef<Type> resultTypes,
-           function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)>
-               body) {
-    MLIRContext *ctx = b.getContext();
-    SmallVector<AffineMap> maps;
-    for (Value in : inputs) {
-      auto t = cast<RankedTensorType>(in.getType());
-      SmallVector<AffineExpr> zeros(t.getRank(), getAffineConstantExpr(0, ctx));
-      maps.push_back(AffineMap::get(0, 0, zeros, ctx));
-    }
-    SmallVector<Value> outs;
-    SmallVector<Type> types;
-    for (Type t : resultTypes) {
-      outs.push_back(tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{}, t));
-      types.push_back(RankedTensorType::get({}, t));
-      maps.push_back(AffineMap::get(0, 0, {}, ctx));
-    }
-    auto op = linalg::GenericOp::create(
-        b, loc, types, inputs, outs, maps, ArrayRef<utils::IteratorType>{},
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          linalg::YieldOp::create(nb, nl,
-                                  body(nb, nl, args.take_front(inputs.size())));
-        });
-    return SmallVector<Value>(op.getResults());
-  }
-
-  /// `acc + sum(x^2)` over a whole tensor in f64, as a `tensor<1xf64>`;
-  /// `acc` null is zero. Lowered for a GPU, the reduction's initial value
-  /// is combined with its total last, as the host sum `acc + ss` would be.
-  static Value accumulateSquares(OpBuilder &b, Location loc, Value x,
-                                 Value acc) {
-    auto type = cast<RankedTensorType>(x.getType());
-    Type f64 = b.getF64Type();
-    auto accType = RankedTensorType::get({1}, f64);
-    if (!acc) {
-      Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{1}, f64);
-      acc =
-          linalg::FillOp::create(b, loc, ValueRange{constant(b, loc, f64, 0.0)},
-                                 ValueRange{init})
-              .getResult(0);
-    }
-    unsigned rank = type.getRank();
-    SmallVector<AffineMap> maps = {
-        b.getMultiDimIdentityMap(rank),
-        AffineMap::get(rank, 0, {getAffineConstantExpr(0, b.getContext())},
-                       b.getContext())};
-    SmallVector<utils::IteratorType> iters(rank,
-                                           utils::IteratorType::reduction);
-    auto op = linalg::GenericOp::create(
-        b, loc, TypeRange{accType}, ValueRange{x}, ValueRange{acc}, maps, iters,
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          Value v = convertTo(nb, nl, args[0], f64);
-          Value sq = arith::MulFOp::create(nb, nl, v, v);
-          Value sum = arith::AddFOp::create(nb, nl, args[1], sq);
-          linalg::YieldOp::create(nb, nl, sum);
-        });
-    return op.getResult(0);
-  }
-
-  /// An elementwise linalg.generic over tensors of one type; `body` maps the
-  /// element values (in the compute type) to the results (compute type),
-  /// which are rounded to the tensors' element type. `scalarInputs` (0-d
-  /// tensors) are read by every element; the body gets their values as they
-  /// are, after the elements.
-  static SmallVector<Value> elementwise(
-      OpBuilder &b, Location loc, RankedTensorType type, Type computeType,
-      ValueRange inputs, ValueRange scalarInputs, unsigned numResults,
-      function_ref<SmallVector<Value>(OpBuilder &, Location, ValueRange)>
-          body) {
-    unsigned rank = type.getRank();
-    SmallVector<Value> outs;
-    for (unsigned i = 0; i < numResults; ++i)
-      outs.push_back(tensor::EmptyOp::create(b, loc, type.getShape(),
-                                             type.getElementType()));
-    SmallVector<AffineMap> maps(inputs.size(), b.getMultiDimIdentityMap(rank));
-    maps.append(scalarInputs.size(),
-                AffineMap::get(rank, 0, {}, b.getContext()));
-    maps.append(numResults, b.getMultiDimIdentityMap(rank));
-    SmallVector<Value> allInputs(inputs);
-    llvm::append_range(allInputs, scalarInputs);
-    SmallVector<utils::IteratorType> iters(rank, utils::IteratorType::parallel);
-    SmallVector<Type> resultTypes(numResults, type);
-    auto op = linalg::GenericOp::create(
-        b, loc, resultTypes, allInputs, outs, maps, iters,
-        [&](OpBuilder &nb, Location nl, ValueRange args) {
-          SmallVector<Value> elems;
-          for (unsigned i = 0; i < inputs.size(); ++i)
-            elems.push_back(convertTo(nb, nl, args[i], computeType));
-          llvm::append_range(elems,
-                             args.slice(inputs.size(), scalarInputs.size()));
-          SmallVector<Value> results = body(nb, nl, elems);
-          for (Value &r : results)
-            r = convertTo(nb, nl, r, type.getElementType());
-          linalg::YieldOp::create(nb, nl, results);
-        });
-    return SmallVector<Value>(op.getResults());
-  }
-
-  //===--------------------------------------------------------------------===//
   // The rewrite
   //===--------------------------------------------------------------------===//
 
@@ -529,13 +365,15 @@ struct OptimizerPass
                 arith::AddFOp::create(nb, nl, v[0], constant(nb, nl, f32, 1))};
           })[0];
       if (maxGradNorm > 0.0)
-        std::tie(gradNorm, clip) = deviceClipCoefficient(b, loc, mesh, params);
+        std::tie(gradNorm, clip) =
+            deviceClipCoefficient(b, loc, mesh, params, maxGradNorm);
     } else {
       lr = scalarOf(b, loc, func.getArgument(inputs.lrArg));
       step = scalarOf(b, loc, func.getArgument(inputs.stepArg));
       newStep = arith::AddFOp::create(b, loc, step, constant(b, loc, f32, 1));
       if (maxGradNorm > 0.0)
-        std::tie(gradNorm, clip) = clipCoefficient(b, loc, mesh, params);
+        std::tie(gradNorm, clip) =
+            clipCoefficient(b, loc, mesh, params, maxGradNorm);
     }
     std::map<unsigned, Scalars> scalarsByWidth;
     std::map<unsigned, SmallVector<Value>> tensorsByWidth;
@@ -653,118 +491,6 @@ struct OptimizerPass
         attrs.set(copied, a);
     attrs.set(kUpdateOfAttrName, b.getI64IntegerAttr(arg));
     return attrs.getDictionary(func.getContext());
-  }
-
-  /// The global gradient norm (f32) and the clipping coefficient
-  /// min(1, max / (norm + 1e-6)) (f32), as clip_grad_norm_ computes them.
-  /// Local sums of squares are added per set of axes that shard their
-  /// parameter and all-reduced over those axes only: a parameter is counted
-  /// once however many ranks hold a copy of it.
-  std::pair<Value, Value> clipCoefficient(OpBuilder &b, Location loc,
-                                          MeshOp mesh, ArrayRef<Param> params) {
-    Type f64 = b.getF64Type(), f32 = b.getF32Type();
-    std::vector<int64_t> meshShape(mesh.getAxisSizes().begin(),
-                                   mesh.getAxisSizes().end());
-    SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
-    for (const Param &p : params) {
-      // A tensor-parallel split counts as a sharding axis here: each rank
-      // of it holds a different part (tp_replicate: a copy).
-      std::vector<int64_t> axes =
-          lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
-      llvm::sort(axes);
-      Value ss = sumOfSquares(b, loc, p.grad);
-      auto it =
-          llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });
-      if (it == groups.end())
-        groups.emplace_back(axes, ss);
-      else
-        it->second = arith::AddFOp::create(b, loc, it->second, ss);
-    }
-    Value total;
-    for (auto &[axes, sum] : groups) {
-      Value part = sum;
-      if (!axes.empty()) {
-        SmallVector<Attribute> names;
-        for (int64_t a : axes)
-          names.push_back(mesh.getAxisNames()[a]);
-        auto type = RankedTensorType::get({1}, f64);
-        Value buf = tensor::FromElementsOp::create(b, loc, type, part);
-        Value reduced = AllReduceOp::create(
-            b, loc, type, buf, FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
-            b.getArrayAttr(names),
-            ReduceKindAttr::get(b.getContext(), ReduceKind::sum));
-        Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-        part = tensor::ExtractOp::create(b, loc, reduced, ValueRange{zero});
-      }
-      total = total ? Value(arith::AddFOp::create(b, loc, total, part)) : part;
-    }
-    return normAndCoefficient(b, loc, total);
-  }
-
-  /// The norm sqrt(total) (f32) and min(1, max / (norm + 1e-6)) (f32).
-  std::pair<Value, Value> normAndCoefficient(OpBuilder &b, Location loc,
-                                             Value total) {
-    Type f32 = b.getF32Type();
-    Value norm = arith::TruncFOp::create(b, loc, f32,
-                                         math::SqrtOp::create(b, loc, total));
-    Value denom = arith::AddFOp::create(b, loc, norm,
-                                        constant(b, loc, f32, kClipEpsilon));
-    Value coef = arith::DivFOp::create(
-        b, loc, constant(b, loc, f32, maxGradNorm), denom);
-    coef = arith::MinimumFOp::create(b, loc, coef, constant(b, loc, f32, 1.0));
-    return {norm, coef};
-  }
-
-  /// clipCoefficient as 0-d tensors: each set of sharding axes accumulates
-  /// its parameters' sums of squares into one `tensor<1xf64>` (a reduction
-  /// per parameter, each starting from the previous total), all-reduced
-  /// over those axes; one scalar op adds the sets and computes the norm and
-  /// the coefficient.
-  std::pair<Value, Value> deviceClipCoefficient(OpBuilder &b, Location loc,
-                                                MeshOp mesh,
-                                                ArrayRef<Param> params) {
-    std::vector<int64_t> meshShape(mesh.getAxisSizes().begin(),
-                                   mesh.getAxisSizes().end());
-    SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
-    for (const Param &p : params) {
-      // A tensor-parallel split counts as a sharding axis here: each rank
-      // of it holds a different part (tp_replicate: a copy).
-      std::vector<int64_t> axes =
-          lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
-      llvm::sort(axes);
-      auto it =
-          llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });
-      if (it == groups.end())
-        groups.emplace_back(axes, accumulateSquares(b, loc, p.grad, {}));
-      else
-        it->second = accumulateSquares(b, loc, p.grad, it->second);
-    }
-    SmallVector<Value> parts;
-    for (auto &[axes, sum] : groups) {
-      Value part = sum;
-      if (!axes.empty()) {
-        SmallVector<Attribute> names;
-        for (int64_t a : axes)
-          names.push_back(mesh.getAxisNames()[a]);
-        part = AllReduceOp::create(
-            b, loc, part.getType(), part,
-            FlatSymbolRefAttr::get(mesh.getSymNameAttr()),
-            b.getArrayAttr(names),
-            ReduceKindAttr::get(b.getContext(), ReduceKind::sum));
-      }
-      parts.push_back(part);
-    }
-    Type f32 = b.getF32Type();
-    SmallVector<Value> normAndCoef =
-        scalarOp(b, loc, parts, ArrayRef<Type>{f32, f32},
-                 [&](OpBuilder &nb, Location nl, ValueRange v) {
-                   Value total = v[0];
-                   for (Value part : v.drop_front())
-                     total = arith::AddFOp::create(nb, nl, total, part);
-                   auto [norm, coef] = normAndCoefficient(nb, nl, total);
-                   return SmallVector<Value>{norm, coef};
-                 });
-    return {normAndCoef[0], normAndCoef[1]};
   }
 
   /// The per-step scalars in `computeType`: hyper-parameters that depend on

@@ -130,6 +130,22 @@ struct ReportMesh {
   }
 };
 
+/// The `per_rank` array of a function's JSON object: per rank, an object
+/// with its `rank`, what `fields` writes (a static account: the same for
+/// every rank) and its `padding_bytes`.
+inline void writePerRankJson(llvm::json::OStream &j, int64_t ranks,
+                             ArrayRef<int64_t> padding,
+                             llvm::function_ref<void()> fields) {
+  j.attributeArray("per_rank", [&] {
+    for (int64_t rank = 0; rank < ranks; ++rank)
+      j.object([&] {
+        j.attribute("rank", rank);
+        fields();
+        j.attribute("padding_bytes", padding[rank]);
+      });
+  });
+}
+
 } // namespace mlir::fsdp::detail
 
 #endif
