@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/GemmPlan.h"
 #include "fsdp/Compute/Passes.h"
 
@@ -40,18 +41,9 @@ namespace {
 // cblas.h enum values.
 constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
-func::FuncOp declareGemm(ModuleOp module, Type elem) {
-  StringRef name = elem.isF32() ? "cblas_sgemm" : "cblas_dgemm";
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  Type i32 = b.getI32Type(), ptr = LLVM::LLVMPointerType::get(b.getContext());
-  auto type = b.getFunctionType(
-      {i32, i32, i32, i32, i32, i32, elem, ptr, i32, ptr, i32, elem, ptr, i32},
-      {});
-  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-  f.setPrivate();
-  return f;
+RuntimeFunction gemmFunction(Type elem) {
+  return elem.isF32() ? RuntimeFunction::cblas_sgemm
+                      : RuntimeFunction::cblas_dgemm;
 }
 
 void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
@@ -168,12 +160,12 @@ struct FSDPLinalgToBlasPass
       p->zeroC = bool(fill);
       if (report)
         op->emitRemark() << "contraction becomes "
-                         << (p->elementType.isF32() ? "cblas_sgemm"
-                                                    : "cblas_dgemm")
+                         << getRuntimeFunctionName(gemmFunction(p->elementType))
                          << (widened ? " on f32 copies of its 16-bit operands"
                                      : "")
                          << (fill ? " (beta = 0, the zero fill removed)" : "");
-      func::FuncOp gemm = declareGemm(module, p->elementType);
+      func::FuncOp gemm =
+          declareRuntimeFunction(module, gemmFunction(p->elementType));
       OpBuilder b(op);
       emitGemm(b, op.getLoc(), gemm, *p);
       op->erase();

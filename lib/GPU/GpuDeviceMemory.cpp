@@ -20,6 +20,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/GPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -80,27 +81,25 @@ void accessScalar(Operation *op) {
 /// enqueued on the rank's compute stream (the host forms would read device
 /// memory from the host, outside the stream's order); the arena is device
 /// memory allocated once per rank.
-constexpr std::pair<StringLiteral, StringLiteral> kDeviceForms[] = {
-    {"fsdprt_jit_quant_amax", "fsdprt_gpu_quant_amax"},
-    {"fsdprt_jit_quantize", "fsdprt_gpu_quantize"},
-    {"fsdprt_jit_dequantize", "fsdprt_gpu_dequantize"},
+constexpr std::pair<RuntimeFunction, RuntimeFunction> kDeviceForms[] = {
+    {RuntimeFunction::quant_amax, RuntimeFunction::gpu_quant_amax},
+    {RuntimeFunction::quantize, RuntimeFunction::gpu_quantize},
+    {RuntimeFunction::dequantize, RuntimeFunction::gpu_dequantize},
     // The planned arena (fsdp-assign-buffers): the rank's device arena.
-    {"fsdprt_jit_arena", "fsdprt_gpu_arena"}};
+    {RuntimeFunction::arena, RuntimeFunction::gpu_arena}};
 
 /// Calls of the host entry points become calls of their device forms,
 /// declared in place of the host ones.
 void useDeviceForms(ModuleOp module) {
   SymbolTable symbols(module);
-  for (auto [host, device] : kDeviceForms) {
-    auto decl = symbols.lookup<func::FuncOp>(host);
+  for (auto [hostFn, deviceFn] : kDeviceForms) {
+    auto decl = symbols.lookup<func::FuncOp>(getRuntimeFunctionName(hostFn));
     if (!decl)
       continue;
+    StringRef device = getRuntimeFunctionName(deviceFn);
     if (!symbols.lookup(device)) {
       OpBuilder b(decl);
-      auto deviceDecl = func::FuncOp::create(b, decl.getLoc(), device,
-                                             decl.getFunctionType());
-      deviceDecl.setPrivate();
-      symbols.insert(deviceDecl);
+      symbols.insert(createRuntimeDeclaration(b, decl.getLoc(), deviceFn));
     }
     if (failed(SymbolTable::replaceAllSymbolUses(
             decl, StringAttr::get(module.getContext(), device), module)))

@@ -18,9 +18,10 @@
 //===----------------------------------------------------------------------===//
 
 #include "ChainMatching.h"
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/GemmPlan.h"
-#include "fsdp/GPU/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+#include "fsdp/GPU/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Matchers.h"
@@ -960,24 +961,12 @@ struct Emitter {
   llvm::StringMap<func::FuncOp> helpers;
   unsigned counter = 0;
 
-  func::FuncOp runtime(StringRef name, bool backward) {
-    if (auto f = module.lookupSymbol<func::FuncOp>(name))
-      return f;
-    OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-    Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-    Type i64 = b.getI64Type();
-    // (q, k, v, mask, 4 mask strides, o, lse | o, dout, lse, dq, dk, dv,
-    //  batch, heads, tq, tk, head_dim, scale, causal)
-    SmallVector<Type> args(4, ptr);
-    args.append(4, i64);
-    args.append(backward ? 6 : 2, ptr);
-    args.append(5, i64);
-    args.push_back(b.getF32Type());
-    args.push_back(b.getI32Type());
-    auto f = func::FuncOp::create(b, module.getLoc(), name,
-                                  b.getFunctionType(args, {}));
-    f.setPrivate();
-    return f;
+  static RuntimeFunction runtime(bool backward, bool bf16) {
+    if (backward)
+      return bf16 ? RuntimeFunction::gpu_attention_bwd_bf16
+                  : RuntimeFunction::gpu_attention_bwd_f32;
+    return bf16 ? RuntimeFunction::gpu_attention_fwd_bf16
+                : RuntimeFunction::gpu_attention_fwd_f32;
   }
 
   static std::string key(const Attention &a, bool backward) {
@@ -1066,10 +1055,9 @@ struct Emitter {
     call.push_back(
         arith::ConstantOp::create(b, loc, b.getF32FloatAttr(a.scale)));
     call.push_back(arith::ConstantIntOp::create(b, loc, a.causal, 32));
-    std::string callee =
-        llvm::formatv("fsdprt_gpu_attention_{0}_{1}", backward ? "bwd" : "fwd",
-                      a.element.isBF16() ? "bf16" : "f32");
-    func::CallOp::create(b, loc, runtime(callee, backward), call);
+    func::FuncOp callee =
+        declareRuntimeFunction(module, runtime(backward, a.element.isBF16()));
+    func::CallOp::create(b, loc, callee, call);
     SmallVector<Value> returned;
     for (auto [buffer, t] : llvm::zip(buffers, results))
       returned.push_back(bufferization::ToTensorOp::create(

@@ -15,6 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/GPU/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -42,13 +43,6 @@ constexpr uint32_t kImageVersion = 1;
 // fsdprt_gpu_host_kernel_t.flags: the threads of a warp (a block, with
 // barriers) run in lock step.
 constexpr int32_t kLockstepFlag = 1;
-
-constexpr llvm::StringLiteral kIndexFn = "fsdprt_gpu_emu_index";
-constexpr llvm::StringLiteral kShuffleFn = "fsdprt_gpu_emu_shuffle_xor";
-constexpr llvm::StringLiteral kBarrierFn = "fsdprt_gpu_emu_barrier";
-constexpr llvm::StringLiteral kRegisterFn = "fsdprt_gpu_register_host_kernels";
-constexpr llvm::StringLiteral kUnregisterFn =
-    "fsdprt_gpu_unregister_host_kernels";
 
 // fsdprt_gpu_emu_index(which): which = 3 * kind + dimension.
 enum IndexKind { ThreadId = 0, BlockId = 1, BlockDim = 2, GridDim = 3 };
@@ -103,23 +97,6 @@ int64_t paramBytes(Type t) {
   if (isa<MemRefType>(t) || t.isIndex())
     return 8;
   return (t.getIntOrFloatBitWidth() + 7) / 8;
-}
-
-func::FuncOp declare(ModuleOp module, StringRef name, FunctionType type) {
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-  f.setPrivate();
-  return f;
-}
-
-LLVM::LLVMFuncOp declareLLVM(ModuleOp module, StringRef name,
-                             LLVM::LLVMFunctionType type) {
-  if (auto f = module.lookupSymbol<LLVM::LLVMFuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  return LLVM::LLVMFuncOp::create(b, module.getLoc(), name, type);
 }
 
 void setInternal(Operation *op) {
@@ -236,24 +213,20 @@ struct FSDPGpuHostKernelsPass
     func::FuncOp index, shuffle, barrier;
 
     func::FuncOp getIndex() {
-      Type i32 = IntegerType::get(module.getContext(), 32);
       if (!index)
-        index = declare(module, kIndexFn,
-                        FunctionType::get(module.getContext(), {i32}, {i32}));
+        index = declareRuntimeFunction(module, RuntimeFunction::gpu_emu_index);
       return index;
     }
     func::FuncOp getShuffle() {
-      Type i32 = IntegerType::get(module.getContext(), 32);
       if (!shuffle)
-        shuffle = declare(
-            module, kShuffleFn,
-            FunctionType::get(module.getContext(), {i32, i32, i32}, {i32}));
+        shuffle = declareRuntimeFunction(module,
+                                         RuntimeFunction::gpu_emu_shuffle_xor);
       return shuffle;
     }
     func::FuncOp getBarrier() {
       if (!barrier)
-        barrier = declare(module, kBarrierFn,
-                          FunctionType::get(module.getContext(), {}, {}));
+        barrier =
+            declareRuntimeFunction(module, RuntimeFunction::gpu_emu_barrier);
       return barrier;
     }
   };
@@ -458,12 +431,10 @@ struct FSDPGpuHostKernelsPass
       sizes.push_back(global);
     }
 
-    LLVM::LLVMFuncOp registerFn =
-        declareLLVM(module, kRegisterFn,
-                    LLVM::LLVMFunctionType::get(i32, {ptrTy, ptrTy, i32}));
-    LLVM::LLVMFuncOp unregisterFn = declareLLVM(
-        module, kUnregisterFn,
-        LLVM::LLVMFunctionType::get(LLVM::LLVMVoidType::get(ctx), {ptrTy}));
+    LLVM::LLVMFuncOp registerFn = declareLLVMRuntimeFunction(
+        module, RuntimeFunction::gpu_register_host_kernels);
+    LLVM::LLVMFuncOp unregisterFn = declareLLVMRuntimeFunction(
+        module, RuntimeFunction::gpu_unregister_host_kernels);
 
     // fsdprt_gpu_host_kernel_t: name, function, argument sizes, count, flags.
     auto entryTy =

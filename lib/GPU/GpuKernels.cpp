@@ -23,8 +23,10 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/LinalgLoops.h"
 #include "fsdp/GPU/Passes.h"
+#include "fsdp/Memory/BufferViews.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
@@ -53,7 +55,6 @@ constexpr int64_t kMinSegment = 256;
 constexpr int64_t kMinChunkRows = 8;
 /// The runtime's per-rank device scratch buffer, and the alignment of each
 /// output's partials in it.
-constexpr llvm::StringLiteral kScratchFunction = "fsdprt_gpu_scratch";
 constexpr int64_t kScratchAlignment = 256;
 
 Value constIndex(OpBuilder &b, Location loc, int64_t v) {
@@ -517,37 +518,16 @@ private:
   /// `fsdprt_gpu_scratch(bytes)` as a `memref<bytes x i8>` (a descriptor of
   /// the returned pointer, which the LLVM lowering folds away).
   Value scratchBuffer(OpBuilder &b, int64_t bytes) {
-    MLIRContext *ctx = b.getContext();
     auto module = op->getParentOfType<ModuleOp>();
-    Type ptrType = LLVM::LLVMPointerType::get(ctx);
     Type i64 = b.getI64Type();
-    auto decl = module.lookupSymbol<func::FuncOp>(kScratchFunction);
-    if (!decl) {
-      OpBuilder mb = OpBuilder::atBlockEnd(module.getBody());
-      decl = func::FuncOp::create(mb, module.getLoc(), kScratchFunction,
-                                  b.getFunctionType({i64}, {ptrType}));
-      decl.setPrivate();
-    }
+    func::FuncOp decl =
+        declareRuntimeFunction(module, RuntimeFunction::gpu_scratch);
     auto word = [&](int64_t v) {
       return LLVM::ConstantOp::create(b, loc, i64, b.getI64IntegerAttr(v));
     };
     Value ptr = func::CallOp::create(b, loc, decl, ValueRange{word(bytes)})
                     .getResult(0);
-    Type sizes = LLVM::LLVMArrayType::get(i64, 1);
-    auto descType = LLVM::LLVMStructType::getLiteral(
-        ctx, {ptrType, ptrType, i64, sizes, sizes});
-    Value desc = LLVM::PoisonOp::create(b, loc, descType);
-    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{0});
-    desc = LLVM::InsertValueOp::create(b, loc, desc, ptr, ArrayRef<int64_t>{1});
-    desc = LLVM::InsertValueOp::create(b, loc, desc, word(0),
-                                       ArrayRef<int64_t>{2});
-    desc = LLVM::InsertValueOp::create(b, loc, desc, word(bytes),
-                                       ArrayRef<int64_t>{3, 0});
-    desc = LLVM::InsertValueOp::create(b, loc, desc, word(1),
-                                       ArrayRef<int64_t>{4, 0});
-    return UnrealizedConversionCastOp::create(
-               b, loc, MemRefType::get({bytes}, b.getI8Type()), desc)
-        .getResult(0);
+    return pointerAsBuffer(b, loc, ptr, bytes);
   }
 
   SmallVector<Value> identities(OpBuilder &b) {

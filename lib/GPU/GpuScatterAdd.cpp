@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/GemmPlan.h"
 #include "fsdp/GPU/Passes.h"
 
@@ -27,12 +28,12 @@ using namespace mlir::fsdp;
 namespace {
 
 /// The runtime entry point for the element type, or "" if it has none.
-StringRef scatterName(Type element) {
+std::optional<RuntimeFunction> scatterFunction(Type element) {
   if (element.isF32())
-    return "fsdprt_gpu_scatter_add_rows_f32";
+    return RuntimeFunction::gpu_scatter_add_rows_f32;
   if (element.isBF16())
-    return "fsdprt_gpu_scatter_add_rows_bf16";
-  return "";
+    return RuntimeFunction::gpu_scatter_add_rows_bf16;
+  return std::nullopt;
 }
 
 /// The index width the runtime reads (index is 64 bits on its hosts).
@@ -42,19 +43,6 @@ int64_t indexBits(Type element) {
   if (element.isInteger(32) || element.isInteger(64))
     return element.getIntOrFloatBitWidth();
   return 0;
-}
-
-func::FuncOp declareScatter(ModuleOp module, StringRef name) {
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  Type i32 = b.getI32Type(), i64 = b.getI64Type();
-  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  auto type = b.getFunctionType(
-      {ptr, i32, i64, i64, ptr, i64, i64, ptr, i64, i64, i64, i64}, {});
-  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-  f.setPrivate();
-  return f;
 }
 
 struct FSDPGpuScatterAddPass
@@ -73,15 +61,16 @@ struct FSDPGpuScatterAddPass
   LogicalResult lower(ModuleOp module, BufferScatterAddRowsOp op) {
     auto outType = cast<MemRefType>(op.getOutput().getType());
     auto idxType = cast<MemRefType>(op.getIndices().getType());
-    StringRef name = scatterName(outType.getElementType());
-    if (name.empty())
+    std::optional<RuntimeFunction> fn =
+        scatterFunction(outType.getElementType());
+    if (!fn)
       return op.emitOpError("has no device scatter-add for element type ")
              << outType.getElementType() << " (f32 and bf16 have one)";
     int64_t bits = indexBits(idxType.getElementType());
     if (!bits)
       return op.emitOpError("has no device scatter-add for indices of type ")
              << idxType.getElementType() << " (i32, i64 and index have one)";
-    func::FuncOp callee = declareScatter(module, name);
+    func::FuncOp callee = declareRuntimeFunction(module, *fn);
     OpBuilder b(op);
     Location loc = op.getLoc();
     auto i32 = [&](int64_t v) -> Value {

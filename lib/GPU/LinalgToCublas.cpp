@@ -12,6 +12,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/GemmPlan.h"
 #include "fsdp/GPU/Passes.h"
 
@@ -30,10 +31,11 @@ namespace {
 
 constexpr llvm::StringLiteral kTf32AttrName = "fsdp.gpu_tf32";
 
-StringRef gemmName(const GemmPlan &p) {
+RuntimeFunction gemmFunction(const GemmPlan &p) {
   if (p.inputType != p.elementType)
-    return "fsdprt_gpu_gemm_bf16_f32";
-  return p.elementType.isF32() ? "fsdprt_gpu_gemm_f32" : "fsdprt_gpu_gemm_bf16";
+    return RuntimeFunction::gpu_gemm_bf16_f32;
+  return p.elementType.isF32() ? RuntimeFunction::gpu_gemm_f32
+                               : RuntimeFunction::gpu_gemm_bf16;
 }
 
 /// The plan's batch loops split into the ones left as host loops (outer)
@@ -69,21 +71,6 @@ BatchSplit splitBatch(const GemmPlan &p) {
     s.numLoops = d;
   }
   return s;
-}
-
-func::FuncOp declareGemm(ModuleOp module, const GemmPlan &p) {
-  StringRef name = gemmName(p);
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  Type i32 = b.getI32Type(), i64 = b.getI64Type(), f32 = b.getF32Type();
-  Type ptr = LLVM::LLVMPointerType::get(b.getContext());
-  auto type = b.getFunctionType({i32, i32, i64, i64, i64, f32, ptr, i64, i64,
-                                 ptr, i64, i64, f32, ptr, i64, i64, i64},
-                                {});
-  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-  f.setPrivate();
-  return f;
 }
 
 /// The host loops over the outer batch dimensions, then one call.
@@ -150,7 +137,8 @@ struct FSDPLinalgToCublasPass
       BatchSplit split = splitBatch(*p);
       if (report) {
         InFlightDiagnostic d = op->emitRemark()
-                               << "contraction becomes " << gemmName(*p);
+                               << "contraction becomes "
+                               << getRuntimeFunctionName(gemmFunction(*p));
         if (split.batch > 1)
           d << " (strided-batched, batch " << split.batch << ")";
         if (split.numLoops > 0)
@@ -161,7 +149,7 @@ struct FSDPLinalgToCublasPass
       ++numGemms;
       if (split.batch > 1)
         ++numBatched;
-      func::FuncOp gemm = declareGemm(module, *p);
+      func::FuncOp gemm = declareRuntimeFunction(module, gemmFunction(*p));
       OpBuilder b(op);
       emitGemm(b, op.getLoc(), gemm, *p, split);
       op->erase();

@@ -1,7 +1,9 @@
 //===- BufferPlan.h - A function's buffer plan ------------------*- C++ -*-===//
 //
-// The per-function plan of `fsdp-assign-buffers`, what stays outside the
-// arena, and the out-parameters of a callee planned on its own.
+// The plan `fsdp-assign-buffers` applies: one arena per planned group of
+// functions (BufferPlan.cpp), the per-function record, what stays outside
+// the arena (OutsideBytes.cpp), and the out-parameters of a callee planned
+// on its own (OutParams.cpp).
 //
 //===----------------------------------------------------------------------===//
 
@@ -28,6 +30,25 @@ struct FunctionPlan {
 };
 
 using FunctionPlans = llvm::DenseMap<func::FuncOp, FunctionPlan>;
+
+/// The options of fsdp-assign-buffers (include/fsdp/Memory/Passes.td).
+struct ArenaOptions {
+  int64_t alignment = 64; ///< a power of two, checked by the pass
+  bool poison = true;
+  bool entryResults = true;
+};
+
+/// What applying the plan did: the pass's statistics.
+struct ArenaCounts {
+  int64_t planned = 0, outParams = 0, repeatedCalls = 0;
+};
+
+/// Packs the static buffers of every planned group of `module` into one
+/// arena per group, rewrites their allocations into views of it, and records
+/// each entry's plan in the module's `fsdp.memory_plans`. Fails after a
+/// located error when a function cannot take its arena or offsets.
+LogicalResult applyBufferPlan(ModuleOp module, const ArenaOptions &options,
+                              ArenaCounts &counts);
 
 /// Records in `plan` the peak bytes of static buffers outside the arena
 /// while `func` runs (its callees' included, from `plans`) and those it

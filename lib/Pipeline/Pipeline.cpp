@@ -299,7 +299,10 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
 
 void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
                                           ComputeMode compute) {
-  pm.addPass(createConvertFSDPToRuntime());
+  // compute=gpu leaves the device scatter-add to fsdp-gpu-scatter-add.
+  ConvertFSDPToRuntimeOptions toRuntime;
+  toRuntime.device = compute == ComputeMode::Gpu;
+  pm.addPass(createConvertFSDPToRuntime(toRuntime));
   pm.addPass(createFSDPOutlineKernels());
   if (compute == ComputeMode::Fast) {
     pm.addPass(createFSDPGroupedMatmulToBlas());

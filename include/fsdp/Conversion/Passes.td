@@ -39,10 +39,20 @@ def ConvertFSDPToRuntime : Pass<"convert-fsdp-to-runtime", "ModuleOp"> {
     reports it, instead of cf.assert's own lowering, which aborts the
     process.
 
-    The pass runs before any device code is generated, so `gpu` dialect
-    operations in its input (device code written into the step by hand)
-    are rejected at the operation.
+    Operations no lowering after this pass lowers are rejected at the
+    operation: `gpu` dialect operations (device code written into the step
+    by hand; the pass runs before any device code is generated, and the GPU
+    lowering writes all of it), and, without `device`, the device
+    scatter-add `fsdp.buffer.scatter_add_rows`, which only the GPU
+    lowering's `fsdp-gpu-scatter-add` lowers (the CPU lowering turns a
+    one-hot product into host loops instead, `fsdp-one-hot-scatter`).
   }];
+  let options = [
+    Option<"device", "device", "bool", /*default=*/"false",
+           "The step is lowered for the GPU (compute=gpu): device operations "
+           "such as fsdp.buffer.scatter_add_rows are left to the GPU "
+           "lowering">,
+  ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",
                            "::mlir::LLVM::LLVMDialect",

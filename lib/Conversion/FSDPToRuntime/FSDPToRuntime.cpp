@@ -1,6 +1,6 @@
 //===- FSDPToRuntime.cpp - buffer collectives to fsdprt calls -------------===//
 
-#include "RuntimeFunctions.h"
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Conversion/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
@@ -58,6 +58,30 @@ int32_t reduceCode(ReduceKind kind) { return static_cast<int32_t>(kind); }
 struct ConvertFSDPToRuntimePass
     : public mlir::fsdp::impl::ConvertFSDPToRuntimeBase<
           ConvertFSDPToRuntimePass> {
+  using Base::Base;
+
+  /// Rejects, at the op, what no lowering after this pass lowers on the
+  /// step's target: left in place it would reach the LLVM conversion
+  /// unlowered.
+  LogicalResult checkLowerable(Operation *op) {
+    // The lowering writes the step's device code itself (compute=gpu, after
+    // this pass); device code in its input would be left unlowered on the
+    // CPU paths and unplanned on the GPU path.
+    if (op->getDialect() && op->getDialect()->getNamespace() == "gpu")
+      return op->emitOpError()
+             << "is device code in the step: the lowering generates all "
+                "device code itself (compute=gpu), so its input must not "
+                "contain gpu dialect operations";
+    // Only fsdp-gpu-scatter-add lowers the device scatter-add; the CPU
+    // lowering writes a one-hot product as host loops instead.
+    if (isa<BufferScatterAddRowsOp>(op) && !device)
+      return op->emitOpError()
+             << "is the device scatter-add, which only the GPU lowering "
+                "(compute=gpu) lowers; the CPU lowering (compute=fast or "
+                "loops) cannot lower it";
+    return success();
+  }
+
   void runOnOperation() override {
     ModuleOp module = getOperation();
     if (failed(recordSignatures(module)))
@@ -77,15 +101,7 @@ struct ConvertFSDPToRuntimePass
         op->emitOpError() << "must be expanded and bufferized before "
                              "convert-fsdp-to-runtime";
         return WalkResult::interrupt();
-      } else if (op->getDialect() &&
-                 op->getDialect()->getNamespace() == "gpu") {
-        // The lowering writes the step's device code itself (compute=gpu,
-        // after this pass); device code in its input would be left
-        // unlowered on the CPU paths and unplanned on the GPU path.
-        op->emitOpError() << "is device code in the step: the lowering "
-                             "generates all device code itself "
-                             "(compute=gpu), so its input must not contain "
-                             "gpu dialect operations";
+      } else if (failed(checkLowerable(op))) {
         return WalkResult::interrupt();
       }
       return WalkResult::advance();

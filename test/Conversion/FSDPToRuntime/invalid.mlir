@@ -89,3 +89,14 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// The device scatter-add is lowered only by the GPU lowering
+// (fsdp-gpu-scatter-add); left to the CPU lowering it would reach the LLVM
+// conversion unlowered.
+func.func @scatter_add_rows_on_the_cpu(%g: memref<6x4xf32>, %i: memref<6xi64>, %z: memref<10x4xf32>) {
+  // expected-error @+1 {{'fsdp.buffer.scatter_add_rows' op is the device scatter-add, which only the GPU lowering (compute=gpu) lowers; the CPU lowering (compute=fast or loops) cannot lower it}}
+  fsdp.buffer.scatter_add_rows %g, %i into %z : memref<6x4xf32>, memref<6xi64>, memref<10x4xf32>
+  return
+}
