@@ -11,6 +11,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Compute/ExpertPasses.h"
 #include "fsdp/Compute/GemmPlan.h"
 
@@ -37,17 +38,9 @@ constexpr StringLiteral kSegmentAttr = "fsdp.grouped_segment";
 constexpr int32_t kRowMajor = 101, kNoTrans = 111, kTrans = 112;
 
 func::FuncOp declareGemm(ModuleOp module, Type elem) {
-  StringRef name = elem.isF32() ? "cblas_sgemm" : "cblas_dgemm";
-  if (auto f = module.lookupSymbol<func::FuncOp>(name))
-    return f;
-  OpBuilder b = OpBuilder::atBlockEnd(module.getBody());
-  Type i32 = b.getI32Type(), ptr = LLVM::LLVMPointerType::get(b.getContext());
-  auto type = b.getFunctionType(
-      {i32, i32, i32, i32, i32, i32, elem, ptr, i32, ptr, i32, elem, ptr, i32},
-      {});
-  auto f = func::FuncOp::create(b, module.getLoc(), name, type);
-  f.setPrivate();
-  return f;
+  return declareRuntimeFunction(module, elem.isF32()
+                                            ? RuntimeFunction::cblas_sgemm
+                                            : RuntimeFunction::cblas_dgemm);
 }
 
 /// Why `v` cannot be passed to a row-major gemm as it is, or "".
