@@ -323,9 +323,12 @@ def FSDPGpuDeviceMemory : Pass<"fsdp-gpu-device-memory", "ModuleOp"> {
     `fsdp-assign-buffers` planned into one arena are views of the rank's
     device arena: its `fsdprt_jit_arena` call becomes `fsdprt_gpu_arena`
     (allocated on the first step, reused by every later one), as the
-    quantization entry points become their device forms. A `memref.alloca`
-    or a `memref.get_global` that host code passes on (a buffer the device
-    cannot read) is diagnosed.
+    quantization entry points become their device forms. A constant
+    `memref.get_global` (the index tensors and splats of the frontend's
+    scatter, index_put and guard decompositions) becomes a device buffer
+    the global is copied into (`gpu.alloc` + `gpu.memcpy`, freed before
+    its block's terminator). A `memref.alloca`, or a global that leaves
+    its block (a buffer the device cannot read), is diagnosed.
   }];
   let statistics = [
     Statistic<"numAllocs", "allocs", "Allocations moved to the device">

@@ -224,12 +224,6 @@ static LogicalResult verifyNoBarePrefix(Operation *op, DictionaryAttr attrs,
   return success();
 }
 
-/// Unit attribute on a parameter argument that no result is the gradient of
-/// (FSDP2's requires_grad=False; docs/PASSES.md, input contract). Optional
-/// where the argument has an fsdp.layout; --fsdp-import-shard needs it to
-/// tell a frozen parameter from a sharded data argument.
-static constexpr llvm::StringLiteral kFrozenAttrName = "fsdp.frozen";
-
 static bool isShardAnnotated(FunctionOpInterface func, unsigned arg);
 
 /// `fsdp.frozen` marks a parameter without a gradient: it needs a layout

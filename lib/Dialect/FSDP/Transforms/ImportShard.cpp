@@ -30,12 +30,6 @@ namespace mlir::fsdp {
 using namespace mlir;
 using namespace mlir::fsdp;
 
-/// Unit attribute on a parameter argument that no result is the gradient of
-/// (FSDP2's requires_grad=False; docs/PASSES.md, input contract). Optional
-/// where the argument has an fsdp.layout; --fsdp-import-shard needs it to
-/// tell a frozen parameter from a sharded data argument.
-static constexpr llvm::StringLiteral kFrozenAttrName = "fsdp.frozen";
-
 namespace {
 
 /// The fsdp layout of one `shard.sharding`, or failure (diagnosed).

@@ -36,6 +36,11 @@ inline constexpr llvm::StringLiteral kGlobalTypeAttrName = "fsdp.global_type";
 /// Unit attribute on a function that fsdp-tensor-parallel has partitioned:
 /// its arguments under `tp_shard<d>` have TP-local types.
 inline constexpr llvm::StringLiteral kTPLocalAttrName = "fsdp.tp_local";
+/// Unit attribute on a parameter argument that no result is the gradient of
+/// (FSDP2's requires_grad=False; docs/PASSES.md, input contract). Optional
+/// where the argument has an fsdp.layout; --fsdp-import-shard needs it to
+/// tell a frozen parameter from a sharded data argument.
+inline constexpr llvm::StringLiteral kFrozenAttrName = "fsdp.frozen";
 /// Unit attribute on a gradient accumulation argument.
 inline constexpr llvm::StringLiteral kAccumulatorAttrName = "fsdp.accumulator";
 

@@ -453,10 +453,12 @@ def FSDPImportShard : Pass<"fsdp-import-shard", "ModuleOp"> {
     takes them) gets the `fsdp.layout` of that sharding: a dim split over
     grid axis `a` is `shard<dim>` on mesh axis `a`, an axis that splits no
     dim is `replicate`. The annotations are removed and every `shard.grid`
-    becomes an `fsdp.mesh` of the same name and sizes. Halo sizes, sharded
-    dims offsets, dynamic grids, axes of one dim out of grid order, a second
-    sharding of one argument, annotations of data arguments or of other
-    values and shard collectives are diagnosed.
+    becomes an `fsdp.mesh` of the same name and sizes. An annotated
+    argument that no result is the gradient of is a frozen parameter when
+    it is marked `fsdp.frozen` (it keeps the mark), else a data argument.
+    Halo sizes, sharded dims offsets, dynamic grids, axes of one dim out of
+    grid order, a second sharding of one argument, annotations of data
+    arguments or of other values and shard collectives are diagnosed.
   }];
   let dependentDialects = ["::mlir::fsdp::FSDPDialect"];
   let options = [
