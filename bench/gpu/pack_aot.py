@@ -32,6 +32,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import json
+import math
 import os
 import re
 import shutil
@@ -227,7 +228,7 @@ class Packer:
             return
         manifest = aot.read_manifest(str(d / "step.so"))
         port = manifest["entries"][0]
-        entry["world"] = aot._prod(port["mesh"]["shape"])
+        entry["world"] = math.prod(port["mesh"]["shape"])
         entry["gpu"] = aot.gpu_info(manifest, str(d / "step.so"))
         if (kind == "gpu") != (entry["gpu"] is not None):
             raise SystemExit(f"pack_aot: {name}: a {kind} step, but the library says otherwise")

@@ -37,8 +37,11 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 # same sums, with the zero terms); without fsdp-reduction-loops a reduction
 # sums element after element instead of in blocks (the same terms, rounded
 # in another order); without fsdp-expand-powers a constant power stays
-# llvm.powi (the same products) or a libm powf call (rounded once).
+# llvm.powi (the same products) or a libm powf call (rounded once);
+# fsdp-grouped-matmul only rewrites fsdp.grouped_matmul ops, which a step
+# upstream mlir-opt can parse has none of.
 PROJECT_PASSES = (
+    "fsdp-grouped-matmul",
     "convert-fsdp-to-runtime",
     "fsdp-one-hot-scatter",
     "fsdp-expand-powers",
