@@ -15,8 +15,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "fsdp/GPU/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/GPU/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/IR/BuiltinOps.h"

@@ -26,8 +26,8 @@
 //===----------------------------------------------------------------------===//
 
 #include "ChainMatching.h"
-#include "fsdp/GPU/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+#include "fsdp/GPU/Passes.h"
 
 #include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/IR/BuiltinOps.h"
