@@ -477,6 +477,16 @@ linalg::TransposeOp swapUser(Value v, SmallVectorImpl<Operation *> &others,
   return found;
 }
 
+/// `sel`'s body is select(condition, 0, -inf) on its three inputs, the two
+/// values constant splats: the additive form of a boolean mask.
+bool isZeroOrMinusInfinitySelect(linalg::GenericOp sel) {
+  auto y = yielded(sel).getDefiningOp<arith::SelectOp>();
+  return y && isArg(y.getCondition(), sel, 0) &&
+         isArg(y.getTrueValue(), sel, 1) && isArg(y.getFalseValue(), sel, 2) &&
+         isConstantSplat(sel.getDpsInputs()[1], 0.0) &&
+         isConstantSplat(sel.getDpsInputs()[2], -INFINITY);
+}
+
 /// torch's causal mask, `[T, T]`: select(arange[j] - arange[i] <= 0, 0,
 /// -inf) (with an `and` of an all-true constant, as torch.export writes
 /// `tril(ones)`).
@@ -484,11 +494,7 @@ bool isCausalMask(Value mask) {
   auto sel = mask.getDefiningOp<linalg::GenericOp>();
   if (!sel || !hasForm(sel, 3, {{0, 1}, {}, {}, {0, 1}}, "pp"))
     return false;
-  auto y = yielded(sel).getDefiningOp<arith::SelectOp>();
-  if (!y || !isArg(y.getCondition(), sel, 0) ||
-      !isArg(y.getTrueValue(), sel, 1) || !isArg(y.getFalseValue(), sel, 2) ||
-      !isConstantSplat(sel.getDpsInputs()[1], 0.0) ||
-      !isConstantSplat(sel.getDpsInputs()[2], -INFINITY))
+  if (!isZeroOrMinusInfinitySelect(sel))
     return false;
   Value cond = sel.getDpsInputs()[0];
   if (auto andOp = cond.getDefiningOp<linalg::GenericOp>();
@@ -548,11 +554,7 @@ bool isBroadcastCausalMask(Value mask) {
       type.getDimSize(2) != type.getDimSize(3) ||
       !hasForm(sel, 3, {{0, 1, 2, 3}, {}, {}, {0, 1, 2, 3}}, "pppp"))
     return false;
-  auto y = yielded(sel).getDefiningOp<arith::SelectOp>();
-  if (!y || !isArg(y.getCondition(), sel, 0) ||
-      !isArg(y.getTrueValue(), sel, 1) || !isArg(y.getFalseValue(), sel, 2) ||
-      !isConstantSplat(sel.getDpsInputs()[1], 0.0) ||
-      !isConstantSplat(sel.getDpsInputs()[2], -INFINITY))
+  if (!isZeroOrMinusInfinitySelect(sel))
     return false;
   // The batch broadcast: a copy whose input keeps the last two loops.
   Value cond = sel.getDpsInputs()[0];
