@@ -59,6 +59,7 @@ SOURCES = [
     "bench/gpu",
     "python/fsdp_mlir/__init__.py",
     "python/fsdp_mlir/aot.py",
+    "python/fsdp_mlir/runner.py",  # aot.py's ctypes binding of libfsdprun
     "python/fsdp_mlir/torch/examples.py",  # bench/gpu/models.py's GPT
 ]
 MODELS = str(ROOT / "bench" / "gpu" / "models.py")

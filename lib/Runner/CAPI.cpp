@@ -216,6 +216,9 @@ RunOptions runOptions(const fsdprun_run_options_t *o) {
   RunOptions run;
   if (o->input_dir && *o->input_dir)
     run.inputDirs.push_back(o->input_dir);
+  for (const char *const *d = o->more_input_dirs; d && *d; ++d)
+    if (**d)
+      run.inputDirs.push_back(*d);
   run.steps = o->steps;
   run.warmup = o->warmup;
   run.saveDir = o->save_dir ? o->save_dir : "";
@@ -267,6 +270,7 @@ void fsdprun_run_options_init(fsdprun_run_options_t *o) {
   o->save_every = 0;
   o->resume_dir = nullptr;
   o->cuda_graphs = 1;
+  o->more_input_dirs = nullptr;
 }
 
 const char *fsdprun_last_error(void) { return lastError.c_str(); }
@@ -454,6 +458,23 @@ fsdprun_status_t fsdprun_get_output(fsdprun_program_t *p, const char *name,
   if (!data && bytes)
     return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "the data pointer is null");
   std::copy(out->data.begin(), out->data.end(), static_cast<char *>(data));
+  return ok();
+}
+
+fsdprun_status_t fsdprun_write_outputs(fsdprun_program_t *p, const char *dir) {
+  Locked l;
+  if (fsdprun_status_t s = lockProgram(p, l))
+    return s;
+  if (!dir || !*dir)
+    return failWith(FSDPRUN_ERR_INVALID_ARGUMENT, "the directory is null");
+  if (!l.p->last)
+    return failWith(FSDPRUN_ERR_ORDER, "no run has completed yet");
+  if (!l.p->last->isReporter)
+    return failWith(FSDPRUN_ERR_ORDER, "outputs are on rank 0 only");
+  if (Error e = writeOutputs(*l.p->last, dir)) {
+    bool busy = false;
+    return failWith(FSDPRUN_ERR_RUN, consume(std::move(e), busy));
+  }
   return ok();
 }
 

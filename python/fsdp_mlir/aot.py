@@ -1,36 +1,40 @@
-"""Run a step compiled ahead of time by fsdp-compile, with the C++ runner.
+"""Run a step compiled ahead of time by fsdp-compile, in this process.
 
 A step library (``fsdp-compile step.mlir -o step.so``) holds the step's code
-and a JSON manifest in its ``.fsdp.manifest`` section. It runs in fsdp-run,
-the same C++ runner as for a lowered module, which links no LLVM and builds
-from runtime/ alone with CMake (docs/RUNTIME.md), on machines without LLVM.
-This is the command line the GPU check drives (standard library only).
+and a JSON manifest in its ``.fsdp.manifest`` section. It runs through
+libfsdprun's C API (``fsdp_mlir.runner``, the same runner as for a lowered
+module and as ``fsdp-run``), which links no LLVM and builds from runtime/
+alone with CMake (docs/RUNTIME.md), on machines without LLVM. This is the
+command line the GPU check drives (standard library only, no numpy).
 
-    python -m fsdp_mlir.aot run step.so --runtime build/libfsdprt.so \\
+    python -m fsdp_mlir.aot run step.so --runtime build/lib/libfsdprt.so \\
         --inputs data --outputs out --steps 3 --report report.json
     python -m fsdp_mlir.aot manifest step.so
     python -m fsdp_mlir.aot compare out reference --rtol 1e-5
 
-``run`` runs ``fsdp-run`` on the library (``--runner``, else ``bin/fsdp-run``
-beside the runtime's folder, else $FSDP_TOOLS_DIR's, else the project's
-build) with the runtime ``--runtime`` preloaded (the emulated runtime, for
-instance), and writes a JSON report of load and step times. A GPU step that
-finds no usable GPU stops with exit status 77 (``EXIT_NO_GPU``) and the
-runner's reason, which the GPU check reports as skipped. docs/AOT.md.
+``run`` loads the runtime ``--runtime`` (the emulated runtime, one built
+from runtime/ alone) and the runner library beside it (``--runner``, else as
+``fsdp_mlir.runner`` finds it), runs the steps, writes the results as
+``fsdp-run --outputs`` does and a JSON report of load and step times. A GPU
+step that finds no usable GPU stops with exit status 77 (``EXIT_NO_GPU``)
+and the runner's reason, which the GPU check reports as skipped.
+docs/AOT.md.
 """
 
 from __future__ import annotations
 
 import argparse
 import ast
+import ctypes
 import json
 import math
 import os
 import struct
-import subprocess
 import sys
 from array import array
 from pathlib import Path
+
+from fsdp_mlir import runner as _runner
 
 MANIFEST_SECTION = ".fsdp.manifest"
 MANIFEST_VERSION = 2
@@ -148,26 +152,16 @@ def write_npy(path: str, descr: str, shape: list[int], data: bytes) -> None:
     os.replace(tmp, path)
 
 
-# --- Running: fsdp-run, the C++ runner ---
-
-
-def find_runner(runner: str | None, runtime: str | None) -> str:
-    """The fsdp-run to run with (see the module's doc)."""
-    candidates = [runner] if runner else []
-    if runtime:
-        folder = Path(runtime).resolve().parent
-        candidates += [folder / "bin" / "fsdp-run", folder.parent / "bin" / "fsdp-run"]
-    if os.environ.get("FSDP_TOOLS_DIR"):
-        candidates.append(Path(os.environ["FSDP_TOOLS_DIR"]) / "fsdp-run")
-    candidates.append(Path(__file__).resolve().parents[2] / "build" / "bin" / "fsdp-run")
-    for c in candidates:
-        if c and os.access(c, os.X_OK):
-            return str(c)
-    raise AotError("fsdp-run not found: build runtime/ with CMake, or pass --runner")
-
+# --- Running: libfsdprun's C API (fsdp_mlir.runner) ---
 
 # What the runner says when a GPU step cannot run on this machine.
 _NO_GPU = ("this machine cannot run it", "was built without the GPU runtime")
+
+
+def _flush_c_stdio() -> None:
+    """Writes out what the step printed with C's stdio before Python prints
+    (both buffer a pipe)."""
+    ctypes.CDLL(None).fflush(None)
 
 
 def run_step(
@@ -175,45 +169,41 @@ def run_step(
     runtime_path: str | None = None, entry_name: str | None = None,
     timeout: float = 60.0, runner: str | None = None,
 ) -> dict:  # fmt: skip
-    """Runs the step library in fsdp-run and writes its results; returns the
-    report (fsdp-run's --json object, with the keys the GPU check reads)."""
+    """Runs the step library and writes its results; returns the report
+    (fsdp-run's --json object, with the keys the GPU check reads).
+    `runner`: the libfsdprun.so to run with (default: fsdp_mlir.runner's)."""
     manifest = read_manifest(path)
     gpu = gpu_info(manifest, path)
     runtime_path = runtime_path or os.environ.get("FSDP_RUNTIME_LIBRARY")
-    cmd = [find_runner(runner, runtime_path), path, "--outputs", outputs, "--json"]
-    cmd += ["--steps", str(steps), "--timeout", str(timeout)]
-    cmd += [a for d in inputs for a in ("--inputs", d)]
-    cmd += ["--entry", entry_name] if entry_name else []
-    env = dict(os.environ)
-    if runtime_path:
-        # The runner and the step need libfsdprt by its soname: this one.
-        rt = Path(runtime_path).resolve()
-        if not rt.is_file():
-            raise AotError(
-                f"cannot load the runtime libfsdprt.so (--runtime PATH or "
-                f"FSDP_RUNTIME_LIBRARY): {runtime_path} does not exist"
-            )
-        for var, value in (("LD_LIBRARY_PATH", str(rt.parent)), ("LD_PRELOAD", str(rt))):
-            env[var] = ":".join(filter(None, [value, env.get(var)]))
-    done = subprocess.run(cmd, env=env, capture_output=True, text=True)
-    if done.returncode != 0:
-        why = done.stderr.strip().replace("fsdp-run: error: ", "")
-        if gpu is not None and any(s in why for s in _NO_GPU):
-            raise NoGpuError(why)
-        raise AotError(why or f"fsdp-run failed with exit status {done.returncode}")
-    # The report is fsdp-run's JSON line; the step's own prints pass through.
-    lines = done.stdout.splitlines()
-    at = max((i for i, t in enumerate(lines) if t.startswith('{"')), default=None)
-    if at is None:
-        raise AotError(f"fsdp-run printed no report: {done.stdout[-200:]!r}")
-    report = json.loads(lines.pop(at))
-    sys.stdout.write("".join(t + "\n" for t in lines))
+    if runtime_path and not Path(runtime_path).is_file():
+        raise AotError(
+            f"cannot load the runtime libfsdprt.so (--runtime PATH or "
+            f"FSDP_RUNTIME_LIBRARY): {runtime_path} does not exist"
+        )
+    sys.stdout.flush()
+    try:
+        _runner.load(runtime_path, runner)
+        with _runner.Program(path, entry=entry_name, timeout=timeout) as prog:
+            try:
+                prog.run(steps, input_dir=list(inputs), outputs=False)
+            finally:
+                _flush_c_stdio()
+            prog.write_outputs(outputs)
+            report, world = prog.report(), prog.world_size
+    except _runner.RunnerError as e:
+        if gpu is not None and any(s in e.message for s in _NO_GPU):
+            raise NoGpuError(e.message) from None
+        raise AotError(e.message) from None
+    finally:
+        _flush_c_stdio()
     entries = [e["name"] for e in manifest.get("entries", [])]
     ranks = report.get("comm", [])
     report.update(
         library=path,
+        runner_library=_runner.loaded()[0],
+        runtime_library=_runner.loaded()[1],
         entry=entry_name or (entries[0] if entries else ""),
-        world=len(report.get("jit_peak_bytes") or report.get("devices") or [0]),
+        world=world,
         device="gpu" if gpu is not None else "cpu",
         gpu=gpu,
         gpus=len(set(report.get("devices", []))),
@@ -341,7 +331,7 @@ def main(argv: list[str] | None = None) -> int:
     r.add_argument(
         "--runtime", help="libfsdprt.so (default: $FSDP_RUNTIME_LIBRARY, else the library path)"
     )
-    r.add_argument("--runner", help="fsdp-run (default: see the module's doc)")
+    r.add_argument("--runner", help="libfsdprun.so (default: see fsdp_mlir.runner)")
     r.add_argument("--timeout", type=float, default=60.0)
     r.add_argument("--report", help="write the JSON report here")
     m = sub.add_parser("manifest", help="print a step library's manifest")

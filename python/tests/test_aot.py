@@ -1,8 +1,8 @@
-"""The LLVM-free runner (fsdp_mlir.aot) and step libraries in the
-in-process runner: its .npy files against numpy's, its shard cutting and
-assembly against a brute-force model, its CPU check, and (with the tools
-built) a step library run by fsdp_mlir.runner and by fsdp_mlir.aot with the
-JIT's bits."""
+"""The LLVM-free runner (fsdp_mlir.aot, over fsdp_mlir.runner) and step
+libraries in the in-process runner: its .npy files against numpy's, its
+shard cutting and assembly against a brute-force model, its CPU check, and
+(with the tools built) a step library run by fsdp_mlir.runner and by
+fsdp_mlir.aot with the JIT's bits, without numpy."""
 
 import json
 import os
@@ -302,3 +302,32 @@ def test_an_emulation_step_is_refused_by_the_real_runtime(tmp_path, capsys):
     )  # fmt: skip
     assert rc == 1
     assert "compiled with gpu-emulation=true" in capsys.readouterr().err
+
+
+@needs_tools
+@pytest.mark.skipif(not runner.available(), reason="libfsdprun not built")
+def test_the_aot_runner_needs_no_numpy_and_one_runtime_per_process(tmp_path):
+    lib = _cpu_library(tmp_path)
+    half = tmp_path / "more"
+    half.mkdir()
+    os.replace(tmp_path / "x.npy", half / "x.npy")  # two input directories
+    code = (
+        "import sys; sys.modules['numpy'] = None; from fsdp_mlir import aot, runner; "
+        "r = aot.run_step(sys.argv[1], [sys.argv[2], sys.argv[3]], sys.argv[4], 2, sys.argv[5]); "
+        "print(r['world'], r['runtime_library'] == runner.loaded()[1]); "
+        "runner.load(sys.argv[6])"
+    )  # fmt: skip
+    other = EMULATED if os.path.exists(EMULATED) else str(lib)
+    env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
+    r = subprocess.run(
+        [sys.executable, "-c", code, lib, tmp_path, half, tmp_path / "out", RUNTIME, other],
+        capture_output=True, text=True, env=env,
+    )  # fmt: skip
+    assert r.stdout.split() == ["4", "True"], r.stdout + r.stderr
+    assert "this process already runs with" in r.stderr and "in a new process" in r.stderr
+    want = tmp_path / "want"
+    subprocess.run(
+        [_tool("fsdp-run"), lib, "--inputs", tmp_path, "--inputs", half, "--outputs", want],
+        check=True, capture_output=True,
+    )  # fmt: skip
+    assert (tmp_path / "out" / "y.npy").read_bytes() == (want / "y.npy").read_bytes()

@@ -103,7 +103,7 @@ def test_library_keeps_its_llvm_to_itself():
     scope, where it would interpose on another LLVM loaded later (torch's
     triton crashed in its static initializers)."""
     pytest.importorskip("triton")
-    code = "from fsdp_mlir import runner; runner._library(); import triton"
+    code = "from fsdp_mlir import runner; runner.load(); import triton"
     env = dict(os.environ, PYTHONPATH=os.path.join(ROOT, "python"))
     proc = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, timeout=300)
     assert proc.returncode == 0, proc.stderr.decode()[-2000:]

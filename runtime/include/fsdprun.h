@@ -83,6 +83,9 @@ typedef struct {
   int64_t cuda_graphs;    /* compute=gpu: 1 (the default) replays a CUDA graph
                              of the third step for the later ones when the
                              step allows it; 0 runs every step as compiled */
+  const char *const *more_input_dirs; /* NULL, or a NULL-terminated list of
+                             directories searched after input_dir (the first
+                             holding <name>.npy wins) */
 } fsdprun_run_options_t;
 
 FSDPRUN_API void fsdprun_options_init(fsdprun_options_t *options);
@@ -155,6 +158,11 @@ FSDPRUN_API fsdprun_status_t fsdprun_output_shape(fsdprun_program_t *p,
 FSDPRUN_API fsdprun_status_t fsdprun_get_output(fsdprun_program_t *p,
                                                 const char *name, void *data,
                                                 size_t bytes);
+/* Writes every output of the last run as <dir>/<name>.npy (the directory is
+ * created), each through a temporary file and a rename: the files
+ * `fsdp-run --outputs dir` writes. Under MPI, on rank 0 only. */
+FSDPRUN_API fsdprun_status_t fsdprun_write_outputs(fsdprun_program_t *p,
+                                                   const char *dir);
 /* The last run's timings and memory as JSON (fsdp-run --json's object);
  * valid until the next call on the program. */
 FSDPRUN_API fsdprun_status_t fsdprun_report_json(fsdprun_program_t *p,
