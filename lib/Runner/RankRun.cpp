@@ -636,6 +636,12 @@ bool ranksHoldScalars(const std::vector<Output> &outputs) {
   return true;
 }
 
+std::string onRank(int64_t rank, const std::string &message) {
+  std::string prefix = "rank " + std::to_string(rank) + ": ";
+  return message.compare(0, prefix.size(), prefix) == 0 ? message
+                                                        : prefix + message;
+}
+
 int64_t residentBytes() {
   FILE *f = std::fopen("/proc/self/statm", "r");
   if (!f)

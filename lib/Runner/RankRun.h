@@ -87,6 +87,10 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
              int64_t rank, std::vector<Bytes> &fed, RankOutcome &out);
 
+/// `message` of rank `rank`, prefixed with "rank R: " unless it already
+/// names the rank so (the runtime's messages do).
+std::string onRank(int64_t rank, const std::string &message);
+
 /// The process's resident set size in bytes (0 where unknown).
 int64_t residentBytes();
 

@@ -524,7 +524,7 @@ Expected<std::vector<RankOutcome>> Session::Impl::runMpi(const RunContext &cx,
   if (!mine.error.empty()) {
     if (mine.stateLost)
       usable = false;
-    return error("rank " + std::to_string(mpiRank) + ": " + mine.error);
+    return error(onRank(mpiRank, mine.error));
   }
   stepsTaken = cx.firstStep + mine.stepsDone;
   reporter = mpiRank == 0;
@@ -568,8 +568,8 @@ static Error rankErrors(std::vector<RankOutcome> &runs, bool &lost) {
   for (size_t r = 0; r < runs.size(); ++r) {
     lost |= runs[r].stateLost;
     if (!runs[r].error.empty())
-      message += (message.empty() ? "" : "\n") + std::string("rank ") +
-                 std::to_string(r) + ": " + runs[r].error;
+      message +=
+          (message.empty() ? "" : "\n") + onRank(int64_t(r), runs[r].error);
   }
   return message.empty() ? Error::success() : error(message);
 }
