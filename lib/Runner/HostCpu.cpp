@@ -4,6 +4,8 @@
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
+#elif defined(__aarch64__) && defined(__linux__)
+#include <sys/auxv.h>
 #endif
 
 namespace fsdp::run {
@@ -190,8 +192,43 @@ std::map<std::string, bool> hostCpuFeatures() {
   return f;
 }
 
+#elif defined(__aarch64__) && defined(__linux__)
+
+namespace {
+
+// The kernel's HWCAP bits (arch/arm64/include/uapi/asm/hwcap.h): what
+// /proc/cpuinfo's "Features" line lists, which LLVM reads.
+constexpr unsigned long kFp = 1ul << 0, kAsimd = 1ul << 1, kAes = 1ul << 3,
+                        kPmull = 1ul << 4, kSha1 = 1ul << 5, kSha2 = 1ul << 6,
+                        kCrc32 = 1ul << 7, kAtomics = 1ul << 8,
+                        kSha3 = 1ul << 17, kSm4 = 1ul << 19, kSve = 1ul << 22;
+constexpr unsigned long kSve2 = 1ul << 1, kSveAes = 1ul << 2,
+                        kSveSha3 = 1ul << 5, kSveSm4 = 1ul << 6; // HWCAP2
+
+} // namespace
+
+std::map<std::string, bool> hostCpuFeatures() {
+  unsigned long hw = getauxval(AT_HWCAP), hw2 = getauxval(AT_HWCAP2);
+  auto has = [](unsigned long caps, unsigned long bits) {
+    return (caps & bits) == bits;
+  };
+  // llvm::sys::getHostCPUFeatures' names for the kernel's, and its rule
+  // for the crypto extensions: "aes" needs AES and PMULL, "sha2" SHA1 and
+  // SHA2.
+  return {{"fp-armv8", has(hw, kFp)},      {"neon", has(hw, kAsimd)},
+          {"crc", has(hw, kCrc32)},        {"lse", has(hw, kAtomics)},
+          {"sha3", has(hw, kSha3)},        {"sm4", has(hw, kSm4)},
+          {"sve", has(hw, kSve)},          {"sve2", has(hw2, kSve2)},
+          {"sve-aes", has(hw2, kSveAes)},  {"sve-sha3", has(hw2, kSveSha3)},
+          {"sve-sm4", has(hw2, kSveSm4)},  {"aes", has(hw, kAes | kPmull)},
+          {"sha2", has(hw, kSha1 | kSha2)}};
+}
+
 #else
 
+// Another architecture: no feature is known, so a step library that
+// records any is refused (StepLibrary.cpp says this host's features cannot
+// be read), and one built without features runs.
 std::map<std::string, bool> hostCpuFeatures() { return {}; }
 
 #endif

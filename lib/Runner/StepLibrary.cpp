@@ -109,10 +109,16 @@ Error checkLoadable(const StepManifest &m, const std::string &path) {
     if (it == host.end() || !it->second)
       missing += (missing.empty() ? "" : ", ") + f;
   }
+  if (!missing.empty() && host.empty())
+    return error(path + " was built for CPU '" + m.cpu +
+                 "' with features this runner cannot check on this host's "
+                 "architecture (it reads them on x86-64 and AArch64 Linux): " +
+                 missing);
   if (!missing.empty())
     return error(path + " was built for CPU '" + m.cpu +
                  "' and uses features this host lacks: " + missing +
-                 " (build it with --mcpu=x86-64 to run anywhere)");
+                 " (build it with --mcpu=" + portableCpu() +
+                 " to run anywhere)");
   return Error::success();
 }
 

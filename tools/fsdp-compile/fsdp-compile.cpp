@@ -4,10 +4,12 @@
 // shared library that fsdp-run, the runner library and the LLVM-free runner
 // (python -m fsdp_mlir.aot) load without compiling (lib/Runner/StepLibrary.h,
 // docs/AOT.md). The code is the JIT's (kernels at -O2, glue at -O0), for
-// a generic x86-64 CPU unless --mcpu says otherwise.
+// the architecture's baseline CPU (x86-64; generic on AArch64) unless
+// --mcpu says otherwise.
 //
 //===----------------------------------------------------------------------===//
 
+#include "HostCpu.h"
 #include "Jit.h"
 #include "StepCompiler.h"
 
@@ -35,8 +37,9 @@ struct Flags {
   cl::opt<std::string> cpu{
       "mcpu",
       cl::desc("Target CPU: an LLVM CPU name, or native for this host "
-               "(default x86-64: runs on any x86-64 machine)"),
-      cl::init("x86-64"), cl::cat(category)};
+               "(default: x86-64, generic on AArch64: runs on any machine "
+               "of the architecture)"),
+      cl::init(portableCpu()), cl::cat(category)};
   cl::opt<std::string> features{
       "mattr", cl::desc("Extra target features, e.g. +avx2,+fma"), cl::init(""),
       cl::cat(category)};
