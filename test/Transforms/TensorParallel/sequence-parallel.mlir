@@ -2,6 +2,7 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel=reduce-dtype=f64 | FileCheck %s --check-prefix=RDT
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-parallel=true" | FileCheck %s --check-prefix=OPT
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report -o /dev/null | FileCheck %s --check-prefix=REPORT
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report=format=json -o /dev/null | FileCheck %s --check-prefix=JSON
 
 // Sequence parallelism (fsdp.sequence_parallel on the step) on
 // [dp = 2, tp = 2]: the row-parallel product's partial sum is
@@ -179,4 +180,75 @@ func.func @merged_partials(%wa: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mes
     linalg.yield %r : f32
   } -> tensor<4x8xf32>
   return %s : tensor<4x8xf32>
+}
+
+// -----
+
+// The backward of a row-parallel product with sequence parallelism: dY
+// (here the forward's reduce-scattered output) feeds dX = dY W and, through
+// the transpose the exported backward makes, dW = dY^T H. Both need every
+// token; one all-gather of dY serves both (dY^T is the transpose of the
+// gathered dY).
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @row_backward
+// CHECK: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NEXT: %[[YW:.*]] = fsdp.all_gather %[[Y]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK-NOT: fsdp.all_gather
+// CHECK: %[[YT:.*]] = linalg.transpose ins(%[[YW]] : tensor<4x8xf32>) outs(%{{.*}} : tensor<8x4xf32>) permutation = [1, 0]
+// CHECK-NOT: fsdp.all_gather
+// CHECK: %[[DW:.*]] = linalg.matmul{{.*}}ins(%[[YT]], %[[H:.*]] : tensor<8x4xf32>, tensor<4x4xf32>) outs(%{{.*}} : tensor<8x4xf32>)
+// CHECK-NOT: fsdp.all_gather
+// CHECK: linalg.matmul{{.*}}ins(%[[YW]], %{{.*}} : tensor<4x8xf32>, tensor<8x4xf32>) outs(%{{.*}} : tensor<4x4xf32>)
+// CHECK-NOT: fsdp.all_gather
+// CHECK: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<8x4xf32>
+// REPORT-LABEL: @row_backward: mesh @mesh [dp = 2, tp = 2]
+// The tensor-parallel collectives by kind: the scatter of the product,
+// the one gather of dY, the loss's all-reduce.
+// REPORT: every rank: {{.*}}all_gather 3,
+// REPORT: of which tensor-parallel: 3, sent 196 B, received 196 B
+// REPORT-NEXT: all_gather: 1, sent 64 B, received 128 B
+// REPORT-NEXT: reduce_scatter: 1, sent 128 B, received 64 B
+// REPORT-NEXT: all_reduce: 1, sent 4 B, received 4 B
+// JSON: "name": "row_backward"
+// JSON: "tensor_parallel": {
+// JSON-NEXT: "count": 3,
+// JSON-NEXT: "bytes_sent": 196,
+// JSON-NEXT: "bytes_received": 196,
+// JSON-NEXT: "collectives": {
+// JSON-NEXT: "all_gather": {
+// JSON-NEXT: "count": 1,
+// JSON-NEXT: "bytes_sent": 64,
+// JSON-NEXT: "bytes_received": 128
+// JSON: "reduce_scatter": {
+// JSON-NEXT: "count": 1,
+// JSON-NEXT: "bytes_sent": 128,
+// JSON-NEXT: "bytes_received": 64
+// JSON: "all_reduce": {
+// JSON-NEXT: "count": 1,
+// JSON-NEXT: "bytes_sent": 4,
+// JSON-NEXT: "bytes_received": 4
+func.func @row_backward(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                        %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                        %x: tensor<4x8xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<8x8xf32> {fsdp.grad_of = 1 : i64})
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e48 = tensor.empty() : tensor<4x8xf32>
+  %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e88 = tensor.empty() : tensor<8x8xf32>
+  %z88 = linalg.fill ins(%zero : f32) outs(%e88 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %e84 = tensor.empty() : tensor<8x4xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%h, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %yt = linalg.transpose ins(%y : tensor<4x8xf32>) outs(%e84 : tensor<8x4xf32>) permutation = [1, 0]
+  %dw = linalg.matmul ins(%yt, %h : tensor<8x4xf32>, tensor<4x8xf32>) outs(%z88 : tensor<8x8xf32>) -> tensor<8x8xf32>
+  %dx = linalg.matmul ins(%y, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %l0 = tensor.empty() : tensor<f32>
+  %l1 = linalg.fill ins(%zero : f32) outs(%l0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%dx : tensor<4x8xf32>) outs(%l1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  return %loss, %dw : tensor<f32>, tensor<8x8xf32>
 }

@@ -82,8 +82,9 @@ struct FunctionReport {
   Counts total;
   /// Of the total, the collectives over tensor-parallel axes only (the
   /// all-reduces fsdp-tensor-parallel inserts); shown when the function
-  /// has a tensor-parallel axis.
+  /// has a tensor-parallel axis; and per kind.
   Counts tensorParallel;
+  Counts tensorParallelKinds[NumKinds];
   bool hasTensorParallelAxis = false;
   int64_t peakBytes = 0, peakBuffers = 0;
   std::vector<int64_t> padding; // per rank
@@ -211,9 +212,12 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
       counts->received += received;
     }
     if (tensorParallel) {
-      report.tensorParallel.count += 1;
-      report.tensorParallel.sent += sent;
-      report.tensorParallel.received += received;
+      for (Counts *counts :
+           {&report.tensorParallelKinds[c->kind], &report.tensorParallel}) {
+        counts->count += 1;
+        counts->sent += sent;
+        counts->received += received;
+      }
     }
   });
   report.mesh = ReportMesh::of(funcMesh);
@@ -247,10 +251,16 @@ void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
     for (int k = 0; k < NumKinds; ++k)
       os << "    " << kKindNames[k] << ": " << r.kinds[k].count << ", sent "
          << r.kinds[k].sent << " B, received " << r.kinds[k].received << " B\n";
-    if (r.hasTensorParallelAxis)
+    if (r.hasTensorParallelAxis) {
       os << "    of which tensor-parallel: " << r.tensorParallel.count
          << ", sent " << r.tensorParallel.sent << " B, received "
          << r.tensorParallel.received << " B\n";
+      for (int k = 0; k < NumKinds; ++k)
+        os << "      " << kKindNames[k] << ": "
+           << r.tensorParallelKinds[k].count << ", sent "
+           << r.tensorParallelKinds[k].sent << " B, received "
+           << r.tensorParallelKinds[k].received << " B\n";
+    }
     os << "  peak live gathered: " << r.peakBytes << " B (" << r.peakBuffers
        << " buffer" << (r.peakBuffers == 1 ? "" : "s") << ")\n";
     for (int64_t rank = 0; rank < r.mesh.ranks; ++rank) {
@@ -263,13 +273,12 @@ void printText(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
 
 void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
   llvm::json::OStream j(os, /*IndentSize=*/2);
-  auto counts = [&](const Counts &c) {
-    j.object([&] {
-      j.attribute("count", c.count);
-      j.attribute("bytes_sent", c.sent);
-      j.attribute("bytes_received", c.received);
-    });
+  auto fields = [&](const Counts &c) {
+    j.attribute("count", c.count);
+    j.attribute("bytes_sent", c.sent);
+    j.attribute("bytes_received", c.received);
   };
+  auto counts = [&](const Counts &c) { j.object([&] { fields(c); }); };
   j.object([&] {
     j.attributeArray("functions", [&] {
       for (const FunctionReport &r : reports)
@@ -287,9 +296,16 @@ void printJson(llvm::raw_ostream &os, ArrayRef<FunctionReport> reports) {
           counts(r.total);
           j.attributeEnd();
           if (r.hasTensorParallelAxis) {
-            j.attributeBegin("tensor_parallel");
-            counts(r.tensorParallel);
-            j.attributeEnd();
+            j.attributeObject("tensor_parallel", [&] {
+              fields(r.tensorParallel);
+              j.attributeObject("collectives", [&] {
+                for (int k = 0; k < NumKinds; ++k) {
+                  j.attributeBegin(kKindNames[k]);
+                  counts(r.tensorParallelKinds[k]);
+                  j.attributeEnd();
+                }
+              });
+            });
           }
           j.attribute("peak_live_gathered_bytes", r.peakBytes);
           j.attribute("peak_live_gathered_buffers", r.peakBuffers);

@@ -133,6 +133,21 @@ Value tensor_parallel::gatherSequence(TPFunction &tp, Value v) {
   OpBuilder b(v.getContext());
   setInsertionAfter(b, v);
   Location loc = v.getLoc();
+  // A transpose of a sequence-split value (the backward's dY^T of a
+  // row-parallel product, whose dX needs dY gathered too): the transpose of
+  // the source's whole value, so one all-gather serves both.
+  if (auto transpose = v.getDefiningOp<linalg::TransposeOp>()) {
+    Value source = transpose.getInput();
+    Sharding from = shardingOf(tp, source);
+    if (from.sequence && from.outer == s.outer &&
+        from.dim == transpose.getPermutation()[s.dim]) {
+      Value whole = gatherSequence(tp, source);
+      b.setInsertionPointAfter(transpose);
+      whole = transposeTo(b, loc, whole, transpose.getPermutation());
+      tp.gathered[v] = whole;
+      return whole;
+    }
+  }
   Value whole = alongDim(b, loc, v, s.dim, [&](Value x) -> Value {
     return AllGatherOp::create(b, loc, scaledDim0(x, tp.size, 1), x, tp.meshRef,
                                b.getStrArrayAttr({tp.axis}))
