@@ -95,5 +95,59 @@ def gpt2_small():
     }
 
 
+# Tensor parallelism (bench/fsdp2/tp.py): a Hugging Face Llama, random
+# init, for a data-parallel size `dp` (the global batch is `samples`
+# sequences per data-parallel rank; every rank of the tensor-parallel axis
+# reads its data-parallel rank's).
+LLAMA_SIZES = {
+    # 2 layers, hidden 256, 4 heads of 64, SwiGLU 768, vocab 1024, 256 tokens.
+    "llama256": {
+        "hidden": 256,
+        "layers": 2,
+        "heads": 4,
+        "ffn": 768,
+        "vocab": 1024,
+        "seq": 256,
+    },
+    # The smoke run's: 1 layer, hidden 32, 2 heads, 16 tokens.
+    "llama_smoke": {
+        "hidden": 32,
+        "layers": 1,
+        "heads": 2,
+        "ffn": 64,
+        "vocab": 64,
+        "seq": 16,
+    },
+}
+
+
+def llama_tp(size, dp, samples=1):
+    """LlamaForCausalLM of LLAMA_SIZES[size] (float32, eval mode: no
+    dropout) and a global batch of dp * samples random sequences."""
+    import transformers
+    from transformers.models.llama.modeling_llama import LlamaDecoderLayer
+
+    c = LLAMA_SIZES[size]
+    config = transformers.LlamaConfig(
+        vocab_size=c["vocab"],
+        hidden_size=c["hidden"],
+        intermediate_size=c["ffn"],
+        num_hidden_layers=c["layers"],
+        num_attention_heads=c["heads"],
+        num_key_value_heads=c["heads"],
+        max_position_embeddings=c["seq"],
+    )
+    torch.manual_seed(0)
+    model = transformers.LlamaForCausalLM(config).eval()
+    g = torch.Generator().manual_seed(1)
+    tokens = torch.randint(0, c["vocab"], (dp * samples, c["seq"]), generator=g)
+    return {
+        "module": model,
+        "loss_fn": _hf_lm_loss,
+        "batch": (tokens,),
+        "units": [LlamaDecoderLayer],
+    }
+
+
 # Specs that run on their own number of ranks (the others take --world).
 WORLD = {"gpt2_small": 2}
