@@ -160,8 +160,8 @@ def main(argv=None) -> int:
     )
     ex.add_argument(
         "--tp-plan",
-        help="with a tp axis: auto (the model's base_model_tp_plan) or "
-        "PATTERN=STYLE,... (e.g. 'mlp.up=colwise,mlp.down=rowwise')",
+        help="with a tp axis: auto (the model's own plan: base_model_tp_plan, LM head, "
+        "embeddings) or PATTERN=STYLE,... (e.g. 'mlp.up=colwise,mlp.down=rowwise')",
     )
     ex.add_argument(
         "--sequence-parallel",

@@ -571,9 +571,11 @@ def export_step(
     the tensor-parallel axis; every rank of it reads the same batch).
     tp_plan: with a `tp` axis, {module path pattern: style} (styles of
     torch's parallelize_module / Hugging Face: colwise, rowwise,
-    colwise_rep, rowwise_rep, replicated_with_grad_allreduce) or "auto"
-    (the model's config.base_model_tp_plan); parameters outside the plan
-    are replicated over `tp` (docs/TENSOR_PARALLEL.md).
+    colwise_rep, rowwise_rep, replicated_with_grad_allreduce,
+    embedding_rowwise / vocab_parallel for embeddings split along the
+    vocabulary) or "auto" (the model's own plan: config.base_model_tp_plan,
+    its LM head and input embeddings, vocabulary-parallel); parameters
+    outside the plan are replicated over `tp` (docs/TENSOR_PARALLEL.md).
     sequence_parallel: split activations over their tokens between
     tensor-parallel products (also on when the plan has a
     `sequence_parallel` module).

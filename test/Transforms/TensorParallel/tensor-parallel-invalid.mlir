@@ -123,19 +123,20 @@ func.func @other(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0
 // -----
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
-// An embedding table split over tp along its rows (the vocabulary) and
-// read by index inside a linalg body. (Split along the features, read at
-// `linalg.index 1` of a loop that is split the same way, it is partitioned.)
-func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
-                  %ids: tensor<2xindex>) -> tensor<2x4xf32> {
+// A table split along its rows (the vocabulary), read by index, where the
+// op does more with the element than yield it: the rank that does not
+// hold the row cannot tell what its share of the result is.
+func.func @gather_scaled(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
+                         %ids: tensor<2xindex>) -> tensor<2x4xf32> {
   %e = tensor.empty() : tensor<2x4xf32>
-  // expected-error @+1 {{its body reads a value sharded along dim 0 over the tensor-parallel axis by global indices (an embedding or gather): such a parameter must be tp_replicate}}
+  // expected-error @+1 {{its body reads a value split along dim 0 over the tensor-parallel axis "tp" at positions computed from data; a vocabulary-parallel read (an embedding lookup, the target logit of a cross-entropy) is partitioned where each rank reads its rows, but here the element read must be what the op yields}}
   %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
        ins(%ids : tensor<2xindex>) outs(%e : tensor<2x4xf32>) {
   ^bb0(%id: index, %out: f32):
     %j = linalg.index 1 : index
     %v = tensor.extract %table[%id, %j] : tensor<8x4xf32>
-    linalg.yield %v : f32
+    %two = arith.addf %v, %v : f32
+    linalg.yield %two : f32
   } -> tensor<2x4xf32>
   return %g : tensor<2x4xf32>
 }
@@ -143,24 +144,41 @@ func.func @gather(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [sh
 // -----
 
 fsdp.mesh @mesh [dp = 2, tp = 2]
-// The body reads the index of the split features: each rank would see its
-// local index.
-func.func @index_of_split_loop(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
-                               %x: tensor<2x8xf32>) -> tensor<2x8xf32> {
+// Rows read by index and summed in the same op.
+func.func @gather_reduction(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
+                            %ids: tensor<2xindex>) -> tensor<4xf32> {
   %zero = arith.constant 0.0 : f32
-  %e = tensor.empty() : tensor<2x8xf32>
-  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<2x8xf32>) -> tensor<2x8xf32>
-  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
-       ins(%x, %w : tensor<2x8xf32>, tensor<8x8xf32>) outs(%z : tensor<2x8xf32>) -> tensor<2x8xf32>
-  // expected-error @+1 {{its body reads the index of loop d1, which is split over the tensor-parallel axis: this rank's index is not the global one}}
-  %r = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
-       ins(%h : tensor<2x8xf32>) outs(%e : tensor<2x8xf32>) {
-  ^bb0(%a: f32, %o: f32):
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  // expected-error @+1 {{at positions computed from data; a vocabulary-parallel read (an embedding lookup, the target logit of a cross-entropy) is partitioned where each rank reads its rows, but here the op must have parallel loops and one result}}
+  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (j)>], iterator_types = ["reduction", "parallel"]}
+       ins(%ids : tensor<2xindex>) outs(%z : tensor<4xf32>) {
+  ^bb0(%id: index, %out: f32):
     %j = linalg.index 1 : index
-    %ji = arith.index_cast %j : index to i64
-    %jf = arith.sitofp %ji : i64 to f32
-    %s = arith.addf %a, %jf : f32
+    %v = tensor.extract %table[%id, %j] : tensor<8x4xf32>
+    %s = arith.addf %v, %out : f32
     linalg.yield %s : f32
-  } -> tensor<2x8xf32>
-  return %r : tensor<2x8xf32>
+  } -> tensor<4xf32>
+  return %g : tensor<4xf32>
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// Two tables split along their rows read by index in one op.
+func.func @gather_two(%a: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
+                      %b: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
+                      %ids: tensor<2xindex>) -> tensor<2x4xf32> {
+  %e = tensor.empty() : tensor<2x4xf32>
+  // expected-error @+1 {{but here the element read must be what the op yields}}
+  %g = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%ids : tensor<2xindex>) outs(%e : tensor<2x4xf32>) {
+  ^bb0(%id: index, %out: f32):
+    %j = linalg.index 1 : index
+    %v = tensor.extract %a[%id, %j] : tensor<8x4xf32>
+    %w = tensor.extract %b[%id, %j] : tensor<8x4xf32>
+    %s = arith.addf %v, %w : f32
+    linalg.yield %s : f32
+  } -> tensor<2x4xf32>
+  return %g : tensor<2x4xf32>
 }

@@ -175,6 +175,7 @@ struct TensorParallelPass
                                  "step";
     if (failed(partitionArguments(tp)))
       return failure();
+    collectDemands(tp);
     Block &body = func.getBody().front();
     SmallVector<Operation *> ops;
     for (Operation &op : body)
@@ -203,6 +204,7 @@ struct TensorParallelPass
       if (failed(result))
         return failure();
     }
+    eraseRecomputed(tp);
     // Global shape-only values whose every use now reads a local copy.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if (isa<tensor::EmptyOp, linalg::FillOp, arith::ConstantOp>(op) &&
@@ -230,7 +232,7 @@ struct TensorParallelPass
       if (have == need)
         continue;
       Value local =
-          need.isSharded() ? localCopy(tp, operand.get(), need.dim) : Value();
+          need.isSharded() ? localPart(tp, operand.get(), need.dim) : Value();
       if (!local)
         return ret->emitError()
                << "result #" << r << " is " << describe(have)

@@ -18,6 +18,7 @@
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SmallPtrSet.h"
 
 #include <string>
 
@@ -82,6 +83,14 @@ struct TPFunction {
   /// Partial sums not resolved yet, and resolved ones (per partial value).
   llvm::DenseMap<Value, PendingPartial> partials;
   llvm::DenseMap<Value, Value> resolved;
+  /// This rank's index on the axis (an index value at the function's
+  /// start), once something needs it.
+  Value rankIndex;
+  /// Values a gradient needs split along a dim (the value's feature split
+  /// is forced where nothing else splits it), and replicated ops whose
+  /// rank's part was recomputed (erased once unused).
+  llvm::DenseMap<Value, int64_t> demanded;
+  llvm::SmallPtrSet<Operation *, 8> recomputed;
   /// What was inserted, for the pass statistics.
   int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0;
 };
@@ -130,6 +139,41 @@ Value resolvePartial(TPFunction &tp, OpBuilder &b, Location loc, Value partial,
 /// stays pending (true: nothing else to do); any other use of a pending
 /// partial sum resolves it (one collective right after it is made).
 bool mergeOrResolvePartials(TPFunction &tp, Operation *op);
+
+/// This rank's index on the axis: a reduce-scatter (max) of [0, .., k-1]
+/// at the function's start, once per function (the lowering has no
+/// axis-index op).
+Value rankIndex(TPFunction &tp);
+
+/// rankIndex * localSize, built at `b`.
+Value rankOffset(TPFunction &tp, OpBuilder &b, Location loc, int64_t localSize);
+
+/// In `op`'s body, the uses of `linalg.index loop` that `keepLocal` does not
+/// keep read the global index (this rank's block starts at rank *
+/// localSize).
+void offsetLoopIndices(TPFunction &tp, Operation *op, unsigned loop,
+                       int64_t localSize,
+                       function_ref<bool(OpOperand &)> keepLocal);
+
+/// A linalg op whose body reads a table split along its rows at positions
+/// computed from data (an embedding lookup, a cross-entropy's target
+/// logit): each rank reads its rows and yields 0 elsewhere; the result is
+/// a pending partial sum. False when the op has no such read.
+FailureOr<bool> partitionIndexedRead(TPFunction &tp, linalg::LinalgOp op);
+
+/// This rank's part along `dim` of a replicated value: a local copy of a
+/// shape-only value, or the value's producers recomputed on the rank's
+/// part along a parallel loop (an iota and the one-hot compared with it).
+/// Null where that cannot be done.
+Value localPart(TPFunction &tp, Value v, int64_t dim);
+
+/// Before the walk: the gradients of split parameters, and backwards the
+/// single-use operands they are computed from along a parallel loop.
+void collectDemands(TPFunction &tp);
+
+/// After the walk: replicated ops whose rank's part was recomputed and that
+/// nothing reads any more.
+void eraseRecomputed(TPFunction &tp);
 
 LogicalResult visitLinalg(TPFunction &tp, linalg::LinalgOp op);
 LogicalResult visitExpand(TPFunction &tp, tensor::ExpandShapeOp op);

@@ -29,14 +29,44 @@ std::string exprText(AffineExpr e) {
   return text;
 }
 
+/// Whether `v`, in a linalg body, depends on an accumulator (a region
+/// output argument).
+bool readsAccumulator(linalg::LinalgOp op, Value v) {
+  if (auto arg = dyn_cast<BlockArgument>(v))
+    return arg.getOwner() == op.getBlock() &&
+           arg.getArgNumber() >= op.getNumDpsInputs();
+  Operation *def = v.getDefiningOp();
+  if (!def || def->getBlock() != op.getBlock())
+    return false;
+  return llvm::any_of(def->getOperands(),
+                      [&](Value x) { return readsAccumulator(op, x); });
+}
+
+/// Result `i`'s combiner where its accumulator is also read for another
+/// result (a max and the index of the max in one op): the yielded value
+/// combines the accumulator with a value that reads no accumulator.
+Operation *sharedAccumulatorCombiner(linalg::LinalgOp op, unsigned i) {
+  auto yield = cast<linalg::YieldOp>(op.getBlock()->getTerminator());
+  Operation *c = yield.getValues()[i].getDefiningOp();
+  BlockArgument acc = op.getRegionOutputArgs()[i];
+  if (!c || c->getNumOperands() != 2 || llvm::count(c->getOperands(), acc) != 1)
+    return nullptr;
+  Value other = c->getOperand(0) == acc ? c->getOperand(1) : c->getOperand(0);
+  return readsAccumulator(op, other) ? nullptr : c;
+}
+
 /// The reduction of result `i`'s combiner: what the collective of its
 /// partial values must do.
 std::optional<ReduceKind> combinerOf(linalg::LinalgOp op, unsigned i) {
   SmallVector<Operation *> combiners;
-  if (!matchReduction(op.getRegionOutputArgs(), i, combiners) ||
-      combiners.size() != 1)
+  Operation *c = nullptr;
+  if (matchReduction(op.getRegionOutputArgs(), i, combiners) &&
+      combiners.size() == 1)
+    c = combiners.front();
+  else
+    c = sharedAccumulatorCombiner(op, i);
+  if (!c)
     return std::nullopt;
-  Operation *c = combiners.front();
   if (isa<arith::AddFOp, arith::AddIOp>(c))
     return ReduceKind::sum;
   if (isa<arith::MaximumFOp, arith::MaxNumFOp, arith::MaxSIOp>(c))
@@ -117,6 +147,11 @@ private:
   SmallVector<ShardedRead> reads;
   std::optional<unsigned> loop;
   bool sequenceLoop = false;
+  /// The loop was chosen because the result is needed split.
+  bool demandLoop = false;
+  /// The body reads the sharded loop's index as a number: it is offset to
+  /// the global index.
+  bool offsetIndices = false;
   /// Rows of strided blocks along the sharded loop (Sharding::outer).
   int64_t loopOuter = 1;
   /// Sequence-split values to gather before the op.
@@ -234,6 +269,8 @@ private:
       first = first ? first : &r;
     }
     if (!loop)
+      chooseDemandedLoop();
+    if (!loop)
       for (const ShardedRead &r : reads)
         if (r.loop) {
           loop = r.loop;
@@ -241,9 +278,44 @@ private:
           break;
         }
     for (const ShardedRead &r : reads)
-      if (r.sharding.sequence && (!loop || r.loop != loop))
+      if (r.sharding.sequence && (!loop || r.loop != loop || demandLoop))
         toGather.insert(r.value);
     return success();
+  }
+
+  /// No feature split, but the result is needed split (a gradient of a
+  /// split table, computed from a one-hot): split along the loop that
+  /// indexes the needed dim when it is parallel and every replicated read
+  /// along it has a rank's part (the sequence-split reads are gathered).
+  void chooseDemandedLoop() {
+    if (op.getNumDpsInits() != 1)
+      return;
+    auto it = tp.demanded.find(op->getResult(0));
+    if (it == tp.demanded.end())
+      return;
+    auto dimExpr = dyn_cast<AffineDimExpr>(
+        op.getMatchingIndexingMap(op.getDpsInitOperand(0))
+            .getResult(it->second));
+    if (!dimExpr || op.getIteratorTypesArray()[dimExpr.getPosition()] !=
+                        utils::IteratorType::parallel)
+      return;
+    loop = dimExpr.getPosition();
+    for (OpOperand &operand : op->getOpOperands()) {
+      Value v = operand.get();
+      if (!isa<RankedTensorType>(v.getType()) ||
+          (op.isDpsInit(&operand) && !op.payloadUsesValueFromOperand(&operand)))
+        continue;
+      FailureOr<Sharding> need =
+          positionOf(op.getMatchingIndexingMap(&operand));
+      bool ok = succeeded(need) &&
+                (!need->isSharded() || (!shardingOf(tp, v).isSharded() &&
+                                        localPart(tp, v, need->dim)));
+      if (!ok) {
+        loop.reset();
+        return;
+      }
+    }
+    demandLoop = true;
   }
 
   /// Gathers every sequence-split read: the op runs whole.
@@ -263,15 +335,9 @@ private:
     WalkResult walk = op->walk([&](linalg::IndexOp index) {
       if (index.getDim() != *loop)
         return WalkResult::advance();
-      for (OpOperand &use : index->getUses()) {
-        auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
-        Sharding s = extract ? shardingOf(tp, extract.getTensor()) : Sharding{};
-        bool splitHere = s.isSharded() &&
-                         !toGather.contains(extract.getTensor()) &&
-                         use.getOperandNumber() == unsigned(1 + s.dim);
-        if (!splitHere)
+      for (OpOperand &use : index->getUses())
+        if (!readsSplitHere(use))
           return WalkResult::interrupt();
-      }
       return WalkResult::advance();
     });
     if (!walk.wasInterrupted())
@@ -280,9 +346,27 @@ private:
       gatherAll();
       return success();
     }
+    // A plain block split: the global index is this rank's offset plus
+    // the local one.
+    if (loopOuter == 1) {
+      offsetIndices = true;
+      return success();
+    }
     return op->emitError() << "its body reads the index of loop d" << *loop
                            << ", which is split over the tensor-parallel "
-                              "axis: this rank's index is not the global one";
+                              "axis in "
+                           << loopOuter
+                           << " strided blocks: this rank's index is not the "
+                              "global one";
+  }
+
+  /// The use of the loop index that reads a captured value split along
+  /// it keeps the local index.
+  bool readsSplitHere(OpOperand &use) const {
+    auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
+    Sharding s = extract ? shardingOf(tp, extract.getTensor()) : Sharding{};
+    return s.isSharded() && !toGather.contains(extract.getTensor()) &&
+           use.getOperandNumber() == unsigned(1 + s.dim);
   }
 
   /// Replicated operands read along the sharded loop: shape-only ones get
@@ -311,7 +395,8 @@ private:
                << " inside a compound expression; its part cannot be "
                   "taken along one dim";
       }
-      if (!need->isSharded() || localCopy(tp, v, need->dim))
+      if (!need->isSharded() || localCopy(tp, v, need->dim) ||
+          (!sequenceLoop && localPart(tp, v, need->dim)))
         continue;
       if (!sequenceLoop)
         return op->emitError()
@@ -398,7 +483,8 @@ private:
       return Value(tensor::EmptyOp::create(b, op.getLoc(), want.getShape(),
                                            want.getElementType()));
     }
-    if (Value local = localCopy(tp, v, need.dim))
+    if (Value local = sequenceLoop ? localCopy(tp, v, need.dim)
+                                   : localPart(tp, v, need.dim))
       return local;
     if (Value part = toSlice.count(v) ? rankPart(tp, v, need.dim) : Value())
       return part;
@@ -431,6 +517,11 @@ private:
       resultTypes.push_back(operands[init.getOperandNumber()].getType());
     Operation *local = mlir::clone(b, op.getOperation(), resultTypes, operands);
     ++tp.shardedOps;
+    if (offsetIndices)
+      offsetLoopIndices(
+          tp, local, *loop,
+          cast<linalg::LinalgOp>(local).getStaticLoopRanges()[*loop],
+          [&](OpOperand &use) { return readsSplitHere(use); });
     for (auto [i, result] : llvm::enumerate(op->getResults())) {
       Value replacement = local->getResult(i);
       if (!reduction) {
@@ -442,7 +533,10 @@ private:
         continue;
       }
       // A reduction along the sharded loop: every rank holds a partial
-      // result, resolved here.
+      // result, resolved here (a result nothing reads, such as the index
+      // of a maximum, is left partial).
+      if (result.use_empty())
+        continue;
       std::optional<ReduceKind> kind = combinerOf(op, i);
       if (!kind)
         return op->emitError()
@@ -504,5 +598,10 @@ LogicalResult tensor_parallel::visitLinalg(TPFunction &tp,
                                            linalg::LinalgOp op) {
   if (!op.hasPureTensorSemantics())
     return visitOther(tp, op);
+  FailureOr<bool> indexedRead = partitionIndexedRead(tp, op);
+  if (failed(indexedRead))
+    return failure();
+  if (*indexedRead)
+    return success();
   return LinalgPartition(tp, op).run();
 }

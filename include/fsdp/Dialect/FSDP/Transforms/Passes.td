@@ -102,7 +102,20 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
     to this rank's part (a reduce-scatter with `max` of identical copies)
     when that moves fewer bytes than gathering. A sum over the split tokens
     (a norm's or replicated layer's weight gradient, the loss) is
-    all-reduced. docs/TENSOR_PARALLEL.md.
+    all-reduced.
+
+    Vocabulary parallelism: a linalg op with parallel loops whose body reads
+    a table split along its rows at positions computed from data and
+    yields the element (an embedding lookup, a cross-entropy's target
+    log-probability) reads this rank's rows and 0 elsewhere; its result is
+    a partial sum, resolved as above. A body that reads the split loop's
+    index as a number gets the global index. The rank's index on the axis
+    comes from a reduce-scatter (max) of `[0, .., k-1]`, once per function.
+    Replicated values read along a split loop are recomputed on the rank's
+    part from their producers where those are linalg ops along a parallel
+    loop (a one-hot against an iota), and a gradient that must come out
+    split is computed split along the loop of its split dim (an embedding's
+    gradient). docs/TENSOR_PARALLEL.md.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect",
