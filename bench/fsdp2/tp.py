@@ -14,7 +14,9 @@ without sequence parallelism, run as
   not cover (TP_PLAN_SP below). A step's time is the slowest rank's,
   measured after a barrier;
 - fsdp-opt + fsdp-run: `export_step(..., mesh="dp=D,tp=2",
-  tp_plan="auto", sequence_parallel=...)`, `--fsdp-pipeline` with the
+  tp_plan=config.base_model_tp_plan, sequence_parallel=...)` (the plan
+  the DTensor side applies; "auto" would also split the embedding and the
+  LM head along the vocabulary), `--fsdp-pipeline` with the
   export's options and `compute=fast` (lower=true all-reduce-loss=true),
   `fsdp-run --steps N --warmup W --json` on the threads backend and, when
   mpirun exists, the mpi backend (one process per rank, as torch).
@@ -297,7 +299,9 @@ def fsdp_export(case, work):
         str(out),
         mesh=f"dp={case['world'] // TP},tp={TP}",
         units=built["units"],
-        tp_plan="auto",
+        # The base plan, as the DTensor side: embedding and LM head whole
+        # ("auto" would also split them along the vocabulary).
+        tp_plan=dict(built["module"].config.base_model_tp_plan),
         sequence_parallel=case["sp"],
         verify=False,
     )
