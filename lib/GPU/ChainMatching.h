@@ -61,6 +61,11 @@ inline Value yielded(linalg::GenericOp g) {
   return v;
 }
 
+/// The test "is (a widening of) block argument `i` of `g`".
+inline auto argOf(linalg::GenericOp g, unsigned i) {
+  return [g, i](Value v) { return isArg(v, g, i); };
+}
+
 /// A binary op of type OpTy whose operands `a` and `b` match, in either
 /// order.
 template <typename OpTy>
