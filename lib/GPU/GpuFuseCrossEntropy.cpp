@@ -61,7 +61,7 @@ struct Miss {
   std::string why;
 };
 
-FailureOr<CrossEntropy> miss(Miss &m, Operation *at, const Twine &why) {
+LogicalResult missed(Miss &m, Operation *at, const Twine &why) {
   m.at = at;
   m.why = why.str();
   return failure();
@@ -100,59 +100,77 @@ Value oneHotTargets(linalg::GenericOp eq) {
   return eq.getDpsInputs()[0];
 }
 
-/// From log_softmax `g` = (x - m) - log(sum(exp(x - m))).
-FailureOr<CrossEntropy> match(linalg::GenericOp g, Miss &m) {
-  auto arg = [](linalg::GenericOp op, unsigned i) {
-    return [op, i](Value v) { return isArg(v, op, i); };
-  };
-  SmallVector<unsigned, 4> id = {0, 1}, row = {0, kUnit};
-  if (!hasForm(g, 2, {id, row, id}, "pp") ||
-      !ordered<arith::SubFOp>(yielded(g), arg(g, 0), arg(g, 1)))
+/// hasForm's maps: the [N, V] elements, the rows' [N, 1].
+const SmallVector<unsigned, 4> kId = {0, 1}, kRow = {0, kUnit};
+
+/// The ops of log_softmax = (x - m) - log(sum(exp(x - m))).
+struct LogSoftmax {
+  linalg::GenericOp g, lg, sum, exp, shifted, max;
+  tensor::ExpandShapeOp expand;
+};
+
+/// (x - m) - log(sum(exp(x - m))) from its final subtraction `ls.g`.
+LogicalResult matchLogSumExp(LogSoftmax &ls) {
+  linalg::GenericOp g = ls.g;
+  if (!hasForm(g, 2, {kId, kRow, kId}, "pp") ||
+      !ordered<arith::SubFOp>(yielded(g), argOf(g, 0), argOf(g, 1)))
     return failure();
-  linalg::GenericOp lg = genericOf(g.getDpsInputs()[1]);
-  linalg::GenericOp shifted = genericOf(g.getDpsInputs()[0]);
+  linalg::GenericOp lg = ls.lg = genericOf(g.getDpsInputs()[1]);
+  linalg::GenericOp shifted = ls.shifted = genericOf(g.getDpsInputs()[0]);
   if (!lg || !isUnary<math::LogOp>(lg) || !shifted)
     return failure();
-  linalg::GenericOp sum = genericOf(lg.getDpsInputs()[0]);
-  if (!sum || !hasForm(sum, 1, {id, row}, "pr") ||
+  linalg::GenericOp sum = ls.sum = genericOf(lg.getDpsInputs()[0]);
+  if (!sum || !hasForm(sum, 1, {kId, kRow}, "pr") ||
       fillValue(sum.getDpsInits()[0]) != 0.0 ||
-      !commutes<arith::AddFOp>(yielded(sum), arg(sum, 0), arg(sum, 1)))
+      !commutes<arith::AddFOp>(yielded(sum), argOf(sum, 0), argOf(sum, 1)))
     return failure();
-  linalg::GenericOp exp = genericOf(sum.getDpsInputs()[0]);
+  linalg::GenericOp exp = ls.exp = genericOf(sum.getDpsInputs()[0]);
   if (!exp || !isUnary<math::ExpOp>(exp) ||
       exp.getDpsInputs()[0] != shifted->getResult(0))
     return failure();
   // x - m, m the row maximum (torch's max also computes an argmax, unused).
-  if (!hasForm(shifted, 2, {id, row, id}, "pp") ||
-      !ordered<arith::SubFOp>(yielded(shifted), arg(shifted, 0),
-                              arg(shifted, 1)))
+  if (!hasForm(shifted, 2, {kId, kRow, kId}, "pp") ||
+      !ordered<arith::SubFOp>(yielded(shifted), argOf(shifted, 0),
+                              argOf(shifted, 1)))
     return failure();
-  CrossEntropy ce;
+  return success();
+}
+
+/// m = max_v x, the logits' type, and the intermediates used by the chain
+/// alone.
+LogicalResult matchRowMax(LogSoftmax &ls, CrossEntropy &ce, Miss &m) {
+  linalg::GenericOp g = ls.g, shifted = ls.shifted;
   ce.logits = shifted.getDpsInputs()[0];
-  auto expand =
-      shifted.getDpsInputs()[1].getDefiningOp<tensor::ExpandShapeOp>();
-  linalg::GenericOp max = expand ? genericOf(expand.getSrc()) : nullptr;
+  ls.expand = shifted.getDpsInputs()[1].getDefiningOp<tensor::ExpandShapeOp>();
+  linalg::GenericOp max = ls.max =
+      ls.expand ? genericOf(ls.expand.getSrc()) : nullptr;
   if (!max || max.getNumDpsInputs() != 1 || max.getNumDpsInits() < 1 ||
       max.getDpsInputs()[0] != ce.logits || max.getNumLoops() != 2 ||
       max.getNumReductionLoops() != 1 ||
       fillValue(max.getDpsInits()[0]) != -INFINITY ||
-      !isMaximum(max.getBody()->getTerminator()->getOperand(0), arg(max, 0),
+      !isMaximum(max.getBody()->getTerminator()->getOperand(0), argOf(max, 0),
                  [&](Value v) { return v == max.getBody()->getArgument(1); }) ||
       llvm::any_of(max->getResults().drop_front(),
                    [](Value r) { return !r.use_empty(); }))
-    return miss(m, shifted, "the row maximum is not max_v x");
+    return missed(m, shifted, "the row maximum is not max_v x");
   auto lt = dyn_cast<RankedTensorType>(ce.logits.getType());
   if (!lt || !lt.hasStaticShape() ||
       !(lt.getElementType().isF32() || lt.getElementType().isBF16()))
-    return miss(m, g, "the logits are not statically shaped f32 or bf16");
-  if (!max->getResult(0).hasOneUse() || !expand->hasOneUse() ||
-      !exp->hasOneUse() || !sum->hasOneUse() || !lg->hasOneUse() ||
+    return missed(m, g, "the logits are not statically shaped f32 or bf16");
+  if (!max->getResult(0).hasOneUse() || !ls.expand->hasOneUse() ||
+      !ls.exp->hasOneUse() || !ls.sum->hasOneUse() || !ls.lg->hasOneUse() ||
       !shifted->getResult(0).hasNUses(2))
-    return miss(m, g, "the log_softmax's intermediates have other users");
+    return missed(m, g, "the log_softmax's intermediates have other users");
   ce.logSoftmax = g;
-  // The users of log_softmax: the NLL's gather (an extract in a generic's
-  // body) and, in a training step, exp(log_softmax) of the backward.
-  linalg::GenericOp softmax;
+  return success();
+}
+
+/// The users of log_softmax: the NLL's gather (an extract in a generic's
+/// body) and, in a training step, exp(log_softmax) of the backward
+/// (`softmax`, null in a forward alone).
+LogicalResult matchLogSoftmaxUsers(CrossEntropy &ce, Miss &m,
+                                   linalg::GenericOp &softmax) {
+  linalg::GenericOp g = ce.logSoftmax;
   for (Operation *user : g->getResult(0).getUsers()) {
     if (auto extract = dyn_cast<tensor::ExtractOp>(user);
         extract && isa<linalg::GenericOp>(extract->getParentOp()) && !ce.gather)
@@ -161,39 +179,47 @@ FailureOr<CrossEntropy> match(linalg::GenericOp g, Miss &m) {
              e && isUnary<math::ExpOp>(e) && !softmax)
       softmax = e;
     else
-      return miss(m, user, "the log_softmax has users outside the chain");
+      return missed(m, user, "the log_softmax has users outside the chain");
   }
   if (!ce.gather)
-    return miss(m, g, "no gather of the log_softmax (the NLL)");
-  if (!softmax)
-    return ce;
-  // dx = q - exp(logp) rowsum(q), q = -onehot * c.
+    return missed(m, g, "no gather of the log_softmax (the NLL)");
+  return success();
+}
+
+/// dx = q - exp(logp) rowsum(q): q and dx.
+LogicalResult matchGradient(linalg::GenericOp softmax, Miss &m,
+                            linalg::GenericOp &q, linalg::GenericOp &dx) {
   linalg::GenericOp prod =
       dyn_cast_or_null<linalg::GenericOp>(onlyUser(softmax->getResult(0)));
-  if (!prod || !hasForm(prod, 2, {id, row, id}, "pp") ||
+  if (!prod || !hasForm(prod, 2, {kId, kRow, kId}, "pp") ||
       prod.getDpsInputs()[0] != softmax->getResult(0) ||
-      !commutes<arith::MulFOp>(yielded(prod), arg(prod, 0), arg(prod, 1)))
-    return miss(m, softmax, "the backward is not exp(logp) rowsum(q)");
+      !commutes<arith::MulFOp>(yielded(prod), argOf(prod, 0), argOf(prod, 1)))
+    return missed(m, softmax, "the backward is not exp(logp) rowsum(q)");
   linalg::GenericOp rowsum = genericOf(prod.getDpsInputs()[1]);
-  if (!rowsum || !hasForm(rowsum, 1, {id, row}, "pr") ||
+  if (!rowsum || !hasForm(rowsum, 1, {kId, kRow}, "pr") ||
       fillValue(rowsum.getDpsInits()[0]) != 0.0 ||
-      !commutes<arith::AddFOp>(yielded(rowsum), arg(rowsum, 0),
-                               arg(rowsum, 1)) ||
+      !commutes<arith::AddFOp>(yielded(rowsum), argOf(rowsum, 0),
+                               argOf(rowsum, 1)) ||
       !rowsum->hasOneUse())
-    return miss(m, prod, "the backward is not exp(logp) rowsum(q)");
-  linalg::GenericOp q = genericOf(rowsum.getDpsInputs()[0]);
-  linalg::GenericOp dx =
-      dyn_cast_or_null<linalg::GenericOp>(onlyUser(prod->getResult(0)));
-  if (!q || !dx || !hasForm(dx, 2, {id, id, id}, "pp") ||
+    return missed(m, prod, "the backward is not exp(logp) rowsum(q)");
+  q = genericOf(rowsum.getDpsInputs()[0]);
+  dx = dyn_cast_or_null<linalg::GenericOp>(onlyUser(prod->getResult(0)));
+  if (!q || !dx || !hasForm(dx, 2, {kId, kId, kId}, "pp") ||
       dx.getDpsInputs()[0] != q->getResult(0) ||
       dx.getDpsInputs()[1] != prod->getResult(0) ||
-      !ordered<arith::SubFOp>(yielded(dx), arg(dx, 0), arg(dx, 1)) ||
+      !ordered<arith::SubFOp>(yielded(dx), argOf(dx, 0), argOf(dx, 1)) ||
       !q->getResult(0).hasNUses(2))
-    return miss(m, prod, "the gradient is not q - exp(logp) rowsum(q)");
-  // q = -onehot * c: negf(uitofp(t == arange)) times a row scale.
-  if (!hasForm(q, 2, {id, row, id}, "pp") ||
-      !commutes<arith::MulFOp>(yielded(q), arg(q, 0), arg(q, 1)))
-    return miss(m, q, "the NLL backward is not -onehot * c");
+    return missed(m, prod, "the gradient is not q - exp(logp) rowsum(q)");
+  return success();
+}
+
+/// q = -onehot * c: negf(uitofp(t == arange)) times a row scale; the
+/// targets, the scale and the gradient `dx`.
+LogicalResult matchNegatedOneHot(linalg::GenericOp q, linalg::GenericOp dx,
+                                 CrossEntropy &ce, Miss &m) {
+  if (!hasForm(q, 2, {kId, kRow, kId}, "pp") ||
+      !commutes<arith::MulFOp>(yielded(q), argOf(q, 0), argOf(q, 1)))
+    return missed(m, q, "the NLL backward is not -onehot * c");
   linalg::GenericOp neg = genericOf(q.getDpsInputs()[0]);
   linalg::GenericOp toFloat = neg ? genericOf(neg.getDpsInputs()[0]) : nullptr;
   linalg::GenericOp eq =
@@ -201,23 +227,45 @@ FailureOr<CrossEntropy> match(linalg::GenericOp g, Miss &m) {
   if (!neg || !isUnary<arith::NegFOp>(neg) || !toFloat ||
       !isUnary<arith::UIToFPOp>(toFloat) || !eq || !neg->hasOneUse() ||
       !toFloat->hasOneUse() || !eq->hasOneUse())
-    return miss(m, q, "the NLL backward is not -onehot * c");
+    return missed(m, q, "the NLL backward is not -onehot * c");
   ce.targets = oneHotTargets(eq);
   auto targetType = ce.targets
                         ? dyn_cast<RankedTensorType>(ce.targets.getType())
                         : RankedTensorType();
   if (!targetType || !targetType.getElementType().isInteger(64))
-    return miss(m, eq, "the one-hot is not (t[n] == v) of i64 targets");
+    return missed(m, eq, "the one-hot is not (t[n] == v) of i64 targets");
   ce.scale = q.getDpsInputs()[1];
   if (!cast<ShapedType>(ce.scale.getType()).getElementType().isF32())
-    return miss(m, q, "the NLL backward's scale is not f32");
+    return missed(m, q, "the NLL backward's scale is not f32");
   auto gradType = cast<RankedTensorType>(dx->getResult(0).getType());
   if (!(gradType.getElementType().isF32() ||
         gradType.getElementType().isBF16()))
-    return miss(m, dx, "the gradient is not f32 or bf16");
-  if (dx->getBlock() != g->getBlock() || q->getBlock() != g->getBlock())
-    return miss(m, dx, "the chain spans blocks");
+    return missed(m, dx, "the gradient is not f32 or bf16");
+  Block *block = ce.logSoftmax->getBlock();
+  if (dx->getBlock() != block || q->getBlock() != block)
+    return missed(m, dx, "the chain spans blocks");
   ce.grad = dx->getResult(0);
+  return success();
+}
+
+/// From log_softmax `g` = (x - m) - log(sum(exp(x - m))).
+FailureOr<CrossEntropy> match(linalg::GenericOp g, Miss &m) {
+  LogSoftmax ls;
+  ls.g = g;
+  if (failed(matchLogSumExp(ls)))
+    return failure();
+  CrossEntropy ce;
+  linalg::GenericOp softmax;
+  if (failed(matchRowMax(ls, ce, m)) ||
+      failed(matchLogSoftmaxUsers(ce, m, softmax)))
+    return failure();
+  if (!softmax)
+    return ce;
+  // dx = q - exp(logp) rowsum(q), q = -onehot * c.
+  linalg::GenericOp q, dx;
+  if (failed(matchGradient(softmax, m, q, dx)) ||
+      failed(matchNegatedOneHot(q, dx, ce, m)))
+    return failure();
   return ce;
 }
 
