@@ -18,7 +18,10 @@
 // 16 banks. 256 threads per block, as a 16 x 16 grid: thread (ty, tx) owns
 // rows ty + 16 i of the tile and columns tx + 16 j; the 16 lanes of one row
 // group are half a warp and reduce row maxima and sums with shuffles.
-// Products run on the CUDA cores in f32 (fmaf), not on tensor cores.
+// Products run on the CUDA cores in f32 (fmaf). bf16 inputs of head
+// dimension 64 or 128 take the tensor-core kernels of
+// attention_mma_kernels.cu instead (after this file's delta kernel in the
+// backward).
 //
 // Softmax works in base 2 (exp2f): scores are (q.k * scale + mask) * log2(e).
 // A row whose scores are all -inf (a fully masked row) has output 0 and
@@ -27,6 +30,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "attention_device.h"
 #include "attention_kernels.h"
 
 #include <cuda_runtime.h>
@@ -38,52 +42,9 @@
 namespace {
 
 using fsdprt::gpu::attention::Args;
+using namespace fsdprt::gpu::attention::detail;
 
 constexpr int kThreads = 256;
-constexpr float kLog2e = 1.4426950408889634f;
-constexpr float kLn2 = 0.6931471805599453f;
-
-// What every kernel needs besides its tensors.
-struct Shape {
-  int64_t bh, heads, tq, tk;
-  float scale;  // natural units (gradients)
-  float scale2; // scale * log2(e) (scores)
-  int causal;   // key j hidden from query i when j > i
-  int vec;      // every tensor 16-byte aligned: 16-byte loads
-  const void *mask;
-  int64_t msb, msh, msq, msk;
-};
-
-// ---- element conversions ----------------------------------------------------
-
-__device__ __forceinline__ float toF(float v) { return v; }
-__device__ __forceinline__ float toF(uint16_t v) {
-  const uint32_t u = uint32_t(v) << 16;
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-__device__ __forceinline__ void store(float *p, float v) { *p = v; }
-// Round to nearest even (NaN stays NaN).
-__device__ __forceinline__ void store(uint16_t *p, float v) {
-  uint32_t u;
-  memcpy(&u, &v, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u) {
-    *p = uint16_t((u >> 16) | 0x40u);
-    return;
-  }
-  u += 0x7fffu + ((u >> 16) & 1u);
-  *p = uint16_t(u >> 16);
-}
-
-__device__ __forceinline__ float *sharedTiles() {
-#ifdef FSDPRT_CUDA_EMULATION
-  return cuda_emulation::dynamicShared<float>();
-#else
-  extern __shared__ float4 dynamicSmem[];
-  return reinterpret_cast<float *>(dynamicSmem);
-#endif
-}
 
 // Sum / maximum over the 16 lanes of a row group (lanes that differ in the
 // low 4 bits).
@@ -134,27 +95,6 @@ __device__ __forceinline__ void loadTile(float *dst, const T *__restrict__ src,
   }
 }
 
-// The base-2 score of query row r and key c from the product q.k: -inf when
-// the key is out of range or causally hidden.
-template <typename T>
-__device__ __forceinline__ float score2(float dot, int64_t r, int64_t c,
-                                        int64_t b, int64_t h, const Shape &s) {
-  if (c >= s.tk || (s.causal && c > r))
-    return -INFINITY;
-  float x = dot * s.scale2;
-  if (s.mask && r < s.tq)
-    x += toF(static_cast<const T *>(
-             s.mask)[b * s.msb + h * s.msh + r * s.msq + c * s.msk]) *
-         kLog2e;
-  return x;
-}
-
-// Keys [0, end) can be visible from query rows [q0, q0 + rows).
-__device__ __forceinline__ int64_t keyEnd(const Shape &s, int64_t q0,
-                                          int rows) {
-  return s.causal && q0 + rows < s.tk ? q0 + rows : s.tk;
-}
-
 // ---- forward
 // ------------------------------------------------------------------
 
@@ -171,7 +111,7 @@ __global__ void __launch_bounds__(kThreads)
   using Tiles = FwdTiles<D, BM, BN>;
   constexpr int LD = Tiles::LD, LP = Tiles::LP;
   constexpr int RM = BM / 16, CN = BN / 16, DN = D / 16;
-  float *sQ = sharedTiles();
+  float *sQ = sharedTiles<float>();
   float *sK = sQ + BM * LD;
   float *sV = sK + BN * LD;
   float *sP = sV + BN * LD;
@@ -307,12 +247,6 @@ __global__ void __launch_bounds__(kThreads)
     delta[row] = sum;
 }
 
-// The probability of a recomputed base-2 score given the row's LSE in base
-// 2 (-inf: a fully masked row, whose probabilities are 0).
-__device__ __forceinline__ float prob(float x2, float lse2) {
-  return lse2 == -INFINITY ? 0.0f : exp2f(x2 - lse2);
-}
-
 template <int D, int BN, int BM> struct KVTiles {
   static constexpr int LD = D + 1, LP = BM + 1;
   static constexpr int kFloats = 2 * (BN + BM) * LD + 2 * BN * LP + 2 * BM;
@@ -329,7 +263,7 @@ __global__ void __launch_bounds__(kThreads)
   using Tiles = KVTiles<D, BN, BM>;
   constexpr int LD = Tiles::LD, LP = Tiles::LP;
   constexpr int RM = BN / 16, CQ = BM / 16, DN = D / 16;
-  float *sK = sharedTiles();
+  float *sK = sharedTiles<float>();
   float *sV = sK + BN * LD;
   float *sQ = sV + BN * LD;
   float *sdO = sQ + BM * LD;
@@ -460,7 +394,7 @@ __global__ void __launch_bounds__(kThreads)
   using Tiles = QTiles<D, BM, BN>;
   constexpr int LD = Tiles::LD, LP = Tiles::LP;
   constexpr int RM = BM / 16, CN = BN / 16, DN = D / 16;
-  float *sQ = sharedTiles();
+  float *sQ = sharedTiles<float>();
   float *sdO = sQ + BM * LD;
   float *sK = sdO + BM * LD;
   float *sV = sK + BN * LD;
@@ -564,30 +498,6 @@ __global__ void __launch_bounds__(kThreads)
 // ---- launches
 // -----------------------------------------------------------------
 
-bool aligned16(const void *p) {
-  return (reinterpret_cast<uintptr_t>(p) & 15) == 0;
-}
-
-Shape shapeOf(const Args &a, bool vec) {
-  Shape s;
-  s.bh = a.batch * a.heads;
-  s.heads = a.heads;
-  s.tq = a.tq;
-  s.tk = a.tk;
-  s.scale = a.scale;
-  s.scale2 = a.scale * kLog2e;
-  s.causal = a.causal ? 1 : 0;
-  s.vec = vec ? 1 : 0;
-  s.mask = a.mask;
-  s.msb = a.mask_stride[0];
-  s.msh = a.mask_stride[1];
-  s.msq = a.mask_stride[2];
-  s.msk = a.mask_stride[3];
-  return s;
-}
-
-int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 // Tile sizes by head dimension: 64 x 64 tiles up to d = 64; 64-query by
 // 32-key tiles (forward, dQ) and 64-key by 32-query tiles (dK/dV) above, to
 // stay within the shared memory that lets two blocks share a multiprocessor.
@@ -620,8 +530,8 @@ cudaError_t backwardD(const Args &a, cudaStream_t st) {
           static_cast<const T *>(a.o), static_cast<const T *>(a.dout), a.delta,
           rows);
   cudaError_t rc = cudaGetLastError();
-  if (rc != cudaSuccess)
-    return rc;
+  if (rc != cudaSuccess || mma_supported(a))
+    return rc != cudaSuccess ? rc : mma_backward(a, st);
 
   if (a.tk > 0) {
     constexpr int BN = 64, BM = D <= 64 ? 64 : 32;
@@ -702,6 +612,8 @@ const char *bad_size(const Args &a) {
 cudaError_t forward(const Args &a, cudaStream_t stream) {
   if (a.batch * a.heads == 0 || a.tq == 0)
     return cudaSuccess;
+  if (mma_supported(a))
+    return mma_forward(a, stream);
   return a.bf16 ? dispatch<uint16_t>(a, stream, true)
                 : dispatch<float>(a, stream, true);
 }

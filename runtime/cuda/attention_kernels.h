@@ -41,6 +41,14 @@ const char *bad_size(const Args &a);
 cudaError_t forward(const Args &a, cudaStream_t stream);
 cudaError_t backward(const Args &a, cudaStream_t stream);
 
+// The tensor-core kernels (attention_mma_kernels.cu: mma.sync on bf16
+// operands, f32 accumulation) take bf16 calls of head dimension 64 or 128;
+// forward and backward call them. mma_backward expects a.delta to hold
+// rowsum(dO * O) already.
+bool mma_supported(const Args &a);
+cudaError_t mma_forward(const Args &a, cudaStream_t stream);
+cudaError_t mma_backward(const Args &a, cudaStream_t stream);
+
 } // namespace attention
 } // namespace gpu
 } // namespace fsdprt

@@ -3,8 +3,10 @@
 // causal and not, an additive mask with a fully masked row, lengths that are
 // not a multiple of the tiles (1, 17, 130), tq != tk, head dims 64 and 128
 // (16, 32 and 96 in fewer cases), f32 and bf16 (inputs rounded to bf16
-// before the reference sees them), batch x heads > 1, and bit-identical
-// results from two runs.
+// before the reference sees them; bf16 at head dims 64 and 128 runs on the
+// tensor cores), batch x heads > 1, and bit-identical results from two runs.
+// In the emulation, also the emulated mma.sync instruction against a plain
+// matrix product.
 //
 // Built twice: against the host emulation of CUDA (fsdprt_gpu_attention_tests,
 // ctest gpu_attention.*) and against the real runtime
@@ -16,6 +18,9 @@
 #endif
 #include "fsdprt.h"
 #include "fsdprt_gpu.h"
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+#include "mma_sync.h" // runtime/cuda
+#endif
 
 #include <gtest/gtest.h>
 
@@ -399,11 +404,28 @@ TEST(Attention, Bf16MatchesFloat64WithinBf16Rounding) {
       check({2, 2, t, t, d, t != 17, t == 130, t == 130 ? 64 : -1, true});
 }
 
+// bf16 at head dims 64 and 128 runs on the tensor cores
+// (attention_mma_kernels.cu): masks, fully masked rows, uneven and unequal
+// lengths through those kernels.
+TEST(Attention, Bf16TensorCoreKernelsWithMasksAndUnevenLengths) {
+  REQUIRE_GPU();
+  Context device;
+  for (int64_t d : {64, 128}) {
+    for (bool causal : {false, true})
+      check({1, 3, 70, 70, d, causal, true, 5, true});
+    check({1, 2, 17, 130, d, false, false, -1, true});
+    check({1, 2, 130, 17, d, true, true, -1, true});
+    check({2, 1, 100, 65, d, true, false, -1, true});
+    check({2, 1, 1, 1, d, false, true, 0, true}); // the only row masked
+  }
+}
+
 TEST(Attention, ResultsAreBitIdenticalFromRunToRun) {
   REQUIRE_GPU();
   Context device;
   check({2, 2, 130, 130, 64, true, true, 9, false}, /*twice=*/true);
   check({1, 2, 100, 100, 128, false, false, -1, true}, /*twice=*/true);
+  check({1, 2, 130, 130, 64, true, true, 9, true}, /*twice=*/true);
 }
 
 TEST(Attention, UnsupportedHeadDimAndBadArgumentsAreErrors) {
@@ -433,6 +455,73 @@ TEST(Attention, UnsupportedHeadDimAndBadArgumentsAreErrors) {
                 .find("null o, dout, lse or dq"),
             std::string::npos);
 }
+
+#ifdef FSDPRT_CUDA_EMULATION_STREAMS
+// The emulated mma.sync.m16n8k16 (bf16 in, f32 accumulators) and the
+// fragment loaders of mma_sync.h against a plain matrix product: one warp
+// loads A (16 x 16, row-major) and B^T (8 x 16, row-major) into fragments,
+// multiplies onto C and writes D from the accumulator layout.
+void mmaKernel(const uint16_t *a, const uint16_t *bt, const float *c,
+               float *d) {
+  const int lane = int(threadIdx.x);
+  uint32_t fa[4], fb[2];
+  fsdprt::gpu::mma::loadA<16>(fa, a, 0, 0, lane);
+  fsdprt::gpu::mma::loadB<16>(fb, bt, 0, 0, lane);
+  const int g = lane / 4, t = lane % 4;
+  float acc[4];
+  for (int e = 0; e < 4; ++e)
+    acc[e] = c[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2];
+  fsdprt::gpu::mma::bf16m16n8k16(acc, fa, fb);
+  for (int e = 0; e < 4; ++e)
+    d[(g + 8 * (e / 2)) * 8 + 2 * t + e % 2] = acc[e];
+}
+
+// D = A B + C on one emulated warp; small integers make every sum exact.
+void checkMma(bool integers, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> small(-8, 8);
+  std::uniform_real_distribution<float> real(-1, 1);
+  auto value = [&] {
+    return integers ? float(small(rng)) : from_bf16(to_bf16(real(rng)));
+  };
+  std::vector<float> a(256), b(128), c(128);
+  for (float &x : a)
+    x = value();
+  for (float &x : b)
+    x = value();
+  for (float &x : c)
+    x = integers ? float(small(rng)) : real(rng);
+  std::vector<uint16_t> ha(256), hbt(128);
+  for (int i = 0; i < 256; ++i)
+    ha[size_t(i)] = to_bf16(a[size_t(i)]);
+  for (int k = 0; k < 16; ++k)
+    for (int n = 0; n < 8; ++n)
+      hbt[size_t(n * 16 + k)] = to_bf16(b[size_t(k * 8 + n)]);
+  std::vector<float> d(128, std::nanf(""));
+  cuda_emulation::launch(true, cuda_emulation::LaunchConfig(1, 32), mmaKernel,
+                         static_cast<const uint16_t *>(ha.data()),
+                         static_cast<const uint16_t *>(hbt.data()),
+                         static_cast<const float *>(c.data()), d.data());
+  for (int m = 0; m < 16; ++m)
+    for (int n = 0; n < 8; ++n) {
+      double want = c[size_t(m * 8 + n)];
+      for (int k = 0; k < 16; ++k)
+        want += double(a[size_t(m * 16 + k)]) * double(b[size_t(k * 8 + n)]);
+      const double got = d[size_t(m * 8 + n)];
+      if (integers)
+        EXPECT_EQ(got, want) << "D[" << m << "][" << n << "]";
+      else
+        EXPECT_NEAR(got, want, 1e-5) << "D[" << m << "][" << n << "]";
+    }
+}
+
+TEST(Mma, EmulatedBf16M16N8K16IsAMatrixProduct) {
+  for (uint32_t seed : {1u, 2u, 3u})
+    checkMma(/*integers=*/true, seed);
+  for (uint32_t seed : {4u, 5u})
+    checkMma(/*integers=*/false, seed);
+}
+#endif
 
 #ifndef FSDPRT_CUDA_EMULATION_STREAMS
 // On a GPU only: the attention of one GPT-2 small layer (2 x 12 heads, 1024

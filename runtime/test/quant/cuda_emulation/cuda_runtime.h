@@ -93,6 +93,10 @@ struct BlockState {
   // Shuffle values, two generations (a lane is at most one shuffle ahead
   // of the lanes still reading the previous one).
   std::vector<float> exchange[2];
+  // Fragments of warp-collective matrix instructions (mma.sync), kStage
+  // words per thread, two generations like the shuffle values.
+  static constexpr unsigned kStage = 8;
+  std::vector<uint32_t> stage[2];
   // The launch's dynamic shared memory (`extern __shared__` on a GPU),
   // reused by the blocks one after another like static __shared__.
   std::vector<double> dynamicShared;
@@ -195,6 +199,8 @@ void runKernel(bool coop, const LaunchConfig &cfg, Kernel kernel,
   state.warpGeneration.resize(warps);
   state.exchange[0].resize(n);
   state.exchange[1].resize(n);
+  state.stage[0].resize(size_t(warps) * 32 * BlockState::kStage);
+  state.stage[1].resize(size_t(warps) * 32 * BlockState::kStage);
   state.dynamicShared.resize((cfg.sharedBytes + 7) / 8);
   state.body = [&] { kernel(args...); };
   std::vector<std::unique_ptr<char[]>> &stacks = fiberStacks();
@@ -305,6 +311,93 @@ inline float __shfl_xor_sync(unsigned, float v, int laneMask) {
   const unsigned src = warp * 32 + (lane ^ unsigned(laneMask));
   return src < slot.size() ? slot[src] : v;
 }
+
+namespace cuda_emulation {
+// A warp-collective step: the calling thread publishes `words` 32-bit
+// values (at most BlockState::kStage), waits until every thread of its warp
+// has published (the warp must be complete and converged, as mma.sync
+// requires), and gets the warp's 32 x kStage staging block: lane L's values
+// at [L * kStage, L * kStage + words).
+inline const uint32_t *warpStage(const uint32_t *mine, unsigned words) {
+  if (!cooperative || words > BlockState::kStage)
+    std::abort();
+  BlockState *s = currentBlock;
+  BlockState::Fiber *f = s->current;
+  const unsigned t = f->tid, warp = t / 32;
+  if (s->warpLive[warp] != 32)
+    std::abort(); // mma.sync needs the whole warp
+  const uint64_t generation = s->warpGeneration[warp];
+  uint32_t *block =
+      s->stage[generation & 1].data() + size_t(warp) * 32 * BlockState::kStage;
+  std::memcpy(block + (t % 32) * BlockState::kStage, mine, 4 * words);
+  if (++s->warpArrived[warp] == s->warpLive[warp]) {
+    s->warpArrived[warp] = 0;
+    s->warpGeneration[warp]++;
+  } else {
+    f->state = BlockState::Fiber::AtShuffle;
+    f->generation = generation;
+    swapcontext(&f->ctx, &s->scheduler);
+  }
+  return block;
+}
+
+inline float bf16Bits(uint32_t bits16) {
+  const uint32_t u = bits16 << 16;
+  float x;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// The bits of an IEEE half as a float.
+inline float f16Bits(uint32_t h) {
+  const uint32_t sign = (h >> 15) & 1, exp = (h >> 10) & 31, man = h & 1023;
+  float x;
+  if (exp == 0)
+    x = std::ldexp(float(man), -24);
+  else if (exp == 31)
+    x = man ? NAN : INFINITY;
+  else
+    x = std::ldexp(float(man | 1024), int(exp) - 25);
+  return sign ? -x : x;
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{bf16,f16}.{bf16,f16}.f32 of one
+// warp, with the fragment layouts of the PTX ISA ("Matrix Fragments for
+// mma.m16n8k16 with floating point type"); g = lane / 4, t = lane % 4:
+//   A (16 x 16, row): a[0] = A[g][2t, 2t+1]      a[1] = A[g+8][2t, 2t+1]
+//                     a[2] = A[g][2t+8, 2t+9]    a[3] = A[g+8][2t+8, 2t+9]
+//   B (16 x 8, col):  b[0] = B[2t, 2t+1][g]      b[1] = B[2t+8, 2t+9][g]
+//   C, D (16 x 8):    c[0], c[1] = C[g][2t, 2t+1]  c[2], c[3] = C[g+8][...]
+// (the lower element of each pair in the low 16 bits). Products of the
+// 16-bit inputs are exact in f32; they are summed in k order, then C added.
+inline void mmaM16N8K16(float d[4], const uint32_t a[4], const uint32_t b[2],
+                        const float c[4], bool bf16) {
+  const uint32_t mine[6] = {a[0], a[1], a[2], a[3], b[0], b[1]};
+  const uint32_t *w = warpStage(mine, 6);
+  auto element = [&](unsigned lane, unsigned reg, unsigned half) {
+    const uint32_t bits =
+        (w[lane * BlockState::kStage + reg] >> (16 * half)) & 0xffffu;
+    return bf16 ? bf16Bits(bits) : f16Bits(bits);
+  };
+  // A[row][col] and B[k][n] from the lanes that hold them.
+  auto aAt = [&](unsigned row, unsigned col) {
+    const unsigned reg = (row >= 8 ? 1 : 0) + (col >= 8 ? 2 : 0);
+    return element((row % 8) * 4 + (col % 8) / 2, reg, col % 2);
+  };
+  auto bAt = [&](unsigned k, unsigned n) {
+    return element(n * 4 + (k % 8) / 2, 4 + (k >= 8 ? 1 : 0), k % 2);
+  };
+  const unsigned lane = currentBlock->current->tid % 32;
+  const unsigned g = lane / 4, t = lane % 4;
+  for (unsigned i = 0; i < 4; ++i) {
+    const unsigned row = g + (i >= 2 ? 8 : 0), col = 2 * t + (i % 2);
+    float sum = 0.0f;
+    for (unsigned k = 0; k < 16; ++k)
+      sum += aAt(row, k) * bAt(k, col);
+    d[i] = c[i] + sum;
+  }
+}
+} // namespace cuda_emulation
 
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
 #include "cuda_streams.h"

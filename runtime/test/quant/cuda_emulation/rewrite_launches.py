@@ -16,7 +16,8 @@ import sys
 COOPERATIVE = ("amaxKernel", "block128QuantKernel", "mxfp8RowQuantKernel",
                "nvfp4Quant2dKernel", "block1x128QuantKernel",
                "attnFwdKernel", "attnDeltaKernel", "attnBwdKVKernel",
-               "attnBwdQKernel", "bitonicTileKernel")
+               "attnBwdQKernel", "attnMmaFwdKernel", "attnMmaBwdKVKernel",
+               "attnMmaBwdQKernel", "bitonicTileKernel")
 LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 
 
