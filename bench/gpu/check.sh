@@ -20,9 +20,11 @@
 #      entry points ordered across the compute and communication streams,
 #      cuBLAS GEMMs against a CPU reference, NCCL on device buffers with its
 #      overlap with a kernel measured, the out-of-memory error), the fused
-#      attention kernels against float64 (runtime_gpu_attention, with the
-#      forward + backward time of one GPT-2 small layer's attention) and the
-#      NCCL backend (runtime_nccl: world size 1 on one GPU, more with more
+#      attention kernels against float64 (runtime_gpu_attention: bf16 at
+#      head dims 64 and 128 on the tensor cores, f32 and the other head dims
+#      on the CUDA cores, with the forward + backward time of one GPT-2 small
+#      layer's attention), the device scatter-add against the host loop bit
+#      for bit (runtime_gpu_scatter) and the NCCL backend (runtime_nccl: world size 1 on one GPU, more with more
 #      GPUs, several ranks on one GPU with NCCL 2.30+); the tests' "row:"
 #      lines become rows of the summary;
 #   3. times every quantization kernel on a 256 MiB input next to a device

@@ -37,6 +37,9 @@ LogicalResult attention::checkOperands(Attention &a, Miss &m, Operation *at) {
       vt.getElementType() != e ||
       (a.dout && cast<ShapedType>(a.dout.getType()).getElementType() != e))
     return missed(m, at, "Q, K, V (and dO) are not all f32 or all bf16");
+  // The kernels read the mask in the operands' element type.
+  if (a.mask && cast<ShapedType>(a.mask.getType()).getElementType() != e)
+    return missed(m, at, "the additive mask's element type differs from Q's");
   a.element = e;
   ArrayRef<int64_t> qs = qt.getShape(), ks = kt.getShape();
   unsigned rank = qs.size();

@@ -72,6 +72,17 @@ constexpr double kIdealFlopFraction = 0.7, kIdealBandwidthFraction = 0.8;
 /// The fraction of the FP32 peak the fused attention kernels' f32 products
 /// (fmaf from shared memory) are assumed to reach; unmeasured.
 constexpr double kAttentionFp32Fraction = 0.5;
+/// The fraction of the dense bf16 tensor-core peak the tensor-core attention
+/// kernels (mma.sync m16n8k16, bf16 at head dims 64 and 128) are assumed to
+/// reach: FlashAttention-2's, which also issues mma.sync, measured at about
+/// 35% of an H100's peak (FlashAttention-3, Shah et al. 2024); unmeasured
+/// here.
+constexpr double kAttentionMmaFraction = 0.35;
+/// Whether the runtime runs an attention call on the tensor cores
+/// (runtime/cuda/attention_mma_kernels.cu: bf16, head dim 64 or 128).
+inline bool attentionOnTensorCores(bool bf16, int64_t headDim) {
+  return bf16 && (headDim == 64 || headDim == 128);
+}
 /// The output tile whose count sets a gemm's wave efficiency.
 constexpr int64_t kGemmTile = 128;
 

@@ -82,9 +82,10 @@ std::optional<OpCost> gpucost::costGemm(CostContext &ctx, func::CallOp call,
 /// The fused attention kernels (fsdp-gpu-fuse-attention): the forward
 /// reads Q, K, V and writes O and the row log-sum-exp; the backward (three
 /// launches) reads Q, K, V, O, dO and the log-sum-exp and writes dQ, dK,
-/// dV. Products run on the CUDA cores in f32 (no tensor cores): 4 x B H
-/// Tq Tk d FLOPs forward, 14 x backward (the scores recomputed twice),
-/// half of it under a causal mask; nothing of size T x T is stored.
+/// dV. 4 x B H Tq Tk d FLOPs forward, 14 x backward (the scores recomputed
+/// twice), half of it under a causal mask; nothing of size T x T is stored.
+/// bf16 at head dims 64 and 128 runs on the tensor cores (a fraction of the
+/// bf16 peak), the rest on the CUDA cores in f32 (a fraction of FP32's).
 std::optional<OpCost> gpucost::costAttention(CostContext &ctx,
                                              func::CallOp call, bool backward,
                                              bool bf16) {
@@ -116,7 +117,10 @@ std::optional<OpCost> gpucost::costAttention(CostContext &ctx,
   // Backward: Q, O, dO, dQ; K, V, dK, dV; lse read twice, delta written.
   c.bytes = backward ? 4 * qo + 4 * kv + 3 * lse : 2 * qo + 2 * kv + lse;
   double launches = backward ? 3 : 1;
-  double tCompute = c.flops / (kAttentionFp32Fraction * g->fp32Peak);
+  const bool mma = attentionOnTensorCores(bf16, *d[4]);
+  const double rate = mma ? kAttentionMmaFraction * g->bf16Peak
+                          : kAttentionFp32Fraction * g->fp32Peak;
+  double tCompute = c.flops / rate;
   double tBandwidth = c.bytes / g->copyBytesPerS;
   c.seconds = launches * g->launchS + std::max(tCompute, tBandwidth);
   c.idealSeconds =
@@ -127,9 +131,11 @@ std::optional<OpCost> gpucost::costAttention(CostContext &ctx,
                      hd)
      << (*causal ? ", causal" : "")
      << (backward ? ", 3 launches" : ", 1 launch")
-     << ", f32 CUDA-core products at "
-     << llvm::format("%.0f", 100 * kAttentionFp32Fraction)
-     << "% of the FP32 peak, "
+     << (mma ? ", bf16 tensor-core products (mma.sync) at "
+             : ", f32 CUDA-core products at ")
+     << llvm::format("%.0f", 100 * (mma ? kAttentionMmaFraction
+                                        : kAttentionFp32Fraction))
+     << (mma ? "% of the bf16 peak, " : "% of the FP32 peak, ")
      << (tCompute >= tBandwidth ? "compute-bound" : "bandwidth-bound");
   c.why = why;
   return c;

@@ -71,23 +71,18 @@ std::string bad_call(const Call &c, bool backward) {
   return "";
 }
 
+#ifdef FSDPRT_WITH_GPU_ATTENTION
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
 void run(const char *fn, const Call &c, bool backward) {
-  fsdprt_gpu_context *ctx = entry(fn);
+  fsdprt_gpu_context *ctx =
+      kernel_entry(fn, describe(c), bad_call(c, backward), kBuilt, "attention");
   if (!ctx)
     return;
-  const std::string bad = bad_call(c, backward);
-  if (!bad.empty()) {
-    fail(ctx, Status(FSDPRT_ERR_INVALID_ARGUMENT,
-                     format("%s: %s(%s): %s", who(ctx).c_str(), fn,
-                            describe(c).c_str(), bad.c_str())));
-    return;
-  }
-#ifndef FSDPRT_WITH_GPU_ATTENTION
-  fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
-                   format("%s: %s: this libfsdprt was built without the CUDA "
-                          "compiler, so without the attention kernels",
-                          who(ctx).c_str(), fn)));
-#else
+#ifdef FSDPRT_WITH_GPU_ATTENTION
   attention::Args a;
   a.bf16 = c.bf16;
   a.q = c.q;

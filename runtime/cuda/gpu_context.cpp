@@ -199,6 +199,28 @@ fsdprt_gpu_context *entry(const char *fn) {
   return ctx;
 }
 
+fsdprt_gpu_context *kernel_entry(const char *fn, const std::string &call,
+                                 const std::string &bad, bool built,
+                                 const char *kernels) {
+  fsdprt_gpu_context *ctx = entry(fn);
+  if (!ctx)
+    return nullptr;
+  if (!bad.empty()) {
+    fail(ctx, Status(FSDPRT_ERR_INVALID_ARGUMENT,
+                     format("%s: %s(%s): %s", who(ctx).c_str(), fn,
+                            call.c_str(), bad.c_str())));
+    return nullptr;
+  }
+  if (!built) {
+    fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
+                     format("%s: %s: this libfsdprt was built without the CUDA "
+                            "compiler, so without the %s kernels",
+                            who(ctx).c_str(), fn, kernels)));
+    return nullptr;
+  }
+  return ctx;
+}
+
 bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
             const char *what) {
   if (rc == cudaSuccess)

@@ -143,6 +143,15 @@ void set_last_message(const std::string &msg,
 // The thread's context for an entry point that returns nothing: null after
 // recording NO_COMM-like errors (no context) or when an error is pending.
 fsdprt_gpu_context *entry(const char *fn);
+// The preamble of an entry point that enqueues the runtime's own kernels
+// (gpu_attention.cpp, gpu_scatter.cpp): the thread's context (entry), then
+// INVALID_ARGUMENT "<who>: <fn>(<call>): <bad>" when `bad` is not empty,
+// then, when the library was built without nvcc (`built` false),
+// UNSUPPORTED naming the missing `kernels`. The context to launch on, or
+// null when the call is refused (the error is recorded).
+fsdprt_gpu_context *kernel_entry(const char *fn, const std::string &call,
+                                 const std::string &bad, bool built,
+                                 const char *kernels);
 // Records a failing CUDA call of an entry point; true when it failed.
 bool failed(fsdprt_gpu_context *ctx, cudaError_t rc, const char *fn,
             const char *what);

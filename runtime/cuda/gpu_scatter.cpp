@@ -47,25 +47,21 @@ std::string bad_call(const Call &c) {
   return "";
 }
 
+#ifdef FSDPRT_WITH_GPU_SCATTER
+constexpr bool kBuilt = true;
+#else
+constexpr bool kBuilt = false;
+#endif
+
 void run(const char *fn, const Call &c) {
-  fsdprt_gpu_context *ctx = entry(fn);
+  fsdprt_gpu_context *ctx = kernel_entry(
+      fn,
+      format("tokens=%lld, slots=%lld, width=%lld", (long long)c.tokens,
+             (long long)c.slots, (long long)c.width),
+      bad_call(c), kBuilt, "scatter-add");
   if (!ctx)
     return;
-  const std::string bad = bad_call(c);
-  if (!bad.empty()) {
-    fail(ctx,
-         Status(FSDPRT_ERR_INVALID_ARGUMENT,
-                format("%s: %s(tokens=%lld, slots=%lld, width=%lld): %s",
-                       who(ctx).c_str(), fn, (long long)c.tokens,
-                       (long long)c.slots, (long long)c.width, bad.c_str())));
-    return;
-  }
-#ifndef FSDPRT_WITH_GPU_SCATTER
-  fail(ctx, Status(FSDPRT_ERR_UNSUPPORTED,
-                   format("%s: %s: this libfsdprt was built without the CUDA "
-                          "compiler, so without the scatter-add kernels",
-                          who(ctx).c_str(), fn)));
-#else
+#ifdef FSDPRT_WITH_GPU_SCATTER
   if (c.tokens == 0 || c.slots == 0 || c.width == 0)
     return;
   scatter::Args a;

@@ -13,11 +13,7 @@
 // (fsdprt_gpu_attention_device_tests, ctest runtime_gpu_attention, label gpu,
 // built with FSDPRT_GPU_TESTS=ON), where every test skips without a GPU and
 // a GPT-2-sized case prints a "row:" line for bench/gpu/check.sh.
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-#include "cuda_runtime.h" // the emulation (include order set by CMake)
-#endif
-#include "fsdprt.h"
-#include "fsdprt_gpu.h"
+#include "gpu_kernel_test.h"
 #ifdef FSDPRT_CUDA_EMULATION_STREAMS
 #include "mma_sync.h" // runtime/cuda
 #endif
@@ -36,39 +32,9 @@
 
 namespace {
 
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-void configure_devices() { cuda_emulation::configure({}); }
-bool have_gpu() { return true; }
-#else
-void configure_devices() {}
-bool have_gpu() {
-  int32_t n = 0;
-  return fsdprt_gpu_device_count(&n) == FSDPRT_OK && n > 0;
-}
-#endif
-
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    if (!have_gpu())                                                           \
-      GTEST_SKIP() << "no GPU: " << fsdprt_gpu_last_error_message();           \
-  } while (0)
+using namespace gpu_kernel_test;
 
 constexpr double kInf = std::numeric_limits<double>::infinity();
-
-uint16_t to_bf16(float f) { // round to nearest even
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
 
 struct Case {
   int64_t batch, heads, tq, tk, d;
@@ -333,19 +299,6 @@ Outputs run_and_check(const Case &c, const Problem &p, float scale,
   compare("dv", dv.values(), p.dv);
   return Outputs{o.bytes(), lse.bytes(), dq.bytes(), dk.bytes(), dv.bytes()};
 }
-
-// A GPU context on device 0, current on this thread for the test.
-struct Context {
-  fsdprt_gpu_context_t *ctx = nullptr;
-  Context() {
-    configure_devices();
-    EXPECT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
-  }
-  ~Context() {
-    if (ctx)
-      fsdprt_gpu_context_destroy(ctx);
-  }
-};
 
 void check(const Case &c, bool twice = false) {
   const float scale = float(1.0 / std::sqrt(double(c.d)));

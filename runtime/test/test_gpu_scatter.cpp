@@ -6,11 +6,7 @@
 // and i64 indices, strided and column forms, f32 and bf16, two runs
 // bit-identical. Runs in the host emulation of CUDA here; bench/gpu/check.sh
 // can build it against a GPU.
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-#include "cuda_runtime.h" // the emulation (include order set by CMake)
-#endif
-#include "fsdprt.h"
-#include "fsdprt_gpu.h"
+#include "gpu_kernel_test.h"
 
 #include <gtest/gtest.h>
 
@@ -23,49 +19,7 @@
 
 namespace {
 
-#ifdef FSDPRT_CUDA_EMULATION_STREAMS
-void configure_devices() { cuda_emulation::configure({}); }
-bool have_gpu() { return true; }
-#else
-void configure_devices() {}
-bool have_gpu() {
-  int32_t n = 0;
-  return fsdprt_gpu_device_count(&n) == FSDPRT_OK && n > 0;
-}
-#endif
-
-#define REQUIRE_GPU()                                                          \
-  do {                                                                         \
-    if (!have_gpu())                                                           \
-      GTEST_SKIP() << "no GPU: " << fsdprt_gpu_last_error_message();           \
-  } while (0)
-
-uint16_t to_bf16(float f) { // round to nearest even, as arith.truncf
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
-float from_bf16(uint16_t b) {
-  const uint32_t u = uint32_t(b) << 16;
-  float f;
-  std::memcpy(&f, &u, 4);
-  return f;
-}
-
-struct Context {
-  fsdprt_gpu_context_t *ctx = nullptr;
-  Context() {
-    configure_devices();
-    EXPECT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
-  }
-  ~Context() {
-    if (ctx)
-      fsdprt_gpu_context_destroy(ctx);
-  }
-};
+using namespace gpu_kernel_test;
 
 void *upload(const void *data, size_t bytes) {
   void *p = fsdprt_gpu_alloc(int64_t(bytes));

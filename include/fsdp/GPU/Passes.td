@@ -197,11 +197,12 @@ def FSDPGpuFuseAttention : Pass<"fsdp-gpu-fuse-attention", "ModuleOp"> {
     The forward returns the row log-sum-exp (`[batch, heads, T]`, f32),
     which the backward takes in place of the probabilities (across the
     forward/backward boundary of a segmented step). Under fsdp-autocast the
-    chain's operands are bf16 and the `_bf16` kernels run (f32 arithmetic).
+    chain's operands are bf16 and the `_bf16` kernels run (f32
+    accumulation; on the tensor cores at head dims 64 and 128).
     A chain is fused only when every intermediate is used by the chain
     alone, the scale is a positive constant, the head dimension has a
-    kernel (16, 32, 64, 96, 128) and Q, K, V share one element type (f32 or
-    bf16); anything else stays as it is (with `report`, a remark says why).
+    kernel (16, 32, 64, 96, 128), Q, K, V share one element type (f32 or
+    bf16) and an additive mask has that type too; anything else stays as it is (with `report`, a remark says why).
     Each call is in a private function of its own (marked `fsdp.segment`)
     that takes and returns tensors, so bufferization allocates its outputs
     and keeps its inputs alive until it returns.
