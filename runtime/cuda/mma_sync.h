@@ -3,6 +3,8 @@
 // with f32 accumulators, as inline PTX on the device (sm_80 and newer) and
 // as cuda_emulation::mmaM16N8K16 (runtime/test/quant/cuda_emulation) under
 // the emulation, which exchanges the warp's fragments between its fibers.
+// Compiled for a chip older than sm_80 the helpers trap (the runtime is
+// built for sm_90 unless CMAKE_CUDA_ARCHITECTURES says otherwise).
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point
 // type"); g = lane / 4, t = lane % 4, two 16-bit elements per register, the
@@ -30,6 +32,8 @@ __device__ __forceinline__ void bf16m16n8k16(float acc[4], const uint32_t a[4],
                                              const uint32_t b[2]) {
 #ifdef FSDPRT_CUDA_EMULATION
   cuda_emulation::mmaM16N8K16(acc, a, b, acc, true);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap(); // bf16 mma.sync needs sm_80; built for older chips only
 #else
   asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
                "{%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
@@ -53,6 +57,9 @@ __device__ __forceinline__ uint32_t packBf16(float lo, float hi) {
     return u >> 16;
   };
   return round(lo) | (round(hi) << 16);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ < 800
+  __trap(); // cvt.rn.bf16x2.f32 needs sm_80
+  return 0;
 #else
   uint32_t r;
   asm("cvt.rn.bf16x2.f32 %0, %1, %2;\n" : "=r"(r) : "f"(hi), "f"(lo));
