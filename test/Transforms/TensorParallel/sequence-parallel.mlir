@@ -8,7 +8,8 @@
 // [dp = 2, tp = 2]: the row-parallel product's partial sum is
 // reduce-scattered along the tokens (dim 0 of [4, 8]); the residual with
 // the replicated input and the norm-like scale run on this rank's 2
-// tokens (the input's part is cut by a reduce-scatter with max); the next
+// tokens (the input's part is a slice at the rank's offset, from the
+// rank's index on the axis computed once at the function's start); the next
 // column-parallel product gathers the tokens first; the scale's gradient,
 // a sum over the split tokens, is all-reduced.
 fsdp.mesh @mesh [dp = 2, tp = 2]
@@ -30,8 +31,14 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   %zero = arith.constant 0.0 : f32
   %e48 = tensor.empty() : tensor<4x8xf32>
   %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
-  // The input's part for the residual, cut where the input is.
-  // CHECK: %[[XP:.*]] = fsdp.reduce_scatter %[[X]] over @mesh ["tp"] max : tensor<4x8xf32> -> tensor<2x8xf32>
+  // The input's part for the residual: a slice at rank * 2, where the input
+  // is (no collective for it: the only max reduce-scatter is the rank's
+  // index, once).
+  // CHECK: %[[RANKS:.*]] = arith.constant dense<[0, 1]> : tensor<2xi64>
+  // CHECK: %[[MINE:.*]] = fsdp.reduce_scatter %[[RANKS]] over @mesh ["tp"] max : tensor<2xi64> -> tensor<1xi64>
+  // CHECK: %[[OFF:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+  // CHECK: %[[XP:.*]] = tensor.extract_slice %[[X]][%[[OFF]], 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
+  // CHECK-NOT: max :
   // Column-parallel on the replicated input: no gather.
   // CHECK: %[[H:.*]] = linalg.matmul{{.*}}ins(%[[X]], %[[W1]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x4xf32>)
   %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
@@ -91,7 +98,7 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
 
 // [1, S, H] activations: the row-parallel product into the [1, 4, 8]
 // result, then a per-token op that reads the labels-like index tensor by
-// linalg.index (cut to this rank's part) and a log-probability table it
+// linalg.index (sliced to this rank's part) and a log-probability table it
 // captures, split along the same tokens.
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @tokens_dim1
@@ -109,7 +116,7 @@ func.func @tokens_dim1(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
     %s = arith.addf %m, %o : f32
     linalg.yield %s : f32
   } -> tensor<1x4x8xf32>
-  // CHECK: %[[LAB:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] max : tensor<4xi64> -> tensor<2xi64>
+  // CHECK: %[[LAB:.*]] = tensor.extract_slice %{{.*}}[%{{.*}}] [2] [1] : tensor<4xi64> to tensor<2xi64>
   // The partial sum waits through the collapse to [4, 8] (a reshape of a
   // partial sum is the partial sum of the reshape), then is scattered
   // along dim 0, with no transposes.

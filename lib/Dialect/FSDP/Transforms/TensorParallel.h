@@ -120,9 +120,8 @@ void gatherSequenceOperands(TPFunction &tp, Operation *op);
 
 /// This rank's part along `dim` of a replicated value whose elements depend
 /// on the data (a residual, labels): every rank of the axis holds the same
-/// tensor, so a reduce-scatter with `max` leaves each rank its block,
-/// exactly. Null where the element type cannot travel or `dim` does not
-/// divide.
+/// tensor, so the part is a slice at the rank's offset (rankOffset; no
+/// data moves). Null where `dim` does not divide.
 Value rankPart(TPFunction &tp, Value v, int64_t dim);
 
 /// Whether `rankPart(v, dim)` can be taken.

@@ -107,13 +107,6 @@ RankedTensorType scaledDim0(Value v, int64_t num, int64_t den) {
   return type.clone(shape);
 }
 
-/// Element types the runtime's collectives carry; i1 travels as i8.
-bool travels(Type elem) {
-  return elem.isF32() || elem.isF64() || elem.isF16() || elem.isBF16() ||
-         elem.isInteger(64) || elem.isInteger(32) || elem.isInteger(8) ||
-         elem.isInteger(1);
-}
-
 /// Where a value's collective goes: right after it is made.
 void setInsertionAfter(OpBuilder &b, Value v) {
   if (Operation *def = v.getDefiningOp())
@@ -168,7 +161,7 @@ bool tensor_parallel::canTakeRankPart(const TPFunction &tp, Value v,
                                       int64_t dim) {
   auto type = dyn_cast<RankedTensorType>(v.getType());
   return type && type.hasStaticShape() && dim < type.getRank() &&
-         type.getDimSize(dim) % tp.size == 0 && travels(type.getElementType());
+         type.getDimSize(dim) % tp.size == 0;
 }
 
 Value tensor_parallel::rankPart(TPFunction &tp, Value v, int64_t dim) {
@@ -182,23 +175,19 @@ Value tensor_parallel::rankPart(TPFunction &tp, Value v, int64_t dim) {
   OpBuilder b(v.getContext());
   setInsertionAfter(b, v);
   Location loc = v.getLoc();
+  // Every rank holds the whole value: its part is a slice at its offset
+  // (the rank's index on the axis is computed once per function).
   auto type = cast<RankedTensorType>(v.getType());
-  bool isBool = type.getElementType().isInteger(1);
-  Value x = v;
-  if (isBool)
-    x = arith::ExtUIOp::create(b, loc, type.clone(b.getI8Type()), x);
-  Value part = alongDim(b, loc, x, dim, [&](Value y) -> Value {
-    return ReduceScatterOp::create(
-               b, loc, scaledDim0(y, 1, tp.size), y, tp.meshRef,
-               b.getStrArrayAttr({tp.axis}),
-               ReduceKindAttr::get(b.getContext(), ReduceKind::max))
-        .getResult();
-  });
-  if (isBool)
-    part = arith::TruncIOp::create(
-        b, loc, cast<RankedTensorType>(part.getType()).clone(b.getI1Type()),
-        part);
-  ++tp.reduceScatters;
+  int64_t local = type.getDimSize(dim) / tp.size;
+  SmallVector<OpFoldResult> offsets(type.getRank(), b.getIndexAttr(0));
+  SmallVector<OpFoldResult> strides(type.getRank(), b.getIndexAttr(1));
+  SmallVector<OpFoldResult> sizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    sizes.push_back(b.getIndexAttr(d == dim ? local : type.getDimSize(d)));
+  offsets[dim] = rankOffset(tp, b, loc, local);
+  Value part = tensor::ExtractSliceOp::create(
+      b, loc, localType(type, Sharding{dim}, tp.size), v, offsets, sizes,
+      strides);
   tp.rankParts[key] = part;
   tp.shardings[part] = Sharding{dim, /*sequence=*/true};
   return part;

@@ -99,8 +99,8 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
     feature split (a column-parallel product, the backward of a
     row-parallel one) or an op that needs it whole, it is all-gathered
     (once per value). A replicated value it meets along the tokens is cut
-    to this rank's part (a reduce-scatter with `max` of identical copies)
-    when that moves fewer bytes than gathering. A sum over the split tokens
+    to this rank's part (a slice at the rank's offset) when it is no larger
+    than what gathering the split operands would move. A sum over the split tokens
     (a norm's or replicated layer's weight gradient, the loss) is
     all-reduced.
 
@@ -110,7 +110,8 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
     log-probability) reads this rank's rows and 0 elsewhere; its result is
     a partial sum, resolved as above. A body that reads the split loop's
     index as a number gets the global index. The rank's index on the axis
-    comes from a reduce-scatter (max) of `[0, .., k-1]`, once per function.
+    (for these and for the slices above) comes from a reduce-scatter (max)
+    of `[0, .., k-1]`, once per function.
     Replicated values read along a split loop are recomputed on the rank's
     part from their producers where those are linalg ops along a parallel
     loop (a one-hot against an iota), and a gradient that must come out
