@@ -6,6 +6,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <sys/stat.h>
 #include <unistd.h>
 
 namespace fs = std::filesystem;
@@ -46,6 +47,16 @@ std::vector<std::string> list(const std::string &dir) {
        it.increment(ec))
     names.push_back(it->path().filename().string());
   return names;
+}
+
+std::string identity(const std::string &path) {
+  struct stat st;
+  if (::stat(path.c_str(), &st) != 0)
+    return "";
+  return path + "|" + std::to_string(st.st_dev) + ":" +
+         std::to_string(st.st_ino) + ":" + std::to_string(st.st_size) + ":" +
+         std::to_string(st.st_mtim.tv_sec) + "." +
+         std::to_string(st.st_mtim.tv_nsec);
 }
 
 std::string absolute(const std::string &path) {

@@ -26,6 +26,9 @@ void removeAll(const std::string &path);
 std::error_code rename(const std::string &from, const std::string &to);
 /// The names of the entries of the directory `dir` (empty when unreadable).
 std::vector<std::string> list(const std::string &dir);
+/// What tells a file from its other versions: its path, device, inode,
+/// size and modification time ("" when it cannot be read).
+std::string identity(const std::string &path);
 /// `path` made absolute against the working directory.
 std::string absolute(const std::string &path);
 /// The whole file, mapped read-only (Bytes::mapFile).

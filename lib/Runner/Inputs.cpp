@@ -2,6 +2,7 @@
 
 #include "Inputs.h"
 #include "Files.h"
+#include "Shards.h"
 
 #include <algorithm>
 
@@ -99,7 +100,7 @@ Expected<StepInput> fromMemory(const Port &p, const npy::Array &a,
                                const std::vector<int64_t> &expect,
                                int64_t endStep) {
   if (a.shape == expect)
-    return StepInput::constant(p.name, a);
+    return StepInput::constant(p.name, a).from("memory");
   bool perStep = training && !fed && a.shape.size() == expect.size() + 1 &&
                  std::equal(expect.begin(), expect.end(), a.shape.begin() + 1);
   if (!perStep)
@@ -136,8 +137,10 @@ Expected<StepInput> fromFile(const Port &p, const std::string &path, bool fed,
   std::string error;
   if (!npy::read(path, a, error))
     return inputError(p, ": " + error);
-  return perStep ? StepInput::stacked(p.name, std::move(a))
-                 : StepInput::constant(p.name, std::move(a));
+  if (perStep)
+    return StepInput::stacked(p.name, std::move(a));
+  return StepInput::constant(p.name, std::move(a))
+      .fromFile(path, h->dataOffset);
 }
 
 /// `<dir>/<name>.npy` of the first directory holding it.
@@ -168,7 +171,8 @@ Expected<StepInput> exactFromFile(const Port &p, const std::string &path,
   std::string error;
   if (!npy::read(path, a, error))
     return inputError(p, ": " + error);
-  return StepInput::constant(p.name, std::move(a));
+  return StepInput::constant(p.name, std::move(a))
+      .fromFile(path, h->dataOffset);
 }
 
 Expected<StepInput> loadInput(const Port &p, const InputSources &src,
@@ -182,7 +186,7 @@ Expected<StepInput> loadInput(const Port &p, const InputSources &src,
   const std::vector<std::string> &dirs = src.dirs ? *src.dirs : none;
   if (dirs.empty()) {
     if (fed && startsAtZero(p))
-      return StepInput::constant(p.name, zeros(p));
+      return StepInput::constant(p.name, zeros(p)).from("zeros");
     return inputError(p, " is not set (set it in memory, or give a "
                          "directory of inputs)");
   }
@@ -197,7 +201,7 @@ Expected<StepInput> loadInput(const Port &p, const InputSources &src,
                                where->file +
                                " (or nothing: it starts at zeros), not a "
                                "directory of per-step files");
-    return StepInput::constant(p.name, zeros(p));
+    return StepInput::constant(p.name, zeros(p)).from("zeros");
   }
   if (where->stepDir.empty())
     return fromFile(p, where->file, fed, *expect, endStep);
@@ -250,6 +254,21 @@ StepInput StepInput::perStepFiles(std::string name, std::string dir,
   in.readers = std::max<int64_t>(1, readers);
   in.shared = std::make_shared<Shared>();
   return in;
+}
+
+StepInput &StepInput::fromFile(const std::string &path, uint64_t offset) {
+  source = files::identity(path);
+  if (array.data.mapped()) // C order: the file holds the value as it is
+    file = path, fileOffset = offset;
+  return *this;
+}
+
+bool StepInput::mapShard(const Port &p, int64_t rank, Bytes &out) const {
+  int64_t at = file.empty() ? -1 : contiguousShardOffset(p, rank);
+  std::string error;
+  return at >= 0 && constantValue() &&
+         out.mapFile(file, fileOffset + uint64_t(at), size_t(p.slotBytes()),
+                     error);
 }
 
 std::string StepInput::stepFile(const std::string &dir, int64_t step) {
@@ -336,6 +355,24 @@ Expected<std::vector<StepInput>> loadInputs(const Program &prog,
     inputs.push_back(std::move(*in));
   }
   return inputs;
+}
+
+std::vector<bool> keptArguments(const Program &prog,
+                                const std::vector<StepInput> &inputs,
+                                std::vector<std::string> &origins,
+                                std::vector<bool> &current) {
+  size_t n = prog.args.size();
+  std::vector<bool> keep(n, false);
+  origins.resize(n);
+  current.assign(n, false);
+  for (size_t i = 0; i < n; ++i) {
+    const std::string &origin = inputs[i].origin();
+    keep[i] = prog.args[i].readOnly && prog.fedBy[i] < 0 &&
+              inputs[i].constantValue() && !origin.empty();
+    current[i] = keep[i] && origins[i] == origin;
+    origins[i] = keep[i] ? origin : "";
+  }
+  return keep;
 }
 
 } // namespace fsdp::run

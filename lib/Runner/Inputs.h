@@ -49,6 +49,22 @@ public:
   /// The value of a fed-back argument or of an input without steps.
   const char *first() const { return array.data.data(); }
   bool fromFiles() const { return !stepDir.empty(); }
+  /// The same value every step (not one slice or file per step).
+  bool constantValue() const { return stepDir.empty() && stepBytes == 0; }
+  /// Where a constant value comes from, to tell whether two runs read the
+  /// same one: its file's identity (path, inode, size, modification time),
+  /// "memory" or "zeros"; "" when unknown.
+  const std::string &origin() const { return source; }
+  StepInput &from(std::string where) {
+    source = std::move(where);
+    return *this;
+  }
+  /// A constant value whose C-order data is at `offset` in `path`.
+  StepInput &fromFile(const std::string &path, uint64_t offset);
+  /// Maps rank `rank`'s buffer of `p` (which must not write it) from the
+  /// value's file, without copying, when it is one contiguous run of it;
+  /// false otherwise.
+  bool mapShard(const Port &p, int64_t rank, Bytes &out) const;
   /// Per-step files read so far (each once per process).
   int64_t filesRead() const;
 
@@ -76,9 +92,21 @@ private:
   std::string stepDir;
   int64_t readers = 1;
   std::shared_ptr<Shared> shared;
+  std::string source, file;
+  uint64_t fileOffset = 0;
 
   Expected<StepValue> readStep(int64_t step) const;
 };
+
+/// Which arguments' shards a run cuts once and keeps from run to run: the
+/// read-only ones (Port::readOnly) that are not fed back and have a
+/// constant value of a known origin. `origins` holds, per argument, the
+/// origin of the value the kept shards hold ("" none) and is updated for
+/// this run; `current` says which kept shards already hold this run's.
+std::vector<bool> keptArguments(const Program &prog,
+                                const std::vector<StepInput> &inputs,
+                                std::vector<std::string> &origins,
+                                std::vector<bool> &current);
 
 /// Where the inputs of a run come from.
 struct InputSources {

@@ -140,6 +140,7 @@ json::Object portJSON(const Port &p, int64_t world) {
       {"global_shape", toJSON(p.globalShape)},
       {"rank_local", p.rankLocal},
       {"loss", p.isLoss},
+      {"read_only", p.readOnly},
       {"starts_at_zero", p.stateOf.has_value() || p.optim == "step"}};
   o["layout"] = p.layout ? json::Value(p.layoutText) : json::Value(nullptr);
   o["layout_spec"] =
@@ -304,6 +305,7 @@ Port readPort(const json::Object &o, const Program &prog, std::string where,
   p.globalShape = in.integers("global_shape");
   p.rankLocal = in.boolean("rank_local");
   p.isLoss = in.boolean("loss");
+  p.readOnly = in.boolean("read_only");
   p.updateOf = in.optionalInteger("update_of");
   p.stateOf = in.optionalInteger("state_of");
   if (const json::Value *role = in.get("role", true);

@@ -307,6 +307,15 @@ int64_t Array::numElements() const {
   return n;
 }
 
+std::string fileHeader(const std::string &descr,
+                       const std::vector<int64_t> &shape) {
+  std::string header = headerFor(descr, shape);
+  uint16_t len = uint16_t(header.size());
+  char pre[10] = {'\x93',           'N',           'U', 'M', 'P', 'Y', 1, 0,
+                  char(len & 0xff), char(len >> 8)};
+  return std::string(pre, sizeof(pre)) + header;
+}
+
 int64_t elementSize(const std::string &descr) {
   std::string norm = normalizeDescr(descr);
   return norm.empty() ? 0 : std::stoi(norm.substr(2));
@@ -386,7 +395,7 @@ bool write(const std::string &path, const std::string &descr,
            const std::vector<int64_t> &shape, const char *data, size_t bytes,
            std::string &error) {
   static std::atomic<unsigned> counter{0};
-  std::string header = headerFor(descr, shape);
+  std::string header = fileHeader(descr, shape);
   std::string tmp;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 100; ++attempt) {
@@ -401,12 +410,8 @@ bool write(const std::string &path, const std::string &descr,
     error = "cannot write " + path + ": " + std::strerror(errno);
     return false;
   }
-  uint16_t len = uint16_t(header.size());
-  char pre[10] = {'\x93',           'N',           'U', 'M', 'P', 'Y', 1, 0,
-                  char(len & 0xff), char(len >> 8)};
-  bool ok = writeAll(fd, pre, sizeof(pre)) &&
-            writeAll(fd, header.data(), header.size()) &&
-            writeAll(fd, data, bytes);
+  bool ok =
+      writeAll(fd, header.data(), header.size()) && writeAll(fd, data, bytes);
   ok = (::close(fd) == 0) && ok;
   if (!ok || ::rename(tmp.c_str(), path.c_str()) != 0) {
     error = "error writing " + path + ": " + std::strerror(errno);

@@ -61,6 +61,10 @@ bool write(const std::string &path, const Array &array, std::string &error);
 bool write(const std::string &path, const std::string &descr,
            const std::vector<int64_t> &shape, const char *data, size_t bytes,
            std::string &error);
+/// The bytes of a version 1.0 file before the data of an array `descr` of
+/// `shape` (what `write` writes first; the data starts 64-byte aligned).
+std::string fileHeader(const std::string &descr,
+                       const std::vector<int64_t> &shape);
 /// Bytes per element of a supported descr, 0 if unsupported.
 int64_t elementSize(const std::string &descr);
 

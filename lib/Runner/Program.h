@@ -40,6 +40,9 @@ struct Port {
   /// itself (batch-norm running statistics): every rank starts from the
   /// same value, the runner reports rank 0's.
   bool rankLocal = false;
+  /// An argument the step never writes (the manifest's `read_only`): its
+  /// buffer holds the same value after a step.
+  bool readOnly = false;
   int64_t rank() const { return int64_t(shape.size()); }
   int64_t elements() const { return ::fsdp::layout::product(shape); }
   int64_t globalElements() const {

@@ -4,6 +4,7 @@
 #include "Checkpoint.h"
 #include "Device.h"
 #include "Files.h"
+#include "Results.h"
 #include "Shards.h"
 
 #include "fsdp/Layout/LayoutMath.h"
@@ -63,6 +64,15 @@ public:
                    Bytes &global) const {
     placeShard(prog.results[i], rank, resultArea.data() + offsets[i],
                global.data());
+  }
+
+  /// The same into output `k`'s file.
+  void writeResult(const Program &prog, size_t i, int64_t rank,
+                   OutputFiles &files, size_t k) const {
+    placeShard(prog.results[i], rank, resultArea.data() + offsets[i],
+               [&](int64_t at, const char *data, int64_t bytes) {
+                 files.write(k, at, data, bytes);
+               });
   }
 
   /// The same from the device.
@@ -288,24 +298,29 @@ bool saveCheckpoint(const RunContext &cx, fsdprt_comm_t *runner,
 
 /// This rank's arguments of global step `g`: its shard of every input,
 /// copied into the rank's buffer of the argument (kept from the last step:
-/// a step may write its arguments), then (once every input could be read)
-/// the fed-back buffers, swapped in: `fed` then holds last step's buffers,
-/// into which the step's updates are copied.
+/// a step may write its arguments; one it never writes and that `holds`
+/// says has its value is not copied again), then (once every input could
+/// be read) the fed-back buffers, swapped in: `fed` then holds last step's
+/// buffers, into which the step's updates are copied.
 bool bindArguments(const RunContext &cx, fsdprt_comm_t *runner, int64_t rank,
                    int64_t g, std::vector<Bytes> &fed, std::vector<Bytes> &args,
-                   std::string &error) {
+                   std::vector<bool> &holds, RankOutcome &out) {
   const Program &prog = cx.prog;
   bool training = prog.training();
-  args.resize(prog.args.size());
+  std::string &error = out.error;
   for (size_t i = 0; i < prog.args.size() && error.empty(); ++i) {
-    if (training && prog.fedBy[i] >= 0)
+    if ((training && prog.fedBy[i] >= 0) || holds[i])
       continue;
     StepValue hold;
+    bool keep = cx.keep && (*cx.keep)[i];
     auto global = cx.inputs[i].at(training ? g : 0, hold);
+    // A kept (read-only) shard is mapped from its file where it can be.
     if (!global)
       error = toString(global.takeError());
-    else
+    else if (!(keep && cx.inputs[i].mapShard(prog.args[i], rank, args[i])))
       shardInput(prog.args[i], *global, rank, args[i]);
+    ++out.inputSlices;
+    holds[i] = keep;
   }
   // A per-step file that cannot be read stops every rank together, before
   // the step's collectives (a lone rank leaving would make the others wait
@@ -442,7 +457,10 @@ void collectResults(const RunContext &cx, RankCall &call, bool last,
       out.pieces[k].insert(out.pieces[k].end(), v.begin(), v.end());
     } else if (last && o.arg < 0) {
       bool place = cx.placed && !(*cx.placed)[k].empty();
-      if (place && isPrimaryReplica(*o.port, rank))
+      bool toFile = cx.files && cx.files->has(k);
+      if (toFile && isPrimaryReplica(*o.port, rank))
+        call.writeResult(prog, size_t(o.result), rank, *cx.files, k);
+      else if (place && isPrimaryReplica(*o.port, rank))
         call.placeResult(prog, size_t(o.result), rank, (*cx.placed)[k]);
       else
         call.result(prog, size_t(o.result), out.pieces[k]);
@@ -653,7 +671,8 @@ int64_t residentBytes() {
 }
 
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
-             int64_t rank, std::vector<Bytes> &fed, RankOutcome &out) {
+             int64_t rank, std::vector<Bytes> &fed, std::vector<Bytes> &kept,
+             RankOutcome &out) {
   fsdprt_set_thread_comm(comm);
   const Program &prog = cx.prog;
   const RunOptions &opt = cx.options;
@@ -676,11 +695,19 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
     graph.note = "off: fewer than 3 steps (the third is the one captured)";
   else if (gpu)
     graph.phase = StepGraph::Phase::Warmup;
-  // The rank's argument buffers, reused by every step.
-  std::vector<Bytes> args;
+  // The rank's argument buffers, reused by every step; those kept from
+  // run to run swapped in (and back out at the end).
+  std::vector<Bytes> args(prog.args.size());
+  std::vector<bool> holds(prog.args.size(), false);
+  kept.resize(prog.args.size());
+  for (size_t i = 0; cx.keep && i < prog.args.size(); ++i)
+    if ((*cx.keep)[i]) {
+      args[i].swap(kept[i]);
+      holds[i] = (*cx.kept)[i];
+    }
   for (int64_t s = 0; s < total; ++s) {
     int64_t g = cx.firstStep + s;
-    if (!bindArguments(cx, runner, rank, g, fed, args, out.error))
+    if (!bindArguments(cx, runner, rank, g, fed, args, holds, out))
       break;
     std::vector<device::Buffer> deviceArgs;
     // A rank that cannot upload its arguments stops every rank before the
@@ -744,6 +771,9 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
                  (out.stepsDone == 3 ? " step" : " steps") +
                  " launched from the graph";
   out.cudaGraph = graph.note;
+  for (size_t i = 0; cx.keep && i < prog.args.size(); ++i)
+    if ((*cx.keep)[i])
+      kept[i].swap(args[i]);
   // The state the session keeps, and the outputs, are host copies.
   if (gpu && !out.stateLost && !downloadState(cx, state, fed, out.error))
     out.stateLost = true;

@@ -24,6 +24,8 @@
 
 namespace fsdp::run {
 
+class OutputFiles;
+
 /// A result written at the end: a result (its last step's value), the
 /// final value of a fed-back argument, or a scalar result of every step
 /// stacked along a leading dimension (the loss of a training run).
@@ -51,6 +53,7 @@ struct RankOutcome {
   int64_t heldAfterStep = 0; // most bytes still allocated after a step
   int64_t arenaBytes = 0;    // the step's arena the runtime holds
   std::vector<int64_t> rss;  // rank 0: resident bytes after each step
+  int64_t inputSlices = 0;   // shards cut into the rank's argument buffers
   int64_t stepsDone = 0;     // steps whose call returned
   bool stateLost = false;    // a call or collective failed mid-step
   bool gpu = false;          // a compute=gpu step on GPU `deviceIndex`
@@ -73,6 +76,13 @@ struct RunContext {
   /// place their elements into at the last step (empty: gathered from
   /// pieces instead).
   std::vector<Bytes> *placed = nullptr;
+  /// Threads backend with RunOptions::outputsDir: the outputs whose first
+  /// replicas write their elements into the output's file instead.
+  OutputFiles *files = nullptr;
+  /// Per argument: its shard is cut once and kept between steps and runs
+  /// (a read-only argument with the same value every step), and whether
+  /// the kept shard already holds this run's value.
+  const std::vector<bool> *keep = nullptr, *kept = nullptr;
 };
 
 /// Whether every rank of `runner` reports `ok`; names the first that did
@@ -83,13 +93,18 @@ bool agree(fsdprt_comm_t *runner, bool ok, const std::string &what,
 /// Runs the steps of rank `rank`. A GPU step's `comm` is the rank's nccl
 /// communicator, whose context is current on the calling thread. `fed` holds
 /// the rank's buffer of every fed-back argument (indexed by argument) and is
-/// updated step by step.
+/// updated step by step; `kept` the rank's buffers of the arguments
+/// RunContext::keep names, from run to run.
 void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
-             int64_t rank, std::vector<Bytes> &fed, RankOutcome &out);
+             int64_t rank, std::vector<Bytes> &fed, std::vector<Bytes> &kept,
+             RankOutcome &out);
 
 /// `message` of rank `rank`, prefixed with "rank R: " unless it already
 /// names the rank so (the runtime's messages do).
 std::string onRank(int64_t rank, const std::string &message);
+
+/// A rank's collective calls and bytes from the runtime's statistics.
+CommStats commStats(const fsdprt_stats_t &s);
 
 /// The process's resident set size in bytes (0 where unknown).
 int64_t residentBytes();

@@ -3,6 +3,7 @@
 #include "Files.h"
 #include "Json.h"
 #include "Npy.h"
+#include "RankRun.h"
 #include "fsdp/Runner/Runner.h"
 
 #include <algorithm>
@@ -28,6 +29,17 @@ Error writeArray(const std::string &path, const HostArray &h,
 }
 
 } // namespace
+
+CommStats commStats(const fsdprt_stats_t &s) {
+  CommStats c;
+  c.collectives = s.total_calls;
+  c.allGathers = s.calls[FSDPRT_KIND_ALL_GATHER];
+  c.reduceScatters = s.calls[FSDPRT_KIND_REDUCE_SCATTER];
+  c.allReduces = s.calls[FSDPRT_KIND_ALL_REDUCE];
+  c.bytesSent = s.total_bytes_sent;
+  c.bytesReceived = s.total_bytes_received;
+  return c;
+}
 
 double HostArray::scalarAt(size_t i) const {
   if (dtype == "<f8")
@@ -93,6 +105,7 @@ static json::Object reportObject(const RunResult &r) {
   o["step_min_s"] = r.minStepSeconds();
   o["step_s"] = listOf(r.stepSeconds);
   o["step_page_faults"] = listOf(r.stepPageFaults);
+  o["input_slices"] = r.inputSlices;
   o["step_exposed_comm_s"] = listOf(r.stepExposedSeconds);
   o["exposed_comm_median_s"] = r.medianExposedSeconds();
   o["training"] = r.training;
@@ -168,7 +181,10 @@ Error writeOutputs(const RunResult &result, const std::string &dir) {
                                    std::to_string(r) + ".npy",
                                h, h.perRank[r]))
         return e;
-    if (Error e = writeArray(dir + "/" + h.name + ".npy", h, h.data))
+    std::string path = dir + "/" + h.name + ".npy";
+    if (path == h.writtenTo)
+      continue;
+    if (Error e = writeArray(path, h, h.data))
       return e;
   }
   return Error::success();

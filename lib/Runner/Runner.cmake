@@ -42,6 +42,7 @@ add_library(FSDPRunner STATIC
   ${FSDP_RUNNER_DIR}/Memory.cpp
   ${FSDP_RUNNER_DIR}/RankRun.cpp
   ${FSDP_RUNNER_DIR}/Report.cpp
+  ${FSDP_RUNNER_DIR}/Results.cpp
   ${FSDP_RUNNER_DIR}/Session.cpp
   ${FSDP_RUNNER_DIR}/Shards.cpp
   ${FSDP_RUNNER_DIR}/StepLibrary.cpp)

@@ -9,6 +9,7 @@
 #include "Manifest.h"
 #include "Program.h"
 #include "RankRun.h"
+#include "Results.h"
 #include "Shards.h"
 #include "StepLibrary.h"
 #include "fsdp/Runner/Runner.h"
@@ -162,89 +163,8 @@ Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
   runs[rank].stepSeconds = mine.stepSeconds;
   runs[rank].stepFaults = mine.stepFaults;
   runs[rank].stepExposed = mine.stepExposed;
+  runs[rank].inputSlices = mine.inputSlices;
   return runs;
-}
-
-/// The global value of an output from every rank's piece; a stacked
-/// output gets a leading step dimension.
-Expected<npy::Array> assembleOutput(const Output &o,
-                                    const std::vector<const Bytes *> &pieces) {
-  if (!o.stacked)
-    return assembleResult(*o.port, pieces);
-  size_t slot = size_t(o.port->slotBytes());
-  size_t steps = slot ? pieces.front()->size() / slot : 0;
-  npy::Array all;
-  all.descr = o.port->dtype;
-  all.shape = o.port->globalShape;
-  all.shape.insert(all.shape.begin(), int64_t(steps));
-  for (size_t s = 0; s < steps; ++s) {
-    std::vector<Bytes> slices;
-    for (const Bytes *p : pieces)
-      slices.emplace_back(p->begin() + s * slot, p->begin() + (s + 1) * slot);
-    std::vector<const Bytes *> ptrs;
-    for (const Bytes &v : slices)
-      ptrs.push_back(&v);
-    auto a = assembleResult(*o.port, ptrs);
-    if (!a)
-      return a.takeError();
-    all.data.insert(all.data.end(), a->data.begin(), a->data.end());
-  }
-  return all;
-}
-
-CommStats commStats(const fsdprt_stats_t &s) {
-  CommStats c;
-  c.collectives = s.total_calls;
-  c.allGathers = s.calls[FSDPRT_KIND_ALL_GATHER];
-  c.reduceScatters = s.calls[FSDPRT_KIND_REDUCE_SCATTER];
-  c.allReduces = s.calls[FSDPRT_KIND_ALL_REDUCE];
-  c.bytesSent = s.total_bytes_sent;
-  c.bytesReceived = s.total_bytes_received;
-  return c;
-}
-
-/// The outputs, memory and statistics of every rank, assembled.
-Error assembleResult(const std::vector<Output> &outputs,
-                     const std::vector<RankOutcome> &runs, bool keepAllRanks,
-                     std::vector<Bytes> &placed, RunResult &result) {
-  for (size_t k = 0; k < outputs.size(); ++k) {
-    std::vector<const Bytes *> pieces;
-    for (const RankOutcome &run : runs)
-      pieces.push_back(&run.pieces[k]);
-    auto a = k < placed.size() && !placed[k].empty()
-                 ? assembleResult(*outputs[k].port, pieces, &placed[k])
-                 : assembleOutput(outputs[k], pieces);
-    if (!a)
-      return a.takeError();
-    HostArray h{outputs[k].port->name, a->descr,           a->shape,
-                std::move(a->data),    outputs[k].stacked, {}};
-    if (keepAllRanks && !outputs[k].port->layout && !outputs[k].stacked)
-      for (const RankOutcome &run : runs)
-        h.perRank.push_back(run.pieces[k]);
-    result.outputs.push_back(std::move(h));
-  }
-  for (const RankOutcome &run : runs) {
-    RankMemory m;
-    m.peakBytes = run.memory.peakBytes;
-    m.allocations = run.memory.allocations;
-    m.heldAfterStepBytes = run.heldAfterStep;
-    m.arenaBytes = run.arenaBytes;
-    if (run.gpu) {
-      m.device = run.deviceIndex;
-      m.deviceAllocatedBytes = int64_t(run.device.bytes_allocated);
-      m.devicePeakBytes = int64_t(run.device.bytes_peak);
-      m.deviceLaunches = int64_t(run.device.launches);
-      m.deviceGemms = int64_t(run.device.gemms);
-      m.deviceAllocations = int64_t(run.device.allocations);
-      m.deviceArenaBytes = int64_t(run.device.arena_bytes);
-      m.deviceGraphLaunches = int64_t(run.device.graph_launches);
-      if (result.cudaGraph.empty())
-        result.cudaGraph = run.cudaGraph;
-    }
-    result.memory.push_back(m);
-    result.stats.push_back(commStats(run.stats));
-  }
-  return Error::success();
 }
 
 /// A step's time is the slowest rank's (this process's ranks).
@@ -292,6 +212,10 @@ struct Session::Impl {
   /// buffer of each fed-back argument. Empty until the first run.
   std::vector<std::vector<Bytes>> state;
   std::set<size_t> reset; // fed-back arguments set since the last run
+  /// Per local rank, the kept shards of read-only arguments (keptArguments),
+  /// and per argument the origin of the value they hold.
+  std::vector<std::vector<Bytes>> kept;
+  std::vector<std::string> keptOrigins;
   int64_t stepsTaken = 0;
   bool usable = true;
   std::string lostReason;
@@ -481,7 +405,7 @@ Session::Impl::runThreads(const RunContext &cx) {
       threads.emplace_back([&, comm, runner, r] {
         RankOutcome &out = runs[size_t(r)];
         if (!prog.gpu) {
-          runRank(cx, comm, runner, r, state[size_t(r)], out);
+          runRank(cx, comm, runner, r, state[size_t(r)], kept[size_t(r)], out);
           return;
         }
         device::RankDevice gpu;
@@ -489,7 +413,8 @@ Session::Impl::runThreads(const RunContext &cx) {
         out.deviceIndex = int32_t(r % gpus);
         if (gpu.open(prog, runtime->options, runner, r, out.deviceIndex, ncclId,
                      size > gpus, out.error))
-          runRank(cx, gpu.comm, runner, r, state[size_t(r)], out);
+          runRank(cx, gpu.comm, runner, r, state[size_t(r)], kept[size_t(r)],
+                  out);
       });
     }
   } catch (const std::system_error &e) {
@@ -520,7 +445,7 @@ Expected<std::vector<RankOutcome>> Session::Impl::runMpi(const RunContext &cx,
   if (prog.gpu)
     runMpiGpu(cx, mine);
   else
-    runRank(cx, mpiComm, mpiRunner, mpiRank, state[0], mine);
+    runRank(cx, mpiComm, mpiRunner, mpiRank, state[0], kept[0], mine);
   if (!mine.error.empty()) {
     if (mine.stateLost)
       usable = false;
@@ -559,7 +484,7 @@ void Session::Impl::runMpiGpu(const RunContext &cx, RankOutcome &mine) {
   device::RankDevice gpu;
   if (gpu.open(prog, runtime->options, mpiRunner, mpiRank, mine.deviceIndex, id,
                onHost > gpus, mine.error))
-    runRank(cx, gpu.comm, mpiRunner, mpiRank, state[0], mine);
+    runRank(cx, gpu.comm, mpiRunner, mpiRank, state[0], kept[0], mine);
 }
 
 /// The first failing rank's error; the session's state follows the ranks'.
@@ -636,16 +561,31 @@ Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     return inputs.takeError();
   RunContext cx{
       *code, prog, o, *inputs, outputs, firstStep, ranksHoldScalars(outputs)};
+  std::vector<bool> current,
+      keep = keptArguments(prog, *inputs, keptOrigins, current);
+  kept.resize(size_t(localRanks()));
+  cx.keep = &keep;
+  cx.kept = &current;
   // The threads backend's ranks place their results into the global
   // arrays themselves (no per-rank copy to assemble from).
+  // With an output directory, into their files (OutputFiles).
   std::vector<Bytes> placed(outputs.size());
+  OutputFiles outputFiles;
   if (load.backend == Backend::Threads && !prog.gpu) {
-    for (size_t k = 0; k < outputs.size(); ++k)
-      if (!outputs[k].stacked && outputs[k].arg < 0 &&
-          placeable(*outputs[k].port))
-        placed[k].resize(size_t(outputs[k].port->globalElements() *
-                                outputs[k].port->elementBytes));
+    if (!o.outputsDir.empty())
+      if (std::error_code ec = files::createDirectories(o.outputsDir))
+        return error("cannot create " + o.outputsDir + ": " + ec.message());
+    for (size_t k = 0; k < outputs.size(); ++k) {
+      const Port &p = *outputs[k].port;
+      if (outputs[k].stacked || outputs[k].arg >= 0 || !placeable(p))
+        continue;
+      if (o.outputsDir.empty())
+        placed[k].resize(size_t(p.globalElements() * p.elementBytes));
+      else if (Error e = outputFiles.create(k, o.outputsDir, p))
+        return std::move(e);
+    }
     cx.placed = &placed;
+    cx.files = &outputFiles;
   }
   // Process-wide: the step's own setting for the run.
   if (prog.gpu)
@@ -668,8 +608,12 @@ Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     result.blasDetectedCore = blas->detectedCore;
   }
   auto runs = runRanks(cx, result);
-  if (!runs)
+  if (!runs) {
+    keptOrigins.clear(); // a rank may have stopped before cutting its shard
     return runs.takeError();
+  }
+  for (const RankOutcome &r : *runs)
+    result.inputSlices += r.inputSlices;
   if (!training)
     stepsTaken = 0;
   result.stepSeconds = mostPerStep(*runs, &RankOutcome::stepSeconds);
@@ -679,8 +623,16 @@ Expected<RunResult> Session::Impl::run(const RunOptions &o) {
       (*runs)[size_t(load.backend == Backend::Mpi ? mpiRank : 0)].rss;
   if (!result.isReporter)
     return result;
+  for (size_t k = 0; k < outputs.size(); ++k)
+    if (outputFiles.has(k))
+      if (Error e = outputFiles.map(k, placed[k]))
+        return std::move(e);
   if (Error e = assembleResult(outputs, *runs, o.keepAllRanks, placed, result))
     return std::move(e);
+  if (Error e = outputFiles.publish())
+    return std::move(e);
+  for (size_t k = 0; k < outputs.size(); ++k)
+    result.outputs[k].writtenTo = outputFiles.path(k);
   return result;
 }
 
@@ -775,6 +727,8 @@ Error Session::setInput(std::string_view nameArg, std::string_view dtypeArg,
   a.shape = shape.vec();
   a.data.assign(bytes.begin(), bytes.end());
   impl->memoryInputs[i] = std::move(a);
+  if (i < impl->keptOrigins.size())
+    impl->keptOrigins[i].clear(); // the kept shards hold the old value
   if (prog.training() && prog.fedBy[i] >= 0)
     impl->reset.insert(i);
   return Error::success();

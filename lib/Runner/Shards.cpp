@@ -170,6 +170,40 @@ void shardInput(const Port &p, const char *global, int64_t rank, Bytes &buf) {
   });
 }
 
+int64_t contiguousShardOffset(const Port &p, int64_t rank) {
+  int64_t bytes = p.slotBytes();
+  if (!p.layout)
+    return p.rank() == 0 || p.rankLocal ? 0 : rank * bytes;
+  if (hasPartial(*p.layout))
+    return -1;
+  lm::LocalShard s = lm::localShard(*p.layout, p.globalShape, rank);
+  if (s.localElements() != s.slotElements())
+    return -1;
+  // Whole dims after the first one that is cut, one range in it.
+  for (size_t d = 0; d < s.dims.size(); ++d) {
+    const std::vector<lm::Range> &r = s.dims[d].ranges;
+    bool whole =
+        r.size() == 1 && r[0].begin == 0 && r[0].end == p.globalShape[d];
+    if (whole)
+      continue;
+    if (r.size() != 1)
+      return -1;
+    for (size_t e = d + 1; e < s.dims.size(); ++e)
+      if (s.dims[e].ranges.size() != 1 || s.dims[e].ranges[0].begin != 0 ||
+          s.dims[e].ranges[0].end != p.globalShape[e])
+        return -1;
+    int64_t inner = p.elementBytes;
+    for (size_t e = d + 1; e < s.dims.size(); ++e)
+      inner *= p.globalShape[e];
+    // Leading dims must be whole of extent 1 for one run.
+    for (size_t e = 0; e < d; ++e)
+      if (p.globalShape[e] != 1)
+        return -1;
+    return r[0].begin * inner;
+  }
+  return 0;
+}
+
 bool isPrimaryReplica(const Port &p, int64_t rank) {
   if (!p.layout)
     return rank == 0;
@@ -246,6 +280,14 @@ bool placeable(const Port &p) { return p.layout && !hasPartial(*p.layout); }
 
 void placeShard(const Port &p, int64_t rank, const int64_t *words,
                 char *global) {
+  placeShard(p, rank, words, [&](int64_t at, const char *src, int64_t n) {
+    std::memcpy(global + at, src, n);
+  });
+}
+
+void placeShard(
+    const Port &p, int64_t rank, const int64_t *words,
+    const std::function<void(int64_t, const char *, int64_t)> &put) {
   int64_t bytes = p.elementBytes;
   Bytes copy;
   const char *slot;
@@ -257,7 +299,7 @@ void placeShard(const Port &p, int64_t rank, const int64_t *words,
   }
   lm::LocalShard s = lm::localShard(*p.layout, p.globalShape, rank);
   forEachOwnedRun(s, p.globalShape, [&](int64_t so, int64_t go, int64_t n) {
-    std::memcpy(global + go * bytes, slot + so * bytes, n * bytes);
+    put(go * bytes, slot + so * bytes, n * bytes);
   });
 }
 

@@ -14,6 +14,7 @@
 
 #include "fsdp/Runner/Support.h"
 
+#include <functional>
 #include <vector>
 
 namespace fsdp::run {
@@ -31,6 +32,12 @@ Bytes shardInput(const Port &p, const npy::Array &global, int64_t rank);
 Bytes shardInput(const Port &p, const char *global, int64_t rank);
 /// The same into `out`, whose allocation is reused when it fits.
 void shardInput(const Port &p, const char *global, int64_t rank, Bytes &out);
+
+/// The byte offset in the global array of rank `rank`'s buffer of input
+/// `p` when that buffer is one contiguous run of it (no padding, no partial
+/// sum: its rows of the first sharded dim, every element of the others),
+/// else -1.
+int64_t contiguousShardOffset(const Port &p, int64_t rank);
 
 /// Whether `rank` writes `p`'s shard to a checkpoint: the first replica
 /// (coordinate 0 on every axis that does not shard it; rank 0 without a
@@ -72,6 +79,9 @@ bool placeable(const Port &p);
 /// owns into the global array `global`.
 void placeShard(const Port &p, int64_t rank, const int64_t *words,
                 char *global);
+/// The same through `put(globalByteOffset, data, bytes)`, run by run.
+void placeShard(const Port &p, int64_t rank, const int64_t *words,
+                const std::function<void(int64_t, const char *, int64_t)> &put);
 
 } // namespace fsdp::run
 

@@ -285,6 +285,7 @@ RunOptions runOptions(const Flags &f, int64_t &liveSteps) {
   o.saveEvery = f.saveEvery;
   o.resumeDir = f.resume;
   o.keepAllRanks = f.allRanks;
+  o.outputsDir = f.outputs;
   o.measureResidentSet = f.memory || f.json;
   if (f.cudaGraphs != "on" && f.cudaGraphs != "off")
     fail("--cuda-graphs takes on or off, not '" + f.cudaGraphs + "'");

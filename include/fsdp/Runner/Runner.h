@@ -80,6 +80,11 @@ struct RunOptions {
   std::string resumeDir;
   /// Keep every rank's copy of results without a layout.
   bool keepAllRanks = false;
+  /// Where writeOutputs will write the results (fsdp-run --outputs), or
+  /// empty. With the threads backend, the ranks then write each sharded
+  /// result's elements straight into its file as the run ends, which
+  /// writeOutputs leaves as it is (HostArray::writtenTo).
+  std::string outputsDir;
   /// Read the process's resident set after every step (residentBytes).
   bool measureResidentSet = false;
   /// A compute=gpu step: capture one step into a CUDA graph and replay it
@@ -142,6 +147,9 @@ struct HostArray {
   bool perStep = false;
   /// For a result without a layout: every rank's copy (keepAllRanks).
   std::vector<Bytes> perRank;
+  /// The file the run wrote it to already (RunOptions::outputsDir; `data`
+  /// maps it), or empty.
+  std::string writtenTo;
   /// Element `i` of an f32 or f64 array as a double (NaN otherwise).
   double scalarAt(size_t i) const;
 };
@@ -160,6 +168,10 @@ struct RunResult {
   std::vector<double> stepSeconds;
   /// Page faults of each timed step (every rank thread of this process).
   std::vector<int64_t> stepPageFaults;
+  /// Shards cut from global inputs into argument buffers in this run (every
+  /// rank of this process): one per argument and step, except a read-only
+  /// argument's, cut once and kept from run to run while its value stays.
+  int64_t inputSlices = 0;
   /// Exposed communication of each timed step: the communication the
   /// step's compute waited for (fsdprt_stats_t::exposed_ns), the most of
   /// any rank of this process.

@@ -2,6 +2,7 @@
 
     patch_manifest.py in.so out.so --set abi_version=999
     patch_manifest.py in.so out.so --set target.features='["+fsdp-none"]'
+    patch_manifest.py in.so out.so --set entries.0.args.1.read_only=true
     patch_manifest.py in.so out.so --garbage
 
 The new text must fit the section (it is padded with spaces).
@@ -33,7 +34,7 @@ else:
         *path, last = key.split(".")
         node = manifest
         for k in path:
-            node = node[k]
+            node = node[int(k)] if isinstance(node, list) else node[k]
         node[last] = json.loads(value)
     text = json.dumps(manifest)
 new = text.encode()
