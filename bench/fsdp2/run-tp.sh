@@ -6,9 +6,10 @@
 # checked against DTensor's, the collectives of a step counted on both
 # sides. Results: docs/BENCHMARKS.md, "Against DTensor tensor parallelism".
 #
-#   bench/fsdp2/run-tp.sh               # Llama hidden 256, 2 layers, 256 tokens (4-10 min on 2 cores)
+#   bench/fsdp2/run-tp.sh               # Llama hidden 256, 2 layers, 256 tokens (9-10 min at load 20 on 2 cores)
 #   bench/fsdp2/run-tp.sh --no-mpi      # threads backend only
 #   bench/fsdp2/run-tp.sh --dp 2        # dp=2,tp=2 only
+#   bench/fsdp2/run-tp.sh --plan auto   # the whole plan: vocabulary-parallel embedding and LM head
 #   bench/fsdp2/run-tp.sh --smoke       # a tiny Llama on dp=2,tp=2, 2 steps
 #   bench/fsdp2/run-tp.sh --help        # every option of tp.py
 #

@@ -6,17 +6,17 @@ weights and global batch on the meshes dp=2,tp=2 and dp=4,tp=2, with and
 without sequence parallelism, run as
 
 - DTensor + FSDP2: `parallelize_module` on the 'tp' dim of a 2-D
-  DeviceMesh with the model's `base_model_tp_plan` (colwise ->
-  ColwiseParallel, rowwise -> RowwiseParallel), then `fully_shard` on
-  'dp' for every decoder layer and the root; gloo, one process per rank
-  (CPU, `torch.set_num_threads(1)`). With sequence parallelism the plan
-  adds what torch's Llama recipe does for the parts the base plan does
-  not cover (TP_PLAN_SP below). A step's time is the slowest rank's,
-  measured after a barrier;
+  DeviceMesh with the plan fsdp-opt is given (`--plan base`: the model's
+  `base_model_tp_plan`, colwise -> ColwiseParallel, rowwise ->
+  RowwiseParallel; `--plan auto`: also the vocabulary-parallel embedding
+  and LM head), then `fully_shard` on 'dp' for every decoder layer and
+  the root; gloo, one process per rank (CPU, `torch.set_num_threads(1)`).
+  With sequence parallelism the plan adds what torch's Llama recipe does
+  for the parts the model's plan does not cover (_tp_plan below). A
+  step's time is the slowest rank's, measured after a barrier;
 - fsdp-opt + fsdp-run: `export_step(..., mesh="dp=D,tp=2",
-  tp_plan=config.base_model_tp_plan, sequence_parallel=...)` (the plan
-  the DTensor side applies; "auto" would also split the embedding and the
-  LM head along the vocabulary), `--fsdp-pipeline` with the
+  tp_plan=config.base_model_tp_plan or "auto", sequence_parallel=...)`,
+  `--fsdp-pipeline` with the
   export's options and `compute=fast` (lower=true all-reduce-loss=true),
   `fsdp-run --steps N --warmup W --json` on the threads backend and, when
   mpirun exists, the mpi backend (one process per rank, as torch).
@@ -52,6 +52,8 @@ sys.path[:0] = [str(HERE), str(ROOT / "python")]
 
 KINDS = ("all_gather", "reduce_scatter", "all_reduce")
 TP = 2
+# Plan styles that split an embedding's vocabulary.
+VOCAB_STYLES = ("embedding_rowwise", "vocab_parallel")
 
 # --- torch's collectives, counted -------------------------------------------
 
@@ -148,13 +150,44 @@ def _summarize(calls, tp_group):
 # --- DTensor + FSDP2 ---------------------------------------------------------
 
 
-def _tp_plan(model, sp):
-    """parallelize_module's plan for the HF model: its base_model_tp_plan
-    (under `model.`), and with sequence parallelism torch's recipe for a
-    Llama whose embedding and LM head are not split: the first layer's input
-    cut to this rank's tokens (a local slice), norms as SequenceParallel,
-    attention and MLP inputs gathered (PrepareModuleInput), row-parallel
-    outputs reduce-scattered along the tokens, the LM head's input gathered."""
+def bench_plan(model, plan):
+    """The tp_plan both sides apply: "base", the model's
+    config.base_model_tp_plan (the embedding and the LM head whole), or
+    "auto", the model's whole plan (also the embedding and the LM head split
+    along the vocabulary)."""
+    return dict(model.config.base_model_tp_plan) if plan == "base" else "auto"
+
+
+def _model_plan(model, plan):
+    """{module path: style} of bench_plan as fsdp-opt reads it
+    (fsdp_mlir.torch.tensor_parallel: Hugging Face's plan keys, matched at
+    the end of a module's path)."""
+    from fsdp_mlir.torch import tensor_parallel as T
+
+    plan = T.resolve_plan(model, bench_plan(model, plan))
+    return {
+        path: style
+        for path, _ in model.named_modules()
+        for pattern, style in plan.items()
+        if path and T._pattern(pattern).fullmatch(path)
+    }
+
+
+def _tp_plan(model, sp, plan):
+    """parallelize_module's plan for the HF model, with the styles of the
+    plan fsdp-opt is given (_model_plan): colwise ->
+    ColwiseParallel, rowwise -> RowwiseParallel, an LM head's
+    colwise_gather_output / colwise_rep -> ColwiseParallel with its output
+    gathered, an embedding's embedding_rowwise / vocab_parallel ->
+    RowwiseParallel (the vocabulary split). With sequence parallelism,
+    torch's Llama recipe (torchtitan's) for the rest: row-parallel outputs
+    reduce-scattered along the tokens, norms as SequenceParallel, attention
+    and MLP inputs gathered (PrepareModuleInput, kept as DTensors so that
+    the q, k, v input gradients add up before one reduce-scatter), and where
+    the embedding is not split the first layer's input cut to this rank's
+    tokens (a local slice) and, where the LM head is not split either, its
+    input gathered."""
+    from torch import nn
     from torch.distributed.tensor import Replicate, Shard
     from torch.distributed.tensor.parallel import (
         ColwiseParallel,
@@ -163,22 +196,38 @@ def _tp_plan(model, sp):
         SequenceParallel,
     )
 
-    styles = {"colwise": ColwiseParallel, "rowwise": RowwiseParallel}
+    styles = _model_plan(model, plan)
+    modules = dict(model.named_modules())
+    vocab = any(isinstance(modules[p], nn.Embedding) for p in styles)
+    tokens = Shard(1) if sp else Replicate()
     plan = {}
-    for pattern, style in model.config.base_model_tp_plan.items():
-        if style not in styles:
-            fail(f"base_model_tp_plan style '{style}' has no DTensor style here")
-        kw = {"output_layouts": Shard(1)} if sp and style == "rowwise" else {}
-        plan["model." + pattern] = styles[style](**kw)
+    for path, style in styles.items():
+        if isinstance(modules[path], nn.Embedding) and style in VOCAB_STYLES:
+            # With SP the output stays a DTensor split along the tokens,
+            # so the model still sees the whole sequence's length.
+            plan[path] = RowwiseParallel(
+                input_layouts=Replicate(),
+                output_layouts=tokens,
+                use_local_output=not sp,
+            )
+        elif style in ("colwise", "local_colwise"):
+            plan[path] = ColwiseParallel()
+        elif style in ("rowwise", "rowwise_rep", "local_rowwise"):
+            # Row-parallel into the residual stream: local tensors where
+            # the stream is (the embedding not split), DTensors otherwise.
+            plan[path] = RowwiseParallel(
+                output_layouts=tokens, use_local_output=not (sp and vocab)
+            )
+        elif style in ("colwise_rep", "colwise_gather_output"):
+            plan[path] = ColwiseParallel(
+                input_layouts=tokens, output_layouts=Replicate()
+            )
+        else:
+            fail(f"{path}: tp plan style '{style}' has no DTensor style here")
     if sp:
         gather = {"desired_input_layouts": (Replicate(),), "input_layouts": (Shard(1),)}
         plan.update(
             {
-                "model.layers.0": PrepareModuleInput(
-                    input_layouts=(Replicate(),),
-                    desired_input_layouts=(Shard(1),),
-                    use_local_output=True,
-                ),
                 "model.layers.*.input_layernorm": SequenceParallel(),
                 "model.layers.*.post_attention_layernorm": SequenceParallel(),
                 "model.layers.*.self_attn": PrepareModuleInput(
@@ -187,9 +236,16 @@ def _tp_plan(model, sp):
                 ),
                 "model.layers.*.mlp": PrepareModuleInput(**gather),
                 "model.norm": SequenceParallel(),
-                "lm_head": PrepareModuleInput(**gather, use_local_output=True),
             }
         )
+        if not vocab:
+            plan["model.layers.0"] = PrepareModuleInput(
+                input_layouts=(Replicate(),),
+                desired_input_layouts=(Shard(1),),
+                use_local_output=True,
+            )
+        if "lm_head" not in plan:
+            plan["lm_head"] = PrepareModuleInput(**gather, use_local_output=True)
     return plan
 
 
@@ -212,7 +268,7 @@ def _dtensor_rank(rank, world, case, steps, warmup, init_file, out_dir):
     mesh = init_device_mesh("cpu", (dp, TP), mesh_dim_names=("dp", "tp"))
     built = models.llama_tp(case["size"], dp)
     module, loss_fn = built["module"], built["loss_fn"]
-    parallelize_module(module, mesh["tp"], _tp_plan(module, case["sp"]))
+    parallelize_module(module, mesh["tp"], _tp_plan(module, case["sp"], case["plan"]))
     for layer in module.model.layers:
         fully_shard(layer, mesh=mesh["dp"])
     fully_shard(module, mesh=mesh["dp"])
@@ -301,7 +357,7 @@ def fsdp_export(case, work):
         units=built["units"],
         # The base plan, as the DTensor side: embedding and LM head whole
         # ("auto" would also split them along the vocabulary).
-        tp_plan=dict(built["module"].config.base_model_tp_plan),
+        tp_plan=bench_plan(built["module"], case["plan"]),
         sequence_parallel=case["sp"],
         verify=False,
     )
@@ -403,6 +459,13 @@ def main():
     ap.add_argument("--dp", default="2,4", help="data-parallel sizes (tp is 2)")
     ap.add_argument("--steps", default="10")
     ap.add_argument("--warmup", default="2")
+    ap.add_argument(
+        "--plan",
+        choices=("base", "auto"),
+        default="base",
+        help="base: config.base_model_tp_plan (embedding and LM head whole); "
+        "auto: the model's whole plan (vocabulary-parallel embedding and LM head)",
+    )
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument(
         "--no-sp", action="store_true", help="without sequence parallelism only"
@@ -433,13 +496,14 @@ def main():
             "size": args.size,
             "world": int(dp) * TP,
             "sp": sp,
+            "plan": args.plan,
         }
         for dp in args.dp.split(",")
         for sp in ((False,) if args.no_sp else (False, True))
         if sp or not args.smoke
     ]
     print(
-        f"## {args.size}, median of {args.steps} steps after {args.warmup} warmup "
+        f"## {args.size}, tp plan {args.plan}, median of {args.steps} steps after {args.warmup} warmup "
         f"(load average {os.getloadavg()[0]:.1f} at the start, {os.cpu_count()} cores)\n"
     )
     rows = []
