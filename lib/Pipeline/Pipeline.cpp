@@ -255,6 +255,11 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
   bufferize.bufferizeFunctionBoundaries = true;
   bufferize.functionBoundaryTypeConversion =
       bufferization::LayoutMapOption::IdentityLayoutMap;
+  // The constants' globals in program order: one-shot-bufferize would
+  // create them in an order that changes from run to run.
+  FSDPConstantGlobalsOptions constants;
+  constants.alignment = bufferize.bufferAlignment;
+  pm.addPass(createFSDPConstantGlobals(constants));
   pm.addPass(bufferization::createOneShotBufferizePass(bufferize));
   memref::ExpandReallocPassOptions expandRealloc;
   expandRealloc.emitDeallocs = false;

@@ -5,6 +5,38 @@
 
 include "mlir/Pass/PassBase.td"
 
+def FSDPConstantGlobals : Pass<"fsdp-constant-globals", "ModuleOp"> {
+  let summary = "Give every tensor constant its memref.global in program "
+                "order, before bufferization";
+  let description = [{
+    One-shot bufferization with function boundaries bufferizes the
+    functions that call no other in an order that depends on where they lie
+    in memory (it iterates a map keyed by the functions' addresses), and it
+    creates, names and places each tensor constant's `memref.global` when
+    it meets the constant. The same step then lowered to the same globals
+    in another order, under other names, from one run to the next.
+
+    This pass runs right before `one-shot-bufferize` and creates the
+    globals itself, walking the functions' `arith.constant`s of ranked
+    tensor type in program order with upstream's own helper
+    (`bufferization::getGlobalFor`: the same names, `__constant_<shape>`
+    with a suffix for the second of a name, the same alignment and no
+    memory space). Bufferization then finds each constant's global instead
+    of creating one, so the globals' order and names follow the program.
+    Constants of one value share one global, as before.
+  }];
+  let options = [
+    Option<"alignment", "alignment", "uint64_t", /*default=*/"64",
+           "The globals' alignment (one-shot-bufferize's buffer-alignment, "
+           "which must match for bufferization to find them)">
+  ];
+  let statistics = [
+    Statistic<"numConstants", "constants",
+              "Tensor constants whose global was created or found">
+  ];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "ModuleOp"> {
   let summary = "Free each buffer right after its last use (after the wait "
                 "of a collective that uses it)";
