@@ -75,15 +75,35 @@ Operation *mlir::fsdp::matchCombiner(linalg::LinalgOp op, OpOperand &init) {
   if (!combiner || !acc.hasOneUse() || combiner->getBlock() != op.getBlock() ||
       combiner->getNumOperands() != 2 || combiner->getNumResults() != 1 ||
       !combiner->hasOneUse() ||
-      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp>(
-          combiner) ||
+      !isa<arith::AddFOp, arith::MulFOp, arith::MaximumFOp, arith::MinimumFOp,
+           arith::AddIOp, arith::MulIOp, arith::MaxSIOp, arith::MinSIOp,
+           arith::MaxUIOp, arith::MinUIOp, arith::AndIOp, arith::OrIOp,
+           arith::XOrIOp>(combiner) ||
       (combiner->getOperand(0) != acc && combiner->getOperand(1) != acc))
     return nullptr;
   return combiner;
 }
 
+/// The identity of an integer combiner on `bits`-bit integers.
+static llvm::APInt integerIdentity(Operation *combiner, unsigned bits) {
+  return llvm::TypeSwitch<Operation *, llvm::APInt>(combiner)
+      .Case([&](arith::MulIOp) { return llvm::APInt(bits, 1); })
+      .Case(
+          [&](arith::MaxSIOp) { return llvm::APInt::getSignedMinValue(bits); })
+      .Case(
+          [&](arith::MinSIOp) { return llvm::APInt::getSignedMaxValue(bits); })
+      .Case<arith::MinUIOp, arith::AndIOp>(
+          [&](Operation *) { return llvm::APInt::getAllOnes(bits); })
+      // addi, ori, xori, maxui.
+      .Default([&](Operation *) { return llvm::APInt::getZero(bits); });
+}
+
 Value mlir::fsdp::identityOf(OpBuilder &b, Location loc, Operation *combiner,
                              Type t) {
+  if (auto it = dyn_cast<IntegerType>(t))
+    return arith::ConstantOp::create(
+        b, loc, it,
+        b.getIntegerAttr(it, integerIdentity(combiner, it.getWidth())));
   auto ft = cast<FloatType>(t);
   const llvm::fltSemantics &sem = ft.getFloatSemantics();
   llvm::APFloat v =

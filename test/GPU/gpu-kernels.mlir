@@ -397,6 +397,69 @@ func.func @split_or_not(%a: memref<1024x1024xf32>, %sa: memref<1024xf32>,
 
 // -----
 
+// Integer reductions have combiners too: the count of the tokens a loss
+// does not ignore (an i1 mask widened and added into an i64) is one warp
+// (the i64 shuffled as two 32-bit words), not one thread; a max of i32
+// rows starts from the smallest i32; a long i64 sum is split over blocks
+// like a float one (integer sums are exact in any order).
+#in = affine_map<(i) -> (i)>
+#out = affine_map<(i) -> ()>
+#rows = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+// CHECK-LABEL: func.func @integer_reductions
+func.func @integer_reductions(%mask: memref<8192xi1>, %count: memref<i64>,
+                              %x: memref<16x128xi32>, %m: memref<16xi32>,
+                              %big: memref<1048576xi64>, %s: memref<i64>) {
+  %zero = arith.constant 0 : i64
+  // CHECK-NOT: linalg.fill
+  // CHECK: gpu.launch
+  // CHECK: %[[ZERO:.*]] = arith.constant 0 : i64
+  // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args(%{{.*}} = %[[ZERO]])
+  // CHECK: memref.load %{{.*}} : memref<8192xi1>
+  // CHECK: arith.extui %{{.*}} : i1 to i64
+  // CHECK: arith.addi
+  // CHECK: arith.trunci %{{.*}} : i64 to i32
+  // CHECK: gpu.shuffle xor %{{.*}} : i32
+  // CHECK: scf.if
+  // CHECK: memref.store %{{.*}}, %{{.*}}[] : memref<i64>
+  linalg.fill ins(%zero : i64) outs(%count : memref<i64>)
+  // expected-remark @below {{GPU kernel: row reduction, one warp per output element (the fill before folded in)}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]}
+      ins(%mask : memref<8192xi1>) outs(%count : memref<i64>) {
+  ^bb0(%a: i1, %acc: i64):
+    %w = arith.extui %a : i1 to i64
+    %r = arith.addi %w, %acc : i64
+    linalg.yield %r : i64
+  }
+  // CHECK: gpu.launch
+  // CHECK: %[[SMALLEST:.*]] = arith.constant -2147483648 : i32
+  // CHECK: scf.for %{{.*}} iter_args(%{{.*}} = %[[SMALLEST]])
+  // CHECK: arith.maxsi
+  // CHECK: gpu.shuffle xor %{{.*}} : i32
+  // expected-remark @below {{GPU kernel: row reduction, one warp per output element}}
+  linalg.generic {indexing_maps = [#rows, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%x : memref<16x128xi32>) outs(%m : memref<16xi32>) {
+  ^bb0(%a: i32, %acc: i32):
+    %r = arith.maxsi %acc, %a : i32
+    linalg.yield %r : i32
+  }
+  // CHECK: call @fsdprt_gpu_scratch
+  // CHECK: gpu.launch
+  // CHECK: arith.addi
+  // CHECK: gpu.launch
+  // CHECK: arith.addi
+  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (4096 warp partials of 256 elements per output element), then one warp per output element}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]}
+      ins(%big : memref<1048576xi64>) outs(%s : memref<i64>) {
+  ^bb0(%a: i64, %acc: i64):
+    %r = arith.addi %acc, %a : i64
+    linalg.yield %r : i64
+  }
+  return
+}
+
+// -----
+
 func.func @dynamic(%x: memref<?xf32>, %y: memref<?xf32>) {
   // expected-error @below {{cannot become a GPU kernel: dynamic loop bounds (compute=gpu needs static shapes)}}
   linalg.copy ins(%x : memref<?xf32>) outs(%y : memref<?xf32>)

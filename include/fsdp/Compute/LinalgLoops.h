@@ -34,10 +34,12 @@ SmallVector<Value> bodyAt(OpBuilder &b, Location loc, linalg::LinalgOp op,
 
 /// The combiner of output `init` when the op's body computes that output as
 /// `acc <op> x` (or `x <op> acc`), `acc` the output's block argument used
-/// nowhere else and <op> an associative, commutative float op that has an
-/// identity (addf, mulf, maximumf, minimumf): then the elements may be
-/// combined into partial results and those combined in turn. Null
-/// otherwise.
+/// nowhere else and <op> an associative, commutative op that has an
+/// identity (addf, mulf, maximumf, minimumf; addi, muli, maxsi, minsi,
+/// maxui, minui, andi, ori, xori): then the elements may be combined into
+/// partial results and those combined in turn. Null otherwise. (Float sums
+/// and products combined in another order round differently; integer ones
+/// are exact.)
 Operation *matchCombiner(linalg::LinalgOp op, OpOperand &init);
 
 /// The identity of `combiner` (x <op> identity == x, bit for bit, for every
