@@ -8,6 +8,11 @@
 // elementwise part that feeds a reduction such as a softmax or a norm)
 // become one loop nest and one buffer.
 //
+// With `multi-use`, a producer with several uses is also fused into a
+// consumer without reduction loops, the fused op yielding the producer's
+// result for its other uses (upstream keeps such results): one kernel
+// instead of two, the intermediate written once and not read back.
+//
 // Before fusing, a `linalg.fill` of a `tensor.empty` with several uses is
 // duplicated, one fill (and empty tensor) per use: exported programs share
 // one zero (or -inf) tensor among all the matmuls and reductions that
@@ -41,6 +46,22 @@ struct FSDPFuseElementwisePass
 
   void runOnOperation() override {
     duplicateSharedFills();
+    if (failed(fuseSingleUses()))
+      return signalPassFailure();
+    if (!multiUse)
+      return;
+    // Fusing a producer with other uses can leave single-use chains behind
+    // (and the other way round).
+    while (fuseOneMultiUse()) {
+      while (fuseOneMultiUse()) {
+      }
+      if (failed(fuseSingleUses()))
+        return signalPassFailure();
+    }
+  }
+
+  /// Upstream's patterns, for producers whose single use is the consumer.
+  LogicalResult fuseSingleUses() {
     RewritePatternSet patterns(&getContext());
     linalg::ControlFusionFn control = [](OpOperand *use) {
       Operation *producer = use->get().getDefiningOp();
@@ -52,9 +73,75 @@ struct FSDPFuseElementwisePass
     linalg::populateElementwiseOpsFusionPatterns(patterns, control);
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
-    if (failed(
-            applyPatternsGreedily(getOperation(), std::move(patterns), config)))
-      signalPassFailure();
+    return applyPatternsGreedily(getOperation(), std::move(patterns), config);
+  }
+
+  /// A use of a generic op's result that has other uses too, by a generic
+  /// op without reduction loops that reads it through a permutation (so the
+  /// producer's result becomes an output over the same loops, each element
+  /// written once), every other use after the consumer in its block (the
+  /// fused op, at the consumer, defines what they read).
+  static bool isMultiUseCandidate(OpOperand &use) {
+    auto consumer = dyn_cast<linalg::GenericOp>(use.getOwner());
+    auto producer = use.get().getDefiningOp<linalg::GenericOp>();
+    if (!consumer || !producer || producer->hasOneUse() ||
+        !consumer.isDpsInput(&use) || !consumer.hasPureTensorSemantics() ||
+        !producer.hasPureTensorSemantics() ||
+        consumer.getNumReductionLoops() != 0 ||
+        linalg::isaContractionOpInterface(consumer) ||
+        !consumer.getMatchingIndexingMap(&use).isPermutation() ||
+        !linalg::areElementwiseOpsFusable(&use))
+      return false;
+    // The consumer reads the producer once (the fused op would read its own
+    // result otherwise).
+    if (llvm::count_if(consumer->getOperands(), [&](Value v) {
+          return v.getDefiningOp() == producer;
+        }) != 1)
+      return false;
+    Block *block = consumer->getBlock();
+    for (Operation *user : producer->getUsers()) {
+      if (user == consumer)
+        continue;
+      Operation *ancestor = block->findAncestorOpInBlock(*user);
+      if (!ancestor || ancestor == consumer.getOperation() ||
+          !consumer->isBeforeInBlock(ancestor))
+        return false;
+    }
+    return true;
+  }
+
+  /// Fuses the first candidate (in program order) into one op that yields
+  /// the consumer's results and the producer's, and points every use of
+  /// either at it. Returns whether it fused.
+  bool fuseOneMultiUse() {
+    OpOperand *found = nullptr;
+    getOperation()->walk([&](linalg::GenericOp consumer) {
+      for (OpOperand *input : consumer.getDpsInputOperands())
+        if (isMultiUseCandidate(*input)) {
+          found = input;
+          return WalkResult::interrupt();
+        }
+      return WalkResult::advance();
+    });
+    if (!found)
+      return false;
+    Operation *consumer = found->getOwner();
+    Operation *producer = found->get().getDefiningOp();
+    IRRewriter rewriter(&getContext());
+    rewriter.setInsertionPoint(consumer);
+    FailureOr<linalg::ElementwiseOpFusionResult> fused =
+        linalg::fuseElementwiseOps(rewriter, found);
+    if (failed(fused))
+      return false;
+    for (Value r : consumer->getResults())
+      rewriter.replaceAllUsesWith(r, fused->replacements.lookup(r));
+    rewriter.eraseOp(consumer);
+    for (Value r : producer->getResults())
+      if (Value with = fused->replacements.lookup(r))
+        rewriter.replaceAllUsesWith(r, with);
+    if (producer->use_empty())
+      rewriter.eraseOp(producer);
+    return true;
   }
 
   /// One fill of its own empty tensor per use of a shared fill.

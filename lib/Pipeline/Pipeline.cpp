@@ -244,7 +244,9 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   if (compute != ComputeMode::Loops) {
     OpPassManager &fn = pm.nest<func::FuncOp>();
     fn.addPass(createFSDPFoldTransposes());
-    fn.addPass(createFSDPFuseElementwise());
+    FSDPFuseElementwiseOptions fuse;
+    fuse.multiUse = compute == ComputeMode::Gpu;
+    fn.addPass(createFSDPFuseElementwise(fuse));
     fn.addPass(createFSDPCanonicalizer());
   }
 }

@@ -28,7 +28,23 @@ def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
     matmul or reduction that accumulates into a shared zero (or -inf)
     tensor then fills its own buffer in place instead of copying a shared
     filled one.
+
+    With `multi-use` (compute=gpu sets it), a producer with several uses is
+    fused into a consumer without reduction loops too: the fused op
+    computes both and also writes the producer's result for its other uses
+    (which must all come after the consumer in its block), so a chain whose
+    intermediates the backward keeps (GELU's, a norm's) is one kernel that
+    reads its inputs once and writes what is used later, instead of one
+    kernel per op that reads back what the one before wrote. No work is
+    duplicated. A consumer with reduction loops still takes only
+    single-use producers (the producer's result would be an output indexed
+    by a reduction loop).
   }];
+  let options = [
+    Option<"multiUse", "multi-use", "bool", /*default=*/"false",
+           "Also fuse producers with several uses into elementwise "
+           "consumers, writing the producer's result for its other uses">,
+  ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect",
                            "::mlir::arith::ArithDialect",
                            "::mlir::tensor::TensorDialect"];

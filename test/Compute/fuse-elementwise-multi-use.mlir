@@ -1,0 +1,121 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-fuse-elementwise="multi-use=true" | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-fuse-elementwise | FileCheck %s --check-prefix=SINGLE
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+
+// GELU's forward as exported: every intermediate the backward keeps is a
+// result. With multi-use the chain is one op that reads x once and writes
+// the kept intermediates and the bf16 output; without it, the ops whose
+// results have other uses stay kernels of their own.
+// CHECK-LABEL: func.func @gelu
+// CHECK: %[[F:.*]]:3 = linalg.generic
+// CHECK-SAME: ins(%{{.*}} : tensor<4x8xf32>)
+// CHECK: math.tanh
+// CHECK: arith.truncf
+// CHECK: linalg.yield
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[F]]#{{[0-2]}}, %[[F]]#{{[0-2]}}, %[[F]]#2
+// SINGLE-LABEL: func.func @gelu
+// SINGLE-COUNT-3: linalg.generic
+// SINGLE-NOT: linalg.generic
+// SINGLE: return
+func.func @gelu(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %half : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.tanh %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  %u = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%t : tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.addf %in, %one : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  %eb = tensor.empty() : tensor<4x8xbf16>
+  %y = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%a, %u : tensor<4x8xf32>, tensor<4x8xf32>) outs(%eb : tensor<4x8xbf16>) {
+  ^bb0(%in: f32, %in2: f32, %out: bf16):
+    %0 = arith.mulf %in, %in2 : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<4x8xbf16>
+  return %a, %t, %y : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xbf16>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+
+// A norm's centring: the widened input feeds a row sum and, after it, the
+// difference. The reduction takes no multi-use producer (its result would
+// be an output indexed by the reduction loop), and the difference comes
+// after the sum, which needs the widened input first: nothing is fused.
+// CHECK-LABEL: func.func @centre
+// CHECK: %[[W:.*]] = linalg.generic
+// CHECK: arith.extf
+// CHECK: %[[S:.*]] = linalg.generic
+// CHECK-SAME: ins(%[[W]] : tensor<4x8xf64>)
+// CHECK: linalg.generic
+// CHECK-SAME: ins(%[[W]], %[[S]] : tensor<4x8xf64>, tensor<4xf64>)
+func.func @centre(%x: tensor<4x8xf32>, %acc: tensor<4xf64>) -> tensor<4x8xf64> {
+  %e = tensor.empty() : tensor<4x8xf64>
+  %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e : tensor<4x8xf64>) {
+  ^bb0(%in: f32, %out: f64):
+    %0 = arith.extf %in : f32 to f64
+    linalg.yield %0 : f64
+  } -> tensor<4x8xf64>
+  %s = linalg.generic {indexing_maps = [#id, #row], iterator_types = ["parallel", "reduction"]}
+      ins(%w : tensor<4x8xf64>) outs(%acc : tensor<4xf64>) {
+  ^bb0(%in: f64, %out: f64):
+    %0 = arith.addf %in, %out : f64
+    linalg.yield %0 : f64
+  } -> tensor<4xf64>
+  %d = linalg.generic {indexing_maps = [#id, #row, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%w, %s : tensor<4x8xf64>, tensor<4xf64>) outs(%e : tensor<4x8xf64>) {
+  ^bb0(%in: f64, %m: f64, %out: f64):
+    %0 = arith.subf %in, %m : f64
+    linalg.yield %0 : f64
+  } -> tensor<4x8xf64>
+  return %d : tensor<4x8xf64>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+#row = affine_map<(i, j) -> (i)>
+#bcast = affine_map<(i, j) -> (i, 0)>
+
+// A producer read through a broadcast is not fused with its other uses
+// kept (its result would be written once per column).
+// CHECK-LABEL: func.func @broadcast
+// CHECK-COUNT-2: linalg.generic
+func.func @broadcast(%r: tensor<4x1xf32>, %x: tensor<4x8xf32>) -> (tensor<4x1xf32>, tensor<4x8xf32>) {
+  %e1 = tensor.empty() : tensor<4x1xf32>
+  %e = tensor.empty() : tensor<4x8xf32>
+  %n = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%r : tensor<4x1xf32>) outs(%e1 : tensor<4x1xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.negf %in : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x1xf32>
+  %b = linalg.generic {indexing_maps = [#bcast, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%n, %x : tensor<4x1xf32>, tensor<4x8xf32>) outs(%e : tensor<4x8xf32>) {
+  ^bb0(%in: f32, %in2: f32, %out: f32):
+    %0 = arith.addf %in, %in2 : f32
+    linalg.yield %0 : f32
+  } -> tensor<4x8xf32>
+  return %n, %b : tensor<4x1xf32>, tensor<4x8xf32>
+}
