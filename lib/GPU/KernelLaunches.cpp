@@ -5,6 +5,8 @@
 // ops, a thread per output element, a warp per output element (lanes
 // striding the row, then a butterfly of shuffles), and one thread. The body
 // is cloned per element exactly as the host lowerings do (LinalgLoops.h).
+// Elementwise kernels and reduction loops take several elements per
+// iteration, loaded before any is stored or combined (loads in flight).
 //
 //===----------------------------------------------------------------------===//
 
@@ -169,12 +171,58 @@ void KernelLowering::store(OpBuilder &b, ValueRange values, ValueRange ivs) {
                             indicesAt(b, loc, op, init, ivs));
 }
 
+/// One thread per element, in a grid-stride loop over one wave of blocks
+/// (sm-count x 2048 / block-size, or fewer for a small op) that takes
+/// kElementwiseUnroll elements a grid apart per iteration: all of them are
+/// loaded and computed before the first is stored, so a thread has that
+/// many loads in flight. A loop over the rest follows (fewer than
+/// kElementwiseUnroll per thread). Threads of a warp still touch
+/// consecutive elements.
 void KernelLowering::elementwise(OpBuilder &b) {
-  gridStride(b, product(ranges), 1, [&](OpBuilder &lb, Value i, Value) {
-    SmallVector<Value> ivs = delinearize(lb, loc, i, ranges);
-    SmallVector<Value> accs = initialValues(lb, ivs, /*needed=*/false);
-    store(lb, bodyAt(lb, loc, op, ivs, accs), ivs);
-  });
+  int64_t total = product(ranges);
+  int64_t threads = std::min(
+      blockSize,
+      std::max<int64_t>(kWarpSize, ceilDiv(total, kWarpSize) * kWarpSize));
+  int64_t wave = limits.smCount * std::max<int64_t>(1, kThreadsPerSM / threads);
+  int64_t blocks = std::clamp<int64_t>(ceilDiv(total, threads), 1,
+                                       std::min(maxBlocks, wave));
+  auto elements = [&](OpBuilder &lb, Value i, Value step, int64_t count) {
+    SmallVector<SmallVector<Value>> ivs, values;
+    for (int64_t k = 0; k < count; ++k) {
+      Value at = i;
+      if (k > 0)
+        at = arith::AddIOp::create(
+            lb, loc, i,
+            arith::MulIOp::create(lb, loc, step, constIndex(lb, loc, k)));
+      ivs.push_back(delinearize(lb, loc, at, ranges));
+      SmallVector<Value> accs = initialValues(lb, ivs.back(), false);
+      values.push_back(bodyAt(lb, loc, op, ivs.back(), accs));
+    }
+    for (int64_t k = 0; k < count; ++k)
+      store(lb, values[k], ivs[k]);
+  };
+  launch(
+      b, blocks, threads,
+      [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
+        Value per = constIndex(kb, loc, threads);
+        Value start = arith::AddIOp::create(
+            kb, loc, arith::MulIOp::create(kb, loc, bid, per), tid);
+        Value step = arith::MulIOp::create(kb, loc, nblocks, per);
+        Value unroll = constIndex(kb, loc, kElementwiseUnroll);
+        Value group = arith::MulIOp::create(kb, loc, step, unroll);
+        // [0, whole) is whole groups of U x step elements, of which the
+        // thread takes start, start + step, ..., start + (U - 1) x step
+        // of each; the rest one element at a time.
+        Value whole = arith::MulIOp::create(
+            kb, loc,
+            arith::DivUIOp::create(kb, loc, constIndex(kb, loc, total), group),
+            group);
+        auto groups = scf::ForOp::create(kb, loc, start, whole, group);
+        OpBuilder gb(groups.getBody()->getTerminator());
+        elements(gb, groups.getInductionVar(), step, kElementwiseUnroll);
+        stride(kb, arith::AddIOp::create(kb, loc, whole, start), step, total,
+               [&](OpBuilder &lb, Value i) { elements(lb, i, step, 1); });
+      });
 }
 
 /// The reduction loops at the parallel indices `pivs` from `accs`.
@@ -242,22 +290,48 @@ SmallVector<Value> KernelLowering::identities(OpBuilder &b) {
 /// `for (i = start; i < end; i += step)` combining `values(i)` into
 /// accumulators that start at the combiners' identities; `elementFirst`
 /// keeps the body's operand order (an element of the op), otherwise the
-/// accumulator comes first (a partial).
+/// accumulator comes first (a partial). The loop takes kReductionUnroll
+/// elements per iteration, all loaded before the first is combined (then a
+/// loop over the rest, fewer than kReductionUnroll): a thread has that many
+/// loads in flight instead of one. The elements are combined in the same
+/// order as one at a time, so the result is the same bit for bit.
 SmallVector<Value> KernelLowering::accumulate(
     OpBuilder &b, Value start, Value end, int64_t step, bool elementFirst,
     llvm::function_ref<SmallVector<Value>(OpBuilder &, Value)> values) {
-  auto loop = scf::ForOp::create(
-      b, loc, start, end, constIndex(b, loc, step), identities(b),
-      [&](OpBuilder &fb, Location, Value i, ValueRange accs) {
-        SmallVector<Value> xs = values(fb, i);
-        SmallVector<Value> next;
-        for (auto [o, acc] : llvm::enumerate(accs))
-          next.push_back(elementFirst
-                             ? combineLike(fb, o, acc, xs[o])
-                             : combine(fb, loc, combiners[o], acc, xs[o]));
-        scf::YieldOp::create(fb, loc, next);
-      });
-  return SmallVector<Value>(loop.getResults());
+  auto combineInto = [&](OpBuilder &fb, SmallVector<Value> &accs,
+                         ArrayRef<Value> xs) {
+    for (auto [o, acc] : llvm::enumerate(accs))
+      acc = elementFirst ? combineLike(fb, o, acc, xs[o])
+                         : combine(fb, loc, combiners[o], acc, xs[o]);
+  };
+  auto loop = [&](Value from, Value to, int64_t count, ValueRange init) {
+    auto l = scf::ForOp::create(
+        b, loc, from, to, constIndex(b, loc, step * count), init,
+        [&](OpBuilder &fb, Location, Value i, ValueRange accs) {
+          SmallVector<SmallVector<Value>> xs;
+          for (int64_t k = 0; k < count; ++k)
+            xs.push_back(values(
+                fb, k == 0 ? i
+                           : arith::AddIOp::create(
+                                 fb, loc, i, constIndex(fb, loc, k * step))));
+          SmallVector<Value> next(accs);
+          for (ArrayRef<Value> x : xs)
+            combineInto(fb, next, x);
+          scf::YieldOp::create(fb, loc, next);
+        });
+    return SmallVector<Value>(l.getResults());
+  };
+  // The whole groups: [start, start + groups * group).
+  Value length = arith::MaxSIOp::create(
+      b, loc, arith::SubIOp::create(b, loc, end, start), constIndex(b, loc, 0));
+  Value group = constIndex(b, loc, kReductionUnroll * step);
+  Value groupsEnd = arith::AddIOp::create(
+      b, loc, start,
+      arith::MulIOp::create(
+          b, loc, arith::DivUIOp::create(b, loc, length, group), group));
+  SmallVector<Value> accs =
+      loop(start, groupsEnd, kReductionUnroll, identities(b));
+  return loop(groupsEnd, end, 1, accs);
 }
 
 /// What each combiner combines into its output at the parallel indices

@@ -27,6 +27,11 @@ constexpr int64_t kThreadsPerSM = 2048;
 // lane), a chunk of rows of a column reduction.
 constexpr int64_t kMinSegment = 256;
 constexpr int64_t kMinChunkRows = 8;
+// Elements a reduction loop loads before it combines them (loads in flight
+// per thread).
+constexpr int64_t kReductionUnroll = 4;
+// Elements an elementwise kernel's thread loads before it stores them.
+constexpr int64_t kElementwiseUnroll = 4;
 /// The runtime's per-rank device scratch buffer, and the alignment of each
 /// output's partials in it.
 constexpr int64_t kScratchAlignment = 256;

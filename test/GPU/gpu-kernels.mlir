@@ -11,7 +11,9 @@
 
 // Elementwise: one thread per element, flattened over the loops in
 // row-major order (the last loop fastest), in a grid-stride loop: 8 x 64 =
-// 512 elements, 256 threads per block, 2 blocks.
+// 512 elements, 256 threads per block, 2 blocks. The loop takes 4 elements
+// a grid apart (all loaded and computed before the first store) over the
+// whole groups of 4 x 512 (none here), then the rest one at a time.
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @elementwise
@@ -21,7 +23,14 @@ func.func @elementwise(%x: memref<8x64xf32>, %b: memref<8xf32>, %y: memref<8x64x
   // CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %[[C2]], %{{.*}}, %{{.*}}) threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]]
   // CHECK: %[[START:.*]] = arith.addi %{{.*}}, %[[TX]]
   // CHECK: %[[STEP:.*]] = arith.muli %[[GX]], %{{.*}}
-  // CHECK: scf.for %[[I:[a-z0-9_]+]] = %[[START]] to %{{.*}} step %[[STEP]]
+  // CHECK: %[[GROUP:.*]] = arith.muli %[[STEP]], %{{.*}}
+  // CHECK: %[[WHOLE:.*]] = arith.muli %{{.*}}, %[[GROUP]]
+  // CHECK: scf.for %{{.*}} = %[[START]] to %[[WHOLE]] step %[[GROUP]]
+  // CHECK-COUNT-4: math.exp
+  // CHECK-NOT: memref.load
+  // CHECK-COUNT-4: memref.store
+  // CHECK: %[[REST:.*]] = arith.addi %[[WHOLE]], %[[START]]
+  // CHECK: scf.for %[[I:[a-z0-9_]+]] = %[[REST]] to %{{.*}} step %[[STEP]]
   // CHECK: %[[J:.*]] = arith.remui %[[I]], %{{.*}}
   // CHECK: %[[R:.*]] = arith.divui %[[I]], %{{.*}}
   // CHECK: memref.load %{{.*}}[%[[R]], %[[J]]]
@@ -203,7 +212,8 @@ func.func @serial(%x: memref<4x4xf32>, %y: memref<4xf32>) {
 // per-parameter norm): one warp would run it alone, so it is split. Pass 1:
 // one full wave (132 SMs x 8 blocks of 256 threads) capped at a warp per
 // 256 elements: 4,096 warps, each reducing its contiguous segment (lanes by
-// 32, then shuffles: an f64 travels as two 32-bit words) into partials[w],
+// 32, 4 elements loaded per iteration and combined in order, then the
+// rest; then shuffles: an f64 travels as two 32-bit words) into partials[w],
 // 8 warps (8 consecutive segments) per block, 512 blocks. Pass 2: one warp
 // combines the 4,096 partials in order, then lane 0 adds the output's
 // initial value (the folded fill) and stores. The partials are a view of
@@ -230,8 +240,13 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   // CHECK: %[[BEGIN:.*]] = arith.muli %[[SEG]], %{{.*}} : index
   // CHECK: %[[END:.*]] = arith.minui
   // CHECK: %[[FIRST:.*]] = arith.addi %[[BEGIN]], %[[LANE]] : index
-  // CHECK: scf.for %[[E:[a-z0-9_]+]] = %[[FIRST]] to %[[END]] step %{{.*}} iter_args
+  // CHECK: %[[GROUPS:.*]] = arith.addi %[[FIRST]], %{{.*}} : index
+  // CHECK: %[[MAIN:.*]] = scf.for %[[E:[a-z0-9_]+]] = %[[FIRST]] to %[[GROUPS]] step %[[C128:.*]] iter_args
   // CHECK: memref.load %{{.*}}[%[[E]]] : memref<1048576xf32>
+  // CHECK-COUNT-3: memref.load %{{.*}} : memref<1048576xf32>
+  // CHECK-COUNT-4: arith.addf %{{.*}}, %{{.*}} : f64
+  // CHECK: scf.for %[[E2:[a-z0-9_]+]] = %[[GROUPS]] to %[[END]] step %{{.*}} iter_args(%{{.*}} = %[[MAIN]])
+  // CHECK: memref.load %{{.*}}[%[[E2]]] : memref<1048576xf32>
   // CHECK: arith.addf
   // CHECK-COUNT-10: gpu.shuffle xor %{{.*}} : i32
   // CHECK: scf.if
@@ -308,8 +323,9 @@ func.func @split_column_sum(%x: memref<8192x768xf32>, %s: memref<768xf32>) {
   // CHECK: %[[COL:.*]] = arith.remui %[[ITEM]], %[[C768]]
   // CHECK: %[[BEGIN:.*]] = arith.muli %[[CHUNK]], %{{.*}} : index
   // CHECK: %[[END:.*]] = arith.minui
-  // CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[BEGIN]] to %[[END]] step %{{.*}} iter_args
+  // CHECK: scf.for %[[R:[a-z0-9_]+]] = %[[BEGIN]] to %{{.*}} step %{{.*}} iter_args
   // CHECK: memref.load %{{.*}}[%[[R]], %[[COL]]] : memref<8192x768xf32>
+  // CHECK: scf.for %{{.*}} to %[[END]] step %{{.*}} iter_args
   // CHECK: %[[C342:.*]] = arith.constant 342 : index
   // CHECK: %[[ROWBASE:.*]] = arith.muli %[[COL]], %[[C342]]
   // CHECK: %[[AT:.*]] = arith.addi %[[ROWBASE]], %[[CHUNK]]

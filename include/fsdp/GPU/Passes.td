@@ -97,10 +97,12 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
 
     - no reduction loop (elementwise ops, fills, strided copies): one
       thread per element in row-major order of the loops, grid-stride (at
-      most `max-blocks` blocks), so consecutive threads touch consecutive
-      elements of the output;
+      most one wave of blocks, `sm-count` x 2048 / `block-size`, and
+      `max-blocks`), so consecutive threads touch consecutive elements of
+      the output; each iteration loads and computes 4 elements a grid
+      apart before it stores them;
     - reduction loops innermost, every output `acc <op> x` (sum, product,
-      max, min) and rows at least one warp long (softmax, norms, losses,
+      max, min, float or integer; also and, or, xor) and rows at least one warp long (softmax, norms, losses,
       dot products): one warp per output element; each lane combines the
       row's elements lane, lane + 32, ... from the identity, the warp
       combines the 32 partials with `gpu.shuffle xor` (16, 8, 4, 2, 1) and
