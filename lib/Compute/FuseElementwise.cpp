@@ -50,6 +50,9 @@ struct FSDPFuseElementwisePass
       return signalPassFailure();
     if (!multiUse)
       return;
+    // A widening producer read by several ops is recomputed in each.
+    if (duplicateWidenings() && failed(fuseSingleUses()))
+      return signalPassFailure();
     // Fusing a producer with other uses can leave single-use chains behind
     // (and the other way round).
     while (fuseOneMultiUse()) {
@@ -74,6 +77,50 @@ struct FSDPFuseElementwisePass
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     return applyPatternsGreedily(getOperation(), std::move(patterns), config);
+  }
+
+  /// Whether `op` only widens or narrows its one input element by element
+  /// (extf, extsi, extui, truncf, ...: one cast per element, nothing else)
+  /// into an element at least as wide: recomputing it in each of its
+  /// consumers reads no more than reading its result back.
+  static bool isWidening(linalg::GenericOp op) {
+    if (op.getNumDpsInputs() != 1 || op.getNumDpsInits() != 1 ||
+        op.getNumReductionLoops() != 0 || !op.hasPureTensorSemantics())
+      return false;
+    Block *body = op.getBlock();
+    if (!llvm::hasSingleElement(body->without_terminator()))
+      return false;
+    Operation &cast = body->front();
+    if (!isa<arith::ExtFOp, arith::ExtSIOp, arith::ExtUIOp>(cast))
+      return false;
+    return cast.getOperand(0) == body->getArgument(0) &&
+           body->getTerminator()->getOperand(0) == cast.getResult(0);
+  }
+
+  /// Gives every use of a widening producer with several uses, all of them
+  /// ops it can be fused into, a copy of its own: a norm's input widened to
+  /// f64 for its mean and its variance is then read as f32 by both instead
+  /// of written and read back as f64. Returns whether it duplicated any.
+  bool duplicateWidenings() {
+    SmallVector<linalg::GenericOp> producers;
+    getOperation()->walk([&](linalg::GenericOp op) {
+      if (isWidening(op) && !op->hasOneUse() &&
+          llvm::all_of(op->getUses(), [](OpOperand &use) {
+            auto consumer = dyn_cast<linalg::LinalgOp>(use.getOwner());
+            return consumer && !linalg::isaContractionOpInterface(consumer) &&
+                   linalg::areElementwiseOpsFusable(&use);
+          }))
+        producers.push_back(op);
+    });
+    for (linalg::GenericOp producer : producers) {
+      SmallVector<OpOperand *> uses = llvm::map_to_vector(
+          producer->getUses(), [](OpOperand &u) { return &u; });
+      for (OpOperand *use : ArrayRef(uses).drop_front()) {
+        OpBuilder b(use->getOwner());
+        use->set(b.clone(*producer)->getResult(0));
+      }
+    }
+    return !producers.empty();
   }
 
   /// A use of a generic op's result that has other uses too, by a generic

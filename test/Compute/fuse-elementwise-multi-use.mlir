@@ -58,17 +58,22 @@ func.func @gelu(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tenso
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
 
-// A norm's centring: the widened input feeds a row sum and, after it, the
-// difference. The reduction takes no multi-use producer (its result would
-// be an output indexed by the reduction loop), and the difference comes
-// after the sum, which needs the widened input first: nothing is fused.
+// A norm's centring: the input widened to f64 feeds a row sum and, after
+// it, the difference. The widening is recomputed in each (it reads 4 bytes
+// where its result is 8), so both read x and nothing f64 of the input's
+// size is written.
 // CHECK-LABEL: func.func @centre
-// CHECK: %[[W:.*]] = linalg.generic
-// CHECK: arith.extf
 // CHECK: %[[S:.*]] = linalg.generic
-// CHECK-SAME: ins(%[[W]] : tensor<4x8xf64>)
+// CHECK-SAME: iterator_types = ["parallel", "reduction"]
+// CHECK-SAME: ins(%{{.*}} : tensor<4x8xf32>)
+// CHECK: arith.extf
+// CHECK: arith.addf
 // CHECK: linalg.generic
-// CHECK-SAME: ins(%[[W]], %[[S]] : tensor<4x8xf64>, tensor<4xf64>)
+// CHECK-SAME: ins(%{{.*}}, %[[S]] : tensor<4x8xf32>, tensor<4xf64>)
+// CHECK: arith.extf
+// CHECK: arith.subf
+// CHECK-NOT: linalg.generic
+// CHECK: return
 func.func @centre(%x: tensor<4x8xf32>, %acc: tensor<4xf64>) -> tensor<4x8xf64> {
   %e = tensor.empty() : tensor<4x8xf64>
   %w = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel", "parallel"]}
