@@ -42,6 +42,7 @@ struct FSDPAssignBuffersPass
     numPlanned += counts.planned;
     numOutParams += counts.outParams;
     numRepeatedCalls += counts.repeatedCalls;
+    numOutside += counts.outside;
   }
 };
 

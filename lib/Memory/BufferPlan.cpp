@@ -118,6 +118,8 @@ public:
       if (role == BufferGroups::Role::Entry)
         entries.emplace_back(func.getSymNameAttr(), planAttr(plans[func]));
     }
+    for (const auto &[func, plan] : plans)
+      counts.outside += plan.outsideBuffers;
     if (!entries.empty())
       module->setAttr(kMemoryPlansAttrName,
                       DictionaryAttr::get(module.getContext(), entries));

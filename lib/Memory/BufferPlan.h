@@ -22,6 +22,8 @@ struct FunctionPlan {
   /// Peak bytes of the static buffers outside the arena while it runs, and
   /// those still allocated when it returns (its results).
   int64_t outsidePeak = 0, outsideHeld = 0;
+  /// Static allocations of its own left outside the arena.
+  int64_t outsideBuffers = 0;
   int64_t buffers = 0;
   SmallVector<int64_t> largest;
   /// Per result: the outside bytes it hands the caller (0: none).
@@ -40,7 +42,7 @@ struct ArenaOptions {
 
 /// What applying the plan did: the pass's statistics.
 struct ArenaCounts {
-  int64_t planned = 0, outParams = 0, repeatedCalls = 0;
+  int64_t planned = 0, outParams = 0, repeatedCalls = 0, outside = 0;
 };
 
 /// Packs the static buffers of every planned group of `module` into one
@@ -52,7 +54,8 @@ LogicalResult applyBufferPlan(ModuleOp module, const ArenaOptions &options,
 
 /// Records in `plan` the peak bytes of static buffers outside the arena
 /// while `func` runs (its callees' included, from `plans`) and those it
-/// returns. `inArena`: the allocations the arena takes.
+/// returns, and how many of its own allocations stay outside. `inArena`: the
+/// allocations the arena takes.
 void accountOutside(func::FuncOp func,
                     const llvm::DenseSet<Operation *> &inArena,
                     BufferGroups &groups, const FunctionPlans &plans,

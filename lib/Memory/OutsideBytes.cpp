@@ -67,7 +67,7 @@ void mlir::fsdp::accountOutside(func::FuncOp func,
     return;
   DataLayout layout = DataLayout::closest(func);
   llvm::DenseMap<Value, int64_t> open;
-  int64_t live = 0, peak = 0;
+  int64_t live = 0, peak = 0, buffers = 0;
   for (Operation &top : func.getBody().front()) {
     top.walk<WalkOrder::PreOrder>([&](Operation *op) {
       if (auto alloc = dyn_cast<memref::AllocOp>(op)) {
@@ -76,6 +76,7 @@ void mlir::fsdp::accountOutside(func::FuncOp func,
           return;
         open[alloc] = *bytes;
         live += *bytes;
+        ++buffers;
       } else if (auto dealloc = dyn_cast<memref::DeallocOp>(op)) {
         auto it = open.find(dealloc.getMemref());
         if (op != &top || it == open.end())
@@ -90,5 +91,6 @@ void mlir::fsdp::accountOutside(func::FuncOp func,
   }
   plan.outsidePeak = peak;
   plan.outsideHeld = live;
+  plan.outsideBuffers = buffers;
   recordResultBytes(func, open, plan);
 }
