@@ -42,6 +42,7 @@ FSDPTensorParallelOptions FSDPPipelineOptions::tensorParallelOptions() const {
   FSDPTensorParallelOptions o;
   o.reduceDtype = reduceDtype; // FSDP2 does not: its TP reductions stay f32
   o.sequenceParallel = sequenceParallel;
+  o.sequenceGatherQuant = sequenceGatherQuant;
   return o;
 }
 

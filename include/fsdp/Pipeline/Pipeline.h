@@ -185,6 +185,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Sequence parallelism on the tensor-parallel axis "
                      "(fsdp-tensor-parallel)"),
       llvm::cl::init(false)};
+  Option<std::string> sequenceGatherQuant{
+      *this, "sequence-gather-quant",
+      llvm::cl::desc("Quantize the sequence-parallel all-gathers of "
+                     "activations in this format (fsdp-tensor-parallel)"),
+      llvm::cl::init("")};
   Option<bool> allReduceLoss{
       *this, "all-reduce-loss",
       llvm::cl::desc("All-reduce the loss to the global mean"),

@@ -558,6 +558,7 @@ def export_step(
     buffer_updates: str | None = None,
     tp_plan=None,
     sequence_parallel: bool = False,
+    sequence_gather_quant: str | None = None,
     experts: str = "sparse",
 ) -> dict:
     """Writes `<out_dir>/step.mlir` (or `output`), `model.json` and the global
@@ -579,6 +580,12 @@ def export_step(
     sequence_parallel: split activations over their tokens between
     tensor-parallel products (also on when the plan has a
     `sequence_parallel` module).
+    sequence_gather_quant: with sequence parallelism, all-gather activations
+    along the tokens quantized in this format (fp8_e4m3_tensor,
+    mxfp8_rowwise, ...: the formats of the quantized parameter gathers,
+    docs/QUANTIZATION.md), as TransformerEngine's gather_along_first_dim
+    with FP8 inputs; a gather whose [tokens, features] block the format
+    cannot block stays unquantized.
     verify: run the imported step unsharded on rank 0's micro-batch and compare
     it with torch eager (fsdp_mlir.torch.verify); None (default) does so when
     the project's tools are found (above verify.AUTO_LIMIT elements on the
@@ -707,6 +714,12 @@ def export_step(
         options.append(f"reduce-dtype={reduce_dtype}")
     if sequence_parallel:
         options.append("sequence-parallel=true")
+    if sequence_gather_quant:
+        if not sequence_parallel:
+            raise ExportError("sequence_gather_quant needs sequence parallelism")
+        if not re.fullmatch(r"[a-z0-9_]+", sequence_gather_quant):
+            raise ExportError(f"sequence_gather_quant: bad format '{sequence_gather_quant}'")
+        options.append(f"sequence-gather-quant={sequence_gather_quant}")
     model = {
         "format": M.FORMAT_VERSION,
         "kind": FRONTEND_KIND,

@@ -40,6 +40,7 @@ _EXPORT_OPTIONS = (
     "verify",
     "tp_plan",
     "sequence_parallel",
+    "sequence_gather_quant",
 )
 
 

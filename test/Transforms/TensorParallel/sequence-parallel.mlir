@@ -1,6 +1,10 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel=reduce-dtype=f64 | FileCheck %s --check-prefix=RDT
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-parallel=true" | FileCheck %s --check-prefix=OPT
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-gather-quant=fp8_e4m3_tensor" | FileCheck %s --check-prefix=QUANT
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-gather-quant=mxfp8_rowwise" | FileCheck %s --check-prefix=MX
+// RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-gather-quant=fp8_e4m3_tensor" --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report -o /dev/null | FileCheck %s --check-prefix=QREPORT
+// RUN: not fsdp-opt %s -split-input-file --fsdp-tensor-parallel="sequence-gather-quant=fp7" 2>&1 | FileCheck %s --check-prefix=BADQ
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report -o /dev/null | FileCheck %s --check-prefix=REPORT
 // RUN: fsdp-opt %s -split-input-file --fsdp-tensor-parallel --fsdp-partition --fsdp-expand-collectives --fsdp-comm-report=format=json -o /dev/null | FileCheck %s --check-prefix=JSON
 
@@ -68,6 +72,26 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   } -> tensor<4x8xf32>
   // The next column-parallel product needs every token: one all-gather.
   // CHECK: %[[SW:.*]] = fsdp.all_gather %[[S]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+  // Quantized (TransformerEngine's gather_along_first_dim with FP8
+  // inputs): each rank's [2, 8] block in FP8 with one scale over the axis.
+  // QUANT-LABEL: func.func @block
+  // QUANT: %[[QF:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1]] : tensor<2x8xf32> into tensor<16xf32>
+  // QUANT: %[[QG:.*]] = fsdp.quantized_all_gather %[[QF]] over @mesh ["tp"] format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32> -> tensor<32xf32>
+  // QUANT: %[[QW:.*]] = tensor.expand_shape %[[QG]] {{\[}}[0, 1]] output_shape [4, 8] : tensor<32xf32> into tensor<4x8xf32>
+  // QUANT: linalg.matmul{{.*}}ins(%[[QW]], %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>)
+  // QUANT-NOT: fsdp.all_gather
+  // MXFP8 blocks 32 elements of a row: 8 features stay unquantized.
+  // MX-LABEL: func.func @block
+  // MX-NOT: fsdp.quantized_all_gather
+  // MX: fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+  // The report counts the quantized gather's 20 wire bytes (16 FP8 values
+  // and the scale) and its 4-byte amax all-reduce as tensor-parallel.
+  // QREPORT-LABEL: @block: mesh @mesh [dp = 2, tp = 2]
+  // QREPORT: of which tensor-parallel: 6, sent 204 B, received 152 B
+  // QREPORT-NEXT: all_gather: 1, sent 20 B, received 40 B
+  // QREPORT-NEXT: reduce_scatter: 2, sent 144 B, received 72 B
+  // QREPORT-NEXT: all_reduce: 3, sent 40 B, received 40 B
+  // BADQ: error: fsdp-tensor-parallel: sequence-gather-quant: unknown format 'fp7'
   // CHECK: linalg.matmul{{.*}}ins(%[[SW]], %[[W3]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x4xf32>)
   %h3 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
        ins(%sc, %w3 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
@@ -102,6 +126,9 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
 // captures, split along the same tokens.
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @tokens_dim1
+// A 1-D value has no [rows, features] view: its gather stays plain.
+// QUANT-LABEL: func.func @tokens_dim1
+// QUANT: fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2xf32> -> tensor<4xf32>
 func.func @tokens_dim1(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
                        %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
                        %x: tensor<1x4x8xf32>, %labels: tensor<4xi64>)
@@ -198,6 +225,8 @@ func.func @merged_partials(%wa: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mes
 // gathered dY).
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @row_backward
+// QUANT-LABEL: func.func @row_backward
+// QUANT: fsdp.quantized_all_gather %{{.*}} format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32> -> tensor<32xf32>
 // CHECK: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
 // CHECK-NEXT: %[[YW:.*]] = fsdp.all_gather %[[Y]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
 // CHECK-NOT: fsdp.all_gather

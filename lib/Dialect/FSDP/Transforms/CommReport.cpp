@@ -143,9 +143,12 @@ std::pair<int64_t, int64_t> peakLiveGathered(Block &block) {
 /// A quantized gather counted as the runtime runs it
 /// (fsdprt_jit_quantized_all_gather): an all-gather of every rank's packed
 /// shard (the format's wire bytes) after a 4-byte amax all-reduce for the
-/// per-tensor formats and NVFP4. False if `op` is not one.
+/// per-tensor formats and NVFP4, tensor-parallel when its axes are all
+/// in `tpAxes` (a quantized sequence-parallel gather). False if `op` is
+/// not one.
 bool addQuantizedGather(Operation *op, FunctionReport &report,
-                        SymbolTableCollection &tables) {
+                        SymbolTableCollection &tables,
+                        const llvm::StringSet<> &tpAxes) {
   QuantFormat format;
   ArrayRef<int64_t> shape;
   if (auto q = dyn_cast<QuantizedAllGatherOp>(op)) {
@@ -161,8 +164,17 @@ bool addQuantizedGather(Operation *op, FunctionReport &report,
   if (failed(k) || shape.size() != 2)
     return true; // the verifier reports it
   int64_t wire = quantWireBytes(format, shape[0], shape[1]);
+  auto axes = op->getAttrOfType<ArrayAttr>("axes");
+  bool tensorParallel =
+      axes && !axes.empty() && llvm::all_of(axes, [&](Attribute a) {
+        auto name = dyn_cast<StringAttr>(a);
+        return name && tpAxes.contains(name.getValue());
+      });
   auto add = [&](Kind kind, int64_t sent, int64_t received) {
-    for (Counts *counts : {&report.kinds[kind], &report.total}) {
+    SmallVector<Counts *, 4> all = {&report.kinds[kind], &report.total};
+    if (tensorParallel)
+      all.append({&report.tensorParallelKinds[kind], &report.tensorParallel});
+    for (Counts *counts : all) {
       counts->count += 1;
       counts->sent += sent;
       counts->received += received;
@@ -191,7 +203,7 @@ FunctionReport analyze(func::FuncOp func, SymbolTableCollection &tables) {
         tpAxes.insert(cast<StringAttr>(funcMesh.getAxisNames()[a]).getValue());
   report.hasTensorParallelAxis = !tpAxes.empty();
   func.walk([&](Operation *op) {
-    if (addQuantizedGather(op, report, tables))
+    if (addQuantizedGather(op, report, tables, tpAxes))
       return;
     std::optional<Collective> c = asCollective(op);
     if (!c)

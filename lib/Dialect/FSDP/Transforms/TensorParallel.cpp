@@ -57,9 +57,17 @@ struct TensorParallelPass
   using Base::Base;
 
   Type reduceType;
+  std::optional<QuantFormat> gatherFormat;
 
   LogicalResult initialize(MLIRContext *ctx) override {
     reduceType = toType(reduceDtype, ctx);
+    if (sequenceGatherQuant.empty())
+      return success();
+    gatherFormat = symbolizeQuantFormat(sequenceGatherQuant);
+    if (!gatherFormat)
+      return emitError(UnknownLoc::get(ctx))
+             << "fsdp-tensor-parallel: sequence-gather-quant: unknown format '"
+             << sequenceGatherQuant << "'";
     return success();
   }
 
@@ -70,6 +78,7 @@ struct TensorParallelPass
     TPFunction tp;
     tp.func = func;
     tp.reduceType = reduceType;
+    tp.gatherFormat = gatherFormat;
     tp.sequenceParallel =
         sequenceParallel || func->hasAttr(kSequenceParallelAttrName);
     FailureOr<bool> found = findAxis(tp);
@@ -82,6 +91,7 @@ struct TensorParallelPass
     numAllReduces += tp.allReduces;
     numAllGathers += tp.allGathers;
     numReduceScatters += tp.reduceScatters;
+    numQuantizedGathers += tp.quantizedGathers;
     if (failed(result))
       return signalPassFailure();
   }

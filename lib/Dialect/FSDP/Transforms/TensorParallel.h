@@ -13,6 +13,7 @@
 #define FSDP_LIB_DIALECT_FSDP_TRANSFORMS_TENSORPARALLEL_H
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
@@ -73,6 +74,9 @@ struct TPFunction {
   bool sequenceParallel = false;
   /// Element type of the sum collectives (null: the value's own).
   Type reduceType;
+  /// Format of the sequence-parallel all-gathers of f32 / bf16 activations
+  /// (none: not quantized).
+  std::optional<QuantFormat> gatherFormat;
   llvm::DenseMap<Value, Sharding> shardings;
   /// Rank-local copies of shape-only values, per (value, dim).
   llvm::DenseMap<std::pair<Value, int64_t>, Value> localCopies;
@@ -92,7 +96,8 @@ struct TPFunction {
   llvm::DenseMap<Value, int64_t> demanded;
   llvm::SmallPtrSet<Operation *, 8> recomputed;
   /// What was inserted, for the pass statistics.
-  int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0;
+  int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0,
+          quantizedGathers = 0;
 };
 
 std::string describe(Sharding s);

@@ -117,6 +117,37 @@ void setInsertionAfter(OpBuilder &b, Value v) {
 
 } // namespace
 
+/// The all-gather along dim 0 of `x` quantized in the step's format (each
+/// rank's block viewed as [rows, cols] with cols its last dim), or null
+/// where there is no format or the block does not fit it.
+static Value quantizedGather(TPFunction &tp, OpBuilder &b, Location loc,
+                             Value x) {
+  auto type = cast<RankedTensorType>(x.getType());
+  Type elem = type.getElementType();
+  if (!tp.gatherFormat || (!elem.isF32() && !elem.isBF16()) ||
+      !type.hasStaticShape() || type.getRank() < 2)
+    return {};
+  int64_t cols = type.getShape().back();
+  int64_t rows = type.getNumElements() / cols;
+  if (quantShapeError(*tp.gatherFormat, rows, cols))
+    return {};
+  ReassociationIndices all;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    all.push_back(d);
+  Value flat = tensor::CollapseShapeOp::create(
+      b, loc, x, ArrayRef<ReassociationIndices>{all});
+  auto gatheredType =
+      RankedTensorType::get({type.getNumElements() * tp.size}, elem);
+  Value gathered = QuantizedAllGatherOp::create(
+      b, loc, gatheredType, flat, tp.meshRef, b.getStrArrayAttr({tp.axis}),
+      QuantFormatAttr::get(b.getContext(), *tp.gatherFormat),
+      b.getDenseI64ArrayAttr({rows, cols}));
+  ++tp.quantizedGathers;
+  return tensor::ExpandShapeOp::create(b, loc, scaledDim0(x, tp.size, 1),
+                                       gathered,
+                                       ArrayRef<ReassociationIndices>{all});
+}
+
 Value tensor_parallel::gatherSequence(TPFunction &tp, Value v) {
   Sharding s = shardingOf(tp, v);
   if (!s.isSharded() || !s.sequence)
@@ -142,6 +173,8 @@ Value tensor_parallel::gatherSequence(TPFunction &tp, Value v) {
     }
   }
   Value whole = alongDim(b, loc, v, s.dim, [&](Value x) -> Value {
+    if (Value q = quantizedGather(tp, b, loc, x))
+      return q;
     return AllGatherOp::create(b, loc, scaledDim0(x, tp.size, 1), x, tp.meshRef,
                                b.getStrArrayAttr({tp.axis}))
         .getResult();

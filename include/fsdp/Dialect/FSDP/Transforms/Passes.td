@@ -131,6 +131,12 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
            "Split activations over their tokens between tensor-parallel "
            "products (reduce-scatter after a row-parallel product, "
            "all-gather before a column-parallel one)">,
+    Option<"sequenceGatherQuant", "sequence-gather-quant", "std::string",
+           /*default=*/"\"\"",
+           "With sequence parallelism: all-gather f32 and bf16 activations "
+           "along the tokens quantized in this format "
+           "(fsdp.quantized_all_gather: fp8_e4m3_tensor, mxfp8_rowwise, "
+           "...; empty: not quantized)">,
   ];
   let statistics = [
     Statistic<"numShardedOps", "sharded-ops",
@@ -141,6 +147,8 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
               "Sequence-parallel all-gathers inserted">,
     Statistic<"numReduceScatters", "reduce-scatters",
               "Sequence-parallel reduce-scatters inserted">,
+    Statistic<"numQuantizedGathers", "quantized-gathers",
+              "Sequence-parallel all-gathers quantized (of the all-gathers)">,
   ];
 }
 
