@@ -5,7 +5,7 @@ every generated kernel (docs/GPU.md, "What is checked without a GPU").
 The steps are the ones the integration tests build: each
 test/Integration/*.test's `fsdp_mlir.dev.gen` step with each of its lowering
 pipelines, every case of the MLP suite, and the PyTorch frontend's GPT
-export (when torch is importable). Each is lowered with
+and sparse-MoE exports (when torch is importable). Each is lowered with
 `compute=gpu gpu-format=isa` (the other pipeline options unchanged), its
 kernels' PTX is taken from the `gpu.binary` ops and assembled with
 `ptxas -arch=<chip> -v`. A step passes when it lowers, every kernel
@@ -197,13 +197,20 @@ def check_module(name, model, options, args, ptxas, tmp):
     return result
 
 
-def gpt_step(args, env, workdir):
-    """The PyTorch frontend's GPT example, exported (None without torch)."""
-    out = os.path.join(workdir, "gpt")
-    p = run([args.python, "-m", "fsdp_mlir.torch", "export", "fsdp_mlir.torch.examples:gpt", "--mesh", "2x4", "-o", out], env=env)
+def torch_step(example, mesh, args, env, workdir):
+    """A PyTorch frontend example (fsdp_mlir.torch.examples:<example>),
+    exported (None without torch)."""
+    out = os.path.join(workdir, example)
+    target = f"fsdp_mlir.torch.examples:{example}"
+    p = run([args.python, "-m", "fsdp_mlir.torch", "export", target, "--mesh", mesh, "-o", out], env=env)
     if p.returncode:
         return None
     return os.path.join(out, "step.mlir")
+
+
+# The PyTorch frontend's examples the check exports: GPT, and the sparse
+# mixture of experts (the device grouped gemm's step).
+TORCH_STEPS = (("gpt", "2x4"), ("moe", "2"))
 
 
 def main():
@@ -230,12 +237,15 @@ def main():
         steps = [s for s in integration_steps() if args.filter in s[0]]
         with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
             results = list(pool.map(lambda s: check_step(s, args, ptxas, env), steps))
-        if args.filter in "torch/gpt":
-            model = gpt_step(args, env, workdir)
+        for example, mesh in TORCH_STEPS:
+            name = f"torch/{example}"
+            if args.filter not in name:
+                continue
+            model = torch_step(example, mesh, args, env, workdir)
             if model:
-                results.append(check_module("torch/gpt", model, "lower=true all-reduce-loss=true", args, ptxas, workdir))
+                results.append(check_module(name, model, "lower=true all-reduce-loss=true", args, ptxas, workdir))
             else:
-                print("note: torch/gpt skipped (the PyTorch frontend could not export it: no torch?)")
+                print(f"note: {name} skipped (the PyTorch frontend could not export it: no torch?)")
     for r in results:
         if r["ok"]:
             line = (

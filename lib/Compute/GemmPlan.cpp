@@ -293,3 +293,24 @@ Value mlir::fsdp::elementPointer(OpBuilder &b, Location loc, Value memref,
   return LLVM::IntToPtrOp::create(
       b, loc, LLVM::LLVMPointerType::get(b.getContext()), i64);
 }
+
+/// A contiguous f32 copy of the 16-bit buffer `v` (freed by the caller).
+Value mlir::fsdp::widenedF32Copy(OpBuilder &b, Location loc, Value v) {
+  auto type = cast<MemRefType>(v.getType());
+  SmallVector<Value> dynamicSizes;
+  for (int64_t d = 0; d < type.getRank(); ++d)
+    if (type.isDynamicDim(d))
+      dynamicSizes.push_back(memref::DimOp::create(b, loc, v, d));
+  auto wideType = MemRefType::get(type.getShape(), b.getF32Type());
+  Value wide = memref::AllocOp::create(b, loc, wideType, dynamicSizes);
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> parallel(type.getRank(),
+                                            utils::IteratorType::parallel);
+  linalg::GenericOp::create(
+      b, loc, ValueRange{v}, ValueRange{wide}, ArrayRef<AffineMap>{id, id},
+      parallel, [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value x = arith::ExtFOp::create(nb, nloc, nb.getF32Type(), args[0]);
+        linalg::YieldOp::create(nb, nloc, x);
+      });
+  return wide;
+}

@@ -16,9 +16,9 @@
 // every row. Each contraction is a `linalg.generic` marked
 // `fsdp.grouped_segment`; `fsdp-grouped-matmul-to-blas` makes it one BLAS
 // gemm per group under compute=fast, and the loop lowering takes it
-// otherwise. Under compute=gpu (`device`) the op is refused with an error:
-// host loops cannot read the device's offsets, and there is no grouped gemm
-// on the device yet.
+// otherwise. Under compute=gpu (`device`) the op is kept: host loops cannot
+// read the device's offsets, so fsdp-gpu-grouped-matmul makes it the
+// runtime's device grouped gemm after bufferization.
 //
 //===----------------------------------------------------------------------===//
 
@@ -46,7 +46,8 @@ namespace {
 /// "rows" (C = A @ B) or "transpose_lhs" (C = A^T @ B).
 constexpr StringLiteral kSegmentAttr = "fsdp.grouped_segment";
 
-/// `C (+)= A @ B` (or `A^T @ B`) as a linalg.generic over (m, n, k).
+/// `C (+)= A @ B` (or `A^T @ B`) as a linalg.generic over (m, n, k); A and
+/// B may be narrower than C (16-bit operands, an f32 accumulator).
 Value contraction(OpBuilder &b, Location loc, Value a, Value bMat, Value c,
                   bool transposeLhs) {
   MLIRContext *ctx = b.getContext();
@@ -63,7 +64,15 @@ Value contraction(OpBuilder &b, Location loc, Value a, Value bMat, Value c,
   auto op = linalg::GenericOp::create(
       b, loc, TypeRange{c.getType()}, ValueRange{a, bMat}, ValueRange{c}, maps,
       iterators, [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value p = arith::MulFOp::create(nb, nloc, args[0], args[1]);
+        // 16-bit operands are widened to the (f32) accumulator exactly.
+        Type acc = args[2].getType();
+        auto widen = [&](Value v) -> Value {
+          if (v.getType() == acc)
+            return v;
+          return arith::ExtFOp::create(nb, nloc, acc, v);
+        };
+        Value p =
+            arith::MulFOp::create(nb, nloc, widen(args[0]), widen(args[1]));
         Value s = arith::AddFOp::create(nb, nloc, args[2], p);
         linalg::YieldOp::create(nb, nloc, s);
       });
@@ -79,6 +88,24 @@ Value zeros(OpBuilder &b, Location loc, RankedTensorType type) {
   Value zero = arith::ConstantOp::create(
       b, loc, b.getFloatAttr(type.getElementType(), 0.0));
   return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
+}
+
+/// `v` (f32) rounded to `type`'s element type, element by element.
+Value narrowed(OpBuilder &b, Location loc, Value v, RankedTensorType type) {
+  Value empty =
+      tensor::EmptyOp::create(b, loc, type.getShape(), type.getElementType());
+  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
+  SmallVector<utils::IteratorType> parallel(type.getRank(),
+                                            utils::IteratorType::parallel);
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{type}, ValueRange{v}, ValueRange{empty},
+      ArrayRef<AffineMap>{id, id}, parallel,
+      [&](OpBuilder &nb, Location nloc, ValueRange args) {
+        Value x =
+            arith::TruncFOp::create(nb, nloc, type.getElementType(), args[0]);
+        linalg::YieldOp::create(nb, nloc, x);
+      });
+  return op.getResult(0);
 }
 
 /// Lowers one grouped product. `lhs` [S, K]; for the rows form `rhs` is
@@ -97,6 +124,10 @@ LogicalResult lower(Operation *op, Value lhs, Value rhs, Value offsets,
   OpBuilder b(op);
   Location loc = op->getLoc();
   Type elem = lhsType.getElementType();
+  // 16-bit products accumulate in f32 and are rounded once at the end, as
+  // the dense bf16 contractions (fsdp-autocast) and torch do.
+  Type acc = elem.isF32() || elem.isF64() ? elem : b.getF32Type();
+  auto accType = RankedTensorType::get(resType.getShape(), acc);
   int64_t rows = lhsType.getDimSize(0), k = lhsType.getDimSize(1);
   int64_t groups = offType.getDimSize(0);
   int64_t n = transposeLhs ? rhsType.getDimSize(1) : rhsType.getDimSize(2);
@@ -104,7 +135,7 @@ LogicalResult lower(Operation *op, Value lhs, Value rhs, Value offsets,
     return arith::ConstantIndexOp::create(b, loc, v).getResult();
   };
   Value zeroIdx = idx(0), oneIdx = idx(1), rowsIdx = idx(rows);
-  Value init = zeros(b, loc, resType);
+  Value init = zeros(b, loc, accType);
   auto loop = scf::ForOp::create(
       b, loc, zeroIdx, idx(groups), oneIdx, ValueRange{init, zeroIdx},
       [&](OpBuilder &lb, Location l, Value g, ValueRange iter) {
@@ -127,6 +158,8 @@ LogicalResult lower(Operation *op, Value lhs, Value rhs, Value offsets,
             lb, l, rowsType(k), lhs, {start, lb.getIndexAttr(0)},
             {len, lb.getIndexAttr(k)}, unit2);
         auto matrix = RankedTensorType::get({k, n}, elem);
+        auto accMatrix = RankedTensorType::get({k, n}, acc);
+        auto accRows = RankedTensorType::get({ShapedType::kDynamic, n}, acc);
         Value next;
         if (!transposeLhs) {
           // C[start:end] = A[start:end] @ B[g]
@@ -136,7 +169,7 @@ LogicalResult lower(Operation *op, Value lhs, Value rhs, Value offsets,
               unit3);
           SmallVector<OpFoldResult> at = {start, lb.getIndexAttr(0)};
           SmallVector<OpFoldResult> size = {len, lb.getIndexAttr(n)};
-          Value c = tensor::ExtractSliceOp::create(lb, l, rowsType(n), out, at,
+          Value c = tensor::ExtractSliceOp::create(lb, l, accRows, out, at,
                                                    size, unit2);
           Value prod = contraction(lb, l, a, w, c, /*transposeLhs=*/false);
           next =
@@ -150,16 +183,38 @@ LogicalResult lower(Operation *op, Value lhs, Value rhs, Value offsets,
                                           lb.getIndexAttr(0)};
           SmallVector<OpFoldResult> size = {
               lb.getIndexAttr(1), lb.getIndexAttr(k), lb.getIndexAttr(n)};
-          Value c = tensor::ExtractSliceOp::create(lb, l, matrix, out, at, size,
-                                                   unit3);
+          Value c = tensor::ExtractSliceOp::create(lb, l, accMatrix, out, at,
+                                                   size, unit3);
           Value prod = contraction(lb, l, a, bRows, c, /*transposeLhs=*/true);
           next =
               tensor::InsertSliceOp::create(lb, l, prod, out, at, size, unit3);
         }
         scf::YieldOp::create(lb, l, ValueRange{next, end});
       });
-  op->getResult(0).replaceAllUsesWith(loop.getResult(0));
+  Value result = loop.getResult(0);
+  if (acc != elem)
+    result = narrowed(b, loc, result, resType);
+  op->getResult(0).replaceAllUsesWith(result);
   op->erase();
+  return success();
+}
+
+/// Under compute=gpu the op stays for fsdp-gpu-grouped-matmul (the device
+/// grouped gemm, which reads the offsets on the device): only what it
+/// cannot run is an error here, at the op.
+LogicalResult checkDevice(Operation *op) {
+  auto lhs = cast<ShapedType>(op->getOperand(0).getType());
+  auto offsets = cast<ShapedType>(op->getOperand(2).getType());
+  Type elem = lhs.getElementType();
+  if (!elem.isF32() && !elem.isBF16())
+    return op->emitOpError()
+           << "has no compute=gpu lowering for element type " << elem
+           << ": the device grouped gemm takes f32 and bf16";
+  Type off = offsets.getElementType();
+  if (!off.isIndex() && !off.isInteger(32) && !off.isInteger(64))
+    return op->emitOpError()
+           << "has no compute=gpu lowering for offsets of type " << off
+           << ": the device grouped gemm reads i32, i64 and index offsets";
   return success();
 }
 
@@ -175,12 +230,9 @@ struct FSDPGroupedMatmulPass
     });
     for (Operation *op : ops) {
       if (device) {
-        op->emitOpError()
-            << "has no compute=gpu lowering: it needs a grouped gemm on the "
-               "device (one cuBLAS gemm per group, with the group sizes read "
-               "on the device); export the step for compute=fast or "
-               "compute=loops, or with the experts computed densely";
-        return signalPassFailure();
+        if (failed(checkDevice(op)))
+          return signalPassFailure();
+        continue;
       }
       LogicalResult done =
           TypeSwitch<Operation *, LogicalResult>(op)

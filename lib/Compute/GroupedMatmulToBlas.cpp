@@ -5,9 +5,11 @@
 // at run time. fsdp-linalg-to-blas plans static shapes only, so this pass
 // turns each marked contraction on buffers into one `cblas_sgemm` /
 // `cblas_dgemm` call with the sizes and leading dimensions read from the
-// buffers (`memref.dim`, the strided metadata). A marked op it cannot pass
-// to BLAS (another element type, a non-unit inner stride) stays a loop,
-// with a remark when `report` is set.
+// buffers (`memref.dim`, the strided metadata). 16-bit groups (bf16, f16
+// operands with an f32 accumulator) run on f32 copies of the group's
+// operands, as fsdp-linalg-to-blas does for the dense ones. A marked op it
+// cannot pass to BLAS (another element type, a non-unit inner stride) stays
+// a loop, with a remark when `report` is set.
 //
 //===----------------------------------------------------------------------===//
 
@@ -77,9 +79,17 @@ struct FSDPGroupedMatmulToBlasPass
       Value bMat = op.getDpsInputOperand(1)->get();
       Value c = op.getDpsInitOperand(0)->get();
       Type elem = cast<MemRefType>(c.getType()).getElementType();
+      Type in = cast<MemRefType>(a.getType()).getElementType();
+      // 16-bit operands with an f32 accumulator (fsdp-grouped-matmul's
+      // bf16 and f16 groups): sgemm on f32 copies of the group's operands,
+      // whose products are the same (a 16-bit product is exact in f32).
+      bool widened = in != elem;
       std::string why;
       if (!elem.isF32() && !elem.isF64())
         why = "BLAS gemm takes only f32 and f64";
+      else if (widened && !(elem.isF32() && (in.isBF16() || in.isF16())))
+        why = "operands are neither the result's type nor 16 bits widened "
+              "to f32";
       for (Value v : {a, bMat, c})
         if (why.empty())
           why = unpassable(v);
@@ -90,6 +100,10 @@ struct FSDPGroupedMatmulToBlasPass
       }
       OpBuilder b(op);
       Location loc = op.getLoc();
+      if (widened) {
+        a = widenedF32Copy(b, loc, a);
+        bMat = widenedF32Copy(b, loc, bMat);
+      }
       auto dim = [&](Value v, int64_t d) {
         return memref::DimOp::create(b, loc, v, d).getResult();
       };
@@ -126,9 +140,15 @@ struct FSDPGroupedMatmulToBlasPass
                                  elementPointer(b, loc, c, zero, bytes),
                                  ld(c)};
       func::CallOp::create(b, loc, declareGemm(module, elem), args);
+      if (widened) {
+        memref::DeallocOp::create(b, loc, a);
+        memref::DeallocOp::create(b, loc, bMat);
+      }
       if (report)
         op->emitRemark() << "group contraction becomes "
-                         << (elem.isF32() ? "cblas_sgemm" : "cblas_dgemm");
+                         << (elem.isF32() ? "cblas_sgemm" : "cblas_dgemm")
+                         << (widened ? " on f32 copies of its 16-bit operands"
+                                     : "");
       op->erase();
       ++numCalls;
     }

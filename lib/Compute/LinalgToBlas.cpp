@@ -76,35 +76,14 @@ void emitGemm(OpBuilder &b, Location loc, func::FuncOp gemm,
   func::CallOp::create(b, loc, gemm, args);
 }
 
-/// A contiguous f32 copy of the 16-bit buffer `v` (freed by the caller).
-Value widenedCopy(OpBuilder &b, Location loc, Value v) {
-  auto type = cast<MemRefType>(v.getType());
-  SmallVector<Value> dynamicSizes;
-  for (int64_t d = 0; d < type.getRank(); ++d)
-    if (type.isDynamicDim(d))
-      dynamicSizes.push_back(memref::DimOp::create(b, loc, v, d));
-  auto wideType = MemRefType::get(type.getShape(), b.getF32Type());
-  Value wide = memref::AllocOp::create(b, loc, wideType, dynamicSizes);
-  AffineMap id = b.getMultiDimIdentityMap(type.getRank());
-  SmallVector<utils::IteratorType> parallel(type.getRank(),
-                                            utils::IteratorType::parallel);
-  linalg::GenericOp::create(
-      b, loc, ValueRange{v}, ValueRange{wide}, ArrayRef<AffineMap>{id, id},
-      parallel, [&](OpBuilder &nb, Location nloc, ValueRange args) {
-        Value x = arith::ExtFOp::create(nb, nloc, nb.getF32Type(), args[0]);
-        linalg::YieldOp::create(nb, nloc, x);
-      });
-  return wide;
-}
-
 /// `op` (16-bit A and B, f32 C) on f32 copies of A and B: the same
 /// products (a 16-bit product is exact in f32) as an f32 contraction, which
 /// replaces `op`. The copies are freed after it.
 linalg::LinalgOp widenOperands(linalg::LinalgOp op) {
   OpBuilder b(op);
   Location loc = op.getLoc();
-  Value a = widenedCopy(b, loc, op.getDpsInputOperand(0)->get());
-  Value bw = widenedCopy(b, loc, op.getDpsInputOperand(1)->get());
+  Value a = widenedF32Copy(b, loc, op.getDpsInputOperand(0)->get());
+  Value bw = widenedF32Copy(b, loc, op.getDpsInputOperand(1)->get());
   auto wide = linalg::GenericOp::create(
       b, loc, ValueRange{a, bw}, ValueRange{op.getDpsInitOperand(0)->get()},
       op.getIndexingMapsArray(), op.getIteratorTypesArray(),

@@ -14,6 +14,7 @@
 
 #include "fsdp/Compute/Passes.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
@@ -49,7 +50,8 @@ bool isRematerializable(Operation *op) {
 bool isSegmentOp(Operation *op) {
   // The scatter-add of rows is compute (the embedding backward), not a
   // collective.
-  if (isa<ScatterAddRowsOp>(op))
+  // So are the grouped products (kept for compute=gpu).
+  if (isa<ScatterAddRowsOp, GroupedMatmulOp, GroupedMatmulTransposeLhsOp>(op))
     return true;
   if (op->hasTrait<OpTrait::IsTerminator>() ||
       isa_and_nonnull<FSDPDialect>(op->getDialect()))

@@ -149,6 +149,9 @@ std::optional<OpCost> costAttention(CostContext &ctx, func::CallOp call,
 /// fsdprt_gpu_scatter_add_rows_* with `eb` bytes per element.
 std::optional<OpCost> costScatter(CostContext &ctx, func::CallOp call,
                                   double eb);
+/// fsdprt_gpu_grouped_matmul_* (CostModelGrouped.cpp).
+std::optional<OpCost> costGroupedMatmul(CostContext &ctx, func::CallOp call,
+                                        bool bf16);
 std::optional<OpCost> costMemcpy(CostContext &ctx, gpu::MemcpyOp copy);
 std::optional<OpCost> costMemset(CostContext &ctx, gpu::MemsetOp set);
 OpCost costSync(CostContext &ctx, StringRef what);

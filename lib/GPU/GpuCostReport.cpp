@@ -204,6 +204,13 @@ struct FSDPGpuCostReportPass
         add(call, count, *c);
       return;
     }
+    if (callee == "fsdprt_gpu_grouped_matmul_f32" ||
+        callee == "fsdprt_gpu_grouped_matmul_bf16") {
+      if (std::optional<OpCost> c =
+              costGroupedMatmul(ctx, call, callee.ends_with("bf16")))
+        add(call, count, *c);
+      return;
+    }
     if (callee == "mgpuStreamSynchronize" || callee == "mgpuEventSynchronize") {
       add(call, count, costSync(ctx, callee));
       return;

@@ -219,7 +219,8 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   oneHot.device = compute == ComputeMode::Gpu;
   pm.addNestedPass<func::FuncOp>(createFSDPOneHotScatter(oneHot));
   // Grouped products (sparse experts) become one contraction per group;
-  // compute=gpu refuses them (no grouped gemm on the device yet).
+  // compute=gpu keeps them for the device grouped gemm
+  // (fsdp-gpu-grouped-matmul), which reads the offsets on the device.
   FSDPGroupedMatmulOptions grouped;
   grouped.device = compute == ComputeMode::Gpu;
   pm.addNestedPass<func::FuncOp>(createFSDPGroupedMatmul(grouped));
@@ -329,6 +330,7 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
 void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
                                         const FSDPGpuOptions &gpu) {
   pm.addPass(createFSDPGpuScatterAdd());
+  pm.addPass(createFSDPGpuGroupedMatmul());
   FSDPLinalgToCublasOptions cublas;
   cublas.tf32 = gpu.tf32;
   pm.addPass(createFSDPLinalgToCublas(cublas));
@@ -477,10 +479,11 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPAssignBuffers(),       createFSDPLowerIfs(),
       createFSDPGpuAsyncCollectives(), createFSDPGpuFuseAttention(),
       createFSDPGpuFuseCrossEntropy(), createFSDPGpuScatterAdd(),
-      createFSDPLinalgToCublas(),      createFSDPGpuKernels(),
-      createFSDPGpuDeviceMemory(),     createFSDPGpuMergeModules(),
-      createFSDPGpuStreamOrder(),      createFSDPGpuCheckToolkit(),
-      createFSDPGpuHostKernels(),      createFSDPGpuCostReport()};
+      createFSDPGpuGroupedMatmul(),    createFSDPLinalgToCublas(),
+      createFSDPGpuKernels(),          createFSDPGpuDeviceMemory(),
+      createFSDPGpuMergeModules(),     createFSDPGpuStreamOrder(),
+      createFSDPGpuCheckToolkit(),     createFSDPGpuHostKernels(),
+      createFSDPGpuCostReport()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -285,6 +285,42 @@ FSDPRT_API void fsdprt_gpu_scatter_add_rows_bf16(
     int64_t source_col_stride, uint16_t *output, int64_t output_slot_stride,
     int64_t output_col_stride, int64_t slots, int64_t width);
 
+/* ---- grouped matrix products (sparse mixture of experts) --------------- */
+/*
+ * The grouped products of a sparse mixture of experts on the thread
+ * context's compute stream (fsdp-gpu-grouped-matmul). The rows
+ * 0 .. rows - 1 of lhs [rows, k] are in `groups` groups: group g ends
+ * (exclusively) at offsets[g * offset_stride] (offset_bits 32: int32_t, 64:
+ * int64_t), at least where group g - 1 ends and at most `rows`; group 0
+ * starts at row 0. The offsets are read on the device: the call never waits
+ * for the stream.
+ *
+ * transpose_lhs 0, rhs [groups, k, n], out [rows, n]:
+ *   out[r, :] = lhs[r, :] @ rhs[g]   for r in group g; rows after the last
+ *                                   group are zero.
+ * transpose_lhs 1, rhs [rows, n], out [groups, k, n]:
+ *   out[g] = sum over r in group g of lhs[r, :]^T rhs[r, :] (zero if empty).
+ *
+ * Element (i, j) of lhs is at lhs[i * lhs_row + j * lhs_col], element
+ * (g, i, j) of rhs at rhs[g * rhs_group + i * rhs_row + j * rhs_col] and of
+ * out likewise; rhs_group is unused with transpose_lhs 1, out_group with 0.
+ * Strides in elements. Every element of out is written. f32, or bf16
+ * operands and result with f32 accumulation (rounded once, to nearest
+ * even); deterministic (no atomics).
+ */
+FSDPRT_API void fsdprt_gpu_grouped_matmul_f32(
+    int32_t transpose_lhs, const void *offsets, int32_t offset_bits,
+    int64_t offset_stride, int64_t groups, const float *lhs, int64_t lhs_row,
+    int64_t lhs_col, const float *rhs, int64_t rhs_group, int64_t rhs_row,
+    int64_t rhs_col, float *out, int64_t out_group, int64_t out_row,
+    int64_t out_col, int64_t rows, int64_t k, int64_t n);
+FSDPRT_API void fsdprt_gpu_grouped_matmul_bf16(
+    int32_t transpose_lhs, const void *offsets, int32_t offset_bits,
+    int64_t offset_stride, int64_t groups, const uint16_t *lhs, int64_t lhs_row,
+    int64_t lhs_col, const uint16_t *rhs, int64_t rhs_group, int64_t rhs_row,
+    int64_t rhs_col, uint16_t *out, int64_t out_group, int64_t out_row,
+    int64_t out_col, int64_t rows, int64_t k, int64_t n);
+
 /* ---- quantization on device buffers ---------------------------------------
  */
 /*

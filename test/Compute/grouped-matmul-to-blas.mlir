@@ -57,7 +57,39 @@ func.func @transpose_lhs(%x: memref<?x4xf64, strided<[4, 1], offset: ?>>, %d: me
 
 // -----
 
-// bf16 has no BLAS gemm here: the group stays a loop, with a remark.
+// A bf16 group with the f32 accumulator of fsdp-grouped-matmul: sgemm on
+// f32 copies of the group's operands (the rows' copy of dynamic size),
+// freed after the call.
+#a = affine_map<(m, n, k) -> (m, k)>
+#b = affine_map<(m, n, k) -> (k, n)>
+#c = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @bf16_widened
+// CHECK: %[[M:.*]] = memref.dim %[[X:.*]], %{{.*}} : memref<?x4xbf16>
+// CHECK: %[[XW:.*]] = memref.alloc(%[[M]]) : memref<?x4xf32>
+// CHECK: linalg.generic {{.*}} ins(%[[X]] : memref<?x4xbf16>) outs(%[[XW]] : memref<?x4xf32>)
+// CHECK: arith.extf
+// CHECK: %[[WW:.*]] = memref.alloc() : memref<4x5xf32>
+// CHECK: arith.extf
+// CHECK: call @cblas_sgemm(
+// CHECK: memref.dealloc %[[XW]]
+// CHECK: memref.dealloc %[[WW]]
+func.func @bf16_widened(%x: memref<?x4xbf16>, %w: memref<4x5xbf16>, %y: memref<?x5xf32>) {
+  // expected-remark @+1 {{group contraction becomes cblas_sgemm on f32 copies of its 16-bit operands}}
+  linalg.generic {indexing_maps = [#a, #b, #c], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%x, %w : memref<?x4xbf16>, memref<4x5xbf16>) outs(%y : memref<?x5xf32>) attrs = {fsdp.grouped_segment = "rows"} {
+  ^bb0(%p: bf16, %q: bf16, %r: f32):
+    %pw = arith.extf %p : bf16 to f32
+    %qw = arith.extf %q : bf16 to f32
+    %m = arith.mulf %pw, %qw : f32
+    %s = arith.addf %r, %m : f32
+    linalg.yield %s : f32
+  }
+  return
+}
+
+// -----
+
+// A bf16 accumulator has no BLAS gemm: the group stays a loop, with a remark.
 #a = affine_map<(m, n, k) -> (m, k)>
 #b = affine_map<(m, n, k) -> (k, n)>
 #c = affine_map<(m, n, k) -> (m, n)>

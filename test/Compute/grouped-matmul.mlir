@@ -50,3 +50,23 @@ func.func @transpose_lhs(%x: tensor<6x4xf64>, %g: tensor<6x5xf64>, %o: tensor<3x
   %dw = fsdp.grouped_matmul_transpose_lhs %x, %g, %o : tensor<6x4xf64>, tensor<6x5xf64>, tensor<3xindex> -> tensor<3x4x5xf64>
   return %dw : tensor<3x4x5xf64>
 }
+
+// -----
+
+// bf16 products accumulate in f32: an f32 zero fill, the operands widened
+// in the body, and one rounding to bf16 after the groups.
+// CHECK-LABEL: func.func @bf16_accumulates_in_f32
+// CHECK: %[[ZERO:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%{{.*}} : tensor<6x5xf32>)
+// CHECK: %[[LOOP:.*]]:2 = scf.for {{.*}} iter_args(%{{.*}} = %[[ZERO]], %{{.*}} = %{{.*}}) -> (tensor<6x5xf32>, index)
+// CHECK: linalg.generic {{.*}} ins(%{{.*}}, %{{.*}} : tensor<?x4xbf16>, tensor<4x5xbf16>) outs(%{{.*}} : tensor<?x5xf32>)
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: arith.extf %{{.*}} : bf16 to f32
+// CHECK: arith.mulf %{{.*}}, %{{.*}} : f32
+// CHECK: arith.addf %{{.*}}, %{{.*}} : f32
+// CHECK: %[[OUT:.*]] = linalg.generic {{.*}} ins(%[[LOOP]]#0 : tensor<6x5xf32>) outs(%{{.*}} : tensor<6x5xbf16>)
+// CHECK: arith.truncf %{{.*}} : f32 to bf16
+// CHECK: return %[[OUT]]
+func.func @bf16_accumulates_in_f32(%x: tensor<6x4xbf16>, %w: tensor<3x4x5xbf16>, %o: tensor<3xi32>) -> tensor<6x5xbf16> {
+  %y = fsdp.grouped_matmul %x, %w, %o : tensor<6x4xbf16>, tensor<3x4x5xbf16>, tensor<3xi32> -> tensor<6x5xbf16>
+  return %y : tensor<6x5xbf16>
+}

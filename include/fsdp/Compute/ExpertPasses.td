@@ -22,18 +22,24 @@ def FSDPGroupedMatmul : Pass<"fsdp-grouped-matmul"> {
     `offsets` (clamped to `[start, rows]`), slices the group's rows (a
     slice of dynamic size, no copy after bufferization) and runs one
     contraction, a `linalg.generic` marked `fsdp.grouped_segment`, into the
-    zero-filled result in place. The work is the rows' products: a sparse
+    zero-filled result in place; bf16 and f16 products accumulate in an
+    f32 result (the operands widened in the body), rounded once after the
+    groups. The work is the rows' products: a sparse
     mixture of experts with top-k routing over `E` experts costs `k / E` of
     computing every expert on every token. `fsdp-grouped-matmul-to-blas`
     makes each contraction a BLAS gemm (compute=fast); otherwise the loop
     lowering takes it (compute=loops).
 
-    With `device` (compute=gpu) each such op is an error naming what is
-    missing: a grouped gemm on the device.
+    With `device` (compute=gpu) the ops are kept: host loops cannot read
+    the offsets, which live on the device. Bufferization makes each an
+    `fsdp.buffer.grouped_matmul` and `fsdp-gpu-grouped-matmul` the
+    runtime's device grouped gemm. An element type other than f32 and bf16,
+    or offsets other than i32, i64 and index, is an error at the op.
   }];
   let options = [
     Option<"device", "device", "bool", /*default=*/"false",
-           "Refuse the grouped products (compute=gpu has no grouped gemm)">
+           "Keep the grouped products for the device grouped gemm "
+           "(compute=gpu)">
   ];
   let statistics = [
     Statistic<"numLowered", "grouped-products", "Grouped products lowered">
@@ -53,8 +59,12 @@ def FSDPGroupedMatmulToBlas
     `C = A^T @ B` on the group's rows, whose count is a run-time value)
     becomes one `cblas_sgemm` / `cblas_dgemm` call with beta = 1 (the result
     was zero-filled before the groups), the sizes read with `memref.dim`
-    and the leading dimensions from the buffers' strided metadata. One whose
-    element type is not f32 or f64, or whose rows are not contiguous, stays
+    and the leading dimensions from the buffers' strided metadata. A bf16
+    or f16 group (16-bit operands, the f32 accumulator of
+    `fsdp-grouped-matmul`) runs `cblas_sgemm` on f32 copies of its operands
+    (exact: a 16-bit product is exact in f32), freed after the call, as
+    `fsdp-linalg-to-blas` does for the dense 16-bit contractions. One whose
+    accumulator is not f32 or f64, or whose rows are not contiguous, stays
     a loop (`report`: a remark says why).
   }];
   let options = [

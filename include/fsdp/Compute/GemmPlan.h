@@ -75,6 +75,11 @@ struct GemmOffsets {
 GemmOffsets emitBatchLoops(OpBuilder &b, Location loc, const GemmPlan &p,
                            unsigned numLoops);
 
+/// A contiguous f32 copy of the 16-bit buffer `v` (an allocation of its
+/// shape, dynamic sizes read with memref.dim, filled by a linalg.generic of
+/// arith.extf), which the caller frees.
+Value widenedF32Copy(OpBuilder &b, Location loc, Value v);
+
 /// The address of element `offset` (plus the view's own offset) of
 /// `memref`, as an `!llvm.ptr`, for a call that takes a raw pointer.
 Value elementPointer(OpBuilder &b, Location loc, Value memref, Value offset,

@@ -39,6 +39,40 @@ def FSDPGpuScatterAdd : Pass<"fsdp-gpu-scatter-add", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FSDPGpuGroupedMatmul : Pass<"fsdp-gpu-grouped-matmul", "ModuleOp"> {
+  let summary = "Lower fsdp.buffer.grouped_matmul on device buffers to the "
+                "runtime's device grouped gemm";
+  let description = [{
+    Runs on buffers under compute=gpu, before `fsdp-gpu-kernels`. Every
+    `fsdp.buffer.grouped_matmul` (a sparse mixture of experts' grouped
+    product, kept by `fsdp-grouped-matmul{device=true}` and bufferized)
+    becomes one call on the calling rank's compute stream:
+
+    ```
+    void fsdprt_gpu_grouped_matmul_f32(int32_t transpose_lhs,
+        const void *offsets, int32_t offset_bits, int64_t offset_stride,
+        int64_t groups, const float *lhs, int64_t lhs_row, int64_t lhs_col,
+        const float *rhs, int64_t rhs_group, int64_t rhs_row,
+        int64_t rhs_col, float *out, int64_t out_group, int64_t out_row,
+        int64_t out_col, int64_t rows, int64_t k, int64_t n);
+    ```
+
+    (`_bf16` takes `uint16_t` buffers and accumulates in f32), with the
+    buffers' strides (static ones as constants, which the cost report
+    reads). The kernel reads the groups' offsets on the device, so the
+    step never waits for the routing; each block finds its group's rows
+    from them (docs/GPU.md, "Grouped products"). Offsets of other widths
+    than 32 and 64 bits and other element types are located errors.
+  }];
+  let statistics = [
+    Statistic<"numCalls", "grouped-gemms", "Grouped products lowered to calls">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 def FSDPLinalgToCublas : Pass<"fsdp-linalg-to-cublas", "ModuleOp"> {
   let summary = "Lower contractions on device buffers to the runtime's "
                 "cuBLAS entry points (strided-batched gemms)";

@@ -2,6 +2,7 @@
 
 #include "fsdp/ABI/RuntimeFunctions.h"
 #include "fsdp/Conversion/Passes.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
 #include "fsdprt_types.h"
@@ -79,6 +80,13 @@ struct ConvertFSDPToRuntimePass
              << "is the device scatter-add, which only the GPU lowering "
                 "(compute=gpu) lowers; the CPU lowering (compute=fast or "
                 "loops) cannot lower it";
+    // Likewise the device grouped gemm (fsdp-gpu-grouped-matmul); the CPU
+    // lowering writes the grouped products as loops over the groups.
+    if (isa<BufferGroupedMatmulOp>(op) && !device)
+      return op->emitOpError()
+             << "is the device grouped gemm, which only the GPU lowering "
+                "(compute=gpu) lowers; the CPU lowering (compute=fast or "
+                "loops) runs fsdp-grouped-matmul before bufferization instead";
     return success();
   }
 

@@ -69,3 +69,19 @@ func.func @tl_result_rank(%x: tensor<6x4xf32>, %g: tensor<6x5xf32>, %o: tensor<3
   %dw = fsdp.grouped_matmul_transpose_lhs %x, %g, %o : tensor<6x4xf32>, tensor<6x5xf32>, tensor<3xi32> -> tensor<4x5xf32>
   return %dw : tensor<4x5xf32>
 }
+
+// -----
+
+func.func @buffer_output_rows(%x: memref<6x4xf32>, %w: memref<3x4x5xf32>, %o: memref<3xi32>, %y: memref<7x5xf32>) {
+  // expected-error @+1 {{lhs and output rows differ: 6 and 7}}
+  fsdp.buffer.grouped_matmul %x, %w, %o into %y : memref<6x4xf32>, memref<3x4x5xf32>, memref<3xi32>, memref<7x5xf32>
+  return
+}
+
+// -----
+
+func.func @buffer_transposed_rank(%x: memref<6x4xf32>, %g: memref<6x5xf32>, %o: memref<3xi32>, %dw: memref<4x5xf32>) {
+  // expected-error @+1 {{expects a 2-D lhs, a 2-D rhs and a 3-D result, got 'memref<6x4xf32>', 'memref<6x5xf32>' and 'memref<4x5xf32>'}}
+  fsdp.buffer.grouped_matmul %x, %g, %o into %dw {transpose_lhs} : memref<6x4xf32>, memref<6x5xf32>, memref<3xi32>, memref<4x5xf32>
+  return
+}

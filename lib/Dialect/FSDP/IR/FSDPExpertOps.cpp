@@ -71,5 +71,33 @@ LogicalResult GroupedMatmulTransposeLhsOp::verify() {
         "rhs columns and result columns"}});
 }
 
+LogicalResult BufferGroupedMatmulOp::verify() {
+  auto lhs = cast<ShapedType>(getLhs().getType());
+  auto rhs = cast<ShapedType>(getRhs().getType());
+  auto offsets = cast<ShapedType>(getOffsets().getType());
+  auto out = cast<ShapedType>(getOutput().getType());
+  if (!getTransposeLhs()) {
+    if (lhs.getRank() != 2 || rhs.getRank() != 3 || out.getRank() != 2)
+      return verifyGrouped(*this, lhs, rhs, offsets, out, 3, 2,
+                           ShapedType::kDynamic, {});
+    return verifyGrouped(
+        *this, lhs, rhs, offsets, out, 3, 2, rhs.getDimSize(0),
+        {{lhs.getDimSize(1), rhs.getDimSize(1),
+          "lhs columns and rhs rows (the contracted size)"},
+         {lhs.getDimSize(0), out.getDimSize(0), "lhs and output rows"},
+         {rhs.getDimSize(2), out.getDimSize(1), "rhs and output columns"}});
+  }
+  if (lhs.getRank() != 2 || rhs.getRank() != 2 || out.getRank() != 3)
+    return verifyGrouped(*this, lhs, rhs, offsets, out, 2, 3,
+                         ShapedType::kDynamic, {});
+  return verifyGrouped(
+      *this, lhs, rhs, offsets, out, 2, 3, out.getDimSize(0),
+      {{lhs.getDimSize(0), rhs.getDimSize(0),
+        "lhs and rhs rows (the contracted size)"},
+       {lhs.getDimSize(1), out.getDimSize(1), "lhs columns and output rows"},
+       {rhs.getDimSize(1), out.getDimSize(2),
+        "rhs columns and output columns"}});
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.cpp.inc"

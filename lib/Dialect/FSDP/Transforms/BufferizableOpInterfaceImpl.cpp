@@ -1,6 +1,7 @@
 //===- BufferizableOpInterfaceImpl.cpp - bufferizing collectives ----------===//
 
 #include "fsdp/Dialect/FSDP/Transforms/BufferizableOpInterfaceImpl.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
@@ -206,6 +207,51 @@ struct ScatterAddRowsModel
   }
 };
 
+/// The grouped products (kept for compute=gpu) read their operands and
+/// write every element of a fresh buffer: `fsdp.buffer.grouped_matmul`
+/// into a new allocation, the operands passed as they are (strided views
+/// too).
+template <typename Op, bool TransposeLhs>
+struct GroupedMatmulModel : public BufferizableOpInterface::ExternalModel<
+                                GroupedMatmulModel<Op, TransposeLhs>, Op> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto grouped = cast<Op>(op);
+    FailureOr<Value> lhs =
+        getBuffer(rewriter, grouped.getLhs(), options, state);
+    FailureOr<Value> rhs =
+        getBuffer(rewriter, grouped.getRhs(), options, state);
+    FailureOr<Value> offsets =
+        getBuffer(rewriter, grouped.getOffsets(), options, state);
+    if (failed(lhs) || failed(rhs) || failed(offsets))
+      return failure();
+    auto type = cast<RankedTensorType>(grouped.getResult().getType());
+    FailureOr<Value> output = options.createAlloc(
+        rewriter, op->getLoc(),
+        MemRefType::get(type.getShape(), type.getElementType()), {});
+    if (failed(output))
+      return failure();
+    BufferGroupedMatmulOp::create(rewriter, op->getLoc(), *lhs, *rhs, *offsets,
+                                  *output, TransposeLhs);
+    replaceOpWithBufferizedValues(rewriter, op, *output);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
@@ -235,6 +281,10 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
     DequantizeOp::attachInterface<
         CollectiveModel<DequantizeOp, BufferDequantizeOp>>(*ctx);
     ScatterAddRowsOp::attachInterface<ScatterAddRowsModel>(*ctx);
+    GroupedMatmulOp::attachInterface<
+        GroupedMatmulModel<GroupedMatmulOp, false>>(*ctx);
+    GroupedMatmulTransposeLhsOp::attachInterface<
+        GroupedMatmulModel<GroupedMatmulTransposeLhsOp, true>>(*ctx);
   });
 }
 

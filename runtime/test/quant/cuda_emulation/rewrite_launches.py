@@ -17,7 +17,8 @@ COOPERATIVE = ("amaxKernel", "block128QuantKernel", "mxfp8RowQuantKernel",
                "nvfp4Quant2dKernel", "block1x128QuantKernel",
                "attnFwdKernel", "attnDeltaKernel", "attnBwdKVKernel",
                "attnBwdQKernel", "attnMmaFwdKernel", "attnMmaBwdKVKernel",
-               "attnMmaBwdQKernel", "bitonicTileKernel")
+               "attnMmaBwdQKernel", "bitonicTileKernel",
+               "groupedRowsKernel", "groupedTransposeKernel")
 LAUNCH = re.compile(r"([A-Za-z_]\w*(?:\s*<[^<>;]*>)?)\s*<<<(.*?)>>>\s*\(", re.S)
 
 

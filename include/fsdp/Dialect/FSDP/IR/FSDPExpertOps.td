@@ -76,4 +76,31 @@ def FSDP_GroupedMatmulTransposeLhsOp
   let hasVerifier = 1;
 }
 
+def FSDP_BufferGroupedMatmulOp : FSDP_Op<"buffer.grouped_matmul"> {
+  let summary = "a grouped product on buffers, into its output";
+  let description = [{
+    `fsdp.grouped_matmul` (or, with `transpose_lhs`,
+    `fsdp.grouped_matmul_transpose_lhs`) on buffers, writing every element
+    of `output`: what bufferization makes of the tensor ops under
+    compute=gpu, where `fsdp-grouped-matmul` keeps them and
+    `fsdp-gpu-grouped-matmul` turns each into the runtime's device grouped
+    gemm (the offsets stay on the device). The buffers may be strided
+    views.
+    ```mlir
+    fsdp.buffer.grouped_matmul %x, %w, %offsets into %y
+        : memref<64x16xf32>, memref<8x16x32xf32>, memref<8xi32>, memref<64x32xf32>
+    ```
+  }];
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$lhs,
+                       Arg<AnyStridedMemRef, "", [MemRead]>:$rhs,
+                       Arg<AnyStridedMemRef, "", [MemRead]>:$offsets,
+                       Arg<AnyStridedMemRef, "", [MemWrite]>:$output,
+                       UnitAttr:$transpose_lhs);
+  let assemblyFormat = [{
+    $lhs `,` $rhs `,` $offsets `into` $output attr-dict `:` type($lhs) `,`
+    type($rhs) `,` type($offsets) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_EXPERT_OPS_TD
