@@ -311,6 +311,8 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
   // compute=gpu leaves the device scatter-add to fsdp-gpu-scatter-add.
   ConvertFSDPToRuntimeOptions toRuntime;
   toRuntime.device = compute == ComputeMode::Gpu;
+  // Which arguments the step never writes: their ports say read_only.
+  pm.addPass(createFSDPMarkReadOnlyArgs());
   pm.addPass(createConvertFSDPToRuntime(toRuntime));
   pm.addPass(createFSDPOutlineKernels());
   if (compute == ComputeMode::Fast) {

@@ -6,6 +6,7 @@
 
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
+#include "fsdp/Memory/ReadOnlyArgs.h"
 
 #include "mlir/Dialect/LLVMIR/LLVMDialect.h"
 #include "mlir/IR/SymbolTable.h"
@@ -403,6 +404,14 @@ readEntry(ModuleOp module, mlir::fsdp::SignatureAttr sig, StringRef name) {
   if (llvm::Error err = checkFunction(module, prog))
     return std::move(err);
   prog.plan = readMemoryPlan(module, prog.entry);
+  // fsdp-mark-read-only-args' arguments (convert-fsdp-to-runtime's record).
+  auto readOnly = module->getAttrOfType<mlir::DictionaryAttr>(
+      mlir::fsdp::kReadOnlyArgsAttrName);
+  if (auto args =
+          readOnly ? readOnly.getAs<mlir::DenseI64ArrayAttr>(name) : nullptr)
+    for (int64_t i : args.asArrayRef())
+      if (i >= 0 && i < int64_t(prog.args.size()))
+        prog.args[size_t(i)].readOnly = true;
   return prog;
 }
 

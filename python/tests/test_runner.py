@@ -74,6 +74,30 @@ def test_timing_report(lowered):
         assert report["steps"] == 3 and report["warmup"] == 1 and len(report["step_s"]) == 3
 
 
+def test_read_only_arguments_are_cut_once_per_session(lowered, tmp_path):
+    """The step never writes w or x (their ports say read_only): a session
+    cuts their shards once (4 ranks x 2 arguments), not before every step
+    or run; a value set in memory, or another file, is cut again."""
+    text = (lowered / "lowered.mlir").read_text()
+    assert "fsdp.read_only_args = {step = array<i64: 0, 1>}" in text
+    w, x = np.load(lowered / "w.npy"), np.load(lowered / "x.npy")
+    with runner.Program(lowered / "lowered.mlir") as prog:
+        y = prog.run(steps=3, input_dir=lowered)["y"]
+        assert prog.report()["input_slices"] == 8
+        assert prog.run(steps=2, input_dir=lowered)["y"].tobytes() == y.tobytes()
+        assert prog.report()["input_slices"] == 0
+        prog.set_input("x", 2 * x)
+        y2 = prog.run(input_dir=lowered)["y"]
+        np.testing.assert_allclose(y2, 2 * x[:2] @ w.T, rtol=1e-5)
+        assert prog.report()["input_slices"] == 4
+        other = tmp_path / "other"
+        other.mkdir()
+        np.save(other / "w.npy", 3 * w)
+        np.testing.assert_allclose(prog.run(input_dir=other)["y"], 6 * x[:2] @ w.T, rtol=1e-5)
+        assert prog.report()["input_slices"] == 4
+    np.testing.assert_allclose(y, x[:2] @ w.T, rtol=1e-5)
+
+
 def test_misuse_is_an_error_not_a_crash(lowered):
     prog = runner.Program(lowered / "lowered.mlir")
     with pytest.raises(runner.RunnerError, match="no run has completed"):

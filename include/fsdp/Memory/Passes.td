@@ -155,4 +155,40 @@ def FSDPAssignBuffers : Pass<"fsdp-assign-buffers", "ModuleOp"> {
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FSDPMarkReadOnlyArgs : Pass<"fsdp-mark-read-only-args", "ModuleOp"> {
+  let summary = "Mark the buffer arguments of each step that the step never "
+                "writes (`fsdp.read_only`)";
+  let description = [{
+    Runs on bufferized steps, before `convert-fsdp-to-runtime` records
+    their signatures. An entry is a function whose arguments or results
+    have fsdp attributes. For each of its memref arguments the pass follows
+    every alias (any result of type memref of an operation that takes an
+    alias: views, casts, `extract_strided_metadata`'s base buffer) to its
+    uses, and into the body of every function it is passed to by
+    `func.call`. The argument is read-only, and gets the unit attribute
+    `fsdp.read_only` (which `convert-fsdp-to-runtime` records in the
+    module attribute `fsdp.read_only_args`, entry name -> argument indices,
+    and the manifest as each port's `read_only`), when no use may write or
+    free it:
+
+    - an operation with memory effects reads it and neither writes nor
+      frees it (`linalg` inputs, `memref.copy` sources, loads);
+    - a buffer collective (`fsdp.buffer.*`) takes it as its input, not its
+      output (an in-place all-reduce writes its input);
+    - a `func.call` passes it to a function with a body in which the same
+      holds for the argument, and that does not return it.
+
+    Anything else is a possible write: returning it, yielding it from a
+    region, taking its address (`extract_aligned_pointer_as_index`, casts
+    to LLVM types), an operation without memory effects that takes it, a
+    call of a declaration. The runner slices a read-only argument's shard
+    once per session instead of every step (docs/RUNTIME.md). An existing
+    `fsdp.read_only` is recomputed.
+  }];
+  let statistics = [
+    Statistic<"numReadOnly", "read-only-args",
+              "Entry arguments marked fsdp.read_only">,
+  ];
+}
+
 #endif // FSDP_MEMORY_PASSES_TD

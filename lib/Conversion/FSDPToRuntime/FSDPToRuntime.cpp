@@ -5,6 +5,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
 #include "fsdp/Dialect/FSDP/IR/QuantFormat.h"
+#include "fsdp/Memory/ReadOnlyArgs.h"
 #include "fsdprt_types.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -376,7 +377,7 @@ struct ConvertFSDPToRuntimePass
   /// lowered LLVM function, and makes the step return through memory.
   LogicalResult recordSignatures(ModuleOp module) {
     MLIRContext *ctx = module.getContext();
-    SmallVector<NamedAttribute> entries;
+    SmallVector<NamedAttribute> entries, readOnly;
     for (auto func : module.getOps<func::FuncOp>()) {
       if (func.isExternal())
         continue;
@@ -389,6 +390,14 @@ struct ConvertFSDPToRuntimePass
         return func.emitOpError()
                << "is an entry of the runner (its arguments or results have "
                   "fsdp attributes) and must not be called or referenced";
+      // fsdp-mark-read-only-args' marks, before they are stripped.
+      SmallVector<int64_t> marked;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i)
+        if (func.getArgAttr(i, kReadOnlyAttrName))
+          marked.push_back(i);
+      if (!marked.empty())
+        readOnly.emplace_back(func.getSymNameAttr(),
+                              DenseI64ArrayAttr::get(ctx, marked));
       stripFsdpAttrs(func);
       func->setAttr("llvm.emit_c_interface", UnitAttr::get(ctx));
       if (failed(returnThroughMemory(func)))
@@ -397,6 +406,9 @@ struct ConvertFSDPToRuntimePass
     }
     if (!entries.empty())
       setSignatures(module, entries);
+    if (!readOnly.empty())
+      module->setAttr(kReadOnlyArgsAttrName,
+                      DictionaryAttr::get(ctx, readOnly));
     return success();
   }
 };

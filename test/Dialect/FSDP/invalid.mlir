@@ -289,3 +289,17 @@ func.func @start_size(%x: tensor<48xf32>) {
   %r, %p = fsdp.all_gather_start %x over @mesh ["shard"] : tensor<48xf32> -> tensor<96xf32>
   return
 }
+
+// -----
+
+// expected-error @+1 {{'fsdp.read_only' on argument #0 marks a buffer argument of a bufferized step (fsdp-mark-read-only-args sets it), not a 'tensor<4xf32>'}}
+func.func @read_only_tensor(%x: tensor<4xf32> {fsdp.read_only}) -> tensor<4xf32> {
+  return %x : tensor<4xf32>
+}
+
+// -----
+
+// expected-error @+1 {{'fsdp.read_only' is a unit attribute}}
+func.func @read_only_value(%x: memref<4xf32> {fsdp.read_only = 1 : i64}) {
+  return
+}

@@ -4,6 +4,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPSignature.h"
+#include "fsdp/Memory/ReadOnlyArgs.h"
 
 #include "mlir/IR/DialectImplementation.h"
 #include "mlir/Interfaces/FunctionInterfaces.h"
@@ -279,6 +280,17 @@ LogicalResult FSDPDialect::verifyRegionArgAttribute(Operation *op,
   }
   if (name == kFrozenAttrName)
     return verifyFrozenArg(op, func, argIndex, attr, what);
+  if (name == kReadOnlyAttrName) {
+    if (!isa<UnitAttr>(attr.getValue()))
+      return op->emitOpError() << "'" << name << "' is a unit attribute";
+    if (func && !isa<BaseMemRefType>(func.getArgumentTypes()[argIndex]))
+      return op->emitOpError()
+             << "'" << name << "' on " << what
+             << " marks a buffer argument of a bufferized step "
+                "(fsdp-mark-read-only-args sets it), not a "
+             << func.getArgumentTypes()[argIndex];
+    return success();
+  }
   if (name == kNameAttrName)
     return verifyName(op, attr.getValue(), what, /*isArgument=*/true, argIndex);
   if (name == kUnitAttrName) {

@@ -1,0 +1,144 @@
+//===- ReadOnlyArgs.cpp - the step arguments no step writes ---------------===//
+//
+// The runner copies its shard of every argument into the rank's buffer
+// before each step, because a step may update an argument in place (the
+// bufferization reuses argument buffers). An argument the step provably
+// never writes -- a frozen parameter, a batch the step only reads -- can be
+// copied once per session instead. This pass proves it on the bufferized
+// step, where every write is an operation on a memref: it follows each
+// argument's aliases to their uses, into the functions it is passed to,
+// and calls anything it cannot account for a write.
+//
+//===----------------------------------------------------------------------===//
+
+#include "fsdp/Memory/ReadOnlyArgs.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPOps.h"
+#include "fsdp/Memory/Passes.h"
+
+#include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/SetVector.h"
+
+namespace mlir::fsdp {
+#define GEN_PASS_DEF_FSDPMARKREADONLYARGS
+#include "fsdp/Memory/Passes.h.inc"
+} // namespace mlir::fsdp
+
+using namespace mlir;
+using namespace mlir::fsdp;
+
+namespace {
+
+/// Whether the arguments of functions are written, memoized per argument.
+class WriteAnalysis {
+public:
+  explicit WriteAnalysis(ModuleOp module) : symbols(module) {}
+
+  /// Whether `func`'s argument `index` may be written, freed or escape
+  /// (returned, its address taken) in `func` or a function it calls.
+  bool argMayBeWritten(func::FuncOp func, unsigned index) {
+    auto key = std::make_pair(func.getOperation(), index);
+    auto [it, fresh] = known.try_emplace(key, true);
+    // A recursive call meets its own question: a possible write.
+    if (!fresh)
+      return it->second;
+    bool written = mayBeWritten(func.getArgument(index));
+    known[key] = written;
+    return written;
+  }
+
+private:
+  /// Whether the buffer `root`, or any alias of it, may be written.
+  bool mayBeWritten(Value root) {
+    llvm::SetVector<Value> aliases;
+    aliases.insert(root);
+    for (size_t i = 0; i < aliases.size(); ++i)
+      for (OpOperand &use : aliases[i].getUses()) {
+        if (useMayWrite(use))
+          return true;
+        // Whatever buffer the user returns may look into this one.
+        for (Value result : use.getOwner()->getResults())
+          if (isa<BaseMemRefType>(result.getType()))
+            aliases.insert(result);
+      }
+    return false;
+  }
+
+  /// Whether the use `use` of a buffer may write it (or let it escape).
+  bool useMayWrite(OpOperand &use) {
+    Operation *user = use.getOwner();
+    Value v = use.get();
+    if (auto call = dyn_cast<func::CallOp>(user)) {
+      auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+      return !callee || callee.isExternal() ||
+             argMayBeWritten(callee, use.getOperandNumber());
+    }
+    if (auto collective = dyn_cast<CollectiveOpInterface>(user))
+      return !collective.isOnBuffers() ||
+             v != collective.getCollectiveInput() ||
+             v == collective.getCollectiveOutput();
+    // Returned, yielded or branched with: another value holds it.
+    if (user->hasTrait<OpTrait::ReturnLike>() ||
+        user->hasTrait<OpTrait::IsTerminator>())
+      return true;
+    if (isa<memref::ExtractAlignedPointerAsIndexOp>(user))
+      return true; // the address escapes as an integer
+    auto effects = dyn_cast<MemoryEffectOpInterface>(user);
+    if (!effects)
+      return true;
+    SmallVector<MemoryEffects::EffectInstance> all;
+    effects.getEffects(all);
+    // A write or free of this buffer, or of memory the op does not name.
+    return llvm::any_of(all, [&](const MemoryEffects::EffectInstance &e) {
+      if (isa<MemoryEffects::Read>(e.getEffect()))
+        return false;
+      Value on = e.getValue();
+      return on == v ||
+             (!on && isa<SideEffects::DefaultResource>(e.getResource()));
+    });
+  }
+
+  SymbolTable symbols;
+  llvm::DenseMap<std::pair<Operation *, unsigned>, bool> known;
+};
+
+/// Whether some argument or result of `func` has an fsdp attribute: an
+/// entry of the runner (convert-fsdp-to-runtime records its signature).
+bool isEntry(func::FuncOp func) {
+  auto annotated = [](DictionaryAttr dict) {
+    return dict && llvm::any_of(dict, [](NamedAttribute n) {
+             return n.getName().getValue().starts_with(kAttrPrefix);
+           });
+  };
+  for (unsigned i = 0; i < func.getNumArguments(); ++i)
+    if (annotated(func.getArgAttrDict(i)))
+      return true;
+  for (unsigned i = 0; i < func.getNumResults(); ++i)
+    if (annotated(func.getResultAttrDict(i)))
+      return true;
+  return false;
+}
+
+struct FSDPMarkReadOnlyArgsPass
+    : public mlir::fsdp::impl::FSDPMarkReadOnlyArgsBase<
+          FSDPMarkReadOnlyArgsPass> {
+  void runOnOperation() override {
+    ModuleOp module = getOperation();
+    WriteAnalysis analysis(module);
+    for (auto func : module.getOps<func::FuncOp>()) {
+      if (func.isExternal() || !isEntry(func))
+        continue;
+      for (unsigned i = 0; i < func.getNumArguments(); ++i) {
+        func.removeArgAttr(i, kReadOnlyAttrName);
+        if (!isa<BaseMemRefType>(func.getArgument(i).getType()) ||
+            analysis.argMayBeWritten(func, i))
+          continue;
+        func.setArgAttr(i, kReadOnlyAttrName, UnitAttr::get(&getContext()));
+        ++numReadOnly;
+      }
+    }
+  }
+};
+
+} // namespace
