@@ -173,3 +173,11 @@ func::CallOp mlir::fsdp::createRuntimeCall(OpBuilder &b, Location loc,
     operands.push_back(arg.materialize(b, loc, type));
   return func::CallOp::create(b, loc, callee, operands);
 }
+
+int64_t mlir::fsdp::runtimeIndexBits(Type element) {
+  if (element.isIndex())
+    return 64;
+  if (element.isInteger(32) || element.isInteger(64))
+    return element.getIntOrFloatBitWidth();
+  return 0;
+}

@@ -37,15 +37,6 @@ std::optional<RuntimeFunction> groupedFunction(Type element) {
   return std::nullopt;
 }
 
-/// The offset width the runtime reads (index is 64 bits on its hosts), or 0.
-int64_t offsetBits(Type element) {
-  if (element.isIndex())
-    return 64;
-  if (element.isInteger(32) || element.isInteger(64))
-    return element.getIntOrFloatBitWidth();
-  return 0;
-}
-
 /// Builds the call's size and stride operands: constants where the type
 /// knows them (what the cost report reads), the buffer's metadata
 /// otherwise.
@@ -103,7 +94,7 @@ struct FSDPGpuGroupedMatmulPass
     if (!fn)
       return op.emitOpError("has no device grouped gemm for element type ")
              << outType.getElementType() << " (f32 and bf16 have one)";
-    int64_t bits = offsetBits(offType.getElementType());
+    int64_t bits = runtimeIndexBits(offType.getElementType());
     if (!bits)
       return op.emitOpError("has no device grouped gemm for offsets of type ")
              << offType.getElementType() << " (i32, i64 and index have one)";

@@ -36,15 +36,6 @@ std::optional<RuntimeFunction> scatterFunction(Type element) {
   return std::nullopt;
 }
 
-/// The index width the runtime reads (index is 64 bits on its hosts).
-int64_t indexBits(Type element) {
-  if (element.isIndex())
-    return 64;
-  if (element.isInteger(32) || element.isInteger(64))
-    return element.getIntOrFloatBitWidth();
-  return 0;
-}
-
 struct FSDPGpuScatterAddPass
     : public mlir::fsdp::impl::FSDPGpuScatterAddBase<FSDPGpuScatterAddPass> {
   using Base::Base;
@@ -66,7 +57,7 @@ struct FSDPGpuScatterAddPass
     if (!fn)
       return op.emitOpError("has no device scatter-add for element type ")
              << outType.getElementType() << " (f32 and bf16 have one)";
-    int64_t bits = indexBits(idxType.getElementType());
+    int64_t bits = runtimeIndexBits(idxType.getElementType());
     if (!bits)
       return op.emitOpError("has no device scatter-add for indices of type ")
              << idxType.getElementType() << " (i32, i64 and index have one)";

@@ -42,6 +42,11 @@ private:
 /// The C name of `fn` (fsdprt_jit_..., fsdprt_gpu_..., cblas_...).
 StringRef getRuntimeFunctionName(RuntimeFunction fn);
 
+/// The width in bits with which the runtime reads an integer index operand
+/// of element type `element` (index is 64 bits on its hosts), or 0 where the
+/// runtime takes no such indices (it reads i32, i64 and index).
+int64_t runtimeIndexBits(Type element);
+
 /// The function type of `fn` (pointers are !llvm.ptr).
 FunctionType getRuntimeFunctionType(MLIRContext *ctx, RuntimeFunction fn);
 
