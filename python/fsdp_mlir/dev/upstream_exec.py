@@ -39,8 +39,12 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 # in another order); without fsdp-expand-powers a constant power stays
 # llvm.powi (the same products) or a libm powf call (rounded once);
 # fsdp-grouped-matmul only rewrites fsdp.grouped_matmul ops, which a step
-# upstream mlir-opt can parse has none of.
+# upstream mlir-opt can parse has none of; fsdp-constant-globals only fixes
+# the order of the constant globals (upstream's own placement gives the same
+# values); fsdp-mark-read-only-args only adds attributes for the runner.
 PROJECT_PASSES = (
+    "fsdp-constant-globals",
+    "fsdp-mark-read-only-args",
     "fsdp-grouped-matmul",
     "convert-fsdp-to-runtime",
     "fsdp-one-hot-scatter",
