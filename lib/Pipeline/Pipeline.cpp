@@ -394,6 +394,7 @@ void mlir::fsdp::populateFSDPGpuBinary(OpPassManager &pm,
 void mlir::fsdp::populateFSDPLowerToLLVMDialect(OpPassManager &pm,
                                                 ComputeMode compute) {
   pm.addNestedPass<func::FuncOp>(createConvertLinalgToLoopsPass());
+  pm.addPass(createFSDPExpandBf16Casts());
   arith::ArithExpandOpsPassOptions expand;
   expand.includeBf16 = true;
   pm.addPass(arith::createArithExpandOpsPass(expand));
@@ -485,7 +486,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
       createFSDPGpuKernels(),          createFSDPGpuDeviceMemory(),
       createFSDPGpuMergeModules(),     createFSDPGpuStreamOrder(),
       createFSDPGpuCheckToolkit(),     createFSDPGpuHostKernels(),
-      createFSDPGpuCostReport()};
+      createFSDPGpuCostReport(),       createFSDPExpandBf16Casts()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -229,6 +229,22 @@ def FSDPReductionLoops : Pass<"fsdp-reduction-loops"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPExpandBf16Casts : Pass<"fsdp-expand-bf16-casts"> {
+  let summary = "Convert integers and f64 to bf16 through f32";
+  let description = [{
+    An `arith.sitofp` / `arith.uitofp` with a bf16 result, and an
+    `arith.truncf` from f64 to bf16, become a conversion to f32 followed by
+    one `arith.truncf` f32 -> bf16 (which arith-expand writes as integer
+    operations). LLVM would otherwise lower them, on a CPU without
+    AVX512-BF16, to `__truncsfbf2` / `__truncdfbf2` calls that no library
+    the step links defines. The values are torch's: `c10::BFloat16` rounds
+    a float. `fsdp-lower-to-llvm` runs it before arith-expand.
+  }];
+  let statistics = [
+    Statistic<"numExpanded", "expanded", "Conversions written through f32">
+  ];
+}
+
 def FSDPExpandPowers : Pass<"fsdp-expand-powers"> {
   let summary = "Write small constant integer powers as multiplications";
   let description = [{

@@ -41,8 +41,11 @@ DEFAULT_TOOLS_DIR = "/usr/lib/llvm-22/bin"
 # fsdp-grouped-matmul only rewrites fsdp.grouped_matmul ops, which a step
 # upstream mlir-opt can parse has none of; fsdp-constant-globals only fixes
 # the order of the constant globals (upstream's own placement gives the same
-# values); fsdp-mark-read-only-args only adds attributes for the runner.
+# values); fsdp-mark-read-only-args only adds attributes for the runner;
+# fsdp-expand-bf16-casts only rewrites conversions to bf16, which the f32
+# steps given to upstream mlir-opt have none of.
 PROJECT_PASSES = (
+    "fsdp-expand-bf16-casts",
     "fsdp-constant-globals",
     "fsdp-mark-read-only-args",
     "fsdp-grouped-matmul",
