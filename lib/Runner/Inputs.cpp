@@ -256,11 +256,11 @@ StepInput StepInput::perStepFiles(std::string name, std::string dir,
   return in;
 }
 
-StepInput &StepInput::fromFile(const std::string &path, uint64_t offset) {
+StepInput StepInput::fromFile(const std::string &path, uint64_t offset) && {
   source = files::identity(path);
   if (array.data.mapped()) // C order: the file holds the value as it is
     file = path, fileOffset = offset;
-  return *this;
+  return std::move(*this);
 }
 
 bool StepInput::mapShard(const Port &p, int64_t rank, Bytes &out) const {

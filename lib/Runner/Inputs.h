@@ -34,6 +34,10 @@ using StepValue = std::shared_ptr<const npy::Array>;
 /// One input of a run.
 class StepInput {
 public:
+  StepInput() = default;
+  StepInput(const StepInput &) = delete;
+  StepInput(StepInput &&) = default;
+  StepInput &operator=(StepInput &&) = default;
   /// The same value every step (and the start of a fed-back argument).
   static StepInput constant(std::string name, npy::Array array);
   /// One slice per step along a leading dimension of `array`.
@@ -55,12 +59,14 @@ public:
   /// same one: its file's identity (path, inode, size, modification time),
   /// "memory" or "zeros"; "" when unknown.
   const std::string &origin() const { return source; }
-  StepInput &from(std::string where) {
+  /// (Both take and return the input by value, moved: a copy would copy
+  /// the value, a mapped file included.)
+  StepInput from(std::string where) && {
     source = std::move(where);
-    return *this;
+    return std::move(*this);
   }
   /// A constant value whose C-order data is at `offset` in `path`.
-  StepInput &fromFile(const std::string &path, uint64_t offset);
+  StepInput fromFile(const std::string &path, uint64_t offset) &&;
   /// Maps rank `rank`'s buffer of `p` (which must not write it) from the
   /// value's file, without copying, when it is one contiguous run of it;
   /// false otherwise.

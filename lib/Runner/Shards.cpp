@@ -35,10 +35,11 @@ void forEachInnerRun(const std::vector<int64_t> &inner, int64_t slotOff,
 }
 
 /// Calls `fn(slotOffset, globalOffset, count)` for every contiguous run of
-/// elements this rank owns, in slot (row-major) order.
+/// elements this rank owns along the innermost dim, in slot (row-major)
+/// order.
 template <typename Fn>
-void forEachOwnedRun(const lm::LocalShard &shard,
-                     const std::vector<int64_t> &global, Fn fn) {
+void forEachOwnedRowRun(const lm::LocalShard &shard,
+                        const std::vector<int64_t> &global, Fn &fn) {
   size_t rank = global.size();
   if (rank == 0)
     return fn(0, 0, 1);
@@ -68,6 +69,29 @@ void forEachOwnedRun(const lm::LocalShard &shard,
     if (d == size_t(-1))
       return;
   }
+}
+
+/// Calls `fn(slotOffset, globalOffset, count)` for every contiguous run of
+/// elements this rank owns, in slot (row-major) order. Runs that continue
+/// each other in both the slot and the global array are one run: whole
+/// rows of a shard cut along its first dimension are one copy (or one
+/// write), not one per row.
+template <typename Fn>
+void forEachOwnedRun(const lm::LocalShard &shard,
+                     const std::vector<int64_t> &global, Fn fn) {
+  int64_t slotAt = 0, globalAt = 0, count = 0;
+  auto merge = [&](int64_t so, int64_t go, int64_t n) {
+    if (count && so == slotAt + count && go == globalAt + count) {
+      count += n;
+      return;
+    }
+    if (count)
+      fn(slotAt, globalAt, count);
+    slotAt = so, globalAt = go, count = n;
+  };
+  forEachOwnedRowRun(shard, global, merge);
+  if (count)
+    fn(slotAt, globalAt, count);
 }
 
 /// Whether `rank` holds the whole of a Partial(sum) value (coordinate 0 on

@@ -92,4 +92,52 @@ TEST(ContiguousShard, PartialSumsAreNot) {
       0);
 }
 
+/// placeShard's runs: every element of rank `rank`'s slot lands where
+/// placeShard into a global array puts it, and the runs number `wantRuns`.
+void expectRuns(const Port &p, int64_t rank, int64_t wantRuns) {
+  int64_t n = p.globalElements(), slot = p.slotBytes() / 4;
+  std::vector<float> piece(static_cast<size_t>(slot));
+  for (int64_t e = 0; e < slot; ++e)
+    piece[size_t(e)] = float(e + 1);
+  std::vector<int64_t> words = {0, 0, 0};
+  words[0] = words[1] = int64_t(reinterpret_cast<intptr_t>(piece.data()));
+  for (int64_t d : p.shape)
+    words.push_back(d);
+  int64_t stride = 1;
+  std::vector<int64_t> strides(p.shape.size());
+  for (size_t d = p.shape.size(); d-- > 0;) {
+    strides[d] = stride;
+    stride *= p.shape[d];
+  }
+  words.insert(words.end(), strides.begin(), strides.end());
+  std::vector<float> direct(static_cast<size_t>(n), 0), viaRuns(direct);
+  placeShard(p, rank, words.data(), reinterpret_cast<char *>(direct.data()));
+  int64_t runs = 0;
+  placeShard(p, rank, words.data(),
+             [&](int64_t at, const char *data, int64_t bytes) {
+               ++runs;
+               ASSERT_LE(at + bytes, n * 4);
+               std::memcpy(reinterpret_cast<char *>(viaRuns.data()) + at, data,
+                           size_t(bytes));
+             });
+  EXPECT_EQ(direct, viaRuns) << "rank " << rank;
+  EXPECT_EQ(runs, wantRuns) << "rank " << rank;
+}
+
+TEST(PlaceShard, RowsOfTheFirstDimAreOneRun) {
+  // 10 rows of 3 on 4 ranks: each rank's rows are one run (one write).
+  Port p = port({10, 3}, layout({4}, {lm::Placement::shard(0)}));
+  for (int64_t r = 0; r < 4; ++r)
+    expectRuns(p, r, 1);
+}
+
+TEST(PlaceShard, ColumnsAreOneRunPerRow) {
+  // Columns 0-3 and 4-7 of 4 rows: one run per row.
+  Port p = port({4, 8}, layout({2}, {lm::Placement::shard(1)}));
+  expectRuns(p, 0, 4);
+  expectRuns(p, 1, 4);
+  // A single row: one run.
+  expectRuns(port({1, 8}, layout({2}, {lm::Placement::shard(1)})), 1, 1);
+}
+
 } // namespace
