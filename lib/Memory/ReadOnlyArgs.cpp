@@ -18,6 +18,7 @@
 
 #include "mlir/Interfaces/SideEffectInterfaces.h"
 #include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 
 namespace mlir::fsdp {
@@ -30,55 +31,129 @@ using namespace mlir::fsdp;
 
 namespace {
 
+/// Which arguments of a function each of its results may alias: argument
+/// indices, or every argument (`all`).
+struct ResultSources {
+  bool all = false;
+  llvm::SmallDenseSet<unsigned, 4> args;
+};
+
 /// Whether the arguments of functions are written, memoized per argument.
 class WriteAnalysis {
 public:
   explicit WriteAnalysis(ModuleOp module) : symbols(module) {}
 
-  /// Whether `func`'s argument `index` may be written, freed or escape
-  /// (returned, its address taken) in `func` or a function it calls.
-  bool argMayBeWritten(func::FuncOp func, unsigned index) {
-    auto key = std::make_pair(func.getOperation(), index);
+  /// Whether `func`'s argument `index` may be written, freed or escape (its
+  /// address taken) in `func` or a function it calls. An entry's argument
+  /// also escapes when returned; a callee's is followed into its caller
+  /// through the call's results instead (resultMayAlias).
+  bool argMayBeWritten(func::FuncOp func, unsigned index, bool entry) {
+    auto key = std::make_tuple(func.getOperation(), index, unsigned(entry));
     auto [it, fresh] = known.try_emplace(key, true);
     // A recursive call meets its own question: a possible write.
     if (!fresh)
       return it->second;
-    bool written = mayBeWritten(func.getArgument(index));
+    bool written = mayBeWritten(func.getArgument(index), entry);
     known[key] = written;
     return written;
   }
 
 private:
   /// Whether the buffer `root`, or any alias of it, may be written.
-  bool mayBeWritten(Value root) {
+  bool mayBeWritten(Value root, bool entry) {
     llvm::SetVector<Value> aliases;
     aliases.insert(root);
     for (size_t i = 0; i < aliases.size(); ++i)
       for (OpOperand &use : aliases[i].getUses()) {
-        if (useMayWrite(use))
+        if (useMayWrite(use, entry))
           return true;
-        // Whatever buffer the user returns may look into this one.
-        for (Value result : use.getOwner()->getResults())
-          if (isa<BaseMemRefType>(result.getType()))
+        // Whatever buffer the user returns may look into this one; a
+        // call's results only where its callee may return this argument.
+        for (OpResult result : use.getOwner()->getResults())
+          if (isa<BaseMemRefType>(result.getType()) &&
+              resultMayAlias(result, use))
             aliases.insert(result);
       }
     return false;
   }
 
+  /// Whether the call result `result` may alias the operand `use` of the
+  /// same operation (any result of any other operation may).
+  bool resultMayAlias(OpResult result, OpOperand &use) {
+    auto call = dyn_cast<func::CallOp>(result.getOwner());
+    if (!call)
+      return true;
+    auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
+    if (!callee || callee.isExternal())
+      return true;
+    const ResultSources &from = sourcesOf(callee)[result.getResultNumber()];
+    return from.all || from.args.contains(use.getOperandNumber());
+  }
+
+  /// Per result of `func`, the arguments it may alias, memoized.
+  const std::vector<ResultSources> &sourcesOf(func::FuncOp func) {
+    auto [it, fresh] = sources.try_emplace(func.getOperation());
+    if (!fresh)
+      return it->second;
+    // A recursive call meets an unfinished summary: every argument.
+    it->second.assign(func.getNumResults(), ResultSources{true, {}});
+    std::vector<ResultSources> found(func.getNumResults());
+    func.walk([&](func::ReturnOp ret) {
+      for (auto [i, v] : llvm::enumerate(ret.getOperands()))
+        if (isa<BaseMemRefType>(v.getType()))
+          addSources(v, func, found[i]);
+    });
+    sources[func.getOperation()] = found;
+    return sources[func.getOperation()];
+  }
+
+  /// Adds to `out` the arguments of `func` that `v` may alias: the
+  /// argument it is, else those of every buffer the operation that defines
+  /// it takes (through a call, those its callee may return). A value from
+  /// a region (a loop's iter_args, a branch) may alias any argument.
+  void addSources(Value v, func::FuncOp func, ResultSources &out) {
+    llvm::SmallVector<Value> work{v};
+    llvm::DenseSet<Value> seen;
+    while (!work.empty() && !out.all) {
+      Value x = work.pop_back_val();
+      if (!seen.insert(x).second)
+        continue;
+      if (auto arg = dyn_cast<BlockArgument>(x)) {
+        if (arg.getOwner() == &func.getBody().front())
+          out.args.insert(arg.getArgNumber());
+        else
+          out.all = true;
+        continue;
+      }
+      Operation *def = x.getDefiningOp();
+      if (def->getNumRegions() != 0) {
+        out.all = true;
+        continue;
+      }
+      for (OpOperand &operand : def->getOpOperands())
+        if (isa<BaseMemRefType>(operand.get().getType()) &&
+            resultMayAlias(cast<OpResult>(x), operand))
+          work.push_back(operand.get());
+    }
+  }
+
   /// Whether the use `use` of a buffer may write it (or let it escape).
-  bool useMayWrite(OpOperand &use) {
+  bool useMayWrite(OpOperand &use, bool entry) {
     Operation *user = use.getOwner();
     Value v = use.get();
     if (auto call = dyn_cast<func::CallOp>(user)) {
       auto callee = symbols.lookup<func::FuncOp>(call.getCallee());
       return !callee || callee.isExternal() ||
-             argMayBeWritten(callee, use.getOperandNumber());
+             argMayBeWritten(callee, use.getOperandNumber(), false);
     }
     if (auto collective = dyn_cast<CollectiveOpInterface>(user))
       return !collective.isOnBuffers() ||
              v != collective.getCollectiveInput() ||
              v == collective.getCollectiveOutput();
-    // Returned, yielded or branched with: another value holds it.
+    // Returned from a callee: its callers follow the call's results. From
+    // an entry, yielded or branched with: another value holds it.
+    if (!entry && isa<func::ReturnOp>(user))
+      return false;
     if (user->hasTrait<OpTrait::ReturnLike>() ||
         user->hasTrait<OpTrait::IsTerminator>())
       return true;
@@ -100,7 +175,8 @@ private:
   }
 
   SymbolTable symbols;
-  llvm::DenseMap<std::pair<Operation *, unsigned>, bool> known;
+  llvm::DenseMap<std::tuple<Operation *, unsigned, unsigned>, bool> known;
+  llvm::DenseMap<Operation *, std::vector<ResultSources>> sources;
 };
 
 /// Whether some argument or result of `func` has an fsdp attribute: an
@@ -132,7 +208,7 @@ struct FSDPMarkReadOnlyArgsPass
       for (unsigned i = 0; i < func.getNumArguments(); ++i) {
         func.removeArgAttr(i, kReadOnlyAttrName);
         if (!isa<BaseMemRefType>(func.getArgument(i).getType()) ||
-            analysis.argMayBeWritten(func, i))
+            analysis.argMayBeWritten(func, i, /*entry=*/true))
           continue;
         func.setArgAttr(i, kReadOnlyAttrName, UnitAttr::get(&getContext()));
         ++numReadOnly;

@@ -87,3 +87,54 @@ func.func @not_an_entry(%a: memref<8xf32>) -> f32 {
   %e = memref.load %a[%c0] : memref<8xf32>
   return %e : f32
 }
+
+// -----
+
+// A call's results alias an argument only where its callee may return it:
+// `a` goes into a callee whose results are a fresh buffer and a view of its
+// other argument, and the caller writes both (a read-only, s not); `b`
+// comes back as a view, through a second call, and is written (not); `c`
+// may come back from an scf.if (not: a value from a region may be any
+// argument).
+// CHECK-LABEL: func.func @results
+// CHECK-SAME: %{{.*}}: memref<8xf32> {fsdp.name = "a", fsdp.read_only}
+// CHECK-SAME: %{{.*}}: memref<8xf32> {fsdp.name = "s"}
+// CHECK-SAME: %{{.*}}: memref<8xf32> {fsdp.name = "b"}
+// CHECK-SAME: %{{.*}}: memref<8xf32> {fsdp.name = "c"}
+// CHECK-SAME: %{{.*}}: i1 {fsdp.name = "p"})
+func.func @results(%a: memref<8xf32> {fsdp.name = "a"}, %s: memref<8xf32> {fsdp.name = "s"},
+                   %b: memref<8xf32> {fsdp.name = "b"}, %c: memref<8xf32> {fsdp.name = "c"},
+                   %p: i1 {fsdp.name = "p"}) {
+  %cst = arith.constant 0.0 : f32
+  %fresh, %view = call @fresh_and_view(%a, %s) : (memref<8xf32>, memref<8xf32>) -> (memref<8xf32>, memref<4xf32, strided<[1]>>)
+  linalg.fill ins(%cst : f32) outs(%fresh : memref<8xf32>)
+  linalg.fill ins(%cst : f32) outs(%view : memref<4xf32, strided<[1]>>)
+  %back = call @passes_on(%b) : (memref<8xf32>) -> memref<4xf32, strided<[1], offset: 4>>
+  linalg.fill ins(%cst : f32) outs(%back : memref<4xf32, strided<[1], offset: 4>>)
+  %either = call @either(%c, %p) : (memref<8xf32>, i1) -> memref<8xf32>
+  linalg.fill ins(%cst : f32) outs(%either : memref<8xf32>)
+  return
+}
+func.func private @fresh_and_view(%x: memref<8xf32>, %y: memref<8xf32>) -> (memref<8xf32>, memref<4xf32, strided<[1]>>) {
+  %t = memref.alloc() : memref<8xf32>
+  memref.copy %x, %t : memref<8xf32> to memref<8xf32>
+  %v = memref.subview %y[0] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1]>>
+  return %t, %v : memref<8xf32>, memref<4xf32, strided<[1]>>
+}
+func.func private @passes_on(%x: memref<8xf32>) -> memref<4xf32, strided<[1], offset: 4>> {
+  %v = call @upper_half(%x) : (memref<8xf32>) -> memref<4xf32, strided<[1], offset: 4>>
+  return %v : memref<4xf32, strided<[1], offset: 4>>
+}
+func.func private @upper_half(%x: memref<8xf32>) -> memref<4xf32, strided<[1], offset: 4>> {
+  %v = memref.subview %x[4] [4] [1] : memref<8xf32> to memref<4xf32, strided<[1], offset: 4>>
+  return %v : memref<4xf32, strided<[1], offset: 4>>
+}
+func.func private @either(%x: memref<8xf32>, %p: i1) -> memref<8xf32> {
+  %r = scf.if %p -> memref<8xf32> {
+    scf.yield %x : memref<8xf32>
+  } else {
+    %t = memref.alloc() : memref<8xf32>
+    scf.yield %t : memref<8xf32>
+  }
+  return %r : memref<8xf32>
+}

@@ -176,10 +176,11 @@ def FSDPMarkReadOnlyArgs : Pass<"fsdp-mark-read-only-args", "ModuleOp"> {
     - a buffer collective (`fsdp.buffer.*`) takes it as its input, not its
       output (an in-place all-reduce writes its input);
     - a `func.call` passes it to a function with a body in which the same
-      holds for the argument, and that does not return it.
+      holds for the argument; where that function may return it (traced
+      back from its returned buffers), the call's result is an alias too.
 
-    Anything else is a possible write: returning it, yielding it from a
-    region, taking its address (`extract_aligned_pointer_as_index`, casts
+    Anything else is a possible write: returning it from the entry,
+    yielding it from a region, taking its address (`extract_aligned_pointer_as_index`, casts
     to LLVM types), an operation without memory effects that takes it, a
     call of a declaration. The runner slices a read-only argument's shard
     once per session instead of every step (docs/RUNTIME.md). An existing
