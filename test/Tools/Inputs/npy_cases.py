@@ -1,9 +1,11 @@
 """Runs fsdp-run with x.npy replaced by hand-made .npy files.
 
-npy_cases.py FSDP_RUN LOWERED GOOD_DIR WORK
+npy_cases.py LOWERED GOOD_DIR WORK -- FSDP_RUN...
 
-For every case, writes WORK/<case>/x.npy (from GOOD_DIR/x.npy), runs
-FSDP_RUN LOWERED --inputs WORK/<case> --inputs GOOD_DIR and prints
+FSDP_RUN... is the command that runs fsdp-run, one or more words (under
+`lit --param fsdp_aot=1` a script that runs it twice). For every case,
+writes WORK/<case>/x.npy (from GOOD_DIR/x.npy), runs
+FSDP_RUN... LOWERED --inputs WORK/<case> --inputs GOOD_DIR and prints
 "<case>: exit <status>: <first error line>", and for a run that succeeds
 whether its y equals the y of the unmodified inputs ("same y").
 """
@@ -69,10 +71,12 @@ def cases(x):
 
 
 def main():
-    fsdp_run, lowered, good, work = sys.argv[1:5]
+    split = sys.argv.index("--")
+    lowered, good, work = sys.argv[1:split]
+    fsdp_run = sys.argv[split + 1 :]
     x = np.load(os.path.join(good, "x.npy"))
     ref = os.path.join(work, "out-reference")
-    subprocess.run([fsdp_run, lowered, "--inputs", good, "--outputs", ref], check=True)
+    subprocess.run(fsdp_run + [lowered, "--inputs", good, "--outputs", ref], check=True)
     y_ref = np.load(os.path.join(ref, "y.npy"))
     for name, data in cases(x).items():
         d = os.path.join(work, name)
@@ -81,7 +85,7 @@ def main():
             f.write(data)
         out = os.path.join(work, "out-" + name)
         run = subprocess.run(
-            [fsdp_run, lowered, "--inputs", d, "--inputs", good, "--outputs", out],
+            fsdp_run + [lowered, "--inputs", d, "--inputs", good, "--outputs", out],
             check=False,
             capture_output=True,
             text=True,
