@@ -197,7 +197,7 @@ struct FSDPFuseElementwisePass
     getOperation()->walk([&](linalg::FillOp fill) {
       if (fill.hasPureTensorSemantics() && fill->getNumResults() == 1 &&
           fill.getOutputs().front().getDefiningOp<tensor::EmptyOp>() &&
-          !fill->getResult(0).hasOneUse())
+          !fill->getResult(0).use_empty() && !fill->getResult(0).hasOneUse())
         fills.push_back(fill);
     });
     for (linalg::FillOp fill : fills) {

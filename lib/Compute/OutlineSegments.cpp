@@ -16,6 +16,7 @@
 #include "fsdp/Dialect/FSDP/IR/FSDPConstants.h"
 #include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 
+#include "mlir/Dialect/Linalg/IR/Linalg.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/BuiltinOps.h"
@@ -25,6 +26,8 @@
 #include "llvm/ADT/DenseSet.h"
 #include "llvm/ADT/SetVector.h"
 #include "llvm/ADT/StringMap.h"
+
+#include <functional>
 
 namespace mlir::fsdp {
 #define GEN_PASS_DEF_FSDPOUTLINESEGMENTS
@@ -36,14 +39,59 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// An op a segment rematerializes itself instead of taking its result as
-/// an argument: a constant, or a `tensor.empty` of static shape (passed
-/// in, one shared empty tensor would become one buffer that several
-/// segments write and return).
-bool isRematerializable(Operation *op) {
+/// A constant, or a `tensor.empty` of static shape.
+bool isLeafRematerializable(Operation *op) {
   return op->getNumOperands() == 0 && op->getNumRegions() == 0 &&
          op->getNumResults() == 1 &&
          (op->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(op));
+}
+
+/// A `linalg.fill` of a constant into a static `tensor.empty`.
+bool isRematerializableFill(Operation *op) {
+  auto fill = dyn_cast<linalg::FillOp>(op);
+  return fill && fill.hasPureTensorSemantics() &&
+         llvm::all_of(fill->getOperands(), [](Value v) {
+           Operation *def = v.getDefiningOp();
+           return def && isLeafRematerializable(def);
+         });
+}
+
+/// An op a segment rematerializes itself instead of taking its result as
+/// an argument: a constant, a `tensor.empty` of static shape (passed in,
+/// one shared empty tensor would become one buffer that several segments
+/// write and return), or a fill of a constant into one. A filled tensor
+/// passed in (a zero accumulator computed once and used by the forward and
+/// the backward) is one the segments that accumulate into it cannot write:
+/// bufferization copies it before each such call, and it lives from its
+/// fill to its last use.
+bool isRematerializable(Operation *op) {
+  return isLeafRematerializable(op) || isRematerializableFill(op);
+}
+
+/// Gives each destination use of a rematerializable fill with several uses
+/// a fill (and an empty tensor) of its own, right after the original, which
+/// keeps the uses that only read it. One filled tensor that several ops
+/// write in place would be copied before all but the last of them; a fill
+/// of its own is written once, and right before a contraction it is folded
+/// into the contraction's beta = 0.
+void splitFillDestinations(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (!isRematerializableFill(&op) || op.getResult(0).hasOneUse())
+      continue;
+    auto fill = cast<linalg::FillOp>(op);
+    OpBuilder b(op.getContext());
+    b.setInsertionPointAfter(&op);
+    for (OpOperand &use :
+         llvm::make_early_inc_range(fill.getResult(0).getUses())) {
+      auto dest = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
+      if (!dest || !dest.isDpsInit(&use))
+        continue;
+      IRMapping map;
+      Value init = fill.getOutputs()[0];
+      map.map(init, b.clone(*init.getDefiningOp())->getResult(0));
+      use.set(b.clone(op, map)->getResult(0));
+    }
+  }
 }
 
 /// Whether `op` may move into a segment: pure compute, not a collective.
@@ -126,6 +174,7 @@ struct FSDPOutlineSegmentsPass
         funcs.push_back(func);
     for (func::FuncOp func : funcs) {
       Block &body = func.getBody().front();
+      splitFillDestinations(body);
       // Collect the runs first: outlining one does not change the others.
       SmallVector<SmallVector<Operation *>> runs(1);
       for (Operation &op : body) {
@@ -139,6 +188,11 @@ struct FSDPOutlineSegmentsPass
       for (ArrayRef<Operation *> run : runs)
         if (run.size() >= minOps)
           outline(module, symbols, segments, counter, body, run);
+      // The fills every segment now makes itself, and their empty tensors.
+      for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
+        if ((isRematerializableFill(&op) || isa<tensor::EmptyOp>(op)) &&
+            op.use_empty())
+          op.erase();
     }
   }
 
@@ -159,19 +213,25 @@ struct FSDPOutlineSegmentsPass
     IRMapping map;
     for (auto [from, to] : llvm::zip(iface.inputs, entry->getArguments()))
       map.map(from, to);
-    // Each constant or empty tensor is cloned right before its first use,
-    // not at the top: an empty tensor becomes the allocation of the op that
-    // fills it, which then lives from that op on, not from the segment's
-    // start (the temporaries of a long backward segment would all be
-    // allocated at once).
+    // Each constant, empty tensor or fill is cloned right before its first
+    // use, not at the top: an empty tensor becomes the allocation of the op
+    // that fills it, which then lives from that op on, not from the
+    // segment's start (the temporaries of a long backward segment would all
+    // be allocated at once).
     llvm::DenseSet<Operation *> constants(iface.constants.begin(),
                                           iface.constants.end());
+    std::function<void(Operation *)> rematerialize = [&](Operation *def) {
+      for (Value operand : def->getOperands())
+        if (!map.contains(operand))
+          rematerialize(operand.getDefiningOp());
+      b.clone(*def, map);
+    };
     for (Operation *op : run) {
       op->walk([&](Operation *nested) {
         for (Value v : nested->getOperands()) {
           Operation *def = v.getDefiningOp();
           if (def && constants.contains(def) && !map.contains(v))
-            map.map(v, b.clone(*def)->getResult(0));
+            rematerialize(def);
         }
       });
       b.clone(*op, map);

@@ -85,3 +85,18 @@ func.func @shared_fill(%a: tensor<4x8xf32>, %b: tensor<8x16xf32>, %c: tensor<4x1
   %g = linalg.fill ins(%zero : f32) outs(%c : tensor<4x16xf32>) -> tensor<4x16xf32>
   return %m1, %m2, %g, %g : tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>, tensor<4x16xf32>
 }
+
+// -----
+
+// A fill nothing uses (the segments that read it fill their own) is not
+// duplicated; it is dead.
+// CHECK-LABEL: func.func @unused_fill
+// CHECK-SAME: (%[[A:.*]]: tensor<4xf32>)
+func.func @unused_fill(%a: tensor<4xf32>) -> tensor<4xf32> {
+  // CHECK-NOT: linalg.fill
+  // CHECK: return %[[A]]
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %a : tensor<4xf32>
+}

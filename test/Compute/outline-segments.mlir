@@ -1,5 +1,6 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-outline-segments="min-ops=1" | FileCheck %s
 // RUN: fsdp-opt %s -split-input-file --fsdp-outline-segments | FileCheck %s --check-prefix=DEFAULT
+// RUN: fsdp-opt %s -split-input-file --fsdp-outline-segments="min-ops=1" --one-shot-bufferize="bufferize-function-boundaries function-boundary-type-conversion=identity-layout-map" | FileCheck %s --check-prefix=BUF
 
 // The compute between collectives becomes one call per run; two runs that
 // are the same code on other tensors share one function. Inputs come in
@@ -139,3 +140,70 @@ func.func @first_use(%a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-NEXT: linalg.fill
 // CHECK-NEXT: linalg.mul
 // CHECK-NEXT: return
+
+// -----
+
+// A fill of a constant is rematerialized like a constant: each segment
+// that uses it fills its own tensor, so no call passes the zero
+// accumulator (which the segment writes in place, so bufferization would
+// copy it before each call), and each destination use gets a fill of its
+// own (one shared filled tensor written by two products would be copied
+// for one of them).
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @shared_fill
+// CHECK-SAME: (%[[A:.*]]: tensor<4x4xf32>, %[[B:.*]]: tensor<4x4xf32>)
+// BUF-LABEL: func.func @shared_fill
+// BUF-NOT: memref.copy
+func.func @shared_fill(%a: tensor<4x4xf32>, %b: tensor<4x4xf32>) -> tensor<4x4xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK-NOT: linalg.fill
+  // CHECK: %[[R0:.*]] = call @[[F:__fsdp_segment_[0-9]+]](%[[A]], %[[B]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m0 = linalg.matmul ins(%a, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m1 = linalg.matmul ins(%b, %a : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s0 = linalg.add ins(%m0, %m1 : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK: %[[G:.*]] = fsdp.all_reduce %[[R0]]
+  %g = fsdp.all_reduce %s0 over @mesh ["shard"] sum : tensor<4x4xf32> -> tensor<4x4xf32>
+  // CHECK: %[[R1:.*]] = call @[[F]](%[[G]], %[[B]]) : (tensor<4x4xf32>, tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m2 = linalg.matmul ins(%g, %b : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %m3 = linalg.matmul ins(%b, %g : tensor<4x4xf32>, tensor<4x4xf32>) outs(%z : tensor<4x4xf32>) -> tensor<4x4xf32>
+  %s1 = linalg.add ins(%m2, %m3 : tensor<4x4xf32>, tensor<4x4xf32>) outs(%e : tensor<4x4xf32>) -> tensor<4x4xf32>
+  // CHECK: return %[[R1]]
+  return %s1 : tensor<4x4xf32>
+}
+// Each product's fill right before it (its beta = 0 for the gemm call).
+// CHECK: func.func private @[[F]](%[[X:.*]]: tensor<4x4xf32>, %[[Y:.*]]: tensor<4x4xf32>) -> tensor<4x4xf32>
+// CHECK-NEXT: arith.constant 0.000000e+00
+// CHECK-NEXT: %[[E0:.*]] = tensor.empty
+// CHECK-NEXT: %[[Z0:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E0]] :
+// CHECK-NEXT: linalg.matmul ins(%[[X]], %[[Y]] : {{.*}}) outs(%[[Z0]] :
+// CHECK-NEXT: %[[E1:.*]] = tensor.empty
+// CHECK-NEXT: %[[Z1:.*]] = linalg.fill ins(%{{.*}} : f32) outs(%[[E1]] :
+// CHECK-NEXT: linalg.matmul ins(%[[Y]], %[[X]] : {{.*}}) outs(%[[Z1]] :
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: linalg.add
+// CHECK-NEXT: return
+// BUF: func.func private @__fsdp_segment
+// BUF-NOT: memref.copy
+// BUF: return
+
+// -----
+
+// A fill that is only read stays one fill per segment.
+fsdp.mesh @mesh [shard = 2]
+// CHECK-LABEL: func.func @read_fill
+func.func @read_fill(%a: tensor<4xf32>) -> tensor<4xf32> {
+  %one = arith.constant 1.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %f = linalg.fill ins(%one : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  // CHECK-NOT: linalg.fill
+  // CHECK: call @[[F:__fsdp_segment_[0-9]+]](%{{.*}}) : (tensor<4xf32>) -> tensor<4xf32>
+  %s0 = linalg.add ins(%a, %f : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s1 = linalg.mul ins(%s0, %f : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  return %s1 : tensor<4xf32>
+}
+// CHECK: func.func private @[[F]]
+// CHECK-COUNT-1: linalg.fill
+// CHECK-NOT: linalg.fill
+// CHECK: return

@@ -98,8 +98,12 @@ def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
     backward compute of an FSDP unit between its collectives, the loss, the
     packing of a bucket) becomes a call to a private `__fsdp_segment_<n>`
     function that takes the values the run reads and returns the values
-    used after it; captured constants are cloned in. Structurally equal
-    runs (the same code on other tensors: the identical blocks of a model)
+    used after it; captured constants, static empty tensors and fills of
+    a constant into one are cloned in (right before their first use),
+    never passed: a filled accumulator passed in is one the segment writes
+    in place, which bufferization would copy before each call. A fill used
+    as the destination of several ops first becomes one fill per such use.
+    Structurally equal runs (the same code on other tensors: the identical blocks of a model)
     share one function. The step function is left with collectives and
     one call per run, so bufferization, lowering and LLVM's code
     generation see a step that grows by a few calls per unit and a number
@@ -108,7 +112,7 @@ def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
   let options = [
     Option<"minOps", "min-ops", "unsigned", /*default=*/"8",
            "Outline a run only if it holds at least this many ops "
-           "(constants not counted)">,
+           "(constants, empty tensors and their fills not counted)">,
   ];
   let dependentDialects = ["::mlir::func::FuncDialect"];
 }
