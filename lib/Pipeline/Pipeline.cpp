@@ -224,6 +224,11 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   FSDPGroupedMatmulOptions grouped;
   grouped.device = compute == ComputeMode::Gpu;
   pm.addNestedPass<func::FuncOp>(createFSDPGroupedMatmul(grouped));
+  // topk indices as aten's CPU kernel picks them (ties, NaN): the runtime's
+  // kernel on the CPU paths, the frontend's stable form under compute=gpu.
+  FSDPTopkOptions topk;
+  topk.device = compute == ComputeMode::Gpu;
+  pm.addNestedPass<func::FuncOp>(createFSDPTopk(topk));
   // On a GPU no collective blocks the host: a blocking one would wait for
   // the device work before it (the loss all-reduce, for the whole backward).
   if (compute == ComputeMode::Gpu)
@@ -314,6 +319,8 @@ void mlir::fsdp::populateFSDPRuntimeCalls(OpPassManager &pm,
   // Which arguments the step never writes: their ports say read_only.
   pm.addPass(createFSDPMarkReadOnlyArgs());
   pm.addPass(createConvertFSDPToRuntime(toRuntime));
+  if (compute != ComputeMode::Gpu)
+    pm.addPass(createFSDPTopkToRuntime());
   pm.addPass(createFSDPOutlineKernels());
   if (compute == ComputeMode::Fast) {
     pm.addPass(createFSDPGroupedMatmulToBlas());
@@ -467,26 +474,46 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
   line(kPipelineName, kPipelineSummary);
   line(kLowerName, kLowerSummary);
   os << "FSDP passes:\n";
-  std::unique_ptr<Pass> passes[] = {
-      createFSDPLayoutReport(),        createFSDPImportShard(),
-      createFSDPRecompute(),           createFSDPPartition(),
-      createFSDPExpandCollectives(),   createFSDPQuantizeGathers(),
-      createFSDPBucketCollectives(),   createFSDPSchedule(),
-      createFSDPOptimizer(),           createFSDPCommReport(),
-      createFSDPMemoryReport(),        createConvertFSDPToRuntime(),
-      createFSDPFoldTransposes(),      createFSDPFuseElementwise(),
-      createFSDPExpandPowers(),        createFSDPOneHotScatter(),
-      createFSDPOutlineSegments(),     createFSDPOutlineKernels(),
-      createFSDPLinalgToBlas(),        createFSDPEarlyDealloc(),
-      createFSDPGroupedMatmul(),       createFSDPGroupedMatmulToBlas(),
-      createFSDPAssignBuffers(),       createFSDPLowerIfs(),
-      createFSDPGpuAsyncCollectives(), createFSDPGpuFuseAttention(),
-      createFSDPGpuFuseCrossEntropy(), createFSDPGpuScatterAdd(),
-      createFSDPGpuGroupedMatmul(),    createFSDPLinalgToCublas(),
-      createFSDPGpuKernels(),          createFSDPGpuDeviceMemory(),
-      createFSDPGpuMergeModules(),     createFSDPGpuStreamOrder(),
-      createFSDPGpuCheckToolkit(),     createFSDPGpuHostKernels(),
-      createFSDPGpuCostReport(),       createFSDPExpandBf16Casts()};
+  std::unique_ptr<Pass> passes[] = {createFSDPLayoutReport(),
+                                    createFSDPImportShard(),
+                                    createFSDPRecompute(),
+                                    createFSDPPartition(),
+                                    createFSDPExpandCollectives(),
+                                    createFSDPQuantizeGathers(),
+                                    createFSDPBucketCollectives(),
+                                    createFSDPSchedule(),
+                                    createFSDPOptimizer(),
+                                    createFSDPCommReport(),
+                                    createFSDPMemoryReport(),
+                                    createConvertFSDPToRuntime(),
+                                    createFSDPFoldTransposes(),
+                                    createFSDPFuseElementwise(),
+                                    createFSDPExpandPowers(),
+                                    createFSDPOneHotScatter(),
+                                    createFSDPOutlineSegments(),
+                                    createFSDPOutlineKernels(),
+                                    createFSDPLinalgToBlas(),
+                                    createFSDPEarlyDealloc(),
+                                    createFSDPGroupedMatmul(),
+                                    createFSDPGroupedMatmulToBlas(),
+                                    createFSDPTopk(),
+                                    createFSDPTopkToRuntime(),
+                                    createFSDPAssignBuffers(),
+                                    createFSDPLowerIfs(),
+                                    createFSDPGpuAsyncCollectives(),
+                                    createFSDPGpuFuseAttention(),
+                                    createFSDPGpuFuseCrossEntropy(),
+                                    createFSDPGpuScatterAdd(),
+                                    createFSDPGpuGroupedMatmul(),
+                                    createFSDPLinalgToCublas(),
+                                    createFSDPGpuKernels(),
+                                    createFSDPGpuDeviceMemory(),
+                                    createFSDPGpuMergeModules(),
+                                    createFSDPGpuStreamOrder(),
+                                    createFSDPGpuCheckToolkit(),
+                                    createFSDPGpuHostKernels(),
+                                    createFSDPGpuCostReport(),
+                                    createFSDPExpandBf16Casts()};
   for (const std::unique_ptr<Pass> &pass : passes)
     line(pass->getArgument(), pass->getDescription());
   return text;

@@ -454,6 +454,18 @@ FSDPRT_API void fsdprt_jit_arena_poison(void *ptr, int64_t bytes);
  */
 FSDPRT_API void fsdprt_jit_guard(int32_t ok, const char *message);
 
+/* The indices torch.topk picks on the CPU, ties and NaN included (aten's
+ * algorithm: std::partial_sort when k * 64 <= n, else std::nth_element and,
+ * when `sorted`, std::sort of the first k - 1; values compared only, NaN
+ * above every number). `x` holds `rows` contiguous rows of `n` elements of
+ * `dtype` (FSDPRT_F32, F64, BF16, F16, I32 or I64); row r's k indices go to
+ * indices[r * k ... r * k + k - 1], the largest (smallest) first. k > n or an
+ * unsupported dtype fails the step as fsdprt_jit_guard does. */
+FSDPRT_API void fsdprt_jit_topk_indices(const void *x, int32_t dtype,
+                                        int64_t rows, int64_t n, int64_t k,
+                                        int32_t largest, int32_t sorted,
+                                        int64_t *indices);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

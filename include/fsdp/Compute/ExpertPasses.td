@@ -80,4 +80,49 @@ def FSDPGroupedMatmulToBlas
                            "::mlir::memref::MemRefDialect"];
 }
 
+def FSDPTopk : Pass<"fsdp-topk"> {
+  let summary = "Choose the form of each fsdp.topk_indices for the target";
+  let description = [{
+    Runs on tensors. `fsdp.topk_indices` picks the indices aten's CPU topk
+    kernel picks (ties and NaN in aten's order); the frontend also gives it
+    a `stable` operand, the same selection with equal values in position
+    order, computed with elementwise ops. On the CPU paths (compute=fast
+    and loops) this pass drops `stable`, so that its computation is dead
+    and the op runs the runtime's kernel after bufferization
+    (`fsdp-topk-to-runtime`). With `device` (compute=gpu, where host code
+    cannot read the input) the op is replaced by `stable`; an op without
+    one is an error there.
+  }];
+  let options = [
+    Option<"device", "device", "bool", /*default=*/"false",
+           "Use the stable form (compute=gpu)">
+  ];
+  let statistics = [
+    Statistic<"numKernels", "kernels", "Ops left for the runtime kernel">,
+    Statistic<"numStable", "stable", "Ops replaced by their stable form">
+  ];
+}
+
+def FSDPTopkToRuntime : Pass<"fsdp-topk-to-runtime", "ModuleOp"> {
+  let summary = "fsdp.buffer.topk_indices as calls of the runtime's topk";
+  let description = [{
+    Runs on buffers (compute=fast and loops). Each
+    `fsdp.buffer.topk_indices` becomes a call of `fsdprt_jit_topk_indices`
+    (fsdprt.h), which selects each row's indices with aten's CPU algorithm
+    (`std::partial_sort` when `k * 64 <= n`, else `std::nth_element` and
+    `std::sort`; NaN above every number), so ties resolve as in torch. The
+    rows are the input's last dim; an input that is not a contiguous
+    row-major buffer is copied into one first. Static shapes and an f32,
+    f64, bf16, f16, i32 or i64 input are required (an error at the op
+    otherwise).
+  }];
+  let statistics = [
+    Statistic<"numCalls", "calls", "fsdprt_jit_topk_indices calls">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::func::FuncDialect",
+                           "::mlir::LLVM::LLVMDialect",
+                           "::mlir::memref::MemRefDialect"];
+}
+
 #endif // FSDP_COMPUTE_EXPERTPASSES_TD

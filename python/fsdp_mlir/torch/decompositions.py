@@ -548,16 +548,27 @@ def sort_stable(x, *, stable=None, dim=-1, descending=False):
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
-    """aten.topk as the first k entries of a stable sort (descending for
-    largest), O(n log^2 n) along `dim` (torch-mlir lowers topk to
-    tm_tensor.topk). Among equal values the lower index comes first; aten's
-    CPU kernel (std::partial_sort / nth_element) may pick and order ties
-    otherwise. The values are aten's either way."""
+    """aten.topk with the indices aten's CPU kernel picks, ties and NaN
+    included (`fsdp::topk_indices`, experts.py: the runtime runs aten's
+    algorithm, std::partial_sort / std::nth_element, whose order of equal
+    values is not position order), and the values gathered there. The
+    operator also gets the first k entries of a stable sort (descending for
+    largest, O(n log^2 n) along `dim`), the same values with ties in
+    position order, which compute=gpu uses."""
+    from . import experts  # noqa: F401  (registers fsdp::topk_indices)
+
     if x.dim() == 0:
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
-    values, indices = sort(x, dim, largest)
-    return values.narrow(dim, 0, k).contiguous(), indices.narrow(dim, 0, k).contiguous()
+    if k == 0 or x.shape[dim] <= 1:
+        values, indices = sort(x, dim, largest)
+        return values.narrow(dim, 0, k).contiguous(), indices.narrow(dim, 0, k).contiguous()
+    moved = x.movedim(dim, -1).contiguous()
+    _, order = _bitonic_sort(moved, largest)
+    stable = order[..., :k].contiguous()
+    indices = torch.ops.fsdp.topk_indices(moved, stable, bool(largest), bool(sorted))
+    values = moved.gather(-1, indices)
+    return values.movedim(-1, dim).contiguous(), indices.movedim(-1, dim).contiguous()
 
 
 def cumsum(x, dim, dtype=None):

@@ -26,7 +26,11 @@ import torch
 OPS = {
     "torch.fsdp.grouped_mm": "fsdp.grouped_matmul",
     "torch.fsdp.grouped_mm_transpose_lhs": "fsdp.grouped_matmul_transpose_lhs",
+    "torch.fsdp.topk_indices": "fsdp.topk_indices",
 }
+# Operators whose trailing operands are boolean constants, which the fsdp op
+# takes as unit attributes (set when true): {torch.operator name: names}.
+FLAGS = {"torch.fsdp.topk_indices": ("largest", "sorted")}
 
 
 def _bounds(offs: torch.Tensor, rows: int) -> list:
@@ -76,6 +80,28 @@ torch.library.register_fake(
 torch.library.register_fake(
     "fsdp::grouped_mm_transpose_lhs",
     lambda lhs, rhs, offs: lhs.new_empty(offs.shape[0], lhs.shape[1], rhs.shape[1]),
+    lib=_LIB,
+)
+
+
+# The router's topk: the indices torch's CPU kernel picks (its tie order is
+# that of std::partial_sort / std::nth_element, not position order), with
+# the same selection in position order (`stable`) for where that kernel
+# cannot run (compute=gpu). The export writes it as `fsdp.topk_indices`,
+# which the runtime's copy of aten's algorithm computes; the decomposition
+# of aten.topk gathers the values at these indices. Integer results: no
+# derivative.
+_LIB.define("topk_indices(Tensor input, Tensor stable, bool largest, bool sorted) -> Tensor")
+_LIB.impl(
+    "topk_indices",
+    lambda input, stable, largest, sorted: (
+        torch.topk(input, stable.shape[-1], -1, largest, sorted).indices
+    ),
+    "CompositeExplicitAutograd",
+)
+torch.library.register_fake(
+    "fsdp::topk_indices",
+    lambda input, stable, largest, sorted: stable.new_empty(stable.shape),
     lib=_LIB,
 )
 

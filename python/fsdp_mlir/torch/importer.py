@@ -305,25 +305,63 @@ _FSDP_CALL_RE = re.compile(
 )
 
 
+def _split_top(text: str) -> list:
+    """`text` split at the commas outside brackets (operand and type lists,
+    whose types hold commas of their own)."""
+    parts, depth, start = [], 0, 0
+    for i, c in enumerate(text):
+        if c in "<([{":
+            depth += 1
+        elif c in ">)]}":
+            depth -= 1
+        elif c == "," and depth == 0:
+            parts.append(text[start:i].strip())
+            start = i + 1
+    if text.strip():
+        parts.append(text[start:].strip())
+    return parts
+
+
+def _bool_constant(text: str, name: str, op: str) -> bool:
+    """The value of the `torch.constant.bool` named `name` (an operand of the
+    frontend's operator `op`)."""
+    m = re.search(rf"^\s*{re.escape(name)} = torch\.constant\.bool (true|false)\s*$", text, re.M)
+    if not m:
+        raise ExportError(f"torch-mlir import: {op} takes a constant flag, got {name}")
+    return m.group(1) == "true"
+
+
 def _fsdp_ops_to_calls(text: str):
-    """The frontend's operators (MoE experts' grouped products) have no
-    torch-mlir lowering: each becomes a call of a private declaration, which
-    torch-mlir converts to builtin tensor types like any call, and which
-    `_calls_to_fsdp_ops` turns into the fsdp op after the lowering. Returns
-    the text and {callee: fsdp op name}."""
-    from .experts import OPS
+    """The frontend's operators (MoE experts' grouped products, the router's
+    topk) have no torch-mlir lowering: each becomes a call of a private
+    declaration, which torch-mlir converts to builtin tensor types like any
+    call, and which `_calls_to_fsdp_ops` turns into the fsdp op after the
+    lowering. Trailing boolean constants (experts.FLAGS) become the op's
+    unit attributes. Returns the text and {callee: (fsdp op name,
+    attributes)}."""
+    from .experts import FLAGS, OPS
 
     calls, decls, lines = {}, [], text.splitlines()
     for i, line in enumerate(lines):
         m = _FSDP_OPERATOR_RE.search(line)
         if not m:
             continue
-        if m.group("name") not in OPS:
-            raise ExportError(f"torch-mlir import: unknown fsdp operator {m.group('name')}")
+        name = m.group("name")
+        if name not in OPS:
+            raise ExportError(f"torch-mlir import: unknown fsdp operator {name}")
+        args, types, attrs = m.group("args"), m.group("types"), ""
+        flags = FLAGS.get(name, ())
+        if flags:
+            arg_list, type_list = _split_top(args), _split_top(types)
+            values = arg_list[len(arg_list) - len(flags) :]
+            on = [f for f, v in zip(flags, values) if _bool_constant(text, v, name)]
+            args = ", ".join(arg_list[: len(arg_list) - len(flags)])
+            types = ", ".join(type_list[: len(type_list) - len(flags)])
+            attrs = " {" + ", ".join(on) + "}" if on else ""
         callee = f"fsdp_op_{len(calls)}"
-        calls[callee] = OPS[m.group("name")]
-        sig = f"({m.group('types')}) -> {m.group('result')}"
-        lines[i] = line[: m.start()] + f"func.call @{callee}({m.group('args')}) : {sig}"
+        calls[callee] = (OPS[name], attrs)
+        sig = f"({types}) -> {m.group('result')}"
+        lines[i] = line[: m.start()] + f"func.call @{callee}({args}) : {sig}"
         decls.append(f"  func.func private @{callee}{sig}")
     if not calls:
         return text, calls
@@ -334,8 +372,8 @@ def _fsdp_ops_to_calls(text: str):
 
 def _calls_to_fsdp_ops(text: str, calls: dict) -> str:
     """Each call `_fsdp_ops_to_calls` made, now on builtin tensors, as its
-    fsdp op (generic form, the call's operands and types); the declarations
-    are dropped."""
+    fsdp op (generic form, the call's operands and types, the op's
+    attributes); the declarations are dropped."""
     if not calls:
         return text
     out = []
@@ -344,7 +382,9 @@ def _calls_to_fsdp_ops(text: str, calls: dict) -> str:
             continue
         m = _FSDP_CALL_RE.match(line)
         if m and m.group("callee") in calls:
-            line = f'{m.group("lhs")}"{calls[m.group("callee")]}"({m.group("rest")}'
+            op, attrs = calls[m.group("callee")]
+            operands, sep, rest = m.group("rest").partition(")")
+            line = f'{m.group("lhs")}"{op}"({operands}{sep}{attrs}{rest}'
         elif "@fsdp_op_" in line:
             raise ExportError(f"torch-mlir output: unexpected use of an fsdp operator: {line}")
         out.append(line)

@@ -99,5 +99,50 @@ LogicalResult BufferGroupedMatmulOp::verify() {
         "rhs columns and output columns"}});
 }
 
+/// The shared checks of the topk ops: a float or integer input of rank >= 1,
+/// an i64 result of the same rank and leading sizes, at most `n` indices
+/// per row.
+static LogicalResult verifyTopk(Operation *op, ShapedType input,
+                                ShapedType result, StringRef resultName) {
+  if (input.getRank() < 1 || result.getRank() != input.getRank())
+    return op->emitOpError()
+           << "expects an input of rank >= 1 and a " << resultName
+           << " of the same rank, got " << input << " and " << result;
+  Type elem = input.getElementType();
+  if (!isa<FloatType>(elem) && !elem.isInteger(32) && !elem.isInteger(64))
+    return op->emitOpError()
+           << "input must have a float, i32 or i64 element type, got " << elem;
+  if (!result.getElementType().isInteger(64))
+    return op->emitOpError() << resultName << " must hold i64 indices, got "
+                             << result.getElementType();
+  int64_t rank = input.getRank();
+  for (int64_t d = 0; d + 1 < rank; ++d) {
+    int64_t a = input.getDimSize(d), b = result.getDimSize(d);
+    if (!ShapedType::isDynamic(a) && !ShapedType::isDynamic(b) && a != b)
+      return op->emitOpError()
+             << "input and " << resultName << " differ in dim " << d << ": "
+             << a << " and " << b;
+  }
+  int64_t n = input.getDimSize(rank - 1), k = result.getDimSize(rank - 1);
+  if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(k) && k > n)
+    return op->emitOpError() << "picks " << k << " indices from rows of " << n;
+  return success();
+}
+
+LogicalResult TopkIndicesOp::verify() {
+  auto input = getInput().getType(), result = getResult().getType();
+  if (failed(verifyTopk(*this, input, result, "result")))
+    return failure();
+  if (getStable() && getStable().getType() != result)
+    return emitOpError() << "stable must have the result's type " << result
+                         << ", got " << getStable().getType();
+  return success();
+}
+
+LogicalResult BufferTopkIndicesOp::verify() {
+  return verifyTopk(*this, cast<ShapedType>(getInput().getType()),
+                    cast<ShapedType>(getOutput().getType()), "output");
+}
+
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.cpp.inc"

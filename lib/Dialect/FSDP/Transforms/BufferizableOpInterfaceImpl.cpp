@@ -252,6 +252,50 @@ struct GroupedMatmulModel : public BufferizableOpInterface::ExternalModel<
   }
 };
 
+/// fsdp.topk_indices reads its input and writes every element of a fresh
+/// i64 buffer: `fsdp.buffer.topk_indices` into a new allocation. Its stable
+/// form must be gone (fsdp-topk drops or uses it before bufferization).
+struct TopkIndicesModel
+    : public BufferizableOpInterface::ExternalModel<TopkIndicesModel,
+                                                    TopkIndicesOp> {
+  bool bufferizesToMemoryRead(Operation *, OpOperand &,
+                              const AnalysisState &) const {
+    return true;
+  }
+  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
+                               const AnalysisState &) const {
+    return false;
+  }
+  AliasingValueList getAliasingValues(Operation *, OpOperand &,
+                                      const AnalysisState &) const {
+    return {};
+  }
+  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+  LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
+                          const BufferizationOptions &options,
+                          BufferizationState &state) const {
+    auto topk = cast<TopkIndicesOp>(op);
+    if (topk.getStable())
+      return op->emitOpError()
+             << "still has its stable form: fsdp-topk must run before "
+                "bufferization";
+    FailureOr<Value> input =
+        getBuffer(rewriter, topk.getInput(), options, state);
+    if (failed(input))
+      return failure();
+    auto type = topk.getResult().getType();
+    FailureOr<Value> output = options.createAlloc(
+        rewriter, op->getLoc(),
+        MemRefType::get(type.getShape(), type.getElementType()), {});
+    if (failed(output))
+      return failure();
+    BufferTopkIndicesOp::create(rewriter, op->getLoc(), *input, *output,
+                                topk.getLargest(), topk.getSorted());
+    replaceOpWithBufferizedValues(rewriter, op, *output);
+    return success();
+  }
+};
+
 } // namespace
 
 void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
@@ -285,6 +329,7 @@ void mlir::fsdp::registerBufferizableOpInterfaceExternalModels(
         GroupedMatmulModel<GroupedMatmulOp, false>>(*ctx);
     GroupedMatmulTransposeLhsOp::attachInterface<
         GroupedMatmulModel<GroupedMatmulTransposeLhsOp, true>>(*ctx);
+    TopkIndicesOp::attachInterface<TopkIndicesModel>(*ctx);
   });
 }
 

@@ -103,4 +103,59 @@ def FSDP_BufferGroupedMatmulOp : FSDP_Op<"buffer.grouped_matmul"> {
   let hasVerifier = 1;
 }
 
+def FSDP_TopkIndicesOp : FSDP_Op<"topk_indices", [Pure]> {
+  let summary = "the indices torch.topk picks on the CPU, ties included";
+  let description = [{
+    For each row along the last dim of `input` (`n` elements), the
+    positions of its `k` largest elements (`largest`; else the smallest),
+    `k` the result's last size, exactly as aten's CPU topk kernel picks
+    and orders them: values are compared only, NaN above every number, and
+    equal values come in the order aten's algorithm leaves them
+    (`std::partial_sort` when `k * 64 <= n`, else `std::nth_element` and,
+    with `sorted`, `std::sort` of the first `k - 1`), which is not position
+    order. A Mixtral-style router whose logits tie then picks the experts
+    torch picks. The values are `input` gathered at the indices.
+
+    `stable`, when present, holds the same selection with equal values in
+    position order (what a stable sort gives; the frontend computes it with
+    elementwise ops): `fsdp-topk` uses it where the CPU kernel cannot run
+    (compute=gpu) and drops it otherwise. `fsdp-topk-to-runtime` makes the
+    bufferized op (`fsdp.buffer.topk_indices`) a call of the runtime's
+    `fsdprt_jit_topk_indices`.
+    ```mlir
+    %ids = fsdp.topk_indices %probs stable %ids_stable {largest, sorted}
+        : tensor<64x8xf32>, tensor<64x2xi64> -> tensor<64x2xi64>
+    ```
+  }];
+  let arguments = (ins AnyRankedTensor:$input,
+                       Optional<AnyRankedTensor>:$stable,
+                       UnitAttr:$largest, UnitAttr:$sorted);
+  let results = (outs AnyRankedTensor:$result);
+  let assemblyFormat = [{
+    $input (`stable` $stable^)? attr-dict `:` type($input)
+    (`,` type($stable)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+def FSDP_BufferTopkIndicesOp : FSDP_Op<"buffer.topk_indices"> {
+  let summary = "fsdp.topk_indices on buffers, into its output";
+  let description = [{
+    `fsdp.topk_indices` (without its `stable` form) on buffers, writing
+    every element of `output` (i64): what bufferization makes of the tensor
+    op. `fsdp-topk-to-runtime` makes it a call of `fsdprt_jit_topk_indices`.
+    ```mlir
+    fsdp.buffer.topk_indices %probs into %ids {largest, sorted}
+        : memref<64x8xf32>, memref<64x2xi64>
+    ```
+  }];
+  let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
+                       Arg<AnyStridedMemRef, "", [MemWrite]>:$output,
+                       UnitAttr:$largest, UnitAttr:$sorted);
+  let assemblyFormat = [{
+    $input `into` $output attr-dict `:` type($input) `,` type($output)
+  }];
+  let hasVerifier = 1;
+}
+
 #endif // FSDP_EXPERT_OPS_TD
