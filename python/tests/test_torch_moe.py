@@ -2,7 +2,11 @@
 picks the experts torch's CPU topk picks (its tie order is that of
 std::nth_element / std::partial_sort, not position order), exported ->
 fsdp-opt -> fsdp-run on 2 ranks, loss and every gradient within 1e-5 of
-float64 torch autograd."""
+float64 torch autograd; and the same MoE under param_dtype=bf16, its grouped
+products in bf16 with f32 accumulation, against torch's bf16 modes."""
+
+import os
+import subprocess
 
 import pytest
 
@@ -89,3 +93,97 @@ def test_tied_router_picks_torchs_experts(tmp_path):
     assert len(errors) == 1 + len(model["params"])
     bad = {k: v for k, v in errors.items() if not v <= RTOL}
     assert not bad, f"relative errors above {RTOL}: {bad}"
+
+
+# bf16 tolerance (test_torch_autocast.py): bf16 keeps 8 significant bits;
+# a gradient goes through a few rounded activations forward and backward.
+BF16_TOLERANCE = 3e-2
+
+
+def rel2(got, ref):
+    got, ref = got.double(), ref.double()
+    scale = float(ref.norm())
+    err = float((got - ref).norm())
+    return err / scale if scale else err
+
+
+def torch_bf16_step(module, loss_fn, batch, mode):
+    """(loss, {name: gradient}) of the global batch in torch: float32,
+    bf16 parameters (FSDP2's param_dtype=bf16), or float32 parameters under
+    torch.autocast(bf16)."""
+    import contextlib
+    import copy
+
+    m = copy.deepcopy(module)
+    if mode == "bf16":
+        m = m.to(torch.bfloat16)
+    ctx = (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if mode == "autocast"
+        else contextlib.nullcontext()
+    )
+    with ctx:
+        loss = loss_fn(m, *batch)
+    loss.backward()
+    return loss.detach(), {n: p.grad for n, p in m.named_parameters()}
+
+
+def errors(got, ref):
+    (gl, gg), (rl, rg) = got, ref
+    return {"loss": rel2(gl, rl), **{n: rel2(gg[n], g) for n, g in rg.items()}}
+
+
+def test_bf16_moe_matches_torch_bf16_and_autocast(tmp_path):
+    """The Mixtral-style MoE (examples.moe: 8 experts, top 2) under
+    param_dtype=bf16 on 2 ranks: fsdp-autocast gives the grouped products
+    bf16 operands and results (f32 accumulation in their lowering, as the
+    dense contractions), so the whole step is a bf16 program: every result
+    within bf16 tolerance of torch with bf16 parameters and of torch
+    autocast, as close to float32 as they are (within 3x), and the sparse
+    step (grouped products) within 1e-2 of the dense form (every expert on
+    every row, masked) in bf16."""
+    from fsdp_mlir.torch import load_results
+
+    ex = examples.moe(global_batch=2)
+    module, loss_fn, batch = ex["module"], ex["loss_fn"], ex["batch"]
+    f32 = torch_bf16_step(module, loss_fn, batch, "f32")
+    bf16 = torch_bf16_step(module, loss_fn, batch, "bf16")
+    autocast = torch_bf16_step(module, loss_fn, batch, "autocast")
+    ours = {}
+    for form in ("sparse", "dense"):
+        out = str(tmp_path / form)
+        model = export_step(
+            module, loss_fn, batch, out, mesh="2", param_dtype="bf16", verify=False, experts=form
+        )
+        if form == "sparse":
+            # After fsdp-opt's sharding passes (fsdp-autocast among them),
+            # every grouped product reads bf16 operands and gives bf16.
+            pipeline = model["config"]["pipeline"].replace("lower=true", "lower=false")
+            text = subprocess.run(
+                [T.tool("fsdp-opt"), os.path.join(out, "step.mlir"), f"--fsdp-pipeline={pipeline}"],
+                check=True,
+                capture_output=True,
+                text=True,
+            ).stdout
+            grouped = [ln for ln in text.splitlines() if "fsdp.grouped_matmul" in ln]
+            assert len(grouped) == 6, grouped  # 2 forward, 2 input and 2 weight gradients
+            assert all("f32" not in ln.split(":")[-1] for ln in grouped), grouped
+        ours[form] = load_results(T.compile_and_run(out, model["config"]["pipeline"]), module)
+    sparse = ours["sparse"]
+    vs_bf16, vs_autocast = errors(sparse, bf16), errors(sparse, autocast)
+    report = {n: (vs_bf16[n], vs_autocast[n]) for n in vs_bf16}
+    assert len(vs_bf16) == 1 + len(list(module.parameters()))
+    assert max(vs_bf16.values()) <= BF16_TOLERANCE, report
+    assert max(vs_autocast.values()) <= BF16_TOLERANCE, report
+    # As accurate as torch's bf16 modes against float32 (within 3x).
+    ours_err = errors(sparse, f32)
+    torch_err = {
+        n: max(a, b) for (n, a), b in zip(errors(bf16, f32).items(), errors(autocast, f32).values())
+    }
+    worst = {n: ours_err[n] / torch_err[n] for n in ours_err if torch_err[n] > 0}
+    assert max(worst.values()) <= 3.0, (ours_err, torch_err)
+    # The dense form rounds at other points (every expert's product on every
+    # row, then the mask): as close as torch's two bf16 modes are to each
+    # other (measured 5.0e-3; bf16 parameters vs autocast 1.0e-2).
+    apart = errors(sparse, ours["dense"])
+    assert max(apart.values()) <= 1e-2, apart

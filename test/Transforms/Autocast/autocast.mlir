@@ -215,3 +215,29 @@ func.func @untouched(%a: tensor<4x8xf64>, %b: tensor<8x2xf64>, %c: tensor<4x2xf6
   %r = linalg.matmul ins(%a, %b : tensor<4x8xf64>, tensor<8x2xf64>) outs(%c : tensor<4x2xf64>) -> tensor<4x2xf64>
   return %r : tensor<4x2xf64>
 }
+
+// -----
+
+// Sparse experts' grouped products are contractions too: the gathered bf16
+// expert weights and the activations rounded (once per reader; CSE merges
+// them) are their operands, the
+// result is bf16 (fsdp-grouped-matmul accumulates it in f32 and rounds it
+// once), and f32 readers widen it; the offsets are untouched.
+// CHECK-LABEL: func.func @experts
+// CHECK-SAME:    (%[[X:.*]]: tensor<6x4xf32>, %[[W:.*]]: tensor<3x4x5xbf16>, %[[O:.*]]: tensor<3xi32>, %[[G:.*]]: tensor<6x5xf32>)
+// CHECK:         %[[XH:.*]] = arith.truncf %[[X]] : tensor<6x4xf32> to tensor<6x4xbf16>
+// CHECK:         %[[Y:.*]] = fsdp.grouped_matmul %[[XH]], %[[W]], %[[O]] : tensor<6x4xbf16>, tensor<3x4x5xbf16>, tensor<3xi32> -> tensor<6x5xbf16>
+// CHECK:         %[[YW:.*]] = arith.extf %[[Y]] : tensor<6x5xbf16> to tensor<6x5xf32>
+// CHECK:         %[[XH2:.*]] = arith.truncf %[[X]] : tensor<6x4xf32> to tensor<6x4xbf16>
+// CHECK:         %[[GH:.*]] = arith.truncf %[[G]] : tensor<6x5xf32> to tensor<6x5xbf16>
+// CHECK:         %[[DW:.*]] = fsdp.grouped_matmul_transpose_lhs %[[XH2]], %[[GH]], %[[O]] : tensor<6x4xbf16>, tensor<6x5xbf16>, tensor<3xi32> -> tensor<3x4x5xbf16>
+// CHECK:         %[[DWW:.*]] = arith.extf %[[DW]] : tensor<3x4x5xbf16> to tensor<3x4x5xf32>
+// CHECK:         return %[[YW]], %[[DWW]]
+// F16-LABEL: func.func @experts
+// F16:         fsdp.grouped_matmul %{{.*}}, %{{.*}}, %{{.*}} : tensor<6x4xf16>, tensor<3x4x5xf16>, tensor<3xi32> -> tensor<6x5xf16>
+func.func @experts(%x: tensor<6x4xf32>, %wh: tensor<3x4x5xbf16>, %o: tensor<3xi32>, %g: tensor<6x5xf32>) -> (tensor<6x5xf32>, tensor<3x4x5xf32>) {
+  %w = arith.extf %wh : tensor<3x4x5xbf16> to tensor<3x4x5xf32>
+  %y = fsdp.grouped_matmul %x, %w, %o : tensor<6x4xf32>, tensor<3x4x5xf32>, tensor<3xi32> -> tensor<6x5xf32>
+  %dw = fsdp.grouped_matmul_transpose_lhs %x, %g, %o : tensor<6x4xf32>, tensor<6x5xf32>, tensor<3xi32> -> tensor<3x4x5xf32>
+  return %y, %dw : tensor<6x5xf32>, tensor<3x4x5xf32>
+}

@@ -8,6 +8,7 @@
 //
 //===----------------------------------------------------------------------===//
 
+#include "fsdp/Dialect/FSDP/IR/FSDPExpertOps.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -30,7 +31,7 @@ using namespace mlir::fsdp;
 
 namespace {
 
-enum class Role { Contraction, Reduction, Elementwise, Move, Other };
+enum class Role { Contraction, Grouped, Reduction, Elementwise, Move, Other };
 
 /// What happens to an elementwise op's result.
 enum class Store { Narrow, KeepF32 };
@@ -80,9 +81,20 @@ Value moveSource(Operation *op) {
   return Value();
 }
 
+/// A grouped product (sparse experts) whose lhs, rhs and result are f32.
+bool isF32Grouped(Operation *op) {
+  if (!isa<GroupedMatmulOp, GroupedMatmulTransposeLhsOp>(op))
+    return false;
+  return isF32Tensor(op->getOperand(0).getType()) &&
+         isF32Tensor(op->getOperand(1).getType()) &&
+         isF32Tensor(op->getResult(0).getType());
+}
+
 Role roleOf(Operation *op) {
   if (moveSource(op))
     return Role::Move;
+  if (isF32Grouped(op))
+    return Role::Grouped;
   auto lop = dyn_cast<linalg::LinalgOp>(op);
   if (!lop || isa<linalg::FillOp>(op) || !lop.hasPureTensorSemantics() ||
       !onlyF32Floats(lop))
@@ -311,6 +323,28 @@ struct AutocastPass : public mlir::fsdp::impl::FSDPAutocastBase<AutocastPass> {
     ++numContractions;
   }
 
+  /// A grouped product as a contraction: 16-bit operands (twins, or one
+  /// rounding), the product accumulated in f32 by its lowering and rounded
+  /// once to 16 bits (fsdp-grouped-matmul).
+  void rewriteGrouped(Operation *op) {
+    OpBuilder b(op);
+    Location loc = op->getLoc();
+    Value lhs = narrowValue(b, loc, op->getOperand(0));
+    Value rhs = narrowValue(b, loc, op->getOperand(1));
+    Type type = narrowed(op->getResult(0).getType());
+    Value offsets = op->getOperand(2);
+    Value narrow =
+        isa<GroupedMatmulOp>(op)
+            ? GroupedMatmulOp::create(b, loc, type, lhs, rhs, offsets)
+                  .getResult()
+            : GroupedMatmulTransposeLhsOp::create(b, loc, type, lhs, rhs,
+                                                  offsets)
+                  .getResult();
+    storeNarrow(b, loc, op->getResult(0), narrow);
+    op->erase();
+    ++numGrouped;
+  }
+
   void rewriteGeneric(linalg::LinalgOp op, bool narrowResults) {
     linalg::GenericOp generic =
         rebuild(op, /*narrowInputs=*/false, narrowResults);
@@ -391,6 +425,9 @@ struct AutocastPass : public mlir::fsdp::impl::FSDPAutocastBase<AutocastPass> {
         break;
       case Role::Contraction:
         rewriteContraction(cast<linalg::LinalgOp>(op));
+        break;
+      case Role::Grouped:
+        rewriteGrouped(op);
         break;
       case Role::Reduction:
         rewriteGeneric(cast<linalg::LinalgOp>(op), /*narrowResults=*/false);

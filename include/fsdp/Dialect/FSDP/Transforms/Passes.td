@@ -225,6 +225,10 @@ def FSDPAutocast : Pass<"fsdp-autocast", "func::FuncOp"> {
       has one, else one rounding of the f32 operand), multiplies them
       exactly and accumulates in its f32 output; the result is rounded once
       to 16 bits (what cuBLAS does with a bf16 output and f32 compute).
+    * A grouped product (`fsdp.grouped_matmul`,
+      `fsdp.grouped_matmul_transpose_lhs`: sparse experts) with f32
+      operands is a contraction too: it takes 16-bit operands and gives a
+      16-bit result, which its lowering accumulates in f32 and rounds once.
     * A reduction (a `linalg.generic` with a reduction iterator that is not
       a contraction: norm statistics, softmax sums and maxima, the loss,
       bias and norm gradients) reads its operands widened to f32 and
@@ -258,6 +262,8 @@ def FSDPAutocast : Pass<"fsdp-autocast", "func::FuncOp"> {
   let statistics = [
     Statistic<"numContractions", "contractions",
               "Contractions on 16-bit operands with f32 accumulation">,
+    Statistic<"numGrouped", "grouped-products",
+              "Grouped products on 16-bit operands with f32 accumulation">,
     Statistic<"numNarrowed", "narrowed-ops",
               "Elementwise ops whose result is stored in 16 bits">,
     Statistic<"numKeptF32", "f32-elementwise-ops",
