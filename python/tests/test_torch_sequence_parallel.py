@@ -143,10 +143,12 @@ def test_hsdp_tp_sequence_parallel_mpi_np8(tmp_path, name):
 
 
 @needs_tools
-def test_llama_adamw_20_steps_sequence_parallel_equals_tp1():
-    """20 AdamW steps (weight decay, clipping) of the Llama with tensor and
-    sequence parallelism on dp=2,tp=2 and the same training without tensor
-    parallelism (mesh 2: the same data-parallel split), in process: every
+@pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
+def test_llama_adamw_20_steps_tensor_parallel_equals_tp1(sp):
+    """20 AdamW steps (weight decay, clipping) of the Llama with tensor
+    parallelism, with and without sequence parallelism, on dp=2,tp=2 and
+    the same training without tensor parallelism (mesh 2: the same
+    data-parallel split), in process: every
     loss within 1e-5 of the other's and of torch.optim.AdamW in float64;
     the final parameters as close to float64 as torch's own float32
     training (Adam's normalized updates carry float32 noise over steps)."""
@@ -166,7 +168,7 @@ def test_llama_adamw_20_steps_sequence_parallel_equals_tp1():
         batches[0],
         mesh="dp=2,tp=2",
         tp_plan="auto",
-        sequence_parallel=True,
+        sequence_parallel=sp,
         **common,
     )
     tp1 = compile_step(module, lm_loss, batches[0], mesh="2", **common)

@@ -3,7 +3,8 @@ the embedding table and the LM head split along the vocabulary over `tp`,
 with a vocabulary-parallel cross-entropy (the logits are never gathered).
 Hugging Face Llama with tp_plan="auto" (its embedding_rowwise embeddings and
 colwise LM head) and GPT-2 (wte tied to lm_head) with a plan written by
-hand, on dp=2,tp=2 with and without sequence parallelism: the loss and
+hand, on dp=2,tp=2 with and without sequence parallelism (GPT-2 also on
+replicate=2,shard=2,tp=2 through fsdp-run --backend mpi): the loss and
 every gradient within 1e-5 relative of float64 torch autograd on the global
 batch; the communication report's bytes equal what the runtime measured;
 the plan's errors for what does not split evenly."""
@@ -66,15 +67,15 @@ GPT2_PLAN = {
 }
 
 
-def export(tmp_path, module, plan, sp, samples=1, quant=None):
-    batch = tokens(2 * samples, vocab=VOCAB)
+def export(tmp_path, module, plan, sp, samples=1, quant=None, mesh="dp=2,tp=2", dp=2):
+    batch = tokens(dp * samples, vocab=VOCAB)
     out = str(tmp_path / "step")
     model = export_step(
         module,
         lm_loss,
         batch,
         out,
-        mesh="dp=2,tp=2",
+        mesh=mesh,
         tp_plan=plan,
         sequence_parallel=sp,
         sequence_gather_quant=quant,
@@ -93,12 +94,13 @@ def partitioned(out, sp):
     ).stdout
 
 
-def check(tmp_path, module, plan, sp, table):
-    model, batch, out = export(tmp_path, module, plan, sp)
+def check(tmp_path, module, plan, sp, table, mesh="dp=2,tp=2", world=4, backend="threads"):
+    model, batch, out = export(tmp_path, module, plan, sp, mesh=mesh, dp=world // 2)
     layouts = {p["name"]: p["layout_attr"] for p in model["params"]}
     assert "tp_shard<0>" in layouts[table], layouts[table]
-    results = T.compile_and_run(out, model["config"]["pipeline"])
-    errors = errors_vs_float64(model, module, lm_loss, batch, results, 4)
+    np_ = world if backend == "mpi" else None
+    results = T.compile_and_run(out, model["config"]["pipeline"], backend, np_)
+    errors = errors_vs_float64(model, module, lm_loss, batch, results, world)
     assert len(errors) == 1 + len(model["params"])
     bad = {k: v for k, v in errors.items() if not v <= RTOL}
     assert not bad, f"relative errors above {RTOL}: {bad}"
@@ -126,6 +128,24 @@ def test_llama_auto_plan_vocab_parallel_dp2_tp2(tmp_path, sp):
 @pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
 def test_gpt2_tied_hand_plan_vocab_parallel_dp2_tp2(tmp_path, sp):
     check(tmp_path, gpt2(), GPT2_PLAN, sp, "transformer.wte.weight")
+
+
+@needs_tools
+@pytest.mark.skipif(T.mpirun() is None, reason="mpirun not found")
+@pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
+def test_gpt2_tied_vocab_parallel_hsdp_tp_mpi_np8(tmp_path, sp):
+    """The same GPT-2 on replicate=2,shard=2,tp=2 through fsdp-run --backend
+    mpi (one process per rank, 8 ranks)."""
+    check(
+        tmp_path,
+        gpt2(),
+        GPT2_PLAN,
+        sp,
+        "transformer.wte.weight",
+        mesh="replicate=2,shard=2,tp=2",
+        world=8,
+        backend="mpi",
+    )
 
 
 @needs_tools
