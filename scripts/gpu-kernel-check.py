@@ -37,7 +37,7 @@ def integration_steps():
     that the integration tests build with fsdp_mlir.dev.gen."""
     steps = []
     tests = os.path.join(ROOT, "test", "Integration")
-    gen_re = re.compile(r"fsdp_mlir\.gen (.*?) -o %t/(\w+)\.mlir")
+    gen_re = re.compile(r"fsdp_mlir\.(?:dev\.)?gen (.*?) -o %t/(\w+)\.mlir")
     opt_re = re.compile(r'fsdp-opt %t/(\w+)\.mlir --fsdp-pipeline="([^"]*)"')
     for name in sorted(os.listdir(tests)):
         # The compute=gpu tests themselves (gpu-*.test) build no other step.

@@ -249,6 +249,11 @@ linalg::FillOp mlir::fsdp::zeroFillBefore(linalg::LinalgOp op) {
   return nullptr;
 }
 
+bool mlir::fsdp::isMultiplyAccumulate(linalg::LinalgOp op) {
+  return op.getNumDpsInputs() == 2 && op.getNumDpsInits() == 1 &&
+         isMulAddBody(op);
+}
+
 bool mlir::fsdp::isContraction(linalg::LinalgOp op) {
   return isa<linalg::ContractionOpInterface>(op.getOperation()) ||
          succeeded(linalg::inferContractionDims(op));

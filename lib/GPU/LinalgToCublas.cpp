@@ -128,6 +128,12 @@ struct FSDPLinalgToCublasPass
       std::string why;
       FailureOr<GemmPlan> p = planGemm(op, types, why);
       if (failed(p)) {
+        if (op->hasAttr(kF32AccumulationAttrName)) {
+          op->emitError() << "a contraction with an f32 accumulator ("
+                          << kF32AccumulationAttrName
+                          << ") must become a cuBLAS gemm, but " << why;
+          return signalPassFailure();
+        }
         if (report && isContraction(op))
           op->emitRemark() << "contraction stays a kernel: " << why;
         continue;

@@ -256,6 +256,14 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
     fn.addPass(createFSDPFuseElementwise(fuse));
     fn.addPass(createFSDPCanonicalizer());
   }
+  // Contractions start from zeros of their own (beta = 0, no copy of a
+  // passed-in accumulator), and the ones whose f32 sum is only rounded to
+  // bf16 write bf16 directly. After the fusion, which decides the readers;
+  // nothing may merge the fills again before bufferization.
+  if (compute == ComputeMode::Gpu) {
+    pm.addPass(createFSDPGpuGemmResults());
+    pm.addPass(createFSDPCanonicalizer());
+  }
 }
 
 void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
@@ -503,6 +511,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
                                     createFSDPGpuAsyncCollectives(),
                                     createFSDPGpuFuseAttention(),
                                     createFSDPGpuFuseCrossEntropy(),
+                                    createFSDPGpuGemmResults(),
                                     createFSDPGpuScatterAdd(),
                                     createFSDPGpuGroupedMatmul(),
                                     createFSDPLinalgToCublas(),

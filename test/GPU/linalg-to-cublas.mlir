@@ -139,3 +139,49 @@ func.func @f64(%a: memref<4x8xf64>, %b: memref<8x16xf64>, %c: memref<4x16xf64>) 
   linalg.matmul ins(%a, %b : memref<4x8xf64>, memref<8x16xf64>) outs(%c : memref<4x16xf64>)
   return
 }
+
+// -----
+
+// fsdp-gpu-gemm-results' rounded product (a bf16 body marked
+// fsdp.f32_accumulation) from a zero fill: the bf16 entry, which sums in
+// f32 and rounds once, with beta = 0.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+// CHECK-LABEL: func.func @f32_accumulation
+func.func @f32_accumulation(%a: memref<4x8xbf16>, %b: memref<8x16xbf16>, %c: memref<4x16xbf16>) {
+  %zero = arith.constant 0.0 : bf16
+  // CHECK-NOT: linalg.fill
+  // CHECK: %[[BETA:.*]] = arith.constant 0.000000e+00 : f32
+  // CHECK: call @fsdprt_gpu_gemm_bf16({{.*}}, %[[BETA]], {{.*}})
+  // CHECK-NOT: linalg.generic
+  linalg.fill ins(%zero : bf16) outs(%c : memref<4x16xbf16>)
+  // expected-remark @below {{contraction becomes fsdprt_gpu_gemm_bf16 (beta = 0, the zero fill removed)}}
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x8xbf16>, memref<8x16xbf16>) outs(%c : memref<4x16xbf16>) attrs = {fsdp.f32_accumulation} {
+  ^bb0(%x: bf16, %y: bf16, %acc: bf16):
+    %p = arith.mulf %x, %y : bf16
+    %s = arith.addf %acc, %p : bf16
+    linalg.yield %s : bf16
+  }
+  return
+}
+
+// -----
+
+// A marked product that no gemm can compute (its A has no unit stride): a
+// kernel would round at every step, so it is an error.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+func.func @f32_accumulation_strided(%a: memref<4x8xbf16, strided<[16, 2]>>, %b: memref<8x16xbf16>, %c: memref<4x16xbf16>) {
+  // expected-error @below {{a contraction with an f32 accumulator (fsdp.f32_accumulation) must become a cuBLAS gemm, but an operand has no unit stride in its matrix dimensions}}
+  linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : memref<4x8xbf16, strided<[16, 2]>>, memref<8x16xbf16>) outs(%c : memref<4x16xbf16>) attrs = {fsdp.f32_accumulation} {
+  ^bb0(%x: bf16, %y: bf16, %acc: bf16):
+    %p = arith.mulf %x, %y : bf16
+    %s = arith.addf %acc, %p : bf16
+    linalg.yield %s : bf16
+  }
+  return
+}

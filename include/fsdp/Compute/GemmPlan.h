@@ -63,6 +63,11 @@ linalg::FillOp zeroFillBefore(linalg::LinalgOp op);
 /// remark when they do not become a gemm.
 bool isContraction(linalg::LinalgOp op);
 
+/// Whether the body of `op` (two inputs, one output, on tensors or buffers)
+/// is exactly `out + in0 * in1` in the output's element type, the inputs of
+/// that type or widened to it by `arith.extf`: the bodies a gemm computes.
+bool isMultiplyAccumulate(linalg::LinalgOp op);
+
 /// The element offsets of A, B and C in one batch entry.
 struct GemmOffsets {
   Value a, b, c;

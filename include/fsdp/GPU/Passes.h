@@ -24,6 +24,13 @@ namespace mlir::fsdp {
 /// /usr/local/cuda.
 std::string defaultCudaPath();
 
+/// On a bf16 contraction (fsdp-gpu-gemm-results): its sum is carried in f32
+/// and rounded to bf16 once, as `fsdprt_gpu_gemm_bf16` computes it, not
+/// rounded at every step as the body reads. Only a cuBLAS gemm may compute
+/// it (fsdp-linalg-to-cublas fails on one it cannot plan).
+constexpr llvm::StringLiteral kF32AccumulationAttrName =
+    "fsdp.f32_accumulation";
+
 #define GEN_PASS_DECL
 #include "fsdp/GPU/Passes.h.inc"
 

@@ -301,6 +301,54 @@ def FSDPGpuFuseCrossEntropy : Pass<"fsdp-gpu-fuse-cross-entropy", "ModuleOp"> {
                            "::mlir::tensor::TensorDialect"];
 }
 
+def FSDPGpuGemmResults : Pass<"fsdp-gpu-gemm-results", "ModuleOp"> {
+  let summary = "Start contractions from a zero fill of their own and write "
+                "bf16 results directly where the f32 sum is only rounded "
+                "(compute=gpu)";
+  let description = [{
+    Runs on tensors, after the elementwise chains are fused. For every
+    contraction (a linalg op whose body is one multiply-accumulate, the
+    ops `fsdp-linalg-to-cublas` turns into gemms):
+
+    - **Zeros of its own.** An accumulator that is all zeros but not a
+      zero `linalg.fill` that only this op uses -- a fill shared by
+      several products, or one that reaches a segment as an argument or
+      comes back from another segment's result (every call site and every
+      return followed) -- is replaced by a zero fill of a `tensor.empty`
+      right before the op. Bufferized, the fill and the op share one
+      buffer and one kernel, which cuBLAS runs with beta = 0: no copy of
+      the zeros into a fresh buffer, no read of C.
+    - **Rounded once, by the gemm.** A contraction of bf16 operands
+      widened to f32 with an f32 accumulator of zeros (fsdp-autocast's
+      products) whose result is read only by `linalg.generic` ops that
+      only round it to bf16 (`arith.truncf`, possibly fused with further
+      elementwise work such as a bias add) becomes a bf16 contraction
+      (`fsdp.f32_accumulation`: the sum is carried in f32 and rounded
+      once at the end, which `fsdprt_gpu_gemm_bf16` does), and its readers
+      read the bf16 result in place of the rounding. The values are the
+      same bit for bit; the f32 result is never written.
+
+    Segment arguments whose last use was such an accumulator are removed
+    from the private function and its calls. With `report`, a remark per
+    rewritten contraction.
+  }];
+  let options = [
+    Option<"report", "report", "bool", /*default=*/"false",
+           "Emit a remark per rewritten contraction">
+  ];
+  let statistics = [
+    Statistic<"numLocalZeros", "local-zeros",
+              "Contractions given a zero fill of their own">,
+    Statistic<"numRounded", "rounded",
+              "Contractions that write their bf16 rounding directly">,
+    Statistic<"numArgsErased", "args-erased",
+              "Function arguments left unused and removed">
+  ];
+  let dependentDialects = ["::mlir::arith::ArithDialect",
+                           "::mlir::linalg::LinalgDialect",
+                           "::mlir::tensor::TensorDialect"];
+}
+
 def FSDPGpuAsyncCollectives : Pass<"fsdp-gpu-async-collectives", "ModuleOp"> {
   let summary = "Make every blocking tensor collective a start and a wait, so "
                 "that no collective blocks the host (compute=gpu)";
