@@ -14,6 +14,7 @@
 #include "llvm/Support/FormatVariadic.h"
 
 #include <algorithm>
+#include <cmath>
 
 using namespace mlir;
 using namespace mlir::fsdp;
@@ -116,9 +117,15 @@ Mapping KernelLowering::choose() {
 /// and how (`split`): when it has at least `split-min-elements` elements
 /// and one warp (rows innermost) or one thread (other reductions) per
 /// output element would launch fewer blocks than the device has
-/// multiprocessors. Pass 1 then aims at one full wave of blocks
-/// (sm-count x 2048 / block-size), each warp or thread doing at least
-/// kMinSegment elements or kMinChunkRows rows.
+/// multiprocessors. Each warp or thread of pass 1 does at least
+/// kMinSegment elements or kMinChunkRows rows; pass 1 launches at least
+/// one block per multiprocessor and at most one full wave (sm-count x 2048
+/// / block-size). In between, the number of partials balances the two
+/// passes: pass 2 reads each output's partials with one warp, in order, so
+/// its rounds of loads grow with them while pass 1's shrink. Equal rounds,
+/// pass 2's hitting L2 (kL2LatencyRatio times faster than pass 1's from
+/// memory): partials = sqrt(ratio x length x loads per round of pass 2 /
+/// loads per round of a pass 1 item).
 bool KernelLowering::chooseSplit(bool rows) {
   int64_t outputs = product(parSizes), length = product(redSizes);
   if (outputs * length < limits.splitMinElements)
@@ -130,7 +137,13 @@ bool KernelLowering::chooseSplit(bool rows) {
   if (ceilDiv(outputs, perBlock) >= limits.smCount)
     return false;
   int64_t least = rows ? kMinSegment : kMinChunkRows;
-  int64_t splits = std::min(ceilDiv(wave * perBlock, outputs), length / least);
+  int64_t pass2Loads = kWarpSize * kReductionUnroll;
+  int64_t pass1Loads = rows ? pass2Loads : kReductionUnroll;
+  auto balanced = static_cast<int64_t>(std::sqrt(
+      kL2LatencyRatio * double(length) * double(pass2Loads) / pass1Loads));
+  int64_t oneBlockPerSM = ceilDiv(limits.smCount * perBlock, outputs);
+  int64_t splits = std::min({ceilDiv(wave * perBlock, outputs), length / least,
+                             std::max(balanced, oneBlockPerSM)});
   if (splits < 2)
     return false;
   split.length = ceilDiv(length, splits);

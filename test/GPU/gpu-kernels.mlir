@@ -214,24 +214,26 @@ func.func @serial(%x: memref<4x4xf32>, %y: memref<4xf32>) {
 // 256 elements: 4,096 warps, each reducing its contiguous segment (lanes by
 // 32, 4 elements loaded per iteration and combined in order, then the
 // rest; then shuffles: an f64 travels as two 32-bit words) into partials[w],
-// 8 warps (8 consecutive segments) per block, 512 blocks. Pass 2: one warp
-// combines the 4,096 partials in order, then lane 0 adds the output's
-// initial value (the folded fill) and stores. The partials are a view of
-// the rank's device scratch buffer (fsdprt_gpu_scratch, 4,096 x 8 bytes):
-// no allocation, no free.
+// 8 warps (8 consecutive segments) per block, 203 blocks: 1,619 segments of
+// 648 elements, sqrt(2.5 x 2^20) partials, which balance pass 1's rounds of
+// loads against pass 2's. Pass 2: one warp combines the 1,619 partials in
+// order, then lane 0 adds the output's initial value (the folded fill) and
+// stores. The partials are a view of the rank's device scratch buffer
+// (fsdprt_gpu_scratch, 1,619 x 8 bytes, 13,056 with the alignment): no
+// allocation, no free.
 #in = affine_map<(i) -> (i)>
 #out = affine_map<(i) -> ()>
 // CHECK-LABEL: func.func @split_sum_of_squares
 func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   %zero = arith.constant 0.0 : f64
   // CHECK-NOT: linalg.fill
-  // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(32768 : i64) : i64
+  // CHECK: %[[BYTES:.*]] = llvm.mlir.constant(13056 : i64) : i64
   // CHECK: %[[PTR:.*]] = {{(func.)?}}call @fsdprt_gpu_scratch(%[[BYTES]]) : (i64) -> !llvm.ptr
   // CHECK: llvm.insertvalue %[[PTR]], %{{.*}}[0]
   // CHECK: llvm.insertvalue %[[PTR]], %{{.*}}[1]
-  // CHECK: %[[SCRATCH:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<{{.*}}> to memref<32768xi8>
-  // CHECK: %[[PARTIALS:.*]] = memref.view %[[SCRATCH]][%{{.*}}][] : memref<32768xi8> to memref<4096xf64>
-  // CHECK-DAG: %[[C512:.*]] = arith.constant 512 : index
+  // CHECK: %[[SCRATCH:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<{{.*}}> to memref<13056xi8>
+  // CHECK: %[[PARTIALS:.*]] = memref.view %[[SCRATCH]][%{{.*}}][] : memref<13056xi8> to memref<1619xf64>
+  // CHECK-DAG: %[[C512:.*]] = arith.constant 203 : index
   // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
   // CHECK: gpu.launch blocks(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C512]], %{{.*}}, %{{.*}}) threads(%{{.*}}, %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]]
   // CHECK: %[[LANE:.*]] = arith.remui %{{.*}}, %{{.*}} : index
@@ -250,7 +252,7 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   // CHECK: arith.addf
   // CHECK-COUNT-10: gpu.shuffle xor %{{.*}} : i32
   // CHECK: scf.if
-  // CHECK: memref.store %{{.*}}, %[[PARTIALS]][%[[ITEM]]] : memref<4096xf64>
+  // CHECK: memref.store %{{.*}}, %[[PARTIALS]][%[[ITEM]]] : memref<1619xf64>
   // CHECK: gpu.terminator
   // CHECK: gpu.launch
   // CHECK: scf.for %{{.*}} = %{{.*}} to %{{.*}} step %{{.*}} iter_args
@@ -266,7 +268,7 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
   linalg.fill ins(%zero : f64) outs(%s : memref<f64>)
   // With sm-count=1 one warp is enough:
   // SM1: gpu-kernels.mlir:[[@LINE+2]]:3: remark: GPU kernel: row reduction, one warp per output element (the fill before folded in)
-  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (4096 warp partials of 256 elements per output element), then one warp per output element (the fill before folded in)}}
+  // expected-remark @below {{GPU kernel: row reduction split over 203 blocks (1619 warp partials of 648 elements per output element), then one warp per output element (the fill before folded in)}}
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]}
       ins(%x : memref<1048576xf32>) outs(%s : memref<f64>) {
   ^bb0(%a: f32, %acc: f64):
@@ -280,19 +282,19 @@ func.func @split_sum_of_squares(%x: memref<1048576xf32>, %s: memref<f64>) {
 
 // -----
 
-// A few long rows (4 x 2^18): 1,024 segments of 256 per row, 512 blocks;
-// the partials are [row][segment].
+// A few long rows (4 x 2^18): 807 segments of 325 per row (sqrt(2.5 x
+// 2^18)), 404 blocks; the partials are [row][segment].
 #in = affine_map<(i, j) -> (i, j)>
 #out = affine_map<(i, j) -> (i)>
 // CHECK-LABEL: func.func @split_rows
 func.func @split_rows(%x: memref<4x262144xf32>, %s: memref<4xf32>) {
   // CHECK: call @fsdprt_gpu_scratch
-  // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<16384xi8> to memref<4096xf32>
+  // CHECK: memref.view %{{.*}}[%{{.*}}][] : memref<13056xi8> to memref<3228xf32>
   // CHECK: gpu.launch
   // CHECK: gpu.launch
   // CHECK: memref.load %{{.*}} : memref<4xf32>
   // CHECK-NOT: memref.dealloc
-  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (1024 warp partials of 256 elements per output element), then one warp per output element}}
+  // expected-remark @below {{GPU kernel: row reduction split over 404 blocks (807 warp partials of 325 elements per output element), then one warp per output element}}
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["parallel", "reduction"]}
       ins(%x : memref<4x262144xf32>) outs(%s : memref<4xf32>) {
   ^bb0(%a: f32, %acc: f32):
@@ -464,7 +466,7 @@ func.func @integer_reductions(%mask: memref<8192xi1>, %count: memref<i64>,
   // CHECK: arith.addi
   // CHECK: gpu.launch
   // CHECK: arith.addi
-  // expected-remark @below {{GPU kernel: row reduction split over 512 blocks (4096 warp partials of 256 elements per output element), then one warp per output element}}
+  // expected-remark @below {{GPU kernel: row reduction split over 203 blocks (1619 warp partials of 648 elements per output element), then one warp per output element}}
   linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction"]}
       ins(%big : memref<1048576xi64>) outs(%s : memref<i64>) {
   ^bb0(%a: i64, %acc: i64):
