@@ -466,6 +466,15 @@ FSDPRT_API void fsdprt_jit_topk_indices(const void *x, int32_t dtype,
                                         int32_t largest, int32_t sorted,
                                         int64_t *indices);
 
+/*
+ * For compiled code: the calling rank's index in its group over the axes of
+ * `group_mask` (its coordinate on the axis for a single axis; the same
+ * numbering as the collectives' blocks), read locally from the mesh with no
+ * communication. An invalid mask is recorded on the thread's comm like a
+ * failed collective's arguments, and 0 is returned.
+ */
+FSDPRT_API int64_t fsdprt_jit_axis_index(int64_t group_mask);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

@@ -530,4 +530,26 @@ void fsdprt_jit_guard(int32_t ok, const char *message) {
   c->jit_failed();
 }
 
+int64_t fsdprt_jit_axis_index(int64_t group_mask) {
+  fsdprt_comm *c = jit_comm("fsdprt_jit_axis_index");
+  if (!c)
+    return 0;
+  if (group_mask < 0 || group_mask >= c->mesh.num_masks()) {
+    if (c->first_error() != FSDPRT_OK)
+      return 0;
+    Status st(FSDPRT_ERR_INVALID_ARGUMENT,
+              format("rank %lld: invalid argument: axis_index: group mask "
+                     "%lld selects axes outside the %d-axis mesh",
+                     (long long)c->rank, (long long)group_mask,
+                     (int)c->mesh.ndims));
+    c->record_error(st);
+    c->abort(st);
+    c->jit_failed();
+    return 0;
+  }
+  int64_t group_rank = 0;
+  c->mesh.group(c->rank, group_mask, nullptr, &group_rank, nullptr);
+  return group_rank;
+}
+
 } // extern "C"

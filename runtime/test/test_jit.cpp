@@ -147,6 +147,45 @@ TEST(Jit, FailedGuardIsTheRanksErrorAndPeersDoNotWait) {
   }
 }
 
+TEST(Jit, AxisIndexIsTheGroupRankWithoutCommunication) {
+  // Mesh [2, 3]: bit 0 is axis 0 (size 2), bit 1 axis 1 (size 3).
+  std::atomic<int> bad{0};
+  run_world({2, 3}, [&](int64_t rank, fsdprt_comm_t *comm) {
+    fsdprt_set_thread_comm(comm);
+    for (int64_t mask = 0; mask < 4; ++mask) {
+      int64_t want = 0;
+      EXPECT_EQ(fsdprt_comm_group(comm, mask, nullptr, &want), FSDPRT_OK);
+      if (fsdprt_jit_axis_index(mask) != want)
+        bad++;
+    }
+    if (fsdprt_jit_axis_index(1) != rank / 3 ||
+        fsdprt_jit_axis_index(2) != rank % 3 ||
+        fsdprt_jit_axis_index(3) != rank || fsdprt_jit_axis_index(0) != 0)
+      bad++;
+    fsdprt_stats_t stats;
+    EXPECT_EQ(fsdprt_comm_get_stats(comm, &stats), FSDPRT_OK);
+    EXPECT_EQ(stats.total_calls, 0u);
+    EXPECT_EQ(fsdprt_comm_error(comm), FSDPRT_OK);
+    fsdprt_set_thread_comm(nullptr);
+  });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(Jit, AxisIndexOfAnInvalidMaskIsRecorded) {
+  run_world({2}, [&](int64_t rank, fsdprt_comm_t *comm) {
+    fsdprt_set_thread_comm(comm);
+    EXPECT_EQ(fsdprt_jit_axis_index(rank == 0 ? 2 : 1), rank == 0 ? 0 : 1);
+    if (rank == 0) {
+      EXPECT_EQ(fsdprt_comm_error(comm), FSDPRT_ERR_INVALID_ARGUMENT);
+      EXPECT_NE(std::string(fsdprt_comm_error_message(comm))
+                    .find("axis_index: group mask 2 selects axes outside"),
+                std::string::npos)
+          << fsdprt_comm_error_message(comm);
+    }
+    fsdprt_set_thread_comm(nullptr);
+  });
+}
+
 TEST(Jit, ExtensionsRecordErrorsOnTheComm) {
   run_world({2}, [&](int64_t, fsdprt_comm_t *comm) {
     fsdprt_set_thread_comm(comm);

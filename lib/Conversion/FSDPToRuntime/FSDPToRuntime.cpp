@@ -99,10 +99,13 @@ struct ConvertFSDPToRuntimePass
     // Collect first: lowering a start also rewrites its (later) waits.
     SmallVector<CollectiveOpInterface> collectives;
     SmallVector<Operation *> quantSteps;
+    SmallVector<AxisIndexOp> axisIndices;
     WalkResult result = module.walk([&](Operation *op) {
       auto collective = dyn_cast<CollectiveOpInterface>(op);
       if (collective && collective.isOnBuffers())
         collectives.push_back(collective);
+      else if (auto index = dyn_cast<AxisIndexOp>(op))
+        axisIndices.push_back(index);
       else if (isa<BufferQuantAmaxOp, BufferQuantizeOp, BufferDequantizeOp>(op))
         quantSteps.push_back(op);
       else if (collective || isa<ParamGatherOp, GradReduceOp, WaitOp,
@@ -122,6 +125,9 @@ struct ConvertFSDPToRuntimePass
         return signalPassFailure();
     for (Operation *op : quantSteps)
       if (failed(lowerQuantStep(op)))
+        return signalPassFailure();
+    for (AxisIndexOp op : axisIndices)
+      if (failed(lowerAxisIndex(op, tables)))
         return signalPassFailure();
     lowerAsserts(module);
   }
@@ -157,6 +163,28 @@ struct ConvertFSDPToRuntimePass
       createRuntimeCall(b, loc, RuntimeFunction::guard, {ok, message});
       op.erase();
     }
+  }
+
+  /// fsdp.axis_index to fsdprt_jit_axis_index(mask): the rank's index in
+  /// its group over the axes, read from the mesh (no communication).
+  LogicalResult lowerAxisIndex(AxisIndexOp op, SymbolTableCollection &tables) {
+    MeshOp mesh = lookupMesh(op, op.getMeshAttr(), &tables);
+    if (!mesh)
+      return op->emitOpError() << "refers to unknown mesh " << op.getMeshAttr();
+    FailureOr<int64_t> mask = mesh.getAxisMask(op.getAxes());
+    if (failed(mask))
+      return op->emitOpError()
+             << "has an invalid mesh axis list " << op.getAxes();
+    OpBuilder b(op);
+    Location loc = op.getLoc();
+    Value index =
+        createRuntimeCall(b, loc, RuntimeFunction::axis_index, {*mask})
+            .getResult(0);
+    op.replaceAllUsesWith(
+        arith::IndexCastOp::create(b, loc, b.getIndexType(), index)
+            .getResult());
+    op->erase();
+    return success();
   }
 
   /// fsdp.buffer.quant_amax / quantize / dequantize to their fsdprt_jit_*

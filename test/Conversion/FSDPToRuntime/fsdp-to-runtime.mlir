@@ -161,3 +161,22 @@ func.func @bounds_check_in_kernel(%idx: memref<4xi64>, %out: memref<4xi64>) {
   return
 }
 
+
+// -----
+
+// The rank's index on an axis: a call with the axis mask, no collective.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @axis_index
+func.func @axis_index() -> (index, index) {
+  // CHECK: %[[TP:.*]] = arith.constant 2 : i64
+  // CHECK: %[[T:.*]] = call @fsdprt_jit_axis_index(%[[TP]]) : (i64) -> i64
+  // CHECK: %[[TI:.*]] = arith.index_cast %[[T]] : i64 to index
+  %t = fsdp.axis_index @mesh ["tp"]
+  // CHECK: %[[BOTH:.*]] = arith.constant 3 : i64
+  // CHECK: %[[R:.*]] = call @fsdprt_jit_axis_index(%[[BOTH]]) : (i64) -> i64
+  // CHECK: %[[RI:.*]] = arith.index_cast %[[R]] : i64 to index
+  %r = fsdp.axis_index @mesh ["dp", "tp"]
+  // CHECK: return %[[TI]], %[[RI]]
+  return %t, %r : index, index
+}
+// CHECK: func.func private @fsdprt_jit_axis_index(i64) -> i64

@@ -303,3 +303,38 @@ func.func @read_only_tensor(%x: tensor<4xf32> {fsdp.read_only}) -> tensor<4xf32>
 func.func @read_only_value(%x: memref<4xf32> {fsdp.read_only = 1 : i64}) {
   return
 }
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+func.func @axis_index_unknown_axis() -> index {
+  // expected-error @+1 {{mesh @mesh has no axis 'sp'}}
+  %t = fsdp.axis_index @mesh ["sp"]
+  return %t : index
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+func.func @axis_index_no_axis() -> index {
+  // expected-error @+1 {{'fsdp.axis_index' op needs at least one mesh axis}}
+  %t = fsdp.axis_index @mesh []
+  return %t : index
+}
+
+// -----
+
+func.func @axis_index_no_mesh() -> index {
+  // expected-error @+1 {{refers to unknown mesh @nowhere}}
+  %t = fsdp.axis_index @nowhere ["tp"]
+  return %t : index
+}
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+func.func @axis_index_twice() -> index {
+  // expected-error @+1 {{lists a mesh axis twice}}
+  %t = fsdp.axis_index @mesh ["tp", "tp"]
+  return %t : index
+}

@@ -128,3 +128,16 @@ func.func @async(%x: tensor<48xf32>, %big: tensor<192xf32>, %a: memref<48xf32>, 
 // CHECK-LABEL: func.func private @request_type
 // CHECK-SAME: !fsdp.request
 func.func private @request_type(%r: !fsdp.request)
+
+// -----
+
+// This rank's index on one axis, or row-major over several.
+fsdp.mesh @mesh [dp = 2, tp = 4]
+// CHECK-LABEL: func.func @axis_index
+// CHECK: fsdp.axis_index @mesh ["tp"]
+// CHECK: fsdp.axis_index @mesh ["dp", "tp"]
+func.func @axis_index() -> (index, index) {
+  %t = fsdp.axis_index @mesh ["tp"]
+  %r = fsdp.axis_index @mesh ["dp", "tp"]
+  return %t, %r : index, index
+}

@@ -13,7 +13,7 @@
 // reduce-scattered along the tokens (dim 0 of [4, 8]); the residual with
 // the replicated input and the norm-like scale run on this rank's 2
 // tokens (the input's part is a slice at the rank's offset, from the
-// rank's index on the axis computed once at the function's start); the next
+// rank's index on the axis, an fsdp.axis_index at the function's start); the next
 // column-parallel product gathers the tokens first; the scale's gradient,
 // a sum over the split tokens, is all-reduced.
 fsdp.mesh @mesh [dp = 2, tp = 2]
@@ -36,11 +36,10 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   %e48 = tensor.empty() : tensor<4x8xf32>
   %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
   // The input's part for the residual: a slice at rank * 2, where the input
-  // is (no collective for it: the only max reduce-scatter is the rank's
-  // index, once).
-  // CHECK: %[[RANKS:.*]] = arith.constant dense<[0, 1]> : tensor<2xi64>
-  // CHECK: %[[MINE:.*]] = fsdp.reduce_scatter %[[RANKS]] over @mesh ["tp"] max : tensor<2xi64> -> tensor<1xi64>
-  // CHECK: %[[OFF:.*]] = arith.muli %{{.*}}, %{{.*}} : index
+  // is (no collective for it, nor for the rank's index: fsdp.axis_index,
+  // once, at the start).
+  // CHECK-NEXT: %[[RANK:.*]] = fsdp.axis_index @mesh ["tp"]
+  // CHECK: %[[OFF:.*]] = arith.muli %[[RANK]], %{{.*}} : index
   // CHECK: %[[XP:.*]] = tensor.extract_slice %[[X]][%[[OFF]], 0] [2, 8] [1, 1] : tensor<4x8xf32> to tensor<2x8xf32>
   // CHECK-NOT: max :
   // Column-parallel on the replicated input: no gather.
@@ -87,9 +86,9 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   // The report counts the quantized gather's 20 wire bytes (16 FP8 values
   // and the scale) and its 4-byte amax all-reduce as tensor-parallel.
   // QREPORT-LABEL: @block: mesh @mesh [dp = 2, tp = 2]
-  // QREPORT: of which tensor-parallel: 6, sent 204 B, received 152 B
+  // QREPORT: of which tensor-parallel: 5, sent 188 B, received 144 B
   // QREPORT-NEXT: all_gather: 1, sent 20 B, received 40 B
-  // QREPORT-NEXT: reduce_scatter: 2, sent 144 B, received 72 B
+  // QREPORT-NEXT: reduce_scatter: 1, sent 128 B, received 64 B
   // QREPORT-NEXT: all_reduce: 3, sent 40 B, received 40 B
   // BADQ: error: fsdp-tensor-parallel: sequence-gather-quant: unknown format 'fp7'
   // CHECK: linalg.matmul{{.*}}ins(%[[SW]], %[[W3]] : tensor<4x8xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<4x4xf32>)
@@ -116,7 +115,7 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   return %loss, %dg : tensor<f32>, tensor<8xf32>
 }
 // REPORT-LABEL: @block: mesh @mesh [dp = 2, tp = 2]
-// REPORT: of which tensor-parallel: 5
+// REPORT: of which tensor-parallel: 4
 
 // -----
 
@@ -287,4 +286,113 @@ func.func @row_backward(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, 
     (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
                             linalg.yield %s : f32 }
   return %loss, %dw : tensor<f32>, tensor<8x8xf32>
+}
+
+// -----
+
+// An LM head the plan leaves whole (a replicated parameter with a
+// gradient, read through a transpose) after a row-parallel product: the
+// head [16, 8] is larger than its gathered input [4, 8], so the input is
+// all-gathered and every rank computes the logits, the loss and the
+// head's gradient whole (as DTensor's recipe gathers the LM head's input):
+// no all-reduce of the loss or of the head's gradient, whose backward
+// product reads the same gathered input.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @lm_head
+// CHECK-SAME: -> (tensor<f32> {fsdp.loss}, tensor<16x8xf32> {fsdp.grad_of = 2 : i64})
+// CHECK-NOT: fsdp.axis_index
+// CHECK: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK: %[[YW:.*]] = fsdp.all_gather %[[Y]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK: %[[LOGITS:.*]] = linalg.matmul ins(%[[YW]], %{{.*}} : tensor<4x8xf32>, tensor<8x16xf32>) outs(%{{.*}} : tensor<4x16xf32>)
+// CHECK-NOT: fsdp.
+// CHECK: %[[DW:.*]] = linalg.matmul ins(%{{.*}}, %[[YW]] : tensor<16x4xf32>, tensor<4x8xf32>) outs(%{{.*}} : tensor<16x8xf32>)
+// CHECK-NOT: fsdp.
+// CHECK: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<16x8xf32>
+// REPORT-LABEL: @lm_head: mesh @mesh [dp = 2, tp = 2]
+// REPORT: of which tensor-parallel: 2,
+// REPORT-NEXT: all_gather: 1,
+// REPORT-NEXT: reduce_scatter: 1,
+// REPORT-NEXT: all_reduce: 0,
+func.func @lm_head(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                   %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                   %head: tensor<16x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>},
+                   %x: tensor<4x8xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<16x8xf32> {fsdp.grad_of = 2 : i64})
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e48 = tensor.empty() : tensor<4x8xf32>
+  %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%h, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e816 = tensor.empty() : tensor<8x16xf32>
+  %headT = linalg.transpose ins(%head : tensor<16x8xf32>) outs(%e816 : tensor<8x16xf32>) permutation = [1, 0]
+  %e416 = tensor.empty() : tensor<4x16xf32>
+  %z416 = linalg.fill ins(%zero : f32) outs(%e416 : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %logits = linalg.matmul ins(%y, %headT : tensor<4x8xf32>, tensor<8x16xf32>) outs(%z416 : tensor<4x16xf32>) -> tensor<4x16xf32>
+  %l0 = tensor.empty() : tensor<f32>
+  %l1 = linalg.fill ins(%zero : f32) outs(%l0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%logits : tensor<4x16xf32>) outs(%l1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  // A data-dependent output gradient, transposed for dW = dL^T @ y.
+  %dl = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%logits : tensor<4x16xf32>) outs(%e416 : tensor<4x16xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.mulf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  %e164 = tensor.empty() : tensor<16x4xf32>
+  %dlT = linalg.transpose ins(%dl : tensor<4x16xf32>) outs(%e164 : tensor<16x4xf32>) permutation = [1, 0]
+  %e168 = tensor.empty() : tensor<16x8xf32>
+  %z168 = linalg.fill ins(%zero : f32) outs(%e168 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  %dw = linalg.matmul ins(%dlT, %y : tensor<16x4xf32>, tensor<4x8xf32>) outs(%z168 : tensor<16x8xf32>) -> tensor<16x8xf32>
+  return %loss, %dw : tensor<f32>, tensor<16x8xf32>
+}
+
+// -----
+
+// The same with a replicated parameter smaller than its gathered input
+// (a [2, 8] gate, 16 elements, against 32): the product runs on this
+// rank's tokens, the loss over them and the gate's gradient (sums over
+// the split tokens) are all-reduced.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @small_head
+// CHECK: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+// CHECK-NOT: fsdp.all_gather
+// CHECK: %[[LOGITS:.*]] = linalg.matmul ins(%[[Y]], %{{.*}} : tensor<2x8xf32>, tensor<8x2xf32>) outs(%{{.*}} : tensor<2x2xf32>)
+// CHECK: fsdp.all_reduce %{{.*}} over @mesh ["tp"] sum : tensor<f32> -> tensor<f32>
+// CHECK: %[[DWP:.*]] = linalg.matmul ins(%{{.*}}, %[[Y]] : tensor<2x2xf32>, tensor<2x8xf32>) outs(%{{.*}} : tensor<2x8xf32>)
+// CHECK: %[[DW:.*]] = fsdp.all_reduce %[[DWP]] over @mesh ["tp"] sum : tensor<2x8xf32> -> tensor<2x8xf32>
+// CHECK: return %{{.*}}, %[[DW]] : tensor<f32>, tensor<2x8xf32>
+func.func @small_head(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                      %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                      %gate: tensor<2x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>},
+                      %x: tensor<4x8xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<2x8xf32> {fsdp.grad_of = 2 : i64})
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e48 = tensor.empty() : tensor<4x8xf32>
+  %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%h, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e82 = tensor.empty() : tensor<8x2xf32>
+  %gateT = linalg.transpose ins(%gate : tensor<2x8xf32>) outs(%e82 : tensor<8x2xf32>) permutation = [1, 0]
+  %e42 = tensor.empty() : tensor<4x2xf32>
+  %z42 = linalg.fill ins(%zero : f32) outs(%e42 : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %logits = linalg.matmul ins(%y, %gateT : tensor<4x8xf32>, tensor<8x2xf32>) outs(%z42 : tensor<4x2xf32>) -> tensor<4x2xf32>
+  %l0 = tensor.empty() : tensor<f32>
+  %l1 = linalg.fill ins(%zero : f32) outs(%l0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%logits : tensor<4x2xf32>) outs(%l1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  %e24 = tensor.empty() : tensor<2x4xf32>
+  %lT = linalg.transpose ins(%logits : tensor<4x2xf32>) outs(%e24 : tensor<2x4xf32>) permutation = [1, 0]
+  %e28 = tensor.empty() : tensor<2x8xf32>
+  %z28 = linalg.fill ins(%zero : f32) outs(%e28 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %dw = linalg.matmul ins(%lT, %y : tensor<2x4xf32>, tensor<4x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
+  return %loss, %dw : tensor<f32>, tensor<2x8xf32>
 }

@@ -45,13 +45,10 @@ func.func @embedding(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, 
   return %g, %grad : tensor<2x4xf32>, tensor<8x4xf32>
 }
 
-// The rank's index: a max reduce-scatter of [0, 1].
+// The rank's index: fsdp.axis_index, no collective.
 // CHECK-LABEL: func.func @embedding
 // CHECK-SAME: %[[TABLE:.*]]: tensor<4x4xf32> {{.*}}-> (tensor<2x4xf32>, tensor<4x4xf32> {fsdp.grad_of = 0 : i64})
-// CHECK: %[[RANKS:.*]] = arith.constant dense<[0, 1]> : tensor<2xi64>
-// CHECK: %[[MINE:.*]] = fsdp.reduce_scatter %[[RANKS]] over @mesh ["tp"] max : tensor<2xi64> -> tensor<1xi64>
-// CHECK: %[[T:.*]] = tensor.extract %[[MINE]]
-// CHECK: %[[RANK:.*]] = arith.index_cast %[[T]] : i64 to index
+// CHECK-NEXT: %[[RANK:.*]] = fsdp.axis_index @mesh ["tp"]
 // The lookup: rows [4t, 4t + 4) are this rank's; others read 0.
 // CHECK: %[[LOOKUP:.*]] = linalg.generic
 // CHECK:   %[[ID:.*]] = arith.index_cast
@@ -77,7 +74,8 @@ func.func @embedding(%table: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, 
 
 // With sequence parallelism the lookup is reduce-scattered along the tokens.
 // SP-LABEL: func.func @embedding
-// SP: fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] max : tensor<2xi64> -> tensor<1xi64>
+// SP: fsdp.axis_index @mesh ["tp"]
+// SP-NOT: max :
 // SP: %[[PART:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<2x4xf32> -> tensor<1x4xf32>
 // SP: fsdp.all_gather %[[PART]] over @mesh ["tp"] : tensor<1x4xf32> -> tensor<2x4xf32>
 // SP: linalg.matmul {{.*}} outs(%{{.*}} : tensor<4x4xf32>)
@@ -182,9 +180,7 @@ func.func @cross_entropy(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, 
   return %loss, %dw, %dx : tensor<f32>, tensor<8x4xf32>, tensor<2x4xf32>
 }
 // CHECK-LABEL: func.func @cross_entropy
-// CHECK: %[[MINE:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] max : tensor<2xi64> -> tensor<1xi64>
-// CHECK: %[[T:.*]] = tensor.extract %[[MINE]]
-// CHECK: %[[RANK:.*]] = arith.index_cast %[[T]]
+// CHECK: %[[RANK:.*]] = fsdp.axis_index @mesh ["tp"]
 // The logits are this rank's vocabulary columns.
 // CHECK: %[[LOGITS:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<2x4xf32>)
 // The max (its unused index reads the global column) is all-reduced with max.
@@ -253,7 +249,7 @@ func.func @global_index(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [
   return %sum : tensor<2xf32>
 }
 // CHECK-LABEL: func.func @global_index
-// CHECK: %[[RANK:.*]] = arith.index_cast %{{.*}} : i64 to index
+// CHECK: %[[RANK:.*]] = fsdp.axis_index @mesh ["tp"]
 // CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<2x4xf32>)
 // CHECK:   %[[J:.*]] = linalg.index 1
 // CHECK:   %[[JOFF:.*]] = arith.muli %[[RANK]], %c4

@@ -200,6 +200,12 @@ static FailureOr<int64_t> verifyGroup(Operation *op, FlatSymbolRefAttr meshRef,
   return k;
 }
 
+LogicalResult AxisIndexOp::verifySymbolUses(SymbolTableCollection &tables) {
+  if (getAxes().empty())
+    return emitOpError() << "needs at least one mesh axis";
+  return failure(failed(verifyGroup(*this, getMeshAttr(), getAxes(), tables)));
+}
+
 /// all_gather: out.dim0 = k * in.dim0; reduce_scatter: in.dim0 = k * out.dim0.
 static LogicalResult verifyGatherShapes(Operation *op, ShapedType small,
                                         ShapedType large, int64_t k,

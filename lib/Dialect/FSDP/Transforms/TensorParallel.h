@@ -144,9 +144,8 @@ Value resolvePartial(TPFunction &tp, OpBuilder &b, Location loc, Value partial,
 /// partial sum resolves it (one collective right after it is made).
 bool mergeOrResolvePartials(TPFunction &tp, Operation *op);
 
-/// This rank's index on the axis: a reduce-scatter (max) of [0, .., k-1]
-/// at the function's start, once per function (the lowering has no
-/// axis-index op).
+/// This rank's index on the axis: an fsdp.axis_index at the function's
+/// start, once per function (known locally, no collective).
 Value rankIndex(TPFunction &tp);
 
 /// rankIndex * localSize, built at `b`.

@@ -369,11 +369,92 @@ private:
            use.getOperandNumber() == unsigned(1 + s.dim);
   }
 
+  /// Gathering `v` needs no new collective: its whole value exists (or is
+  /// the transpose of one that does).
+  bool gatheredAlready(Value v) const {
+    if (tp.gathered.count(v))
+      return true;
+    auto transpose = v.getDefiningOp<linalg::TransposeOp>();
+    if (!transpose)
+      return false;
+    Sharding s = shardingOf(tp, v);
+    Sharding from = shardingOf(tp, transpose.getInput());
+    return s.sequence && from.sequence && from.outer == s.outer &&
+           from.dim == transpose.getPermutation()[s.dim] &&
+           tp.gathered.count(transpose.getInput());
+  }
+
+  /// Whether `v` is a parameter of the step with a gradient, read through
+  /// transposes and reshapes.
+  bool isTrainedParameter(Value v) const {
+    while (Operation *def = v.getDefiningOp()) {
+      if (auto t = dyn_cast<linalg::TransposeOp>(def))
+        v = t.getInput();
+      else if (isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(def))
+        v = def->getOperand(0);
+      else
+        return false;
+    }
+    auto arg = dyn_cast<BlockArgument>(v);
+    if (!arg || arg.getOwner() != &tp.func.getBody().front())
+      return false;
+    for (unsigned r = 0; r < tp.func.getNumResults(); ++r)
+      if (auto g = tp.func.getResultAttrOfType<IntegerAttr>(r, kGradOfAttrName))
+        if (g.getInt() == int64_t(arg.getArgNumber()))
+          return true;
+    return false;
+  }
+
+  /// Along a sequence loop, a product with a replicated trained parameter
+  /// contracted over a loop the tokens are not split along (an LM head the
+  /// plan leaves whole) would run on this rank's tokens, and the
+  /// parameter's gradient would be a sum over split tokens, all-reduced
+  /// whole (and so would every sum over the tokens of its result, the
+  /// loss). Where the parameter is larger than the split reads gathered,
+  /// they are gathered instead (as DTensor's and Megatron's sequence
+  /// parallelism gather the LM head's input): every rank computes the
+  /// product whole, and neither its result nor the parameter's gradient
+  /// needs a collective.
+  bool gatherForParameter() {
+    if (!sequenceLoop)
+      return false;
+    SmallVector<utils::IteratorType> iterators = op.getIteratorTypesArray();
+    int64_t paramBytes = 0;
+    for (OpOperand *operand : op.getDpsInputOperands()) {
+      Value v = operand->get();
+      if (!isa<RankedTensorType>(v.getType()) ||
+          shardingOf(tp, v).isSharded() || !isTrainedParameter(v))
+        continue;
+      AffineMap map = op.getMatchingIndexingMap(operand);
+      FailureOr<Sharding> need = positionOf(map);
+      if (failed(need) || need->isSharded())
+        continue;
+      bool contracted = llvm::any_of(map.getResults(), [&](AffineExpr e) {
+        auto d = dyn_cast<AffineDimExpr>(e);
+        return d &&
+               iterators[d.getPosition()] == utils::IteratorType::reduction;
+      });
+      if (contracted)
+        paramBytes = std::max(paramBytes, bytesOf(v, 1));
+    }
+    if (paramBytes == 0)
+      return false;
+    int64_t gatherBytes = 0;
+    for (const ShardedRead &r : reads)
+      if (r.sharding.sequence && !gatheredAlready(r.value))
+        gatherBytes += bytesOf(r.value, tp.size);
+    return paramBytes > gatherBytes;
+  }
+
   /// Replicated operands read along the sharded loop: shape-only ones get
   /// a local copy; along a sequence loop, the others are sliced to this
   /// rank's part when that moves fewer bytes than gathering the split
-  /// reads (then the op runs whole).
+  /// reads (then the op runs whole; reads gathered already cost nothing).
   LogicalResult planReplicatedReads() {
+    if (gatherForParameter()) {
+      gatherAll();
+      return success();
+    }
     int64_t sliceBytes = 0, gatherBytes = 0;
     bool sliceable = true;
     for (OpOperand &operand : op->getOpOperands()) {
@@ -410,7 +491,8 @@ private:
       toSlice[v] = need->dim;
     }
     for (const ShardedRead &r : reads)
-      if (r.sharding.sequence && !toGather.contains(r.value))
+      if (r.sharding.sequence && !toGather.contains(r.value) &&
+          !gatheredAlready(r.value))
         gatherBytes += bytesOf(r.value, tp.size);
     if (!toSlice.empty() && (!sliceable || sliceBytes > gatherBytes))
       gatherAll();

@@ -24,26 +24,11 @@ using namespace mlir::fsdp::tensor_parallel;
 Value tensor_parallel::rankIndex(TPFunction &tp) {
   if (tp.rankIndex)
     return tp.rankIndex;
-  // Every rank holds [0, 1, .., k-1]; a reduce-scatter (max of identical
-  // copies) leaves rank t its own index t.
+  // The rank's coordinate on the axis is known locally: no communication.
   Block &entry = tp.func.getBody().front();
   OpBuilder b = OpBuilder::atBlockBegin(&entry);
-  Location loc = tp.func.getLoc();
-  SmallVector<int64_t> iota;
-  for (int64_t t = 0; t < tp.size; ++t)
-    iota.push_back(t);
-  auto all = RankedTensorType::get({tp.size}, b.getI64Type());
-  Value ranks = arith::ConstantOp::create(
-      b, loc, DenseIntElementsAttr::get(all, ArrayRef<int64_t>(iota)));
-  Value mine = ReduceScatterOp::create(
-                   b, loc, RankedTensorType::get({1}, b.getI64Type()), ranks,
-                   tp.meshRef, b.getStrArrayAttr({tp.axis}),
-                   ReduceKindAttr::get(b.getContext(), ReduceKind::max))
-                   .getResult();
-  ++tp.reduceScatters;
-  Value zero = arith::ConstantIndexOp::create(b, loc, 0);
-  Value t = tensor::ExtractOp::create(b, loc, mine, ValueRange{zero});
-  tp.rankIndex = arith::IndexCastOp::create(b, loc, b.getIndexType(), t);
+  tp.rankIndex = AxisIndexOp::create(b, tp.func.getLoc(), b.getIndexType(),
+                                     tp.meshRef, b.getStrArrayAttr({tp.axis}));
   return tp.rankIndex;
 }
 

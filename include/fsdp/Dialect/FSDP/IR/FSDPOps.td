@@ -208,6 +208,24 @@ def FSDP_QuantizedAllGatherOp : FSDP_FlatCollectiveOp<"quantized_all_gather",
   let hasVerifier = 1;
 }
 
+def FSDP_AxisIndexOp : FSDP_Op<"axis_index", [Pure,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "this rank's index in its group over mesh axes";
+  let description = [{
+    The calling rank's index in its group over `axes` of `mesh`: for one
+    axis, its coordinate on that axis; for several, the row-major index
+    over them. It is the block a `fsdp.reduce_scatter` over the same axes
+    leaves this rank and the slot an `fsdp.all_gather` fills with this
+    rank's input. Every rank knows it locally: no communication.
+    ```mlir
+    %t = fsdp.axis_index @mesh ["tp"]
+    ```
+  }];
+  let arguments = (ins FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes);
+  let results = (outs Index:$result);
+  let assemblyFormat = "$mesh $axes attr-dict";
+}
+
 //===----------------------------------------------------------------------===//
 // Local quantization steps: a quantized gather as a plain byte all-gather
 // (bucketed and scheduled like any other) between quantize and dequantize.
