@@ -53,6 +53,7 @@ FSDPPartitionOptions FSDPPipelineOptions::partitionOptions() const {
   o.paramDtype = paramDtype;
   o.reduceDtype = reduceDtype;
   o.reshardAfterForward = reshardAfterForward;
+  o.rootUnit = rootUnit;
   o.allReduceLoss = allReduceLoss;
   o.unevenPolicy = unevenPolicy;
   o.accumulationSteps = accumulationSteps;

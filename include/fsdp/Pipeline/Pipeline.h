@@ -179,6 +179,11 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Free gathered parameters after forward, re-gather "
                      "for backward"),
       llvm::cl::init(FSDPPartitionOptions().reshardAfterForward)};
+  Option<std::string> rootUnit{
+      *this, "root-unit",
+      llvm::cl::desc("FSDP unit kept unsharded from the forward to the "
+                     "backward, as FSDP2's root module (empty: none)"),
+      llvm::cl::init(FSDPPartitionOptions().rootUnit)};
   // fsdp-tensor-parallel
   Option<bool> sequenceParallel{
       *this, "sequence-parallel",

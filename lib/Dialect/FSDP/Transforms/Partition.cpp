@@ -290,13 +290,18 @@ struct PartitionPass
     lm::Layout model = layout.toDataParallelLayout(step.mesh.getAxisSizes());
     if (lm::shardAxes(model).empty())
       return success(); // Replicate-only: every rank holds it whole (DDP).
+    auto unit = func.getArgAttrOfType<StringAttr>(i, kUnitAttrName);
+    // The root unit stays unsharded from the forward to the backward, as
+    // FSDP2 keeps its root module: one gather serves both.
+    bool reshard = reshardAfterForward &&
+                   !(unit && !rootUnit.empty() && unit.getValue() == rootUnit);
     SmallVector<OpOperand *> fwdUses, bwdUses;
     for (OpOperand &use : arg.getUses()) {
       if (isa<func::ReturnOp>(use.getOwner()))
         return use.getOwner()->emitError()
                << "parameter argument #" << i
                << " is returned directly; return a computed value";
-      bool fwd = isForwardUse(step, use.getOwner()) || !reshardAfterForward;
+      bool fwd = isForwardUse(step, use.getOwner()) || !reshard;
       (fwd ? fwdUses : bwdUses).push_back(&use);
     }
     arg.setType(
@@ -304,7 +309,6 @@ struct PartitionPass
                               global.getElementType()));
     func.setArgAttr(i, kGlobalTypeAttrName, TypeAttr::get(global));
     ++numParameters;
-    auto unit = func.getArgAttrOfType<StringAttr>(i, kUnitAttrName);
     insertGather(step, arg, global, layout, unit, fwdUses, Phase::forward, b);
     insertGather(step, arg, global, layout, unit, bwdUses, Phase::backward, b);
     return success();

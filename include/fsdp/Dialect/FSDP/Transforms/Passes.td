@@ -160,7 +160,11 @@ def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
     full type); its uses read an `fsdp.param_gather`. With
     reshard-after-forward (the default) uses that the loss depends on read a
     forward gather and the others (backward) read a second gather placed
-    before the first of them, so the forward copy can be freed in between.
+    before the first of them, so the forward copy can be freed in between;
+    the parameters of the root unit (`fsdp.unit` equal to `root-unit`, the
+    PyTorch frontend's unit of the parameters outside every other unit) keep
+    their forward gather for the backward, as FSDP2 does not reshard its
+    root module after the forward (it would be gathered again at once).
     Every result marked `fsdp.grad_of = i` goes through `fsdp.grad_reduce`
     and becomes the reduced gradient's slot. `Replicate`-only parameters keep
     their type and get an all-reduced (DDP) gradient.
@@ -185,6 +189,9 @@ def FSDPPartition : Pass<"fsdp-partition", "ModuleOp"> {
     Option<"reshardAfterForward", "reshard-after-forward", "bool",
            /*default=*/"true",
            "Free gathered parameters after forward and gather again for backward">,
+    Option<"rootUnit", "root-unit", "std::string", /*default=*/"\"root\"",
+           "FSDP unit (fsdp.unit) kept unsharded from the forward to the "
+           "backward, as FSDP2's root module; empty: reshard every unit">,
     Option<"allReduceLoss", "all-reduce-loss", "bool", /*default=*/"false",
            "All-reduce the loss to the mean over all data-parallel ranks">,
     Option<"unevenPolicy", "uneven-policy", "::mlir::fsdp::PolicyOverride",
