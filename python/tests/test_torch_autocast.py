@@ -77,7 +77,13 @@ def errors(got, ref):
 
 def fsdp_step(model, batch, out, extra=""):
     step = export_step(
-        model, T.lm_loss, batch, out, mesh=str(WORLD), units=[T.Block], param_dtype="bf16",
+        model,
+        T.lm_loss,
+        batch,
+        out,
+        mesh=str(WORLD),
+        units=[T.Block],
+        param_dtype="bf16",
         verify=False,
     )
     pipeline = step["config"]["pipeline"] + extra
@@ -108,8 +114,10 @@ def test_bf16_step_matches_torch_bf16_and_autocast(tmp_path):
 
     # As accurate as torch's bf16 modes against float64.
     ours_err = errors(ours, exact)
-    torch_err = {n: max(a, b) for (n, a), b in
-                 zip(errors(bf16, exact).items(), errors(autocast, exact).values())}
+    torch_err = {
+        n: max(a, b)
+        for (n, a), b in zip(errors(bf16, exact).items(), errors(autocast, exact).values())
+    }
     worst = {n: ours_err[n] / torch_err[n] for n in ours_err if torch_err[n] > 0}
     assert max(worst.values()) <= 3.0, (ours_err, torch_err)
 

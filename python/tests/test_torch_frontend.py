@@ -593,9 +593,7 @@ def test_value_dependent_shape_names_op_and_submodule():
         def forward(self, x):
             return self.route(x).sum()
 
-    with pytest.raises(
-        ExportError, match=r"aten\.index. in route \([\w.<>]*Route\)"
-    ):
+    with pytest.raises(ExportError, match=r"aten\.index. in route \([\w.<>]*Route\)"):
         export_step(Net(), lambda m, x: m(x), (torch.randn(2, 4),), None, mesh="1", verify=False)
 
 
@@ -630,9 +628,13 @@ def test_values_read_from_tensors_are_guarded():
     asserts = [ln.strip() for ln in model["mlir"].splitlines() if "cf.assert" in ln]
     assert len(asserts) == 2
     assert asserts[0].startswith("cf.assert %")
-    assert asserts[0].split(", ", 1)[1].startswith(
-        '"guard failed: aten._local_scalar_dense in the root module '
-        "(ReadsValues) (test_torch_frontend.py:"
+    assert (
+        asserts[0]
+        .split(", ", 1)[1]
+        .startswith(
+            '"guard failed: aten._local_scalar_dense in the root module '
+            "(ReadsValues) (test_torch_frontend.py:"
+        )
     )
     assert "read 3 on the example batch" in asserts[0]
     # The guards are not results of the step.
