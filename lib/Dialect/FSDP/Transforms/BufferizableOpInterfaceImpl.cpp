@@ -34,6 +34,15 @@ FailureOr<Value> contiguousBuffer(RewriterBase &rewriter, Location loc,
   return *alloc;
 }
 
+/// A new buffer of `type`'s shape and element type for the op's result.
+FailureOr<Value> allocateResult(RewriterBase &rewriter, Location loc,
+                                RankedTensorType type,
+                                const BufferizationOptions &options) {
+  return options.createAlloc(
+      rewriter, loc, MemRefType::get(type.getShape(), type.getElementType()),
+      {});
+}
+
 /// Allocates the result buffer of a collective and a contiguous input.
 template <typename TensorOp>
 FailureOr<std::pair<Value, Value>>
@@ -47,17 +56,16 @@ prepareBuffers(TensorOp collective, RewriterBase &rewriter,
   FailureOr<Value> flatInput = contiguousBuffer(rewriter, loc, *input, options);
   if (failed(flatInput))
     return failure();
-  auto resultType = cast<RankedTensorType>(collective.getResult().getType());
-  auto outType =
-      MemRefType::get(resultType.getShape(), resultType.getElementType());
-  FailureOr<Value> output = options.createAlloc(rewriter, loc, outType, {});
+  FailureOr<Value> output = allocateResult(
+      rewriter, loc, cast<RankedTensorType>(collective.getResult().getType()),
+      options);
   if (failed(output))
     return failure();
   return std::make_pair(*flatInput, *output);
 }
 
 /// An op that only reads its operands and writes fresh buffers: what the
-/// collectives and `fsdp.quantize` share.
+/// collectives, `fsdp.quantize`, the grouped products and topk share.
 template <typename Model, typename Op>
 struct ReadsOperandsAllocatesResults
     : public BufferizableOpInterface::ExternalModel<Model, Op> {
@@ -212,21 +220,9 @@ struct ScatterAddRowsModel
 /// into a new allocation, the operands passed as they are (strided views
 /// too).
 template <typename Op, bool TransposeLhs>
-struct GroupedMatmulModel : public BufferizableOpInterface::ExternalModel<
-                                GroupedMatmulModel<Op, TransposeLhs>, Op> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+struct GroupedMatmulModel
+    : public ReadsOperandsAllocatesResults<GroupedMatmulModel<Op, TransposeLhs>,
+                                           Op> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -239,10 +235,9 @@ struct GroupedMatmulModel : public BufferizableOpInterface::ExternalModel<
         getBuffer(rewriter, grouped.getOffsets(), options, state);
     if (failed(lhs) || failed(rhs) || failed(offsets))
       return failure();
-    auto type = cast<RankedTensorType>(grouped.getResult().getType());
-    FailureOr<Value> output = options.createAlloc(
+    FailureOr<Value> output = allocateResult(
         rewriter, op->getLoc(),
-        MemRefType::get(type.getShape(), type.getElementType()), {});
+        cast<RankedTensorType>(grouped.getResult().getType()), options);
     if (failed(output))
       return failure();
     BufferGroupedMatmulOp::create(rewriter, op->getLoc(), *lhs, *rhs, *offsets,
@@ -256,21 +251,7 @@ struct GroupedMatmulModel : public BufferizableOpInterface::ExternalModel<
 /// i64 buffer: `fsdp.buffer.topk_indices` into a new allocation. Its stable
 /// form must be gone (fsdp-topk drops or uses it before bufferization).
 struct TopkIndicesModel
-    : public BufferizableOpInterface::ExternalModel<TopkIndicesModel,
-                                                    TopkIndicesOp> {
-  bool bufferizesToMemoryRead(Operation *, OpOperand &,
-                              const AnalysisState &) const {
-    return true;
-  }
-  bool bufferizesToMemoryWrite(Operation *, OpOperand &,
-                               const AnalysisState &) const {
-    return false;
-  }
-  AliasingValueList getAliasingValues(Operation *, OpOperand &,
-                                      const AnalysisState &) const {
-    return {};
-  }
-  bool bufferizesToAllocation(Operation *, Value) const { return true; }
+    : public ReadsOperandsAllocatesResults<TopkIndicesModel, TopkIndicesOp> {
   LogicalResult bufferize(Operation *op, RewriterBase &rewriter,
                           const BufferizationOptions &options,
                           BufferizationState &state) const {
@@ -283,10 +264,8 @@ struct TopkIndicesModel
         getBuffer(rewriter, topk.getInput(), options, state);
     if (failed(input))
       return failure();
-    auto type = topk.getResult().getType();
-    FailureOr<Value> output = options.createAlloc(
-        rewriter, op->getLoc(),
-        MemRefType::get(type.getShape(), type.getElementType()), {});
+    FailureOr<Value> output = allocateResult(
+        rewriter, op->getLoc(), topk.getResult().getType(), options);
     if (failed(output))
       return failure();
     BufferTopkIndicesOp::create(rewriter, op->getLoc(), *input, *output,
