@@ -8,6 +8,7 @@
 #include "mlir/Dialect/Arith/IR/Arith.h"
 
 #include <array>
+#include <optional>
 #include <type_traits>
 
 #if __has_include(<cblas.h>)
@@ -180,4 +181,25 @@ int64_t mlir::fsdp::runtimeIndexBits(Type element) {
   if (element.isInteger(32) || element.isInteger(64))
     return element.getIntOrFloatBitWidth();
   return 0;
+}
+
+std::optional<int32_t> mlir::fsdp::runtimeDtypeCode(Type t) {
+  if (t.isF32())
+    return FSDPRT_F32;
+  if (t.isF64())
+    return FSDPRT_F64;
+  if (t.isF16())
+    return FSDPRT_F16;
+  if (t.isBF16())
+    return FSDPRT_BF16;
+  if (t.isInteger(32))
+    return FSDPRT_I32;
+  if (t.isInteger(64))
+    return FSDPRT_I64;
+  if (t.isUnsignedInteger(8) || t.isSignlessInteger(8) ||
+      isa<Float8E4M3FNType, Float8E5M2Type, Float8E8M0FNUType>(t))
+    return FSDPRT_U8;
+  if (t.isSignedInteger(8))
+    return FSDPRT_I8;
+  return std::nullopt;
 }

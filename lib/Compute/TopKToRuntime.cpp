@@ -28,21 +28,12 @@ using namespace mlir::fsdp;
 
 namespace {
 
-/// The runtime's code of the element types the kernel reads.
+/// The runtime's code of the element type, where the kernel reads it.
 std::optional<int32_t> dtypeCode(Type t) {
-  if (t.isF32())
-    return FSDPRT_F32;
-  if (t.isF64())
-    return FSDPRT_F64;
-  if (t.isBF16())
-    return FSDPRT_BF16;
-  if (t.isF16())
-    return FSDPRT_F16;
-  if (t.isInteger(32))
-    return FSDPRT_I32;
-  if (t.isInteger(64))
-    return FSDPRT_I64;
-  return std::nullopt;
+  std::optional<int32_t> code = runtimeDtypeCode(t);
+  if (!code || *code == FSDPRT_U8 || *code == FSDPRT_I8)
+    return std::nullopt;
+  return code;
 }
 
 /// `v` as a buffer the kernel can read from its start: itself when it is a

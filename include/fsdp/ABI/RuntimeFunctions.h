@@ -47,6 +47,10 @@ StringRef getRuntimeFunctionName(RuntimeFunction fn);
 /// runtime takes no such indices (it reads i32, i64 and index).
 int64_t runtimeIndexBits(Type element);
 
+/// The runtime's code (fsdprt_types.h `fsdprt_dtype_t`) of an element type,
+/// if the runtime has one.
+std::optional<int32_t> runtimeDtypeCode(Type element);
+
 /// The function type of `fn` (pointers are !llvm.ptr).
 FunctionType getRuntimeFunctionType(MLIRContext *ctx, RuntimeFunction fn);
 

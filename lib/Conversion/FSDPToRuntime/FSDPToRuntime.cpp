@@ -34,27 +34,6 @@ static_assert(static_cast<int32_t>(ReduceKind::sum) == FSDPRT_SUM &&
                   static_cast<int32_t>(ReduceKind::min) == FSDPRT_MIN,
               "ReduceKind must match fsdprt_reduce_op");
 
-std::optional<int32_t> dtypeCode(Type t) {
-  if (t.isF32())
-    return FSDPRT_F32;
-  if (t.isF64())
-    return FSDPRT_F64;
-  if (t.isF16())
-    return FSDPRT_F16;
-  if (t.isBF16())
-    return FSDPRT_BF16;
-  if (t.isInteger(32))
-    return FSDPRT_I32;
-  if (t.isInteger(64))
-    return FSDPRT_I64;
-  if (t.isUnsignedInteger(8) || t.isSignlessInteger(8) ||
-      isa<Float8E4M3FNType, Float8E5M2Type, Float8E8M0FNUType>(t))
-    return FSDPRT_U8;
-  if (t.isSignedInteger(8))
-    return FSDPRT_I8;
-  return std::nullopt;
-}
-
 int32_t reduceCode(ReduceKind kind) { return static_cast<int32_t>(kind); }
 
 struct ConvertFSDPToRuntimePass
@@ -196,7 +175,7 @@ struct ConvertFSDPToRuntimePass
       return cast<MemRefType>(v.getType()).getNumElements();
     };
     auto dtypeOf = [](Value v) -> int64_t {
-      return *dtypeCode(cast<MemRefType>(v.getType()).getElementType());
+      return *runtimeDtypeCode(cast<MemRefType>(v.getType()).getElementType());
     };
     if (auto a = dyn_cast<BufferQuantAmaxOp>(op)) {
       createRuntimeCall(b, loc, RuntimeFunction::quant_amax,
@@ -309,7 +288,7 @@ struct ConvertFSDPToRuntimePass
       return op->emitOpError() << "has an invalid mesh axis list " << axes;
     Type elementType =
         cast<MemRefType>(op.getCollectiveInput().getType()).getElementType();
-    std::optional<int32_t> dtype = dtypeCode(elementType);
+    std::optional<int32_t> dtype = runtimeDtypeCode(elementType);
     if (!dtype)
       return op->emitOpError()
              << "element type " << elementType << " has no runtime dtype";
