@@ -17,9 +17,17 @@ without sequence parallelism, run as
 - fsdp-opt + fsdp-run: `export_step(..., mesh="dp=D,tp=2",
   tp_plan=config.base_model_tp_plan or "auto", sequence_parallel=...)`,
   `--fsdp-pipeline` with the
-  export's options and `compute=fast` (lower=true all-reduce-loss=true),
-  `fsdp-run --steps N --warmup W --json` on the threads backend and, when
-  mpirun exists, the mpi backend (one process per rank, as torch).
+  export's options and `compute=fast` (lower=true), `fsdp-run --steps N
+  --warmup W --json` on the threads backend and, when mpirun exists, the
+  mpi backend (one process per rank, as torch).
+
+The loss is treated alike on both sides: by default neither step reduces it
+over the data-parallel ranks (each rank holds the loss of its micro-batch,
+as a torch training loop does; the export's `all-reduce-loss=true` is
+dropped) and rank 0's losses are compared; with `--all-reduce-loss` both
+all-reduce it (fsdp-opt's `all-reduce-loss=true`, a `dist.all_reduce` over
+'dp' in the torch step, counted with its collectives) and the global
+batch's mean losses are compared.
 
 Both end a step with the reduced gradient shards on every rank, with no
 optimizer. Per case the driver checks that the two give the same
@@ -280,6 +288,12 @@ def _dtensor_rank(rank, world, case, steps, warmup, init_file, out_dir):
     def step():
         loss = loss_fn(module, *local)
         loss.backward()
+        if case["all_reduce_loss"]:
+            # The mean over the data-parallel ranks, as fsdp-opt's
+            # all-reduce-loss=true (4 bytes).
+            loss = loss.detach().clone()
+            dist.all_reduce(loss, group=mesh["dp"].get_group())
+            loss /= dp
         return loss
 
     times = []
@@ -304,8 +318,9 @@ def _dtensor_rank(rank, world, case, steps, warmup, init_file, out_dir):
     if rank == 0:
         worst = [max(t[s] for t, _, _ in gathered) for s in range(steps)]
         every = [c for _, c, _ in gathered]
-        # The loss of the global batch: the mean of the data-parallel ranks'.
-        losses = [loss for _, _, loss in gathered[::TP]]
+        # Rank 0's loss: its micro-batch's, or with all_reduce_loss the
+        # global batch's (the same on every rank).
+        loss0 = gathered[0][2]
         torch.save(grads, Path(out_dir) / "grads.pt")
         Path(out_dir, "result.json").write_text(
             json.dumps(
@@ -313,7 +328,7 @@ def _dtensor_rank(rank, world, case, steps, warmup, init_file, out_dir):
                     "steps": worst,
                     "counts": every[0],
                     "same_on_every_rank": all(c == every[0] for c in every),
-                    "loss": sum(losses) / len(losses),
+                    "loss": loss0,
                 }
             )
         )
@@ -361,7 +376,11 @@ def fsdp_export(case, work):
         sequence_parallel=case["sp"],
         verify=False,
     )
-    pipeline = model["config"]["pipeline"] + " compute=fast"
+    # Without --all-reduce-loss no loss all-reduce, as the torch step.
+    options = model["config"]["pipeline"].split()
+    if not case["all_reduce_loss"]:
+        options.remove("all-reduce-loss=true")
+    pipeline = " ".join(options + ["compute=fast"])
     lowered = out / "lowered.mlir"
     run(
         [args.fsdp_opt, out / "step.mlir", f"--fsdp-pipeline={pipeline}", "-o", lowered]
@@ -471,6 +490,12 @@ def main():
         "--no-sp", action="store_true", help="without sequence parallelism only"
     )
     ap.add_argument(
+        "--all-reduce-loss",
+        action="store_true",
+        help="both steps all-reduce the loss over 'dp' (default: neither does; "
+        "rank 0's micro-batch losses are compared)",
+    )
+    ap.add_argument(
         "--rtol", type=float, default=1e-5, help="gradients: max |a-b| / max |b|"
     )
     ap.add_argument(
@@ -497,13 +522,15 @@ def main():
             "world": int(dp) * TP,
             "sp": sp,
             "plan": args.plan,
+            "all_reduce_loss": args.all_reduce_loss,
         }
         for dp in args.dp.split(",")
         for sp in ((False,) if args.no_sp else (False, True))
         if sp or not args.smoke
     ]
     print(
-        f"## {args.size}, tp plan {args.plan}, median of {args.steps} steps after {args.warmup} warmup "
+        f"## {args.size}, tp plan {args.plan}, "
+        f"loss {'all-reduced over dp' if args.all_reduce_loss else 'per rank'}, median of {args.steps} steps after {args.warmup} warmup "
         f"(load average {os.getloadavg()[0]:.1f} at the start, {os.cpu_count()} cores)\n"
     )
     rows = []
