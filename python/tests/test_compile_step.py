@@ -60,3 +60,24 @@ def test_gpt_adamw_in_process_equals_fsdp_run(tmp_path):
         step.program.run(steps=2)
     assert step.program.steps_taken == STEPS  # the failed run changed nothing
     step.close()
+
+
+def test_a_failed_compile_names_the_command_that_reproduces_it(tmp_path):
+    """fsdp-opt's error (an option no pass has) comes back with the command
+    that reproduces it on the exported step, which is kept."""
+    import shlex
+    import subprocess
+
+    from fsdp_mlir.torch import ExportError
+
+    torch.manual_seed(0)
+    module = T.MLP()
+    batch = (torch.randn(4, 6), torch.randn(4, 3))
+    with pytest.raises(ExportError) as err:
+        compile_step(
+            module, T.mse_loss, batch, mesh="2", workdir=str(tmp_path), verify=False, no_such=1
+        )
+    message, command = str(err.value).split("reproduce with:\n  ")
+    assert message.startswith("fsdp-opt failed (") and "no-such" in message, message
+    proc = subprocess.run(shlex.split(command), capture_output=True, text=True)
+    assert proc.returncode != 0 and "no-such" in proc.stderr, proc.stderr

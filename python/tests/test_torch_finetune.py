@@ -7,6 +7,7 @@ adapters updated. Gradients against float64 torch autograd, training
 against torch.optim."""
 
 import json
+import re
 import subprocess
 
 import numpy as np
@@ -236,6 +237,22 @@ def check_lora_training(losses, final, reference, module):
         assert err <= 1e-4, f"{name}: {err:.2e} off torch.optim"
 
 
+def check_base_weights_stay(model, lowered):
+    """The base weights stay bit-identical: no result is theirs and the
+    lowered step never writes their arguments (fsdp-mark-read-only-args'
+    `fsdp.read_only_args`; argument i is parameter i), so the runner cuts
+    their shards from the inputs once and every step reads those bits."""
+    frozen = [i for i, p in enumerate(model["params"]) if p["frozen"]]
+    assert frozen
+    assert not {model["params"][i]["name"] for i in frozen} & {
+        r.get("param") for r in model["results"]
+    }
+    found = re.search(r"fsdp\.read_only_args = \{step = array<i64: ([0-9, ]*)>\}", lowered)
+    assert found, "the lowered step records no read-only arguments"
+    read_only = {int(i) for i in found.group(1).split(",")}
+    assert set(frozen) <= read_only, sorted(set(frozen) - read_only)
+
+
 @pytest.mark.skipif(not runner.available(), reason="libfsdprun not built")
 def test_lora_llama_trains_only_the_adapters_with_compile_step(tmp_path):
     module, layer = lora_llama()
@@ -256,15 +273,15 @@ def test_lora_llama_trains_only_the_adapters_with_compile_step(tmp_path):
         losses = [float(step(*batch, lr=lr)) for batch, lr in zip(batches, lrs)]
         final = {n: v.numpy() for n, v in step.parameters().items()}
         model = step.model
+        lowered = open(tmp_path / "lowered.mlir").read()
     finally:
         step.close()
     reference = train_reference(module, lm_loss, batches, ADAMW, lrs)
     check_lora_training(losses, final, reference, module)
-    # The base weights are inputs the step never updates: no result is
-    # theirs, and the module (torch's) is untouched.
-    frozen = {p["name"] for p in model["params"] if p["frozen"]}
-    assert frozen == set(base)
-    assert not frozen & {r.get("param") for r in model["results"]}
+    # The base weights are inputs the step never writes, and the module
+    # (torch's) is untouched.
+    assert {p["name"] for p in model["params"] if p["frozen"]} == set(base)
+    check_base_weights_stay(model, lowered)
     for name, value in module.named_parameters():
         if name in base:
             assert torch.equal(value, base[name]), name
@@ -307,6 +324,7 @@ def test_lora_llama_trains_with_fsdp_run_on_4_ranks(tmp_path):
     lowered = open(f"{out}/lowered.mlir").read()
     for p in model["params"]:
         assert (f'"exp_avg.{p["name"]}"' in lowered) == (not p["frozen"]), p["name"]
+    check_base_weights_stay(model, lowered)
 
 
 # ------------------------------------------- buffers of any dtype, Functions

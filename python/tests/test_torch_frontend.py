@@ -545,6 +545,34 @@ def test_sort_topk_cumsum_sizes_and_ties_match_aten(n):
     assert torch.equal(D.cumsum(offset, 1), torch.cumsum(offset, 1))
 
 
+def test_unstable_sort_orders_ties_by_position():
+    """aten.sort with stable=False (the default) gets aten's values, and
+    ties in position order: the stable sort, which is one order the
+    unstable sort may give. torch's CPU kernel (std::sort: insertion sort up
+    to 16 elements, introsort above; builds with x86-simd-sort use its
+    vectorized quicksort for f32/f64/i32/i64, whose order depends on the
+    CPU) gives the same indices up to 16 elements; above, its tie order is
+    the algorithm's own (docs/FRONTENDS.md). Checked for the dtypes every
+    build sorts with std::sort."""
+    g = torch.Generator().manual_seed(5)
+    for dtype in (torch.float32, torch.int64, torch.bfloat16, torch.int16):
+        for n in (5, 16, 17, 100):
+            x = torch.randint(0, 3, (4, n), generator=g).to(dtype)
+            for descending in (False, True):
+                values, indices = D.sort(x, -1, descending)
+                ref = torch.sort(x, dim=-1, descending=descending, stable=False)
+                stable = torch.sort(x, dim=-1, descending=descending, stable=True)
+                assert torch.equal(values, ref.values), (dtype, n, descending)
+                assert torch.equal(indices, stable.indices), (dtype, n, descending)
+                if n <= 16 and dtype in (torch.bfloat16, torch.int16):
+                    assert torch.equal(indices, ref.indices), (dtype, n, descending)
+    # torch.sort(stable=False) traces to aten.sort.stable too: the same.
+    assert D.OVERRIDES[torch.ops.aten.sort.stable] is D.sort_stable
+    for stable in (False, True, None):
+        got = D.sort_stable(x, stable=stable, dim=0, descending=True)
+        assert all(torch.equal(a, b) for a, b in zip(got, D.sort(x, 0, True)))
+
+
 def test_grouped_mm_matches_aten():
     """Rows of `a` in groups (the MoE forward) and the jagged-K form (the
     weight gradient), against aten's CPU grouped matrix product."""

@@ -229,3 +229,4 @@ def test_guard_fires_on_a_batch_with_another_value(tmp_path):
         stderr
     ), stderr
     assert "return y[:, : int(n[0].sum())].sum()) read 3 on the example batch" in stderr
+    assert "rank 1: rank 1" not in stderr and "rank 0: rank 0" not in stderr, stderr

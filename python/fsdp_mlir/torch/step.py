@@ -19,6 +19,7 @@ returns the loss and the gradients.
 from __future__ import annotations
 
 import os
+import shlex
 import shutil
 import subprocess
 import tempfile
@@ -146,19 +147,14 @@ def compile_step(
         pipeline += " " + optimizer.pipeline_options()
     pipeline = " ".join([pipeline] + [_pipeline_option(k, v) for k, v in options.items()])
     lowered = os.path.join(workdir, "lowered.mlir")
-    proc = subprocess.run(
-        [
-            fsdp_opt(),
-            os.path.join(workdir, "step.mlir"),
-            f"--fsdp-pipeline={pipeline}",
-            "-o",
-            lowered,
-        ],
-        capture_output=True,
-        text=True,
-    )
+    cmd = [fsdp_opt(), os.path.join(workdir, "step.mlir"), f"--fsdp-pipeline={pipeline}"]
+    proc = subprocess.run([*cmd, "-o", lowered], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise ExportError(f"fsdp-opt failed ({pipeline}):\n{proc.stderr.strip()}")
+        # The exported step stays in `workdir`: the command reproduces it.
+        raise ExportError(
+            f"fsdp-opt failed ({pipeline}):\n{proc.stderr.strip()}\n"
+            f"  the exported step is kept; reproduce with:\n  {shlex.join(cmd)} -o /dev/null"
+        )
     program = Program(lowered, backend=backend, jit_cache_dir=None)
     with torch.no_grad():
         for name, p in module.named_parameters():
