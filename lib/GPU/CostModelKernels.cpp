@@ -32,6 +32,9 @@ struct ThreadEnv {
   int64_t thread[3] = {0, 0, 0}, block[3] = {0, 0, 0};
   int64_t blockDim[3] = {1, 1, 1}, gridDim[3] = {1, 1, 1};
   DenseMap<Value, int64_t> known;
+  /// The enclosing loops' induction variables, outermost first, with their
+  /// lower bounds: a lane's first iteration of each (warpDistinctFraction).
+  SmallVector<std::pair<Value, Value>> loops;
 };
 
 std::optional<int64_t> evaluate(Value v, const ThreadEnv &env, int depth = 0);
@@ -202,9 +205,68 @@ bool isFloatArith(Operation *op) {
              arith::MinNumFOp, arith::NegFOp, arith::RemFOp>(op);
 }
 
+/// The fraction of a warp's lanes whose load reaches memory: the number of
+/// distinct elements the lanes of a warp address, over 32, averaged over
+/// the warps of the first block (a value indexed by the row only, read by
+/// every thread of a row-wise elementwise kernel, is one element per warp:
+/// the lanes share one transaction). 1 when an index cannot be evaluated
+/// (it depends on loaded data) or the block has no full warp.
+double warpDistinctFraction(ValueRange indices, ThreadEnv &env) {
+  if (indices.empty())
+    return 1.0 / 32;
+  int64_t bx = env.blockDim[0], by = env.blockDim[1], bz = env.blockDim[2];
+  int64_t threads = bx * by * bz;
+  if (threads < 32)
+    return 1.0;
+  int64_t saved[3] = {env.thread[0], env.thread[1], env.thread[2]};
+  int64_t warps = threads / 32;
+  double distinct = 0;
+  bool known = true;
+  for (int64_t w = 0; w < warps && known; ++w) {
+    std::vector<SmallVector<int64_t, 4>> lanes;
+    for (int64_t l = 0; l < 32 && known; ++l) {
+      int64_t linear = w * 32 + l;
+      env.thread[0] = saved[0] + linear % bx;
+      env.thread[1] = saved[1] + (linear / bx) % by;
+      env.thread[2] = saved[2] + linear / (bx * by);
+      // The lane's first iteration of every enclosing loop.
+      for (auto [iv, lb] : env.loops) {
+        env.known.erase(iv);
+        if (std::optional<int64_t> x = evaluate(lb, env))
+          env.known[iv] = *x;
+      }
+      SmallVector<int64_t, 4> at;
+      for (Value index : indices) {
+        std::optional<int64_t> x = evaluate(index, env);
+        if (!x) {
+          known = false;
+          break;
+        }
+        at.push_back(*x);
+      }
+      if (known && llvm::find(lanes, at) == lanes.end())
+        lanes.push_back(at);
+    }
+    distinct += double(lanes.size());
+  }
+  env.thread[0] = saved[0];
+  env.thread[1] = saved[1];
+  env.thread[2] = saved[2];
+  for (auto [iv, lb] : env.loops) {
+    env.known.erase(iv);
+    if (std::optional<int64_t> x = evaluate(lb, env))
+      env.known[iv] = *x;
+  }
+  if (!known)
+    return 1.0;
+  return distinct / (32.0 * double(warps));
+}
+
 /// Counts a load or store (scalar or vector) `avg` times; false for other
-/// ops. `loads` is set for a load.
-bool countAccess(Operation &op, double avg, ThreadWork &work, bool &loads) {
+/// ops. `loads` is set for a load. A load counts the elements its warp
+/// addresses (warpDistinctFraction); a store counts every lane.
+bool countAccess(Operation &op, ThreadEnv &env, double avg, ThreadWork &work,
+                 bool &loads) {
   auto count = [&](double bytes, Value memref, bool load) {
     double b = bytes * avg;
     (load ? work.loadBytes : work.storeBytes) += b;
@@ -216,12 +278,16 @@ bool countAccess(Operation &op, double avg, ThreadWork &work, bool &loads) {
     return double(t.getNumElements() * elementBytes(t.getElementType()));
   };
   if (auto load = dyn_cast<memref::LoadOp>(op))
-    return count(elementBytes(load.getType()), load.getMemref(), true);
+    return count(elementBytes(load.getType()) *
+                     warpDistinctFraction(load.getIndices(), env),
+                 load.getMemref(), true);
   if (auto store = dyn_cast<memref::StoreOp>(op))
     return count(elementBytes(store.getValueToStore().getType()),
                  store.getMemref(), false);
   if (auto vload = dyn_cast<vector::LoadOp>(op))
-    return count(vectorBytes(vload.getVectorType()), vload.getBase(), true);
+    return count(vectorBytes(vload.getVectorType()) *
+                     warpDistinctFraction(vload.getIndices(), env),
+                 vload.getBase(), true);
   if (auto vstore = dyn_cast<vector::StoreOp>(op))
     return count(vectorBytes(vstore.getVectorType()), vstore.getBase(), false);
   return false;
@@ -248,7 +314,11 @@ double walkKernelLoop(scf::ForOp loop, ThreadEnv &env, double avg,
   } else {
     work.unknown.push_back(loop);
   }
-  return maxTrips * walkKernelBlock(*loop.getBody(), env, avg * trips, work);
+  env.loops.push_back({loop.getInductionVar(), loop.getLowerBound()});
+  double chain =
+      maxTrips * walkKernelBlock(*loop.getBody(), env, avg * trips, work);
+  env.loops.pop_back();
+  return chain;
 }
 
 /// A branch of the kernel: each side weighted by the fraction of the first
@@ -290,7 +360,7 @@ double walkKernelBlock(Block &block, ThreadEnv &env, double avg,
   double chain = 0;
   bool loads = false;
   for (Operation &op : block) {
-    if (countAccess(op, avg, work, loads))
+    if (countAccess(op, env, avg, work, loads))
       continue;
     if (isFloatArith(&op)) {
       work.flops += (isa<math::FmaOp>(op) ? 2 : 1) * avg;
