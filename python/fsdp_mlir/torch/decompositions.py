@@ -830,7 +830,11 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
     buffers it is given: {buffer name: new value}. `buffers` maps the buffer
     tensors the module is called with to their names. Grouped 2-D
     convolutions are replaced by `grouped_conv2d`, grouped matrix products
-    (MoE experts) by `grouped_mm` (sparse unless `experts` is "dense")."""
+    (MoE experts) by `grouped_mm` (sparse unless `experts` is "dense").
+    `Tensor.requires_grad_` is a no-op: the step differentiates the loss
+    with respect to the parameters whatever an intermediate's flag says
+    (transformers and peft set it on the input embeddings' output for
+    activation checkpointing, which a functorch transform refuses)."""
 
     def __init__(self, buffers: dict, experts: str = "sparse"):
         super().__init__()
@@ -840,6 +844,8 @@ class BufferUpdates(torch.overrides.TorchFunctionMode):
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
+        if func is torch.Tensor.requires_grad_:
+            return args[0]
         if func is torch.nn.functional.batch_norm:
             return self._batch_norm(*args, **kwargs)
         if func is torch.batch_norm:
@@ -1049,6 +1055,12 @@ def _no_warning(*args, **kwargs):
     return None
 
 
+def _no_checkpoint(function, args, kwargs, **options):
+    """torch.utils.checkpoint's `_checkpoint_impl` while tracing: the
+    checkpointed function, called."""
+    return function(*args, **kwargs)
+
+
 def library_patterns(experts: str = "sparse"):
     """Context for the trace: patterns of model libraries that read a
     tensor's value only to pick between two equivalent computations, written
@@ -1058,11 +1070,19 @@ def library_patterns(experts: str = "sparse"):
     traces), and `warn_if_padding_and_no_attention_mask` reads the first and
     last tokens for a warning. transformers' MoE experts (`experts`, see
     `_experts_forward`) run their "grouped_mm" implementation whichever is
-    configured."""
+    configured. Activation checkpointing (`torch.utils.checkpoint`, both
+    variants; transformers' `gradient_checkpointing_enable`) calls its
+    function directly: it computes the same values and gradients, only
+    where they are stored differs, which fsdp-opt decides (its `recompute`
+    option)."""
     import contextlib
     import sys
 
+    import torch.utils.checkpoint as checkpoint
+
     stack = contextlib.ExitStack()
+    if hasattr(checkpoint, "_checkpoint_impl"):
+        stack.enter_context(_patched(checkpoint, "_checkpoint_impl", _no_checkpoint))
     moe = sys.modules.get("transformers.integrations.moe")
     interface = getattr(moe, "ExpertsInterface", None) if moe is not None else None
     if interface is not None and hasattr(interface, "get_interface"):

@@ -989,9 +989,10 @@ def reference(
     entries = _batch_entries(loss_fn, batch)
     args = [t.to(dtype) if t.is_floating_point() else t for _, t in entries]
     ref.zero_grad(set_to_none=True)
+    # The backward in the same context: a checkpointed forward recomputes there.
     with eager_context():
         loss = loss_fn(ref, *args)
-    loss.backward()
+        loss.backward()
     return loss.detach(), {
         n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
         for n, p in ref.named_parameters()
@@ -1016,7 +1017,7 @@ def reference_ranks(module, loss_fn, batch, world: int, dtype=torch.float64) -> 
         ref.zero_grad(set_to_none=True)
         with eager_context():
             loss = loss_fn(ref, *args)
-        loss.backward()
+            loss.backward()
         grads = {
             n: (p.grad if p.grad is not None else torch.zeros_like(p)).detach()
             for n, p in ref.named_parameters()

@@ -109,9 +109,9 @@ def train_reference(
             group["lr"] = float(lr)
         opt.zero_grad(set_to_none=True)
         args = [t for _, t in _batch_entries(loss_fn, batch)]
-        with eager_context():
+        with eager_context():  # a checkpointed forward recomputes in the backward
             loss = loss_fn(ref, *args)
-        loss.backward()
+            loss.backward()
         if cfg.max_grad_norm > 0.0:
             torch.nn.utils.clip_grad_norm_(params, cfg.max_grad_norm, foreach=False)
         opt.step()

@@ -150,12 +150,15 @@ def eager_reference(module, loss_fn, local_batch, buffer_results=()):
     params = {n: p for n, p in ref.named_parameters() if p.requires_grad}
     for p in params.values():
         p.grad = None
+    # backward(), not autograd.grad: reentrant activation checkpointing
+    # accumulates the gradients of its region into .grad only. In the same
+    # context: a checkpointed forward recomputes in the backward.
     with eager_context():
         loss = loss_fn(ref, *local_batch)
-    grads = torch.autograd.grad(loss, list(params.values()), allow_unused=True)
+        loss.backward()
     out = {"loss": loss.detach()}
-    for (n, p), g in zip(params.items(), grads):
-        out[f"grad.{n}"] = torch.zeros_like(p) if g is None else g.detach()
+    for n, p in params.items():
+        out[f"grad.{n}"] = torch.zeros_like(p) if p.grad is None else p.grad.detach()
     buffers = dict(ref.named_buffers())
     for result, buf in buffer_results:
         out[result] = buffers[buf].detach().clone()
