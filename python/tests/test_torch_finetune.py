@@ -469,6 +469,40 @@ def test_lora_with_activation_checkpointing(tmp_path, reentrant):
     assert all("lora_" in p["name"] for p in model["params"] if not p["frozen"])
 
 
+def test_prompt_tuning_and_the_module_after_the_export(tmp_path):
+    """peft's prompt tuning: trainable virtual-token embeddings before a
+    frozen Llama, whose input embeddings peft also holds as
+    `word_embeddings` (one submodule under two paths). The virtual tokens'
+    gradient matches float64 autograd on 2 ranks, and the export leaves
+    every submodule its own parameters (it had left the traced tensor in
+    the embeddings, which broke copying the module)."""
+    transformers = pytest.importorskip("transformers")
+    peft = pytest.importorskip("peft")
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=1,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=16,
+    )
+    torch.manual_seed(0)
+    base = transformers.LlamaForCausalLM(config).eval()
+    module = peft.get_peft_model(
+        base, peft.PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=3)
+    )
+    before = {n: p for n, p in module.named_parameters(remove_duplicate=False)}
+    (tokens,) = counting_batches(1, 2)[0]
+    model = T.check_against_float64(tmp_path / "step", module, lm_loss, (tokens,), verify=False)
+    assert [p["name"] for p in model["params"] if not p["frozen"]] == [
+        "prompt_encoder.default.embedding.weight"
+    ]
+    after = dict(module.named_parameters(remove_duplicate=False))
+    assert after.keys() == before.keys()
+    assert all(after[n] is p for n, p in before.items())
+
+
 def test_lora_gradients_on_hsdp_2x2(tmp_path):
     """HSDP: the adapters' gradients are reduce-scattered over the shard
     axis and all-reduced over the replicate axis, the base weights neither."""

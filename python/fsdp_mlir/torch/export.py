@@ -12,6 +12,7 @@ See docs/FRONTENDS.md.
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import inspect
 import json
@@ -524,6 +525,7 @@ def _drop_unchanged_buffers(
     return updated
 
 
+@contextlib.contextmanager
 def bound_to(module: torch.nn.Module, values: dict):
     """A context in which `module`'s parameters and buffers are `values`
     ({name: tensor}, the traced ones): every read inside `loss_fn` sees them,
@@ -532,10 +534,24 @@ def bound_to(module: torch.nn.Module, values: dict):
     the parameters themselves (a weight penalty) gets its gradient. This is
     `torch.func.functional_call`'s reparametrization held for the whole
     `loss_fn` call instead of one forward; tied weights follow their first
-    name, as there."""
+    name, as there.
+
+    On exit every submodule gets back the very tensors it held: torch's
+    restore assumes one submodule per path, and a submodule reachable by
+    two paths (peft's prompt tuning keeps the input embeddings as
+    `word_embeddings` too) got the traced tensor back through the second."""
     from torch.nn.utils.stateless import _reparametrize_module
 
-    return _reparametrize_module(module, values, tie_weights=True, strict=False)
+    saved = [(m, dict(m._parameters), dict(m._buffers)) for m in module.modules()]
+    try:
+        with _reparametrize_module(module, values, tie_weights=True, strict=False):
+            yield
+    finally:
+        for m, params, buffers in saved:
+            m._parameters.clear()
+            m._parameters.update(params)
+            m._buffers.clear()
+            m._buffers.update(buffers)
 
 
 # ---------------------------------------------------------------- export
