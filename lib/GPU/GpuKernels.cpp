@@ -195,8 +195,11 @@ struct FSDPGpuKernelsPass
           next && unsupported(next).empty() &&
           KernelLowering(next, limits()).foldFill(fill))
         return success();
-    KernelLowering lowering(op, limits());
     auto fill = dyn_cast_or_null<linalg::FillOp>(op->getPrevNode());
+    // Before the fill, which must stay right before the op to fold into it.
+    viewInputsAtTheirAddress(op,
+                             fill ? fill.getOperation() : op.getOperation());
+    KernelLowering lowering(op, limits());
     bool foldsFill = fill && lowering.foldFill(fill);
     if (report)
       op->emitRemark() << "GPU kernel: " << lowering.describe()
@@ -208,6 +211,23 @@ struct FSDPGpuKernelsPass
       ++numFoldedFills;
     }
     return success();
+  }
+
+  /// Kernel arguments are bare pointers, so a buffer needs a static layout.
+  /// A contiguous input at an offset known only at run time (a rank's part
+  /// of a tensor-parallel value, sliced at its index on the axis) is passed
+  /// as an identity buffer at its address instead.
+  void viewInputsAtTheirAddress(linalg::LinalgOp op, Operation *before) {
+    OpBuilder b(before);
+    for (OpOperand *input : op.getDpsInputOperands()) {
+      auto t = dyn_cast<MemRefType>(input->get().getType());
+      int64_t offset;
+      SmallVector<int64_t> strides;
+      if (t && succeeded(t.getStridesAndOffset(strides, offset)) &&
+          ShapedType::isDynamic(offset) &&
+          memref::isStaticShapeAndContiguousRowMajor(t))
+        input->set(identityView(b, op.getLoc(), input->get()));
+    }
   }
 
   void countMapping(Mapping m) {

@@ -234,13 +234,14 @@ def test_plan_uneven_vocabulary_and_heads():
 def test_quantized_sequence_gathers(tmp_path, fmt, heads, tol):
     """Sequence-parallel all-gathers of activations quantized
     (sequence_gather_quant, TransformerEngine's gather_along_first_dim with
-    FP8 / MXFP8 inputs): the partitioned step gathers with
-    fsdp.quantized_all_gather; the loss within 2^-4 and every gradient
-    within 2^-2 (max-norm relative) of the unquantized step, and not equal
-    to it. FP8 E4M3 keeps 3 mantissa bits (each element within 2^-4 of its
-    value, relative to its scale); a weight gradient's path crosses the
-    quantized gathers of the forward activations and of dY in two layers
-    (measured: at most 0.13 for per-tensor FP8, 0.10 for MXFP8)."""
+    FP8 / MXFP8 inputs): the partitioned step gathers the quantized bytes
+    asynchronously between fsdp.quantize and fsdp.dequantize; the loss
+    within 2^-4 and every gradient within 2^-2 (max-norm relative) of the
+    unquantized step, and not equal to it. FP8 E4M3 keeps 3 mantissa bits
+    (each element within 2^-4 of its value, relative to its scale); a
+    weight gradient's path crosses the quantized gathers of the forward
+    activations and of dY in two layers (measured: at most 0.13 for
+    per-tensor FP8, 0.10 for MXFP8)."""
     from fsdp_mlir.torch import load_results
 
     module = llama(heads=heads)
@@ -268,7 +269,10 @@ def test_quantized_sequence_gathers(tmp_path, fmt, heads, tol):
             capture_output=True,
             text=True,
         ).stdout
-        assert ("fsdp.quantized_all_gather" in text) == bool(quant)
+        # Asynchronous: quantize, a byte all-gather started and waited for,
+        # dequantize (no blocking fsdp.quantized_all_gather).
+        assert ("fsdp.dequantize" in text) == bool(quant)
+        assert "fsdp.quantized_all_gather" not in text
     (loss, grads), (qloss, qgrads) = got[None], got[fmt]
 
     def rel(a, b):

@@ -187,6 +187,38 @@ func.func @copies(%a: memref<128xf32>, %b: memref<128xf32, strided<[1], offset: 
 
 // -----
 
+// An input at an offset known only at run time (a rank's part of a
+// tensor-parallel value, sliced at its index on the axis): kernel arguments
+// are bare pointers, so the kernel reads an identity-layout view at the
+// slice's address, made before the fill the kernel folds in.
+#in = affine_map<(i, j) -> (i, j)>
+#out = affine_map<(i, j) -> (j)>
+// CHECK-LABEL: func.func @dynamic_offset_input
+func.func @dynamic_offset_input(%x: memref<8x32xf32>, %rank: index, %s: memref<32xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %c4 = arith.constant 4 : index
+  %off = arith.muli %rank, %c4 : index
+  %part = memref.subview %x[%off, 0] [4, 32] [1, 1] : memref<8x32xf32> to memref<4x32xf32, strided<[32, 1], offset: ?>>
+  // CHECK: memref.extract_aligned_pointer_as_index %{{.*}} : memref<4x32xf32, strided<[32, 1], offset: ?>>
+  // CHECK: %[[VIEW:.*]] = builtin.unrealized_conversion_cast %{{.*}} : !llvm.struct<(ptr, ptr, i64, array<2 x i64>, array<2 x i64>)> to memref<4x32xf32>
+  // CHECK-NOT: linalg.fill
+  // CHECK: gpu.launch
+  // CHECK: memref.load %[[VIEW]]
+  // CHECK-NOT: offset: ?
+  // CHECK: gpu.terminator
+  linalg.fill ins(%zero : f32) outs(%s : memref<32xf32>)
+  // expected-remark @below {{GPU kernel: reduction, one thread per output element (the fill before folded in)}}
+  linalg.generic {indexing_maps = [#in, #out], iterator_types = ["reduction", "parallel"]}
+      ins(%part : memref<4x32xf32, strided<[32, 1], offset: ?>>) outs(%s : memref<32xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %r = arith.addf %a, %acc : f32
+    linalg.yield %r : f32
+  }
+  return
+}
+
+// -----
+
 // An output indexed by a reduction loop: one thread runs the op.
 #in = affine_map<(i, j) -> (i, j)>
 #out = affine_map<(i, j) -> (j)>

@@ -75,13 +75,18 @@ func.func @block(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<
   // inputs): each rank's [2, 8] block in FP8 with one scale over the axis.
   // QUANT-LABEL: func.func @block
   // QUANT: %[[QF:.*]] = tensor.collapse_shape %{{.*}} {{\[}}[0, 1]] : tensor<2x8xf32> into tensor<16xf32>
-  // QUANT: %[[QG:.*]] = fsdp.quantized_all_gather %[[QF]] over @mesh ["tp"] format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32> -> tensor<32xf32>
+  // QUANT: %[[QA:.*]] = fsdp.quant_amax %[[QF]] : tensor<16xf32> -> tensor<1xf32>
+  // QUANT: %[[QS:.*]] = fsdp.all_reduce %[[QA]] over @mesh ["tp"] max : tensor<1xf32> -> tensor<1xf32>
+  // QUANT: %[[QP:.*]] = fsdp.quantize %[[QF]] amax %[[QS]] format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32>, tensor<1xf32> -> tensor<20xi8>
+  // QUANT: %[[QR:.*]], %[[QT:.*]] = fsdp.all_gather_start %[[QP]] over @mesh ["tp"] : tensor<20xi8> -> tensor<40xi8>
+  // QUANT: %[[QB:.*]] = fsdp.wait %[[QR]], %[[QT]] : tensor<40xi8>
+  // QUANT: %[[QG:.*]] = fsdp.dequantize %[[QB]] format fp8_e4m3_tensor shape [2, 8] : tensor<40xi8> -> tensor<32xf32>
   // QUANT: %[[QW:.*]] = tensor.expand_shape %[[QG]] {{\[}}[0, 1]] output_shape [4, 8] : tensor<32xf32> into tensor<4x8xf32>
   // QUANT: linalg.matmul{{.*}}ins(%[[QW]], %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>)
-  // QUANT-NOT: fsdp.all_gather
+  // QUANT-NOT: fsdp.all_gather %
   // MXFP8 blocks 32 elements of a row: 8 features stay unquantized.
   // MX-LABEL: func.func @block
-  // MX-NOT: fsdp.quantized_all_gather
+  // MX-NOT: fsdp.quantize
   // MX: fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
   // The report counts the quantized gather's 20 wire bytes (16 FP8 values
   // and the scale) and its 4-byte amax all-reduce as tensor-parallel.
@@ -225,7 +230,8 @@ func.func @merged_partials(%wa: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mes
 fsdp.mesh @mesh [dp = 2, tp = 2]
 // CHECK-LABEL: func.func @row_backward
 // QUANT-LABEL: func.func @row_backward
-// QUANT: fsdp.quantized_all_gather %{{.*}} format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32> -> tensor<32xf32>
+// QUANT: fsdp.all_gather_start %{{.*}} over @mesh ["tp"] : tensor<20xi8> -> tensor<40xi8>
+// QUANT: fsdp.dequantize %{{.*}} format fp8_e4m3_tensor shape [2, 8] : tensor<40xi8> -> tensor<32xf32>
 // CHECK: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
 // CHECK-NEXT: %[[YW:.*]] = fsdp.all_gather %[[Y]] over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
 // CHECK-NOT: fsdp.all_gather
@@ -395,4 +401,66 @@ func.func @small_head(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [s
   %z28 = linalg.fill ins(%zero : f32) outs(%e28 : tensor<2x8xf32>) -> tensor<2x8xf32>
   %dw = linalg.matmul ins(%lT, %y : tensor<2x4xf32>, tensor<4x8xf32>) outs(%z28 : tensor<2x8xf32>) -> tensor<2x8xf32>
   return %loss, %dw : tensor<f32>, tensor<2x8xf32>
+}
+
+// -----
+
+// A quantized sequence-parallel gather is asynchronous: the amax
+// all-reduce, the quantize and the start of the byte all-gather where the
+// split value is made; the wait and the dequantize where the gathered value
+// is first read, so that the work between (here `%v`, which does not need
+// it) overlaps with the communication.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @overlap
+// CHECK: fsdp.reduce_scatter
+// CHECK-NEXT: %[[YW:.*]] = fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2x8xf32> -> tensor<4x8xf32>
+// CHECK: linalg.generic
+// CHECK: linalg.matmul{{.*}}ins(%[[YW]], %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>)
+// QUANT-LABEL: func.func @overlap
+// QUANT: %[[Y:.*]] = fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<4x8xf32> -> tensor<2x8xf32>
+// QUANT-NEXT: %[[F:.*]] = tensor.collapse_shape %[[Y]] {{\[}}[0, 1]] : tensor<2x8xf32> into tensor<16xf32>
+// QUANT-NEXT: %[[A:.*]] = fsdp.quant_amax %[[F]] : tensor<16xf32> -> tensor<1xf32>
+// QUANT-NEXT: %[[GA:.*]] = fsdp.all_reduce %[[A]] over @mesh ["tp"] max : tensor<1xf32> -> tensor<1xf32>
+// QUANT-NEXT: %[[P:.*]] = fsdp.quantize %[[F]] amax %[[GA]] format fp8_e4m3_tensor shape [2, 8] : tensor<16xf32>, tensor<1xf32> -> tensor<20xi8>
+// QUANT-NEXT: %[[REQ:.*]], %[[PEND:.*]] = fsdp.all_gather_start %[[P]] over @mesh ["tp"] : tensor<20xi8> -> tensor<40xi8>
+// QUANT-NEXT: %[[V:.*]] = linalg.generic
+// QUANT: %[[B:.*]] = fsdp.wait %[[REQ]], %[[PEND]] : tensor<40xi8>
+// QUANT-NEXT: %[[D:.*]] = fsdp.dequantize %[[B]] format fp8_e4m3_tensor shape [2, 8] : tensor<40xi8> -> tensor<32xf32>
+// QUANT-NEXT: %[[YW:.*]] = tensor.expand_shape %[[D]] {{\[}}[0, 1]] output_shape [4, 8] : tensor<32xf32> into tensor<4x8xf32>
+// QUANT-NEXT: linalg.matmul{{.*}}ins(%[[YW]], %{{.*}} : tensor<4x8xf32>, tensor<4x8xf32>)
+// QUANT-NOT: fsdp.quantized_all_gather
+// The report counts what the blocking form moves: 20 wire bytes gathered
+// and a 4-byte amax all-reduce (with the loss's), tensor-parallel.
+// QREPORT-LABEL: @overlap: mesh @mesh [dp = 2, tp = 2]
+// QREPORT: of which tensor-parallel: 4, sent 156 B, received 112 B
+// QREPORT-NEXT: all_gather: 1, sent 20 B, received 40 B
+// QREPORT-NEXT: reduce_scatter: 1, sent 128 B, received 64 B
+// QREPORT-NEXT: all_reduce: 2, sent 8 B, received 8 B
+func.func @overlap(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                   %w2: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<1>]>},
+                   %w3: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                   %x: tensor<4x8xf32>, %u: tensor<4x8xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<4x8xf32>)
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e48 = tensor.empty() : tensor<4x8xf32>
+  %z48 = linalg.fill ins(%zero : f32) outs(%e48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w1 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %y = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%h, %w2 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %v = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%u : tensor<4x8xf32>) outs(%e48 : tensor<4x8xf32>) {
+  ^bb0(%a: f32, %o: f32):
+    %s = arith.mulf %a, %a : f32
+    linalg.yield %s : f32
+  } -> tensor<4x8xf32>
+  %h3 = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%y, %w3 : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z48 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %l0 = tensor.empty() : tensor<f32>
+  %l1 = linalg.fill ins(%zero : f32) outs(%l0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.reduce ins(%h3 : tensor<4x8xf32>) outs(%l1 : tensor<f32>) dimensions = [0, 1]
+    (%in: f32, %acc: f32) { %s = arith.addf %in, %acc : f32
+                            linalg.yield %s : f32 }
+  return %loss, %v : tensor<f32>, tensor<4x8xf32>
 }

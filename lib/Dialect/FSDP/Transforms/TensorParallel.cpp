@@ -215,6 +215,7 @@ struct TensorParallelPass
         return failure();
     }
     eraseRecomputed(tp);
+    overlapGathers(tp);
     // Global shape-only values whose every use now reads a local copy.
     for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
       if (isa<tensor::EmptyOp, linalg::FillOp, arith::ConstantOp>(op) &&

@@ -95,6 +95,9 @@ struct TPFunction {
   /// rank's part was recomputed (erased once unused).
   llvm::DenseMap<Value, int64_t> demanded;
   llvm::SmallPtrSet<Operation *, 8> recomputed;
+  /// The waits of the asynchronous (quantized) sequence-parallel gathers,
+  /// each right after its start until overlapGathers moves it.
+  SmallVector<Operation *> gatherWaits;
   /// What was inserted, for the pass statistics.
   int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0,
           quantizedGathers = 0;
@@ -177,6 +180,12 @@ void collectDemands(TPFunction &tp);
 /// After the walk: replicated ops whose rank's part was recomputed and that
 /// nothing reads any more.
 void eraseRecomputed(TPFunction &tp);
+
+/// Moves the wait of each asynchronous gather, with the dequantize and
+/// reshapes that only rearrange its result, to just before the first other
+/// op that reads them: everything between the start and there overlaps
+/// with the communication.
+void overlapGathers(TPFunction &tp);
 
 LogicalResult visitLinalg(TPFunction &tp, linalg::LinalgOp op);
 LogicalResult visitExpand(TPFunction &tp, tensor::ExpandShapeOp op);

@@ -119,7 +119,11 @@ void setInsertionAfter(OpBuilder &b, Value v) {
 
 /// The all-gather along dim 0 of `x` quantized in the step's format (each
 /// rank's block viewed as [rows, cols] with cols its last dim), or null
-/// where there is no format or the block does not fit it.
+/// where there is no format or the block does not fit it. It is the bits of
+/// fsdp.quantized_all_gather as local steps around an asynchronous byte
+/// all-gather (the amax all-reduce of the per-tensor formats, quantize,
+/// all_gather_start; wait, dequantize), as fsdp-quantize-gathers splits
+/// the parameter gathers; overlapGathers moves the wait to the first use.
 static Value quantizedGather(TPFunction &tp, OpBuilder &b, Location loc,
                              Value x) {
   auto type = cast<RankedTensorType>(x.getType());
@@ -138,10 +142,29 @@ static Value quantizedGather(TPFunction &tp, OpBuilder &b, Location loc,
       b, loc, x, ArrayRef<ReassociationIndices>{all});
   auto gatheredType =
       RankedTensorType::get({type.getNumElements() * tp.size}, elem);
-  Value gathered = QuantizedAllGatherOp::create(
-      b, loc, gatheredType, flat, tp.meshRef, b.getStrArrayAttr({tp.axis}),
-      QuantFormatAttr::get(b.getContext(), *tp.gatherFormat),
-      b.getDenseI64ArrayAttr({rows, cols}));
+  auto format = QuantFormatAttr::get(b.getContext(), *tp.gatherFormat);
+  DenseI64ArrayAttr shape = b.getDenseI64ArrayAttr({rows, cols});
+  ArrayAttr axes = b.getStrArrayAttr({tp.axis});
+  Value amax;
+  if (needsGroupAmax(*tp.gatherFormat)) {
+    auto amaxType = RankedTensorType::get({1}, b.getF32Type());
+    amax = AllReduceOp::create(
+        b, loc, amaxType, QuantAmaxOp::create(b, loc, amaxType, flat),
+        tp.meshRef, axes, ReduceKindAttr::get(b.getContext(), ReduceKind::max));
+  }
+  int64_t wire = quantWireBytes(*tp.gatherFormat, rows, cols);
+  Value packet =
+      QuantizeOp::create(b, loc, RankedTensorType::get({wire}, b.getI8Type()),
+                         flat, amax, format, shape);
+  auto bytesType = RankedTensorType::get({wire * tp.size}, b.getI8Type());
+  auto start =
+      AllGatherStartOp::create(b, loc, RequestType::get(b.getContext()),
+                               bytesType, packet, tp.meshRef, axes);
+  auto wait =
+      WaitOp::create(b, loc, bytesType, start.getRequest(), start.getResult());
+  tp.gatherWaits.push_back(wait);
+  Value gathered = DequantizeOp::create(b, loc, gatheredType, wait.getResult(),
+                                        format, shape);
   ++tp.quantizedGathers;
   return tensor::ExpandShapeOp::create(b, loc, scaledDim0(x, tp.size, 1),
                                        gathered,
@@ -337,4 +360,58 @@ bool tensor_parallel::mergeOrResolvePartials(TPFunction &tp, Operation *op) {
         operand.set(resolvePending(tp, operand.get()));
   });
   return false;
+}
+
+/// Whether `user` only rearranges the gathered value `v` and can move with
+/// its wait: a dequantize, a reshape, or a transpose of it whose init is
+/// made for it alone (returned in `init`, which moves too).
+static bool rearrangesGathered(Operation *user, Value v, Operation *&init) {
+  init = nullptr;
+  if (isa<DequantizeOp, tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user))
+    return true;
+  auto transpose = dyn_cast<linalg::TransposeOp>(user);
+  if (!transpose || transpose.getInput() != v)
+    return false;
+  auto empty = transpose.getInit().getDefiningOp<tensor::EmptyOp>();
+  if (!empty || !empty->hasOneUse() || empty->getBlock() != user->getBlock())
+    return false;
+  init = empty;
+  return true;
+}
+
+void tensor_parallel::overlapGathers(TPFunction &tp) {
+  Block &body = tp.func.getBody().front();
+  for (Operation *wait : tp.gatherWaits) {
+    // The wait and what only rearranges its result (the dequantize, the
+    // reshapes back to the value's shape, transposes of a gather along
+    // another dim).
+    llvm::SetVector<Operation *> chain, inits;
+    chain.insert(wait);
+    for (size_t i = 0; i < chain.size(); ++i)
+      for (Value r : chain[i]->getResults())
+        for (Operation *user : r.getUsers()) {
+          Operation *init;
+          if (user->getBlock() == &body && rearrangesGathered(user, r, init)) {
+            chain.insert(user);
+            if (init)
+              inits.insert(init);
+          }
+        }
+    // The first op that reads it otherwise (the return at the latest).
+    Operation *first = body.getTerminator();
+    for (Operation *op : chain)
+      for (Value r : op->getResults())
+        for (Operation *user : r.getUsers()) {
+          Operation *top = body.findAncestorOpInBlock(*user);
+          if (top && !chain.contains(top) && top->isBeforeInBlock(first))
+            first = top;
+        }
+    SmallVector<Operation *> ordered(chain.begin(), chain.end());
+    ordered.append(inits.begin(), inits.end());
+    llvm::sort(ordered, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    for (Operation *op : ordered)
+      op->moveBefore(first);
+  }
 }

@@ -135,8 +135,8 @@ def FSDPTensorParallel : Pass<"fsdp-tensor-parallel", "func::FuncOp"> {
            /*default=*/"\"\"",
            "With sequence parallelism: all-gather f32 and bf16 activations "
            "along the tokens quantized in this format "
-           "(fsdp.quantized_all_gather: fp8_e4m3_tensor, mxfp8_rowwise, "
-           "...; empty: not quantized)">,
+           "(quantize, an asynchronous byte all-gather, dequantize: "
+           "fp8_e4m3_tensor, mxfp8_rowwise, ...; empty: not quantized)">,
   ];
   let statistics = [
     Statistic<"numShardedOps", "sharded-ops",
