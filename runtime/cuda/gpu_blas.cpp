@@ -4,9 +4,8 @@
 // C^T = op(B)^T op(A)^T, so every call swaps the operands (and m with n)
 // and keeps the transpose flags: a row-major matrix stored with row stride
 // ld is, read column-major with the same ld, its own transpose.
+#include "cuda_libraries.h"
 #include "gpu_internal.h"
-
-#include <cublas_v2.h>
 
 #include <algorithm>
 #include <cstdint>
@@ -23,7 +22,7 @@ Status blas_status(fsdprt_gpu_context *ctx, cublasStatus_t rc,
   return Status(rc == CUBLAS_STATUS_ALLOC_FAILED ? FSDPRT_ERR_OUT_OF_MEMORY
                                                  : FSDPRT_ERR_BACKEND,
                 format("%s: %s failed: %s", who(ctx).c_str(), what,
-                       cublasGetStatusString(rc)));
+                       cublas_library().cublasGetStatusString(rc)));
 }
 
 // The context's handle, created with the context (blas_create) and bound
@@ -92,7 +91,7 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
           : CUBLAS_COMPUTE_32F;
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
-  cublasStatus_t rc = cublasGemmStridedBatchedEx(
+  cublasStatus_t rc = cublas_library().cublasGemmStridedBatchedEx(
       h, op_b, op_a, int(g.n), int(g.m), int(g.k), &g.alpha, g.b, type,
       int(g.ldb), g.stride_b, g.a, type, int(g.lda), g.stride_a, &g.beta, g.c,
       c_type, int(g.ldc), g.stride_c, int(g.batch), compute,
@@ -112,13 +111,18 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
 constexpr size_t kBlasWorkspaceBytes = size_t(32) << 20;
 
 Status fsdprt::gpu::blas_create(fsdprt_gpu_context *ctx) {
+  // cuBLAS is opened here, by the first GPU context (cuda_libraries.h).
+  const CublasLibrary *lib = nullptr;
+  Status loaded = load_cublas(&lib);
+  if (!loaded.ok())
+    return Status(loaded.code, who(ctx) + ": " + loaded.message);
   cublasHandle_t h = nullptr;
-  cublasStatus_t rc = cublasCreate(&h);
+  cublasStatus_t rc = lib->cublasCreate(&h);
   if (rc == CUBLAS_STATUS_SUCCESS)
-    rc = cublasSetStream(h, ctx->compute);
+    rc = lib->cublasSetStream(h, ctx->compute);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     if (h)
-      cublasDestroy(h);
+      lib->cublasDestroy(h);
     return blas_status(ctx, rc, "cublasCreate");
   }
 #ifndef FSDPRT_CUDA_EMULATION
@@ -127,13 +131,13 @@ Status fsdprt::gpu::blas_create(fsdprt_gpu_context *ctx) {
   cudaError_t err = cudaMalloc(&workspace, kBlasWorkspaceBytes);
   if (err != cudaSuccess) {
     cudaGetLastError();
-    cublasDestroy(h);
+    lib->cublasDestroy(h);
     return cuda_status(err, who(ctx) + ": allocating the cuBLAS workspace");
   }
-  rc = cublasSetWorkspace(h, workspace, kBlasWorkspaceBytes);
+  rc = lib->cublasSetWorkspace(h, workspace, kBlasWorkspaceBytes);
   if (rc != CUBLAS_STATUS_SUCCESS) {
     cudaFree(workspace);
-    cublasDestroy(h);
+    lib->cublasDestroy(h);
     return blas_status(ctx, rc, "cublasSetWorkspace");
   }
   ctx->blas_workspace = workspace;
@@ -146,7 +150,7 @@ Status fsdprt::gpu::blas_create(fsdprt_gpu_context *ctx) {
 
 void fsdprt::gpu::blas_destroy(fsdprt_gpu_context *ctx) {
   if (ctx->blas)
-    cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
+    cublas_library().cublasDestroy(static_cast<cublasHandle_t>(ctx->blas));
   ctx->blas = nullptr;
   if (ctx->blas_workspace)
     cudaFree(ctx->blas_workspace);

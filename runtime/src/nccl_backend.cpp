@@ -23,6 +23,7 @@
 // backends' rank order).
 #include "common.h"
 
+#include "../cuda/cuda_libraries.h"
 #include "../cuda/gpu_internal.h"
 
 #include <cuda_runtime.h>
@@ -46,6 +47,11 @@ static_assert(sizeof(ncclUniqueId) <= sizeof(fsdprt_nccl_id_t),
 
 namespace fsdprt {
 namespace {
+
+// NCCL's functions: the library is opened by the first unique id or
+// communicator (fsdprt_nccl_get_unique_id, fsdprt_nccl_comm_create), so
+// every call below runs after it loaded (cuda_libraries.h).
+const gpu::NcclLibrary &nccl_api() { return gpu::nccl_library(); }
 
 bool nccl_dtype(int32_t dtype, ncclDataType_t *out) {
   switch (dtype) {
@@ -222,7 +228,7 @@ Status NcclComm::nccl(ncclResult_t rc, const char *what) {
     return Status::Ok();
   return Status(FSDPRT_ERR_BACKEND,
                 format("rank %lld (GPU %d): %s failed: %s", (long long)rank,
-                       device_, what, ncclGetErrorString(rc)));
+                       device_, what, nccl_api().ncclGetErrorString(rc)));
 }
 
 Status NcclComm::aborted_status() {
@@ -270,8 +276,9 @@ Status NcclComm::split_groups() {
     g.checks_left = checks;
     // Every rank takes part in every split (NCCL_SPLIT_NOCOLOR never
     // applies: each rank belongs to exactly one group per mask).
-    Status st = nccl(ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
-                     "ncclCommSplit");
+    Status st = nccl(
+        nccl_api().ncclCommSplit(world_, int(gid), int(gr), &g.comm, nullptr),
+        "ncclCommSplit");
     if (!st.ok())
       return st;
   }
@@ -283,7 +290,7 @@ Status NcclComm::init(const ncclUniqueId &id, int device) {
   Status st = init_context(device);
   if (!st.ok())
     return st;
-  st = nccl(ncclCommInitRank(&world_, int(mesh.size), id, int(rank)),
+  st = nccl(nccl_api().ncclCommInitRank(&world_, int(mesh.size), id, int(rank)),
             "ncclCommInitRank");
   if (!st.ok()) {
     if (NCCL_VERSION_CODE < NCCL_VERSION(2, 30, 0))
@@ -344,9 +351,11 @@ NcclComm::~NcclComm() {
   }
   for (Group &g : groups_)
     if (g.comm)
-      aborted_ ? ncclCommAbort(g.comm) : ncclCommDestroy(g.comm);
+      aborted_ ? nccl_api().ncclCommAbort(g.comm)
+               : nccl_api().ncclCommDestroy(g.comm);
   if (world_)
-    aborted_ ? ncclCommAbort(world_) : ncclCommDestroy(world_);
+    aborted_ ? nccl_api().ncclCommAbort(world_)
+             : nccl_api().ncclCommDestroy(world_);
   if (desc_event_)
     ctx_->events.release(desc_event_);
   if (desc_device_)
@@ -374,11 +383,11 @@ void NcclComm::abort_nccl(const Status &cause) {
   // Ends the kernels waiting for peers; the handles are freed by NCCL.
   for (Group &g : groups_)
     if (g.comm) {
-      ncclCommAbort(g.comm);
+      nccl_api().ncclCommAbort(g.comm);
       g.comm = nullptr;
     }
   if (world_) {
-    ncclCommAbort(world_);
+    nccl_api().ncclCommAbort(world_);
     world_ = nullptr;
   }
 }
@@ -425,8 +434,8 @@ Status NcclComm::check_descriptors(Group &g, uint64_t seq, const Desc &d) {
                               sizeof(Desc), cudaMemcpyHostToDevice, s),
               "cudaMemcpyAsync");
     if (st.ok())
-      st = nccl(ncclAllGather(desc_device_ + g.member, desc_device_,
-                              sizeof(Desc), ncclUint8, g.comm, s),
+      st = nccl(nccl_api().ncclAllGather(desc_device_ + g.member, desc_device_,
+                                         sizeof(Desc), ncclUint8, g.comm, s),
                 "ncclAllGather");
     if (st.ok())
       st = cuda(cudaMemcpyAsync(desc_host_, desc_device_,
@@ -468,12 +477,14 @@ Status NcclComm::enqueue(const Group &g, const Desc &desc, const void *send,
                                       cudaMemcpyDeviceToDevice, s),
                       "cudaMemcpyAsync");
   if (desc.kind == FSDPRT_KIND_ALL_GATHER)
-    return nccl(ncclAllGather(send, recv, n, type, g.comm, s), "ncclAllGather");
+    return nccl(nccl_api().ncclAllGather(send, recv, n, type, g.comm, s),
+                "ncclAllGather");
   if (desc.kind == FSDPRT_KIND_REDUCE_SCATTER)
-    return nccl(
-        ncclReduceScatter(send, recv, n, type, nccl_op(desc.op), g.comm, s),
-        "ncclReduceScatter");
-  return nccl(ncclAllReduce(send, recv, n, type, nccl_op(desc.op), g.comm, s),
+    return nccl(nccl_api().ncclReduceScatter(send, recv, n, type,
+                                             nccl_op(desc.op), g.comm, s),
+                "ncclReduceScatter");
+  return nccl(nccl_api().ncclAllReduce(send, recv, n, type, nccl_op(desc.op),
+                                       g.comm, s),
               "ncclAllReduce");
 }
 
@@ -694,7 +705,7 @@ void NcclComm::check_async_errors() {
     for (const Group &g : groups_) {
       ncclResult_t async = ncclSuccess;
       if (g.comm)
-        ncclCommGetAsyncError(g.comm, &async);
+        nccl_api().ncclCommGetAsyncError(g.comm, &async);
       if (async != ncclSuccess && async != ncclInProgress) {
         st = nccl(async, "NCCL collective (asynchronous error)");
         break;
@@ -750,11 +761,17 @@ extern "C" {
 fsdprt_status_t fsdprt_nccl_get_unique_id(fsdprt_nccl_id_t *id) {
   if (!id)
     return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
+  const gpu::NcclLibrary *lib = nullptr;
+  Status loaded = gpu::load_nccl(&lib);
+  if (!loaded.ok()) {
+    gpu::set_last_message(loaded.message, loaded.code);
+    return loaded.code;
+  }
   ncclUniqueId uid;
-  ncclResult_t rc = ncclGetUniqueId(&uid);
+  ncclResult_t rc = lib->ncclGetUniqueId(&uid);
   if (rc != ncclSuccess) {
     gpu::set_last_message(
-        format("ncclGetUniqueId failed: %s", ncclGetErrorString(rc)));
+        format("ncclGetUniqueId failed: %s", lib->ncclGetErrorString(rc)));
     return FSDPRT_ERR_BACKEND;
   }
   std::memset(id, 0, sizeof(*id));
@@ -776,6 +793,14 @@ fsdprt_nccl_comm_create(int32_t ndims, const int64_t *shape, int64_t rank,
     return st.code;
   if (rank < 0 || rank >= mesh.size)
     return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
+  // NCCL is opened here, by the first communicator (cuda_libraries.h).
+  const gpu::NcclLibrary *lib = nullptr;
+  st = gpu::load_nccl(&lib);
+  if (!st.ok()) {
+    gpu::set_last_message(
+        format("rank %lld: %s", (long long)rank, st.message.c_str()), st.code);
+    return st.code;
+  }
   st = gpu::check_device(cuda_device);
   if (!st.ok()) {
     gpu::set_last_message(
