@@ -8,7 +8,10 @@ non-training step: the loss and every gradient), lowers it with
 
 under `/usr/bin/time -v` for N = 1 and N = --steps, and prints per run the
 wall, user and system seconds, the process's minor page faults, the step's
-own time (the slowest rank, from --json) and the wall time outside it. The
+own time (the slowest rank, from --json) and the wall time outside it, with
+the part of it a rank spent reserving the step's arena (`arena_reserve_s`:
+the kernel faulting in and zeroing its pages, which grows with the plan and
+the machine's first-touch speed, not with the runner). The
 page faults between steps are the difference of the two runs' faults less
 the faults inside the extra steps (`step_page_faults`), per extra step.
 
@@ -125,7 +128,8 @@ def main():
             f"steps {steps}: wall {counters['wall_s']:.2f} s, user {counters['user_s']:.2f} s, "
             f"sys {counters['sys_s']:.2f} s, minor page faults {counters['minor_faults']}, "
             f"max RSS {counters['max_rss_kib'] / 1024:.0f} MiB, slowest step {step:.2f} s, "
-            f"outside the steps {counters['wall_s'] - sum(report['step_s']):.2f} s"
+            f"outside the steps {counters['wall_s'] - sum(report['step_s']):.2f} s "
+            f"(of which reserving the arena {report.get('arena_reserve_s', 0):.2f} s)"
         )
     (r1, c1), (rn, cn) = rows[1], rows[args.steps]
     extra = args.steps - 1

@@ -603,12 +603,13 @@ bool callStep(const RunContext &cx, fsdprt_comm_t *comm, RankCall &call,
 /// there, before any collective of the step.
 bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
                   fsdprt_gpu_context_t *context, fsdprt_comm_t *runner,
-                  std::string &error) {
+                  double &seconds, std::string &error) {
   const std::optional<MemoryPlan> &plan = cx.prog.plan;
   if (!plan || plan->arenaBytes == 0)
     return true;
   bool ok;
   std::string why;
+  auto start = std::chrono::steady_clock::now();
   if (context) {
     ok = fsdprt_gpu_arena(plan->arenaBytes) != nullptr;
     if (!ok)
@@ -619,6 +620,9 @@ bool reserveArena(const RunContext &cx, fsdprt_comm_t *comm,
     if (!ok)
       why = fsdprt_status_string(st);
   }
+  seconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+          .count();
   if (!ok) {
     error = "cannot allocate the arena of '" + cx.prog.entry +
             "': " + std::to_string(plan->arenaBytes) + " bytes for " +
@@ -686,7 +690,7 @@ void runRank(const RunContext &cx, fsdprt_comm_t *comm, fsdprt_comm_t *runner,
   int64_t total = training ? opt.steps : opt.warmup + opt.steps;
   out.pieces.assign(cx.outputs.size(), {});
   out.gpu = gpu;
-  if (!reserveArena(cx, comm, context, runner, out.error))
+  if (!reserveArena(cx, comm, context, runner, out.arenaSeconds, out.error))
     total = 0;
   StepGraph graph;
   if (gpu && !opt.cudaGraphs)

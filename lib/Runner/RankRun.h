@@ -52,6 +52,7 @@ struct RankOutcome {
   memory::Counters memory;
   int64_t heldAfterStep = 0; // most bytes still allocated after a step
   int64_t arenaBytes = 0;    // the step's arena the runtime holds
+  double arenaSeconds = 0;   // reserving it (faulting its pages in)
   std::vector<int64_t> rss;  // rank 0: resident bytes after each step
   int64_t inputSlices = 0;   // shards cut into the rank's argument buffers
   int64_t stepsDone = 0;     // steps whose call returned

@@ -106,6 +106,7 @@ static json::Object reportObject(const RunResult &r) {
   o["step_s"] = listOf(r.stepSeconds);
   o["step_page_faults"] = listOf(r.stepPageFaults);
   o["input_slices"] = r.inputSlices;
+  o["arena_reserve_s"] = r.arenaSeconds;
   o["step_exposed_comm_s"] = listOf(r.stepExposedSeconds);
   o["exposed_comm_median_s"] = r.medianExposedSeconds();
   o["training"] = r.training;

@@ -164,6 +164,7 @@ Expected<std::vector<RankOutcome>> gatherOutcomes(RankOutcome &mine,
   runs[rank].stepFaults = mine.stepFaults;
   runs[rank].stepExposed = mine.stepExposed;
   runs[rank].inputSlices = mine.inputSlices;
+  runs[rank].arenaSeconds = mine.arenaSeconds;
   return runs;
 }
 
@@ -612,8 +613,10 @@ Expected<RunResult> Session::Impl::run(const RunOptions &o) {
     keptOrigins.clear(); // a rank may have stopped before cutting its shard
     return runs.takeError();
   }
-  for (const RankOutcome &r : *runs)
+  for (const RankOutcome &r : *runs) {
     result.inputSlices += r.inputSlices;
+    result.arenaSeconds = std::max(result.arenaSeconds, r.arenaSeconds);
+  }
   if (!training)
     stepsTaken = 0;
   result.stepSeconds = mostPerStep(*runs, &RankOutcome::stepSeconds);

@@ -172,6 +172,11 @@ struct RunResult {
   /// rank of this process): one per argument and step, except a read-only
   /// argument's, cut once and kept from run to run while its value stays.
   int64_t inputSlices = 0;
+  /// Seconds a rank took to reserve the step's arena before the first step
+  /// (the kernel faulting in and zeroing its pages), the most of any rank
+  /// of this process: part of the time outside the steps that grows with
+  /// the plan, not with the runner.
+  double arenaSeconds = 0;
   /// Exposed communication of each timed step: the communication the
   /// step's compute waited for (fsdprt_stats_t::exposed_ns), the most of
   /// any rank of this process.
