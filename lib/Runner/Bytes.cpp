@@ -93,7 +93,7 @@ void Bytes::insert(const char *pos, const char *first, const char *last) {
 }
 
 bool Bytes::mapFile(const std::string &path, size_t offset, size_t bytes,
-                    std::string &error) {
+                    std::string &error, bool populate) {
   release();
   if (bytes == 0)
     return true;
@@ -105,8 +105,9 @@ bool Bytes::mapFile(const std::string &path, size_t offset, size_t bytes,
   long page = ::sysconf(_SC_PAGESIZE);
   size_t start = offset - offset % size_t(page);
   size_t span = bytes + (offset - start);
-  void *m = ::mmap(nullptr, span, PROT_READ, MAP_PRIVATE | MAP_POPULATE, fd,
-                   off_t(start));
+  void *m =
+      ::mmap(nullptr, span, PROT_READ,
+             MAP_PRIVATE | (populate ? MAP_POPULATE : 0), fd, off_t(start));
   ::close(fd);
   if (m == MAP_FAILED) {
     error = "cannot map " + path;

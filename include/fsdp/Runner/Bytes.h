@@ -45,10 +45,11 @@ public:
   ~Bytes() { release(); }
 
   /// The `bytes` bytes of `path` from `offset` as a read-only private
-  /// mapping (prefaulted from the page cache); false with `error` set when
-  /// it cannot be mapped. Writing to it is an error.
+  /// mapping (prefaulted from the page cache unless `populate` is false:
+  /// for data that may never be read); false with `error` set when it
+  /// cannot be mapped. Writing to it is an error.
   bool mapFile(const std::string &path, size_t offset, size_t bytes,
-               std::string &error);
+               std::string &error, bool populate = true);
 
   char *data() { return ptr; }
   const char *data() const { return ptr; }
