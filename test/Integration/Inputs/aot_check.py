@@ -118,6 +118,7 @@ VARYING_KEYS = (
     "step_median_s",
     "step_min_s",
     "step_page_faults",
+    "arena_reserve_s",
     "step_exposed_comm_s",
     "exposed_comm_median_s",
     "blas_core",
