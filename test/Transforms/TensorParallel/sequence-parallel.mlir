@@ -464,3 +464,35 @@ func.func @overlap(%w1: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shar
                             linalg.yield %s : f32 }
   return %loss, %v : tensor<f32>, tensor<4x8xf32>
 }
+
+// -----
+
+// One value per token ([N, 1], a vocabulary-parallel cross-entropy's sum of
+// exponentials over split logits) is all-reduced, not reduce-scattered
+// along the tokens and gathered back: one collective, the same bytes.
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// CHECK-LABEL: func.func @per_token_sum
+// CHECK: linalg.generic {{.*}} outs(%{{.*}} : tensor<4x1xf32>)
+// CHECK-NEXT: ^bb0
+// CHECK: %[[S:.*]] = fsdp.all_reduce %{{.*}} over @mesh ["tp"] sum : tensor<4x1xf32> -> tensor<4x1xf32>
+// CHECK-NOT: fsdp.
+// CHECK: return %[[S]]
+func.func @per_token_sum(%w: tensor<8x8xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_shard<0>]>},
+                         %x: tensor<4x8xf32>) -> tensor<4x1xf32>
+    attributes {fsdp.sequence_parallel} {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %h = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w : tensor<4x8xf32>, tensor<8x8xf32>) outs(%z : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %e1 = tensor.empty() : tensor<4x1xf32>
+  %z1 = linalg.fill ins(%zero : f32) outs(%e1 : tensor<4x1xf32>) -> tensor<4x1xf32>
+  %s = linalg.generic {indexing_maps = [affine_map<(i, j) -> (i, j)>, affine_map<(i, j) -> (i, 0)>], iterator_types = ["parallel", "reduction"]}
+       ins(%h : tensor<4x8xf32>) outs(%z1 : tensor<4x1xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %x2 = math.exp %a : f32
+    %r = arith.addf %x2, %acc : f32
+    linalg.yield %r : f32
+  } -> tensor<4x1xf32>
+  return %s : tensor<4x1xf32>
+}

@@ -252,9 +252,13 @@ Value tensor_parallel::rankPart(TPFunction &tp, Value v, int64_t dim) {
 /// The dim a partial activation is split along under sequence
 /// parallelism: its outermost dim of size > 1 (the tokens of [B*S, H] or
 /// of [1, S, H]; the samples of [B, S, H]), which must not be its last
-/// (the features) and must divide evenly. -1: not an activation.
+/// (the features) and must divide evenly. -1: not an activation, or one
+/// value per token ([N, 1]: a vocabulary-parallel cross-entropy's sum of
+/// exponentials), which one all-reduce resolves where a reduce-scatter
+/// would need an all-gather back for the vocabulary-split logits.
 static int64_t tokenDim(const TPFunction &tp, RankedTensorType type) {
-  if (type.getRank() < 2 || !type.hasStaticShape())
+  if (type.getRank() < 2 || !type.hasStaticShape() ||
+      type.getShape().back() == 1)
     return -1;
   for (int64_t d = 0; d + 1 < type.getRank(); ++d)
     if (type.getDimSize(d) != 1)
