@@ -10,6 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "CostModel.h"
+#include "KernelLowering.h"
 
 #include "llvm/Support/Format.h"
 
@@ -437,6 +438,52 @@ std::string describeLaunch(const GpuCeilings &g, const LaunchTimes &l) {
   return why;
 }
 
+/// The `scf.index_switch` that selects the parts of a multi-tensor launch
+/// (fsdp-gpu-kernels), if `entry` has one.
+scf::IndexSwitchOp partsSwitch(Block &entry) {
+  for (Operation &op : entry)
+    if (auto sw = dyn_cast<scf::IndexSwitchOp>(op);
+        sw && sw->hasAttr(mlir::fsdp::gpukernels::kMultiTensorPartsAttrName))
+      return sw;
+  return {};
+}
+
+/// A multi-tensor launch: each part's work as the launch of its own blocks
+/// and threads would do it (its case walked for its first block), its bytes
+/// and FLOPs summed; the parts' blocks share the device, so the latency
+/// chain is their block-rounds over the resident blocks, at least the
+/// longest part's chain.
+void walkParts(scf::IndexSwitchOp sw, const ThreadEnv &env, double perSM,
+               const GpuCeilings &g, ThreadWork &work, double &threads,
+               double &chain) {
+  ArrayRef<int64_t> parts =
+      sw->getAttrOfType<DenseI64ArrayAttr>(
+            mlir::fsdp::gpukernels::kMultiTensorPartsAttrName)
+          .asArrayRef();
+  double rounds = 0, longest = 0;
+  int64_t first = 0;
+  threads = 0;
+  for (unsigned i = 0; i + 1 < parts.size() && i / 2 < sw.getNumCases();
+       i += 2) {
+    ThreadEnv part = env;
+    part.block[0] = first;
+    ThreadWork w;
+    double c = walkKernelBlock(sw.getCaseBlock(i / 2), part, 1.0, w);
+    double n = double(parts[i]) * double(parts[i + 1]);
+    threads += n;
+    work.loadBytes += w.loadBytes * n;
+    work.storeBytes += w.storeBytes * n;
+    work.flops += w.flops * n;
+    for (auto [buffer, perThread] : w.bufferBytes)
+      work.bufferBytes[buffer] += perThread * n;
+    llvm::append_range(work.unknown, w.unknown);
+    rounds += double(parts[i]) * c;
+    longest = std::max(longest, c);
+    first += parts[i];
+  }
+  chain = std::max(longest, rounds / (g.sms * perSM));
+}
+
 } // namespace
 
 std::optional<OpCost>
@@ -455,33 +502,43 @@ mlir::fsdp::gpucost::costLaunch(CostContext &ctx, gpu::LaunchFuncOp launch) {
   Block &entry = kernel.getBody().front();
   ThreadWork work;
   LaunchTimes l;
-  l.chain = walkKernelBlock(entry, *env, 1.0, work);
-  for (Operation *op : work.unknown)
-    ctx.warnOnce(op, "trip count or branch not known for the first thread of "
-                     "a launch; costed as run once");
-
   l.blocks = double(env->gridDim[0]) * env->gridDim[1] * env->gridDim[2];
   l.threadsPerBlock =
       double(env->blockDim[0]) * env->blockDim[1] * env->blockDim[2];
   double threads = l.blocks * l.threadsPerBlock;
+  // Resident blocks per SM: the thread and block limits.
+  double perSM = std::max(
+      1.0, std::min<double>(g->blocksPerSM,
+                            std::floor(g->threadsPerSM / l.threadsPerBlock)));
+  l.waves = std::ceil(l.blocks / (g->sms * perSM));
+  // A multi-tensor launch's work is per part (the parts' threads, not the
+  // launch's, and each part's own chain); `scale` turns the walk's
+  // per-thread figures into the launch's.
+  double scale = threads;
+  double rounds = l.waves;
+  if (scf::IndexSwitchOp sw = partsSwitch(entry)) {
+    walkParts(sw, *env, perSM, *g, work, threads, l.chain);
+    scale = 1;
+    rounds = 1;
+  } else {
+    l.chain = walkKernelBlock(entry, *env, 1.0, work);
+  }
+  for (Operation *op : work.unknown)
+    ctx.warnOnce(op, "trip count or branch not known for the first thread of "
+                     "a launch; costed as run once");
 
   OpCost c;
   c.kind = Kind::Launch;
   c.name = (launch.getKernelModuleName().getValue() +
             "::" + launch.getKernelName().getValue())
                .str();
-  c.bytes = (work.loadBytes + work.storeBytes) * threads;
-  c.flops = work.flops * threads;
+  c.bytes = (work.loadBytes + work.storeBytes) * scale;
+  c.flops = work.flops * scale;
 
-  // Resident blocks per SM: the thread and block limits.
-  double perSM = std::max(
-      1.0, std::min<double>(g->blocksPerSM,
-                            std::floor(g->threadsPerSM / l.threadsPerBlock)));
-  l.waves = std::ceil(l.blocks / (g->sms * perSM));
   // Everything the kernel touches fits in L2: dependent loads wait for L2.
   double footprint = 0, ideal = 0;
   for (auto [buffer, perThread] : work.bufferBytes) {
-    double total = perThread * threads;
+    double total = perThread * scale;
     std::optional<double> size = memrefBytes(buffer.getType());
     footprint += size ? *size : total;
     ideal += size ? std::min(*size, total) : total;
@@ -489,7 +546,7 @@ mlir::fsdp::gpucost::costLaunch(CostContext &ctx, gpu::LaunchFuncOp launch) {
   l.inL2 = footprint <= g->l2Bytes;
   double latency = l.inL2 ? g->l2LatencyS : g->dramLatencyS;
   l.bandwidth = c.bytes / g->copyBytesPerS;
-  l.latency = l.waves * l.chain * latency;
+  l.latency = rounds * l.chain * latency;
   l.compute = c.flops / g->fp32Peak;
   l.t = std::max({l.bandwidth, l.latency, l.compute});
   c.seconds = g->launchS + l.t;

@@ -28,6 +28,7 @@
 
 #include "KernelLowering.h"
 
+#include "fsdp/Dialect/FSDP/IR/FSDPMultiTensor.h"
 #include "fsdp/GPU/Passes.h"
 
 #include "mlir/Dialect/GPU/IR/GPUDialect.h"
@@ -35,6 +36,9 @@
 #include "mlir/Dialect/MemRef/Utils/MemRefUtils.h"
 #include "mlir/IR/BuiltinOps.h"
 
+#include "llvm/ADT/MapVector.h"
+
+#include <algorithm>
 #include <limits>
 
 namespace mlir::fsdp {
@@ -151,14 +155,36 @@ struct FSDPGpuKernelsPass
           isHostCode(op) && !op->getParentOfType<linalg::LinalgOp>())
         ops.push_back(op);
     });
+    // A multi-tensor kernel function's ops (fsdp-gpu-multi-tensor) are its
+    // parts: lowered one by one, each split reduction's partials at its own
+    // scratch offset, then launched together.
+    llvm::MapVector<Operation *, MultiTensor> multi;
     for (Operation *op : ops) {
-      LogicalResult lowered = isa<memref::CopyOp>(op)
-                                  ? lowerCopy(cast<memref::CopyOp>(op))
-                                  : lowerLinalg(cast<linalg::LinalgOp>(op));
+      auto func = op->getParentOfType<func::FuncOp>();
+      MultiTensor *parts = func && func->hasAttr(kMultiTensorAttrName)
+                               ? &multi[func.getOperation()]
+                               : nullptr;
+      LogicalResult lowered =
+          isa<memref::CopyOp>(op)
+              ? lowerCopy(cast<memref::CopyOp>(op))
+              : lowerLinalg(cast<linalg::LinalgOp>(op), parts);
       if (failed(lowered))
         return signalPassFailure();
     }
+    for (auto &[kernel, parts] : multi) {
+      if (failed(mergeMultiTensorLaunches(cast<func::FuncOp>(kernel),
+                                          parts.launches, report)))
+        return signalPassFailure();
+      ++numMultiTensor;
+    }
   }
+
+  /// The parts of a multi-tensor kernel function lowered so far: each op's
+  /// launches, and the end of the scratch bytes they take.
+  struct MultiTensor {
+    SmallVector<SmallVector<gpu::LaunchOp>> launches;
+    int64_t scratchEnd = 0;
+  };
 
   LogicalResult lowerCopy(memref::CopyOp copy) {
     auto src = dyn_cast<MemRefType>(copy.getSource().getType());
@@ -183,7 +209,7 @@ struct FSDPGpuKernelsPass
     return lowerLinalg(cast<linalg::LinalgOp>(loops.getOperation()));
   }
 
-  LogicalResult lowerLinalg(linalg::LinalgOp op) {
+  LogicalResult lowerLinalg(linalg::LinalgOp op, MultiTensor *parts = nullptr) {
     std::string why = unsupported(op);
     if (!why.empty())
       return op->emitOpError("cannot become a GPU kernel: ") << why;
@@ -205,7 +231,15 @@ struct FSDPGpuKernelsPass
       op->emitRemark() << "GPU kernel: " << lowering.describe()
                        << (foldsFill ? " (the fill before folded in)" : "");
     countMapping(lowering.getMapping());
+    if (parts)
+      lowering.setScratchBase(ceilDiv(parts->scratchEnd, kScratchAlignment) *
+                              kScratchAlignment);
     lowering.lower();
+    if (parts) {
+      parts->scratchEnd = std::max(parts->scratchEnd, lowering.getScratchEnd());
+      if (!lowering.getLaunches().empty())
+        parts->launches.push_back(llvm::to_vector(lowering.getLaunches()));
+    }
     if (foldsFill) {
       fill->erase();
       ++numFoldedFills;

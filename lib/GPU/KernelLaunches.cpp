@@ -91,6 +91,7 @@ void KernelLowering::launch(
   Value one = constIndex(b, loc, 1);
   auto l = gpu::LaunchOp::create(b, loc, constIndex(b, loc, blocks), one, one,
                                  constIndex(b, loc, threads), one, one);
+  launches.push_back(l);
   Block &entry = l.getBody().front();
   OpBuilder kb = OpBuilder::atBlockEnd(&entry);
   body(kb, l.getBlockIds().x, l.getThreadIds().x, l.getGridSize().x);

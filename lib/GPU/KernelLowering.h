@@ -13,6 +13,9 @@
 
 #include "fsdp/GPU/Passes.h"
 
+#include "mlir/Dialect/Func/IR/FuncOps.h"
+#include "mlir/Dialect/GPU/IR/GPUDialect.h"
+
 #include "llvm/ADT/DenseMap.h"
 
 #include <string>
@@ -52,6 +55,20 @@ inline int64_t product(ArrayRef<int64_t> sizes) {
 }
 
 inline int64_t ceilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+/// On the `scf.index_switch` of a multi-tensor launch
+/// (KernelMultiTensor.cpp): each part's blocks and threads per block, in
+/// case order (the cost model costs each part as its own launch's work).
+constexpr llvm::StringLiteral kMultiTensorPartsAttrName =
+    "fsdp.multi_tensor_parts";
+
+/// Merges the launches of a multi-tensor kernel function's parts (`parts`:
+/// each op's launches, in order): the i-th launches of every part become
+/// one launch, in which each part runs on blocks of its own with its own
+/// block index, grid and block size; the parts' split reductions share one
+/// scratch request. `report` adds a remark per merged launch.
+LogicalResult mergeMultiTensorLaunches(
+    func::FuncOp func, ArrayRef<SmallVector<gpu::LaunchOp>> parts, bool report);
 
 /// The indices of the flat row-major index `flat` over `sizes` (the last
 /// index fastest).
@@ -111,6 +128,15 @@ public:
   bool foldFill(linalg::FillOp fill);
 
   void lower();
+
+  /// The byte offset in the scratch buffer from which this op's split
+  /// reduction takes its partials (0; the parts of a multi-tensor launch run
+  /// at once and take disjoint ranges), and the end of what it took.
+  void setScratchBase(int64_t bytes) { scratchBase = scratchEnd = bytes; }
+  int64_t getScratchEnd() const { return scratchEnd; }
+
+  /// The launches lower() created, in order.
+  ArrayRef<gpu::LaunchOp> getLaunches() const { return launches; }
 
 private:
   // The mapping (KernelLowering.cpp).
@@ -201,9 +227,9 @@ private:
   /// views of the rank's device scratch buffer (`fsdprt_gpu_scratch`,
   /// allocated on its first request and reused by every later one, so a
   /// step allocates nothing for them). Every split reduction of a step
-  /// reuses it from offset 0: their two passes run in stream order on the
-  /// compute stream, one reduction's second pass before the next one's
-  /// first.
+  /// reuses it from offset 0 (from its scratch base in a multi-tensor
+  /// launch): their two passes run in stream order on the compute stream,
+  /// one reduction's second pass before the next one's first.
   SmallVector<Value> allocPartials(OpBuilder &b, int64_t count);
 
   /// `fsdprt_gpu_scratch(bytes)` as a `memref<bytes x i8>` (a descriptor of
@@ -240,6 +266,8 @@ private:
   SmallVector<Operation *> combiners;
   llvm::DenseMap<unsigned, Value> fillValues;
   Mapping mapping;
+  int64_t scratchBase = 0, scratchEnd = 0;
+  SmallVector<gpu::LaunchOp> launches;
 };
 } // namespace mlir::fsdp::gpukernels
 

@@ -29,7 +29,7 @@ using namespace mlir::fsdp::gpukernels;
 /// first.
 SmallVector<Value> KernelLowering::allocPartials(OpBuilder &b, int64_t count) {
   SmallVector<int64_t> offsets;
-  int64_t bytes = 0;
+  int64_t bytes = scratchBase;
   for (Value init : op.getDpsInits()) {
     offsets.push_back(bytes);
     Type element = getElementTypeOrSelf(init.getType());
@@ -39,6 +39,7 @@ SmallVector<Value> KernelLowering::allocPartials(OpBuilder &b, int64_t count) {
     bytes +=
         (size + kScratchAlignment - 1) / kScratchAlignment * kScratchAlignment;
   }
+  scratchEnd = bytes;
   Value scratch = scratchBuffer(b, bytes);
   SmallVector<Value> partials;
   for (auto [init, offset] : llvm::zip(op.getDpsInits(), offsets))

@@ -352,6 +352,8 @@ void mlir::fsdp::populateFSDPGpuKernels(OpPassManager &pm,
   FSDPLinalgToCublasOptions cublas;
   cublas.tf32 = gpu.tf32;
   pm.addPass(createFSDPLinalgToCublas(cublas));
+  // The optimizer's per-parameter kernels, launched together.
+  pm.addPass(createFSDPGpuMultiTensor());
   pm.addPass(createFSDPGpuKernels());
   pm.addPass(createFSDPGpuDeviceMemory());
   pm.addPass(createGpuKernelOutliningPass());
@@ -516,6 +518,7 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
                                     createFSDPGpuScatterAdd(),
                                     createFSDPGpuGroupedMatmul(),
                                     createFSDPLinalgToCublas(),
+                                    createFSDPGpuMultiTensor(),
                                     createFSDPGpuKernels(),
                                     createFSDPGpuDeviceMemory(),
                                     createFSDPGpuMergeModules(),

@@ -167,6 +167,70 @@ module attributes {gpu.container_module} {
 
 // -----
 
+// A multi-tensor launch (fsdp-gpu-kernels): part 0 is the elementwise
+// kernel above (4096 blocks of 256 threads over 2^20 elements, 8388608 B,
+// 1048576 FLOP, one dependent load per thread), part 1 one block of 32
+// threads (the others idle) over 32 elements (256 B, 32 FLOP). Each part
+// is costed for its own blocks and threads, not the launch's: 8388864 B,
+// 1048608 FLOP. The latency chain is the parts' block-rounds (4096 x 1 +
+// 1 x 1) over 132 x 8 resident blocks, 3.88 rounds (at least the longest
+// part's 1): 0.78 us from L2; the bytes take 1.95 us: bandwidth-bound,
+// + one launch's 3 us.
+module attributes {gpu.container_module} {
+  gpu.module @kernels {
+    gpu.func @multi(%x: memref<1048576xf32>, %y: memref<1048576xf32>, %z: memref<32xf32>) kernel {
+      %tid = gpu.thread_id x
+      %bid = gpu.block_id x
+      %c0 = arith.constant 0 : index
+      %c1 = arith.constant 1 : index
+      %c4096 = arith.constant 4096 : index
+      %past = arith.cmpi uge, %bid, %c4096 : index
+      %part = arith.select %past, %c1, %c0 : index
+      scf.index_switch %part {fsdp.multi_tensor_parts = array<i64: 4096, 256, 1, 32>}
+      case 0 {
+        %c256 = arith.constant 256 : index
+        %base = arith.muli %bid, %c256 : index
+        %start = arith.addi %base, %tid : index
+        %step = arith.muli %c4096, %c256 : index
+        %n = arith.constant 1048576 : index
+        scf.for %i = %start to %n step %step {
+          %v = memref.load %x[%i] : memref<1048576xf32>
+          %w = arith.mulf %v, %v : f32
+          memref.store %w, %y[%i] : memref<1048576xf32>
+        }
+        scf.yield
+      }
+      case 1 {
+        %c32 = arith.constant 32 : index
+        %in = arith.cmpi ult, %tid, %c32 : index
+        scf.if %in {
+          %v = memref.load %z[%tid] : memref<32xf32>
+          %w = arith.mulf %v, %v : f32
+          memref.store %w, %z[%tid] : memref<32xf32>
+        }
+        scf.yield
+      }
+      default {
+        scf.yield
+      }
+      gpu.return
+    }
+  }
+  // CHECK-LABEL: gpu cost report: @multi_tensor
+  // CHECK: launch kernels::multi x1: 8388864 B, 1048608 FLOP, 4.95 us each, 4.95 us total (4097 blocks x 256 threads, 4 waves, 4 dependent loads per thread (L2), bandwidth-bound at 100.0% of 4.30 TB/s)
+  // CHECK: launches: 1
+  func.func @multi_tensor(%x: memref<1048576xf32>, %y: memref<1048576xf32>, %z: memref<32xf32>) {
+    %c1 = arith.constant 1 : index
+    %c256 = arith.constant 256 : index
+    %c4097 = arith.constant 4097 : index
+    %t0 = gpu.wait async
+    %t1 = gpu.launch_func async [%t0] @kernels::@multi blocks in (%c4097, %c1, %c1) threads in (%c256, %c1, %c1) args(%x : memref<1048576xf32>, %y : memref<1048576xf32>, %z : memref<32xf32>)
+    return
+  }
+}
+
+// -----
+
 // A sum of 2^24 f32 (64 MB) on one warp (grid 1 x 32), as a norm is today:
 // each lane waits for 2^24 / 32 = 524288 loads in a row from HBM (64 MB do
 // not fit in L2: 0.5 us each): 262 ms, where the bytes at the bandwidth

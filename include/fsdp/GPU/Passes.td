@@ -120,6 +120,39 @@ def FSDPLinalgToCublas : Pass<"fsdp-linalg-to-cublas", "ModuleOp"> {
                            "::mlir::scf::SCFDialect"];
 }
 
+def FSDPGpuMultiTensor : Pass<"fsdp-gpu-multi-tensor", "ModuleOp"> {
+  let summary = "Put consecutive independent per-tensor kernels of one kind "
+                "(the optimizer's) into one kernel function, launched once";
+  let description = [{
+    Runs after `fsdp-outline-kernels`, before `fsdp-gpu-kernels`. A kernel
+    function whose linalg ops carry `fsdp.multi_tensor = "<kind>"` (the
+    optimizer's per-parameter updates and sums of squares under
+    `device-scalars`) is one part of a multi-tensor launch: a run of calls
+    of such functions in one block, of one kind, with only side-effect-free
+    ops between them (views, constants), becomes one call of a new kernel
+    function `__fsdp_multi_tensor_<n>` that holds every part's ops, marked
+    `fsdp.multi_tensor = "<kind>"`; `fsdp-gpu-kernels` launches its parts
+    together (one launch per stage: the second pass of split reductions is
+    a second launch). The parts must be independent: no part writes a
+    buffer another part reads or writes (views of one arena at constant
+    offsets are compared by their byte ranges, a written buffer that is a
+    function argument conflicts with every other argument). A run is cut
+    where a part would conflict or the kernel would take more than
+    `max-args` buffer arguments (kernel parameters: 8 bytes each, CUDA's
+    4 KB limit by default). torch's `_foreach` / fused AdamW and apex's
+    multi_tensor_apply group the same way.
+  }];
+  let options = [
+    Option<"maxArgs", "max-args", "int64_t", /*default=*/"400",
+           "The most buffer arguments of one multi-tensor kernel">,
+  ];
+  let statistics = [
+    Statistic<"numGroups", "groups", "Multi-tensor kernel functions built">,
+    Statistic<"numParts", "parts", "Kernel calls grouped into them">,
+  ];
+  let dependentDialects = ["::mlir::func::FuncDialect"];
+}
+
 def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
   let summary = "Lower the linalg ops and copies of the outlined kernels to "
                 "gpu.launch with a mapping per kind of op";
@@ -168,6 +201,17 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
     contiguous buffers becomes a device `gpu.memcpy`; other copies are
     elementwise kernels. Ops need static shapes; anything else is
     diagnosed at the op.
+
+    In a multi-tensor kernel function (`fsdp-gpu-multi-tensor`) each op is
+    a part: it is lowered as above (a split reduction's partials at its own
+    offset of the scratch buffer, one scratch request for all), then the
+    parts' first launches become one launch and their second launches
+    (split reductions' pass 2) another. Each part runs on a contiguous
+    range of the merged grid's blocks, which an `scf.index_switch` on the
+    block index selects (`fsdp.multi_tensor_parts` lists each part's
+    blocks and threads per block); its body sees its own block index, grid
+    size and block size (threads past its block size idle), so it computes
+    what its own launch would, bit for bit.
   }];
   let options = [
     Option<"blockSize", "block-size", "int64_t", /*default=*/"256",
@@ -196,7 +240,9 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
     Statistic<"numSerial", "serial", "Ops run by one thread">,
     Statistic<"numMemcpy", "memcpy", "Copies that became device memcpys">,
     Statistic<"numFoldedFills", "folded-fills",
-              "Fills folded into the kernel that accumulates into them">
+              "Fills folded into the kernel that accumulates into them">,
+    Statistic<"numMultiTensor", "multi-tensor",
+              "Multi-tensor kernel functions launched together">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",

@@ -3,6 +3,7 @@
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition --fsdp-optimizer="momentum=0.9 nesterov=true" | FileCheck %s --check-prefix=NEST
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition --fsdp-optimizer="optimizer=adamw betas=0.8,0.95 eps=1e-6 weight-decay=0.1" | FileCheck %s --check-prefix=ADAMW
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition --fsdp-optimizer="optimizer=adamw max-grad-norm=1.0" | FileCheck %s --check-prefix=CLIP
+// RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition --fsdp-optimizer="optimizer=adamw max-grad-norm=1.0 device-scalars=true" | FileCheck %s --check-prefix=DEV
 // RUN: fsdp-opt %s -split-input-file --allow-unregistered-dialect --fsdp-partition --fsdp-optimizer="keep-grads=true" | FileCheck %s --check-prefix=KEEP
 
 // Two parameters of an HSDP step: a sharded weight and a bias replicated on
@@ -155,6 +156,24 @@ func.func @step(%w: tensor<10x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [replica
 // CLIP-NEXT: arith.mulf %[[G]], %[[COEF]] : f32
 // CLIP: %[[N:.*]] = tensor.from_elements %[[NORM]] : tensor<f32>
 // CLIP-NEXT: return {{.*}}, %[[N]] :
+
+// device-scalars: each gradient's sum of squares is a tensor<1xf64> of its
+// own (from zero), marked for a multi-tensor launch; the sharded weight's
+// sum is all-reduced over "shard", and the norm's op adds the sets in the
+// host form's order. Every update is marked too.
+// DEV-LABEL: func.func @step(
+// DEV: %[[GW:.*]] = fsdp.grad_reduce {{.*}} -> tensor<3x4xf32>
+// DEV: %[[GB:.*]] = fsdp.grad_reduce {{.*}} -> tensor<4xf32>
+// DEV: %[[SW:.*]] = linalg.generic {{.*}} ins(%[[GW]] : tensor<3x4xf32>) outs(%{{.*}} : tensor<1xf64>) attrs =  {fsdp.multi_tensor = "sum_of_squares"}
+// DEV: %[[SB:.*]] = linalg.generic {{.*}} ins(%[[GB]] : tensor<4xf32>) outs(%{{.*}} : tensor<1xf64>) attrs =  {fsdp.multi_tensor = "sum_of_squares"}
+// DEV: %[[RED:.*]] = fsdp.all_reduce %[[SW]] over @mesh ["shard"] sum : tensor<1xf64> -> tensor<1xf64>
+// DEV-NOT: fsdp.all_reduce
+// DEV: linalg.generic {{.*}} ins(%[[RED]], %[[SB]] : tensor<1xf64>, tensor<1xf64>)
+// DEV-NEXT: ^bb0(%[[A:[^:]+]]: f64, %[[B:[^:]+]]: f64,
+// DEV-NEXT: %[[T:.*]] = arith.addf %[[A]], %[[B]] : f64
+// DEV-NEXT: math.sqrt %[[T]] : f64
+// DEV: linalg.generic {{.*}} ins(%arg0, %[[GW]], {{.*}}) outs({{.*}}) attrs =  {fsdp.multi_tensor = "adamw"}
+// DEV: linalg.generic {{.*}} ins(%arg1, %[[GB]], {{.*}}) outs({{.*}}) attrs =  {fsdp.multi_tensor = "adamw"}
 
 // keep-grads: the reduced gradients stay where they were.
 // KEEP-LABEL: func.func @step(

@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OptimizerIR.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPMultiTensor.h"
 #include "fsdp/Layout/LayoutMath.h"
 
 #include "mlir/Dialect/Arith/IR/Arith.h"
@@ -81,6 +82,38 @@ Value accumulateSquares(OpBuilder &b, Location loc, Value x, Value acc) {
   return op.getResult(0);
 }
 
+/// The mesh axes that shard `p` (sorted; a tensor-parallel split counts as
+/// a sharding axis here: each rank of it holds a different part,
+/// tp_replicate a copy).
+std::vector<int64_t> sortedShardAxes(MeshOp mesh, const Param &p) {
+  std::vector<int64_t> meshShape(mesh.getAxisSizes().begin(),
+                                 mesh.getAxisSizes().end());
+  std::vector<int64_t> axes =
+      lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
+  llvm::sort(axes);
+  return axes;
+}
+
+/// `((sums[0] + sums[1]) + ...)` of `tensor<1xf64>` values, as a
+/// `tensor<1xf64>` (one thread on a GPU).
+Value sumInOrder(OpBuilder &b, Location loc, ValueRange sums) {
+  MLIRContext *ctx = b.getContext();
+  Type f64 = b.getF64Type();
+  AffineMap first = AffineMap::get(0, 0, {getAffineConstantExpr(0, ctx)}, ctx);
+  SmallVector<AffineMap> maps(sums.size() + 1, first);
+  Value init = tensor::EmptyOp::create(b, loc, ArrayRef<int64_t>{1}, f64);
+  auto op = linalg::GenericOp::create(
+      b, loc, TypeRange{init.getType()}, sums, ValueRange{init}, maps,
+      ArrayRef<utils::IteratorType>{},
+      [&](OpBuilder &nb, Location nl, ValueRange args) {
+        Value total = args.front();
+        for (Value sum : args.drop_front().drop_back())
+          total = arith::AddFOp::create(nb, nl, total, sum);
+        linalg::YieldOp::create(nb, nl, total);
+      });
+  return op.getResult(0);
+}
+
 /// The parameters' gradients summed per set of mesh axes that shard them
 /// (sorted; a tensor-parallel split counts as a sharding axis here: each
 /// rank of it holds a different part, tp_replicate a copy), sets in the
@@ -89,13 +122,9 @@ Value accumulateSquares(OpBuilder &b, Location loc, Value x, Value acc) {
 SmallVector<std::pair<std::vector<int64_t>, Value>>
 sumPerShardAxes(MeshOp mesh, ArrayRef<Param> params,
                 function_ref<Value(const Param &, Value)> add) {
-  std::vector<int64_t> meshShape(mesh.getAxisSizes().begin(),
-                                 mesh.getAxisSizes().end());
   SmallVector<std::pair<std::vector<int64_t>, Value>> groups;
   for (const Param &p : params) {
-    std::vector<int64_t> axes =
-        lm::shardAxes(lm::ownershipView(p.layout.toLayout(meshShape)));
-    llvm::sort(axes);
+    std::vector<int64_t> axes = sortedShardAxes(mesh, p);
     auto it =
         llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });
     if (it == groups.end())
@@ -162,23 +191,55 @@ mlir::fsdp::optimizer::clipCoefficient(OpBuilder &b, Location loc, MeshOp mesh,
 std::pair<Value, Value> mlir::fsdp::optimizer::deviceClipCoefficient(
     OpBuilder &b, Location loc, MeshOp mesh, ArrayRef<Param> params,
     double maxGradNorm) {
-  auto groups = sumPerShardAxes(mesh, params, [&](const Param &p, Value sum) {
-    return accumulateSquares(b, loc, p.grad, sum);
-  });
-  SmallVector<Value> parts;
-  for (auto &[axes, sum] : groups)
-    parts.push_back(axes.empty() ? sum
-                                 : allReduceOver(b, loc, mesh, axes, sum));
+  // Each parameter's sum of squares is a reduction of its own (from zero),
+  // independent of the others, so a GPU launches them together
+  // (fsdp-gpu-multi-tensor). They are added in the order of the host form
+  // (per set of sharding axes, in parameter order), and a sum that starts
+  // from zero is the same as one that starts from the previous total and
+  // adds it last: the total is the same bit for bit.
+  SmallVector<std::pair<std::vector<int64_t>, SmallVector<Value>>> groups;
+  for (const Param &p : params) {
+    std::vector<int64_t> axes = sortedShardAxes(mesh, p);
+    auto it =
+        llvm::find_if(groups, [&](const auto &g) { return g.first == axes; });
+    if (it == groups.end()) {
+      groups.emplace_back(axes, SmallVector<Value>());
+      it = std::prev(groups.end());
+    }
+    Value squares = accumulateSquares(b, loc, p.grad, Value());
+    squares.getDefiningOp()->setAttr(kMultiTensorAttrName,
+                                     b.getStringAttr("sum_of_squares"));
+    it->second.push_back(squares);
+  }
+  // A set of axes that shards its parameters sums them before its
+  // all-reduce; the unsharded set's sums go to the norm directly.
+  SmallVector<Value> inputs;
+  SmallVector<unsigned> counts;
+  for (auto &[axes, sums] : groups) {
+    if (axes.empty()) {
+      llvm::append_range(inputs, sums);
+      counts.push_back(sums.size());
+      continue;
+    }
+    Value total = sums.size() == 1 ? sums.front() : sumInOrder(b, loc, sums);
+    inputs.push_back(allReduceOver(b, loc, mesh, axes, total));
+    counts.push_back(1);
+  }
   Type f32 = b.getF32Type();
-  SmallVector<Value> normAndCoef =
-      scalarOp(b, loc, parts, ArrayRef<Type>{f32, f32},
-               [&](OpBuilder &nb, Location nl, ValueRange v) {
-                 Value total = v[0];
-                 for (Value part : v.drop_front())
-                   total = arith::AddFOp::create(nb, nl, total, part);
-                 auto [norm, coef] =
-                     normAndCoefficient(nb, nl, total, maxGradNorm);
-                 return SmallVector<Value>{norm, coef};
-               });
+  SmallVector<Value> normAndCoef = scalarOp(
+      b, loc, inputs, ArrayRef<Type>{f32, f32},
+      [&](OpBuilder &nb, Location nl, ValueRange v) {
+        Value total;
+        for (unsigned count : counts) {
+          Value part = v.front();
+          for (Value sum : v.take_front(count).drop_front())
+            part = arith::AddFOp::create(nb, nl, part, sum);
+          v = v.drop_front(count);
+          total =
+              total ? Value(arith::AddFOp::create(nb, nl, total, part)) : part;
+        }
+        auto [norm, coef] = normAndCoefficient(nb, nl, total, maxGradNorm);
+        return SmallVector<Value>{norm, coef};
+      });
   return {normAndCoef[0], normAndCoef[1]};
 }

@@ -17,6 +17,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "OptimizerIR.h"
+#include "fsdp/Dialect/FSDP/IR/FSDPMultiTensor.h"
 #include "fsdp/Dialect/FSDP/Transforms/Passes.h"
 
 #include "mlir/Dialect/Func/IR/FuncOps.h"
@@ -412,6 +413,13 @@ struct OptimizerPass
                                        tensorsFor(computeType), step, !!clip)
                         : update(b, loc, func, p, type, computeType,
                                  scalarsFor(computeType), {}, {});
+      // Every parameter's update is independent of the others': a GPU
+      // launches them together (fsdp-gpu-multi-tensor).
+      if (deviceScalars)
+        updated[0].getDefiningOp()->setAttr(
+            kMultiTensorAttrName,
+            b.getStringAttr(optimizer == OptimizerKind::adamw ? "adamw"
+                                                              : "sgd"));
       results.add(updated[0], updateAttrs(func, p.arg));
       for (auto [stateArg, value] :
            llvm::zip_equal(p.stateArgs, ArrayRef(updated).drop_front()))

@@ -66,11 +66,12 @@ std::pair<Value, Value> clipCoefficient(OpBuilder &b, Location loc, MeshOp mesh,
                                         ArrayRef<Param> params,
                                         double maxGradNorm);
 
-/// clipCoefficient as 0-d tensors (device scalars): each set of sharding
-/// axes accumulates its parameters' sums of squares into one
-/// `tensor<1xf64>` (a reduction per parameter, each starting from the
-/// previous total), all-reduced over those axes; one scalar op adds the sets
-/// and computes the norm and the coefficient.
+/// clipCoefficient as 0-d tensors (device scalars): each parameter's sum of
+/// squares is a `tensor<1xf64>` of its own (a reduction from zero, marked
+/// `fsdp.multi_tensor`); a set of sharding axes adds its sums in order and
+/// all-reduces the total over those axes; one scalar op adds the sets (the
+/// unsharded set's sums in order) and computes the norm and the
+/// coefficient, the same values bit for bit as one running total.
 std::pair<Value, Value> deviceClipCoefficient(OpBuilder &b, Location loc,
                                               MeshOp mesh,
                                               ArrayRef<Param> params,

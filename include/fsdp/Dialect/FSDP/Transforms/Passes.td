@@ -536,15 +536,19 @@ def FSDPOptimizer : Pass<"fsdp-optimizer", "ModuleOp"> {
     the parameter's type. docs/SEMANTICS.md §5.5.
 
     With `device-scalars` (what `fsdp-pipeline` sets for `compute=gpu`)
-    the step's scalars never become host values: the sums of squares
-    accumulate into one `tensor<1xf64>` per set of sharding axes (each
-    parameter's reduction starting from the previous total), the norm and
-    the clipping coefficient, the incremented step and the terms that
-    depend on `lr` and `step` are `linalg.generic` ops on 0-d tensors, and
-    the updates read them as 0-d inputs. Lowered for a GPU, every one of
-    them is a kernel and the step has no host synchronization; without the
+    the step's scalars never become host values: each parameter's sum of
+    squares is a `tensor<1xf64>` of its own, a set of sharding axes adds
+    its sums in parameter order before its all-reduce, the norm and the
+    clipping coefficient, the incremented step and the terms that depend
+    on `lr` and `step` are `linalg.generic` ops on 0-d tensors, and the
+    updates read them as 0-d inputs. Lowered for a GPU, every one of them
+    is a kernel and the step has no host synchronization; without the
     option they are host arithmetic on `tensor.extract`ed values (the CPU
-    paths). The values are the same up to the summation order.
+    paths). The values are the same up to the summation order. The
+    per-parameter sums of squares and updates are marked
+    `fsdp.multi_tensor` ("sum_of_squares", "adamw", "sgd"): they are
+    independent of each other, and `fsdp-gpu-multi-tensor` launches each
+    kind together.
   }];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::linalg::LinalgDialect",
