@@ -3,6 +3,7 @@ parameters and optimizer state sharded between calls) gives bit for bit
 what fsdp-run --steps N gives for the same export, batches and learning
 rates."""
 
+import re
 from pathlib import Path
 
 import numpy as np
@@ -81,3 +82,52 @@ def test_a_failed_compile_names_the_command_that_reproduces_it(tmp_path):
     assert message.startswith("fsdp-opt failed (") and "no-such" in message, message
     proc = subprocess.run(shlex.split(command), capture_output=True, text=True)
     assert proc.returncode != 0 and "no-such" in proc.stderr, proc.stderr
+
+
+class _Shifted(torch.nn.Module):
+    """A column-parallel projection whose output is flipped along its split
+    dimension: a read at positions the tensor-parallel pass cannot
+    partition."""
+
+    def __init__(self):
+        super().__init__()
+        self.proj = torch.nn.Linear(4, 8)
+
+    def forward(self, x):
+        return torch.flip(self.proj(x), [-1])
+
+
+def test_a_rejected_op_is_named_by_its_module_path(tmp_path):
+    """The exported step's ops carry their module path, aten op and source
+    line as locations: fsdp-opt's diagnostic (and compile_step's error) names
+    the submodule the rejected op came from."""
+    from fsdp_mlir.torch import ExportError
+
+    module = torch.nn.Sequential()
+    module.add_module("block", torch.nn.ModuleDict({"mix": _Shifted()}))
+    module.forward = lambda x: module.block["mix"](x)
+
+    def loss_fn(m, x):
+        return m(x).square().mean()
+
+    line = _Shifted.forward.__code__.co_firstlineno + 1
+    with pytest.raises(ExportError) as err:
+        compile_step(
+            module,
+            loss_fn,
+            (torch.randn(4, 4),),
+            mesh="dp=1,tp=2",
+            tp_plan={"block.mix.proj": "colwise"},
+            workdir=str(tmp_path),
+            verify=False,
+        )
+    message = str(err.value)
+    assert f'loc("block.mix"("aten.flip at {__file__}:{line}")): its body reads' in message, message
+    assert "reproduce with:" in message
+    # The gradient's ops carry the module path of the forward they differentiate.
+    text = (tmp_path / "step.mlir").read_text()
+    aliases = dict(re.findall(r"^(#loc\d*) = loc\((.*)\)$", text, re.M))
+    backward = [
+        aliases.get(a, a) for a in re.findall(r'"block\.mix\.proj \(backward\)"\((#loc\d+)\)', text)
+    ]
+    assert any(b.startswith('"aten.mm') for b in backward), backward

@@ -302,7 +302,9 @@ def trace_step(
             # functionalize: in-place ops (gradient accumulation, masked_fill_)
             # become their out-of-place forms, which torch-mlir lowers.
             fn = torch.func.functionalize(step, remove="mutations")
-            gm = make_fx(fn, decomposition_table=table())(params, buffers, *local_batch)
+            gm = make_fx(fn, decomposition_table=table(), record_stack_traces=True)(
+                params, buffers, *local_batch
+            )
     except (RuntimeError, NotImplementedError) as err:
         raise _trace_failure(err, recorder.stack) from None
     finally:

@@ -46,12 +46,18 @@ class ExportError(ValueError):
 
 
 class _ModulePaths:
-    """Records the module path of every traced op (node.meta["nn_module_stack"])
-    through forward hooks, so errors can name the submodule an op came from."""
+    """Records the module path of every traced op through forward hooks, so
+    errors and the step's locations can name the submodule an op came from:
+    node.meta["nn_module_stack"] for the ops of a module's forward, and
+    node.meta["custom"]["backward_of"] for the ops of its backward (each
+    autograd node a module's forward creates runs its backward under the
+    module's path)."""
 
     def __init__(self, module: torch.nn.Module):
         self.handles = []
         self.stack = []
+        self.starts = []
+        self.labelled = set()
         for path, mod in module.named_modules():
             self.handles.append(mod.register_forward_pre_hook(self._pre(path, mod)))
             self.handles.append(mod.register_forward_hook(self._post))
@@ -69,18 +75,99 @@ class _ModulePaths:
 
         def hook(_mod, _args):
             self.stack.append((path, cls))
+            self.starts.append(torch._C._autograd._get_sequence_nr())
             self._set()
 
         return hook
 
-    def _post(self, _mod, _args, _out):
+    def _post(self, _mod, _args, out):
         if self.stack:
-            self.stack.pop()
+            path, _ = self.stack.pop()
+            self._label_backward(path, self.starts.pop(), out)
         self._set()
+
+    def _label_backward(self, path: str, start: int, out):
+        """The autograd nodes created since the module's forward began
+        (sequence number from `start`) that lead to its outputs, not yet
+        claimed by a submodule (whose forward ended first), run their
+        backward under `path`."""
+        leaves = torch.utils._pytree.tree_leaves(out)
+        todo = [t.grad_fn for t in leaves if isinstance(t, torch.Tensor)]
+        seen = set()
+        while todo:
+            node = todo.pop()
+            if node is None or node in seen or node._sequence_nr() < start:
+                continue
+            seen.add(node)
+            todo.extend(f for f, _ in node.next_functions)
+            if node in self.labelled:
+                continue
+            self.labelled.add(node)
+            self.handles.append(node.register_prehook(self._enter_backward(path)))
+            self.handles.append(node.register_hook(self._leave_backward))
+
+    @staticmethod
+    def _enter_backward(path):
+        def hook(_grad_outputs):
+            meta = fx_traceback.get_current_meta()
+            meta["custom"] = dict(meta.get("custom") or {}, backward_of=path)
+
+        return hook
+
+    @staticmethod
+    def _leave_backward(_grad_inputs, _grad_outputs):
+        meta = fx_traceback.get_current_meta()
+        custom = dict(meta.get("custom") or {})
+        custom.pop("backward_of", None)
+        meta["custom"] = custom
 
     def remove(self):
         for h in self.handles:
             h.remove()
+
+
+def node_backward_of(node) -> str | None:
+    """The module path whose backward the op belongs to (see _ModulePaths)."""
+    return (node.meta.get("custom") or {}).get("backward_of")
+
+
+_FRAME_RE = re.compile(r'File "([^"]+)", line ([0-9]+),')
+_OWN_DIRS = tuple(
+    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, fx_traceback)
+) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+
+
+def _user_frame(node):
+    """(file, line) of the innermost frame of the op's stack trace outside
+    torch and this frontend: the model's (or the loss function's) source
+    line, or None."""
+    frames = _FRAME_RE.findall(node.meta.get("stack_trace") or "")
+    for file, line in reversed(frames):
+        if not os.path.abspath(file).startswith(_OWN_DIRS):
+            return file, int(line)
+    return None
+
+
+def node_location(node, context):
+    """The MLIR location of a traced op: `"<module path>"("<aten op> at
+    file:line")` for an op of a module's forward, `"<module path>
+    (backward)"(...)` for one of its backward, `"<aten op> at file:line"`
+    outside every module (the loss function); file:line is the user's source
+    line when the trace has it. Names only: a file location inside them
+    would be all that mlir's diagnostics print."""
+    from torch_mlir import ir
+
+    if node.op != "call_function":
+        return ir.Location.unknown(context=context)
+    frame = _user_frame(node)
+    what = _op_name(node) + (f" at {frame[0]}:{frame[1]}" if frame else "")
+    loc = ir.Location.name(what, context=context)
+    path, back = node_module_path(node), node_backward_of(node)
+    if path is not None:
+        return ir.Location.name(path or "<root>", childLoc=loc, context=context)
+    if back is not None:
+        return ir.Location.name(f"{back or '<root>'} (backward)", childLoc=loc, context=context)
+    return loc
 
 
 def node_module_path(node) -> str | None:
@@ -229,6 +316,36 @@ def _outside_op(text: str):
     return found[0] if found else None
 
 
+def _import_with_locations(gm) -> str:
+    """torch-mlir's FX import (torch dialect), each op at node_location, as
+    text with its locations."""
+    from torch_mlir import fx as tfx
+    from torch_mlir import ir
+    from torch_mlir.dialects import torch as torch_d
+    from torch_mlir.extras.fx_importer import ContextCache, FxImporter
+
+    class LocatedCache(ContextCache):
+        __slots__ = ()
+
+        def get_node_location(self, node):
+            return node_location(node, self._c)
+
+    context = ir.Context()
+    torch_d.register_dialect(context)
+    importer = FxImporter(context=context)
+    importer._cc = LocatedCache(context, py_attr_tracker=importer._py_attr_tracker)
+    module = tfx.stateless_fx_import(
+        gm, output_type="raw", fx_importer=importer, model_name=FUNCTION
+    )
+    return _print(module)
+
+
+def _print(module) -> str:
+    """The module's text with its locations (the step's diagnostics name the
+    module path and the source line of the op they are about)."""
+    return module.operation.get_asm(enable_debug_info=True)
+
+
 def import_graph(gm, workdir: str | None = None) -> str:
     """torch-mlir import to linalg on tensors; MLIR text. The FX graph is
     imported in-process; the lowering runs in torch-mlir-opt, so that a failure
@@ -239,11 +356,9 @@ def import_graph(gm, workdir: str | None = None) -> str:
     import subprocess
     import tempfile
 
-    from torch_mlir import fx as tfx
-
     opt = torch_mlir_opt()
     try:
-        text = str(tfx.stateless_fx_import(gm, output_type="raw", model_name=FUNCTION))
+        text = _import_with_locations(gm)
     except Exception as err:  # the importer raises several types
         msg = str(err).strip()
         kept = tempfile.mkdtemp(prefix="fsdp-export-", dir=workdir)
@@ -266,7 +381,7 @@ def import_graph(gm, workdir: str | None = None) -> str:
         with open(src, "w") as f:
             f.write(text)
         proc = subprocess.run(
-            [opt, src, f"--pass-pipeline={pipeline}"],
+            [opt, src, f"--pass-pipeline={pipeline}", "--mlir-print-debuginfo"],
             capture_output=True,
             text=True,
         )
@@ -298,7 +413,7 @@ def import_graph(gm, workdir: str | None = None) -> str:
 # The frontend's own operators (experts.OPS) as torch-mlir imports them.
 _FSDP_OPERATOR_RE = re.compile(
     r'torch\.operator "(?P<name>torch\.fsdp\.\w+)"\((?P<args>[^)]*)\)\s*:\s*'
-    r"\((?P<types>.*)\)\s*->\s*(?P<result>\S+)\s*$"
+    r"\((?P<types>.*)\)\s*->\s*(?P<result>\S+)(?P<loc>\s+loc\(#?[\w.]+\))?\s*$"
 )
 _FSDP_CALL_RE = re.compile(
     r"^(?P<lhs>\s*%[\w#]+\s*=\s*)(?:func\.)?call @(?P<callee>fsdp_op_\d+)\((?P<rest>.*)$"
@@ -325,7 +440,11 @@ def _split_top(text: str) -> list:
 def _bool_constant(text: str, name: str, op: str) -> bool:
     """The value of the `torch.constant.bool` named `name` (an operand of the
     frontend's operator `op`)."""
-    m = re.search(rf"^\s*{re.escape(name)} = torch\.constant\.bool (true|false)\s*$", text, re.M)
+    m = re.search(
+        rf"^\s*{re.escape(name)} = torch\.constant\.bool (true|false)(?:\s+loc\(#?[\w.]+\))?\s*$",
+        text,
+        re.M,
+    )
     if not m:
         raise ExportError(f"torch-mlir import: {op} takes a constant flag, got {name}")
     return m.group(1) == "true"
@@ -361,7 +480,7 @@ def _fsdp_ops_to_calls(text: str):
         callee = f"fsdp_op_{len(calls)}"
         calls[callee] = (OPS[name], attrs)
         sig = f"({types}) -> {m.group('result')}"
-        lines[i] = line[: m.start()] + f"func.call @{callee}({args}) : {sig}"
+        lines[i] = line[: m.start()] + f"func.call @{callee}({args}) : {sig}{m.group('loc') or ''}"
         decls.append(f"  func.func private @{callee}{sig}")
     if not calls:
         return text, calls
@@ -570,7 +689,7 @@ def annotate(text: str, model: dict) -> str:
             [ir.Attribute.parse(_result_attrs(r)) for r in model["results"]]
         )
         _set_mesh(module, model["mesh"])
-        return str(module)
+        return _print(module)
 
 
 def with_mesh_shape(text: str, mesh: dict, shape) -> str:
@@ -583,4 +702,4 @@ def with_mesh_shape(text: str, mesh: dict, shape) -> str:
         if not any(op.operation.name == "fsdp.mesh" for op in module.body.operations):
             raise ExportError(f"the step has no fsdp.mesh @{mesh['name']}")
         _set_mesh(module, dict(mesh, shape=list(shape)))
-        return str(module)
+        return _print(module)
