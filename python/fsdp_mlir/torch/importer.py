@@ -119,7 +119,10 @@ class _ModulePaths:
         meta = fx_traceback.get_current_meta()
         custom = dict(meta.get("custom") or {})
         custom.pop("backward_of", None)
-        meta["custom"] = custom
+        if custom:
+            meta["custom"] = custom
+        else:
+            meta.pop("custom", None)
 
     def remove(self):
         for h in self.handles:
@@ -132,9 +135,7 @@ def node_backward_of(node) -> str | None:
 
 
 _FRAME_RE = re.compile(r'File "([^"]+)", line ([0-9]+),')
-_OWN_DIRS = tuple(
-    os.path.dirname(os.path.abspath(m.__file__)) + os.sep for m in (torch, fx_traceback)
-) + (os.path.dirname(os.path.abspath(__file__)) + os.sep,)
+_OWN_DIRS = tuple(os.path.dirname(os.path.abspath(f)) + os.sep for f in (torch.__file__, __file__))
 
 
 def _user_frame(node):
@@ -333,6 +334,8 @@ def _import_with_locations(gm) -> str:
     context = ir.Context()
     torch_d.register_dialect(context)
     importer = FxImporter(context=context)
+    # The importer asks its ContextCache for each node's location (the
+    # default one builds file locations from the stack trace only).
     importer._cc = LocatedCache(context, py_attr_tracker=importer._py_attr_tracker)
     module = tfx.stateless_fx_import(
         gm, output_type="raw", fx_importer=importer, model_name=FUNCTION
@@ -413,7 +416,7 @@ def import_graph(gm, workdir: str | None = None) -> str:
 # The frontend's own operators (experts.OPS) as torch-mlir imports them.
 _FSDP_OPERATOR_RE = re.compile(
     r'torch\.operator "(?P<name>torch\.fsdp\.\w+)"\((?P<args>[^)]*)\)\s*:\s*'
-    r"\((?P<types>.*)\)\s*->\s*(?P<result>\S+)(?P<loc>\s+loc\(#?[\w.]+\))?\s*$"
+    r"\((?P<types>.*)\)\s*->\s*(?P<result>\S+)(?P<loc>\s+loc\(.*\))?\s*$"
 )
 _FSDP_CALL_RE = re.compile(
     r"^(?P<lhs>\s*%[\w#]+\s*=\s*)(?:func\.)?call @(?P<callee>fsdp_op_\d+)\((?P<rest>.*)$"
@@ -441,7 +444,7 @@ def _bool_constant(text: str, name: str, op: str) -> bool:
     """The value of the `torch.constant.bool` named `name` (an operand of the
     frontend's operator `op`)."""
     m = re.search(
-        rf"^\s*{re.escape(name)} = torch\.constant\.bool (true|false)(?:\s+loc\(#?[\w.]+\))?\s*$",
+        rf"^\s*{re.escape(name)} = torch\.constant\.bool (true|false)(?:\s+loc\(.*\))?\s*$",
         text,
         re.M,
     )
