@@ -38,7 +38,12 @@ def FSDPFuseElementwise : Pass<"fsdp-fuse-elementwise"> {
     kernel per op that reads back what the one before wrote. No work is
     duplicated. A consumer with reduction loops still takes only
     single-use producers (the producer's result would be an output indexed
-    by a reduction loop).
+    by a reduction loop). With `multi-use`, a `tensor.expand_shape`
+    between elementwise ops (a gemm's 2-d result plus a bias, read as the
+    3-d activation) is first folded into them, the ops taking the expanded
+    shape, and a consumer that reads several results of one producer
+    through the same map fuses with it, the fused op computing those
+    results instead of reading them.
   }];
   let options = [
     Option<"multiUse", "multi-use", "bool", /*default=*/"false",
@@ -87,6 +92,37 @@ def FSDPOneHotScatter : Pass<"fsdp-one-hot-scatter"> {
                            "::mlir::fsdp::FSDPDialect",
                            "::mlir::scf::SCFDialect",
                            "::mlir::tensor::TensorDialect"];
+}
+
+def FSDPRematElementwise : Pass<"fsdp-remat-elementwise", "func::FuncOp"> {
+  let summary = "Recompute elementwise values in the later segments that "
+                "read them, from values those segments read anyway";
+  let description = [{
+    Runs on tensors, before `fsdp-outline-segments`. The ops of a function
+    body between two ops that no segment takes (a collective, a wait, a
+    call) become one segment; a value one segment computes and a later one
+    reads is a buffer kept from the first to the second (an activation the
+    backward reads). When such a value is the result of a chain of
+    elementwise `linalg.generic` ops (all loops parallel, the outputs not
+    read) whose inputs are constants, empty tensors or values that the
+    later segment reads anyway, the chain is cloned right before the first
+    reader in that segment and that segment's readers read the clone: GELU's
+    `tanh(...)`, `1 + tanh(...)` and `0.5 x`, which the backward reads next
+    to `x`, are recomputed from `x` there (and fused into the backward's
+    kernel) instead of three f32 buffers written by the forward and read
+    back. The same ops on the same values: bit for bit the same results.
+    No value is kept longer than before (the chain's inputs were live in
+    the later segment already); at most `max-ops` ops are cloned per value.
+  }];
+  let options = [
+    Option<"maxOps", "max-ops", "unsigned", /*default=*/"16",
+           "The most elementwise ops cloned to recompute one value">,
+  ];
+  let statistics = [
+    Statistic<"numRecomputed", "recomputed",
+              "Values recomputed in a later segment">,
+  ];
+  let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
 
 def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {

@@ -1,0 +1,90 @@
+// RUN: fsdp-opt %s -split-input-file --fsdp-remat-elementwise | FileCheck %s
+
+// GELU's shape: the forward computes t = tanh(x) and u = 1 + t from x; a
+// collective ends the forward's segment; the backward reads x, t and u.
+// Both are recomputed from x in the backward, before their first reader
+// there (u's clone reads t's clone), and the forward's ops stay for the
+// forward's own reader.
+fsdp.mesh @mesh [shard = 2]
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @gelu_like
+func.func @gelu_like(%x: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %e = tensor.empty() : tensor<8xf32>
+  %c1 = arith.constant 1.0 : f32
+  // CHECK: %[[T:.*]] = linalg.generic
+  // CHECK: math.tanh
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = math.tanh %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  // CHECK: %[[U:.*]] = linalg.generic {{.*}} ins(%[[T]] :
+  %u = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%t : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = arith.addf %in, %c1 : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  // CHECK: fsdp.all_reduce %[[U]]
+  %s = fsdp.all_reduce %u over @mesh ["shard"] sum : tensor<8xf32> -> tensor<8xf32>
+  // The backward: g * x + g * u * t.
+  // CHECK: linalg.generic {{.*}} ins(%{{.*}}, %arg0 :
+  %gx = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%g, %x : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  // CHECK: %[[T2:.*]] = linalg.generic {{.*}} ins(%arg0 :
+  // CHECK: math.tanh
+  // CHECK: %[[U2:.*]] = linalg.generic {{.*}} ins(%[[T2]] :
+  // CHECK: arith.addf
+  // CHECK: linalg.generic {{.*}} ins(%arg1, %[[U2]] :
+  %gu = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%g, %u : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  // CHECK: linalg.generic {{.*}} ins(%{{.*}}, %[[T2]] :
+  %gut = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%gu, %t : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.mulf %a, %b : f32
+    %r2 = arith.addf %r, %a : f32
+    linalg.yield %r2 : f32
+  } -> tensor<8xf32>
+  %sum = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%gx, %gut : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.addf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  // CHECK-NOT: math.tanh
+  // CHECK: return
+  return %s, %sum : tensor<8xf32>, tensor<8xf32>
+}
+
+// -----
+
+// The backward does not read the forward value's input (y) otherwise:
+// recomputing t there would keep y alive instead of t, so t stays. A
+// reduction (not elementwise) is not recomputed either.
+fsdp.mesh @mesh [shard = 2]
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @input_not_read
+func.func @input_not_read(%x: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<8xf32>, tensor<8xf32>) {
+  %e = tensor.empty() : tensor<8xf32>
+  // CHECK: %[[T:.*]] = linalg.generic
+  // CHECK: math.tanh
+  %t = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%x : tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %r = math.tanh %in : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  %s = fsdp.all_reduce %t over @mesh ["shard"] sum : tensor<8xf32> -> tensor<8xf32>
+  // CHECK: fsdp.all_reduce
+  // CHECK-NOT: math.tanh
+  // CHECK: linalg.generic {{.*}} ins(%arg1, %[[T]] :
+  %gt = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel"]} ins(%g, %t : tensor<8xf32>, tensor<8xf32>) outs(%e : tensor<8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %r = arith.mulf %a, %b : f32
+    linalg.yield %r : f32
+  } -> tensor<8xf32>
+  return %s, %gt : tensor<8xf32>, tensor<8xf32>
+}
