@@ -11,7 +11,10 @@
 // With `multi-use`, a producer with several uses is also fused into a
 // consumer without reduction loops, the fused op yielding the producer's
 // result for its other uses (upstream keeps such results): one kernel
-// instead of two, the intermediate written once and not read back.
+// instead of two, the intermediate written once and not read back. Before
+// any fusion, reshapes between elementwise ops are folded into them (the op
+// takes the expanded shape), and a consumer may read several results of
+// one producer (the fused op computes them instead of reading them).
 //
 // Before fusing, a `linalg.fill` of a `tensor.empty` with several uses is
 // duplicated, one fill (and empty tensor) per use: exported programs share
@@ -45,6 +48,8 @@ struct FSDPFuseElementwisePass
   using Base::Base;
 
   void runOnOperation() override {
+    if (multiUse && failed(expandReshapedOps()))
+      return signalPassFailure();
     duplicateSharedFills();
     if (failed(fuseSingleUses()))
       return signalPassFailure();
@@ -63,6 +68,18 @@ struct FSDPFuseElementwisePass
     }
   }
 
+  /// Folds the reshapes between elementwise ops into them, before any
+  /// fusion: a gemm's 2-d result read as the 3-d activation (a bias add in
+  /// 2-d, then GELU in 3-d) is one chain of 3-d ops, which fuse as one.
+  LogicalResult expandReshapedOps() {
+    RewritePatternSet patterns(&getContext());
+    linalg::populateFoldReshapeOpsByExpansionPatterns(patterns,
+                                                      isElementwiseReshape);
+    GreedyRewriteConfig config;
+    config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
+    return applyPatternsGreedily(getOperation(), std::move(patterns), config);
+  }
+
   /// Upstream's patterns, for producers whose single use is the consumer.
   LogicalResult fuseSingleUses() {
     RewritePatternSet patterns(&getContext());
@@ -77,6 +94,17 @@ struct FSDPFuseElementwisePass
     GreedyRewriteConfig config;
     config.setRegionSimplificationLevel(GreedySimplifyRegionLevel::Disabled);
     return applyPatternsGreedily(getOperation(), std::move(patterns), config);
+  }
+
+  /// A reshape between an elementwise generic op and its producer or
+  /// consumer (a gemm's 2-d result read as the 3-d activation): the generic
+  /// op takes the expanded shape, so that it fuses with its neighbours.
+  static bool isElementwiseReshape(OpOperand *use) {
+    auto generic = dyn_cast<linalg::GenericOp>(use->getOwner());
+    if (!generic)
+      generic = use->get().getDefiningOp<linalg::GenericOp>();
+    return generic && generic.getNumReductionLoops() == 0 &&
+           !linalg::isaContractionOpInterface(generic);
   }
 
   /// Whether `op` only widens or narrows its one input element by element
@@ -139,11 +167,24 @@ struct FSDPFuseElementwisePass
         !consumer.getMatchingIndexingMap(&use).isPermutation() ||
         !linalg::areElementwiseOpsFusable(&use))
       return false;
-    // The consumer reads the producer once (the fused op would read its own
-    // result otherwise).
-    if (llvm::count_if(consumer->getOperands(), [&](Value v) {
-          return v.getDefiningOp() == producer;
-        }) != 1)
+    // Every other read of the producer by the consumer is of another result,
+    // through the same map, of a result the producer writes through the
+    // same map as this one and computes in its body: the fused op computes
+    // that element itself (selfReads).
+    AffineMap map = consumer.getMatchingIndexingMap(&use);
+    auto result = cast<OpResult>(use.get());
+    AffineMap out = producer.getIndexingMapMatchingResult(result);
+    for (OpOperand &other : consumer->getOpOperands()) {
+      if (&other == &use || other.get().getDefiningOp() != producer)
+        continue;
+      auto r = cast<OpResult>(other.get());
+      if (r == result || !consumer.isDpsInput(&other) ||
+          consumer.getMatchingIndexingMap(&other) != map ||
+          producer.getIndexingMapMatchingResult(r) != out ||
+          isa<BlockArgument>(producerYield(producer, r.getResultNumber())))
+        return false;
+    }
+    if (!producer.getBody()->getOps<linalg::IndexOp>().empty())
       return false;
     Block *block = consumer->getBlock();
     for (Operation *user : producer->getUsers()) {
@@ -173,22 +214,93 @@ struct FSDPFuseElementwisePass
     if (!found)
       return false;
     Operation *consumer = found->getOwner();
-    Operation *producer = found->get().getDefiningOp();
+    auto producer = cast<linalg::GenericOp>(found->get().getDefiningOp());
     IRRewriter rewriter(&getContext());
     rewriter.setInsertionPoint(consumer);
     FailureOr<linalg::ElementwiseOpFusionResult> fused =
         linalg::fuseElementwiseOps(rewriter, found);
     if (failed(fused))
       return false;
+    auto fusedOp = cast<linalg::GenericOp>(fused->fusedOp);
     for (Value r : consumer->getResults())
       rewriter.replaceAllUsesWith(r, fused->replacements.lookup(r));
     rewriter.eraseOp(consumer);
+    fusedOp = selfReads(rewriter, fusedOp, producer, *fused);
     for (Value r : producer->getResults())
       if (Value with = fused->replacements.lookup(r))
         rewriter.replaceAllUsesWith(r, with);
     if (producer->use_empty())
       rewriter.eraseOp(producer);
     return true;
+  }
+
+  /// The value the body of `producer` yields for its result `i`.
+  static Value producerYield(linalg::GenericOp producer, unsigned i) {
+    return producer.getBody()->getTerminator()->getOperand(i);
+  }
+
+  /// The fused op of `producer` and a consumer that read other results of
+  /// the producer too: those inputs become the values the fused body
+  /// computes for them (the producer's body comes first in the fused body,
+  /// op for op), and the inputs are dropped. Returns the op that replaces
+  /// `fusedOp` (itself when it has no such input).
+  static linalg::GenericOp selfReads(IRRewriter &rewriter,
+                                     linalg::GenericOp fusedOp,
+                                     linalg::GenericOp producer,
+                                     linalg::ElementwiseOpFusionResult &fused) {
+    Block *body = fusedOp.getBody();
+    SmallVector<Operation *> producerOps =
+        llvm::map_to_vector(producer.getBody()->without_terminator(),
+                            [](Operation &op) { return &op; });
+    SmallVector<Operation *> fusedOps = llvm::map_to_vector(
+        body->without_terminator(), [](Operation &op) { return &op; });
+    if (fusedOps.size() < producerOps.size())
+      return fusedOp;
+    for (auto [p, f] : llvm::zip(producerOps, fusedOps))
+      if (p->getName() != f->getName() ||
+          p->getNumResults() != f->getNumResults())
+        return fusedOp;
+    SmallVector<unsigned> dropped;
+    for (OpOperand *input : fusedOp.getDpsInputOperands()) {
+      auto r = dyn_cast<OpResult>(input->get());
+      if (!r || r.getOwner() != producer.getOperation())
+        continue;
+      auto def =
+          dyn_cast<OpResult>(producerYield(producer, r.getResultNumber()));
+      if (!def)
+        continue;
+      unsigned index =
+          llvm::find(producerOps, def.getOwner()) - producerOps.begin();
+      Value computed = fusedOps[index]->getResult(def.getResultNumber());
+      fusedOp.getMatchingBlockArgument(input).replaceAllUsesWith(computed);
+      dropped.push_back(input->getOperandNumber());
+    }
+    if (dropped.empty())
+      return fusedOp;
+    SmallVector<Value> inputs;
+    SmallVector<AffineMap> maps;
+    for (OpOperand *input : fusedOp.getDpsInputOperands())
+      if (!llvm::is_contained(dropped, input->getOperandNumber())) {
+        inputs.push_back(input->get());
+        maps.push_back(fusedOp.getMatchingIndexingMap(input));
+      }
+    for (OpOperand &init : fusedOp.getDpsInitsMutable())
+      maps.push_back(fusedOp.getMatchingIndexingMap(&init));
+    rewriter.setInsertionPoint(fusedOp);
+    auto rebuilt = linalg::GenericOp::create(
+        rewriter, fusedOp.getLoc(), fusedOp->getResultTypes(), inputs,
+        fusedOp.getDpsInits(), maps, fusedOp.getIteratorTypesArray());
+    rebuilt->setDiscardableAttrs(fusedOp->getDiscardableAttrDictionary());
+    rewriter.inlineRegionBefore(fusedOp.getRegion(), rebuilt.getRegion(),
+                                rebuilt.getRegion().end());
+    Block *moved = rebuilt.getBody();
+    for (unsigned i : llvm::reverse(dropped))
+      moved->eraseArgument(i);
+    for (auto &[from, to] : fused.replacements)
+      if (to.getDefiningOp() == fusedOp.getOperation())
+        to = rebuilt->getResult(cast<OpResult>(to).getResultNumber());
+    rewriter.replaceOp(fusedOp, rebuilt->getResults());
+    return rebuilt;
   }
 
   /// One fill of its own empty tensor per use of a shared fill.

@@ -158,13 +158,23 @@ Value zeroFill(OpBuilder &b, Location loc, RankedTensorType type) {
   return linalg::FillOp::create(b, loc, zero, empty).getResult(0);
 }
 
-/// Whether every reader of the result of `op` is a linalg.generic that
+/// Whether `v` is a reshape of a tensor (expand_shape, collapse_shape): a
+/// view whose readers are the value's readers.
+bool isReshape(Operation *op) {
+  return isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op);
+}
+
+/// Whether every reader of `v` (through reshapes) is a linalg.generic that
 /// only rounds it to bf16 (and there is at least one).
-bool onlyRoundedToBf16(linalg::LinalgOp op) {
-  Value result = op->getResult(0);
-  if (result.use_empty())
+bool onlyRoundedToBf16(Value v) {
+  if (v.use_empty())
     return false;
-  for (OpOperand &use : result.getUses()) {
+  for (OpOperand &use : v.getUses()) {
+    if (isReshape(use.getOwner())) {
+      if (!onlyRoundedToBf16(use.getOwner()->getResult(0)))
+        return false;
+      continue;
+    }
     auto reader = dyn_cast<linalg::GenericOp>(use.getOwner());
     if (!reader || !reader.isDpsInput(&use))
       return false;
@@ -178,6 +188,33 @@ bool onlyRoundedToBf16(linalg::LinalgOp op) {
     }
   }
   return true;
+}
+
+/// Points every reader of `old` (through reshapes, which are recreated on
+/// bf16) at `rounded`, its bf16 rounding, dropping the readers' truncf.
+void readRounded(OpBuilder &b, Value old, Value rounded) {
+  for (OpOperand &use : llvm::make_early_inc_range(old.getUses())) {
+    Operation *owner = use.getOwner();
+    if (isReshape(owner)) {
+      b.setInsertionPoint(owner);
+      auto type = cast<RankedTensorType>(owner->getResult(0).getType());
+      Operation *view = b.clone(*owner);
+      view->setOperand(0, rounded);
+      view->getResult(0).setType(
+          RankedTensorType::get(type.getShape(), b.getBF16Type()));
+      readRounded(b, owner->getResult(0), view->getResult(0));
+      owner->erase();
+      continue;
+    }
+    auto reader = cast<linalg::GenericOp>(owner);
+    BlockArgument arg = reader.getMatchingBlockArgument(&use);
+    use.set(rounded);
+    arg.setType(b.getBF16Type());
+    for (Operation *trunc : llvm::make_early_inc_range(arg.getUsers())) {
+      trunc->getResult(0).replaceAllUsesWith(arg);
+      trunc->erase();
+    }
+  }
 }
 
 /// The bf16 contraction of the bf16 operands of `op` (an f32 product of
@@ -251,21 +288,11 @@ struct FSDPGpuGemmResultsPass
     for (linalg::LinalgOp op : zeroStarted) {
       Type in = getElementTypeOrSelf(op.getDpsInputs()[0].getType());
       Type out = getElementTypeOrSelf(op.getDpsInits()[0].getType());
-      if (!in.isBF16() || !out.isF32() || !onlyRoundedToBf16(op))
+      if (!in.isBF16() || !out.isF32() || !onlyRoundedToBf16(op->getResult(0)))
         continue;
       OpBuilder b(op);
       Value rounded = roundedContraction(b, op);
-      for (OpOperand &use :
-           llvm::make_early_inc_range(op->getResult(0).getUses())) {
-        auto reader = cast<linalg::GenericOp>(use.getOwner());
-        BlockArgument arg = reader.getMatchingBlockArgument(&use);
-        use.set(rounded);
-        arg.setType(b.getBF16Type());
-        for (Operation *trunc : llvm::make_early_inc_range(arg.getUsers())) {
-          trunc->getResult(0).replaceAllUsesWith(arg);
-          trunc->erase();
-        }
-      }
+      readRounded(b, op->getResult(0), rounded);
       Value oldInit = op.getDpsInits()[0];
       if (report)
         op->emitRemark() << "contraction writes its bf16 rounding (f32 "

@@ -124,3 +124,97 @@ func.func @broadcast(%r: tensor<4x1xf32>, %x: tensor<4x8xf32>) -> (tensor<4x1xf3
   } -> tensor<4x8xf32>
   return %n, %b : tensor<4x1xf32>, tensor<4x8xf32>
 }
+
+// -----
+
+#id2 = affine_map<(i, j) -> (i, j)>
+#col = affine_map<(i, j) -> (j)>
+#id3 = affine_map<(b, s, j) -> (b, s, j)>
+
+// A gemm's 2-d result plus a bias, read as the 3-d activation by GELU's
+// ops: the bias add takes the 3-d shape (the reshape moves to its input),
+// and the chain is one op; the last op reads two results of the fused
+// producer (0.5 x and 1 + tanh), which the fused op computes itself. With
+// the single-use fusion only, the reshape stays between the two.
+// CHECK-LABEL: func.func @bias_gelu
+// CHECK: tensor.expand_shape %arg0
+// CHECK: %[[F:.*]]:2 = linalg.generic
+// CHECK-SAME: ins(%{{.*}}, %arg1 : tensor<2x2x8xbf16>, tensor<8xbf16>)
+// CHECK: arith.addf
+// CHECK: math.tanh
+// CHECK: arith.truncf
+// CHECK-NOT: linalg.generic
+// CHECK: return %[[F]]#0, %[[F]]#1
+// SINGLE-LABEL: func.func @bias_gelu
+// SINGLE: linalg.generic
+// SINGLE: tensor.expand_shape
+// SINGLE: linalg.generic
+func.func @bias_gelu(%y: tensor<4x8xbf16>, %b: tensor<8xbf16>) -> (tensor<2x2x8xf32>, tensor<2x2x8xbf16>) {
+  %half = arith.constant 0.5 : f32
+  %one = arith.constant 1.0 : f32
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %h2 = linalg.generic {indexing_maps = [#id2, #col, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%y, %b : tensor<4x8xbf16>, tensor<8xbf16>) outs(%e2 : tensor<4x8xf32>) {
+  ^bb0(%a: bf16, %c: bf16, %out: f32):
+    %0 = arith.extf %a : bf16 to f32
+    %1 = arith.extf %c : bf16 to f32
+    %2 = arith.addf %0, %1 : f32
+    linalg.yield %2 : f32
+  } -> tensor<4x8xf32>
+  %h = tensor.expand_shape %h2 [[0, 1], [2]] output_shape [2, 2, 8] : tensor<4x8xf32> into tensor<2x2x8xf32>
+  %e = tensor.empty() : tensor<2x2x8xf32>
+  %a = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h : tensor<2x2x8xf32>) outs(%e : tensor<2x2x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = arith.mulf %in, %half : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x2x8xf32>
+  %t = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%h : tensor<2x2x8xf32>) outs(%e : tensor<2x2x8xf32>) {
+  ^bb0(%in: f32, %out: f32):
+    %0 = math.tanh %in : f32
+    %1 = arith.addf %0, %one : f32
+    linalg.yield %1 : f32
+  } -> tensor<2x2x8xf32>
+  %eb = tensor.empty() : tensor<2x2x8xbf16>
+  %o = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%a, %t : tensor<2x2x8xf32>, tensor<2x2x8xf32>) outs(%eb : tensor<2x2x8xbf16>) {
+  ^bb0(%p: f32, %q: f32, %out: bf16):
+    %0 = arith.mulf %p, %q : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<2x2x8xbf16>
+  return %h, %o : tensor<2x2x8xf32>, tensor<2x2x8xbf16>
+}
+
+// -----
+
+#id = affine_map<(i, j) -> (i, j)>
+
+// The last op reads two results of one producer, both kept for later
+// uses: the fused op computes them once, writes both and reads neither.
+// CHECK-LABEL: func.func @two_results
+// CHECK: %[[F:.*]]:3 = linalg.generic
+// CHECK-SAME: ins(%arg0 : tensor<4x8xf32>)
+// CHECK-NOT: linalg.generic
+// CHECK: return
+func.func @two_results(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xbf16>) {
+  %half = arith.constant 0.5 : f32
+  %e = tensor.empty() : tensor<4x8xf32>
+  %p:2 = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%x : tensor<4x8xf32>) outs(%e, %e : tensor<4x8xf32>, tensor<4x8xf32>) {
+  ^bb0(%in: f32, %o0: f32, %o1: f32):
+    %0 = arith.mulf %in, %half : f32
+    %1 = math.tanh %in : f32
+    linalg.yield %0, %1 : f32, f32
+  } -> (tensor<4x8xf32>, tensor<4x8xf32>)
+  %eb = tensor.empty() : tensor<4x8xbf16>
+  %o = linalg.generic {indexing_maps = [#id, #id, #id], iterator_types = ["parallel", "parallel"]}
+      ins(%p#0, %p#1 : tensor<4x8xf32>, tensor<4x8xf32>) outs(%eb : tensor<4x8xbf16>) {
+  ^bb0(%a: f32, %b: f32, %out: bf16):
+    %0 = arith.mulf %a, %b : f32
+    %1 = arith.truncf %0 : f32 to bf16
+    linalg.yield %1 : bf16
+  } -> tensor<4x8xbf16>
+  return %p#0, %p#1, %o : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xbf16>
+}

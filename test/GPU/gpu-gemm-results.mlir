@@ -50,6 +50,49 @@ func.func @rounded(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>, %bias: tensor<16
 
 // -----
 
+// The same product read as a 3-d activation (a tensor.expand_shape between
+// the product and its rounding reader): the reshape is made on the bf16
+// result.
+#mk = affine_map<(m, n, k) -> (m, k)>
+#kn = affine_map<(m, n, k) -> (k, n)>
+#mn = affine_map<(m, n, k) -> (m, n)>
+#id3 = affine_map<(b, s, n) -> (b, s, n)>
+// CHECK-LABEL: func.func @rounded_reshaped
+// CHECK: %[[G:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<4x16xbf16>) attrs = {fsdp.f32_accumulation}
+// CHECK: %[[V:.*]] = tensor.expand_shape %[[G]] {{.*}} : tensor<4x16xbf16> into tensor<2x2x16xbf16>
+// CHECK: linalg.generic {{.*}} ins(%[[V]] : tensor<2x2x16xbf16>)
+// CHECK-NEXT: ^bb0(%[[X:.*]]: bf16, %{{.*}}: f32):
+// CHECK-NOT: arith.truncf
+// CHECK: arith.extf %[[X]] : bf16 to f32
+func.func @rounded_reshaped(%a: tensor<4x8xbf16>, %b: tensor<8x16xbf16>) -> tensor<2x2x16xf32> {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4x16xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4x16xf32>) -> tensor<4x16xf32>
+  // expected-remark @below {{contraction writes its bf16 rounding (f32 accumulation)}}
+  %c = linalg.generic {indexing_maps = [#mk, #kn, #mn], iterator_types = ["parallel", "parallel", "reduction"]}
+      ins(%a, %b : tensor<4x8xbf16>, tensor<8x16xbf16>) outs(%z : tensor<4x16xf32>) {
+  ^bb0(%x: bf16, %y: bf16, %acc: f32):
+    %xf = arith.extf %x : bf16 to f32
+    %yf = arith.extf %y : bf16 to f32
+    %p = arith.mulf %xf, %yf : f32
+    %s = arith.addf %acc, %p : f32
+    linalg.yield %s : f32
+  } -> tensor<4x16xf32>
+  %v = tensor.expand_shape %c [[0, 1], [2]] output_shape [2, 2, 16] : tensor<4x16xf32> into tensor<2x2x16xf32>
+  %e3 = tensor.empty() : tensor<2x2x16xf32>
+  %r = linalg.generic {indexing_maps = [#id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%v : tensor<2x2x16xf32>) outs(%e3 : tensor<2x2x16xf32>) {
+  ^bb0(%x: f32, %o: f32):
+    %t = arith.truncf %x : f32 to bf16
+    %tf = arith.extf %t : bf16 to f32
+    %sq = arith.mulf %tf, %tf : f32
+    linalg.yield %sq : f32
+  } -> tensor<2x2x16xf32>
+  return %r : tensor<2x2x16xf32>
+}
+
+// -----
+
 // A reader that uses the f32 sum itself (not only its rounding): the
 // product keeps its f32 result.
 #mk = affine_map<(m, n, k) -> (m, k)>
