@@ -186,16 +186,54 @@ struct FSDPFuseElementwisePass
     }
     if (!producer.getBody()->getOps<linalg::IndexOp>().empty())
       return false;
-    Block *block = consumer->getBlock();
-    for (Operation *user : producer->getUsers()) {
-      if (user == consumer)
-        continue;
-      Operation *ancestor = block->findAncestorOpInBlock(*user);
-      if (!ancestor || ancestor == consumer.getOperation() ||
-          !consumer->isBeforeInBlock(ancestor))
+    for (Operation *user : producer->getUsers())
+      if (user != consumer && !usedAfter(user, consumer))
         return false;
-    }
     return true;
+  }
+
+  /// Whether `user` (of a producer fused into `consumer`) comes after the
+  /// consumer in its block, or is a reshape (a view, moved after the
+  /// consumer before fusing: movedReshapes) whose users all do.
+  static bool usedAfter(Operation *user, Operation *consumer) {
+    Block *block = consumer->getBlock();
+    Operation *ancestor = block->findAncestorOpInBlock(*user);
+    if (!ancestor || ancestor == consumer)
+      return false;
+    if (consumer->isBeforeInBlock(ancestor))
+      return true;
+    if (!isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(user) ||
+        user->getBlock() != block)
+      return false;
+    return llvm::all_of(user->getUsers(), [&](Operation *u) {
+      return u != consumer && usedAfter(u, consumer);
+    });
+  }
+
+  /// Moves the reshapes of `producer` that come before `consumer` (and the
+  /// reshapes of them) right after it, in their order.
+  static void moveReshapesAfter(Operation *producer, Operation *consumer) {
+    SmallVector<Operation *> reshapes;
+    SmallVector<Operation *> work(producer->getUsers().begin(),
+                                  producer->getUsers().end());
+    while (!work.empty()) {
+      Operation *op = work.pop_back_val();
+      if (op == consumer || op->getBlock() != consumer->getBlock() ||
+          !op->isBeforeInBlock(consumer) ||
+          !isa<tensor::ExpandShapeOp, tensor::CollapseShapeOp>(op) ||
+          llvm::is_contained(reshapes, op))
+        continue;
+      reshapes.push_back(op);
+      work.append(op->getUsers().begin(), op->getUsers().end());
+    }
+    llvm::sort(reshapes, [](Operation *a, Operation *b) {
+      return a->isBeforeInBlock(b);
+    });
+    Operation *after = consumer;
+    for (Operation *op : reshapes) {
+      op->moveAfter(after);
+      after = op;
+    }
   }
 
   /// Fuses the first candidate (in program order) into one op that yields
@@ -215,6 +253,7 @@ struct FSDPFuseElementwisePass
       return false;
     Operation *consumer = found->getOwner();
     auto producer = cast<linalg::GenericOp>(found->get().getDefiningOp());
+    moveReshapesAfter(producer, consumer);
     IRRewriter rewriter(&getContext());
     rewriter.setInsertionPoint(consumer);
     FailureOr<linalg::ElementwiseOpFusionResult> fused =
