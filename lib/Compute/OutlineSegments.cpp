@@ -69,8 +69,8 @@ bool isRematerializable(Operation *op) {
 }
 
 /// Gives each destination use of a rematerializable fill with several uses
-/// a fill (and an empty tensor) of its own, right after the original, which
-/// keeps the uses that only read it. One filled tensor that several ops
+/// a fill (and an empty tensor) of its own, right before that use (the
+/// original keeps the uses that only read it). One filled tensor that several ops
 /// write in place would be copied before all but the last of them; a fill
 /// of its own is written once, and right before a contraction it is folded
 /// into the contraction's beta = 0.
@@ -79,13 +79,13 @@ void splitFillDestinations(Block &body) {
     if (!isRematerializableFill(&op) || op.getResult(0).hasOneUse())
       continue;
     auto fill = cast<linalg::FillOp>(op);
-    OpBuilder b(op.getContext());
-    b.setInsertionPointAfter(&op);
     for (OpOperand &use :
          llvm::make_early_inc_range(fill.getResult(0).getUses())) {
       auto dest = dyn_cast<DestinationStyleOpInterface>(use.getOwner());
       if (!dest || !dest.isDpsInit(&use))
         continue;
+      // Right before the op that writes it, so that a kernel folds it.
+      OpBuilder b(use.getOwner());
       IRMapping map;
       Value init = fill.getOutputs()[0];
       map.map(init, b.clone(*init.getDefiningOp())->getResult(0));

@@ -9,8 +9,10 @@
 
 #include "fsdp/Compute/Passes.h"
 
+#include "mlir/Dialect/Arith/IR/Arith.h"
 #include "mlir/Dialect/Func/IR/FuncOps.h"
 #include "mlir/Dialect/Linalg/IR/Linalg.h"
+#include "mlir/Dialect/Math/IR/Math.h"
 #include "mlir/Dialect/Tensor/IR/Tensor.h"
 #include "mlir/IR/IRMapping.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
@@ -57,6 +59,61 @@ bool isFree(Value v) {
   Operation *def = v.getDefiningOp();
   return def && def->getNumOperands() == 0 &&
          (def->hasTrait<OpTrait::ConstantLike>() || isa<tensor::EmptyOp>(def));
+}
+
+/// An op that computes its result from its operands alone, element by
+/// element: an arith or math op on tensors, or an elementwise generic whose
+/// outputs are empty tensors (which it does not read).
+bool isDedupCandidate(Operation &op) {
+  if (op.getNumResults() != 1 ||
+      !isa<RankedTensorType>(op.getResult(0).getType()))
+    return false;
+  if (isa<arith::ArithDialect, math::MathDialect>(op.getDialect()))
+    return op.getNumRegions() == 0 && isMemoryEffectFree(&op);
+  auto generic = dyn_cast<linalg::GenericOp>(op);
+  return generic && isElementwise(generic) &&
+         llvm::all_of(generic.getDpsInits(), [](Value init) {
+           return init.getDefiningOp<tensor::EmptyOp>();
+         });
+}
+
+/// Replaces each dedup candidate equal to an earlier one (the same op on
+/// the same values, empty output tensors of the same type alike) by it.
+/// Returns how many it replaced.
+unsigned dedupElementwise(Block &body) {
+  DenseMap<std::pair<OperationName, Value>, SmallVector<Operation *, 2>> seen;
+  unsigned replaced = 0;
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    if (!isDedupCandidate(op) || op.getNumOperands() == 0)
+      continue;
+    auto key = std::make_pair(op.getName(), op.getOperand(0));
+    Operation *equal = nullptr;
+    for (Operation *earlier : seen[key]) {
+      DenseMap<Value, Value> same;
+      auto check = [&](Value a, Value b) -> LogicalResult {
+        if (a == b || same.lookup(a) == b)
+          return success();
+        auto ea = a.getDefiningOp<tensor::EmptyOp>();
+        auto eb = b.getDefiningOp<tensor::EmptyOp>();
+        return success(ea && eb && a.getType() == b.getType());
+      };
+      auto mark = [&](Value a, Value b) { same[a] = b; };
+      if (OperationEquivalence::isEquivalentTo(
+              earlier, &op, check, mark,
+              OperationEquivalence::IgnoreLocations)) {
+        equal = earlier;
+        break;
+      }
+    }
+    if (!equal) {
+      seen[key].push_back(&op);
+      continue;
+    }
+    op.getResult(0).replaceAllUsesWith(equal->getResult(0));
+    op.erase();
+    ++replaced;
+  }
+  return replaced;
 }
 
 struct FSDPRematElementwisePass
@@ -107,6 +164,7 @@ struct FSDPRematElementwisePass
     if (func.getBody().empty() || !func.getBody().hasOneBlock())
       return;
     Block &body = func.getBody().front();
+    numDeduplicated += dedupElementwise(body);
     unsigned s = 0;
     for (Operation &op : body) {
       if (endsSegment(op)) {

@@ -242,12 +242,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // statistics.
   if (compute == ComputeMode::Gpu && fuseCrossEntropy)
     pm.addPass(createFSDPGpuFuseCrossEntropy());
-  // One value per computation before the segments are cut: autocast rounds
-  // a value once per product that reads it (a gradient read by the input's
-  // and the weight's product is two equal truncations, two launches and two
-  // bf16 buffers). Recomputed ops carry fsdp.recompute and stay apart.
-  // Elementwise values the backward reads next to their inputs (GELU's) are
-  // recomputed there from those inputs instead of kept from the forward.
+  // One value per elementwise computation (autocast rounds a value once per
+  // product that reads it), and elementwise values the backward reads next
+  // to their inputs (GELU's) recomputed there from those inputs instead of
+  // kept from the forward.
   if (compute == ComputeMode::Gpu) {
     pm.addPass(createCSEPass());
     pm.addNestedPass<func::FuncOp>(createFSDPRematElementwise());

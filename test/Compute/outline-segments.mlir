@@ -207,3 +207,35 @@ func.func @read_fill(%a: tensor<4xf32>) -> tensor<4xf32> {
 // CHECK-COUNT-1: linalg.fill
 // CHECK-NOT: linalg.fill
 // CHECK: return
+
+// -----
+
+// A fill shared by two reductions of one segment (equal fills merged by
+// cse): the second reduction's own fill is made right before it, after the
+// op between them, so that its kernel folds the fill.
+// CHECK-LABEL: func.func @fill_before_use
+// CHECK: func.func private @__fsdp_segment
+// CHECK: %[[Z0:.*]] = linalg.fill
+// CHECK-NEXT: linalg.reduce ins(%{{.*}} : tensor<4x8xf32>) outs(%[[Z0]] :
+// CHECK: linalg.exp
+// CHECK-NEXT: tensor.empty
+// CHECK-NEXT: %[[Z1:.*]] = linalg.fill
+// CHECK-NEXT: linalg.reduce ins(%{{.*}} : tensor<4x8xf32>) outs(%[[Z1]] :
+func.func @fill_before_use(%a: tensor<4x8xf32>) -> (tensor<4xf32>, tensor<4xf32>) {
+  %zero = arith.constant 0.0 : f32
+  %e = tensor.empty() : tensor<4xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %s0 = linalg.reduce ins(%a : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%x: f32, %acc: f32) {
+      %r = arith.addf %x, %acc : f32
+      linalg.yield %r : f32
+    }
+  %e2 = tensor.empty() : tensor<4x8xf32>
+  %x = linalg.exp ins(%a : tensor<4x8xf32>) outs(%e2 : tensor<4x8xf32>) -> tensor<4x8xf32>
+  %s1 = linalg.reduce ins(%x : tensor<4x8xf32>) outs(%z : tensor<4xf32>) dimensions = [1]
+    (%y: f32, %acc: f32) {
+      %r = arith.addf %y, %acc : f32
+      linalg.yield %r : f32
+    }
+  return %s0, %s1 : tensor<4xf32>, tensor<4xf32>
+}

@@ -88,3 +88,40 @@ func.func @input_not_read(%x: tensor<8xf32>, %g: tensor<8xf32>) -> (tensor<8xf32
   } -> tensor<8xf32>
   return %s, %gt : tensor<8xf32>, tensor<8xf32>
 }
+
+// -----
+
+// Equal elementwise ops (autocast's rounding of one value for two
+// products, each into an empty tensor of its own) become one; an op with
+// other attributes (a recompute clone) stays.
+#id = affine_map<(d0) -> (d0)>
+// CHECK-LABEL: func.func @equal_casts
+func.func @equal_casts(%g: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>) {
+  %e0 = tensor.empty() : tensor<8xbf16>
+  // CHECK: %[[A:.*]] = linalg.generic
+  %a = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%g : tensor<8xf32>) outs(%e0 : tensor<8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<8xbf16>
+  %e1 = tensor.empty() : tensor<8xbf16>
+  %b = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%g : tensor<8xf32>) outs(%e1 : tensor<8xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<8xbf16>
+  // CHECK: %[[C:.*]] = linalg.generic {{.*}} attrs = {fsdp.recompute}
+  %c = linalg.generic {indexing_maps = [#id, #id], iterator_types = ["parallel"]} ins(%g : tensor<8xf32>) outs(%e1 : tensor<8xbf16>) attrs = {fsdp.recompute} {
+  ^bb0(%in: f32, %out: bf16):
+    %r = arith.truncf %in : f32 to bf16
+    linalg.yield %r : bf16
+  } -> tensor<8xbf16>
+  // CHECK: %[[D:.*]] = arith.truncf %arg0
+  // CHECK-NOT: arith.truncf %arg0
+  %d = arith.truncf %g : tensor<8xf32> to tensor<8xbf16>
+  %d2 = arith.truncf %g : tensor<8xf32> to tensor<8xbf16>
+  // CHECK: %[[S:.*]] = arith.addf %[[D]], %[[D]]
+  // CHECK: return %[[A]], %[[A]], %[[C]], %[[S]]
+  %ab = arith.addf %d, %d2 : tensor<8xbf16>
+  return %a, %b, %c, %ab : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
+}

@@ -98,7 +98,14 @@ def FSDPRematElementwise : Pass<"fsdp-remat-elementwise", "func::FuncOp"> {
   let summary = "Recompute elementwise values in the later segments that "
                 "read them, from values those segments read anyway";
   let description = [{
-    Runs on tensors, before `fsdp-outline-segments`. The ops of a function
+    Runs on tensors, before `fsdp-outline-segments`. First, an elementwise
+    op (an arith or math op on tensors, or an elementwise `linalg.generic`
+    whose outputs are empty tensors) equal to an earlier one in the body --
+    the same op on the same values -- is replaced by it: autocast rounds a
+    value to bf16 once per product that reads it (a gradient read by the
+    input's and the weight's product), which would be two launches and two
+    buffers. Ops that `fsdp-recompute` cloned carry `fsdp.recompute` and
+    are not equal to their originals. Then: the ops of a function
     body between two ops that no segment takes (a collective, a wait, a
     call) become one segment; a value one segment computes and a later one
     reads is a buffer kept from the first to the second (an activation the
@@ -121,6 +128,8 @@ def FSDPRematElementwise : Pass<"fsdp-remat-elementwise", "func::FuncOp"> {
   let statistics = [
     Statistic<"numRecomputed", "recomputed",
               "Values recomputed in a later segment">,
+    Statistic<"numDeduplicated", "deduplicated",
+              "Elementwise ops equal to an earlier one">,
   ];
   let dependentDialects = ["::mlir::linalg::LinalgDialect"];
 }
