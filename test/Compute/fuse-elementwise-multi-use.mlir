@@ -218,3 +218,47 @@ func.func @two_results(%x: tensor<4x8xf32>) -> (tensor<4x8xf32>, tensor<4x8xf32>
   } -> tensor<4x8xbf16>
   return %p#0, %p#1, %o : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xbf16>
 }
+
+// -----
+
+#id3 = affine_map<(b, s, j) -> (b, s, j)>
+#id2 = affine_map<(i, j) -> (i, j)>
+#red = affine_map<(i, j) -> (j)>
+
+// GELU's backward (3-d) read 2-d by its bf16 rounding and by a column sum
+// (the bias gradient), both through one collapse_shape that comes before
+// the rounding: the collapse moves after the fused op, which writes the
+// f32 gradient and its rounding.
+// CHECK-LABEL: func.func @rounded_gradient
+// CHECK: %[[F:.*]]:2 = linalg.generic
+// CHECK: arith.mulf
+// CHECK: arith.truncf
+// CHECK: tensor.collapse_shape %[[F]]#0
+// CHECK: linalg.generic {{.*}} iterator_types = ["reduction", "parallel"]
+func.func @rounded_gradient(%g: tensor<2x2x8xf32>, %x: tensor<2x2x8xf32>) -> (tensor<4x8xbf16>, tensor<8xf32>) {
+  %e = tensor.empty() : tensor<2x2x8xf32>
+  %d = linalg.generic {indexing_maps = [#id3, #id3, #id3], iterator_types = ["parallel", "parallel", "parallel"]}
+      ins(%g, %x : tensor<2x2x8xf32>, tensor<2x2x8xf32>) outs(%e : tensor<2x2x8xf32>) {
+  ^bb0(%a: f32, %b: f32, %out: f32):
+    %0 = arith.mulf %a, %b : f32
+    linalg.yield %0 : f32
+  } -> tensor<2x2x8xf32>
+  %c = tensor.collapse_shape %d [[0, 1], [2]] : tensor<2x2x8xf32> into tensor<4x8xf32>
+  %eb = tensor.empty() : tensor<4x8xbf16>
+  %r = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]}
+      ins(%c : tensor<4x8xf32>) outs(%eb : tensor<4x8xbf16>) {
+  ^bb0(%a: f32, %out: bf16):
+    %0 = arith.truncf %a : f32 to bf16
+    linalg.yield %0 : bf16
+  } -> tensor<4x8xbf16>
+  %zero = arith.constant 0.0 : f32
+  %ec = tensor.empty() : tensor<8xf32>
+  %z = linalg.fill ins(%zero : f32) outs(%ec : tensor<8xf32>) -> tensor<8xf32>
+  %s = linalg.generic {indexing_maps = [#id2, #red], iterator_types = ["reduction", "parallel"]}
+      ins(%c : tensor<4x8xf32>) outs(%z : tensor<8xf32>) {
+  ^bb0(%a: f32, %acc: f32):
+    %0 = arith.addf %a, %acc : f32
+    linalg.yield %0 : f32
+  } -> tensor<8xf32>
+  return %r, %s : tensor<4x8xbf16>, tensor<8xf32>
+}
