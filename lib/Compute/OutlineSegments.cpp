@@ -70,8 +70,8 @@ bool isRematerializable(Operation *op) {
 
 /// Gives each destination use of a rematerializable fill with several uses
 /// a fill (and an empty tensor) of its own, right before that use (the
-/// original keeps the uses that only read it). One filled tensor that several ops
-/// write in place would be copied before all but the last of them; a fill
+/// original keeps the uses that only read it). One filled tensor that several
+/// ops write in place would be copied before all but the last of them; a fill
 /// of its own is written once, and right before a contraction it is folded
 /// into the contraction's beta = 0.
 void splitFillDestinations(Block &body) {
