@@ -120,8 +120,10 @@ def check(tmp_path, module, plan, sp, table, mesh="dp=2,tp=2", world=4, backend=
 @pytest.mark.parametrize("sp", [False, True], ids=["tp", "tp+sp"])
 def test_llama_auto_plan_vocab_parallel_dp2_tp2(tmp_path, sp):
     text = check(tmp_path, llama(), "auto", sp, "model.embed_tokens.weight")
-    # The cross-entropy's max over the vocabulary is all-reduced with max.
-    assert re.search(r'fsdp\.all_reduce [^\n]*\["tp"\] max : tensor<8xf32>', text)
+    # The cross-entropy's row statistics (max, sum of exponentials, target
+    # logit) are all-gathered once; nothing is all-reduced with max.
+    assert re.search(r'fsdp\.all_gather [^\n]*\["tp"\] : tensor<8x3xf32> -> tensor<16x3xf32>', text)
+    assert not re.search(r'fsdp\.all_reduce [^\n]* max :', text)
 
 
 @needs_tools

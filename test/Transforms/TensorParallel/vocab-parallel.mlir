@@ -87,7 +87,8 @@ fsdp.mesh @mesh [dp = 2, tp = 2]
 // cross-entropy: the max and the sum of exponentials are all-reduced, the
 // target log-probability is read by the rank that holds it and summed; in
 // the backward the one-hot of the labels is recomputed on this rank's
-// vocabulary range and the logits are never gathered.
+// vocabulary range and the logits are never gathered. (This fused form is
+// partitioned op by op; PyTorch's, below, with one all-gather.)
 func.func @cross_entropy(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
                          %x: tensor<2x4xf32>, %labels: tensor<2xi64>)
     -> (tensor<f32> {fsdp.loss}, tensor<8x4xf32> {fsdp.grad_of = 0 : i64}, tensor<2x4xf32>) {
@@ -216,6 +217,152 @@ func.func @cross_entropy(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, 
 // SP: fsdp.all_reduce %{{.*}} sum : tensor<2xf32>
 // SP: fsdp.all_reduce %{{.*}} sum : tensor<2xf32>
 // SP: fsdp.reduce_scatter %{{.*}} over @mesh ["tp"] sum : tensor<2x4xf32> -> tensor<1x4xf32>
+
+// -----
+
+fsdp.mesh @mesh [dp = 2, tp = 2]
+// The cross-entropy as PyTorch exports log_softmax and the target's pick
+// (max, x - max, exp, sum, log, shifted - log): each rank's row max, sum of
+// exponentials and target logit are all-gathered once ([N, 3]) and combined
+// on every rank; no all-reduce over the vocabulary.
+func.func @torch_cross_entropy(%w: tensor<8x4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<1>, tp_shard<0>]>},
+                               %x: tensor<2x4xf32>, %labels: tensor<2xi64>)
+    -> (tensor<f32> {fsdp.loss}, tensor<8x4xf32> {fsdp.grad_of = 0 : i64}) {
+  %zero = arith.constant 0.0 : f32
+  %ninf = arith.constant 0xFF800000 : f32
+  %c0 = arith.constant 0 : i64
+  %le = tensor.empty() : tensor<2x8xf32>
+  %lz = linalg.fill ins(%zero : f32) outs(%le : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %logits = linalg.matmul indexing_maps = [affine_map<(m, n, k) -> (m, k)>, affine_map<(m, n, k) -> (n, k)>, affine_map<(m, n, k) -> (m, n)>]
+       ins(%x, %w : tensor<2x4xf32>, tensor<8x4xf32>) outs(%lz : tensor<2x8xf32>) -> tensor<2x8xf32>
+  %me = tensor.empty() : tensor<2xf32>
+  %mi = linalg.fill ins(%ninf : f32) outs(%me : tensor<2xf32>) -> tensor<2xf32>
+  %ae = tensor.empty() : tensor<2xi64>
+  %ai = linalg.fill ins(%c0 : i64) outs(%ae : tensor<2xi64>) -> tensor<2xi64>
+  %max:2 = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n)>, affine_map<(n, v) -> (n)>], iterator_types = ["parallel", "reduction"]}
+       ins(%logits : tensor<2x8xf32>) outs(%mi, %ai : tensor<2xf32>, tensor<2xi64>) {
+  ^bb0(%in: f32, %m: f32, %a: i64):
+    %v = linalg.index 1 : index
+    %vi = arith.index_cast %v : index to i64
+    %mx = arith.maximumf %in, %m : f32
+    %gt = arith.cmpf ogt, %in, %m : f32
+    %am = arith.select %gt, %vi, %a : i64
+    linalg.yield %mx, %am : f32, i64
+  } -> (tensor<2xf32>, tensor<2xi64>)
+  %m1 = tensor.expand_shape %max#0 [[0, 1]] output_shape [2, 1] : tensor<2xf32> into tensor<2x1xf32>
+  %shifted = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n, 0)>, affine_map<(n, v) -> (n, v)>], iterator_types = ["parallel", "parallel"]}
+       ins(%logits, %m1 : tensor<2x8xf32>, tensor<2x1xf32>) outs(%le : tensor<2x8xf32>) {
+  ^bb0(%l: f32, %m: f32, %o: f32):
+    %d = arith.subf %l, %m : f32
+    linalg.yield %d : f32
+  } -> tensor<2x8xf32>
+  %ex = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n, v)>], iterator_types = ["parallel", "parallel"]}
+       ins(%shifted : tensor<2x8xf32>) outs(%le : tensor<2x8xf32>) {
+  ^bb0(%s: f32, %o: f32):
+    %e = math.exp %s : f32
+    linalg.yield %e : f32
+  } -> tensor<2x8xf32>
+  %se = tensor.empty() : tensor<2x1xf32>
+  %sz = linalg.fill ins(%zero : f32) outs(%se : tensor<2x1xf32>) -> tensor<2x1xf32>
+  %sum = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n, 0)>], iterator_types = ["parallel", "reduction"]}
+       ins(%ex : tensor<2x8xf32>) outs(%sz : tensor<2x1xf32>) {
+  ^bb0(%in: f32, %s: f32):
+    %a = arith.addf %in, %s : f32
+    linalg.yield %a : f32
+  } -> tensor<2x1xf32>
+  %log = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n, v)>], iterator_types = ["parallel", "parallel"]}
+       ins(%sum : tensor<2x1xf32>) outs(%se : tensor<2x1xf32>) {
+  ^bb0(%in: f32, %o: f32):
+    %l = math.log %in : f32
+    linalg.yield %l : f32
+  } -> tensor<2x1xf32>
+  %logp = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n, 0)>, affine_map<(n, v) -> (n, v)>], iterator_types = ["parallel", "parallel"]}
+       ins(%shifted, %log : tensor<2x8xf32>, tensor<2x1xf32>) outs(%le : tensor<2x8xf32>) {
+  ^bb0(%s: f32, %l: f32, %o: f32):
+    %r = arith.subf %s, %l : f32
+    linalg.yield %r : f32
+  } -> tensor<2x8xf32>
+  %lab1 = tensor.expand_shape %labels [[0, 1]] output_shape [2, 1] : tensor<2xi64> into tensor<2x1xi64>
+  %picked = linalg.generic {indexing_maps = [affine_map<(n, j) -> (n, j)>, affine_map<(n, j) -> (n, j)>], iterator_types = ["parallel", "parallel"]}
+       ins(%lab1 : tensor<2x1xi64>) outs(%sz : tensor<2x1xf32>) {
+  ^bb0(%lab: i64, %o: f32):
+    %n = linalg.index 0 : index
+    %li = arith.index_cast %lab : i64 to index
+    %p = tensor.extract %logp[%n, %li] : tensor<2x8xf32>
+    linalg.yield %p : f32
+  } -> tensor<2x1xf32>
+  %pc = tensor.collapse_shape %picked [[0, 1]] : tensor<2x1xf32> into tensor<2xf32>
+  %le0 = tensor.empty() : tensor<f32>
+  %lz0 = linalg.fill ins(%zero : f32) outs(%le0 : tensor<f32>) -> tensor<f32>
+  %loss = linalg.generic {indexing_maps = [affine_map<(n) -> (n)>, affine_map<(n) -> ()>], iterator_types = ["reduction"]}
+       ins(%pc : tensor<2xf32>) outs(%lz0 : tensor<f32>) {
+  ^bb0(%in: f32, %o: f32):
+    %s = arith.subf %o, %in : f32
+    linalg.yield %s : f32
+  } -> tensor<f32>
+  // The backward's softmax reads logp.
+  %ie = tensor.empty() : tensor<8xi64>
+  %iota = linalg.generic {indexing_maps = [affine_map<(v) -> (v)>], iterator_types = ["parallel"]}
+       outs(%ie : tensor<8xi64>) {
+  ^bb0(%o: i64):
+    %k = linalg.index 0 : index
+    %ki = arith.index_cast %k : index to i64
+    linalg.yield %ki : i64
+  } -> tensor<8xi64>
+  %dl = linalg.generic {indexing_maps = [affine_map<(n, v) -> (n, v)>, affine_map<(n, v) -> (n)>, affine_map<(n, v) -> (v)>, affine_map<(n, v) -> (n, v)>], iterator_types = ["parallel", "parallel"]}
+       ins(%logp, %labels, %iota : tensor<2x8xf32>, tensor<2xi64>, tensor<8xi64>) outs(%le : tensor<2x8xf32>) {
+  ^bb0(%lp: f32, %lab: i64, %io: i64, %o: f32):
+    %p = math.exp %lp : f32
+    %eq = arith.cmpi eq, %lab, %io : i64
+    %h = arith.uitofp %eq : i1 to f32
+    %d = arith.subf %p, %h : f32
+    linalg.yield %d : f32
+  } -> tensor<2x8xf32>
+  %te = tensor.empty() : tensor<8x2xf32>
+  %dlT = linalg.transpose ins(%dl : tensor<2x8xf32>) outs(%te : tensor<8x2xf32>) permutation = [1, 0]
+  %ge = tensor.empty() : tensor<8x4xf32>
+  %gz = linalg.fill ins(%zero : f32) outs(%ge : tensor<8x4xf32>) -> tensor<8x4xf32>
+  %dw = linalg.matmul ins(%dlT, %x : tensor<8x2xf32>, tensor<2x4xf32>) outs(%gz : tensor<8x4xf32>) -> tensor<8x4xf32>
+  return %loss, %dw : tensor<f32>, tensor<8x4xf32>
+}
+// CHECK-LABEL: func.func @torch_cross_entropy
+// CHECK: %[[RANK:.*]] = fsdp.axis_index @mesh ["tp"]
+// CHECK: %[[LOGITS:.*]] = linalg.matmul {{.*}} outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK-NOT: fsdp.all_reduce
+// The target logit: read by the rank that holds it, 0 elsewhere.
+// CHECK: %[[T:.*]] = linalg.generic
+// CHECK:   arith.subi
+// CHECK:   %[[TL:.*]] = tensor.extract %[[LOGITS]]
+// CHECK:   arith.select %{{.*}}, %[[TL]]
+// The rank's row max and its sum of exponentials.
+// CHECK: %[[M:.*]] = linalg.generic {{.*}} iterator_types = ["parallel", "reduction"]} ins(%[[LOGITS]] : tensor<2x4xf32>)
+// CHECK:   arith.maximumf
+// CHECK: %[[S:.*]] = linalg.generic {{.*}} ins(%[[LOGITS]], %[[M]] : tensor<2x4xf32>, tensor<2xf32>)
+// CHECK:   math.exp
+// CHECK: %[[PACKED:.*]] = linalg.generic {{.*}} ins(%[[M]], %[[S]], %{{.*}} : tensor<2xf32>, tensor<2xf32>, tensor<2xf32>) outs(%{{.*}} : tensor<2x3xf32>)
+// CHECK-NOT: fsdp.
+// CHECK: %[[G:.*]] = fsdp.all_gather %[[PACKED]] over @mesh ["tp"] : tensor<2x3xf32> -> tensor<4x3xf32>
+// CHECK-NOT: fsdp.
+// CHECK: %[[GM:.*]] = linalg.generic {{.*}} outs(%{{.*}} : tensor<2xf32>)
+// CHECK:   arith.maximumf
+// CHECK: %[[C:.*]]:2 = linalg.generic {{.*}} ins(%{{.*}}, %{{.*}}, %{{.*}}, %[[GM]] : tensor<2x2xf32>, tensor<2x2xf32>, tensor<2x2xf32>, tensor<2xf32>)
+// CHECK:   math.exp
+// The log probabilities on this rank's columns; the target's, whole.
+// CHECK: %[[LOGP:.*]] = linalg.generic {{.*}} ins(%[[LOGITS]], %[[GM]], %[[C]]#0 : tensor<2x4xf32>, tensor<2xf32>, tensor<2xf32>) outs(%{{.*}} : tensor<2x4xf32>)
+// CHECK: %[[TLOGP:.*]] = linalg.generic {{.*}} ins(%[[C]]#1, %[[GM]], %[[C]]#0 :
+// CHECK: linalg.generic
+// CHECK:   tensor.extract %[[TLOGP]]
+// CHECK-NOT: fsdp.
+// CHECK: linalg.generic {{.*}} ins(%[[LOGP]], %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<2xi64>, tensor<4xi64>)
+// CHECK-NOT: fsdp.
+// CHECK: return
+
+// With sequence parallelism, the same single all-gather.
+// SP-LABEL: func.func @torch_cross_entropy
+// SP-NOT: fsdp.all_reduce
+// SP: fsdp.all_gather %{{.*}} over @mesh ["tp"] : tensor<2x3xf32> -> tensor<4x3xf32>
+// SP-NOT: fsdp.all_reduce
+// SP: return
 
 // -----
 

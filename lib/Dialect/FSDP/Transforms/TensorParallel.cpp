@@ -190,28 +190,41 @@ struct TensorParallelPass
     SmallVector<Operation *> ops;
     for (Operation &op : body)
       ops.push_back(&op);
-    for (Operation *op : ops) {
+    auto visit = [&](Operation *op) -> LogicalResult {
       if (mergeOrResolvePartials(tp, op))
+        return success();
+      return llvm::TypeSwitch<Operation *, LogicalResult>(op)
+          .Case([&](linalg::LinalgOp l) {
+            return tensor_parallel::visitLinalg(tp, l);
+          })
+          .Case([&](tensor::ExpandShapeOp e) { return visitExpand(tp, e); })
+          .Case([&](tensor::CollapseShapeOp c) { return visitCollapse(tp, c); })
+          .Case([&](tensor::ExtractSliceOp e) {
+            return visitExtractSlice(tp, e);
+          })
+          .Case(
+              [&](tensor::InsertSliceOp i) { return visitInsertSlice(tp, i); })
+          .Case([&](tensor::ConcatOp c) { return visitConcat(tp, c); })
+          .Case([&](func::ReturnOp r) { return visitReturn(tp, r); })
+          .Default([&](Operation *o) { return visitOther(tp, o); });
+    };
+    collectCrossEntropies(tp);
+    for (Operation *op : ops) {
+      if (tp.absorbed.contains(op))
         continue;
-      LogicalResult result =
-          llvm::TypeSwitch<Operation *, LogicalResult>(op)
-              .Case([&](linalg::LinalgOp l) {
-                return tensor_parallel::visitLinalg(tp, l);
-              })
-              .Case([&](tensor::ExpandShapeOp e) { return visitExpand(tp, e); })
-              .Case([&](tensor::CollapseShapeOp c) {
-                return visitCollapse(tp, c);
-              })
-              .Case([&](tensor::ExtractSliceOp e) {
-                return visitExtractSlice(tp, e);
-              })
-              .Case([&](tensor::InsertSliceOp i) {
-                return visitInsertSlice(tp, i);
-              })
-              .Case([&](tensor::ConcatOp c) { return visitConcat(tp, c); })
-              .Case([&](func::ReturnOp r) { return visitReturn(tp, r); })
-              .Default([&](Operation *o) { return visitOther(tp, o); });
-      if (failed(result))
+      auto ce = tp.crossEntropies.find(op);
+      if (ce != tp.crossEntropies.end()) {
+        FailureOr<bool> done = partitionCrossEntropy(tp, ce->second);
+        if (failed(done))
+          return failure();
+        if (*done)
+          continue;
+        // Not split along the vocabulary: op by op.
+        for (Operation *a : ce->second.absorbed())
+          if (failed(visit(a)))
+            return failure();
+      }
+      if (failed(visit(op)))
         return failure();
     }
     eraseRecomputed(tp);

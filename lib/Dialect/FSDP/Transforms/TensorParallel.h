@@ -63,6 +63,20 @@ struct PendingPartial {
   bool mayScatter = false;
 };
 
+/// A cross-entropy over vocabulary-split logits in the form PyTorch
+/// exports it (row max, shifted logits, their exponentials' sum, its log,
+/// the log probabilities, the target's pick), partitioned with one
+/// all-gather of per-row statistics (TensorParallelCrossEntropy.cpp).
+struct CrossEntropy {
+  linalg::GenericOp max, shifted, exp, sum, log, logp, pick;
+  /// The row max's expand to [N, 1], if any.
+  Operation *expand = nullptr;
+  /// The pick's read of logp.
+  tensor::ExtractOp extract;
+  /// The ops from the max to logp, in order.
+  SmallVector<Operation *> absorbed();
+};
+
 /// What partitioning one function needs.
 struct TPFunction {
   func::FuncOp func;
@@ -98,6 +112,10 @@ struct TPFunction {
   /// The waits of the asynchronous (quantized) sequence-parallel gathers,
   /// each right after its start until overlapGathers moves it.
   SmallVector<Operation *> gatherWaits;
+  /// The cross-entropies found before the walk, by their pick, and the ops
+  /// partitioned together with their pick (skipped by the walk).
+  llvm::DenseMap<Operation *, CrossEntropy> crossEntropies;
+  llvm::SmallPtrSet<Operation *, 16> absorbed;
   /// What was inserted, for the pass statistics.
   int64_t shardedOps = 0, allReduces = 0, allGathers = 0, reduceScatters = 0,
           quantizedGathers = 0;
@@ -186,6 +204,17 @@ void eraseRecomputed(TPFunction &tp);
 /// op that reads them: everything between the start and there overlaps
 /// with the communication.
 void overlapGathers(TPFunction &tp);
+
+/// Before the walk: the cross-entropies over the vocabulary in the form
+/// PyTorch exports them.
+void collectCrossEntropies(TPFunction &tp);
+
+/// At the cross-entropy's pick: its row statistics all-gathered once and
+/// combined on every rank; the log probabilities on the rank's slice and
+/// the pick whole. False (nothing changed) where the logits are not split
+/// along the vocabulary in one block: the ops are then partitioned one by
+/// one.
+FailureOr<bool> partitionCrossEntropy(TPFunction &tp, CrossEntropy ce);
 
 LogicalResult visitLinalg(TPFunction &tp, linalg::LinalgOp op);
 LogicalResult visitExpand(TPFunction &tp, tensor::ExpandShapeOp op);
