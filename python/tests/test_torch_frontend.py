@@ -732,3 +732,23 @@ def test_cli_error_names_op_module_and_command(tmp_path, capsys):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([here, os.path.dirname(here)]))
     rerun = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=here)
     assert rerun.returncode == 2 and first in rerun.stderr
+
+
+def test_backward_ops_name_the_module_they_differentiate():
+    """The ops of a module's backward carry its path (the autograd nodes its
+    forward created), which errors and the step's locations name."""
+    from fsdp_mlir.torch import importer
+    from fsdp_mlir.torch.export import trace_step
+
+    module = Sorter()
+    names = [n for n, _ in module.named_parameters()]
+    gm, _ = trace_step(module, lambda m, x: m(x).pow(2).mean(), names, (torch.randn(2, 4),))
+    # An op of the forward is named by the forward's modules; one of the
+    # backward only, by the modules whose forward it differentiates: the
+    # bias gradient's sum (lin), the sort's (a sorting network in the root
+    # module's own forward).
+    assert importer._where_ops(gm, "aten.mm") == ["lin"]
+    assert importer._where_ops(gm, "aten.sum") == ["the backward of lin"]
+    assert importer._where_ops(gm, "aten.any") == ["the backward of the root module"]
+    # The loss function's own ops and their backward belong to no module.
+    assert importer._where_ops(gm, "aten.pow") == ["the loss function or the backward pass"]

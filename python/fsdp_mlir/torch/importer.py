@@ -206,8 +206,9 @@ def _op_name(node) -> str:
 
 def _where_ops(gm, op: str) -> list:
     """Where the nodes whose aten op is `op` (any overload) come from: module
-    paths for ops of a module's forward, else the backward of the module the
-    forward op ran in (`x_backward` of `x`), else the loss / backward."""
+    paths for ops of a module's forward, `the backward of <path>` for ops of
+    its backward (_ModulePaths), else the backward of the module the forward
+    op ran in (`x_backward` of `x`), else the loss / backward."""
 
     def base(name):
         return ".".join(name.split(".")[:2])
@@ -215,14 +216,19 @@ def _where_ops(gm, op: str) -> list:
     def label(path):
         return "the root module" if path == "" else path
 
-    found, outside = [], False
+    found, backward, outside = [], [], False
     for node in gm.graph.nodes:
         if node.op == "call_function" and base(_op_name(node)) == base(op):
-            path = node_module_path(node)
-            if path is None:
+            path, back = node_module_path(node), node_backward_of(node)
+            if path is not None:
+                if label(path) not in found:
+                    found.append(label(path))
+            elif back is not None:
+                if f"the backward of {label(back)}" not in backward:
+                    backward.append(f"the backward of {label(back)}")
+            else:
                 outside = True
-            elif label(path) not in found:
-                found.append(label(path))
+    found = found or backward  # the forward's modules first, where it has the op
     if found or not outside:
         return found
     if base(op).endswith("_backward"):
