@@ -5,7 +5,9 @@
 // with aten's CPU algorithm, so that ties and NaN resolve as in torch. The
 // kernel reads contiguous rows along the last dim: an input that is a
 // strided view is copied into a row-major buffer first (freed after the
-// call); the output is the fresh buffer bufferization allocated.
+// call); the output is the fresh buffer bufferization allocated. With
+// `sort` (torch.sort with stable=False) the call is `fsdprt_jit_sort_indices`,
+// aten's std::sort of every row.
 //
 //===----------------------------------------------------------------------===//
 
@@ -65,8 +67,8 @@ struct FSDPTopkToRuntimePass
       return op.emitOpError()
              << "has no runtime kernel for element type "
              << inType.getElementType()
-             << ": fsdprt_jit_topk_indices reads f32, f64, bf16, f16, i32 "
-                "and i64";
+             << ": the runtime's topk and sort read f32, f64, bf16, f16, "
+                "i32 and i64";
     if (!outType.areTrailingDimsContiguous(outType.getRank()))
       return op.emitOpError() << "writes a strided output " << outType
                               << "; the runtime kernel writes contiguous rows";
@@ -82,10 +84,16 @@ struct FSDPTopkToRuntimePass
     Value input = contiguous(b, loc, op.getInput(), copied);
     Value zero = arith::ConstantIndexOp::create(b, loc, 0);
     int64_t bytes = inType.getElementTypeBitWidth() / 8;
-    createRuntimeCall(b, loc, RuntimeFunction::topk_indices,
-                      {elementPointer(b, loc, input, zero, bytes), *dtype, rows,
-                       n, k, op.getLargest() ? 1 : 0, op.getSorted() ? 1 : 0,
-                       elementPointer(b, loc, op.getOutput(), zero, 8)});
+    Value in = elementPointer(b, loc, input, zero, bytes);
+    Value out = elementPointer(b, loc, op.getOutput(), zero, 8);
+    int32_t largest = op.getLargest() ? 1 : 0;
+    if (op.getSort())
+      createRuntimeCall(b, loc, RuntimeFunction::sort_indices,
+                        {in, *dtype, rows, n, largest, out});
+    else
+      createRuntimeCall(
+          b, loc, RuntimeFunction::topk_indices,
+          {in, *dtype, rows, n, k, largest, op.getSorted() ? 1 : 0, out});
     if (copied)
       memref::DeallocOp::create(b, loc, input);
     op.erase();

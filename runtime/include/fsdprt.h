@@ -466,6 +466,17 @@ FSDPRT_API void fsdprt_jit_topk_indices(const void *x, int32_t dtype,
                                         int32_t largest, int32_t sorted,
                                         int64_t *indices);
 
+/* The indices torch.sort(stable=False) gives on the CPU, ties and NaN
+ * included (aten's algorithm: std::sort of each row's (value, position)
+ * pairs, values compared only, NaN above every number). `x` holds `rows`
+ * contiguous rows of `n` elements of `dtype` (as fsdprt_jit_topk_indices);
+ * row r's n indices go to indices[r * n ... r * n + n - 1], ascending (the
+ * largest first with `descending`). An unsupported dtype fails the step as
+ * fsdprt_jit_guard does. */
+FSDPRT_API void fsdprt_jit_sort_indices(const void *x, int32_t dtype,
+                                        int64_t rows, int64_t n,
+                                        int32_t descending, int64_t *indices);
+
 /*
  * For compiled code: the calling rank's index in its group over the axes of
  * `group_mask` (its coordinate on the axis for a single axis; the same

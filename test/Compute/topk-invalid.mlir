@@ -37,3 +37,11 @@ func.func @i8_input(%x: tensor<4x3xi8>) -> tensor<4x2xi64> {
   %ids = fsdp.topk_indices %x {largest} : tensor<4x3xi8> -> tensor<4x2xi64>
   return %ids : tensor<4x2xi64>
 }
+
+// -----
+
+func.func @sort_part(%x: tensor<4x40xf32>) -> tensor<4x2xi64> {
+  // expected-error @+1 {{'fsdp.topk_indices' op with `sort` orders every index of a row: 2 indices from rows of 40}}
+  %ids = fsdp.topk_indices %x {sort} : tensor<4x40xf32> -> tensor<4x2xi64>
+  return %ids : tensor<4x2xi64>
+}

@@ -36,6 +36,23 @@ func.func @strided(%x: memref<3x4x5xbf16, strided<[40, 10, 1], offset: ?>>, %ids
 
 // -----
 
+// `sort`: a call of aten's unstable sort on every row (12 rows of 40, i64 is
+// dtype 5), ascending; no k.
+// CHECK-LABEL: func.func @unstable_sort
+// CHECK-DAG: %[[I64:.*]] = arith.constant 5 : i32
+// CHECK-DAG: %[[ROWS:.*]] = arith.constant 12 : i64
+// CHECK-DAG: %[[N:.*]] = arith.constant 40 : i64
+// CHECK-DAG: %[[ASC:.*]] = arith.constant 0 : i32
+// CHECK: call @fsdprt_jit_sort_indices(%{{.*}}, %[[I64]], %[[ROWS]], %[[N]], %[[ASC]], %{{.*}}) : (!llvm.ptr, i32, i64, i64, i32, !llvm.ptr) -> ()
+// CHECK-NOT: fsdprt_jit_topk_indices
+func.func @unstable_sort(%x: memref<3x4x40xi64>, %ids: memref<3x4x40xi64>) {
+  fsdp.buffer.topk_indices %x into %ids {sort} : memref<3x4x40xi64>, memref<3x4x40xi64>
+  return
+}
+// CHECK: func.func private @fsdprt_jit_sort_indices(!llvm.ptr, i32, i64, i64, i32, !llvm.ptr)
+
+// -----
+
 func.func @dynamic(%x: memref<?x8xf32>, %ids: memref<?x2xi64>) {
   // expected-error @+1 {{'fsdp.buffer.topk_indices' op needs static shapes to become a runtime call}}
   fsdp.buffer.topk_indices %x into %ids {largest} : memref<?x8xf32>, memref<?x2xi64>

@@ -34,3 +34,19 @@ func.func @smallest(%x: tensor<3x4x9xbf16>, %s: tensor<3x4x3xi64>) -> tensor<3x4
   %ids = fsdp.topk_indices %x stable %s : tensor<3x4x9xbf16>, tensor<3x4x3xi64> -> tensor<3x4x3xi64>
   return %ids : tensor<3x4x3xi64>
 }
+
+// -----
+
+// torch.sort with stable=False (`sort`, descending with `largest`): the same
+// choice; the stable form is the stable sort's indices.
+// CHECK-LABEL: func.func @unstable_sort
+// CHECK: fsdp.topk_indices %arg0 {largest, sort} : tensor<4x40xf32> -> tensor<4x40xi64>
+// GPU-LABEL: func.func @unstable_sort
+// GPU-NOT: fsdp.topk_indices
+// GPU: return %arg1
+// BUF-LABEL: func.func @unstable_sort
+// BUF: fsdp.buffer.topk_indices %{{.*}} into %{{.*}} {largest, sort} : memref<4x40xf32{{.*}}>, memref<4x40xi64>
+func.func @unstable_sort(%x: tensor<4x40xf32>, %s: tensor<4x40xi64>) -> tensor<4x40xi64> {
+  %ids = fsdp.topk_indices %x stable %s {largest, sort} : tensor<4x40xf32>, tensor<4x40xi64> -> tensor<4x40xi64>
+  return %ids : tensor<4x40xi64>
+}

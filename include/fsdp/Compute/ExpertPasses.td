@@ -91,7 +91,8 @@ def FSDPTopk : Pass<"fsdp-topk"> {
     and the op runs the runtime's kernel after bufferization
     (`fsdp-topk-to-runtime`). With `device` (compute=gpu, where host code
     cannot read the input) the op is replaced by `stable`; an op without
-    one is an error there.
+    one is an error there. The same holds for the op with `sort`
+    (torch.sort with stable=False), whose `stable` form is the stable sort.
   }];
   let options = [
     Option<"device", "device", "bool", /*default=*/"false",
@@ -110,14 +111,17 @@ def FSDPTopkToRuntime : Pass<"fsdp-topk-to-runtime", "ModuleOp"> {
     `fsdp.buffer.topk_indices` becomes a call of `fsdprt_jit_topk_indices`
     (fsdprt.h), which selects each row's indices with aten's CPU algorithm
     (`std::partial_sort` when `k * 64 <= n`, else `std::nth_element` and
-    `std::sort`; NaN above every number), so ties resolve as in torch. The
+    `std::sort`; NaN above every number), so ties resolve as in torch; with
+    `sort`, a call of `fsdprt_jit_sort_indices` (aten's unstable sort,
+    `std::sort` of every row). The
     rows are the input's last dim; an input that is not a contiguous
     row-major buffer is copied into one first. Static shapes and an f32,
     f64, bf16, f16, i32 or i64 input are required (an error at the op
     otherwise).
   }];
   let statistics = [
-    Statistic<"numCalls", "calls", "fsdprt_jit_topk_indices calls">
+    Statistic<"numCalls", "calls",
+              "fsdprt_jit_topk_indices and fsdprt_jit_sort_indices calls">
   ];
   let dependentDialects = ["::mlir::arith::ArithDialect",
                            "::mlir::func::FuncDialect",

@@ -253,7 +253,7 @@ def _last_of_slot(slot):
     if m <= PAIRWISE_LAST_WRITER:
         later = (slot.unsqueeze(0) == slot.unsqueeze(1)) & (pos.unsqueeze(0) > pos.unsqueeze(1))
         return ~later.any(-1)
-    ordered, order = sort(slot, 0, False)  # stable: equal slots in position order
+    ordered, order = sort(slot, 0, False, stable=True)  # equal slots in position order
     ends = torch.cat([ordered[1:] != ordered[:-1], torch.ones(1, dtype=torch.bool)])
     # Back to positions: the inverse permutation of order, whose slots are
     # all distinct (an accumulation into zeros is exact).
@@ -529,22 +529,54 @@ def _bitonic_sort(x, descending):
     return keys[..., :n], idx[..., :n]
 
 
-def sort(x, dim=-1, descending=False):
-    """aten.sort as a stable sort (_bitonic_sort): O(n log^2 n) along `dim`
-    (torch-mlir lowers sort to tm_tensor.sort). NaN sorts last (first when
-    descending) as in aten. Equal keys keep their order, which is aten's for
-    stable=True; aten's unstable sort may order ties otherwise."""
+_SORT_FLOATS = (torch.float32, torch.float64, torch.bfloat16, torch.float16)
+RADIX_SORT_MIN = 32768  # aten's internal::GRAIN_SIZE
+
+
+def _radix_sorted(x, descending):
+    """Whether aten's CPU sort takes fbgemm's radix sort (stable) instead of
+    std::sort: a 1-D integer tensor of at least GRAIN_SIZE elements, sorted
+    ascending (SortingKernel.cpp, can_use_radix_sort)."""
+    integer = not x.is_floating_point() and x.dtype != torch.bool
+    return x.dim() == 1 and integer and not descending and x.numel() >= RADIX_SORT_MIN
+
+
+def sort(x, dim=-1, descending=False, stable=False):
+    """aten.sort along `dim`, NaN last (first when descending) as in aten.
+    With `stable`, a stable sort (_bitonic_sort, O(n log^2 n); torch-mlir
+    lowers sort to tm_tensor.sort): equal keys keep their order, as aten's.
+    Otherwise (torch's default) the indices aten's unstable CPU sort gives,
+    ties included (`fsdp::sort_indices`, experts.py: the runtime runs
+    aten's std::sort, whose order of equal values above 16 elements is not
+    position order), and the values gathered there; the operator also gets
+    the stable sort's indices, which compute=gpu uses."""
     if x.dim() == 0:
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
     if x.shape[dim] <= 1:
         return x.clone(), torch.zeros(x.shape, dtype=torch.int64, device=x.device)
-    values, indices = _bitonic_sort(x.movedim(dim, -1), descending)
+    moved = x.movedim(dim, -1)
+    values, indices = _bitonic_sort(moved, descending)
+    if _radix_sorted(x, descending):
+        stable = True  # aten's fbgemm radix sort, which is stable
+    if not stable:
+        from . import experts  # noqa: F401  (registers fsdp::sort_indices)
+
+        moved = moved.contiguous()
+        # The runtime's kernel reads f32, f64, bf16, f16, i32 and i64: other
+        # dtypes widen exactly, which keeps every comparison (and the order).
+        key = moved
+        if not x.is_floating_point() and x.dtype not in (torch.int32, torch.int64):
+            key = moved.to(torch.int64)
+        elif x.is_floating_point() and x.dtype not in _SORT_FLOATS:
+            key = moved.to(torch.float32)
+        indices = torch.ops.fsdp.sort_indices(key, indices.contiguous(), bool(descending))
+        values = moved.gather(-1, indices)
     return values.movedim(-1, dim).contiguous(), indices.movedim(-1, dim).contiguous()
 
 
 def sort_stable(x, *, stable=None, dim=-1, descending=False):
-    return sort(x, dim, descending)
+    return sort(x, dim, descending, bool(stable))
 
 
 def topk(x, k, dim=-1, largest=True, sorted=True):
@@ -561,7 +593,7 @@ def topk(x, k, dim=-1, largest=True, sorted=True):
         return x.clone(), torch.zeros((), dtype=torch.int64, device=x.device)
     dim = dim % x.dim()
     if k == 0 or x.shape[dim] <= 1:
-        values, indices = sort(x, dim, largest)
+        values, indices = sort(x, dim, largest, stable=True)
         return values.narrow(dim, 0, k).contiguous(), indices.narrow(dim, 0, k).contiguous()
     moved = x.movedim(dim, -1).contiguous()
     _, order = _bitonic_sort(moved, largest)

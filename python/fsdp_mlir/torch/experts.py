@@ -27,10 +27,16 @@ OPS = {
     "torch.fsdp.grouped_mm": "fsdp.grouped_matmul",
     "torch.fsdp.grouped_mm_transpose_lhs": "fsdp.grouped_matmul_transpose_lhs",
     "torch.fsdp.topk_indices": "fsdp.topk_indices",
+    "torch.fsdp.sort_indices": "fsdp.topk_indices",
 }
 # Operators whose trailing operands are boolean constants, which the fsdp op
 # takes as unit attributes (set when true): {torch.operator name: names}.
-FLAGS = {"torch.fsdp.topk_indices": ("largest", "sorted")}
+FLAGS = {
+    "torch.fsdp.topk_indices": ("largest", "sorted"),
+    "torch.fsdp.sort_indices": ("largest",),
+}
+# Unit attributes the fsdp op always gets: {torch.operator name: names}.
+ATTRS = {"torch.fsdp.sort_indices": ("sort",)}
 
 
 def _bounds(offs: torch.Tensor, rows: int) -> list:
@@ -102,6 +108,26 @@ _LIB.impl(
 torch.library.register_fake(
     "fsdp::topk_indices",
     lambda input, stable, largest, sorted: stable.new_empty(stable.shape),
+    lib=_LIB,
+)
+
+
+# torch.sort / argsort with stable=False: the indices torch's CPU kernel
+# gives (std::sort, whose order of equal values above 16 elements is not
+# position order), with the stable sort's (`stable`) for compute=gpu. The
+# export writes it as `fsdp.topk_indices {sort}` (`largest`: descending),
+# which the runtime's copy of aten's sort computes.
+_LIB.define("sort_indices(Tensor input, Tensor stable, bool descending) -> Tensor")
+_LIB.impl(
+    "sort_indices",
+    lambda input, stable, descending: (
+        torch.sort(input, dim=-1, descending=descending, stable=False).indices
+    ),
+    "CompositeExplicitAutograd",
+)
+torch.library.register_fake(
+    "fsdp::sort_indices",
+    lambda input, stable, descending: stable.new_empty(stable.shape),
     lib=_LIB,
 )
 

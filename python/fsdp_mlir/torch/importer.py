@@ -465,9 +465,9 @@ def _fsdp_ops_to_calls(text: str):
     declaration, which torch-mlir converts to builtin tensor types like any
     call, and which `_calls_to_fsdp_ops` turns into the fsdp op after the
     lowering. Trailing boolean constants (experts.FLAGS) become the op's
-    unit attributes. Returns the text and {callee: (fsdp op name,
-    attributes)}."""
-    from .experts import FLAGS, OPS
+    unit attributes, with those it always has (experts.ATTRS). Returns the
+    text and {callee: (fsdp op name, attributes)}."""
+    from .experts import ATTRS, FLAGS, OPS
 
     calls, decls, lines = {}, [], text.splitlines()
     for i, line in enumerate(lines):
@@ -477,15 +477,15 @@ def _fsdp_ops_to_calls(text: str):
         name = m.group("name")
         if name not in OPS:
             raise ExportError(f"torch-mlir import: unknown fsdp operator {name}")
-        args, types, attrs = m.group("args"), m.group("types"), ""
-        flags = FLAGS.get(name, ())
+        args, types = m.group("args"), m.group("types")
+        flags, on = FLAGS.get(name, ()), list(ATTRS.get(name, ()))
         if flags:
             arg_list, type_list = _split_top(args), _split_top(types)
             values = arg_list[len(arg_list) - len(flags) :]
-            on = [f for f, v in zip(flags, values) if _bool_constant(text, v, name)]
+            on += [f for f, v in zip(flags, values) if _bool_constant(text, v, name)]
             args = ", ".join(arg_list[: len(arg_list) - len(flags)])
             types = ", ".join(type_list[: len(type_list) - len(flags)])
-            attrs = " {" + ", ".join(on) + "}" if on else ""
+        attrs = " {" + ", ".join(on) + "}" if on else ""
         callee = f"fsdp_op_{len(calls)}"
         calls[callee] = (OPS[name], attrs)
         sig = f"({types}) -> {m.group('result')}"

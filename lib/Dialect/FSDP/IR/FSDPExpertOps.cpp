@@ -101,9 +101,10 @@ LogicalResult BufferGroupedMatmulOp::verify() {
 
 /// The shared checks of the topk ops: a float or integer input of rank >= 1,
 /// an i64 result of the same rank and leading sizes, at most `n` indices
-/// per row.
+/// per row (all of them with `sort`).
 static LogicalResult verifyTopk(Operation *op, ShapedType input,
-                                ShapedType result, StringRef resultName) {
+                                ShapedType result, StringRef resultName,
+                                bool sort) {
   if (input.getRank() < 1 || result.getRank() != input.getRank())
     return op->emitOpError()
            << "expects an input of rank >= 1 and a " << resultName
@@ -126,12 +127,15 @@ static LogicalResult verifyTopk(Operation *op, ShapedType input,
   int64_t n = input.getDimSize(rank - 1), k = result.getDimSize(rank - 1);
   if (!ShapedType::isDynamic(n) && !ShapedType::isDynamic(k) && k > n)
     return op->emitOpError() << "picks " << k << " indices from rows of " << n;
+  if (sort && !ShapedType::isDynamic(n) && !ShapedType::isDynamic(k) && k != n)
+    return op->emitOpError() << "with `sort` orders every index of a row: " << k
+                             << " indices from rows of " << n;
   return success();
 }
 
 LogicalResult TopkIndicesOp::verify() {
   auto input = getInput().getType(), result = getResult().getType();
-  if (failed(verifyTopk(*this, input, result, "result")))
+  if (failed(verifyTopk(*this, input, result, "result", getSort())))
     return failure();
   if (getStable() && getStable().getType() != result)
     return emitOpError() << "stable must have the result's type " << result
@@ -141,7 +145,8 @@ LogicalResult TopkIndicesOp::verify() {
 
 LogicalResult BufferTopkIndicesOp::verify() {
   return verifyTopk(*this, cast<ShapedType>(getInput().getType()),
-                    cast<ShapedType>(getOutput().getType()), "output");
+                    cast<ShapedType>(getOutput().getType()), "output",
+                    getSort());
 }
 
 #define GET_OP_CLASSES

@@ -269,7 +269,8 @@ struct TopkIndicesModel
     if (failed(output))
       return failure();
     BufferTopkIndicesOp::create(rewriter, op->getLoc(), *input, *output,
-                                topk.getLargest(), topk.getSorted());
+                                topk.getLargest(), topk.getSorted(),
+                                topk.getSort());
     replaceOpWithBufferizedValues(rewriter, op, *output);
     return success();
   }

@@ -116,6 +116,14 @@ def FSDP_TopkIndicesOp : FSDP_Op<"topk_indices", [Pure]> {
     order. A Mixtral-style router whose logits tie then picks the experts
     torch picks. The values are `input` gathered at the indices.
 
+    With `sort`, the op is torch.sort / argsort with `stable=False` instead:
+    every position of the row (`k == n`), in the order aten's CPU sort
+    kernel leaves them, `std::sort` (introsort) of the row's (value,
+    position) pairs with the same comparator, the largest first with
+    `largest` (descending); `sorted` has no effect. Equal values keep
+    position order up to 16 elements per row (insertion sort) and come in
+    the partitions' order above.
+
     `stable`, when present, holds the same selection with equal values in
     position order (what a stable sort gives; the frontend computes it with
     elementwise ops): `fsdp-topk` uses it where the CPU kernel cannot run
@@ -125,11 +133,13 @@ def FSDP_TopkIndicesOp : FSDP_Op<"topk_indices", [Pure]> {
     ```mlir
     %ids = fsdp.topk_indices %probs stable %ids_stable {largest, sorted}
         : tensor<64x8xf32>, tensor<64x2xi64> -> tensor<64x2xi64>
+    %order = fsdp.topk_indices %x stable %order_stable {sort}
+        : tensor<4x100xbf16>, tensor<4x100xi64> -> tensor<4x100xi64>
     ```
   }];
   let arguments = (ins AnyRankedTensor:$input,
                        Optional<AnyRankedTensor>:$stable,
-                       UnitAttr:$largest, UnitAttr:$sorted);
+                       UnitAttr:$largest, UnitAttr:$sorted, UnitAttr:$sort);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
     $input (`stable` $stable^)? attr-dict `:` type($input)
@@ -143,7 +153,8 @@ def FSDP_BufferTopkIndicesOp : FSDP_Op<"buffer.topk_indices"> {
   let description = [{
     `fsdp.topk_indices` (without its `stable` form) on buffers, writing
     every element of `output` (i64): what bufferization makes of the tensor
-    op. `fsdp-topk-to-runtime` makes it a call of `fsdprt_jit_topk_indices`.
+    op. `fsdp-topk-to-runtime` makes it a call of `fsdprt_jit_topk_indices`
+    (`fsdprt_jit_sort_indices` with `sort`).
     ```mlir
     fsdp.buffer.topk_indices %probs into %ids {largest, sorted}
         : memref<64x8xf32>, memref<64x2xi64>
@@ -151,7 +162,7 @@ def FSDP_BufferTopkIndicesOp : FSDP_Op<"buffer.topk_indices"> {
   }];
   let arguments = (ins Arg<AnyStridedMemRef, "", [MemRead]>:$input,
                        Arg<AnyStridedMemRef, "", [MemWrite]>:$output,
-                       UnitAttr:$largest, UnitAttr:$sorted);
+                       UnitAttr:$largest, UnitAttr:$sorted, UnitAttr:$sort);
   let assemblyFormat = [{
     $input `into` $output attr-dict `:` type($input) `,` type($output)
   }];
