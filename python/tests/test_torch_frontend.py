@@ -609,6 +609,9 @@ def test_unstable_sort_orders_ties_by_position():
             mesh=2,
             verify=True,
         )
+        flags = "{largest, sort}" if descending else "{sort}"
+        assert model["mlir"].count('"fsdp.topk_indices"(') == 1
+        assert f") {flags} :" in model["mlir"]
         assert model["verify"]["rel_err"] <= 1e-5, descending
 
 

@@ -26,7 +26,7 @@ Idx sortIndices(const std::vector<T> &x, int32_t dtype, bool descending,
 /// Element i of the rows below: NaN where i % 11 == 5, else (7 i) % 3, as
 /// `code` 0, 1, 2 or 3 (NaN), which `as` maps to an element.
 template <typename T, typename F> std::vector<T> pattern(int n, F as) {
-  std::vector<T> x(size_t(n), T());
+  std::vector<T> x(static_cast<size_t>(n));
   for (int i = 0; i < n; ++i)
     x[size_t(i)] = as(i % 11 == 5 ? 3 : (i * 7) % 3);
   return x;
