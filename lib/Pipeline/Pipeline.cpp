@@ -246,10 +246,8 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
   // product that reads it), and elementwise values the backward reads next
   // to their inputs (GELU's) recomputed there from those inputs instead of
   // kept from the forward.
-  if (compute == ComputeMode::Gpu) {
-    pm.addPass(createCSEPass());
+  if (compute == ComputeMode::Gpu)
     pm.addNestedPass<func::FuncOp>(createFSDPRematElementwise());
-  }
   pm.addPass(createFSDPOutlineSegments());
   pm.addNestedPass<func::FuncOp>(createConvertElementwiseToLinalgPass());
   // x ** 3 as multiplications on every path (no __nv_powif in a kernel, no
