@@ -123,7 +123,7 @@ def test_llama_auto_plan_vocab_parallel_dp2_tp2(tmp_path, sp):
     # The cross-entropy's row statistics (max, sum of exponentials, target
     # logit) are all-gathered once; nothing is all-reduced with max.
     assert re.search(r'fsdp\.all_gather [^\n]*\["tp"\] : tensor<8x3xf32> -> tensor<16x3xf32>', text)
-    assert not re.search(r'fsdp\.all_reduce [^\n]* max :', text)
+    assert not re.search(r"fsdp\.all_reduce [^\n]* max :", text)
 
 
 @needs_tools
