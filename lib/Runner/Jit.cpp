@@ -261,18 +261,20 @@ void prepareGlue(llvm::Module &glue) {
 llvm::Expected<OwningOpRef<ModuleOp>>
 parseLoweredModule(llvm::MemoryBufferRef bytes, const std::string &name,
                    MLIRContext &context) {
-  {
-    // Inputs that crash upstream parsers get an error (InputGuard.h).
-    llvm::SourceMgr sourceMgr;
-    sourceMgr.AddNewSourceBuffer(
-        llvm::MemoryBuffer::getMemBuffer(bytes,
-                                         /*RequiresNullTerminator=*/false),
-        llvm::SMLoc());
-    if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
-      return llvm::createStringError("cannot parse " + name);
-  }
+  if (bytes.getBufferSize() == 0)
+    return llvm::createStringError(name + " is empty: no step module");
+  // MLIR's lexer stops at the NUL that a MemoryBuffer guarantees after its
+  // last byte; a mapped file has none when its size fills its last page, so
+  // the parser reads a NUL-terminated copy.
+  llvm::SourceMgr sourceMgr;
+  sourceMgr.AddNewSourceBuffer(
+      llvm::MemoryBuffer::getMemBufferCopy(bytes.getBuffer(), name),
+      llvm::SMLoc());
+  // Inputs that crash upstream parsers get an error (InputGuard.h).
+  if (failed(mlir::fsdp::checkParserHazards(sourceMgr)))
+    return llvm::createStringError("cannot parse " + name);
   OwningOpRef<ModuleOp> module =
-      parseSourceString<ModuleOp>(bytes.getBuffer(), &context, name);
+      parseSourceFile<ModuleOp>(sourceMgr, ParserConfig(&context));
   if (!module)
     return llvm::createStringError("cannot parse " + name);
   return std::move(module);
