@@ -150,3 +150,32 @@ func.func @no_units(%x: tensor<4xf32>) -> tensor<4xf32> {
   %h = math.tanh %x : tensor<4xf32>
   return %h : tensor<4xf32>
 }
+
+// -----
+
+// A tensor-parallel collective inside a unit's forward (the all-reduce after
+// a row-parallel product) runs again in the recomputed forward, as
+// Megatron's recompute does: every rank clones the same collective.
+
+fsdp.mesh @mesh [shard = 2, tp = 2]
+
+// CHECK-LABEL: func.func @tp_collective
+// CHECK:      %[[H:.*]] = arith.mulf %arg1, %arg0
+// CHECK-NEXT: %[[S:.*]] = fsdp.all_reduce %[[H]] over @mesh ["tp"] sum
+// CHECK-NEXT: %[[T:.*]] = math.tanh %[[S]]
+// CHECK:      %[[RH:.*]] = arith.mulf %arg1, %arg0 {fsdp.recompute = "b"}
+// CHECK-NEXT: %[[RS:.*]] = fsdp.all_reduce %[[RH]] over @mesh ["tp"] sum {{.*}}fsdp.recompute = "b"
+// CHECK-NEXT: %[[RT:.*]] = math.tanh %[[RS]] {fsdp.recompute = "b"}
+// CHECK-NEXT: arith.mulf %[[RT]], %arg1
+func.func @tp_collective(%w: tensor<4xf32> {fsdp.layout = #fsdp.layout<@mesh, [shard<0>, tp_replicate]>, fsdp.unit = "b"},
+                         %x: tensor<4xf32>)
+    -> (tensor<f32> {fsdp.loss}, tensor<4xf32> {fsdp.grad_of = 0 : i64}) {
+  %h = arith.mulf %x, %w : tensor<4xf32>
+  %s = fsdp.all_reduce %h over @mesh ["tp"] sum : tensor<4xf32> -> tensor<4xf32>
+  %t = math.tanh %s : tensor<4xf32>
+  %c = arith.constant 0 : index
+  %e = tensor.extract %t[%c] : tensor<4xf32>
+  %l = tensor.from_elements %e : tensor<f32>
+  %g = arith.mulf %t, %x : tensor<4xf32>
+  return %l, %g : tensor<f32>, tensor<4xf32>
+}

@@ -380,8 +380,11 @@ struct RecomputePass
       return success();
     DenseSet<Operation *> toClone =
         opsToClone(body, recomputed, inUnit, dependsOnArgs);
+    // A tensor-parallel collective of the forward runs again in the
+    // recomputed forward, as Megatron's and TransformerEngine's recompute
+    // do: every rank clones the same collectives in the same order.
     for (Operation *op : toClone)
-      if (!isMemoryEffectFree(op))
+      if (!isMemoryEffectFree(op) && !isa<CollectiveOpInterface>(op))
         return op->emitError()
                << "fsdp-recompute cannot recompute this op of unit '"
                << unit.getValue()
