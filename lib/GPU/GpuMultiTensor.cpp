@@ -24,6 +24,7 @@
 #include "mlir/IR/IRMapping.h"
 #include "mlir/IR/SymbolTable.h"
 #include "mlir/Interfaces/SideEffectInterfaces.h"
+#include "mlir/Interfaces/ViewLikeInterface.h"
 
 #include "llvm/ADT/SetVector.h"
 
@@ -81,23 +82,10 @@ Root rootOf(Value v) {
         return {view.getSource(), std::nullopt};
       return {view.getSource(), std::make_pair(*shift, *shift + *size)};
     }
-    if (auto sub = dyn_cast<memref::SubViewOp>(def)) {
-      v = sub.getSource();
-      continue;
-    }
-    if (auto expand = dyn_cast<memref::ExpandShapeOp>(def)) {
-      v = expand.getSrc();
-      continue;
-    }
-    if (auto collapse = dyn_cast<memref::CollapseShapeOp>(def)) {
-      v = collapse.getSrc();
-      continue;
-    }
-    if (auto cast = dyn_cast<memref::CastOp>(def)) {
-      v = cast.getSource();
-      continue;
-    }
-    break;
+    if (!isa<memref::SubViewOp, memref::ExpandShapeOp, memref::CollapseShapeOp,
+             memref::CastOp>(def))
+      break;
+    v = cast<ViewLikeOpInterface>(def).getViewSource();
   }
   return {v, std::nullopt};
 }
