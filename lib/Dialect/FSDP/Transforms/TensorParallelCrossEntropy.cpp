@@ -237,6 +237,27 @@ Value filled(OpBuilder &b, Location loc, ArrayRef<int64_t> shape, Type elem,
       .getResult(0);
 }
 
+/// The maximum over d1 of a 2-d value read through `inputMap` (rows d0, a
+/// reduction over d1): the rank's row max, or the max over ranks.
+Value rowMax(OpBuilder &b, Location loc, Value input, AffineMap inputMap,
+             int64_t n, Type elem) {
+  MLIRContext *ctx = b.getContext();
+  auto rowOf = AffineMap::get(2, 0, {getAffineDimExpr(0, ctx)}, ctx);
+  SmallVector<utils::IteratorType> rowRed{utils::IteratorType::parallel,
+                                          utils::IteratorType::reduction};
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{RankedTensorType::get({n}, elem)},
+             ValueRange{input},
+             ValueRange{filled(b, loc, {n}, elem, /*negInf=*/true)},
+             ArrayRef<AffineMap>{inputMap, rowOf}, rowRed,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               linalg::YieldOp::create(
+                   nb, nl,
+                   Value(arith::MaximumFOp::create(nb, nl, args[0], args[1])));
+             })
+      .getResult(0);
+}
+
 } // namespace
 
 void tensor_parallel::collectCrossEntropies(TPFunction &tp) {
@@ -319,17 +340,7 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
 
   // The rank's row max, rounded to the type the statistics travel in so
   // that its sum of exponentials is relative to the value the others see.
-  Value localMax =
-      linalg::GenericOp::create(
-          b, loc, TypeRange{rowType}, ValueRange{x},
-          ValueRange{filled(b, loc, {n}, elem, /*negInf=*/true)},
-          ArrayRef<AffineMap>{full, rowOf}, rowRed,
-          [&](OpBuilder &nb, Location nl, ValueRange args) {
-            linalg::YieldOp::create(
-                nb, nl,
-                Value(arith::MaximumFOp::create(nb, nl, args[0], args[1])));
-          })
-          .getResult(0);
+  Value localMax = rowMax(b, loc, x, full, n, elem);
   localMax = castFloatElements(
       b, loc, castFloatElements(b, loc, localMax, tp.reduceType), elem);
   Value localSum =
@@ -391,17 +402,7 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
   };
   Value ms = stat(0), ss = stat(1), ts = stat(2);
   auto wireRow = RankedTensorType::get({n}, wire);
-  Value gmax =
-      linalg::GenericOp::create(
-          b, loc, TypeRange{wireRow}, ValueRange{ms},
-          ValueRange{filled(b, loc, {n}, wire, /*negInf=*/true)},
-          ArrayRef<AffineMap>{byRank, rowOf}, rowRed,
-          [&](OpBuilder &nb, Location nl, ValueRange args) {
-            linalg::YieldOp::create(
-                nb, nl,
-                Value(arith::MaximumFOp::create(nb, nl, args[0], args[1])));
-          })
-          .getResult(0);
+  Value gmax = rowMax(b, loc, ms, byRank, n, wire);
   auto combine = linalg::GenericOp::create(
       b, loc, TypeRange{wireRow, wireRow}, ValueRange{ms, ss, ts, gmax},
       ValueRange{filled(b, loc, {n}, wire, /*negInf=*/false),
