@@ -177,6 +177,23 @@ STEPS = 20
 lm_loss = T.hf_lm_loss
 
 
+def tiny_llama(layers):
+    """A tiny Llama (width 16, grouped-query attention, vocabulary 32) with
+    fixed random weights, in eval mode."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.LlamaConfig(
+        vocab_size=32,
+        hidden_size=16,
+        intermediate_size=32,
+        num_hidden_layers=layers,
+        num_attention_heads=2,
+        num_key_value_heads=1,
+        max_position_embeddings=16,
+    )
+    torch.manual_seed(0)
+    return transformers.LlamaForCausalLM(config).eval()
+
+
 def lora_llama():
     """A tiny Llama (2 layers, width 16, grouped-query attention) with peft
     LoRA adapters (rank 4) on the attention projections and the MLP's down
@@ -184,17 +201,7 @@ def lora_llama():
     adapters in one unit."""
     transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
-    config = transformers.LlamaConfig(
-        vocab_size=32,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=16,
-    )
-    torch.manual_seed(0)
-    base = transformers.LlamaForCausalLM(config).eval()
+    base = tiny_llama(2)
     lora = peft.LoraConfig(
         r=4, lora_alpha=8, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"]
     )
@@ -476,19 +483,8 @@ def test_prompt_tuning_and_the_module_after_the_export(tmp_path):
     gradient matches float64 autograd on 2 ranks, and the export leaves
     every submodule its own parameters (it had left the traced tensor in
     the embeddings, which broke copying the module)."""
-    transformers = pytest.importorskip("transformers")
     peft = pytest.importorskip("peft")
-    config = transformers.LlamaConfig(
-        vocab_size=32,
-        hidden_size=16,
-        intermediate_size=32,
-        num_hidden_layers=1,
-        num_attention_heads=2,
-        num_key_value_heads=1,
-        max_position_embeddings=16,
-    )
-    torch.manual_seed(0)
-    base = transformers.LlamaForCausalLM(config).eval()
+    base = tiny_llama(1)
     module = peft.get_peft_model(
         base, peft.PromptTuningConfig(task_type="CAUSAL_LM", num_virtual_tokens=3)
     )
