@@ -109,6 +109,56 @@ Operation *singleUser(Value v) {
   return v.hasOneUse() ? *v.user_begin() : nullptr;
 }
 
+/// Whether `op`, in `body`, reads both of its block arguments: the element
+/// and the accumulator of a reduction.
+bool readsElementAndAccumulator(Operation *op, Block &body) {
+  return op->getBlock() == &body &&
+         llvm::is_contained(op->getOperands(), body.getArgument(0)) &&
+         llvm::is_contained(op->getOperands(), body.getArgument(1));
+}
+
+/// The target's pick: one op whose body reads logp once, at (row, label)
+/// with the row its first loop, and yields the element; every other use
+/// of logp (the backward's softmax) comes after it. Sets ce.pick and
+/// ce.extract; `n` is the number of rows.
+bool matchPick(CrossEntropy &ce, int64_t n) {
+  Value logp = ce.logp->getResult(0);
+  Block *block = ce.max->getBlock();
+  for (OpOperand &use : logp.getUses()) {
+    Operation *owner = block->findAncestorOpInBlock(*use.getOwner());
+    auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
+    if (!extract || owner == use.getOwner())
+      continue;
+    auto pick = dyn_cast<linalg::GenericOp>(owner);
+    if (!pick || ce.pick)
+      return false;
+    ce.pick = pick;
+    ce.extract = extract;
+  }
+  if (!ce.pick || ce.pick.getNumDpsInits() != 1 ||
+      ce.pick.getNumParallelLoops() != ce.pick.getNumLoops() ||
+      !ce.pick.getMatchingIndexingMap(ce.pick.getDpsInitOperand(0))
+           .isIdentity() ||
+      !ce.extract->hasOneUse() ||
+      !isa<linalg::YieldOp>(*ce.extract->user_begin()) ||
+      ce.extract->getParentOp() != ce.pick.getOperation())
+    return false;
+  auto row = ce.extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
+  auto pickType = cast<RankedTensorType>(ce.pick->getResult(0).getType());
+  if (!row || row.getDim() != 0 || !pickType.hasStaticShape() ||
+      pickType.getRank() < 1 || pickType.getRank() > 2 ||
+      pickType.getDimSize(0) != n ||
+      (pickType.getRank() == 2 && pickType.getDimSize(1) != 1))
+    return false;
+  for (OpOperand &use : logp.getUses()) {
+    Operation *owner = block->findAncestorOpInBlock(*use.getOwner());
+    if (owner == ce.pick.getOperation() ? use.getOwner() != ce.extract
+                                        : !ce.pick->isBeforeInBlock(owner))
+      return false;
+  }
+  return true;
+}
+
 /// The cross-entropy whose row max is `max`, if it has the exported form.
 std::optional<CrossEntropy> match(linalg::GenericOp max) {
   if (max.getNumDpsInputs() != 1)
@@ -122,9 +172,7 @@ std::optional<CrossEntropy> match(linalg::GenericOp max) {
   Block &mbody = max.getRegion().front();
   auto yield = cast<linalg::YieldOp>(mbody.getTerminator());
   auto mx = yield.getValues()[0].getDefiningOp<arith::MaximumFOp>();
-  if (!mx || mx->getBlock() != &mbody ||
-      !llvm::is_contained(mx->getOperands(), mbody.getArgument(0)) ||
-      !llvm::is_contained(mx->getOperands(), mbody.getArgument(1)))
+  if (!mx || !readsElementAndAccumulator(mx, mbody))
     return std::nullopt;
   for (Value r : max->getResults().drop_front())
     if (!r.use_empty())
@@ -162,10 +210,7 @@ std::optional<CrossEntropy> match(linalg::GenericOp max) {
   if (!add || !isa<arith::AddFOp>(add) ||
       !isRowReduction(sum, ce.exp->getResult(0)) ||
       !isFillOf(sum.getDpsInits()[0], /*negInf=*/false) ||
-      !llvm::is_contained(add->getOperands(),
-                          sum.getRegion().front().getArgument(0)) ||
-      !llvm::is_contained(add->getOperands(),
-                          sum.getRegion().front().getArgument(1)))
+      !readsElementAndAccumulator(add, sum.getRegion().front()))
     return std::nullopt;
   ce.sum = sum;
   auto log = dyn_cast_or_null<linalg::GenericOp>(singleUser(sum->getResult(0)));
@@ -179,44 +224,8 @@ std::optional<CrossEntropy> match(linalg::GenericOp max) {
       ce.logp.getDpsInputs()[1] != log->getResult(0))
     return std::nullopt;
   ce.log = log;
-  // The target's pick: one op whose body reads logp once, at (row, label)
-  // with the row its first loop, and yields the element; every other use
-  // of logp (the backward's softmax) comes after it.
-  Value logp = ce.logp->getResult(0);
-  Block *block = max->getBlock();
-  for (OpOperand &use : logp.getUses()) {
-    Operation *owner = block->findAncestorOpInBlock(*use.getOwner());
-    auto extract = dyn_cast<tensor::ExtractOp>(use.getOwner());
-    if (!extract || owner == use.getOwner())
-      continue;
-    auto pick = dyn_cast<linalg::GenericOp>(owner);
-    if (!pick || ce.pick)
-      return std::nullopt;
-    ce.pick = pick;
-    ce.extract = extract;
-  }
-  if (!ce.pick || ce.pick.getNumDpsInits() != 1 ||
-      ce.pick.getNumParallelLoops() != ce.pick.getNumLoops() ||
-      !ce.pick.getMatchingIndexingMap(ce.pick.getDpsInitOperand(0))
-           .isIdentity() ||
-      !ce.extract->hasOneUse() ||
-      !isa<linalg::YieldOp>(*ce.extract->user_begin()) ||
-      ce.extract->getParentOp() != ce.pick.getOperation())
+  if (!matchPick(ce, xType.getDimSize(0)))
     return std::nullopt;
-  auto row = ce.extract.getIndices()[0].getDefiningOp<linalg::IndexOp>();
-  auto pickType = cast<RankedTensorType>(ce.pick->getResult(0).getType());
-  int64_t n = xType.getDimSize(0);
-  if (!row || row.getDim() != 0 || !pickType.hasStaticShape() ||
-      pickType.getRank() < 1 || pickType.getRank() > 2 ||
-      pickType.getDimSize(0) != n ||
-      (pickType.getRank() == 2 && pickType.getDimSize(1) != 1))
-    return std::nullopt;
-  for (OpOperand &use : logp.getUses()) {
-    Operation *owner = block->findAncestorOpInBlock(*use.getOwner());
-    if (owner == ce.pick.getOperation() ? use.getOwner() != ce.extract
-                                        : !ce.pick->isBeforeInBlock(owner))
-      return std::nullopt;
-  }
   return ce;
 }
 
