@@ -292,10 +292,11 @@ SmallVector<Operation *> CrossEntropy::absorbed() {
   return ops;
 }
 
-FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
-                                                       CrossEntropy ce) {
-  // The logits (already this rank's) must be split along the vocabulary in
-  // one block; the pick reads nothing else split.
+namespace {
+
+/// Whether the cross-entropy's logits (already this rank's) are split along
+/// the vocabulary in one block, and its pick reads nothing else split.
+bool splitAlongVocabulary(TPFunction &tp, CrossEntropy &ce) {
   Value x = ce.max.getDpsInputs()[0];
   Sharding s = shardingOf(tp, x);
   auto xType = cast<RankedTensorType>(x.getType());
@@ -312,6 +313,47 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
   for (Value v : captured)
     if (v != ce.logp->getResult(0) && shardingOf(tp, v).isSharded())
       return false;
+  return true;
+}
+
+/// [N, 3]: the three per-row statistics (max, sum of exponentials, target
+/// logit) side by side, the one value the ranks exchange.
+Value packRowStats(OpBuilder &b, Location loc, ValueRange stats, int64_t n,
+                   Type elem) {
+  MLIRContext *ctx = b.getContext();
+  AffineExpr d0 = getAffineDimExpr(0, ctx), d1 = getAffineDimExpr(1, ctx);
+  auto rowOf = AffineMap::get(2, 0, {d0}, ctx);
+  auto full = AffineMap::get(2, 0, {d0, d1}, ctx);
+  SmallVector<utils::IteratorType> par2(2, utils::IteratorType::parallel);
+  return linalg::GenericOp::create(
+             b, loc, TypeRange{RankedTensorType::get({n, 3}, elem)}, stats,
+             ValueRange{emptyLike(b, loc, {n, 3}, elem)},
+             ArrayRef<AffineMap>{rowOf, rowOf, rowOf, full}, par2,
+             [&](OpBuilder &nb, Location nl, ValueRange args) {
+               Value j = linalg::IndexOp::create(nb, nl, 1);
+               Value c0 = arith::ConstantIndexOp::create(nb, nl, 0);
+               Value c1 = arith::ConstantIndexOp::create(nb, nl, 1);
+               Value is0 = arith::CmpIOp::create(
+                   nb, nl, arith::CmpIPredicate::eq, j, c0);
+               Value is1 = arith::CmpIOp::create(
+                   nb, nl, arith::CmpIPredicate::eq, j, c1);
+               Value st =
+                   arith::SelectOp::create(nb, nl, is1, args[1], args[2]);
+               linalg::YieldOp::create(
+                   nb, nl,
+                   Value(arith::SelectOp::create(nb, nl, is0, args[0], st)));
+             })
+      .getResult(0);
+}
+
+} // namespace
+
+FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
+                                                       CrossEntropy ce) {
+  if (!splitAlongVocabulary(tp, ce))
+    return false;
+  Value x = ce.max.getDpsInputs()[0];
+  auto xType = cast<RankedTensorType>(x.getType());
 
   Location loc = ce.max.getLoc();
   OpBuilder b(ce.pick);
@@ -367,26 +409,7 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
 
   // [N, 3]: (m_r, s_r, t_r) per row, all-gathered once (in the reduce
   // type of the sums, when one is set).
-  auto packedType = RankedTensorType::get({n, 3}, elem);
-  Value packed =
-      linalg::GenericOp::create(
-          b, loc, TypeRange{packedType}, ValueRange{localMax, localSum, target},
-          ValueRange{emptyLike(b, loc, {n, 3}, elem)},
-          ArrayRef<AffineMap>{rowOf, rowOf, rowOf, full}, par2,
-          [&](OpBuilder &nb, Location nl, ValueRange args) {
-            Value j = linalg::IndexOp::create(nb, nl, 1);
-            Value c0 = arith::ConstantIndexOp::create(nb, nl, 0);
-            Value c1 = arith::ConstantIndexOp::create(nb, nl, 1);
-            Value is0 =
-                arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, j, c0);
-            Value is1 =
-                arith::CmpIOp::create(nb, nl, arith::CmpIPredicate::eq, j, c1);
-            Value st = arith::SelectOp::create(nb, nl, is1, args[1], args[2]);
-            linalg::YieldOp::create(
-                nb, nl,
-                Value(arith::SelectOp::create(nb, nl, is0, args[0], st)));
-          })
-          .getResult(0);
+  Value packed = packRowStats(b, loc, {localMax, localSum, target}, n, elem);
   packed = castFloatElements(b, loc, packed, tp.reduceType);
   auto wireType = cast<RankedTensorType>(packed.getType());
   Type wire = wireType.getElementType();
@@ -441,7 +464,7 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
                    ValueRange{emptyLike(b, loc, {n, vl}, elem)},
                    ArrayRef<AffineMap>{full, rowOf, rowOf, full}, par2, logProb)
                    .getResult(0);
-  tp.shardings[logp] = s;
+  tp.shardings[logp] = shardingOf(tp, x);
   Value targetLogp =
       linalg::GenericOp::create(
           b, loc, TypeRange{rowType}, ValueRange{gT, gM, gS},
