@@ -11,7 +11,10 @@ wall, user and system seconds, the process's minor page faults, the step's
 own time (the slowest rank, from --json) and the wall time outside it, with
 the part of it a rank spent reserving the step's arena (`arena_reserve_s`:
 the kernel faulting in and zeroing its pages, which grows with the plan and
-the machine's first-touch speed, not with the runner). The
+the machine's first-touch speed, not with the runner). Each run writes
+its results over the previous run's files (the kernel frees their page
+cache when they are replaced), or with `--fresh-outputs` into a new
+directory, as a first run does. The
 page faults between steps are the difference of the two runs' faults less
 the faults inside the extra steps (`step_page_faults`), per extra step.
 
@@ -24,6 +27,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -72,6 +76,12 @@ def main():
     ap.add_argument("--work", default="/tmp/fsdp-setup-teardown")
     ap.add_argument("--steps", type=int, default=3)
     ap.add_argument("--repeat", type=int, default=3, help="runs of each (median)")
+    ap.add_argument(
+        "--fresh-outputs",
+        action="store_true",
+        help="write each run's results into a new directory instead of "
+        "over the previous run's files",
+    )
     args = ap.parse_args()
     work = Path(args.work)
     work.mkdir(parents=True, exist_ok=True)
@@ -105,21 +115,35 @@ def main():
             ]
         )
     fsdp_run = Path(args.bin) / "fsdp-run"
-    base = [
-        fsdp_run,
-        lowered,
-        "--inputs",
-        exported,
-        "--outputs",
-        work / "out",
-        "--jit-cache-dir",
-        work / "jit-cache",
-        "--json",
-    ]
-    timed(base)  # fills the JIT cache
+    runs = 0
+
+    def command(steps):
+        nonlocal runs
+        runs += 1
+        out = work / "out"
+        if args.fresh_outputs:
+            # The previous run's directory goes before the timed run starts.
+            for old in work.glob("out-*"):
+                shutil.rmtree(old)
+            out = work / f"out-{runs}"
+        return [
+            fsdp_run,
+            lowered,
+            "--inputs",
+            exported,
+            "--outputs",
+            out,
+            "--jit-cache-dir",
+            work / "jit-cache",
+            "--json",
+            "--steps",
+            str(steps),
+        ]
+
+    timed(command(1))  # fills the JIT cache
     rows = {}
     for steps in (1, args.steps):
-        samples = [timed(base + ["--steps", str(steps)]) for _ in range(args.repeat)]
+        samples = [timed(command(steps)) for _ in range(args.repeat)]
         samples.sort(key=lambda s: s[1]["wall_s"])
         report, counters = samples[len(samples) // 2]
         step = max(report["step_s"])
