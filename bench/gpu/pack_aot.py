@@ -67,8 +67,9 @@ MODELS = str(ROOT / "bench" / "gpu" / "models.py")
 
 # The GPUs whose estimates a compute=gpu step carries (fsdp-gpu-cost-report).
 COST_GPUS = ("a100", "h100", "h200")
-COST_FIELDS = ("estimate_ms", "ideal_ms", "launches", "gemm_calls", "memcpys", "device_allocations",
-               "host_synchronizations")  # fmt: skip
+# estimate_ms is the graph replay of a capturable step, else streamed_ms.
+COST_FIELDS = ("estimate_ms", "streamed_ms", "graph_ms", "capturable", "ideal_ms", "launches", "gemm_calls",
+               "memcpys", "device_allocations", "host_synchronizations")  # fmt: skip
 
 
 def cost_model_summary(report: str) -> dict:

@@ -23,6 +23,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace mlir::fsdp::gpucost {
 
@@ -49,15 +50,23 @@ struct GpuCeilings {
   double sgemm;         ///< achieved FP32 (SIMT) cuBLAS FLOP/s
   double dramLatencyS;  ///< a dependent load from HBM under load
   double l2LatencyS;    ///< a dependent load served by L2
-  double launchS;       ///< one kernel launch (host issue + device gap)
-  double gemmCallS;     ///< one cuBLAS call's fixed cost
-  double memcpyS;       ///< one memcpy call's fixed cost
-  double allocS;        ///< one stream-ordered device allocation
-  double freeS;         ///< one stream-ordered device free
-  double syncS;         ///< one host synchronization (stream drained)
-  double collectiveS;   ///< one collective's fixed cost (NCCL launch)
-  double pcieBytesPerS; ///< host <-> device copies (pageable)
-  double linkBytesPerS; ///< NVLink bus bandwidth a ring collective gets
+  // The host's issue cost of each call (the host runs ahead of the device
+  // and overlaps it), and the device's gap before each node it runs.
+  double kernelIssueS;    ///< host: one kernel launch (cuLaunchKernel)
+  double gemmIssueS;      ///< host: one cuBLAS gemm call
+  double memcpyIssueS;    ///< host: one memcpy call
+  double kernelGapS;      ///< device: before a kernel issued to a stream
+  double memcpyGapS;      ///< device: before a copy issued to a stream
+  double graphLaunchS;    ///< one cudaGraphLaunch of the step, until it runs
+  double graphKernelGapS; ///< device: before a kernel node of a graph
+  double graphMemcpyGapS; ///< device: before a memcpy node of a graph
+  double graphGemmGapS;   ///< device: before a cuBLAS kernel in a graph
+  double allocS;          ///< host: one stream-ordered device allocation
+  double freeS;           ///< host: one stream-ordered device free
+  double syncS;           ///< host: waking up once the stream has drained
+  double collectiveS;     ///< host: one collective call (NCCL launch)
+  double pcieBytesPerS;   ///< host <-> device copies (pageable)
+  double linkBytesPerS;   ///< NVLink bus bandwidth a ring collective gets
 };
 
 constexpr double kTB = 1e12, kGB = 1e9, kMB = 1e6, kUs = 1e-6, kNs = 1e-9;
@@ -117,8 +126,20 @@ struct OpCost {
   /// Kernel launches per execution (a runtime call may launch several).
   double launches = 1;
   bool hostCopy = false, syncs = false, f32Gemm = false;
+  /// Per execution: device nodes (kernels, copies, cuBLAS kernels) it puts
+  /// in the stream, the host's cost of issuing them, the device's gaps
+  /// before them when issued to a stream and when replayed from a graph
+  /// (docs/GPU.md, "Cost model": `seconds` is the device's work alone).
+  double nodes = 0, issueSeconds = 0, gapSeconds = 0, graphGapSeconds = 0;
   std::string why;
 };
+
+/// The overheads of `kernels` kernel launches, of one cuBLAS gemm (its
+/// kernels: `kernels`), of one memcpy, of one collective call.
+void addKernelOverheads(OpCost &c, const GpuCeilings &g, double kernels = 1);
+void addGemmOverheads(OpCost &c, const GpuCeilings &g, double kernels = 1);
+void addMemcpyOverheads(OpCost &c, const GpuCeilings &g);
+void addCollectiveOverheads(OpCost &c, const GpuCeilings &g);
 
 /// What costing an operation reads: the GPU, the module's settings, and the
 /// operations already warned about (one warning each).
@@ -173,6 +194,29 @@ struct Site {
 /// The sites in the order the step first runs them.
 using Sites = llvm::MapVector<Operation *, Site>;
 
+/// The order in which the step runs its device operations: a site, or a
+/// host loop's body run `trips` times (CostModelTimeline.cpp).
+struct TraceItem {
+  Operation *op = nullptr;
+  double trips = 1;
+  std::vector<TraceItem> body;
+};
+using Trace = std::vector<TraceItem>;
+
+/// The step on two timelines, the host's and the device's (docs/GPU.md,
+/// "Cost model"): streamed (every call issued by the host, as the first
+/// steps run) and replayed from a CUDA graph (no host issue, one graph
+/// launch, each node's gap on the device).
+struct Timeline {
+  double streamedSeconds = 0, graphSeconds = 0;
+  /// Streamed: the host's issue time, the device's gaps and the time the
+  /// device waited for the host (an op issued after the previous ended).
+  double hostIssueSeconds = 0, streamedGapSeconds = 0, hostBoundSeconds = 0;
+  double graphGapSeconds = 0;
+};
+Timeline timelineOf(const Trace &trace, const Sites &sites,
+                    const GpuCeilings &g);
+
 struct Totals {
   double launches = 0, gemms = 0, f32Gemms = 0, bf16Gemms = 0, memcpys = 0,
          memcpyBytes = 0, hostCopies = 0, memsets = 0, allocs = 0,
@@ -180,9 +224,19 @@ struct Totals {
          collectiveBytes = 0, bytes = 0, flops = 0, gemmFlops = 0, seconds = 0,
          idealSeconds = 0, idealBf16Seconds = 0;
   std::map<Kind, double> secondsByKind;
+  Timeline timeline;
+  /// A CUDA graph can replay the step: no device allocation, no host
+  /// synchronization inside (docs/GPU.md, "CUDA graphs").
+  bool capturable() const { return allocs == 0 && syncs == 0; }
+  /// The step's time: the graph replay when capturable, else streamed.
+  double estimateSeconds() const {
+    return capturable() ? timeline.graphSeconds : timeline.streamedSeconds;
+  }
 };
 
-Totals totalsOf(const Sites &sites, const GpuCeilings &g);
+/// The totals of `sites`; `seconds` is the device's work, the timeline
+/// adds the overheads.
+Totals totalsOf(const Sites &sites, const Trace &trace, const GpuCeilings &g);
 /// The report of `function` as text: every site when `listOps`, the `top`
 /// largest, the totals.
 void printText(llvm::raw_ostream &os, StringRef function, const Sites &sites,

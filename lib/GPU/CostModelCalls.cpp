@@ -60,7 +60,8 @@ std::optional<OpCost> gpucost::costGemm(CostContext &ctx, func::CallOp call,
   double peak = bf16 ? g->bf16Peak : ctx.tf32 ? g->tf32Peak : g->fp32Peak;
   double tCompute = c.flops / (rate * efficiency);
   double tBandwidth = c.bytes / g->copyBytesPerS;
-  c.seconds = g->gemmCallS + std::max(tCompute, tBandwidth);
+  c.seconds = std::max(tCompute, tBandwidth);
+  addGemmOverheads(c, *g);
   c.idealSeconds = c.flops / (kIdealFlopFraction * peak);
   std::string why;
   llvm::raw_string_ostream os(why);
@@ -122,7 +123,8 @@ std::optional<OpCost> gpucost::costAttention(CostContext &ctx,
                           : kAttentionFp32Fraction * g->fp32Peak;
   double tCompute = c.flops / rate;
   double tBandwidth = c.bytes / g->copyBytesPerS;
-  c.seconds = launches * g->launchS + std::max(tCompute, tBandwidth);
+  c.seconds = std::max(tCompute, tBandwidth);
+  addKernelOverheads(c, *g, launches);
   c.idealSeconds =
       c.flops / (kIdealFlopFraction * (bf16 ? g->bf16Peak : g->fp32Peak));
   std::string why;
@@ -189,7 +191,8 @@ std::optional<OpCost> gpucost::costScatter(CostContext &ctx, func::CallOp call,
   c.launches = launches;
   c.bytes = dataBytes + keyBytes * (1 + 2 * sortPasses + 1);
   c.flops = T * W;
-  c.seconds = launches * g->launchS + c.bytes / g->copyBytesPerS;
+  c.seconds = c.bytes / g->copyBytesPerS;
+  addKernelOverheads(c, *g, launches);
   c.idealSeconds = dataBytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
   std::string why;
   llvm::raw_string_ostream os(why);
@@ -226,15 +229,16 @@ std::optional<OpCost> gpucost::costMemcpy(CostContext &ctx,
   c.hostCopy = isHostBuffer(copy.getDst()) || isHostBuffer(copy.getSrc());
   if (c.hostCopy) {
     c.bytes = *bytes;
-    c.seconds = g->memcpyS + *bytes / g->pcieBytesPerS;
+    c.seconds = *bytes / g->pcieBytesPerS;
     c.idealSeconds = *bytes / g->pcieBytesPerS;
     c.why = "host copy over PCIe";
   } else {
     c.bytes = 2 * *bytes;
-    c.seconds = g->memcpyS + c.bytes / g->copyBytesPerS;
+    c.seconds = c.bytes / g->copyBytesPerS;
     c.idealSeconds = c.bytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
     c.why = "device copy: read and write at the copy bandwidth";
   }
+  addMemcpyOverheads(c, *g);
   return c;
 }
 
@@ -249,7 +253,8 @@ std::optional<OpCost> gpucost::costMemset(CostContext &ctx, gpu::MemsetOp set) {
   c.kind = Kind::Memset;
   c.name = "gpu.memset";
   c.bytes = *bytes;
-  c.seconds = g->launchS + *bytes / g->copyBytesPerS;
+  c.seconds = *bytes / g->copyBytesPerS;
+  addKernelOverheads(c, *g);
   c.idealSeconds = *bytes / (kIdealBandwidthFraction * g->hbmBytesPerS);
   c.why = "a fill kernel: write at the copy bandwidth";
   return c;
@@ -261,7 +266,6 @@ OpCost gpucost::costSync(CostContext &ctx, StringRef what) {
   c.kind = Kind::Sync;
   c.name = what.str();
   c.syncs = true;
-  c.seconds = g->syncS;
   c.why = "the host waits for the stream to drain";
   return c;
 }
@@ -308,19 +312,18 @@ std::optional<OpCost> gpucost::costCollective(CostContext &ctx,
   llvm::raw_string_ostream os(why);
   if (n == 1) {
     c.bytes = 2 * bytes;
-    c.seconds = g->collectiveS + c.bytes / g->copyBytesPerS;
+    c.seconds = c.bytes / g->copyBytesPerS;
     os << "one rank: a local copy";
   } else {
     c.bytes = link;
-    c.seconds = g->collectiveS + link / g->linkBytesPerS;
+    c.seconds = link / g->linkBytesPerS;
     c.idealSeconds = link / g->linkBytesPerS;
     os << "ring over " << llvm::format("%.0f", n) << " ranks at "
        << llvm::format("%.0f", g->linkBytesPerS / kGB) << " GB/s";
   }
-  if (blocking) {
-    c.seconds += g->syncS;
+  addCollectiveOverheads(c, *g);
+  if (blocking)
     os << "; blocking: the host waits";
-  }
   c.why = why;
   return c;
 }

@@ -22,6 +22,14 @@ namespace {
 // H100 and H200 SXM share the GH100 compute (132 SMs, same clocks): their
 // gemm rates are the H200's measured ones; they differ in memory. The H100's
 // copy bandwidth is the H200's measured fraction of its datasheet (0.9).
+//
+// The overheads (docs/GPU.md, "The ceilings", gives the sources) are public
+// figures, not measured here; bench/gpu/check.sh's first device run
+// calibrates them: a kernel launch's host issue 2.5 us, a cuBLAS call's and
+// a memcpy call's (cudaPointerGetAttributes + cudaMemcpyAsync) 4 us; the
+// device's gap before a kernel issued to a stream 1 us, before a copy
+// 1.5 us; a graph launch 5 us, the gap before a graph's kernel node (a
+// cuBLAS kernel too) 0.6 us, before its memcpy node 1 us.
 constexpr GpuCeilings kGpus[] = {
     {"h200",    "NVIDIA H200 SXM 141GB",
      4.8 * kTB, 4.3 * kTB,
@@ -31,8 +39,11 @@ constexpr GpuCeilings kGpus[] = {
      67 * kTB,  790 * kTB,
      395 * kTB, 52 * kTB,
      500 * kNs, 200 * kNs,
-     3 * kUs,   4 * kUs,
-     4 * kUs,   2 * kUs,
+     2.5 * kUs, 4 * kUs,
+     4 * kUs,   1 * kUs,
+     1.5 * kUs, 5 * kUs,
+     0.6 * kUs, 1 * kUs,
+     0.6 * kUs, 2 * kUs,
      1 * kUs,   10 * kUs,
      10 * kUs,  20 * kGB,
      370 * kGB},
@@ -44,8 +55,11 @@ constexpr GpuCeilings kGpus[] = {
      67 * kTB,   790 * kTB,
      395 * kTB,  52 * kTB,
      500 * kNs,  200 * kNs,
-     3 * kUs,    4 * kUs,
-     4 * kUs,    2 * kUs,
+     2.5 * kUs,  4 * kUs,
+     4 * kUs,    1 * kUs,
+     1.5 * kUs,  5 * kUs,
+     0.6 * kUs,  1 * kUs,
+     0.6 * kUs,  2 * kUs,
      1 * kUs,    10 * kUs,
      10 * kUs,   20 * kGB,
      370 * kGB},
@@ -57,8 +71,11 @@ constexpr GpuCeilings kGpus[] = {
      19.5 * kTB, 250 * kTB,
      125 * kTB,  18 * kTB,
      500 * kNs,  200 * kNs,
-     3 * kUs,    4 * kUs,
-     4 * kUs,    2 * kUs,
+     2.5 * kUs,  4 * kUs,
+     4 * kUs,    1 * kUs,
+     1.5 * kUs,  5 * kUs,
+     0.6 * kUs,  1 * kUs,
+     0.6 * kUs,  2 * kUs,
      1 * kUs,    10 * kUs,
      10 * kUs,   20 * kGB,
      230 * kGB},
@@ -80,6 +97,34 @@ const GpuCeilings *mlir::fsdp::gpucost::lookupGpu(StringRef key) {
 //===----------------------------------------------------------------------===//
 
 namespace mlir::fsdp::gpucost {
+
+void addKernelOverheads(OpCost &c, const GpuCeilings &g, double kernels) {
+  c.nodes += kernels;
+  c.issueSeconds += kernels * g.kernelIssueS;
+  c.gapSeconds += kernels * g.kernelGapS;
+  c.graphGapSeconds += kernels * g.graphKernelGapS;
+}
+
+void addGemmOverheads(OpCost &c, const GpuCeilings &g, double kernels) {
+  c.nodes += kernels;
+  c.issueSeconds += g.gemmIssueS;
+  c.gapSeconds += kernels * g.kernelGapS;
+  c.graphGapSeconds += kernels * g.graphGemmGapS;
+}
+
+void addMemcpyOverheads(OpCost &c, const GpuCeilings &g) {
+  c.nodes += 1;
+  c.issueSeconds += g.memcpyIssueS;
+  c.gapSeconds += g.memcpyGapS;
+  c.graphGapSeconds += g.graphMemcpyGapS;
+}
+
+void addCollectiveOverheads(OpCost &c, const GpuCeilings &g) {
+  c.nodes += 1;
+  c.issueSeconds += g.collectiveS;
+  c.gapSeconds += g.kernelGapS;
+  c.graphGapSeconds += g.graphKernelGapS;
+}
 
 int64_t elementBytes(Type type) {
   if (type.isIndex())

@@ -72,7 +72,8 @@ std::optional<OpCost> gpucost::costGroupedMatmul(CostContext &ctx,
   double tCompute = c.flops / (kGroupedFp32Fraction * g->fp32Peak *
                                std::max(efficiency, 1e-9));
   double tBandwidth = c.bytes / g->copyBytesPerS;
-  c.seconds = g->launchS + std::max(tCompute, tBandwidth);
+  c.seconds = std::max(tCompute, tBandwidth);
+  addKernelOverheads(c, *g);
   c.idealSeconds =
       c.flops / (kIdealFlopFraction * (bf16 ? g->bf16Peak : g->fp32Peak));
   std::string why;

@@ -549,7 +549,8 @@ mlir::fsdp::gpucost::costLaunch(CostContext &ctx, gpu::LaunchFuncOp launch) {
   l.latency = rounds * l.chain * latency;
   l.compute = c.flops / g->fp32Peak;
   l.t = std::max({l.bandwidth, l.latency, l.compute});
-  c.seconds = g->launchS + l.t;
+  c.seconds = l.t;
+  addKernelOverheads(c, *g);
   c.idealSeconds = ideal / (kIdealBandwidthFraction * g->hbmBytesPerS);
   c.why = describeLaunch(*g, l);
   return c;

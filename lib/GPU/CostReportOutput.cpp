@@ -19,8 +19,10 @@ using namespace mlir;
 using namespace mlir::fsdp;
 using namespace mlir::fsdp::gpucost;
 
-Totals gpucost::totalsOf(const Sites &sites, const GpuCeilings &g) {
+Totals gpucost::totalsOf(const Sites &sites, const Trace &trace,
+                         const GpuCeilings &g) {
   Totals t;
+  t.timeline = timelineOf(trace, sites, g);
   for (const auto &[op, site] : sites) {
     const OpCost &c = site.cost;
     double n = site.count;
@@ -102,6 +104,8 @@ void gpucost::printText(llvm::raw_ostream &os, StringRef function,
        << " B, " << llvm::format("%.0f", c.flops) << " FLOP, "
        << formatSeconds(c.seconds) << " each, "
        << formatSeconds(s.count * c.seconds) << " total";
+    if (c.issueSeconds > 0)
+      os << ", host issue " << formatSeconds(c.issueSeconds) << " each";
     if (!c.why.empty())
       os << " (" << c.why << ")";
     std::string loc = locationOf(s.op);
@@ -151,9 +155,25 @@ void gpucost::printText(llvm::raw_ostream &os, StringRef function,
     os << " " << kindName(kind) << " " << llvm::format("%.3f", seconds * 1e3)
        << " ms;";
   os << "\n";
+  const Timeline &tl = t.timeline;
+  os << "device work: " << formatSeconds(t.seconds) << "\n";
+  os << "host issue: " << formatSeconds(tl.hostIssueSeconds) << "\n";
+  os << "streamed (first steps): " << formatSeconds(tl.streamedSeconds)
+     << " (device gaps " << formatSeconds(tl.streamedGapSeconds)
+     << ", the device waiting for the host "
+     << formatSeconds(tl.hostBoundSeconds) << ")\n";
+  os << "graph replay: ";
+  if (t.capturable())
+    os << formatSeconds(tl.graphSeconds) << " (device gaps "
+       << formatSeconds(tl.graphGapSeconds) << ", the graph launch "
+       << formatSeconds(g.graphLaunchS) << ")\n";
+  else
+    os << "none (a step that allocates device memory or synchronizes the "
+          "host is not captured)\n";
   os << "ideal with bf16 contractions: "
      << llvm::format("%.3f", t.idealBf16Seconds * 1e3) << " ms\n";
-  os << "estimate: " << llvm::format("%.3f", t.seconds * 1e3) << " ms\n";
+  os << "estimate: " << llvm::format("%.3f", t.estimateSeconds() * 1e3) << " ms"
+     << (t.capturable() ? " (graph replay)" : " (streamed)") << "\n";
   os << "ideal: " << llvm::format("%.3f", t.idealSeconds * 1e3) << " ms\n";
 }
 
@@ -170,6 +190,9 @@ void gpucost::writeJson(llvm::json::OStream &j, StringRef function,
           j.attribute("bytes", s.cost.bytes);
           j.attribute("flops", s.cost.flops);
           j.attribute("seconds", s.cost.seconds);
+          j.attribute("issue_seconds", s.cost.issueSeconds);
+          j.attribute("gap_seconds", s.cost.gapSeconds);
+          j.attribute("graph_gap_seconds", s.cost.graphGapSeconds);
           j.attribute("ideal_seconds", s.cost.idealSeconds);
           j.attribute("why", s.cost.why);
           j.attribute("location", locationOf(op));
@@ -197,7 +220,15 @@ void gpucost::writeJson(llvm::json::OStream &j, StringRef function,
         j.attribute(kindName(kind), seconds * 1e3);
     });
     j.attribute("ideal_bf16_ms", t.idealBf16Seconds * 1e3);
-    j.attribute("estimate_ms", t.seconds * 1e3);
+    j.attribute("device_ms", t.seconds * 1e3);
+    j.attribute("host_issue_ms", t.timeline.hostIssueSeconds * 1e3);
+    j.attribute("streamed_ms", t.timeline.streamedSeconds * 1e3);
+    j.attribute("streamed_gap_ms", t.timeline.streamedGapSeconds * 1e3);
+    j.attribute("host_bound_ms", t.timeline.hostBoundSeconds * 1e3);
+    j.attribute("capturable", t.capturable());
+    j.attribute("graph_ms", t.timeline.graphSeconds * 1e3);
+    j.attribute("graph_gap_ms", t.timeline.graphGapSeconds * 1e3);
+    j.attribute("estimate_ms", t.estimateSeconds() * 1e3);
     j.attribute("ideal_ms", t.idealSeconds * 1e3);
   });
 }

@@ -45,12 +45,17 @@ struct FSDPGpuCostReportPass
   CostContext ctx;
   /// Per report: the sites in the order the step first runs them.
   Sites sites;
+  /// Per report: the order in which the step runs the sites, and where
+  /// the walk appends (the step's trace or a host loop's body).
+  Trace trace;
+  Trace *tail = &trace;
   /// The functions being walked (the call stack).
   SmallVector<func::FuncOp> stack;
 
   void add(Operation *op, double count, const OpCost &cost) {
     auto [it, inserted] = sites.try_emplace(op, Site{op, cost, 0});
     it->second.count += count;
+    tail->push_back(TraceItem{op, 1, {}});
   }
 
   //--- walking the host code ---------------------------------------------
@@ -60,7 +65,7 @@ struct FSDPGpuCostReportPass
   bool addDeviceOp(Operation &op, double count) {
     if (auto launch = dyn_cast<gpu::LaunchFuncOp>(op)) {
       if (sites.count(&op))
-        sites[&op].count += count;
+        add(&op, count, sites[&op].cost);
       else if (std::optional<OpCost> c = costLaunch(ctx, launch))
         add(&op, count, *c);
       return true;
@@ -88,7 +93,7 @@ struct FSDPGpuCostReportPass
       OpCost c;
       c.kind = Kind::Free;
       c.name = "gpu.dealloc";
-      c.seconds = ctx.g->freeS;
+      c.issueSeconds = ctx.g->freeS;
       c.why = "stream-ordered free";
       add(&op, count, c);
       return true;
@@ -112,7 +117,7 @@ struct FSDPGpuCostReportPass
     c.kind = Kind::Alloc;
     c.name = "gpu.alloc";
     c.allocBytes = *bytes;
-    c.seconds = ctx.g->allocS;
+    c.issueSeconds = ctx.g->allocS;
     c.why = "stream-ordered pool allocation";
     add(alloc, count, c);
   }
@@ -128,7 +133,12 @@ struct FSDPGpuCostReportPass
     else if (containsDeviceWork(loop))
       ctx.warnOnce(loop, "host loop without constant bounds around device "
                          "operations; costed as run once");
+    // The body's trace is the loop's, run `trips` times.
+    Trace *outer = tail;
+    outer->push_back(TraceItem{nullptr, trips, {}});
+    tail = &outer->back().body;
     walkHostBlock(*loop.getBody(), count * trips);
+    tail = outer;
   }
 
   void walkHostBlock(Block &block, double count) {
@@ -291,12 +301,14 @@ struct FSDPGpuCostReportPass
     }
     for (func::FuncOp root : roots) {
       sites.clear();
+      trace.clear();
+      tail = &trace;
       stack.assign({root});
       for (Block &b : root.getBody())
         walkHostBlock(b, 1.0);
       if (sites.empty() && roots.size() > 1)
         continue;
-      Totals t = totalsOf(sites, *g);
+      Totals t = totalsOf(sites, trace, *g);
       if (j)
         writeJson(*j, root.getSymName(), sites, t);
       else

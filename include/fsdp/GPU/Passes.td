@@ -503,16 +503,15 @@ def FSDPGpuCostReport : Pass<"fsdp-gpu-cost-report", "ModuleOp"> {
     - `gpu.launch_func`: the kernel body's loads and stores and float ops
       times its loops' trip counts, evaluated for the first thread with the
       launch's grid and block sizes (a grid-stride loop runs N / threads
-      times on average); the time is a launch overhead plus the largest of
-      the bytes at the copy bandwidth, the FLOPs at the FP32 SIMT rate,
-      and the latency chain: waves of resident blocks x the loop
-      iterations of one thread that wait for a load x the memory latency
-      (a reduction on one warp or a few blocks cannot reach the bandwidth);
+      times on average); its device time is the largest of the bytes at
+      the copy bandwidth, the FLOPs at the FP32 SIMT rate, and the latency
+      chain: waves of resident blocks x the loop iterations of one thread
+      that wait for a load x the memory latency (a reduction on one warp or a few blocks cannot reach the bandwidth);
     - `fsdprt_gpu_gemm_f32` / `_bf16` calls: 2 m n k batch FLOPs at
       cuBLAS's achieved rate for the dtype (SGEMM, TF32 with
       `fsdp.gpu_tf32`, bf16 tensor cores), scaled by the wave efficiency of
       128 x 128 output tiles on the multiprocessors, or the operands'
-      bytes at the copy bandwidth if longer, plus a call overhead;
+      bytes at the copy bandwidth if longer;
     - `gpu.memcpy` (device copies read and write each byte, host copies go
       over PCIe), `gpu.memset`, `gpu.alloc`, `gpu.dealloc`, host
       synchronizations (a blocking `gpu.wait`, `mgpuStreamSynchronize`, a
@@ -520,12 +519,23 @@ def FSDPGpuCostReport : Pass<"fsdp-gpu-cost-report", "ModuleOp"> {
       NVLink over the collective's group in the module's `fsdp.mesh`, or
       `ranks`).
 
+    The step's time comes from two timelines walked in stream order: the
+    host advances by each call's issue cost, the device starts an
+    operation once the previous one has ended and its gap has passed and
+    not before the host has issued it, and a host synchronization makes
+    the host wait for the device. `streamed (first steps)` is that;
+    `graph replay` has no host issue, one graph launch and each node's gap
+    in a CUDA graph. The estimate is the graph replay when the step can be
+    captured (no device allocation, no host synchronization), else the
+    streamed step.
+
     Prints one line per device operation (its count, bytes, FLOPs, time and
     why: blocks, waves, the bound and the bandwidth fraction), the largest
     sinks, the counts (launches, gemm calls, memcpys and bytes, device
-    allocations and bytes, host synchronizations) and ends with
-    `estimate: <ms> ms` and `ideal: <ms> ms`: every contraction at 70% of
-    the GPU's dense peak for its dtype, every other byte moved once at 80%
+    allocations and bytes, host synchronizations), the device's work, the
+    host's issue time, the streamed step and the graph replay, and ends
+    with `estimate: <ms> ms` and `ideal: <ms> ms`: every contraction at 70%
+    of the GPU's dense peak for its dtype, every other byte moved once at 80%
     of the memory bandwidth (before them, the ideal with every contraction
     at the bf16 peak). With `json`, the same as one JSON object. An
     unknown GPU is an error; an operation it cannot cost gets a warning at
