@@ -19,7 +19,8 @@ import sys
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SKIP = 77
-FILES = ["attention_kernels.cu", "attention_mma_kernels.cu", "scatter_kernels.cu", "grouped_kernels.cu"]
+FILES = ["attention_kernels.cu", "attention_mma_kernels.cu", "scatter_kernels.cu", "grouped_kernels.cu",
+         "split_k_kernels.cu"]
 
 FUNCTION = re.compile(r"Function properties for (\S+)")
 FRAME = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")

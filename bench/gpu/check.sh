@@ -25,7 +25,9 @@
 #      on the CUDA cores, with the forward + backward time of one GPT-2 small
 #      layer's attention), the device scatter-add against the host loop bit
 #      for bit (runtime_gpu_scatter), the grouped gemm of a sparse mixture of
-#      experts against float64 (runtime_gpu_grouped) and the NCCL backend (runtime_nccl: world size 1 on one GPU, more with more
+#      experts against float64 (runtime_gpu_grouped), the split-K bf16 gemms
+#      against the unsplit gemm and float64 (runtime_gpu_split_k) and the
+#      NCCL backend (runtime_nccl: world size 1 on one GPU, more with more
 #      GPUs, several ranks on one GPU with NCCL 2.30+); the tests' "row:"
 #      lines become rows of the summary;
 #   3. times every quantization kernel on a 256 MiB input next to a device

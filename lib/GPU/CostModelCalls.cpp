@@ -9,6 +9,8 @@
 
 #include "CostModel.h"
 
+#include "fsdprt_gpu_split_k.h"
+
 #include "mlir/IR/Matchers.h"
 #include "llvm/Support/Format.h"
 
@@ -51,18 +53,29 @@ std::optional<OpCost> gpucost::costGemm(CostContext &ctx, func::CallOp call,
   c.kind = Kind::Gemm;
   c.name = call.getCallee().str();
   c.f32Gemm = !bf16;
+  c.launches = 0; // cuBLAS's kernels are counted as its calls
   c.flops = 2 * M * N * K * B;
-  c.bytes = ((M * K + K * N) * eb + M * N * (accumulates ? 2 : 1) * ebC) * B;
-  double tiles = std::ceil(M / kGemmTile) * std::ceil(N / kGemmTile) * B;
-  double waves = std::ceil(tiles / g->sms);
-  double efficiency = tiles / (waves * g->sms);
   double rate = bf16 ? g->cublasBf16 : ctx.tf32 ? g->cublasTf32 : g->sgemm;
   double peak = bf16 ? g->bf16Peak : ctx.tf32 ? g->tf32Peak : g->fp32Peak;
-  double tCompute = c.flops / (rate * efficiency);
-  double tBandwidth = c.bytes / g->copyBytesPerS;
-  c.seconds = std::max(tCompute, tBandwidth);
-  addGemmOverheads(c, *g);
   c.idealSeconds = c.flops / (kIdealFlopFraction * peak);
+  // The output tiles of one call over the whole K (all of the batch).
+  double tiles = std::ceil(M / kGemmTile) * std::ceil(N / kGemmTile) * B;
+  // A call's time over `callTiles` tiles: its FLOPs at the rate over its
+  // waves' fill, or its bytes at the copy bandwidth when longer.
+  auto fillOf = [&](double callTiles) {
+    return callTiles / (std::ceil(callTiles / g->sms) * g->sms);
+  };
+  auto timeOf = [&](double flops, double callTiles, double bytes) {
+    return std::max(flops / (rate * fillOf(callTiles)),
+                    bytes / g->copyBytesPerS);
+  };
+  auto describe = [](llvm::raw_ostream &os, double callTiles, double sms) {
+    double waves = std::ceil(callTiles / sms);
+    os << llvm::format("%.0f", callTiles) << " tiles on "
+       << llvm::format("%.0f", waves) << (waves == 1 ? " wave" : " waves")
+       << " (" << llvm::format("%.0f", 100 * callTiles / (waves * sms))
+       << "% filled)";
+  };
   std::string why;
   llvm::raw_string_ostream os(why);
   os << llvm::format("m %lld n %lld k %lld batch %lld", (long long)*m,
@@ -71,11 +84,59 @@ std::optional<OpCost> gpucost::costGemm(CostContext &ctx, func::CallOp call,
      << (bf16       ? "bf16 tensor cores"
          : ctx.tf32 ? "TF32"
                     : "SGEMM")
-     << " at " << llvm::format("%.0f", rate / kTB) << " TFLOP/s x "
-     << llvm::format("%.0f", tiles) << " tiles on "
-     << llvm::format("%.0f", waves) << (waves == 1 ? " wave" : " waves") << " ("
-     << llvm::format("%.0f", 100 * efficiency) << "% filled), "
-     << (tCompute >= tBandwidth ? "compute-bound" : "bandwidth-bound");
+     << " at " << llvm::format("%.0f", rate / kTB) << " TFLOP/s x ";
+  // The runtime splits a bf16 gemm along K as the shared policy says
+  // (runtime/include/fsdprt_gpu_split_k.h): its cuBLAS calls over the
+  // slices write f32 partials, one kernel sums them.
+  fsdprt_gpu_split_k_t split = {1, *k, 0, 0, 1};
+  if (bf16)
+    split = fsdprt_gpu_split_k_plan(*m, *n, *k, *batch, g->sms);
+  double partial = M * N * B * 4;
+  if (split.slices <= 1) {
+    double cBytes = M * N * (accumulates ? 2 : 1) * ebC * B;
+    c.bytes = (M * K + K * N) * eb * B + cBytes;
+    double tCompute = c.flops / (rate * fillOf(tiles));
+    double tBandwidth = c.bytes / g->copyBytesPerS;
+    c.seconds = std::max(tCompute, tBandwidth);
+    addGemmOverheads(c, *g);
+    describe(os, tiles, g->sms);
+    os << ", "
+       << (tCompute >= tBandwidth ? "compute-bound" : "bandwidth-bound");
+    c.why = why;
+    return c;
+  }
+  double sliceK = split.slice_k, restK = split.rest_k;
+  double operands = (M * K + K * N) * eb * B;
+  double reduction =
+      split.partials * partial + M * N * B * ebC * (accumulates ? 2 : 1);
+  c.bytes = operands + split.partials * partial + reduction;
+  // The slices: one call over all of them (batch 1), else one per slice;
+  // each writes its f32 partials. The rest: one more call.
+  double calls = B == 1 ? 1 : split.slices;
+  double perCall = B == 1 ? split.slices : 1;
+  double sliceTiles = tiles * perCall;
+  double tSlices = calls * timeOf(2 * M * N * sliceK * B * perCall, sliceTiles,
+                                  (operands * sliceK / K + partial) * perCall);
+  double tRest = restK > 0 ? timeOf(2 * M * N * restK * B, tiles,
+                                    operands * restK / K + partial)
+                           : 0;
+  double tReduce = reduction / g->copyBytesPerS;
+  c.seconds = tSlices + tRest + tReduce;
+  for (int64_t i = 0; i < split.gemms; ++i)
+    addGemmOverheads(c, *g);
+  c.launches = 1;
+  addKernelOverheads(c, *g);
+  describe(os, tiles, g->sms);
+  os << ", split K: " << split.slices << " slices of " << split.slice_k;
+  if (restK > 0)
+    os << " and a rest of " << split.rest_k;
+  os << " (" << split.gemms
+     << (split.gemms == 1 ? " cuBLAS call, " : " cuBLAS calls, ");
+  describe(os, sliceTiles, g->sms);
+  os << ") " << formatSeconds(tSlices + tRest) << ", the reduction of "
+     << split.partials << " f32 partials ("
+     << formatBytes(split.partials * partial) << " in the scratch buffer) "
+     << formatSeconds(tReduce);
   c.why = why;
   return c;
 }

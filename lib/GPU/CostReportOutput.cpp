@@ -39,6 +39,7 @@ Totals gpucost::totalsOf(const Sites &sites, const Trace &trace,
       break;
     case Kind::Gemm:
       t.gemms += n;
+      t.launches += n * c.launches; // a split gemm's reduction kernel
       (c.f32Gemm ? t.f32Gemms : t.bf16Gemms) += n;
       t.gemmFlops += n * c.flops;
       t.idealBf16Seconds += n * c.flops / (kIdealFlopFraction * g.bf16Peak);

@@ -4,11 +4,24 @@
 // C^T = op(B)^T op(A)^T, so every call swaps the operands (and m with n)
 // and keeps the transpose flags: a row-major matrix stored with row stride
 // ld is, read column-major with the same ld, its own transpose.
+//
+// A bf16 gemm that under-fills the device's last wave is split along K
+// (fsdprt_gpu_split_k.h, docs/GPU.md "Split-K gemms"): strided-batched
+// gemms over the slices write f32 partials into the context's scratch
+// buffer, and split_k_kernels.cu sums them in slice order. Without a CUDA
+// compiler at build time (no reduction kernel) nothing is split.
 #include "cuda_libraries.h"
+#include "fsdprt_gpu_split_k.h"
 #include "gpu_internal.h"
+
+#ifdef FSDPRT_WITH_GPU_SPLIT_K
+#include "split_k_kernels.h"
+#endif
 
 #include <algorithm>
 #include <cstdint>
+#include <cstdlib>
+#include <string>
 
 using namespace fsdprt;
 using namespace fsdprt::gpu;
@@ -66,6 +79,93 @@ std::string bad_shape(const Gemm &g) {
   return "";
 }
 
+#ifdef FSDPRT_WITH_GPU_SPLIT_K
+// The split of a gemm: the policy on the context's device, or
+// FSDPRT_GPU_SPLIT_K's override (0: never; N >= 2: N slices). bf16 operands
+// only: f32 gemms keep cuBLAS's results.
+fsdprt_gpu_split_k_t split_of(fsdprt_gpu_context *ctx, const Gemm &g,
+                              cudaDataType_t type) {
+  const fsdprt_gpu_split_k_t none = fsdprt_gpu_split_k_slices(g.k, g.batch, 1);
+  if (type != CUDA_R_16BF)
+    return none;
+  if (const char *env = std::getenv("FSDPRT_GPU_SPLIT_K")) {
+    if (*env && std::string(env) != "auto")
+      return fsdprt_gpu_split_k_slices(g.k, g.batch, std::atoll(env));
+  }
+  if (ctx->sms == 0) {
+    int sms = 0;
+    if (cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount,
+                               ctx->device) != cudaSuccess) {
+      cudaGetLastError();
+      sms = -1; // unknown: never split
+    }
+    ctx->sms = sms;
+  }
+  return fsdprt_gpu_split_k_plan(g.m, g.n, g.k, g.batch, ctx->sms);
+}
+
+// The split gemm: the slices' products (alpha 1, beta 0) into f32 partials
+// [partials][batch][m][n] in the scratch buffer, then the reduction. A
+// slice of K is a column offset of a row-major A (a row offset when A is
+// stored transposed) and a row offset of B (a column offset transposed).
+bool split_gemm(fsdprt_gpu_context *ctx, cublasHandle_t h, const char *fn,
+                const Gemm &g, const fsdprt_gpu_split_k_t &plan,
+                cudaDataType_t type, cudaDataType_t c_type,
+                cublasComputeType_t compute) {
+  const int64_t mn = g.m * g.n, total = g.batch * mn;
+  auto *partials = static_cast<float *>(
+      scratch_named(plan.partials * total * int64_t(sizeof(float)), fn));
+  if (!partials)
+    return false;
+  const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int64_t eb = 2; // bf16 operands
+  const int64_t slice_a = g.trans_a ? plan.slice_k * g.lda : plan.slice_k;
+  const int64_t slice_b = g.trans_b ? plan.slice_k : plan.slice_k * g.ldb;
+  const float one = 1.0f, zero = 0.0f;
+  auto product = [&](int64_t first, int64_t k, int64_t count, int64_t sa,
+                     int64_t sb, int64_t sc, float *c) {
+    const char *a = static_cast<const char *>(g.a) + first * slice_a * eb;
+    const char *b = static_cast<const char *>(g.b) + first * slice_b * eb;
+    cublasStatus_t rc = cublas_library().cublasGemmStridedBatchedEx(
+        h, op_b, op_a, int(g.n), int(g.m), int(k), &one, b, type, int(g.ldb),
+        sb, a, type, int(g.lda), sa, &zero, c, CUDA_R_32F, int(g.n), sc,
+        int(count), compute, CUBLAS_GEMM_DEFAULT);
+    if (rc != CUBLAS_STATUS_SUCCESS)
+      fail(ctx, blas_status(ctx, rc, "cublasGemmStridedBatchedEx"));
+    return rc == CUBLAS_STATUS_SUCCESS;
+  };
+  const int64_t s = plan.slices;
+  if (g.batch == 1) {
+    // One call over the slices: they are the batch.
+    if (!product(0, plan.slice_k, s, slice_a, slice_b, mn, partials))
+      return false;
+  } else {
+    for (int64_t i = 0; i < s; ++i)
+      if (!product(i, plan.slice_k, g.batch, g.stride_a, g.stride_b, mn,
+                   partials + i * total))
+        return false;
+  }
+  if (plan.rest_k > 0 && !product(s, plan.rest_k, g.batch, g.stride_a,
+                                  g.stride_b, mn, partials + s * total))
+    return false;
+  split_k::Args r;
+  r.partials = partials;
+  r.parts = plan.partials;
+  r.batch = g.batch;
+  r.m = g.m;
+  r.n = g.n;
+  r.alpha = g.alpha;
+  r.beta = g.beta;
+  r.c = g.c;
+  r.bf16 = c_type == CUDA_R_16BF;
+  r.ldc = g.ldc;
+  r.stride_c = g.stride_c;
+  return !failed(ctx, split_k::reduce(r, ctx->compute), fn,
+                 "the split-K reduction kernel");
+}
+#endif
+
 void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
           cudaDataType_t c_type) {
   fsdprt_gpu_context *ctx = entry(fn);
@@ -89,6 +189,16 @@ void gemm(const char *fn, const Gemm &g, cudaDataType_t type,
       type == CUDA_R_32F && tf32_enabled.load(std::memory_order_relaxed)
           ? CUBLAS_COMPUTE_32F_FAST_TF32
           : CUBLAS_COMPUTE_32F;
+#ifdef FSDPRT_WITH_GPU_SPLIT_K
+  const fsdprt_gpu_split_k_t plan = split_of(ctx, g, type);
+  if (plan.slices > 1) {
+    if (split_gemm(ctx, h, fn, g, plan, type, c_type, compute)) {
+      ctx->gemms++;
+      ctx->split_gemms++;
+    }
+    return;
+  }
+#endif
   const cublasOperation_t op_a = g.trans_a ? CUBLAS_OP_T : CUBLAS_OP_N;
   const cublasOperation_t op_b = g.trans_b ? CUBLAS_OP_T : CUBLAS_OP_N;
   cublasStatus_t rc = cublas_library().cublasGemmStridedBatchedEx(

@@ -569,6 +569,7 @@ fsdprt_status_t fsdprt_gpu_context_stats(const fsdprt_gpu_context_t *ctx,
   stats->scratch_bytes = uint64_t(ctx->scratch_bytes);
   stats->host_waits = ctx->host_waits.load();
   stats->graph_launches = ctx->graph_launches.load();
+  stats->split_gemms = ctx->split_gemms.load();
   return FSDPRT_OK;
 }
 

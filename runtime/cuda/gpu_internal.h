@@ -83,6 +83,10 @@ struct fsdprt_gpu_context {
   std::atomic<uint64_t> launches{0};
   std::atomic<uint64_t> module_loads{0};
   std::atomic<uint64_t> gemms{0};
+  // Of those, the ones split along K (gpu_blas.cpp), and the device's
+  // multiprocessors their policy reads (0 until the first gemm asks).
+  std::atomic<uint64_t> split_gemms{0};
+  int sms = 0;
   std::atomic<int64_t> bytes_allocated{0};
   // Live allocations by pointer: frees are stream-ordered on the compute
   // stream, so the bytes live at enqueue time are those in stream order.

@@ -101,6 +101,8 @@ typedef struct fsdprt_gpu_stats {
                                step calls (a host read of a device value, a
                                blocking collective, a descriptor check) */
   uint64_t graph_launches;  /* CUDA graph launches (fsdprt_gpu_graph_launch) */
+  uint64_t split_gemms;     /* of the gemms, those split along K
+                               (fsdprt_gpu_split_k.h) */
 } fsdprt_gpu_stats_t;
 FSDPRT_API fsdprt_status_t fsdprt_gpu_context_stats(
     const fsdprt_gpu_context_t *ctx, fsdprt_gpu_stats_t *stats);
@@ -127,8 +129,8 @@ FSDPRT_API void fsdprt_gpu_free(void *ptr);
 FSDPRT_API void *fsdprt_gpu_arena(int64_t bytes);
 /* The thread context's device scratch buffer, at least `bytes` bytes: the
  * split reductions' partials of a compute=gpu step (fsdp-gpu-kernels), the
- * fused attention backward's row terms, the quantization's misaligned parts;
- * its users run in stream order on the compute stream and reuse it from its
+ * fused attention backward's row terms, the quantization's misaligned parts,
+ * the split-K gemms' partials; its users run in stream order on the compute stream and reuse it from its
  * start.
  * Allocated on the first request, reused by later ones, replaced (after the
  * work already enqueued) by a larger one; 256-byte aligned; NULL on failure.
@@ -180,6 +182,15 @@ FSDPRT_API fsdprt_status_t fsdprt_gpu_copy_to_host(void *dst, const void *src,
  * on the thread context's compute stream. bf16 inputs and outputs
  * accumulate in f32. f32 uses TF32 tensor cores only after
  * fsdprt_gpu_set_tf32(1).
+ *
+ * A bf16 gemm whose output tiles under-fill the device's last wave is split
+ * along K as fsdprt_gpu_split_k_plan says (fsdprt_gpu_split_k.h): f32
+ * partials in the context's scratch buffer (no allocation after the first
+ * call of a size; CUDA-graph capturable), summed in slice order by one
+ * reduction kernel, which applies alpha, beta and the output's dtype. The
+ * environment variable FSDPRT_GPU_SPLIT_K overrides the policy, for tests:
+ * 0 never splits, N >= 2 splits every bf16 gemm into N slices where K
+ * allows. f32 gemms are never split.
  */
 FSDPRT_API void fsdprt_gpu_gemm_f32(int32_t trans_a, int32_t trans_b, int64_t m,
                                     int64_t n, int64_t k, float alpha,

@@ -462,3 +462,61 @@ module attributes {gpu.container_module} {
     return
   }
 }
+
+// -----
+
+// Split-K bf16 gemms (runtime/include/fsdprt_gpu_split_k.h, the policy the
+// runtime follows). m 768 n 3072 k 8192: 6 x 24 = 144 tiles fill 2 waves
+// of 132 SMs to 55%; split into 4 slices of 2048, one strided-batched
+// cuBLAS call over 576 tiles fills 5 waves to 87%: 2 x 768 x 3072 x 8192 =
+// 38654705664 FLOP / (790e12 x 576 / 660) = 56.07 us; its 4 f32 partials
+// (768 x 3072 x 4 B = 9437184 B each) are read back by one reduction
+// kernel that writes the bf16 result: (4 x 9437184 + 4718592) B / 4.3e12 =
+// 9.88 us; 65.94 us on the device. Bytes: the bf16 operands (62914560 B),
+// the partials written and read, the result: 143130624 B. Host issue: the
+// cuBLAS call and the kernel, 4 + 2.5 us. Replayed: 5 + 0.6 + 0.6 + 65.94
+// = 72.14 us.
+// m 768 n 768 k 8192: 36 tiles (27%); 3 slices of 2728 (108 tiles, 82%)
+// and a rest of 8 (a second cuBLAS call): 4 partials, 2 calls and the
+// kernel, 4 + 4 + 2.5 us of host issue. The same gemm in a batch of 2
+// (72 tiles, 55%) is not split: its slices would run one call after
+// another, no better filled.
+module {
+  func.func private @fsdprt_gpu_gemm_bf16(i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64, i64)
+  // CHECK-LABEL: gpu cost report: @split_k
+  // CHECK: gemm fsdprt_gpu_gemm_bf16 x1: 143130624 B, 38654705664 FLOP, 65.94 us each, 65.94 us total, host issue 6.50 us each (m 768 n 3072 k 8192 batch 1, bf16 tensor cores at 790 TFLOP/s x 144 tiles on 2 waves (55% filled), split K: 4 slices of 2048 (1 cuBLAS call, 576 tiles on 5 waves (87% filled)) 56.07 us, the reduction of 4 f32 partials (37.75 MB in the scratch buffer) 9.88 us)
+  // CHECK: launches: 1
+  // CHECK-NEXT: gemm calls: 1 (f32 0, bf16 1)
+  // CHECK: graph replay: 72.14 us (device gaps 1.20 us, the graph launch 5.00 us)
+  func.func @split_k(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr) {
+    %f = arith.constant 0 : i32
+    %m = arith.constant 768 : i64
+    %n = arith.constant 3072 : i64
+    %k = arith.constant 8192 : i64
+    %one = arith.constant 1.0 : f32
+    %zero = arith.constant 0.0 : f32
+    %z = arith.constant 0 : i64
+    %b1 = arith.constant 1 : i64
+    call @fsdprt_gpu_gemm_bf16(%f, %f, %m, %n, %k, %one, %a, %k, %z, %b, %n, %z, %zero, %c, %n, %z, %b1) : (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64, i64) -> ()
+    return
+  }
+  // CHECK-LABEL: gpu cost report: @split_k_rest
+  // CHECK: host issue 10.50 us each (m 768 n 768 k 8192 batch 1, bf16 tensor cores at 790 TFLOP/s x 36 tiles on 1 wave (27% filled), split K: 3 slices of 2728 and a rest of 8 (2 cuBLAS calls, 108 tiles on 1 wave (82% filled))
+  // CHECK: host issue 4.00 us each (m 768 n 768 k 8192 batch 2, bf16 tensor cores at 790 TFLOP/s x 72 tiles on 1 wave (55% filled), compute-bound)
+  // CHECK: launches: 1
+  // CHECK-NEXT: gemm calls: 2 (f32 0, bf16 2)
+  func.func @split_k_rest(%a: !llvm.ptr, %b: !llvm.ptr, %c: !llvm.ptr) {
+    %f = arith.constant 0 : i32
+    %d = arith.constant 768 : i64
+    %k = arith.constant 8192 : i64
+    %s = arith.constant 6291456 : i64
+    %one = arith.constant 1.0 : f32
+    %zero = arith.constant 0.0 : f32
+    %z = arith.constant 0 : i64
+    %b1 = arith.constant 1 : i64
+    %b2 = arith.constant 2 : i64
+    call @fsdprt_gpu_gemm_bf16(%f, %f, %d, %d, %k, %one, %a, %k, %z, %b, %d, %z, %zero, %c, %d, %z, %b1) : (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64, i64) -> ()
+    call @fsdprt_gpu_gemm_bf16(%f, %f, %d, %d, %k, %one, %a, %k, %s, %b, %d, %s, %zero, %c, %d, %s, %b2) : (i32, i32, i64, i64, i64, f32, !llvm.ptr, i64, i64, !llvm.ptr, i64, i64, f32, !llvm.ptr, i64, i64, i64) -> ()
+    return
+  }
+}

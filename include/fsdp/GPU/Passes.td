@@ -511,7 +511,9 @@ def FSDPGpuCostReport : Pass<"fsdp-gpu-cost-report", "ModuleOp"> {
       cuBLAS's achieved rate for the dtype (SGEMM, TF32 with
       `fsdp.gpu_tf32`, bf16 tensor cores), scaled by the wave efficiency of
       128 x 128 output tiles on the multiprocessors, or the operands'
-      bytes at the copy bandwidth if longer;
+      bytes at the copy bandwidth if longer; a bf16 gemm that the runtime
+      splits along K (`fsdprt_gpu_split_k_plan`, shared with the runtime)
+      as its slices' cuBLAS calls and the reduction kernel;
     - `gpu.memcpy` (device copies read and write each byte, host copies go
       over PCIe), `gpu.memset`, `gpu.alloc`, `gpu.dealloc`, host
       synchronizations (a blocking `gpu.wait`, `mgpuStreamSynchronize`, a
