@@ -48,6 +48,15 @@ if [ "${FSDP_NO_TORCH:-0}" != 1 ] &&
   .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-torch.txt
 fi
 
+# MKL for compute=fast steps on Intel CPUs (lib/Runner/Blas.h): the runner
+# finds the wheel's libmkl_rt in .venv/lib at run time, else uses OpenBLAS.
+if [ "${FSDP_NO_MKL:-0}" != 1 ] && [ "$(uname -m)" = x86_64 ] &&
+  grep -q GenuineIntel /proc/cpuinfo 2>/dev/null &&
+  ! ls .venv/lib/libmkl_rt.so.* >/dev/null 2>&1; then
+  echo "setup: installing MKL into .venv"
+  .venv/bin/pip install -q --disable-pip-version-check -r python/requirements-mkl.txt
+fi
+
 if [ ! -f build/build.ninja ]; then
   cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release \
     -DMLIR_DIR=/usr/lib/llvm-22/lib/cmake/mlir \

@@ -13,7 +13,7 @@ config.excludes = ["lit.cfg.py", "lit.site.cfg.py", "Inputs", "CMakeLists.txt"]
 config.test_source_root = os.path.dirname(__file__)
 config.test_exec_root = os.path.join(config.fsdp_obj_root, "test")
 
-llvm_config.with_system_environment(["HOME", "TMPDIR", "PATH"])
+llvm_config.with_system_environment(["HOME", "TMPDIR", "PATH", "FSDP_BLAS", "FSDP_MKL_LIBRARY"])
 llvm_config.use_default_substitutions()
 
 # Ahead of lit's own %python (the interpreter running lit).

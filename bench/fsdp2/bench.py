@@ -201,8 +201,9 @@ def fsdp_step_seconds(args, spec, world, work, backend):
         + ["--rtol", "1e-4"],
         env=python_env(),
     )
-    # The OpenBLAS kernels the compute=fast step ran.
-    blas = lines[0].get("blas_core") or "none"
+    # The BLAS (MKL or OpenBLAS) and kernels the compute=fast step ran.
+    blas = " ".join(x for x in (lines[0].get("blas"), lines[0].get("blas_core")) if x)
+    blas = blas or "none"
     return statistics.median(per_step), faults, rss_rank, plan, exposed, blas
 
 
@@ -288,7 +289,7 @@ def main():
             sys.stdout.flush()
     forced = os.environ.get("OPENBLAS_CORETYPE")
     print(
-        f"\nfsdp-run's OpenBLAS kernels: {', '.join(sorted(blas_cores)) or '-'}"
+        f"\nfsdp-run's BLAS: {', '.join(sorted(blas_cores)) or '-'}"
         + (f" (OPENBLAS_CORETYPE={forced} in the environment)" if forced else "")
     )
 

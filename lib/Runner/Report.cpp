@@ -95,6 +95,8 @@ static json::Object reportObject(const RunResult &r) {
     arenas.push_back(m.arenaBytes);
     measured.push_back(m.measuredPeakBytes());
   }
+  if (!r.blas.empty())
+    o["blas"] = r.blas;
   if (!r.blasCore.empty())
     o["blas_core"] = r.blasCore;
   if (!r.blasDetectedCore.empty())

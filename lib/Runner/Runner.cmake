@@ -62,6 +62,19 @@ if(FSDP_OPENBLAS_LIBRARY)
 else()
   message(WARNING "OpenBLAS not found: the runner runs compute=loops steps only")
 endif()
+# On Intel CPUs the runner prefers MKL where it is installed (Blas.h): the
+# `mkl` wheel puts libmkl_rt in the venv's lib/, which is searched at run
+# time (the wheel may be installed after configuring).
+if(FSDP_PYTHON)
+  execute_process(
+    COMMAND "${FSDP_PYTHON}" -c "import sys; print(sys.prefix)"
+    OUTPUT_VARIABLE FSDP_PYTHON_PREFIX OUTPUT_STRIP_TRAILING_WHITESPACE
+    RESULT_VARIABLE FSDP_PYTHON_PREFIX_RESULT ERROR_QUIET)
+  if(FSDP_PYTHON_PREFIX_RESULT EQUAL 0 AND FSDP_PYTHON_PREFIX)
+    target_compile_definitions(FSDPRunner PRIVATE
+      FSDP_MKL_SEARCH_DIR="${FSDP_PYTHON_PREFIX}/lib")
+  endif()
+endif()
 
 # libfsdprun.so: the C API (runtime/include/fsdprun.h) for embedding hosts
 # and Python. Only the fsdprun_* functions are exported.

@@ -604,7 +604,10 @@ Expected<RunResult> Session::Impl::run(const RunOptions &o) {
   result.jitCached = code->cacheHit;
   result.precompiled = code->precompiled;
   result.jitPhases = code->compilePhases;
-  if (const blas::Library *blas = blas::library()) {
+  // Step libraries link OpenBLAS; JIT-compiled steps call library().
+  if (const blas::Library *blas =
+          code->precompiled ? blas::openblas() : blas::library()) {
+    result.blas = blas->name;
     result.blasCore = blas->core;
     result.blasDetectedCore = blas->detectedCore;
   }

@@ -140,9 +140,9 @@ SharedLibraryStepCode::open(const std::string &path) {
   auto t1 = std::chrono::steady_clock::now();
   // A relative name would be searched for on the library path.
   std::string absolute = files::absolute(path);
-  // A compute=fast step needs OpenBLAS: opened first, so that the step's
-  // dependency resolves to the runner's copy (Blas.h).
-  blas::library();
+  // A compute=fast step library links OpenBLAS: opened first, so that the
+  // step's dependency resolves to the runner's copy (Blas.h).
+  blas::openblas();
   code->handle = dlopen(absolute.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!code->handle)
     return error("cannot load " + path + ": " + dlerror());

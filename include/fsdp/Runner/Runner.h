@@ -191,9 +191,10 @@ struct RunResult {
   /// time to load it.
   bool precompiled = false;
   std::vector<std::pair<std::string, double>> jitPhases;
-  /// The OpenBLAS kernels compute=fast steps run, and the ones OpenBLAS
-  /// chose itself when the runner replaced them ("" without OpenBLAS).
-  std::string blasCore, blasDetectedCore;
+  /// The BLAS compute=fast steps call ("MKL" or "OpenBLAS", "" without
+  /// one), its kernels (OpenBLAS's core, MKL's reproducibility branch), and
+  /// the core OpenBLAS chose itself when the runner replaced it.
+  std::string blas, blasCore, blasDetectedCore;
   int64_t warmup = 0;
   /// A compute=gpu step: it ran on GPUs (memory holds device counters; the
   /// host's are not measured).

@@ -121,6 +121,7 @@ VARYING_KEYS = (
     "arena_reserve_s",
     "step_exposed_comm_s",
     "exposed_comm_median_s",
+    "blas",
     "blas_core",
     "blas_detected_core",
 )
