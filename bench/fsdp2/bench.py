@@ -132,7 +132,7 @@ def eager_ideal_seconds(spec, world, steps, warmup):
 # --- fsdp-opt + fsdp-run ----------------------------------------------------
 
 
-def fsdp_step_seconds(args, spec, world, work, backend):
+def fsdp_step_seconds(args, spec, world, work, backend, blas_choice=""):
     exported = work / spec
     spec_ref = f"{HERE / 'models.py'}:{spec}"
     if not (exported / "step.mlir").exists():
@@ -152,7 +152,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
                 lowered,
             ]
         )
-    out = work / f"{spec}.{backend}.out"
+    out = work / f"{spec}.{backend}{blas_choice}.out"
     timing_args = ["--steps", args.steps, "--warmup", args.warmup, "--json"]
     common = [lowered, "--inputs", exported, "--outputs", out] + timing_args
     # The process's peak resident set (GNU time's %M, KiB, on stderr).
@@ -161,8 +161,10 @@ def fsdp_step_seconds(args, spec, world, work, backend):
         if Path("/usr/bin/time").exists()
         else []
     )
+    # FSDP_BLAS: the BLAS the runner opens (docs/COMPUTE.md, "Runtime side").
+    blas_env = dict(os.environ, FSDP_BLAS=blas_choice) if blas_choice else None
     if backend == "threads":
-        proc = run(timed + [args.fsdp_run] + common)
+        proc = run(timed + [args.fsdp_run] + common, env=blas_env)
     else:
         mpirun = [args.mpirun, "-np", str(world), "--oversubscribe"]
         if os.geteuid() == 0:
@@ -170,7 +172,7 @@ def fsdp_step_seconds(args, spec, world, work, backend):
         # One OpenBLAS thread per process, as torch's set_num_threads(1).
         proc = run(
             timed + mpirun + [args.fsdp_run, "--backend", "mpi"] + common,
-            env=dict(os.environ, OPENBLAS_NUM_THREADS="1"),
+            env=dict(blas_env or os.environ, OPENBLAS_NUM_THREADS="1"),
         )
     # Under MPI every rank prints its own line: the slowest rank per step.
     lines = [json.loads(x) for x in proc.stdout.splitlines() if x.startswith("{")]
@@ -230,6 +232,12 @@ def main():
     ap.add_argument("--warmup", default="2")
     ap.add_argument("--no-mpi", action="store_true")
     ap.add_argument("--smoke", action="store_true", help="tiny models, 2 steps")
+    ap.add_argument(
+        "--blas",
+        default="",
+        help="comma-separated FSDP_BLAS values (openblas, mkl): each backend "
+        "runs once per BLAS, in the same run (default: the runner's choice)",
+    )
     args = ap.parse_args()
     args.fsdp_opt = Path(args.bin) / "fsdp-opt"
     args.fsdp_run = Path(args.bin) / "fsdp-run"
@@ -243,18 +251,23 @@ def main():
     backends = ["threads"]
     if not args.no_mpi and shutil.which(args.mpirun):
         backends.append("mpi")
+    # (backend, FSDP_BLAS) per column group; "" is the runner's choice.
+    blas_choices = [b for b in args.blas.split(",") if b] or [""]
+    variants = [(b, c) for b in backends for c in blas_choices]
+    label = lambda b, c: f"{b} ({c})" if c else b
     print(
         f"## training step, median of {args.steps} steps after "
         f"{args.warmup} warmup (load average {os.getloadavg()[0]:.1f}, "
         f"{os.cpu_count()} cores)"
     )
     head = "| model | ranks | FSDP2 (gloo) | eager ideal |" + "".join(
-        f" fsdp-run {b} | {b} / ideal | exposed comm ({b}) | page faults / step ({b}) |"
-        for b in backends
+        f" fsdp-run {label(b, c)} | {label(b, c)} / ideal | exposed comm"
+        f" ({label(b, c)}) | page faults / step ({label(b, c)}) |"
+        for b, c in variants
     )
     head += " plan peak / rank | RSS / rank (threads) | FSDP2 RSS / rank |"
     print(head)
-    print("|---|---|---|---|" + "---|---|---|---|" * len(backends) + "---|---|---|")
+    print("|---|---|---|---|" + "---|---|---|---|" * len(variants) + "---|---|---|")
     mib = lambda b: (
         (f"{b / 2**20:.1f} MiB" if b >= 2**20 else f"{b / 1024:.0f} KiB") if b else "-"
     )
@@ -269,16 +282,16 @@ def main():
             ref, ref_rss = fsdp2_step_seconds(spec, world, steps, warmup)
             ideal = eager_ideal_seconds(spec, world, steps, warmup)
             cells, extra = [], None
-            for backend in backends:
+            for backend, choice in variants:
                 t, faults, rss, plan, exposed, blas = fsdp_step_seconds(
-                    args, spec, world, work, backend
+                    args, spec, world, work, backend, choice
                 )
                 blas_cores.add(blas)
                 cells.append(
                     f" {t * 1e3:.1f} ms | {t / ideal:.2f}x | {exposed * 1e3:.1f} ms"
                     f" | {faults:.0f} |"
                 )
-                if backend == "threads":
+                if backend == "threads" and extra is None:
                     extra = f" {mib(plan)} | {mib(rss)} |"
             print(
                 f"| {spec} | {world} | {ref * 1e3:.1f} ms | {ideal * 1e3:.1f} ms |"

@@ -5,6 +5,7 @@
 #
 #   bench/fsdp2/run.sh               # MLP 512 and GPT D=128, 8 ranks (~1-2 min)
 #   bench/fsdp2/run.sh --no-mpi      # threads backend only
+#   bench/fsdp2/run.sh --blas openblas,mkl   # each backend with each BLAS
 #   bench/fsdp2/run.sh --smoke       # seconds: a small MLP on 2 ranks
 #   bench/fsdp2/run.sh --help        # every option of bench.py
 #
