@@ -94,6 +94,14 @@ void splitFillDestinations(Block &body) {
   }
 }
 
+/// A slice or reshape of static shape whose only operand is its source.
+bool isStaticView(Operation *op) {
+  if (op->getNumOperands() != 1 || op->getNumResults() != 1)
+    return false;
+  return isa<tensor::ExtractSliceOp, tensor::CollapseShapeOp,
+             tensor::ExpandShapeOp>(op);
+}
+
 /// Whether `op` may move into a segment: pure compute, not a collective.
 bool isSegmentOp(Operation *op) {
   // The scatter-add of rows is compute (the embedding backward), not a
@@ -109,6 +117,66 @@ bool isSegmentOp(Operation *op) {
   return isMemoryEffectFree(op);
 }
 
+/// Rewrites collapse_shape(extract_slice(expand_shape(x))) of a 1-D `x`
+/// viewed as [1, N] (a parameter's slice of a bucket) into the 1-D slice
+/// of `x` it is. The three-op chain made in a segment would let the reshape
+/// folding of the elementwise fusion give the ops that read it a unit
+/// dimension the ops around them lack, so they would no longer fuse.
+void foldUnitSliceChains(Block &body) {
+  for (Operation &op : llvm::make_early_inc_range(body)) {
+    auto collapse = dyn_cast<tensor::CollapseShapeOp>(op);
+    if (!collapse || collapse.getResultType().getRank() != 1)
+      continue;
+    auto slice = collapse.getSrc().getDefiningOp<tensor::ExtractSliceOp>();
+    if (!slice || slice->getNumOperands() != 1)
+      continue;
+    auto expand = slice.getSource().getDefiningOp<tensor::ExpandShapeOp>();
+    if (!expand || expand->getNumOperands() != 1 ||
+        expand.getSrcType().getRank() != 1 ||
+        expand.getResultType().getShape().size() != 2 ||
+        expand.getResultType().getShape()[0] != 1)
+      continue;
+    ArrayRef<int64_t> offsets = slice.getStaticOffsets();
+    ArrayRef<int64_t> sizes = slice.getStaticSizes();
+    ArrayRef<int64_t> strides = slice.getStaticStrides();
+    if (offsets[0] != 0 || sizes[0] != 1 || strides[1] != 1)
+      continue;
+    OpBuilder b(collapse);
+    auto direct = tensor::ExtractSliceOp::create(
+        b, collapse.getLoc(), collapse.getResultType(), expand.getSrc(),
+        ValueRange{}, ValueRange{}, ValueRange{},
+        b.getDenseI64ArrayAttr({offsets[1]}),
+        b.getDenseI64ArrayAttr({sizes[1]}), b.getDenseI64ArrayAttr({1}));
+    collapse.replaceAllUsesWith(direct.getResult());
+    collapse.erase();
+    if (slice->use_empty())
+      slice.erase();
+    if (expand->use_empty())
+      expand.erase();
+  }
+}
+
+/// The static views (slices, reshapes) in `body` of a value that no run
+/// computes: a block argument, a collective's result (a gathered bucket, a
+/// reduce-scattered one), a call's result, or such a view itself. They stay
+/// in the body and each segment that reads one takes the viewed value and
+/// makes the view itself. Computed in a segment, such a view (a parameter
+/// of a gathered bucket) would be a result: a buffer of its own, so a copy
+/// per parameter and call.
+llvm::DenseSet<Operation *> outsideViews(Block &body) {
+  llvm::DenseSet<Operation *> views;
+  for (Operation &op : body) {
+    if (!isStaticView(&op))
+      continue;
+    Value source = op.getOperand(0);
+    Operation *def = source.getDefiningOp();
+    if (!def || views.contains(def) ||
+        (!isSegmentOp(def) && !isRematerializable(def)))
+      views.insert(&op);
+  }
+  return views;
+}
+
 /// The values a run reads from outside it and the values it defines that
 /// are used after it, each in first-occurrence order.
 struct RunInterface {
@@ -118,9 +186,23 @@ struct RunInterface {
 };
 
 RunInterface analyze(ArrayRef<Operation *> run,
-                     const llvm::DenseSet<Operation *> &inRun, Block &body) {
+                     const llvm::DenseSet<Operation *> &inRun,
+                     const llvm::DenseSet<Operation *> &views, Block &body) {
   RunInterface iface;
   llvm::SetVector<Operation *> constants;
+  // A view of an outside value is made in the segment: the viewed value is
+  // the input.
+  std::function<void(Value)> read = [&](Value v) {
+    Operation *def = v.getDefiningOp();
+    if (def && views.contains(def)) {
+      read(def->getOperand(0));
+      constants.insert(def);
+    } else if (def && isRematerializable(def)) {
+      constants.insert(def);
+    } else {
+      iface.inputs.insert(v);
+    }
+  };
   auto definedInside = [&](Value v) {
     Operation *owner = isa<BlockArgument>(v)
                            ? cast<BlockArgument>(v).getOwner()->getParentOp()
@@ -136,13 +218,8 @@ RunInterface analyze(ArrayRef<Operation *> run,
   for (Operation *op : run) {
     op->walk([&](Operation *nested) {
       for (Value v : nested->getOperands()) {
-        if (definedInside(v))
-          continue;
-        Operation *def = v.getDefiningOp();
-        if (def && isRematerializable(def))
-          constants.insert(def);
-        else
-          iface.inputs.insert(v);
+        if (!definedInside(v))
+          read(v);
       }
     });
   }
@@ -175,10 +252,12 @@ struct FSDPOutlineSegmentsPass
     for (func::FuncOp func : funcs) {
       Block &body = func.getBody().front();
       splitFillDestinations(body);
+      foldUnitSliceChains(body);
+      llvm::DenseSet<Operation *> views = outsideViews(body);
       // Collect the runs first: outlining one does not change the others.
       SmallVector<SmallVector<Operation *>> runs(1);
       for (Operation &op : body) {
-        if (isRematerializable(&op))
+        if (isRematerializable(&op) || views.contains(&op))
           continue; // stays in place, cloned into the segments that use it
         if (isSegmentOp(&op))
           runs.back().push_back(&op);
@@ -187,10 +266,12 @@ struct FSDPOutlineSegmentsPass
       }
       for (ArrayRef<Operation *> run : runs)
         if (run.size() >= minOps)
-          outline(module, symbols, segments, counter, body, run);
-      // The fills every segment now makes itself, and their empty tensors.
+          outline(module, symbols, segments, counter, body, views, run);
+      // The fills and views every segment now makes itself, and their empty
+      // tensors.
       for (Operation &op : llvm::make_early_inc_range(llvm::reverse(body)))
-        if ((isRematerializableFill(&op) || isa<tensor::EmptyOp>(op)) &&
+        if ((isRematerializableFill(&op) || isa<tensor::EmptyOp>(op) ||
+             views.contains(&op)) &&
             op.use_empty())
           op.erase();
     }
@@ -244,9 +325,10 @@ struct FSDPOutlineSegmentsPass
 
   void outline(ModuleOp module, SymbolTable &symbols,
                llvm::StringMap<func::FuncOp> &segments, unsigned &counter,
-               Block &body, ArrayRef<Operation *> run) {
+               Block &body, const llvm::DenseSet<Operation *> &views,
+               ArrayRef<Operation *> run) {
     llvm::DenseSet<Operation *> inRun(run.begin(), run.end());
-    RunInterface iface = analyze(run, inRun, body);
+    RunInterface iface = analyze(run, inRun, views, body);
     MLIRContext *ctx = module.getContext();
     Location loc = run.front()->getLoc();
 

@@ -58,8 +58,10 @@ func.func @step(%a: tensor<4xf32>, %b: tensor<4xf32>) -> (tensor<4xf32>, tensor<
 // CHECK-LABEL: func.func @effects
 func.func @effects(%a: tensor<4xf32>, %m: memref<4xf32>) -> (tensor<2xf32>, tensor<2xf32>) {
   // CHECK: %[[R:.*]]:2 = call @[[S:__fsdp_segment_[0-9]+]](%{{.*}}) : (tensor<4xf32>) -> (tensor<2xf32>, tensor<2xf32>)
-  %lo = tensor.extract_slice %a[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
-  %hi = tensor.extract_slice %a[2] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %e = tensor.empty() : tensor<4xf32>
+  %s = linalg.add ins(%a, %a : tensor<4xf32>, tensor<4xf32>) outs(%e : tensor<4xf32>) -> tensor<4xf32>
+  %lo = tensor.extract_slice %s[0] [2] [1] : tensor<4xf32> to tensor<2xf32>
+  %hi = tensor.extract_slice %s[2] [2] [1] : tensor<4xf32> to tensor<2xf32>
   // CHECK: memref.store
   %c0 = arith.constant 0 : index
   %f = arith.constant 1.0 : f32
@@ -68,8 +70,69 @@ func.func @effects(%a: tensor<4xf32>, %m: memref<4xf32>) -> (tensor<2xf32>, tens
   return %lo, %hi : tensor<2xf32>, tensor<2xf32>
 }
 // CHECK: func.func private @[[S]](
+// CHECK: linalg.add
 // CHECK-COUNT-2: tensor.extract_slice
 // CHECK: return
+
+// -----
+
+// Views (slices, reshapes) of a value no run computes -- a gathered
+// bucket, a block argument -- are not segment results: each segment that
+// reads one takes the viewed value and makes the view itself (a result is
+// a buffer of its own, so a returned view would be a copy). Views nothing
+// outlined reads stay.
+// CHECK-LABEL: func.func @bucket_views
+// CHECK-SAME: (%[[B:.*]]: tensor<6xf32>,
+func.func @bucket_views(%b: tensor<6xf32>, %m: memref<4xf32>) -> (tensor<2xf32>, tensor<2x2xf32>) {
+  // CHECK-NOT: tensor.extract_slice %[[B]][0]
+  // CHECK: %[[V:.*]] = tensor.extract_slice %[[B]][2] [4] [1]
+  // CHECK: %[[V2:.*]] = tensor.expand_shape %[[V]]
+  // CHECK: %[[R:.*]] = call @[[S:__fsdp_segment_[0-9]+]](%[[B]]) : (tensor<6xf32>) -> tensor<2xf32>
+  %w = tensor.extract_slice %b[0] [2] [1] : tensor<6xf32> to tensor<2xf32>
+  %v = tensor.extract_slice %b[2] [4] [1] : tensor<6xf32> to tensor<4xf32>
+  %v2 = tensor.expand_shape %v [[0, 1]] output_shape [2, 2] : tensor<4xf32> into tensor<2x2xf32>
+  %e = tensor.empty() : tensor<2xf32>
+  %y = linalg.add ins(%w, %w : tensor<2xf32>, tensor<2xf32>) outs(%e : tensor<2xf32>) -> tensor<2xf32>
+  // CHECK: memref.store
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %m[%c0] : memref<4xf32>
+  // CHECK: return %[[R]], %[[V2]]
+  return %y, %v2 : tensor<2xf32>, tensor<2x2xf32>
+}
+// CHECK: func.func private @[[S]](%[[A:.*]]: tensor<6xf32>) -> tensor<2xf32>
+// CHECK: %[[W:.*]] = tensor.extract_slice %[[A]][0] [2] [1]
+// CHECK: %[[Y:.*]] = linalg.add ins(%[[W]], %[[W]] :
+// CHECK: return %[[Y]]
+
+// -----
+
+// A parameter's slice of a bucket viewed as [1, N] is the 1-D slice it is,
+// made in the segment that reads it: no result, no copy.
+// CHECK-LABEL: func.func @unit_slice
+// CHECK-SAME: (%[[B:.*]]: tensor<6xf32>,
+// CHECK: call @[[S:__fsdp_segment_[0-9]+]](%[[B]]) : (tensor<6xf32>) -> tensor<2xf32>
+// CHECK: func.func private @[[S]](%[[A:.*]]: tensor<6xf32>)
+// CHECK-NOT: tensor.expand_shape
+// CHECK: %[[W:.*]] = tensor.extract_slice %[[A]][2] [2] [1] : tensor<6xf32> to tensor<2xf32>
+// CHECK-NOT: tensor.collapse_shape
+// CHECK: linalg.add ins(%[[W]], %[[W]] :
+// BUF-LABEL: func.func @unit_slice
+// BUF-NOT: memref.copy
+// BUF: func.func private @__fsdp_segment
+// BUF-NOT: memref.copy
+// BUF: return
+func.func @unit_slice(%b: tensor<6xf32>, %m: memref<4xf32>) -> tensor<2xf32> {
+  %x = tensor.expand_shape %b [[0, 1]] output_shape [1, 6] : tensor<6xf32> into tensor<1x6xf32>
+  %s = tensor.extract_slice %x[0, 2] [1, 2] [1, 1] : tensor<1x6xf32> to tensor<1x2xf32>
+  %w = tensor.collapse_shape %s [[0, 1]] : tensor<1x2xf32> into tensor<2xf32>
+  %c0 = arith.constant 0 : index
+  %f = arith.constant 1.0 : f32
+  memref.store %f, %m[%c0] : memref<4xf32>
+  %e = tensor.empty() : tensor<2xf32>
+  %y = linalg.add ins(%w, %w : tensor<2xf32>, tensor<2xf32>) outs(%e : tensor<2xf32>) -> tensor<2xf32>
+  return %y : tensor<2xf32>
+}
 
 // -----
 

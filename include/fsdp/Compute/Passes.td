@@ -148,7 +148,14 @@ def FSDPOutlineSegments : Pass<"fsdp-outline-segments", "ModuleOp"> {
     never passed: a filled accumulator passed in is one the segment writes
     in place, which bufferization would copy before each call. A fill used
     as the destination of several ops first becomes one fill per such use.
-    Structurally equal runs (the same code on other tensors: the identical blocks of a model)
+    A static slice or reshape of a value no run computes (a gathered or
+    reduce-scattered bucket, a function argument, a call's result) is not
+    a segment result either: it stays in the body, and each segment that
+    reads it takes the viewed value and makes the view itself (a segment's
+    result is a buffer of its own, so a returned view of a bucket's
+    parameter would be a copy per parameter and call). A parameter's slice
+    of a 1-D bucket viewed as `[1, N]` (expand, slice, collapse) is made
+    the 1-D slice it is. Structurally equal runs (the same code on other tensors: the identical blocks of a model)
     share one function. The step function is left with collectives and
     one call per run, so bufferization, lowering and LLVM's code
     generation see a step that grows by a few calls per unit and a number
