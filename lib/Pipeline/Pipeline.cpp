@@ -271,6 +271,10 @@ void mlir::fsdp::populateFSDPTensorCompute(OpPassManager &pm,
     pm.addPass(createFSDPGpuGemmResults());
     pm.addPass(createFSDPCanonicalizer());
   }
+  // A bucket's members written into their slots by their producers, not
+  // copied in. Last before bufferization: a canonicalization would fold the
+  // slices of the empty bucket back into empty tensors of their own.
+  pm.addNestedPass<func::FuncOp>(createFSDPPackInPlace());
 }
 
 void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
@@ -289,6 +293,9 @@ void mlir::fsdp::populateFSDPBufferization(OpPassManager &pm, bool arena,
   expandRealloc.emitDeallocs = false;
   pm.addPass(memref::createExpandReallocPass(expandRealloc));
   pm.addPass(createFSDPCanonicalizer());
+  // The in-place members of a bucket (fsdp-pack-in-place) leave copies of
+  // their slots onto themselves.
+  pm.addPass(createFSDPFoldSelfCopies());
   // Ownership-based deallocation frees every buffer the step allocates or
   // gets from a segment call in one dealloc op at the end of its block
   // (after every collective's wait); results are handed to the caller, which
@@ -506,11 +513,13 @@ std::string mlir::fsdp::describeFSDPPassesAndPipelines() {
                                     createFSDPFoldTransposes(),
                                     createFSDPFuseElementwise(),
                                     createFSDPExpandPowers(),
+                                    createFSDPPackInPlace(),
                                     createFSDPOneHotScatter(),
                                     createFSDPOutlineSegments(),
                                     createFSDPOutlineKernels(),
                                     createFSDPLinalgToBlas(),
                                     createFSDPEarlyDealloc(),
+                                    createFSDPFoldSelfCopies(),
                                     createFSDPGroupedMatmul(),
                                     createFSDPGroupedMatmulToBlas(),
                                     createFSDPTopk(),

@@ -301,6 +301,27 @@ def FSDPExpandBf16Casts : Pass<"fsdp-expand-bf16-casts"> {
   ];
 }
 
+def FSDPPackInPlace : Pass<"fsdp-pack-in-place"> {
+  let summary = "Make the producers of a concat's members write their slot";
+  let description = [{
+    Runs on tensors, right before bufferization. A `tensor.concat` of
+    static shape (the packing of a collective's bucket: parameters cast to
+    the gather dtype, a unit's gradients) becomes a `tensor.empty` of the
+    packed shape and a chain of `tensor.insert_slice`s, and each member
+    produced by a `linalg` op of the same block -- through single-use
+    static reshapes, into a static `tensor.empty` or a fill of one used only
+    there -- is written by that op into its slot: the op's output becomes a
+    slice of the packed tensor (reshaped back to the op's shape), and the
+    member is inserted into the slice it was written to, which one-shot
+    bufferization leaves in place. Without it the packed buffer is a new
+    allocation and every member is copied in (a device memcpy per member
+    on a GPU). Members it cannot place (function arguments, values with
+    other uses, a second member of the same op) are inserted where the
+    concat was, i.e. copied as before.
+  }];
+  let dependentDialects = ["::mlir::tensor::TensorDialect"];
+}
+
 def FSDPExpandPowers : Pass<"fsdp-expand-powers"> {
   let summary = "Write small constant integer powers as multiplications";
   let description = [{

@@ -37,6 +37,21 @@ def FSDPConstantGlobals : Pass<"fsdp-constant-globals", "ModuleOp"> {
   let dependentDialects = ["::mlir::memref::MemRefDialect"];
 }
 
+def FSDPFoldSelfCopies : Pass<"fsdp-fold-self-copies"> {
+  let summary = "Erase copies of a buffer's bytes onto themselves";
+  let description = [{
+    Runs after bufferization. A `memref.copy` whose source and target are
+    views (through view-like ops) of the same buffer, both with a static,
+    contiguous layout at the same offset and with as many elements of the
+    same type, copies bytes onto themselves and is erased. Such copies are
+    what a bucket member written in place through reshapes
+    (`fsdp-pack-in-place`) bufferizes to: the slot seen through the
+    producer's reshapes copied to the same slot seen as the bucket's slice,
+    which canonicalization, comparing values, keeps.
+  }];
+  let dependentDialects = ["::mlir::memref::MemRefDialect"];
+}
+
 def FSDPEarlyDealloc : Pass<"fsdp-early-dealloc", "ModuleOp"> {
   let summary = "Free each buffer right after its last use (after the wait "
                 "of a collective that uses it)";
