@@ -36,11 +36,12 @@ SmallVector<Value> mlir::fsdp::indicesAt(OpBuilder &b, Location loc,
 SmallVector<Value> mlir::fsdp::bodyAt(OpBuilder &b, Location loc,
                                       linalg::LinalgOp op, ValueRange ivs,
                                       ValueRange accs,
-                                      ArrayRef<Operation *> combiners) {
+                                      ArrayRef<Operation *> combiners,
+                                      ValueRange inputs) {
   IRMapping map;
-  for (OpOperand *input : op.getDpsInputOperands()) {
-    Value v = input->get();
-    if (isa<MemRefType>(v.getType()))
+  for (auto [i, input] : llvm::enumerate(op.getDpsInputOperands())) {
+    Value v = inputs.empty() ? input->get() : inputs[i];
+    if (inputs.empty() && isa<MemRefType>(v.getType()))
       v = memref::LoadOp::create(b, loc, v, indicesAt(b, loc, op, *input, ivs));
     map.map(op.getMatchingBlockArgument(input), v);
   }

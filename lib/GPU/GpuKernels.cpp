@@ -6,7 +6,9 @@
 //
 //  - elementwise: one thread per element, flattened row-major over the
 //    loops (the last loop fastest, so a warp touches 32 consecutive
-//    elements of a row-major output), in a grid-stride loop;
+//    elements of a row-major output), in a grid-stride loop; where the
+//    operands are contiguous and aligned, one thread per 16-byte chunk
+//    with vector loads and stores (KernelVectorized.cpp);
 //  - row reduction (reduction loops innermost, `acc <op> x` outputs, rows
 //    of at least a warp): one warp per output element, lanes striding the
 //    row, then a butterfly of `gpu.shuffle xor` and one store by lane 0;
@@ -159,6 +161,8 @@ struct FSDPGpuKernelsPass
     // parts: lowered one by one, each split reduction's partials at its own
     // scratch offset, then launched together.
     llvm::MapVector<Operation *, MultiTensor> multi;
+    BufferAlignment alignment(getOperation());
+    this->alignment = &alignment;
     for (Operation *op : ops) {
       auto func = op->getParentOfType<func::FuncOp>();
       MultiTensor *parts = func && func->hasAttr(kMultiTensorAttrName)
@@ -178,6 +182,9 @@ struct FSDPGpuKernelsPass
       ++numMultiTensor;
     }
   }
+
+  /// What the buffers of the module being lowered are aligned to.
+  BufferAlignment *alignment = nullptr;
 
   /// The parts of a multi-tensor kernel function lowered so far: each op's
   /// launches, and the end of the scratch bytes they take.
@@ -225,12 +232,14 @@ struct FSDPGpuKernelsPass
     // Before the fill, which must stay right before the op to fold into it.
     viewInputsAtTheirAddress(op,
                              fill ? fill.getOperation() : op.getOperation());
-    KernelLowering lowering(op, limits());
+    KernelLowering lowering(op, limits(), alignment);
     bool foldsFill = fill && lowering.foldFill(fill);
     if (report)
       op->emitRemark() << "GPU kernel: " << lowering.describe()
                        << (foldsFill ? " (the fill before folded in)" : "");
     countMapping(lowering.getMapping());
+    if (lowering.getVectorWidth())
+      ++numVectorized;
     if (parts)
       lowering.setScratchBase(ceilDiv(parts->scratchEnd, kScratchAlignment) *
                               kScratchAlignment);

@@ -172,14 +172,38 @@ void KernelLowering::store(OpBuilder &b, ValueRange values, ValueRange ivs) {
                             indicesAt(b, loc, op, init, ivs));
 }
 
+/// The elements i, i + step, ..., i + (count - 1) x step: all loaded and
+/// computed, then stored.
+void KernelLowering::elementGroup(OpBuilder &b, Value i, Value step,
+                                  int64_t count) {
+  SmallVector<SmallVector<Value>> ivs, values;
+  for (int64_t k = 0; k < count; ++k) {
+    Value at = i;
+    if (k > 0)
+      at = arith::AddIOp::create(
+          b, loc, i,
+          arith::MulIOp::create(b, loc, step, constIndex(b, loc, k)));
+    ivs.push_back(delinearize(b, loc, at, ranges));
+    SmallVector<Value> accs = initialValues(b, ivs.back(), false);
+    values.push_back(bodyAt(b, loc, op, ivs.back(), accs));
+  }
+  for (int64_t k = 0; k < count; ++k)
+    store(b, values[k], ivs[k]);
+}
+
 /// One thread per element, in a grid-stride loop over one wave of blocks
 /// (sm-count x 2048 / block-size, or fewer for a small op) that takes
 /// kElementwiseUnroll elements a grid apart per iteration: all of them are
 /// loaded and computed before the first is stored, so a thread has that
 /// many loads in flight. A loop over the rest follows (fewer than
 /// kElementwiseUnroll per thread). Threads of a warp still touch
-/// consecutive elements.
+/// consecutive elements. Where the operands allow it, chunks of 16 bytes
+/// per thread instead (vectorElementwise).
 void KernelLowering::elementwise(OpBuilder &b) {
+  if (vector.width) {
+    vectorElementwise(b);
+    return;
+  }
   int64_t total = product(ranges);
   int64_t threads = std::min(
       blockSize,
@@ -187,21 +211,6 @@ void KernelLowering::elementwise(OpBuilder &b) {
   int64_t wave = limits.smCount * std::max<int64_t>(1, kThreadsPerSM / threads);
   int64_t blocks = std::clamp<int64_t>(ceilDiv(total, threads), 1,
                                        std::min(maxBlocks, wave));
-  auto elements = [&](OpBuilder &lb, Value i, Value step, int64_t count) {
-    SmallVector<SmallVector<Value>> ivs, values;
-    for (int64_t k = 0; k < count; ++k) {
-      Value at = i;
-      if (k > 0)
-        at = arith::AddIOp::create(
-            lb, loc, i,
-            arith::MulIOp::create(lb, loc, step, constIndex(lb, loc, k)));
-      ivs.push_back(delinearize(lb, loc, at, ranges));
-      SmallVector<Value> accs = initialValues(lb, ivs.back(), false);
-      values.push_back(bodyAt(lb, loc, op, ivs.back(), accs));
-    }
-    for (int64_t k = 0; k < count; ++k)
-      store(lb, values[k], ivs[k]);
-  };
   launch(
       b, blocks, threads,
       [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
@@ -220,9 +229,9 @@ void KernelLowering::elementwise(OpBuilder &b) {
             group);
         auto groups = scf::ForOp::create(kb, loc, start, whole, group);
         OpBuilder gb(groups.getBody()->getTerminator());
-        elements(gb, groups.getInductionVar(), step, kElementwiseUnroll);
+        elementGroup(gb, groups.getInductionVar(), step, kElementwiseUnroll);
         stride(kb, arith::AddIOp::create(kb, loc, whole, start), step, total,
-               [&](OpBuilder &lb, Value i) { elements(lb, i, step, 1); });
+               [&](OpBuilder &lb, Value i) { elementGroup(lb, i, step, 1); });
       });
 }
 

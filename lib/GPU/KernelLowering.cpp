@@ -24,6 +24,11 @@ using namespace mlir::fsdp::gpukernels;
 std::string KernelLowering::describe() const {
   switch (mapping) {
   case Mapping::Elementwise:
+    if (vector.width)
+      return llvm::formatv("elementwise, {0} consecutive elements per thread "
+                           "access ({1}-byte vector loads and stores)",
+                           vector.width, *llvm::max_element(vectorAlign))
+          .str();
     return "elementwise, one thread per element";
   case Mapping::WarpReduction:
     return "row reduction, one warp per output element";

@@ -42,6 +42,32 @@ constexpr int64_t kElementwiseUnroll = 4;
 /// The runtime's per-rank device scratch buffer, and the alignment of each
 /// output's partials in it.
 constexpr int64_t kScratchAlignment = 256;
+/// What the runtime's device allocations (fsdprt_gpu_alloc, the arena, the
+/// scratch buffer: cudaMallocAsync) are aligned to.
+constexpr int64_t kRuntimeAlignment = 256;
+/// What a compute=gpu step's buffer arguments must be aligned to (the
+/// runners allocate each with fsdprt_gpu_alloc: 256 bytes).
+constexpr int64_t kArgumentAlignment = 16;
+/// The most alignment BufferAlignment tracks.
+constexpr int64_t kKnownAlignment = 256;
+/// The widest access of a vectorized elementwise kernel (ld.global.v4.b32).
+constexpr int64_t kVectorBytes = 16;
+
+/// The byte alignment of buffers' bases (aligned pointers, before their
+/// layout's static offset) in the step's code (KernelAlignment.cpp):
+/// arena views at constant offsets, runtime allocations, the step's
+/// arguments, views of those, and a private function's argument as every
+/// call passes it. 1 where unknown.
+class BufferAlignment {
+public:
+  explicit BufferAlignment(ModuleOp module);
+  int64_t of(Value buffer);
+
+private:
+  int64_t compute(Value buffer);
+  llvm::DenseMap<Attribute, SmallVector<func::CallOp>> callers;
+  llvm::DenseMap<Value, int64_t> known;
+};
 
 inline Value constIndex(OpBuilder &b, Location loc, int64_t v) {
   return arith::ConstantIndexOp::create(b, loc, v);
@@ -88,6 +114,23 @@ enum class Mapping {
   Serial
 };
 
+/// How a vectorized elementwise kernel reads each operand of a chunk of
+/// `width` consecutive elements: one aligned vector access, one load for
+/// the whole chunk (the operand does not depend on the last loop), one
+/// load per element (a value per row of rows that chunks cross), or not at
+/// all (a scalar operand).
+enum class ChunkAccess { Vector, Invariant, PerElement, Scalar };
+
+struct VectorPlan {
+  /// Elements per chunk (0: not vectorized).
+  int64_t width = 0;
+  /// Chunks may cross rows (the last loop's size is not a multiple of
+  /// `width`): vector operands are contiguous and read as one flat range.
+  bool flat = false;
+  /// Per operand, in operand order.
+  SmallVector<ChunkAccess> access;
+};
+
 /// What shapes the launches: the pass options.
 struct LaunchLimits {
   int64_t blockSize, maxBlocks, smCount, splitMinElements;
@@ -104,7 +147,10 @@ struct Split {
 /// fill folded into it.
 class KernelLowering {
 public:
-  KernelLowering(linalg::LinalgOp op, const LaunchLimits &limits)
+  /// `alignment` (optional): what the operands' bases are aligned to; an
+  /// elementwise op is vectorized where it allows.
+  KernelLowering(linalg::LinalgOp op, const LaunchLimits &limits,
+                 BufferAlignment *alignment = nullptr)
       : op(op), loc(op.getLoc()), blockSize(limits.blockSize),
         maxBlocks(limits.maxBlocks), limits(limits) {
     ranges = op.getStaticLoopRanges();
@@ -115,9 +161,14 @@ public:
     for (unsigned d : red)
       redSizes.push_back(ranges[d]);
     mapping = choose();
+    if (mapping == Mapping::Elementwise && alignment)
+      planVector(*alignment);
   }
 
   Mapping getMapping() const { return mapping; }
+  /// Elements per thread access of a vectorized elementwise kernel, 0 if
+  /// it is not vectorized.
+  int64_t getVectorWidth() const { return vector.width; }
 
   /// The mapping in words, for the report.
   std::string describe() const;
@@ -178,6 +229,28 @@ private:
   void store(OpBuilder &b, ValueRange values, ValueRange ivs);
 
   void elementwise(OpBuilder &b);
+
+  /// The elements i, i + step, ..., i + (count - 1) x step: all loaded and
+  /// computed, then stored.
+  void elementGroup(OpBuilder &b, Value i, Value step, int64_t count);
+
+  // The vectorized elementwise mapping (KernelVectorized.cpp).
+  /// Whether every operand allows chunks of 16 bytes of the widest element
+  /// type (`vector`): contiguous along the last loop with aligned chunks,
+  /// or independent of it.
+  void planVector(BufferAlignment &alignment);
+
+  /// One thread per chunk of `vector.width` elements, grid-stride,
+  /// kElementwiseUnroll chunks a grid apart per iteration, then the rest
+  /// of the chunks, then the elements past the last whole chunk one at a
+  /// time.
+  void vectorElementwise(OpBuilder &b);
+
+  /// The chunks c, c + step, ..., c + (count - 1) x step: all loaded and
+  /// computed, then stored. `views`: each vector operand as it is indexed
+  /// (flat: a 1-D view).
+  void chunkGroup(OpBuilder &b, ArrayRef<Value> views, Value c, Value step,
+                  int64_t count);
 
   /// The reduction loops at the parallel indices `pivs` from `accs`.
   SmallVector<Value> reductionLoops(OpBuilder &b, ValueRange pivs,
@@ -266,6 +339,8 @@ private:
   SmallVector<Operation *> combiners;
   llvm::DenseMap<unsigned, Value> fillValues;
   Mapping mapping;
+  VectorPlan vector;
+  SmallVector<int64_t> vectorAlign;
   int64_t scratchBase = 0, scratchEnd = 0;
   SmallVector<gpu::LaunchOp> launches;
 };

@@ -13,11 +13,13 @@
 // row-major order (the last loop fastest), in a grid-stride loop: 8 x 64 =
 // 512 elements, 256 threads per block, 2 blocks. The loop takes 4 elements
 // a grid apart (all loaded and computed before the first store) over the
-// whole groups of 4 x 512 (none here), then the rest one at a time.
+// whole groups of 4 x 512 (none here), then the rest one at a time. (The
+// arguments of a function no call reaches have no known alignment: the
+// vectorized mapping of gpu-kernels-vectorized.mlir does not apply.)
 #id = affine_map<(i, j) -> (i, j)>
 #row = affine_map<(i, j) -> (i)>
-// CHECK-LABEL: func.func @elementwise
-func.func @elementwise(%x: memref<8x64xf32>, %b: memref<8xf32>, %y: memref<8x64xf32>) {
+// CHECK-LABEL: func.func private @elementwise
+func.func private @elementwise(%x: memref<8x64xf32>, %b: memref<8xf32>, %y: memref<8x64xf32>) {
   // CHECK-DAG: %[[C2:.*]] = arith.constant 2 : index
   // CHECK-DAG: %[[C256:.*]] = arith.constant 256 : index
   // CHECK: gpu.launch blocks(%[[BX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%[[GX:[a-z0-9_]+]] = %[[C2]], %{{.*}}, %{{.*}}) threads(%[[TX:[a-z0-9_]+]], %{{.*}}, %{{.*}}) in (%{{.*}} = %[[C256]]

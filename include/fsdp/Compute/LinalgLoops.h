@@ -27,10 +27,12 @@ SmallVector<Value> indicesAt(OpBuilder &b, Location loc, linalg::LinalgOp op,
 /// loaded, outputs take their values `accs`, `linalg.index` is the index.
 /// Returns the yielded values or, with `combiners` (one per output, from
 /// matchCombiner), what each combiner would combine into its output (no
-/// combiner is cloned and `accs` is unused).
+/// combiner is cloned and `accs` is unused). `inputs` (one per input, when
+/// given): the inputs' values, which are then not loaded.
 SmallVector<Value> bodyAt(OpBuilder &b, Location loc, linalg::LinalgOp op,
                           ValueRange ivs, ValueRange accs,
-                          ArrayRef<Operation *> combiners = {});
+                          ArrayRef<Operation *> combiners = {},
+                          ValueRange inputs = {});
 
 /// The combiner of output `init` when the op's body computes that output as
 /// `acc <op> x` (or `x <op> acc`), `acc` the output's block argument used

@@ -167,7 +167,13 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
       most one wave of blocks, `sm-count` x 2048 / `block-size`, and
       `max-blocks`), so consecutive threads touch consecutive elements of
       the output; each iteration loads and computes 4 elements a grid
-      apart before it stores them;
+      apart before it stores them. Where every operand is contiguous along
+      the last loop in chunks of 16 bytes whose addresses are known to be
+      aligned (arena views, runtime allocations, the step's arguments,
+      followed through calls), or independent of that loop, each thread
+      takes chunks of 16 bytes of the widest element type instead (8 bf16,
+      4 f32), one aligned vector load or store per operand and chunk, the
+      body per element as before;
     - reduction loops innermost, every output `acc <op> x` (sum, product,
       max, min, float or integer; also and, or, xor) and rows at least one warp long (softmax, norms, losses,
       dot products): one warp per output element; each lane combines the
@@ -242,7 +248,9 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
     Statistic<"numFoldedFills", "folded-fills",
               "Fills folded into the kernel that accumulates into them">,
     Statistic<"numMultiTensor", "multi-tensor",
-              "Multi-tensor kernel functions launched together">
+              "Multi-tensor kernel functions launched together">,
+    Statistic<"numVectorized", "vectorized",
+              "Elementwise kernels with 16-byte chunks per thread">
   ];
   let dependentDialects = ["::mlir::affine::AffineDialect",
                            "::mlir::arith::ArithDialect",
@@ -250,7 +258,8 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
                            "::mlir::LLVM::LLVMDialect",
                            "::mlir::linalg::LinalgDialect",
                            "::mlir::memref::MemRefDialect",
-                           "::mlir::scf::SCFDialect"];
+                           "::mlir::scf::SCFDialect",
+                           "::mlir::vector::VectorDialect"];
 }
 
 def FSDPGpuFuseAttention : Pass<"fsdp-gpu-fuse-attention", "ModuleOp"> {
