@@ -159,6 +159,67 @@ struct FSDPRematElementwisePass
     return sorted;
   }
 
+  /// A member of a bucket packed in segment `s` that an earlier segment
+  /// computed from the function's arguments alone (a parameter rounded to
+  /// bf16, which the forward's bucket packs too) through static reshapes:
+  /// the elementwise op and the reshapes, in program order; empty otherwise.
+  SmallVector<Operation *> argumentChain(Value v, unsigned s) {
+    SmallVector<Operation *> ops;
+    while (auto reshape = v.getDefiningOp()) {
+      if (!isa<tensor::CollapseShapeOp, tensor::ExpandShapeOp>(reshape) ||
+          reshape->getNumOperands() != 1)
+        break;
+      ops.push_back(reshape);
+      v = reshape->getOperand(0);
+    }
+    Operation *def = v.getDefiningOp();
+    auto it = segment.find(def);
+    if (it == segment.end() || it->second >= s)
+      return {};
+    // An arith or math op on tensors (a rounding before elementwise ops
+    // become linalg) or an elementwise generic, reading arguments only.
+    auto arguments = [](ValueRange values) {
+      return llvm::all_of(values,
+                          [](Value in) { return isa<BlockArgument>(in); });
+    };
+    bool tensorOp = isa_and_nonnull<arith::ArithDialect, math::MathDialect>(
+                        def->getDialect()) &&
+                    def->getNumResults() == 1 && def->getNumRegions() == 0 &&
+                    isMemoryEffectFree(def) && arguments(def->getOperands());
+    bool generic = isElementwise(def) &&
+                   arguments(cast<linalg::GenericOp>(def).getDpsInputs());
+    if (!tensorOp && !generic)
+      return {};
+    ops.push_back(def);
+    std::reverse(ops.begin(), ops.end());
+    return ops;
+  }
+
+  /// Recomputes each such member right before its bucket's packing: the
+  /// arguments are live for the whole step, so nothing is kept longer, the
+  /// rounded copy is not kept from the earlier segment to this one, and the
+  /// rounding writes its slot of the bucket (fsdp-pack-in-place) instead of
+  /// being copied in.
+  void recomputeBucketMembers(Block &body) {
+    for (Operation &op : body) {
+      auto concat = dyn_cast<tensor::ConcatOp>(op);
+      auto it = segment.find(&op);
+      if (!concat || it == segment.end())
+        continue;
+      for (OpOperand &use : concat->getOpOperands()) {
+        SmallVector<Operation *> ops = argumentChain(use.get(), it->second);
+        if (ops.empty())
+          continue;
+        OpBuilder b(concat);
+        IRMapping map;
+        for (Operation *o : ops)
+          segment[b.clone(*o, map)] = it->second;
+        use.set(map.lookup(use.get()));
+        ++numRecomputed;
+      }
+    }
+  }
+
   void runOnOperation() override {
     func::FuncOp func = getOperation();
     if (func.getBody().empty() || !func.getBody().hasOneBlock())
@@ -173,6 +234,7 @@ struct FSDPRematElementwisePass
       }
       segment[&op] = s;
     }
+    recomputeBucketMembers(body);
     for (Operation &op : llvm::make_early_inc_range(body)) {
       auto it = segment.find(&op);
       if (it == segment.end())

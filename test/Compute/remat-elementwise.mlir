@@ -125,3 +125,38 @@ func.func @equal_casts(%g: tensor<8xf32>) -> (tensor<8xbf16>, tensor<8xbf16>, te
   %ab = arith.addf %d, %d2 : tensor<8xbf16>
   return %a, %b, %c, %ab : tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>, tensor<8xbf16>
 }
+
+// -----
+
+// A parameter rounded to bf16 once for the forward's bucket and packed
+// again into the backward's: the backward's packing rounds it again from
+// the parameter (an argument, live for the whole step), so no rounded copy
+// is kept between the gathers and each rounding can write its own bucket.
+fsdp.mesh @mesh [shard = 2]
+#id2 = affine_map<(d0, d1) -> (d0, d1)>
+// CHECK-LABEL: func.func @bucket_member
+// CHECK-SAME: (%[[W:.*]]: tensor<2x3xf32>, %[[V:.*]]: tensor<3xf32>)
+func.func @bucket_member(%w: tensor<2x3xf32>, %v: tensor<3xf32>) -> (tensor<9xbf16>, tensor<9xbf16>) {
+  // CHECK: %[[B:.*]] = arith.truncf %[[V]]
+  %b = arith.truncf %v : tensor<3xf32> to tensor<3xbf16>
+  %e = tensor.empty() : tensor<2x3xbf16>
+  // CHECK: %[[R:.*]] = linalg.generic {{.*}} ins(%[[W]] :
+  %r = linalg.generic {indexing_maps = [#id2, #id2], iterator_types = ["parallel", "parallel"]} ins(%w : tensor<2x3xf32>) outs(%e : tensor<2x3xbf16>) {
+  ^bb0(%in: f32, %out: bf16):
+    %t = arith.truncf %in : f32 to bf16
+    linalg.yield %t : bf16
+  } -> tensor<2x3xbf16>
+  // CHECK: %[[C:.*]] = tensor.collapse_shape %[[R]]
+  %c = tensor.collapse_shape %r [[0, 1]] : tensor<2x3xbf16> into tensor<6xbf16>
+  // CHECK: tensor.concat dim(0) %[[C]], %[[B]]
+  %fwd = tensor.concat dim(0) %c, %b : (tensor<6xbf16>, tensor<3xbf16>) -> tensor<9xbf16>
+  // CHECK: fsdp.all_gather
+  %g = fsdp.all_gather %fwd over @mesh ["shard"] : tensor<9xbf16> -> tensor<18xbf16>
+  // CHECK: %[[B2:.*]] = arith.truncf %[[V]]
+  // CHECK: %[[R2:.*]] = linalg.generic {{.*}} ins(%[[W]] :
+  // CHECK: arith.truncf
+  // CHECK: %[[C2:.*]] = tensor.collapse_shape %[[R2]]
+  // CHECK: tensor.concat dim(0) %[[B2]], %[[C2]]
+  %bwd = tensor.concat dim(0) %b, %c : (tensor<3xbf16>, tensor<6xbf16>) -> tensor<9xbf16>
+  return %fwd, %bwd : tensor<9xbf16>, tensor<9xbf16>
+}

@@ -117,7 +117,15 @@ def FSDPRematElementwise : Pass<"fsdp-remat-elementwise", "func::FuncOp"> {
     `tanh(...)`, `1 + tanh(...)` and `0.5 x`, which the backward reads next
     to `x`, are recomputed from `x` there (and fused into the backward's
     kernel) instead of three f32 buffers written by the forward and read
-    back. The same ops on the same values: bit for bit the same results.
+    back. A bucket's member (an operand of a `tensor.concat`, through
+    static reshapes) that an earlier segment computed by one elementwise op
+    from the function's arguments alone -- a parameter rounded to bf16 for
+    the forward's gather and packed again for the backward's -- is
+    recomputed right before the packing: the arguments are live for the
+    whole step, the rounded copy is no longer kept from the forward to the
+    backward, and each rounding writes its own bucket's slot
+    (`fsdp-pack-in-place`) instead of being copied in twice. The same ops
+    on the same values: bit for bit the same results.
     No value is kept longer than before (the chain's inputs were live in
     the later segment already); at most `max-ops` ops are cloned per value.
   }];
