@@ -232,7 +232,7 @@ struct FSDPGpuKernelsPass
     // Before the fill, which must stay right before the op to fold into it.
     viewInputsAtTheirAddress(op,
                              fill ? fill.getOperation() : op.getOperation());
-    KernelLowering lowering(op, limits(), alignment);
+    KernelLowering lowering(op, limits(), vectorize ? alignment : nullptr);
     bool foldsFill = fill && lowering.foldFill(fill);
     if (report)
       op->emitRemark() << "GPU kernel: " << lowering.describe()

@@ -1,4 +1,9 @@
 // RUN: fsdp-opt %s -split-input-file --fsdp-gpu-kernels=report -verify-diagnostics | FileCheck %s
+// RUN: fsdp-opt %s -split-input-file --fsdp-gpu-kernels=vectorize=false | FileCheck %s --check-prefix=SCALAR
+// vectorize=false: the scalar mapping everywhere.
+// SCALAR-NOT: vector.
+// SCALAR: gpu.launch
+// SCALAR-NOT: vector.
 
 // A bf16 elementwise op on the step's arguments (16-byte aligned): each
 // thread takes chunks of 8 consecutive elements (16 bytes), one aligned

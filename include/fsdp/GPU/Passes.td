@@ -233,7 +233,11 @@ def FSDPGpuKernels : Pass<"fsdp-gpu-kernels", "ModuleOp"> {
            "split over blocks when it would not fill the GPU">,
     Option<"report", "report", "bool", /*default=*/"false",
            "Emit a remark per op: the mapping it got (for a split "
-           "reduction, its blocks and partials)">
+           "reduction, its blocks and partials)">,
+    Option<"vectorize", "vectorize", "bool", /*default=*/"true",
+           "Elementwise kernels in 16-byte chunks per thread where the "
+           "operands are contiguous and aligned (false: one thread per "
+           "element everywhere, to compare)">
   ];
   let statistics = [
     Statistic<"numElementwise", "elementwise", "Elementwise kernels">,
