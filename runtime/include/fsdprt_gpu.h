@@ -130,11 +130,10 @@ FSDPRT_API void *fsdprt_gpu_arena(int64_t bytes);
 /* The thread context's device scratch buffer, at least `bytes` bytes: the
  * split reductions' partials of a compute=gpu step (fsdp-gpu-kernels), the
  * fused attention backward's row terms, the quantization's misaligned parts,
- * the split-K gemms' partials; its users run in stream order on the compute stream and reuse it from its
- * start.
- * Allocated on the first request, reused by later ones, replaced (after the
- * work already enqueued) by a larger one; 256-byte aligned; NULL on failure.
- * Freed with the context. */
+ * the split-K gemms' partials; its users run in stream order on the compute
+ * stream and reuse it from its start. Allocated on the first request, reused by
+ * later ones, replaced (after the work already enqueued) by a larger one;
+ * 256-byte aligned; NULL on failure. Freed with the context. */
 FSDPRT_API void *fsdprt_gpu_scratch(int64_t bytes);
 /* 1 when `ptr` points into the context's arena or scratch buffer (memory the
  * context owns: fsdprt_gpu_free leaves it alone), else 0. */
