@@ -6,8 +6,9 @@
 // run.
 #include "split_k_kernels.h"
 
+#include "../quant/quant_math.h" // bf16 conversions shared with the CPU
+
 #include <cstdint>
-#include <cstring>
 
 namespace fsdprt {
 namespace gpu {
@@ -19,23 +20,6 @@ constexpr int kThreads = 256;
 // Blocks of one launch: enough to fill an H200 (132 SMs x 8 blocks of 256
 // threads) several times; the grid-stride loop covers the rest.
 constexpr int64_t kMaxBlocks = 4096;
-
-__device__ __forceinline__ float fromBf16(uint16_t h) {
-  const uint32_t bits = uint32_t(h) << 16;
-  float f;
-  memcpy(&f, &bits, sizeof f);
-  return f;
-}
-
-// Round to nearest even, NaN kept quiet (as arith.truncf to bf16).
-__device__ __forceinline__ uint16_t toBf16(float f) {
-  uint32_t u;
-  memcpy(&u, &f, sizeof u);
-  if ((u & 0x7fffffffu) > 0x7f800000u)
-    return uint16_t((u >> 16) | 0x40u);
-  u += 0x7fffu + ((u >> 16) & 1u);
-  return uint16_t(u >> 16);
-}
 
 template <bool BF16, bool CONTIGUOUS>
 __global__ void __launch_bounds__(kThreads)
@@ -58,8 +42,8 @@ __global__ void __launch_bounds__(kThreads)
     if (BF16) {
       uint16_t *out = static_cast<uint16_t *>(c);
       if (beta != 0.0f)
-        v += beta * fromBf16(out[at]);
-      out[at] = toBf16(v);
+        v += beta * quant::bf16ToFloat(out[at]);
+      out[at] = quant::floatToBf16(v);
     } else {
       float *out = static_cast<float *>(c);
       if (beta != 0.0f)
