@@ -172,18 +172,31 @@ void KernelLowering::store(OpBuilder &b, ValueRange values, ValueRange ivs) {
                             indicesAt(b, loc, op, init, ivs));
 }
 
+std::pair<int64_t, int64_t> KernelLowering::oneWaveGrid(int64_t items) const {
+  int64_t threads = std::min(
+      blockSize,
+      std::max<int64_t>(kWarpSize, ceilDiv(items, kWarpSize) * kWarpSize));
+  int64_t wave = limits.smCount * std::max<int64_t>(1, kThreadsPerSM / threads);
+  int64_t blocks = std::clamp<int64_t>(ceilDiv(items, threads), 1,
+                                       std::min(maxBlocks, wave));
+  return {blocks, threads};
+}
+
+Value KernelLowering::stridedIndex(OpBuilder &b, Value i, Value step,
+                                   int64_t k) {
+  if (k == 0)
+    return i;
+  return arith::AddIOp::create(
+      b, loc, i, arith::MulIOp::create(b, loc, step, constIndex(b, loc, k)));
+}
+
 /// The elements i, i + step, ..., i + (count - 1) x step: all loaded and
 /// computed, then stored.
 void KernelLowering::elementGroup(OpBuilder &b, Value i, Value step,
                                   int64_t count) {
   SmallVector<SmallVector<Value>> ivs, values;
   for (int64_t k = 0; k < count; ++k) {
-    Value at = i;
-    if (k > 0)
-      at = arith::AddIOp::create(
-          b, loc, i,
-          arith::MulIOp::create(b, loc, step, constIndex(b, loc, k)));
-    ivs.push_back(delinearize(b, loc, at, ranges));
+    ivs.push_back(delinearize(b, loc, stridedIndex(b, i, step, k), ranges));
     SmallVector<Value> accs = initialValues(b, ivs.back(), false);
     values.push_back(bodyAt(b, loc, op, ivs.back(), accs));
   }
@@ -205,12 +218,8 @@ void KernelLowering::elementwise(OpBuilder &b) {
     return;
   }
   int64_t total = product(ranges);
-  int64_t threads = std::min(
-      blockSize,
-      std::max<int64_t>(kWarpSize, ceilDiv(total, kWarpSize) * kWarpSize));
-  int64_t wave = limits.smCount * std::max<int64_t>(1, kThreadsPerSM / threads);
-  int64_t blocks = std::clamp<int64_t>(ceilDiv(total, threads), 1,
-                                       std::min(maxBlocks, wave));
+  int64_t blocks, threads;
+  std::tie(blocks, threads) = oneWaveGrid(total);
   launch(
       b, blocks, threads,
       [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {

@@ -19,6 +19,8 @@
 #include "llvm/ADT/DenseMap.h"
 
 #include <string>
+#include <tuple>
+#include <utility>
 
 namespace mlir::fsdp::gpukernels {
 
@@ -229,6 +231,13 @@ private:
   void store(OpBuilder &b, ValueRange values, ValueRange ivs);
 
   void elementwise(OpBuilder &b);
+
+  /// Blocks and threads per block for `items` work items, one per thread:
+  /// at most a block of `blockSize`, whole warps, at most one wave.
+  std::pair<int64_t, int64_t> oneWaveGrid(int64_t items) const;
+
+  /// i + k x step (i itself for k = 0).
+  Value stridedIndex(OpBuilder &b, Value i, Value step, int64_t k);
 
   /// The elements i, i + step, ..., i + (count - 1) x step: all loaded and
   /// computed, then stored.

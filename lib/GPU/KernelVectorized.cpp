@@ -114,12 +114,8 @@ void KernelLowering::planVector(BufferAlignment &alignment) {
 void KernelLowering::vectorElementwise(OpBuilder &b) {
   int64_t total = product(ranges), width = vector.width;
   int64_t chunks = total / width;
-  int64_t threads = std::min(
-      blockSize,
-      std::max<int64_t>(kWarpSize, ceilDiv(chunks, kWarpSize) * kWarpSize));
-  int64_t wave = limits.smCount * std::max<int64_t>(1, kThreadsPerSM / threads);
-  int64_t blocks = std::clamp<int64_t>(ceilDiv(chunks, threads), 1,
-                                       std::min(maxBlocks, wave));
+  int64_t blocks, threads;
+  std::tie(blocks, threads) = oneWaveGrid(chunks);
   launch(
       b, blocks, threads,
       [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
@@ -176,11 +172,7 @@ void KernelLowering::chunkGroup(OpBuilder &b, ArrayRef<Value> views, Value c,
   };
   SmallVector<Store> stores;
   for (int64_t u = 0; u < count; ++u) {
-    Value chunk = c;
-    if (u > 0)
-      chunk = arith::AddIOp::create(
-          b, loc, c,
-          arith::MulIOp::create(b, loc, step, constIndex(b, loc, u)));
+    Value chunk = stridedIndex(b, c, step, u);
     Value first =
         arith::MulIOp::create(b, loc, chunk, constIndex(b, loc, width));
     // The loop indices of element k of the chunk.
