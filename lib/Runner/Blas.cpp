@@ -211,6 +211,7 @@ Library *openMkl() {
                    "fsdp-run: %s refuses strict reproducibility on branch "
                    "%d; using OpenBLAS\n",
                    path.c_str(), branch);
+      dlclose(handle);
       return nullptr;
     }
     auto *lib = new Library;
