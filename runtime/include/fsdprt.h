@@ -275,6 +275,53 @@ FSDPRT_API fsdprt_status_t fsdprt_all_reduce_async(
     fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
     int64_t count, int32_t dtype, int32_t op, fsdprt_request_t *request);
 
+/* Member layouts: a bucket of n_members tensors moved by one collective,
+ * each of whose gathered (or reduced) tensors is contiguous.
+ *
+ * Member i contributes c_i = member_counts[i] >= 0 elements per rank;
+ * off_i = c_0 + ... + c_{i-1}; the per-rank count is S = sum c_i (the
+ * count argument); k is the group size.
+ *
+ * all_gather: send holds this rank's S elements, member i at off_i. recv
+ * (k*S elements) holds member after member: member i's block starts at
+ * k*off_i, and group rank j's piece of it, at k*off_i + j*c_i, is
+ * send_j[off_i : off_i + c_i]. Member i's gathered tensor is the c_i * k
+ * elements of its block.
+ *
+ * reduce_scatter: send (k*S elements) holds member after member: member i's
+ * block starts at k*off_i and its slot for group rank j at k*off_i + j*c_i
+ * (c_i elements). recv (S elements): recv[off_i + t] = op over the group of
+ * element t of slot (this rank's group rank) of member i's block.
+ *
+ * n_members == 0 (member_counts may then be NULL) and n_members == 1 are
+ * the plain collectives. With n_members > 1, send and recv must not overlap.
+ * INVALID_ARGUMENT: n_members < 0, member_counts NULL with n_members > 0, a
+ * negative c_i, or counts that do not add up to the count. Ranks that pass
+ * different layouts fail with FSDPRT_ERR_DESYNC. member_counts must stay
+ * valid until the collective completes. Results are bit-identical to the
+ * plain collective on the rank-major buffers followed by the permutation.
+ * The threads backend moves the pieces directly; the mpi backend runs the
+ * plain collective on a scratch buffer and permutes it (at the start for
+ * reduce_scatter, at completion for all_gather); the nccl backend returns
+ * FSDPRT_ERR_UNSUPPORTED (the permutation would run on the host). The
+ * statistics count the bytes of the plain collective. */
+FSDPRT_API fsdprt_status_t fsdprt_all_gather_members(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t send_count, int32_t dtype, int64_t n_members,
+    const int64_t *member_counts);
+FSDPRT_API fsdprt_status_t fsdprt_reduce_scatter_members(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t recv_count, int32_t dtype, int32_t op, int64_t n_members,
+    const int64_t *member_counts);
+FSDPRT_API fsdprt_status_t fsdprt_all_gather_members_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t send_count, int32_t dtype, int64_t n_members,
+    const int64_t *member_counts, fsdprt_request_t *request);
+FSDPRT_API fsdprt_status_t fsdprt_reduce_scatter_members_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t recv_count, int32_t dtype, int32_t op, int64_t n_members,
+    const int64_t *member_counts, fsdprt_request_t *request);
+
 /* Blocks until the request completes, frees it and sets *request to NULL.
  * Returns the status of the collective. Waiting on NULL is a no-op (OK). */
 FSDPRT_API fsdprt_status_t fsdprt_wait(fsdprt_request_t *request);
@@ -355,6 +402,24 @@ FSDPRT_API int64_t fsdprt_jit_all_reduce_start(void *send, void *recv,
                                                int64_t count, int32_t dtype,
                                                int32_t op, int64_t group_mask);
 FSDPRT_API void fsdprt_jit_wait(int64_t handle);
+
+/* The member layouts (fsdprt_all_gather_members): the same arguments as
+ * the plain entry points plus the number of members and their counts (a
+ * constant array of the program). */
+FSDPRT_API void fsdprt_jit_all_gather_members(void *send, void *recv,
+                                              int64_t send_count, int32_t dtype,
+                                              int64_t group_mask,
+                                              int64_t n_members,
+                                              const int64_t *member_counts);
+FSDPRT_API int64_t fsdprt_jit_all_gather_members_start(
+    void *send, void *recv, int64_t send_count, int32_t dtype,
+    int64_t group_mask, int64_t n_members, const int64_t *member_counts);
+FSDPRT_API void fsdprt_jit_reduce_scatter_members(
+    void *send, void *recv, int64_t recv_count, int32_t dtype, int32_t op,
+    int64_t group_mask, int64_t n_members, const int64_t *member_counts);
+FSDPRT_API int64_t fsdprt_jit_reduce_scatter_members_start(
+    void *send, void *recv, int64_t recv_count, int32_t dtype, int32_t op,
+    int64_t group_mask, int64_t n_members, const int64_t *member_counts);
 
 /* Outstanding jit handles of the thread's comm (0 after every start has
  * been waited on); lets a runner check that a program waited on all. */

@@ -56,7 +56,122 @@ Status validate(const fsdprt_comm *c, const Desc &d, const void *send,
     return invalid(format("count %lld is too large", (long long)d.count));
   if (d.count > 0 && (!send || !recv))
     return invalid("NULL buffer");
+  if (d.n_members < 0)
+    return invalid(
+        format("negative number of members %lld", (long long)d.n_members));
+  if (d.n_members > 0 && !d.members)
+    return invalid(
+        format("NULL member_counts for %lld members", (long long)d.n_members));
+  int64_t sum = 0;
+  for (int64_t i = 0; i < d.n_members; ++i) {
+    if (d.members[i] < 0)
+      return invalid(format("member %lld has a negative count %lld",
+                            (long long)i, (long long)d.members[i]));
+    if (d.members[i] > d.count - sum)
+      return invalid(format("the counts of the %lld members add up to more "
+                            "than the count %lld",
+                            (long long)d.n_members, (long long)d.count));
+    sum += d.members[i];
+  }
+  if (d.n_members > 0 && sum != d.count)
+    return invalid(format("the counts of the %lld members add up to %lld, "
+                          "not the count %lld",
+                          (long long)d.n_members, (long long)sum,
+                          (long long)d.count));
+  if (d.n_members > 1 && k > 1 && d.count > 0) {
+    const char *s = static_cast<const char *>(send);
+    const char *r = static_cast<const char *>(recv);
+    const int64_t send_bytes = send_elems(d, k) * es;
+    const int64_t recv_bytes = recv_elems(d, k) * es;
+    if (s < r + recv_bytes && r < s + send_bytes)
+      return invalid("send and recv overlap (a member layout cannot run in "
+                     "place)");
+  }
   return Status::Ok();
+}
+
+// A validated member layout: one member is the plain collective, and the
+// counts' digest is what the ranks compare.
+void finish_members(Desc *d) {
+  if (d->n_members <= 1) {
+    d->n_members = 0;
+    d->members = nullptr;
+    d->members_hash = 0;
+    return;
+  }
+  d->members_hash = hash_members(d->n_members, d->members);
+}
+
+// The member layout on a backend without native support: the plain
+// collective on a rank-major scratch buffer, permuted from (reduce_scatter,
+// before the start) or into (all_gather, at completion) the caller's
+// member-major buffer.
+struct MemberLayoutRequest : fsdprt_request {
+  fsdprt_request *inner = nullptr; // the plain collective's request
+  Desc desc;                       // members points to counts
+  std::vector<int64_t> counts;
+  int64_t k = 1;
+  std::unique_ptr<char[]> scratch; // k * count elements, rank-major
+  void *recv = nullptr;
+
+  ~MemberLayoutRequest() override { delete inner; }
+
+  // After the plain collective completed with `st`.
+  Status finish(Status st) {
+    delete inner;
+    inner = nullptr;
+    if (st.ok() && desc.kind == FSDPRT_KIND_ALL_GATHER)
+      rank_major_to_members(desc, k, fsdprt_dtype_size(desc.dtype),
+                            scratch.get(), recv);
+    scratch.reset();
+    return st;
+  }
+};
+
+// Runs (request == nullptr) or starts a member-layout collective through a
+// scratch buffer.
+Status members_through_scratch(fsdprt_comm *c, const Desc &d, const void *send,
+                               void *recv, fsdprt_request **request) {
+  auto req = std::make_unique<MemberLayoutRequest>();
+  req->comm = c;
+  req->counts.assign(d.members, d.members + d.n_members);
+  req->desc = d;
+  req->desc.members = req->counts.data();
+  req->k = c->mesh.group_size(d.mask);
+  req->recv = recv;
+  const size_t es = fsdprt_dtype_size(d.dtype);
+  req->scratch.reset(new char[size_t(req->k * d.count) * es]);
+  char *scratch = req->scratch.get();
+  Status st;
+  if (d.kind == FSDPRT_KIND_ALL_GATHER) {
+    if (!request)
+      return req->finish(c->run(req->desc, send, scratch));
+    st = c->start(req->desc, send, scratch, &req->inner);
+  } else {
+    members_to_rank_major(req->desc, req->k, es, send, scratch);
+    if (!request)
+      return req->finish(c->run(req->desc, scratch, recv));
+    st = c->start(req->desc, scratch, recv, &req->inner);
+  }
+  if (!st.ok())
+    return st;
+  *request = req.release();
+  return Status::Ok();
+}
+
+// Waits for (done == nullptr) or tests a request of any collective.
+Status complete(fsdprt_comm *c, fsdprt_request *req, bool *done) {
+  auto *m = dynamic_cast<MemberLayoutRequest *>(req);
+  fsdprt_request *inner = m ? m->inner : req;
+  Status st;
+  if (done) {
+    st = c->test(inner, done);
+    if (!*done)
+      return st;
+  } else {
+    st = c->wait(inner);
+  }
+  return m ? m->finish(st) : st;
 }
 
 void count_stats(fsdprt_comm *c, const Desc &d) {
@@ -104,18 +219,33 @@ fsdprt_status_t collective(fsdprt_comm *c, const Desc &d, const void *send,
   if (!c)
     return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
   Status st = validate(c, d, send, recv);
+  Desc desc = d;
+  if (st.ok())
+    finish_members(&desc);
+  const bool through_scratch = desc.n_members > 1 && !c->native_member_layout();
+  if (st.ok() && through_scratch && !c->host_buffers())
+    st = Status(FSDPRT_ERR_UNSUPPORTED,
+                format("rank %lld: %s: a member layout needs a host backend "
+                       "(threads or mpi)",
+                       (long long)c->rank, kind_name(d.kind)));
   if (!st.ok()) {
     c->abort(st); // peers would otherwise wait for this rank until timeout
     return fail(c, st);
   }
   try {
-    count_stats(c, d);
+    count_stats(c, desc);
     ExposedTimer timer(c);
-    if (!request) {
-      st = c->run(d, send, recv);
+    if (through_scratch) {
+      fsdprt_request *req = nullptr;
+      st = members_through_scratch(c, desc, send, recv,
+                                   request ? &req : nullptr);
+      if (st.ok() && request)
+        *request = req;
+    } else if (!request) {
+      st = c->run(desc, send, recv);
     } else {
       fsdprt_request *req = nullptr;
-      st = c->start(d, send, recv, &req);
+      st = c->start(desc, send, recv, &req);
       if (st.ok())
         *request = req;
     }
@@ -138,6 +268,15 @@ Desc make_desc(int32_t kind, int64_t mask, int64_t count, int32_t dtype,
   d.count = count;
   d.dtype = dtype;
   d.op = kind == FSDPRT_KIND_ALL_GATHER ? -1 : op;
+  return d;
+}
+
+Desc make_members_desc(int32_t kind, int64_t mask, int64_t count, int32_t dtype,
+                       int32_t op, int64_t n_members,
+                       const int64_t *member_counts) {
+  Desc d = make_desc(kind, mask, count, dtype, op);
+  d.n_members = n_members;
+  d.members = member_counts;
   return d;
 }
 
@@ -361,6 +500,57 @@ fsdprt_status_t fsdprt_all_reduce_async(fsdprt_comm_t *comm, int64_t group_mask,
       send, recv, request);
 }
 
+fsdprt_status_t fsdprt_all_gather_members(fsdprt_comm_t *comm,
+                                          int64_t group_mask, const void *send,
+                                          void *recv, int64_t send_count,
+                                          int32_t dtype, int64_t n_members,
+                                          const int64_t *member_counts) {
+  return collective(comm,
+                    make_members_desc(FSDPRT_KIND_ALL_GATHER, group_mask,
+                                      send_count, dtype, -1, n_members,
+                                      member_counts),
+                    send, recv, nullptr);
+}
+
+fsdprt_status_t fsdprt_reduce_scatter_members(fsdprt_comm_t *comm,
+                                              int64_t group_mask,
+                                              const void *send, void *recv,
+                                              int64_t recv_count, int32_t dtype,
+                                              int32_t op, int64_t n_members,
+                                              const int64_t *member_counts) {
+  return collective(comm,
+                    make_members_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                                      recv_count, dtype, op, n_members,
+                                      member_counts),
+                    send, recv, nullptr);
+}
+
+fsdprt_status_t fsdprt_all_gather_members_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t send_count, int32_t dtype, int64_t n_members,
+    const int64_t *member_counts, fsdprt_request_t *request) {
+  if (!request)
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
+  return collective(comm,
+                    make_members_desc(FSDPRT_KIND_ALL_GATHER, group_mask,
+                                      send_count, dtype, -1, n_members,
+                                      member_counts),
+                    send, recv, request);
+}
+
+fsdprt_status_t fsdprt_reduce_scatter_members_async(
+    fsdprt_comm_t *comm, int64_t group_mask, const void *send, void *recv,
+    int64_t recv_count, int32_t dtype, int32_t op, int64_t n_members,
+    const int64_t *member_counts, fsdprt_request_t *request) {
+  if (!request)
+    return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
+  return collective(comm,
+                    make_members_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                                      recv_count, dtype, op, n_members,
+                                      member_counts),
+                    send, recv, request);
+}
+
 fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
   if (!request)
     return fsdprt::fail_call(FSDPRT_ERR_INVALID_ARGUMENT, __func__);
@@ -371,7 +561,7 @@ fsdprt_status_t fsdprt_wait(fsdprt_request_t *request) {
   Status st;
   {
     ExposedTimer timer(c);
-    st = c->wait(req);
+    st = complete(c, req, nullptr);
   }
   delete req;
   *request = nullptr;
@@ -390,7 +580,7 @@ fsdprt_status_t fsdprt_test(fsdprt_request_t *request, int *done) {
   }
   fsdprt_comm *c = req->comm;
   bool finished = false;
-  Status st = c->test(req, &finished);
+  Status st = complete(c, req, &finished);
   *done = finished ? 1 : 0;
   if (!finished)
     return FSDPRT_OK;
@@ -487,6 +677,49 @@ int64_t fsdprt_jit_all_reduce_start(void *send, void *recv, int64_t count,
       "fsdprt_jit_all_reduce_start",
       make_desc(FSDPRT_KIND_ALL_REDUCE, group_mask, count, dtype, op), send,
       recv);
+}
+
+void fsdprt_jit_all_gather_members(void *send, void *recv, int64_t send_count,
+                                   int32_t dtype, int64_t group_mask,
+                                   int64_t n_members,
+                                   const int64_t *member_counts) {
+  jit_run("fsdprt_jit_all_gather_members",
+          make_members_desc(FSDPRT_KIND_ALL_GATHER, group_mask, send_count,
+                            dtype, -1, n_members, member_counts),
+          send, recv);
+}
+
+int64_t fsdprt_jit_all_gather_members_start(void *send, void *recv,
+                                            int64_t send_count, int32_t dtype,
+                                            int64_t group_mask,
+                                            int64_t n_members,
+                                            const int64_t *member_counts) {
+  return jit_start("fsdprt_jit_all_gather_members_start",
+                   make_members_desc(FSDPRT_KIND_ALL_GATHER, group_mask,
+                                     send_count, dtype, -1, n_members,
+                                     member_counts),
+                   send, recv);
+}
+
+void fsdprt_jit_reduce_scatter_members(void *send, void *recv,
+                                       int64_t recv_count, int32_t dtype,
+                                       int32_t op, int64_t group_mask,
+                                       int64_t n_members,
+                                       const int64_t *member_counts) {
+  jit_run("fsdprt_jit_reduce_scatter_members",
+          make_members_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask, recv_count,
+                            dtype, op, n_members, member_counts),
+          send, recv);
+}
+
+int64_t fsdprt_jit_reduce_scatter_members_start(
+    void *send, void *recv, int64_t recv_count, int32_t dtype, int32_t op,
+    int64_t group_mask, int64_t n_members, const int64_t *member_counts) {
+  return jit_start("fsdprt_jit_reduce_scatter_members_start",
+                   make_members_desc(FSDPRT_KIND_REDUCE_SCATTER, group_mask,
+                                     recv_count, dtype, op, n_members,
+                                     member_counts),
+                   send, recv);
 }
 
 void fsdprt_jit_wait(int64_t handle) {

@@ -39,12 +39,68 @@ const char *kind_name(int32_t kind) {
 }
 
 std::string describe(const Desc &d) {
-  if (d.kind == FSDPRT_KIND_ALL_GATHER)
-    return format("%s(%s, count=%lld)", kind_name(d.kind),
-                  fsdprt_dtype_name(d.dtype), (long long)d.count);
-  return format("%s(%s, count=%lld, op=%s)", kind_name(d.kind),
-                fsdprt_dtype_name(d.dtype), (long long)d.count,
-                fsdprt_reduce_op_name(d.op));
+  std::string s = format("%s(%s, count=%lld", kind_name(d.kind),
+                         fsdprt_dtype_name(d.dtype), (long long)d.count);
+  if (d.kind != FSDPRT_KIND_ALL_GATHER)
+    s += format(", op=%s", fsdprt_reduce_op_name(d.op));
+  if (d.n_members > 0)
+    s += format(", members=%lld, layout=%08x", (long long)d.n_members,
+                unsigned(uint32_t(d.members_hash ^ (d.members_hash >> 32))));
+  return s + ")";
+}
+
+uint64_t hash_members(int64_t n_members, const int64_t *counts) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  auto add = [&](int64_t v) {
+    for (int b = 0; b < 8; ++b) {
+      h ^= (uint64_t(v) >> (8 * b)) & 0xff;
+      h *= 0x100000001b3ull;
+    }
+  };
+  add(n_members);
+  for (int64_t i = 0; i < n_members; ++i)
+    add(counts[i]);
+  return h;
+}
+
+void member_offsets(const Desc &d, std::vector<int64_t> *off) {
+  off->resize(size_t(d.n_members) + 1);
+  int64_t sum = 0;
+  for (int64_t i = 0; i < d.n_members; ++i) {
+    (*off)[size_t(i)] = sum;
+    sum += d.members[i];
+  }
+  (*off)[size_t(d.n_members)] = sum;
+}
+
+// Calls fn(member-major byte offset, rank-major byte offset, bytes) for
+// every (member, slot) piece.
+template <typename Fn>
+static void for_each_member_piece(const Desc &d, int64_t k, size_t es, Fn fn) {
+  int64_t off = 0;
+  for (int64_t i = 0; i < d.n_members; ++i) {
+    const int64_t c = d.members[i];
+    for (int64_t j = 0; j < k && c > 0; ++j)
+      fn(size_t(k * off + j * c) * es, size_t(j * d.count + off) * es,
+         size_t(c) * es);
+    off += c;
+  }
+}
+
+void rank_major_to_members(const Desc &d, int64_t k, size_t es, const void *src,
+                           void *dst) {
+  for_each_member_piece(d, k, es, [&](size_t mm, size_t rm, size_t bytes) {
+    std::memcpy(static_cast<char *>(dst) + mm,
+                static_cast<const char *>(src) + rm, bytes);
+  });
+}
+
+void members_to_rank_major(const Desc &d, int64_t k, size_t es, const void *src,
+                           void *dst) {
+  for_each_member_piece(d, k, es, [&](size_t mm, size_t rm, size_t bytes) {
+    std::memcpy(static_cast<char *>(dst) + rm,
+                static_cast<const char *>(src) + mm, bytes);
+  });
 }
 
 int64_t send_elems(const Desc &d, int64_t k) {

@@ -48,17 +48,44 @@ struct Desc {
   int32_t pad = 0;
   int64_t count = 0; // the count argument as passed
   int64_t mask = 0;
+  // Member layout (fsdprt_all_gather_members, ...): n_members > 1 members
+  // of members[i] elements per rank; 0 for the plain collective (one
+  // member is the plain collective too and is stored as 0). members points
+  // to the caller's counts, valid until the collective completes on this
+  // rank: it is never compared and never read on another rank (the mpi and
+  // nccl backends send descriptors as raw bytes). members_hash
+  // (hash_members) is what ranks compare.
+  int64_t n_members = 0;
+  uint64_t members_hash = 0;
+  const int64_t *members = nullptr;
 
   bool operator==(const Desc &o) const {
     return kind == o.kind && dtype == o.dtype && op == o.op &&
-           count == o.count && mask == o.mask;
+           count == o.count && mask == o.mask && n_members == o.n_members &&
+           members_hash == o.members_hash;
   }
   bool operator!=(const Desc &o) const { return !(*this == o); }
 };
 
 const char *kind_name(int32_t kind);
-// "all_gather(f32, count=48)" or "reduce_scatter(bf16, count=64, op=sum)".
+// "all_gather(f32, count=48)" or "reduce_scatter(bf16, count=64, op=sum)";
+// a member layout adds its number of members and a digest of its counts:
+// "all_gather(f32, count=48, members=12, layout=5c0f81e2)".
 std::string describe(const Desc &d);
+
+// A 64-bit digest (FNV-1a) of a member layout's counts.
+uint64_t hash_members(int64_t n_members, const int64_t *counts);
+// Offsets of the members within one rank's elements: off[i] = c_0 + ... +
+// c_{i-1} for i = 0..n (n + 1 entries, off[n] = d.count).
+void member_offsets(const Desc &d, std::vector<int64_t> *off);
+// The member-major buffer of k slots (member i's block at k * off_i, slot j
+// of it at k * off_i + j * c_i) from the rank-major one (slot j at j *
+// count, member i at j * count + off_i), and back. Bytes of es-byte
+// elements; src and dst do not overlap.
+void rank_major_to_members(const Desc &d, int64_t k, size_t es, const void *src,
+                           void *dst);
+void members_to_rank_major(const Desc &d, int64_t k, size_t es, const void *src,
+                           void *dst);
 
 // Elements of the send and receive buffers of one rank for group size k.
 int64_t send_elems(const Desc &d, int64_t k);
@@ -149,6 +176,13 @@ struct fsdprt_comm {
   // Synchronous collective; backends may avoid the heap request.
   virtual fsdprt::Status run(const fsdprt::Desc &desc, const void *send,
                              void *recv);
+  // Whether start() and run() take descriptors with a member layout
+  // (Desc::n_members > 1). Otherwise the front end runs the plain
+  // collective on a rank-major scratch buffer and permutes it, which needs
+  // host buffers.
+  virtual bool native_member_layout() const { return false; }
+  // Whether the collectives' buffers are host memory (not nccl's).
+  virtual bool host_buffers() const { return true; }
   // Fails every rank of the world fast after a local error.
   virtual void abort(const fsdprt::Status &cause) = 0;
   // Called after a jit entry point (which cannot return an error to the

@@ -149,6 +149,7 @@ public:
   void abort(const Status &cause) override;
   void attach_thread() override { fsdprt_gpu_set_thread_context(ctx_); }
   bool host_blocks() const override { return false; }
+  bool host_buffers() const override { return false; }
   void collect_exposed() const override;
   // The abort of the rank's communicators (the watchdog's timeout, an
   // asynchronous NCCL error, or an error of the rank's own calls).

@@ -125,8 +125,16 @@ int64_t task_count(const Desc &d, int64_t k) {
   return n < 1 ? 1 : n;
 }
 
-void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
-              int64_t ntasks) {
+// Member i of a member layout (offsets off[0..n], off[n] = count) that
+// holds element e < count: the last i with off[i] <= e (skips empty ones).
+inline int64_t member_of(const int64_t *off, int64_t n, int64_t e) {
+  return int64_t(std::upper_bound(off, off + n + 1, e) - off) - 1;
+}
+
+// `off`: the member offsets of a member layout (d.n_members > 1), else
+// nullptr.
+void run_task(const Group &g, const Slot &s, const Desc &d, const int64_t *off,
+              int64_t task, int64_t ntasks) {
   const int k = g.k;
   const int64_t es = int64_t(fsdprt_dtype_size(d.dtype));
   const int64_t m = d.count;
@@ -147,11 +155,20 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
     int64_t pos = task * per_task;
     const int64_t end = std::min(total, pos + per_task);
     while (pos < end) {
-      int64_t src = pos / piece, off = pos % piece;
-      int64_t len = std::min(end - pos, piece - off);
-      const char *from = static_cast<const char *>(posts[src].send) + off;
+      const int64_t src = pos / piece, at = pos % piece;
+      int64_t len = std::min(end - pos, piece - at);
+      // Where byte `at` of a shard lands in a receive buffer: src's slot,
+      // or with members src's piece of the member holding it.
+      int64_t to = src * piece + at;
+      if (off) {
+        const int64_t i = member_of(off, d.n_members, at / es);
+        len = std::min(len, off[i + 1] * es - at);
+        to = (k * off[i] + src * (off[i + 1] - off[i])) * es +
+             (at - off[i] * es);
+      }
+      const char *from = static_cast<const char *>(posts[src].send) + at;
       for (int j = 0; j < k; ++j)
-        dsts[j] = static_cast<char *>(posts[j].recv) + src * piece + off;
+        dsts[j] = static_cast<char *>(posts[j].recv) + to;
       copy_bytes_multi(dsts, k, from, size_t(len), streaming);
       pos += len;
     }
@@ -163,11 +180,18 @@ void run_task(const Group &g, const Slot &s, const Desc &d, int64_t task,
     int64_t pos = task * per_task;
     const int64_t end = std::min(total, pos + per_task);
     while (pos < end) {
-      int64_t dst = pos / m, t0 = pos % m;
+      const int64_t dst = pos / m, t0 = pos % m;
       int64_t len = std::min(end - pos, m - t0);
+      // Element t0 of dst's output in every send buffer: slot dst, or with
+      // members dst's slot of the member holding it.
+      int64_t from = dst * m + t0;
+      if (off) {
+        const int64_t i = member_of(off, d.n_members, t0);
+        len = std::min(len, off[i + 1] - t0);
+        from = k * off[i] + dst * (off[i + 1] - off[i]) + (t0 - off[i]);
+      }
       for (int j = 0; j < k; ++j)
-        srcs[j] =
-            static_cast<const char *>(posts[j].send) + (dst * m + t0) * es;
+        srcs[j] = static_cast<const char *>(posts[j].send) + from * es;
       dsts[0] = static_cast<char *>(posts[dst].recv) + t0 * es;
       reduce_elems(dsts, 1, srcs, k, len, d.dtype, d.op,
                    k * m * es >= kStreamBytes);
@@ -195,6 +219,7 @@ struct ThreadsRequest : fsdprt_request {
   uint64_t seq = 0;
   Desc desc;
   int64_t ntasks = 1;
+  std::vector<int64_t> member_offsets; // member layouts: n_members + 1
   bool all_posted = false;
   bool done = false; // completed (data valid) or failed
   Status result;
@@ -216,6 +241,7 @@ public:
   Status test(fsdprt_request *request, bool *done) override;
   void abort(const Status &cause) override;
   Status async_error() const override;
+  bool native_member_layout() const override { return true; }
 
   // For timeout messages: what this rank is blocked on, if anything.
   std::string activity();
@@ -543,7 +569,9 @@ void ThreadsComm::help(ThreadsRequest *r) {
       w.active_tasks.fetch_sub(1, std::memory_order_seq_cst);
       break;
     }
-    run_task(g, s, r->desc, task, r->ntasks);
+    run_task(g, s, r->desc,
+             r->member_offsets.empty() ? nullptr : r->member_offsets.data(),
+             task, r->ntasks);
     bool last = finish_task(s, tag, r->ntasks);
     w.active_tasks.fetch_sub(1, std::memory_order_seq_cst);
     if (last)
@@ -587,7 +615,8 @@ Status ThreadsComm::start(const Desc &desc, const void *send, void *recv,
   req->member = ref.member;
   req->desc = desc;
 
-  if (g.k == 1) { // a group of one: the collective is a copy
+  if (g.k == 1) { // a group of one: the collective is a copy (a member
+                  // layout of one slot is the rank-major one)
     size_t bytes = size_t(desc.count) * fsdprt_dtype_size(desc.dtype);
     copy_bytes(recv, send, bytes);
     req->done = true;
@@ -598,6 +627,8 @@ Status ThreadsComm::start(const Desc &desc, const void *send, void *recv,
   const uint64_t seq = ref.next_seq++;
   req->seq = seq;
   req->ntasks = task_count(desc, g.k);
+  if (desc.n_members > 1)
+    member_offsets(desc, &req->member_offsets);
   Slot &s = g.slots[seq % kSlots];
   Post &mine = s.posts[size_t(ref.member)];
 

@@ -336,6 +336,35 @@ inline bool same_elements(const void *a, const void *b, int32_t dtype,
   return true;
 }
 
+// ---- member layouts (fsdprt_all_gather_members) ---------------------------
+
+// The member-major buffer of k slots of sum(counts) elements of es bytes
+// from the rank-major one: element t of member i in slot j moves from
+// j * S + off_i + t to k * off_i + j * c_i + t. to_rank_major: the inverse.
+inline std::vector<char> permute_members(const std::vector<int64_t> &counts,
+                                         int64_t k, size_t es, const void *src,
+                                         bool to_rank_major) {
+  int64_t total = 0;
+  for (int64_t c : counts)
+    total += c;
+  std::vector<char> out(size_t(k * total) * es);
+  const char *in = static_cast<const char *>(src);
+  int64_t off = 0;
+  for (int64_t c : counts) {
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t t = 0; t < c; ++t) {
+        size_t rm = size_t(j * total + off + t) * es;
+        size_t mm = size_t(k * off + j * c + t) * es;
+        if (to_rank_major)
+          std::memcpy(out.data() + rm, in + mm, es);
+        else
+          std::memcpy(out.data() + mm, in + rm, es);
+      }
+    off += c;
+  }
+  return out;
+}
+
 } // namespace rt_test
 
 #endif // FSDPRT_TEST_UTIL_H
