@@ -839,6 +839,29 @@ TEST_F(Emulation, DesyncChecksStopWhenTurnedOff) {
   });
 }
 
+TEST_F(Emulation, MemberLayoutsAreRefusedOnDeviceBuffers) {
+  // The scratch buffer's permutation would run on the host.
+  std::vector<fsdprt_status_t> st(2);
+  std::vector<std::string> msg(2);
+  run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
+    auto *d = static_cast<float *>(fsdprt_gpu_alloc(16 * 4));
+    auto *out = static_cast<float *>(fsdprt_gpu_alloc(32 * 4));
+    const int64_t counts[2] = {10, 6};
+    st[size_t(rank)] =
+        fsdprt_all_gather_members(comm, 1, d, out, 16, FSDPRT_F32, 2, counts);
+    msg[size_t(rank)] = fsdprt_comm_last_error_message(comm);
+    fsdprt_gpu_free(d);
+    fsdprt_gpu_free(out);
+  });
+  for (int r = 0; r < 2; ++r) {
+    EXPECT_EQ(st[size_t(r)], FSDPRT_ERR_UNSUPPORTED);
+    EXPECT_TRUE(contains(msg[size_t(r)],
+                         "all_gather: a member layout needs a host backend "
+                         "(threads or mpi)"))
+        << msg[size_t(r)];
+  }
+}
+
 TEST_F(Emulation, WatchdogAbortsACollectiveAPeerNeverJoins) {
   Meeting done;
   fsdprt_status_t code = FSDPRT_OK, later = FSDPRT_OK;

@@ -289,6 +289,146 @@ TEST(Mpi, ReductionsReuseTheirReceiveBuffers) {
   destroy(comm);
 }
 
+// A member layout (fsdprt_all_gather_members, ...) through the plain
+// collective on a scratch buffer: `how` 0 blocking, 1 started and waited,
+// 2 started and polled with fsdprt_test, 3 the jit entry points started.
+void check_members(fsdprt_comm_t *comm, const std::vector<int64_t> &shape,
+                   int64_t mask, int32_t kind, int32_t dtype, int32_t op,
+                   const std::vector<int64_t> &counts, int salt, int how) {
+  SCOPED_TRACE(testing::Message() << "members: kind " << kind << " dtype "
+                                  << fsdprt_dtype_name(dtype) << " op " << op
+                                  << " mask " << mask << " how " << how);
+  const int64_t rank = world_rank();
+  const size_t es = fsdprt_dtype_size(dtype);
+  int64_t count = 0;
+  for (int64_t c : counts)
+    count += c;
+  const int64_t n = int64_t(counts.size());
+  int64_t gr = 0;
+  auto members = group_members(shape, rank, mask, &gr);
+  const int64_t k = int64_t(members.size());
+  const bool gather = kind == FSDPRT_KIND_ALL_GATHER;
+  const int64_t send_n = gather ? count : k * count;
+  const int64_t recv_n = gather ? k * count : count;
+  auto input = [&](int64_t r) {
+    std::vector<char> v(size_t(send_n) * es);
+    fill(v.data(), dtype, send_n, seed_of(r, salt));
+    return v;
+  };
+  std::vector<char> send = input(rank), recv(size_t(recv_n) * es, 0);
+  fsdprt_status_t st = FSDPRT_OK;
+  fsdprt_request_t req = nullptr;
+  if (how == 0) {
+    st = gather
+             ? fsdprt_all_gather_members(comm, mask, send.data(), recv.data(),
+                                         count, dtype, n, counts.data())
+             : fsdprt_reduce_scatter_members(comm, mask, send.data(),
+                                             recv.data(), count, dtype, op, n,
+                                             counts.data());
+  } else if (how == 1 || how == 2) {
+    st = gather
+             ? fsdprt_all_gather_members_async(comm, mask, send.data(),
+                                               recv.data(), count, dtype, n,
+                                               counts.data(), &req)
+             : fsdprt_reduce_scatter_members_async(comm, mask, send.data(),
+                                                   recv.data(), count, dtype,
+                                                   op, n, counts.data(), &req);
+    ASSERT_EQ(st, FSDPRT_OK) << fsdprt_comm_last_error_message(comm);
+    if (how == 1) {
+      st = fsdprt_wait(&req);
+    } else {
+      int done = 0;
+      while (!done && st == FSDPRT_OK)
+        st = fsdprt_test(&req, &done);
+    }
+    EXPECT_EQ(req, nullptr);
+  } else {
+    fsdprt_set_thread_comm(comm);
+    int64_t h =
+        gather
+            ? fsdprt_jit_all_gather_members_start(send.data(), recv.data(),
+                                                  count, dtype, mask, n,
+                                                  counts.data())
+            : fsdprt_jit_reduce_scatter_members_start(send.data(), recv.data(),
+                                                      count, dtype, op, mask, n,
+                                                      counts.data());
+    fsdprt_jit_wait(h);
+    fsdprt_set_thread_comm(nullptr);
+    st = fsdprt_comm_error(comm);
+  }
+  ASSERT_EQ(st, FSDPRT_OK) << fsdprt_comm_last_error_message(comm);
+  std::vector<char> expect(size_t(recv_n) * es);
+  if (gather) {
+    std::vector<char> rank_major(size_t(recv_n) * es);
+    for (int64_t j = 0; j < k; ++j)
+      std::memcpy(rank_major.data() + size_t(j * count) * es,
+                  input(members[size_t(j)]).data(), size_t(count) * es);
+    expect = permute_members(counts, k, es, rank_major.data(), false);
+  } else {
+    std::vector<std::vector<char>> ins;
+    std::vector<const void *> ptrs;
+    for (int64_t m : members)
+      ins.push_back(permute_members(counts, k, es, input(m).data(), true));
+    for (auto &v : ins)
+      ptrs.push_back(v.data() + size_t(gr * count) * es);
+    reference_reduce(expect.data(), ptrs, dtype, op, count);
+  }
+  int64_t bad = -1;
+  EXPECT_TRUE(same_elements(recv.data(), expect.data(), dtype, recv_n, &bad))
+      << "first mismatch at " << bad;
+}
+
+TEST(Mpi, MemberLayoutsThroughAScratchBuffer) {
+  const std::vector<int64_t> small = {5, 0, 1, 77, 0, 300};
+  const std::vector<int64_t> large = {0, 40000, 3, 17, 25000, 0, 1, 0};
+  int salt = 500;
+  for (const std::vector<int64_t> &shape :
+       std::vector<std::vector<int64_t>>{{4}, {2, 2}}) {
+    fsdprt_comm_t *comm = make_comm(shape, 30);
+    ASSERT_NE(comm, nullptr);
+    const int64_t masks = shape.size() == 1 ? 2 : 4;
+    for (int64_t mask = 1; mask < masks; ++mask)
+      for (int how = 0; how < 4; ++how)
+        for (int32_t dtype : {FSDPRT_F32, FSDPRT_BF16}) {
+          const auto &counts = how % 2 ? large : small;
+          check_members(comm, shape, mask, FSDPRT_KIND_ALL_GATHER, dtype, -1,
+                        counts, salt++, how);
+          check_members(comm, shape, mask, FSDPRT_KIND_REDUCE_SCATTER, dtype,
+                        how < 2 ? FSDPRT_SUM : FSDPRT_AVG, counts, salt++, how);
+        }
+    fsdprt_stats_t s;
+    ASSERT_EQ(fsdprt_comm_get_stats(comm, &s), FSDPRT_OK);
+    EXPECT_GT(s.calls[FSDPRT_KIND_ALL_GATHER], 0u);
+    destroy(comm);
+  }
+}
+
+TEST(Mpi, MemberLayoutDesyncNamesBothRanks) {
+  fsdprt_comm_t *comm = make_comm({4}, 30);
+  ASSERT_NE(comm, nullptr);
+  const int rank = world_rank();
+  std::vector<float> in(8), out(32);
+  const int64_t a[2] = {6, 2}, b[2] = {2, 6};
+  auto t0 = std::chrono::steady_clock::now();
+  fsdprt_status_t st = fsdprt_all_gather_members(
+      comm, 1, in.data(), out.data(), 8, FSDPRT_F32, 2, rank == 2 ? b : a);
+  double secs =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  EXPECT_LT(secs, 20.0);
+  EXPECT_EQ(st, FSDPRT_ERR_DESYNC);
+  std::string msg = fsdprt_comm_last_error_message(comm);
+  EXPECT_NE(msg.find("rank 0 called all_gather(f32, count=8, members=2, "
+                     "layout="),
+            std::string::npos)
+      << msg;
+  EXPECT_NE(msg.find("but rank 2 called all_gather(f32, count=8, members=2, "
+                     "layout="),
+            std::string::npos)
+      << msg;
+  destroy(comm);
+}
+
 TEST(Mpi, WrongWorldSizeIsRejected) {
   int64_t shape[2] = {2, 3};
   fsdprt_comm_t *comm = nullptr;
