@@ -79,10 +79,10 @@ Status validate(const fsdprt_comm *c, const Desc &d, const void *send,
                           (long long)d.n_members, (long long)sum,
                           (long long)d.count));
   if (d.n_members > 1 && k > 1 && d.count > 0) {
-    const char *s = static_cast<const char *>(send);
-    const char *r = static_cast<const char *>(recv);
-    const int64_t send_bytes = send_elems(d, k) * es;
-    const int64_t recv_bytes = recv_elems(d, k) * es;
+    const uintptr_t s = reinterpret_cast<uintptr_t>(send);
+    const uintptr_t r = reinterpret_cast<uintptr_t>(recv);
+    const uintptr_t send_bytes = uintptr_t(send_elems(d, k) * es);
+    const uintptr_t recv_bytes = uintptr_t(recv_elems(d, k) * es);
     if (s < r + recv_bytes && r < s + send_bytes)
       return invalid("send and recv overlap (a member layout cannot run in "
                      "place)");
