@@ -46,11 +46,11 @@ Operation *startOf(OpBuilder &b, CollectiveOpInterface op) {
     reduce = ReduceKindAttr::get(b.getContext(), *r);
   Operation *start = nullptr;
   if (isa<AllGatherOp>(op))
-    start =
-        AllGatherStartOp::create(b, loc, request, resultType, in, mesh, axes);
+    start = AllGatherStartOp::create(b, loc, request, resultType, in, mesh,
+                                     axes, op.getMemberCounts());
   else if (isa<ReduceScatterOp>(op))
     start = ReduceScatterStartOp::create(b, loc, request, resultType, in, mesh,
-                                         axes, reduce);
+                                         axes, reduce, op.getMemberCounts());
   else if (isa<AllReduceOp>(op))
     start = AllReduceStartOp::create(b, loc, request, resultType, in, mesh,
                                      axes, reduce);

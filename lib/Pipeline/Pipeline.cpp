@@ -84,6 +84,8 @@ FSDPBucketCollectivesOptions FSDPPipelineOptions::bucketOptions() const {
   o.mode = bucket;
   o.bucketBytes = bucketBytes;
   o.alignment = bucketAlignment;
+  // The nccl backend gathers rank-major only (docs/RUNTIME.md).
+  o.memberLayout = bucketMemberLayout && compute != ComputeMode::Gpu;
   return o;
 }
 

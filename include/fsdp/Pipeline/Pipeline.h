@@ -237,6 +237,12 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
       llvm::cl::desc("Align every bucket member to this many elements "
                      "(1 to 2^20)"),
       llvm::cl::init(FSDPBucketCollectivesOptions().alignment)};
+  Option<bool> bucketMemberLayout{
+      *this, "bucket-member-layout",
+      llvm::cl::desc("Gathered parameters and packed gradients member after "
+                     "member (contiguous, no unpack or pack copies); "
+                     "compute=gpu keeps NCCL's rank-major layout"),
+      llvm::cl::init(true)};
   // fsdp-schedule
   Option<bool> schedule{*this, "schedule",
                         llvm::cl::desc("Overlap collectives with compute"),

@@ -71,6 +71,8 @@ struct ConvertFSDPToRuntimePass
   }
 
   void runOnOperation() override {
+    memberGlobals.clear();
+    symbols.reset();
     ModuleOp module = getOperation();
     if (failed(recordSignatures(module)))
       return signalPassFailure();
@@ -219,6 +221,31 @@ struct ConvertFSDPToRuntimePass
         b, loc, LLVM::LLVMPointerType::get(b.getContext()), asInt);
   }
 
+  /// The address of a constant array of a bucket's member counts (the
+  /// runtime reads it while the collective runs): one private global per
+  /// distinct list.
+  Value memberCountsPointer(OpBuilder &b, Location loc, Operation *op,
+                            DenseI64ArrayAttr members) {
+    LLVM::GlobalOp &global = memberGlobals[members];
+    if (!global) {
+      auto module = op->getParentOfType<ModuleOp>();
+      OpBuilder mb(module.getContext()); // detached: the table inserts it
+      auto type = LLVM::LLVMArrayType::get(mb.getI64Type(), members.size());
+      auto value = DenseIntElementsAttr::get(
+          RankedTensorType::get({int64_t(members.size())}, mb.getI64Type()),
+          members.asArrayRef());
+      global = LLVM::GlobalOp::create(mb, loc, type, /*isConstant=*/true,
+                                      LLVM::Linkage::Private,
+                                      "__fsdp_bucket_members", value);
+      if (!symbols)
+        symbols.emplace(module);
+      symbols->insert(global, module.getBody()->begin()); // a unique name
+    }
+    return LLVM::AddressOfOp::create(b, loc, global);
+  }
+  llvm::DenseMap<Attribute, LLVM::GlobalOp> memberGlobals;
+  std::optional<SymbolTable> symbols;
+
   /// A runtime entry point with its arguments.
   struct RuntimeCall {
     RuntimeFunction callee;
@@ -238,6 +265,22 @@ struct ConvertFSDPToRuntimePass
     RuntimeCall call;
     call.args = {pointerOf(b, loc, in), pointerOf(b, loc, out)};
     CollectiveKind kind = op.getCollectiveKind();
+    DenseI64ArrayAttr members = op.getMemberCounts();
+    if (kind == CollectiveKind::all_gather && members) {
+      call.callee =
+          started ? RF::all_gather_members_start : RF::all_gather_members;
+      call.args.append({inCount, dtype, mask, int64_t(members.size()),
+                        memberCountsPointer(b, loc, op, members)});
+      return call;
+    }
+    if (kind == CollectiveKind::reduce_scatter && members) {
+      call.callee = started ? RF::reduce_scatter_members_start
+                            : RF::reduce_scatter_members;
+      call.args.append({outCount, dtype, reduceCode(*op.getReduction()), mask,
+                        int64_t(members.size()),
+                        memberCountsPointer(b, loc, op, members)});
+      return call;
+    }
     if (kind == CollectiveKind::all_gather) {
       call.callee = started ? RF::all_gather_start : RF::all_gather;
       call.args.append({inCount, dtype});
@@ -278,6 +321,13 @@ struct ConvertFSDPToRuntimePass
   }
 
   LogicalResult lower(CollectiveOpInterface op, SymbolTableCollection &tables) {
+    // NCCL gathers rank after rank; the member layout is the host backends'.
+    if (device && op.getMemberCounts())
+      return op->emitOpError()
+             << "has a member layout (`members`), which only the host "
+                "backends (threads, mpi) run; the GPU step's collectives "
+                "must be rank-major (fsdp-bucket-collectives "
+                "member-layout=false)";
     FlatSymbolRefAttr meshRef = op.getMeshAttr();
     ArrayAttr axes = op.getAxes();
     MeshOp mesh = lookupMesh(op, meshRef, &tables);

@@ -68,6 +68,34 @@ func.func @async(%a: memref<4xf32>, %b: memref<16xf32>) {
 
 // -----
 
+// Member-major buckets call the members entries with the member count and
+// the address of a private constant array of the counts, one per distinct
+// list (two collectives with the same counts share it).
+fsdp.mesh @mesh [shard = 4]
+// CHECK-LABEL: llvm.mlir.global private constant @__fsdp_bucket_members_{{[0-9]+}}(dense<[8, 0, 40]> : tensor<3xi64>) {addr_space = 0 : i32} : !llvm.array<3 x i64>
+// CHECK-LABEL: llvm.mlir.global private constant @__fsdp_bucket_members(dense<[16, 32]> : tensor<2xi64>) {addr_space = 0 : i32} : !llvm.array<2 x i64>
+// CHECK-LABEL: func.func @members
+func.func @members(%a: memref<48xf32>, %b: memref<192xf32>) {
+  // CHECK: %[[COUNTS:.*]] = llvm.mlir.addressof @__fsdp_bucket_members : !llvm.ptr
+  // CHECK: %[[N:.*]] = arith.constant 48 : i64
+  // CHECK: %[[F32:.*]] = arith.constant 0 : i32
+  // CHECK: %[[MASK:.*]] = arith.constant 1 : i64
+  // CHECK: %[[TWO:.*]] = arith.constant 2 : i64
+  // CHECK: %[[H:.*]] = call @fsdprt_jit_all_gather_members_start(%{{.*}}, %{{.*}}, %[[N]], %[[F32]], %[[MASK]], %[[TWO]], %[[COUNTS]]) : (!llvm.ptr, !llvm.ptr, i64, i32, i64, i64, !llvm.ptr) -> i64
+  %r = fsdp.buffer.all_gather_start %a into %b over @mesh ["shard"] members [16, 32] : memref<48xf32>, memref<192xf32>
+  // CHECK: call @fsdprt_jit_wait(%[[H]])
+  fsdp.buffer.wait %r
+  // CHECK: %[[AGAIN:.*]] = llvm.mlir.addressof @__fsdp_bucket_members : !llvm.ptr
+  // CHECK: call @fsdprt_jit_reduce_scatter_members(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[AGAIN]]) : (!llvm.ptr, !llvm.ptr, i64, i32, i32, i64, i64, !llvm.ptr) -> ()
+  fsdp.buffer.reduce_scatter %b into %a over @mesh ["shard"] sum members [16, 32] : memref<192xf32>, memref<48xf32>
+  // CHECK: %[[OTHER:.*]] = llvm.mlir.addressof @__fsdp_bucket_members_{{[0-9]+}} : !llvm.ptr
+  // CHECK: call @fsdprt_jit_all_gather_members(%{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}, %[[OTHER]])
+  fsdp.buffer.all_gather %a into %b over @mesh ["shard"] members [8, 0, 40] : memref<48xf32>, memref<192xf32>
+  return
+}
+
+// -----
+
 // The signature of every annotated function is recorded for the runner and
 // the fsdp attributes leave the (soon lowered) arguments. The step stores
 // each result's descriptor (3 + 2 x rank words) through a pointer it takes

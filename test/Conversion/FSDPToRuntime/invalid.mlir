@@ -100,3 +100,4 @@ func.func @scatter_add_rows_on_the_cpu(%g: memref<6x4xf32>, %i: memref<6xi64>, %
   fsdp.buffer.scatter_add_rows %g, %i into %z : memref<6x4xf32>, memref<6xi64>, memref<10x4xf32>
   return
 }
+

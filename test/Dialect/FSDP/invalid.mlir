@@ -249,6 +249,43 @@ func.func @gather_size(%x: tensor<48xf32>) {
 // -----
 
 fsdp.mesh @mesh [shard = 4]
+func.func @members_sum(%x: tensor<48xf32>) {
+  // expected-error @+1 {{members' counts add up to 40 but the input has 48 elements per rank}}
+  %0 = fsdp.all_gather %x over @mesh ["shard"] members [8, 32] : tensor<48xf32> -> tensor<192xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @members_negative(%x: tensor<192xf32>) {
+  // expected-error @+1 {{member 1 has negative count -8}}
+  %0 = fsdp.reduce_scatter %x over @mesh ["shard"] sum members [56, -8] : tensor<192xf32> -> tensor<48xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @members_rank(%x: tensor<3x16xf32>) {
+  // expected-error @+1 {{with members needs a static 1-D input, got 'tensor<3x16xf32>'}}
+  %0 = fsdp.all_gather %x over @mesh ["shard"] members [48] : tensor<3x16xf32> -> tensor<12x16xf32>
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
+func.func @members_empty(%x: memref<48xf32>, %y: memref<192xf32>) {
+  // expected-error @+1 {{members must list at least one count}}
+  %r = fsdp.buffer.all_gather_start %x into %y over @mesh ["shard"] members [] : memref<48xf32>, memref<192xf32>
+  fsdp.buffer.wait %r
+  return
+}
+
+// -----
+
+fsdp.mesh @mesh [shard = 4]
 func.func @unknown_axis(%x: tensor<48xf32>) {
   // expected-error @+1 {{mesh @mesh has no axis 'replicate'}}
   %0 = fsdp.all_reduce %x over @mesh ["replicate"] sum : tensor<48xf32> -> tensor<48xf32>

@@ -78,6 +78,13 @@ func.func @collectives(%shard: tensor<3x16xf32>, %g: tensor<10x16xf32>,
   %ar = fsdp.all_reduce %flat over @mesh ["replicate"] avg : tensor<48xf32> -> tensor<48xf32>
   // CHECK: fsdp.all_reduce %{{.*}} over @mesh [] max : tensor<48xf32> -> tensor<48xf32>
   %ar0 = fsdp.all_reduce %flat over @mesh [] max : tensor<48xf32> -> tensor<48xf32>
+  // CHECK: fsdp.all_gather %{{.*}} over @mesh ["shard"] members [16, 0, 32] : tensor<48xf32> -> tensor<192xf32>
+  %mg = fsdp.all_gather %flat over @mesh ["shard"] members [16, 0, 32] : tensor<48xf32> -> tensor<192xf32>
+  // CHECK: fsdp.reduce_scatter %{{.*}} over @mesh ["shard"] avg members [40, 8] : tensor<192xf32> -> tensor<48xf32>
+  %mr = fsdp.reduce_scatter %mg over @mesh ["shard"] avg members [40, 8] : tensor<192xf32> -> tensor<48xf32>
+  // CHECK: fsdp.all_gather_start %{{.*}} over @mesh ["shard"] members [48] : tensor<48xf32> -> tensor<192xf32>
+  %req, %pend = fsdp.all_gather_start %flat over @mesh ["shard"] members [48] : tensor<48xf32> -> tensor<192xf32>
+  %done = fsdp.wait %req, %pend : tensor<192xf32>
   return
 }
 
@@ -92,6 +99,11 @@ func.func @buffers(%a: memref<48xf32>, %b: memref<192xf32>) {
   fsdp.buffer.reduce_scatter %b into %a over @mesh ["shard"] sum : memref<192xf32>, memref<48xf32>
   // CHECK: fsdp.buffer.all_reduce %{{.*}} into %{{.*}} over @mesh ["shard"] avg : memref<48xf32>, memref<48xf32>
   fsdp.buffer.all_reduce %a into %a over @mesh ["shard"] avg : memref<48xf32>, memref<48xf32>
+  // CHECK: fsdp.buffer.all_gather %{{.*}} into %{{.*}} over @mesh ["shard"] members [8, 40] : memref<48xf32>, memref<192xf32>
+  fsdp.buffer.all_gather %a into %b over @mesh ["shard"] members [8, 40] : memref<48xf32>, memref<192xf32>
+  // CHECK: %{{.*}} = fsdp.buffer.reduce_scatter_start %{{.*}} into %{{.*}} over @mesh ["shard"] sum members [8, 40] : memref<192xf32>, memref<48xf32>
+  %r = fsdp.buffer.reduce_scatter_start %b into %a over @mesh ["shard"] sum members [8, 40] : memref<192xf32>, memref<48xf32>
+  fsdp.buffer.wait %r
   return
 }
 

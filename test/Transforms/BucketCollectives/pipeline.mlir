@@ -5,7 +5,10 @@
 // slot 6x3). l0 gets one all-gather per phase (48 + 3 = 51 elements per
 // rank), one reduce-scatter and one all-reduce that reads the
 // reduce-scatter's output directly; l1's collectives stay single.
-// RUN: fsdp-opt %s --allow-unregistered-dialect --fsdp-pipeline=schedule=false | FileCheck %s
+// The rank-major layout (CHECK) spells out every view; the default member
+// layout (MEMBER) gathers each parameter contiguously.
+// RUN: fsdp-opt %s --allow-unregistered-dialect --fsdp-pipeline="schedule=false bucket-member-layout=false" | FileCheck %s
+// RUN: fsdp-opt %s --allow-unregistered-dialect --fsdp-pipeline=schedule=false | FileCheck %s --check-prefix=MEMBER
 // RUN: fsdp-opt %s --allow-unregistered-dialect --fsdp-pipeline="schedule=false bucket=none" | FileCheck %s --check-prefix=NONE
 
 fsdp.mesh @mesh [replicate = 2, shard = 4]
@@ -64,3 +67,19 @@ func.func @step(%w0: tensor<10x16xf32> {fsdp.layout = #fsdp.layout<@mesh, [repli
 // NONE-COUNT-6: fsdp.all_gather
 // NONE-NOT:     fsdp.bucket_size
 // NONE-NOT:     tensor.concat dim(1) %{{.*}} : (tensor<4x48xf32>, tensor<4x3xf32>)
+
+// MEMBER-LABEL: func.func @step(
+// MEMBER:      %[[AG:.*]] = fsdp.all_gather %{{.*}} over @mesh ["shard"] members [48, 3] {{.*}} : tensor<51xf32> -> tensor<204xf32>
+// The weight: the first 192 gathered elements, viewed as 12x16; its first
+// 10 rows are a contiguous prefix (no copy). The bias: the next 12, [4, 3].
+// MEMBER-NEXT: %[[W:.*]] = tensor.extract_slice %[[AG]][0] [192] [1] : tensor<204xf32> to tensor<192xf32>
+// MEMBER-NEXT: %[[B:.*]] = tensor.extract_slice %[[AG]][192] [12] [1] : tensor<204xf32> to tensor<12xf32>
+// MEMBER-NEXT: %[[W12:.*]] = tensor.expand_shape %[[W]] {{\[\[}}0, 1]] output_shape [12, 16]
+// MEMBER-NEXT: tensor.extract_slice %[[W12]][0, 0] [10, 16] [1, 1]
+// MEMBER-NEXT: tensor.expand_shape %[[B]] {{\[\[}}0, 1]] output_shape [4, 3]
+// l1's single gathers are unchanged: no members.
+// MEMBER:      fsdp.all_gather %{{.*}} over @mesh ["shard"] {fsdp.origin = #fsdp.origin<phase = forward, unit = "l1">} : tensor<18xf32> -> tensor<72xf32>
+// The gradients one after the other: the weight's 192, the bias's 12.
+// MEMBER:      %[[PACK:.*]] = tensor.concat dim(0) %{{.*}}, %{{.*}} : (tensor<192xf32>, tensor<12xf32>) -> tensor<204xf32>
+// MEMBER-NEXT: %[[RS:.*]] = fsdp.reduce_scatter %[[PACK]] over @mesh ["shard"] avg members [48, 3] {{.*}} : tensor<204xf32> -> tensor<51xf32>
+// MEMBER-NEXT: fsdp.all_reduce %[[RS]] over @mesh ["replicate"] avg {{{.*}}} : tensor<51xf32> -> tensor<51xf32>

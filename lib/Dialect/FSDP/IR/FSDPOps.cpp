@@ -249,16 +249,45 @@ FailureOr<int64_t> mlir::fsdp::groupSizeOf(Operation *op,
 
 /// An all-gather's group and shapes: `large` concatenates the group's
 /// `small` along dim 0. A reduce-scatter is the same with the roles swapped.
+/// `members`, when present, splits the per-rank 1-D buffer `small` into
+/// consecutive members: non-negative counts that add up to its length.
+static LogicalResult verifyMembers(Operation *op, DenseI64ArrayAttr members,
+                                   ShapedType small, StringRef smallName) {
+  if (!members)
+    return success();
+  if (small.getRank() != 1 || !small.hasStaticShape())
+    return op->emitOpError() << "with members needs a static 1-D " << smallName
+                             << ", got " << small;
+  if (members.empty())
+    return op->emitOpError() << "members must list at least one count";
+  int64_t sum = 0;
+  for (auto [i, c] : llvm::enumerate(members.asArrayRef())) {
+    if (c < 0)
+      return op->emitOpError() << "member " << i << " has negative count " << c;
+    if (llvm::AddOverflow(sum, c, sum))
+      return op->emitOpError() << "members' counts overflow 64 bits";
+  }
+  if (sum != small.getDimSize(0))
+    return op->emitOpError()
+           << "members' counts add up to " << sum << " but the " << smallName
+           << " has " << small.getDimSize(0) << " elements per rank";
+  return success();
+}
+
 static LogicalResult verifyGatherUses(Operation *op, FlatSymbolRefAttr mesh,
                                       ArrayAttr axes, Value small, Value large,
                                       StringRef smallName, StringRef largeName,
+                                      DenseI64ArrayAttr members,
                                       SymbolTableCollection &tables) {
   FailureOr<int64_t> k = verifyGroup(op, mesh, axes, tables);
   if (failed(k))
     return failure();
-  return verifyGatherShapes(op, cast<ShapedType>(small.getType()),
-                            cast<ShapedType>(large.getType()), *k, smallName,
-                            largeName);
+  auto smallType = cast<ShapedType>(small.getType());
+  if (failed(verifyGatherShapes(op, smallType,
+                                cast<ShapedType>(large.getType()), *k,
+                                smallName, largeName)))
+    return failure();
+  return verifyMembers(op, members, smallType, smallName);
 }
 
 /// An all-reduce's group and matching shapes.
@@ -277,7 +306,7 @@ static LogicalResult verifyReduceUses(Operation *op, FlatSymbolRefAttr mesh,
 #define FSDP_GATHER_USES(OP, IN, OUT, INNAME, OUTNAME)                         \
   LogicalResult OP::verifySymbolUses(SymbolTableCollection &tables) {          \
     return verifyGatherUses(*this, getMeshAttr(), getAxes(), IN, OUT, INNAME,  \
-                            OUTNAME, tables);                                  \
+                            OUTNAME, getMemberCounts(), tables);               \
   }
 #define FSDP_REDUCE_USES(OP, IN, OUT)                                          \
   LogicalResult OP::verifySymbolUses(SymbolTableCollection &tables) {          \

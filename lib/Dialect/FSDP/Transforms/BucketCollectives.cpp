@@ -122,6 +122,8 @@ struct BucketLayout {
   int64_t total = 0;            // per-rank length of the bucket
   int64_t groupSize = 1;        // k (1 for an all-reduce)
   Type elementType;
+  bool memberMajor = false; // `members`: member after member, not rank after
+                            // rank (all-gather and reduce-scatter only)
 };
 
 /// Largest bucket-member alignment, in elements (documented in PASSES.md).
@@ -272,6 +274,8 @@ struct BucketCollectivesPass
     int64_t all = 0;
     if (llvm::MulOverflow(layout.groupSize, layout.total, all))
       return failure();
+    layout.memberMajor =
+        memberLayout && first.getCollectiveKind() != CollectiveKind::all_reduce;
     return layout;
   }
 
@@ -332,8 +336,9 @@ struct BucketCollectivesPass
 
   /// The bucket's per-rank input: every member zero-padded to its aligned
   /// length, [L] (all-gather, all-reduce) or [k, L] rows of slots
-  /// (reduce-scatter, then flattened). An all-reduce over one reduce-scatter
-  /// bucket's outputs reads that bucket's output as it is.
+  /// (reduce-scatter, then flattened; member-major: every member's [k, L_i]
+  /// after the other). An all-reduce over one reduce-scatter bucket's
+  /// outputs reads that bucket's output as it is.
   Value packInputs(OpBuilder &b, Location loc, ArrayRef<Member> members,
                    const BucketLayout &layout) {
     CollectiveKind kind = members.front().op.getCollectiveKind();
@@ -348,13 +353,26 @@ struct BucketCollectivesPass
     SmallVector<Value> pieces;
     for (auto [m, padded] : llvm::zip_equal(members, layout.padded)) {
       Value in = inputOf(m);
-      if (kind == CollectiveKind::reduce_scatter)
+      if (kind == CollectiveKind::reduce_scatter && padded != m.length) {
         in = tensor::ExpandShapeOp::create(
             b, loc, RankedTensorType::get({k, m.length}, elem), in,
             ArrayRef<ReassociationIndices>{{0, 1}});
-      pieces.push_back(padTo(b, loc, in, padded));
+        in = padTo(b, loc, in, padded);
+        if (layout.memberMajor)
+          in = tensor::CollapseShapeOp::create(
+              b, loc, vectorOf(k * padded, elem), in,
+              ArrayRef<ReassociationIndices>{{0, 1}});
+      } else if (kind == CollectiveKind::reduce_scatter &&
+                 !layout.memberMajor) {
+        in = tensor::ExpandShapeOp::create(
+            b, loc, RankedTensorType::get({k, m.length}, elem), in,
+            ArrayRef<ReassociationIndices>{{0, 1}});
+      } else if (kind != CollectiveKind::reduce_scatter) {
+        in = padTo(b, loc, in, padded);
+      }
+      pieces.push_back(in);
     }
-    bool rows = kind == CollectiveKind::reduce_scatter;
+    bool rows = kind == CollectiveKind::reduce_scatter && !layout.memberMajor;
     Value packed = tensor::ConcatOp::create(b, loc, rows ? 1 : 0, pieces);
     if (rows)
       packed = tensor::CollapseShapeOp::create(
@@ -376,15 +394,18 @@ struct BucketCollectivesPass
     ReduceKindAttr reduce;
     if (std::optional<ReduceKind> r = first.getReduction())
       reduce = ReduceKindAttr::get(b.getContext(), *r);
+    DenseI64ArrayAttr memberCounts;
+    if (layout.memberMajor)
+      memberCounts = b.getDenseI64ArrayAttr(layout.padded);
     Operation *bucket;
     switch (first.getCollectiveKind()) {
     case CollectiveKind::all_gather:
       bucket = AllGatherOp::create(b, loc, vectorOf(k * total, elem), packed,
-                                   mesh, axes);
+                                   mesh, axes, memberCounts);
       break;
     case CollectiveKind::reduce_scatter:
       bucket = ReduceScatterOp::create(b, loc, vectorOf(total, elem), packed,
-                                       mesh, axes, reduce);
+                                       mesh, axes, reduce, memberCounts);
       break;
     default:
       bucket = AllReduceOp::create(b, loc, vectorOf(total, elem), packed, mesh,
@@ -405,7 +426,8 @@ struct BucketCollectivesPass
 
   /// Replaces every member's result by its part of the bucket's output: the
   /// column block [:, off_i : off_i + L_i] of the gathered [k, L] buffer
-  /// (flattened rank-major), or the slice [off_i, off_i + L_i).
+  /// (flattened rank-major; member-major: the block [k, padded_i] at
+  /// k * off_i, whole when unpadded), or the slice [off_i, off_i + L_i).
   void unpackResults(OpBuilder &b, Location loc, ArrayRef<Member> members,
                      CollectiveOpInterface bucket, const BucketLayout &layout) {
     Type elem = layout.elementType;
@@ -413,6 +435,35 @@ struct BucketCollectivesPass
     bool gather = bucket.getCollectiveKind() == CollectiveKind::all_gather;
     Value out = bucket.getCollectiveOutput();
     Value blocks;
+    if (gather && layout.memberMajor) {
+      for (auto [m, offset, padded] :
+           llvm::zip_equal(members, layout.offsets, layout.padded)) {
+        auto slice = [&](Value v, int64_t at, int64_t n) -> Value {
+          return tensor::ExtractSliceOp::create(
+              b, loc, vectorOf(n, elem), v,
+              ArrayRef<OpFoldResult>{b.getIndexAttr(at)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(n)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1)});
+        };
+        Value result = slice(out, k * offset, k * padded);
+        if (padded != m.length) {
+          Value rows = tensor::ExpandShapeOp::create(
+              b, loc, RankedTensorType::get({k, padded}, elem), result,
+              ArrayRef<ReassociationIndices>{{0, 1}});
+          Value block = tensor::ExtractSliceOp::create(
+              b, loc, RankedTensorType::get({k, m.length}, elem), rows,
+              ArrayRef<OpFoldResult>{b.getIndexAttr(0), b.getIndexAttr(0)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(k),
+                                     b.getIndexAttr(m.length)},
+              ArrayRef<OpFoldResult>{b.getIndexAttr(1), b.getIndexAttr(1)});
+          result = tensor::CollapseShapeOp::create(
+              b, loc, vectorOf(k * m.length, elem), block,
+              ArrayRef<ReassociationIndices>{{0, 1}});
+        }
+        m.op.getCollectiveOutput().replaceAllUsesWith(result);
+      }
+      return;
+    }
     if (gather)
       blocks = tensor::ExpandShapeOp::create(
           b, loc, RankedTensorType::get({k, layout.total}, elem), out,

@@ -179,7 +179,8 @@ struct Expander {
     auto gatheredType =
         RankedTensorType::get({k * t.getNumElements()}, t.getElementType());
     Value gathered = tag(AllGatherOp::create(b, loc, gatheredType, flatten(cur),
-                                             meshRef, axisNames(axes)));
+                                             meshRef, axisNames(axes),
+                                             /*members=*/DenseI64ArrayAttr()));
     if (d == 0 && isPaddedPrefix(slots, slotShape[d]))
       return unpackPaddedPrefix(gathered, slotShape, k);
     if (const lm::Placement *p = soleStrided(axes))
@@ -314,7 +315,8 @@ struct Expander {
                                          t.getElementType());
     Value scattered = tag(
         ReduceScatterOp::create(b, loc, outType, flat, meshRef, axisNames(axes),
-                                ReduceKindAttr::get(b.getContext(), reduce)));
+                                ReduceKindAttr::get(b.getContext(), reduce),
+                                /*members=*/DenseI64ArrayAttr()));
     return reshapeFlat(scattered, slotShape);
   }
 

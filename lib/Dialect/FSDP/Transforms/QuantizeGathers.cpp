@@ -201,7 +201,7 @@ struct QuantizeGathersPass
         QuantizeOp::create(b, loc, packetType, in, amax, formatAttr, shape);
     auto gather = AllGatherOp::create(
         b, loc, RankedTensorType::get({gathered}, b.getI8Type()), packet,
-        op.getMeshAttr(), op.getAxes());
+        op.getMeshAttr(), op.getAxes(), /*members=*/DenseI64ArrayAttr());
     for (NamedAttribute a : op->getDiscardableAttrs())
       gather->setAttr(a.getName(), a.getValue());
     gather->setAttr(kWireBytesAttrName, b.getI64IntegerAttr(wire));

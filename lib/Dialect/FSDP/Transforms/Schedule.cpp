@@ -76,11 +76,12 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
     Type request = RequestType::get(op->getContext());
     Operation *start;
     if (op.getCollectiveKind() == CollectiveKind::all_gather)
-      start =
-          AllGatherStartOp::create(b, loc, request, resultType, in, mesh, axes);
+      start = AllGatherStartOp::create(b, loc, request, resultType, in, mesh,
+                                       axes, op.getMemberCounts());
     else if (op.getCollectiveKind() == CollectiveKind::reduce_scatter)
-      start = ReduceScatterStartOp::create(b, loc, request, resultType, in,
-                                           mesh, axes, reduce);
+      start =
+          ReduceScatterStartOp::create(b, loc, request, resultType, in, mesh,
+                                       axes, reduce, op.getMemberCounts());
     else
       start = AllReduceStartOp::create(b, loc, request, resultType, in, mesh,
                                        axes, reduce);

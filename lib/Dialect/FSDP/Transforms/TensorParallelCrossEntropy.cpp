@@ -416,7 +416,8 @@ FailureOr<bool> tensor_parallel::partitionCrossEntropy(TPFunction &tp,
   int64_t k = tp.size;
   Value gathered =
       AllGatherOp::create(b, loc, RankedTensorType::get({k * n, 3}, wire),
-                          packed, tp.meshRef, b.getStrArrayAttr({tp.axis}))
+                          packed, tp.meshRef, b.getStrArrayAttr({tp.axis}),
+                          /*members=*/DenseI64ArrayAttr())
           .getResult();
   ++tp.allGathers;
   Value perRank = tensor::ExpandShapeOp::create(

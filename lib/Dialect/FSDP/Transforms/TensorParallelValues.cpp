@@ -159,7 +159,8 @@ static Value quantizedGather(TPFunction &tp, OpBuilder &b, Location loc,
   auto bytesType = RankedTensorType::get({wire * tp.size}, b.getI8Type());
   auto start =
       AllGatherStartOp::create(b, loc, RequestType::get(b.getContext()),
-                               bytesType, packet, tp.meshRef, axes);
+                               bytesType, packet, tp.meshRef, axes,
+                               /*members=*/DenseI64ArrayAttr());
   auto wait =
       WaitOp::create(b, loc, bytesType, start.getRequest(), start.getResult());
   tp.gatherWaits.push_back(wait);
@@ -199,7 +200,8 @@ Value tensor_parallel::gatherSequence(TPFunction &tp, Value v) {
     if (Value q = quantizedGather(tp, b, loc, x))
       return q;
     return AllGatherOp::create(b, loc, scaledDim0(x, tp.size, 1), x, tp.meshRef,
-                               b.getStrArrayAttr({tp.axis}))
+                               b.getStrArrayAttr({tp.axis}),
+                               /*members=*/DenseI64ArrayAttr())
         .getResult();
   });
   ++tp.allGathers;
@@ -282,7 +284,8 @@ Value tensor_parallel::resolvePartial(TPFunction &tp, OpBuilder &b,
     reduced = alongDim(b, loc, p, dim, [&](Value x) -> Value {
       return ReduceScatterOp::create(b, loc, scaledDim0(x, 1, tp.size), x,
                                      tp.meshRef, b.getStrArrayAttr({tp.axis}),
-                                     ReduceKindAttr::get(b.getContext(), kind))
+                                     ReduceKindAttr::get(b.getContext(), kind),
+                                     /*members=*/DenseI64ArrayAttr())
           .getResult();
     });
     ++tp.reduceScatters;

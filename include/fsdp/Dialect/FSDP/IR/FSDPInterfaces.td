@@ -55,6 +55,12 @@ def FSDP_CollectiveOpInterface : OpInterface<"CollectiveOpInterface"> {
       [{ return static_cast<bool>(
              $_op->template getAttrOfType<::mlir::fsdp::OriginAttr>(
                  ::mlir::fsdp::kOriginAttrName)); }]>,
+    InterfaceMethod<[{The member-major bucket layout (`members`): each
+      member's count per rank, in order; null for the rank-major layout
+      (and for kinds that have only that one).}],
+      "::mlir::DenseI64ArrayAttr", "getMemberCounts", (ins), [{}],
+      [{ return $_op->template getAttrOfType<::mlir::DenseI64ArrayAttr>(
+             "members"); }]>,
     InterfaceMethod<"Number of ranks in the group; failure if the mesh or an "
       "axis is unknown.",
       "::mlir::FailureOr<int64_t>", "getGroupSize",

@@ -28,6 +28,15 @@ class FSDP_CollectiveDecl<string kind, string output, bit async> {
     "bool isAsync() { return ", !if(async, "true", "false"), "; }\n");
 }
 
+// The member-major bucket layout (`members [c_0, ...]`) of all-gathers and
+// reduce-scatters in their started and buffer forms; all-reduces (and the
+// quantized gather) have one layout only.
+class FSDP_MembersArg<string kind> {
+  bit has = !or(!eq(kind, "all_gather"), !eq(kind, "reduce_scatter"));
+  dag arg = !if(has, (ins OptionalAttr<DenseI64ArrayAttr>:$members), (ins));
+  string fmt = !if(has, " (`members` $members^)?", "");
+}
+
 //===----------------------------------------------------------------------===//
 // Mesh
 //===----------------------------------------------------------------------===//
@@ -148,23 +157,45 @@ def FSDP_AllGatherOp : FSDP_FlatCollectiveOp<"all_gather",
     ```mlir
     %all = fsdp.all_gather %x over @mesh ["shard"] : tensor<48xf32> -> tensor<192xf32>
     ```
+
+    `members [c_0, ..., c_(n-1)]` (a bucket of n members, 1-D tensors,
+    `sum c_i` elements per rank) orders the result member after member
+    instead of rank after rank: member `i`'s block starts at `k * off_i`
+    (`off_i = c_0 + ... + c_{i-1}`) and holds the group's pieces
+    `x_j[off_i : off_i + c_i]` in group order, so each member's gathered
+    tensor is contiguous. The same bytes move; only their order differs.
+    ```mlir
+    %all = fsdp.all_gather %x over @mesh ["shard"] members [16, 32]
+        : tensor<48xf32> -> tensor<192xf32>
+    ```
   }];
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$axes);
+                       StrArrayAttr:$axes,
+                       OptionalAttr<DenseI64ArrayAttr>:$members);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $input `over` $mesh $axes attr-dict `:` type($input) `->` type($result)
+    $input `over` $mesh $axes (`members` $members^)? attr-dict `:` type($input)
+    `->` type($result)
   }];
 }
 
 def FSDP_ReduceScatterOp : FSDP_FlatCollectiveOp<"reduce_scatter",
     FSDP_CollectiveDecl<"reduce_scatter", "getResult()", 0>> {
   let summary = "reduce over the group, rank j keeps block j of dim 0";
+  let description = [{
+    With `members [c_0, ..., c_(n-1)]` the input is ordered member after
+    member (member `i`'s block starts at `k * off_i`, its slot for group
+    rank `j` at `k * off_i + j * c_i`) and rank `r`'s result is
+    `concat_i(reduce over the group of slot r of member i)`: each member's
+    full input is contiguous, so its producer can write it in place.
+  }];
   let arguments = (ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
-                       StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce);
+                       StrArrayAttr:$axes, FSDP_ReduceKindAttr:$reduce,
+                       OptionalAttr<DenseI64ArrayAttr>:$members);
   let results = (outs AnyRankedTensor:$result);
   let assemblyFormat = [{
-    $input `over` $mesh $axes `` $reduce attr-dict `:` type($input) `->` type($result)
+    $input `over` $mesh $axes `` $reduce (`members` $members^)? attr-dict `:`
+    type($input) `->` type($result)
   }];
 }
 
@@ -307,9 +338,11 @@ class FSDP_StartCollectiveOp<string mnemonic, string kind, dag reduceArg,
   let extraClassDeclaration =
       FSDP_CollectiveDecl<kind, "getResult()", 1>.decl;
   let arguments = !con((ins AnyRankedTensor:$input, FlatSymbolRefAttr:$mesh,
-                            StrArrayAttr:$axes), reduceArg);
+                            StrArrayAttr:$axes), reduceArg,
+                       FSDP_MembersArg<kind>.arg);
   let results = (outs FSDP_RequestType:$request, AnyRankedTensor:$result);
   let assemblyFormat = "$input `over` $mesh $axes " # reduceFmt #
+      FSDP_MembersArg<kind>.fmt #
       " attr-dict `:` type($input) `->` type($result)";
   let description = [{
     Starts the collective and returns its request and the tensor it will
@@ -361,9 +394,9 @@ class FSDP_BufferCollectiveOp<string mnemonic, string kind, dag reduceArg,
       FSDP_CollectiveDecl<kind, "getOutput()", 0>.decl;
   let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
                             FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
-                       reduceArg);
+                       reduceArg, FSDP_MembersArg<kind>.arg);
   let assemblyFormat = "$input `into` $output `over` $mesh $axes " # reduceFmt #
-      " attr-dict `:` type($input) `,` type($output)";
+      FSDP_MembersArg<kind>.fmt # " attr-dict `:` type($input) `,` type($output)";
   let hasVerifier = 1;
 }
 
@@ -375,10 +408,10 @@ class FSDP_BufferStartOp<string mnemonic, string kind, dag reduceArg,
       FSDP_CollectiveDecl<kind, "getOutput()", 1>.decl;
   let arguments = !con((ins AnyStridedMemRef:$input, AnyStridedMemRef:$output,
                             FlatSymbolRefAttr:$mesh, StrArrayAttr:$axes),
-                       reduceArg);
+                       reduceArg, FSDP_MembersArg<kind>.arg);
   let results = (outs FSDP_RequestType:$request);
   let assemblyFormat = "$input `into` $output `over` $mesh $axes " # reduceFmt #
-      " attr-dict `:` type($input) `,` type($output)";
+      FSDP_MembersArg<kind>.fmt # " attr-dict `:` type($input) `,` type($output)";
   let hasVerifier = 1;
 }
 

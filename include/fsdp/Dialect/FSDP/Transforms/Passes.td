@@ -319,6 +319,13 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
       `[:, off_i : off_i + L_i]`;
     * reduce-scatter: input `[k, L]` whose row `j` is
       `concat_i(slot_j of pack_i)`, output `[L]` split per parameter;
+    * with `member-layout`, all-gathers and reduce-scatters carry
+      `members [L_0, ...]` instead: the gathered output holds member after
+      member (parameter `i` the contiguous block of `k * L_i` elements at
+      `k * off_i`), and the reduce-scatter input is `concat_i(pack_i)`, so
+      producers write their gradients in place and consumers read the
+      gathered parameters where they landed. A member padded by
+      `alignment` is still a strided view (copied);
     * all-reduce: `concat_i(x_i)`, split after. An HSDP all-reduce bucket
       whose members are exactly a reduce-scatter bucket's outputs reads
       that bucket's output directly (no copy).
@@ -339,6 +346,10 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
     Option<"alignment", "alignment", "int64_t", /*default=*/"1",
            "Round every member's length up to a multiple of this many "
            "elements (1 to 2^20)">,
+    Option<"memberLayout", "member-layout", "bool", /*default=*/"false",
+           "Order gather outputs and reduce-scatter inputs member after "
+           "member (`members [...]`): every member contiguous, no unpack "
+           "or pack copies; needs a host backend (threads, mpi)">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "Buckets created">,
