@@ -114,7 +114,34 @@ struct MemberLayoutRequest : fsdprt_request {
   std::unique_ptr<char[]> scratch; // k * count elements, rank-major
   void *recv = nullptr;
 
-  ~MemberLayoutRequest() override { delete inner; }
+  size_t scratch_bytes = 0;        // its capacity
+
+  ~MemberLayoutRequest() override {
+    delete inner;
+    release_scratch();
+  }
+
+  // Takes a pooled buffer of at least `bytes` (the smallest that fits).
+  void acquire_scratch(size_t bytes) {
+    auto &pool = comm->scratch_free;
+    auto best = pool.end();
+    for (auto it = pool.begin(); it != pool.end(); ++it)
+      if (it->first >= bytes && (best == pool.end() || it->first < best->first))
+        best = it;
+    if (best != pool.end()) {
+      scratch_bytes = best->first;
+      scratch = std::move(best->second);
+      pool.erase(best);
+      return;
+    }
+    scratch.reset(new char[bytes]);
+    scratch_bytes = bytes;
+  }
+  void release_scratch() {
+    if (scratch)
+      comm->scratch_free.emplace_back(scratch_bytes, std::move(scratch));
+    scratch_bytes = 0;
+  }
 
   // After the plain collective completed with `st`.
   Status finish(Status st) {
@@ -123,7 +150,7 @@ struct MemberLayoutRequest : fsdprt_request {
     if (st.ok() && desc.kind == FSDPRT_KIND_ALL_GATHER)
       rank_major_to_members(desc, k, fsdprt_dtype_size(desc.dtype),
                             scratch.get(), recv);
-    scratch.reset();
+    release_scratch();
     return st;
   }
 };
@@ -140,7 +167,7 @@ Status members_through_scratch(fsdprt_comm *c, const Desc &d, const void *send,
   req->k = c->mesh.group_size(d.mask);
   req->recv = recv;
   const size_t es = fsdprt_dtype_size(d.dtype);
-  req->scratch.reset(new char[size_t(req->k * d.count) * es]);
+  req->acquire_scratch(size_t(req->k * d.count) * es);
   char *scratch = req->scratch.get();
   Status st;
   if (d.kind == FSDPRT_KIND_ALL_GATHER) {

@@ -5,6 +5,7 @@
 #include "fsdprt.h"
 
 #include <atomic>
+#include <memory>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -183,6 +184,11 @@ struct fsdprt_comm {
   virtual bool native_member_layout() const { return false; }
   // Whether the collectives' buffers are host memory (not nccl's).
   virtual bool host_buffers() const { return true; }
+  // The front end's rank-major scratch buffers of member layouts, kept for
+  // the next collective: a step's buckets come back every step, and a fresh
+  // allocation of a large bucket would fault in its pages every time.
+  // Used by the thread the comm is set on.
+  std::vector<std::pair<size_t, std::unique_ptr<char[]>>> scratch_free;
   // Fails every rank of the world fast after a local error.
   virtual void abort(const fsdprt::Status &cause) = 0;
   // Called after a jit entry point (which cannot return an error to the
