@@ -114,7 +114,7 @@ struct MemberLayoutRequest : fsdprt_request {
   std::unique_ptr<char[]> scratch; // k * count elements, rank-major
   void *recv = nullptr;
 
-  size_t scratch_bytes = 0;        // its capacity
+  size_t scratch_bytes = 0; // its capacity
 
   ~MemberLayoutRequest() override {
     delete inner;

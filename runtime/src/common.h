@@ -5,9 +5,9 @@
 #include "fsdprt.h"
 
 #include <atomic>
-#include <memory>
 #include <chrono>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <unordered_map>
