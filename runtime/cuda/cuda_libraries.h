@@ -59,6 +59,8 @@
   X(ncclCommDestroy)                                                           \
   X(ncclCommAbort)                                                             \
   X(ncclCommGetAsyncError)                                                     \
+  X(ncclGroupStart)                                                            \
+  X(ncclGroupEnd)                                                              \
   X(ncclAllGather)                                                             \
   X(ncclReduceScatter)                                                         \
   X(ncclAllReduce)

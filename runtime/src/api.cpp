@@ -252,8 +252,8 @@ fsdprt_status_t collective(fsdprt_comm *c, const Desc &d, const void *send,
   const bool through_scratch = desc.n_members > 1 && !c->native_member_layout();
   if (st.ok() && through_scratch && !c->host_buffers())
     st = Status(FSDPRT_ERR_UNSUPPORTED,
-                format("rank %lld: %s: a member layout needs a host backend "
-                       "(threads or mpi)",
+                format("rank %lld: %s: this backend has no member layouts "
+                       "(neither natively nor on host buffers)",
                        (long long)c->rank, kind_name(d.kind)));
   if (!st.ok()) {
     c->abort(st); // peers would otherwise wait for this rank until timeout

@@ -150,6 +150,8 @@ public:
   void attach_thread() override { fsdprt_gpu_set_thread_context(ctx_); }
   bool host_blocks() const override { return false; }
   bool host_buffers() const override { return false; }
+  // A member layout is one NCCL group of per-member collectives.
+  bool native_member_layout() const override { return true; }
   void collect_exposed() const override;
   // The abort of the rank's communicators (the watchdog's timeout, an
   // asynchronous NCCL error, or an error of the rank's own calls).
@@ -173,6 +175,8 @@ private:
                     const Desc &d);
   Status check_descriptors(Group &g, uint64_t seq, const Desc &d);
   Status enqueue(const Group &g, const Desc &d, const void *send, void *recv);
+  Status enqueue_members(const Group &g, const Desc &d, const void *send,
+                         void *recv, ncclDataType_t type);
   Status order_after_compute(Inflight &op);
   // The compute stream waits for `op`, between two timed events.
   Status order_compute_after(const Inflight &op);
@@ -477,6 +481,8 @@ Status NcclComm::enqueue(const Group &g, const Desc &desc, const void *send,
                : cuda(cudaMemcpyAsync(recv, send, n * es,
                                       cudaMemcpyDeviceToDevice, s),
                       "cudaMemcpyAsync");
+  if (desc.n_members > 1)
+    return enqueue_members(g, desc, send, recv, type);
   if (desc.kind == FSDPRT_KIND_ALL_GATHER)
     return nccl(nccl_api().ncclAllGather(send, recv, n, type, g.comm, s),
                 "ncclAllGather");
@@ -487,6 +493,44 @@ Status NcclComm::enqueue(const Group &g, const Desc &desc, const void *send,
   return nccl(nccl_api().ncclAllReduce(send, recv, n, type, nccl_op(desc.op),
                                        g.comm, s),
               "ncclAllReduce");
+}
+
+// A member layout (docs/RUNTIME.md): member i's all-gather sends
+// send[off_i : off_i + c_i] and receives at k * off_i; its reduce-scatter
+// reduces the k * c_i elements at k * off_i into recv[off_i : off_i + c_i].
+// One NCCL group of the per-member collectives (k > 1): NCCL launches it as
+// one operation, so the layout needs no staging buffer and no copies.
+Status NcclComm::enqueue_members(const Group &g, const Desc &desc,
+                                 const void *send, void *recv,
+                                 ncclDataType_t type) {
+  cudaStream_t s = ctx_->comm;
+  const size_t es = fsdprt_dtype_size(desc.dtype);
+  const size_t k = size_t(g.k);
+  const auto *in = static_cast<const char *>(send);
+  auto *out = static_cast<char *>(recv);
+  Status st = nccl(nccl_api().ncclGroupStart(), "ncclGroupStart");
+  if (!st.ok())
+    return st;
+  size_t off = 0;
+  for (int64_t i = 0; i < desc.n_members && st.ok(); ++i) {
+    const size_t c = size_t(desc.members[i]);
+    if (c == 0)
+      continue;
+    if (desc.kind == FSDPRT_KIND_ALL_GATHER)
+      st = nccl(nccl_api().ncclAllGather(in + off * es, out + k * off * es, c,
+                                         type, g.comm, s),
+                "ncclAllGather");
+    else
+      st = nccl(nccl_api().ncclReduceScatter(in + k * off * es, out + off * es,
+                                             c, type, nccl_op(desc.op), g.comm,
+                                             s),
+                "ncclReduceScatter");
+    off += c;
+  }
+  // The group ends even after a failed call (NCCL's group state is per
+  // thread); the first error is the one reported.
+  Status end = nccl(nccl_api().ncclGroupEnd(), "ncclGroupEnd");
+  return st.ok() ? end : st;
 }
 
 // `ready` on the compute stream, the communication stream waiting on it.

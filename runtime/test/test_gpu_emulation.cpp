@@ -839,25 +839,123 @@ TEST_F(Emulation, DesyncChecksStopWhenTurnedOff) {
   });
 }
 
-TEST_F(Emulation, MemberLayoutsAreRefusedOnDeviceBuffers) {
-  // The scratch buffer's permutation would run on the host.
+// Integer-valued floats: sums and averages over 2 or 4 ranks are exact.
+std::vector<float> member_data(int rank, int64_t n) {
+  std::vector<float> v(static_cast<size_t>(n));
+  for (int64_t e = 0; e < n; ++e)
+    v[size_t(e)] = float((rank * 37 + e * 11) % 64) - 20.0f;
+  return v;
+}
+
+float *upload(const std::vector<float> &h) {
+  auto *d = static_cast<float *>(fsdprt_gpu_alloc(int64_t(h.size() * 4)));
+  EXPECT_EQ(fsdprt_gpu_copy_to_device(d, h.data(), int64_t(h.size() * 4)),
+            FSDPRT_OK);
+  return d;
+}
+
+bool same_bits(const std::vector<float> &a, const std::vector<float> &b) {
+  return a.size() == b.size() &&
+         std::memcmp(a.data(), b.data(), a.size() * sizeof(float)) == 0;
+}
+
+// A member layout on nccl is one NCCL group of per-member collectives; its
+// result is the plain collective's, permuted (bit for bit), for 2 and 4
+// ranks, an empty member, sum and avg, blocking and asynchronous calls.
+TEST_F(Emulation, MemberLayoutsAreThePlainCollectivePermuted) {
+  const std::vector<int64_t> counts = {5, 0, 3, 8};
+  const int64_t n = int64_t(counts.size()), S = 16;
+  std::vector<int64_t> off(counts.size() + 1, 0);
+  for (size_t i = 0; i < counts.size(); ++i)
+    off[i + 1] = off[i] + counts[i];
+  for (int k : {2, 4}) {
+    emu::Config c;
+    c.devices = k;
+    configure(c);
+    for (bool async : {false, true}) {
+      SCOPED_TRACE(testing::Message() << k << " ranks, async " << async);
+      std::vector<int> bad(size_t(k), 0);
+      run_ranks(k, [&](int rank, fsdprt_comm_t *comm) {
+        fsdprt_gpu_context_t *ctx = fsdprt_nccl_comm_context(comm);
+        auto finish = [&](fsdprt_status_t st, fsdprt_request_t *req) {
+          EXPECT_EQ(st, FSDPRT_OK) << fsdprt_comm_last_error_message(comm);
+          if (async)
+            EXPECT_EQ(fsdprt_wait(req), FSDPRT_OK);
+          EXPECT_EQ(fsdprt_gpu_synchronize(ctx), FSDPRT_OK);
+        };
+        // All-gather: the plain one, then member-major on the same data.
+        float *send = upload(member_data(rank, S));
+        auto *plain = static_cast<float *>(fsdprt_gpu_alloc(k * S * 4));
+        auto *members = static_cast<float *>(fsdprt_gpu_alloc(k * S * 4));
+        EXPECT_EQ(fsdprt_all_gather(comm, 1, send, plain, S, FSDPRT_F32),
+                  FSDPRT_OK);
+        fsdprt_request_t req = nullptr;
+        finish(async ? fsdprt_all_gather_members_async(comm, 1, send, members,
+                                                       S, FSDPRT_F32, n,
+                                                       counts.data(), &req)
+                     : fsdprt_all_gather_members(comm, 1, send, members, S,
+                                                 FSDPRT_F32, n, counts.data()),
+               &req);
+        std::vector<float> rm = to_host(plain, size_t(k * S));
+        std::vector<float> want(size_t(k * S));
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j)
+            for (int64_t t = 0; t < counts[size_t(i)]; ++t)
+              want[size_t(k * off[size_t(i)] + j * counts[size_t(i)] + t)] =
+                  rm[size_t(j * S + off[size_t(i)] + t)];
+        if (!same_bits(to_host(members, size_t(k * S)), want))
+          bad[size_t(rank)] |= 1;
+        // Reduce-scatter: the member-major send, and its rank-major
+        // permutation through the plain reduce-scatter.
+        std::vector<float> mm = member_data(rank, k * S);
+        std::vector<float> rmSend(mm.size());
+        for (int64_t i = 0; i < n; ++i)
+          for (int64_t j = 0; j < k; ++j)
+            for (int64_t t = 0; t < counts[size_t(i)]; ++t)
+              rmSend[size_t(j * S + off[size_t(i)] + t)] =
+                  mm[size_t(k * off[size_t(i)] + j * counts[size_t(i)] + t)];
+        float *mmDev = upload(mm), *rmDev = upload(rmSend);
+        auto *got = static_cast<float *>(fsdprt_gpu_alloc(S * 4));
+        for (int32_t op : {FSDPRT_SUM, FSDPRT_AVG}) {
+          EXPECT_EQ(
+              fsdprt_reduce_scatter(comm, 1, rmDev, plain, S, FSDPRT_F32, op),
+              FSDPRT_OK);
+          finish(async ? fsdprt_reduce_scatter_members_async(
+                             comm, 1, mmDev, got, S, FSDPRT_F32, op, n,
+                             counts.data(), &req)
+                       : fsdprt_reduce_scatter_members(comm, 1, mmDev, got, S,
+                                                       FSDPRT_F32, op, n,
+                                                       counts.data()),
+                 &req);
+          if (!same_bits(to_host(got, size_t(S)), to_host(plain, size_t(S))))
+            bad[size_t(rank)] |= op == FSDPRT_SUM ? 2 : 4;
+        }
+        for (float *p : {send, plain, members, mmDev, rmDev, got})
+          fsdprt_gpu_free(p);
+      });
+      for (int r = 0; r < k; ++r)
+        EXPECT_EQ(bad[size_t(r)], 0)
+            << "rank " << r << " (1: all-gather, 2: sum, 4: avg)";
+    }
+  }
+}
+
+TEST_F(Emulation, MemberLayoutsThatDifferAreADesync) {
   std::vector<fsdprt_status_t> st(2);
   std::vector<std::string> msg(2);
   run_ranks(2, [&](int rank, fsdprt_comm_t *comm) {
     auto *d = static_cast<float *>(fsdprt_gpu_alloc(16 * 4));
     auto *out = static_cast<float *>(fsdprt_gpu_alloc(32 * 4));
-    const int64_t counts[2] = {10, 6};
-    st[size_t(rank)] =
-        fsdprt_all_gather_members(comm, 1, d, out, 16, FSDPRT_F32, 2, counts);
+    const int64_t counts[2][2] = {{10, 6}, {6, 10}};
+    st[size_t(rank)] = fsdprt_all_gather_members(comm, 1, d, out, 16,
+                                                 FSDPRT_F32, 2, counts[rank]);
     msg[size_t(rank)] = fsdprt_comm_last_error_message(comm);
     fsdprt_gpu_free(d);
     fsdprt_gpu_free(out);
   });
   for (int r = 0; r < 2; ++r) {
-    EXPECT_EQ(st[size_t(r)], FSDPRT_ERR_UNSUPPORTED);
-    EXPECT_TRUE(contains(msg[size_t(r)],
-                         "all_gather: a member layout needs a host backend "
-                         "(threads or mpi)"))
+    EXPECT_EQ(st[size_t(r)], FSDPRT_ERR_DESYNC);
+    EXPECT_TRUE(contains(msg[size_t(r)], "all_gather(f32, count=16, members=2"))
         << msg[size_t(r)];
   }
 }

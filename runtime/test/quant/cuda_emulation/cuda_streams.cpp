@@ -6,6 +6,7 @@
 #include "cuda_runtime.h"
 #include "nccl.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -1503,12 +1504,29 @@ void meet(std::shared_ptr<CommState> st, Part part) {
     c.rounds.erase(seq);
 }
 
+// The collectives of an open group (ncclGroupStart .. ncclGroupEnd) of this
+// thread: NCCL defers them to ncclGroupEnd, which launches each stream's
+// share as one operation; here one stream work item per stream meets the
+// peers' calls in the order they were issued (every rank issues a group's
+// collectives in the same order, as NCCL requires).
+struct Grouped {
+  std::shared_ptr<CommState> state;
+  cudaStream_t stream;
+  Part part;
+};
+thread_local int group_depth = 0;
+thread_local std::vector<Grouped> group_calls;
+
 ncclResult_t collective(ncclComm_t comm, cudaStream_t stream, Part part) {
   if (!comm)
     return ncclInvalidArgument;
   std::shared_ptr<CommState> st = comm->state;
   if (st->aborted)
     return ncclInvalidUsage;
+  if (group_depth > 0) {
+    group_calls.push_back(Grouped{st, stream, part});
+    return ncclSuccess;
+  }
   enqueue(stream, [st, part] { meet(st, part); });
   return ncclSuccess;
 }
@@ -1639,6 +1657,38 @@ ncclResult_t ncclCommAbort(ncclComm_t comm) {
 
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error) {
   *error = ncclResult_t(comm->state->async.load());
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupStart() {
+  group_depth++;
+  return ncclSuccess;
+}
+
+ncclResult_t ncclGroupEnd() {
+  if (group_depth == 0)
+    return ncclInvalidUsage;
+  if (--group_depth > 0) // nested groups launch with the outermost end
+    return ncclSuccess;
+  std::vector<Grouped> calls = std::move(group_calls);
+  group_calls.clear();
+  std::vector<cudaStream_t> streams;
+  for (const Grouped &g : calls)
+    if (g.state->aborted)
+      return ncclInvalidUsage;
+  for (const Grouped &g : calls)
+    if (std::find(streams.begin(), streams.end(), g.stream) == streams.end())
+      streams.push_back(g.stream);
+  for (cudaStream_t stream : streams) {
+    std::vector<Grouped> mine;
+    for (const Grouped &g : calls)
+      if (g.stream == stream)
+        mine.push_back(g);
+    enqueue(stream, [mine] {
+      for (const Grouped &g : mine)
+        meet(g.state, g.part);
+    });
+  }
   return ncclSuccess;
 }
 

@@ -57,6 +57,11 @@ ncclResult_t ncclCommSplit(ncclComm_t comm, int color, int key,
 ncclResult_t ncclCommDestroy(ncclComm_t comm);
 ncclResult_t ncclCommAbort(ncclComm_t comm);
 ncclResult_t ncclCommGetAsyncError(ncclComm_t comm, ncclResult_t *error);
+// Collectives between ncclGroupStart and ncclGroupEnd are issued at
+// ncclGroupEnd, as one stream operation per stream (nested groups issue at
+// the outermost end).
+ncclResult_t ncclGroupStart(void);
+ncclResult_t ncclGroupEnd(void);
 ncclResult_t ncclAllGather(const void *send, void *recv, size_t sendcount,
                            ncclDataType_t type, ncclComm_t comm,
                            cudaStream_t stream);
