@@ -176,7 +176,8 @@ std::optional<OpCost> costGroupedMatmul(CostContext &ctx, func::CallOp call,
 std::optional<OpCost> costMemcpy(CostContext &ctx, gpu::MemcpyOp copy);
 std::optional<OpCost> costMemset(CostContext &ctx, gpu::MemsetOp set);
 OpCost costSync(CostContext &ctx, StringRef what);
-/// fsdprt_jit_<kind>[_start]: `blocking` when the host waits for it.
+/// fsdprt_jit_<kind>[_members][_start]: `blocking` when the host waits for
+/// it.
 std::optional<OpCost> costCollective(CostContext &ctx, func::CallOp call,
                                      StringRef kind, bool blocking);
 

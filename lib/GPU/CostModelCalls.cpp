@@ -350,12 +350,21 @@ std::optional<OpCost> gpucost::costCollective(CostContext &ctx,
     return std::nullopt;
   }
   double bytes = *count * kDtypeBytes[*dtype];
-  // The group: `ranks` when given, else the mesh axes of the group mask.
+  // The group: `ranks` when given, else the mesh axes of the group mask,
+  // the last operand, or for a member layout (fsdprt_jit_*_members[_start])
+  // the one before (n_members, counts): 4 for an all-gather's, 5 for a
+  // reduce-scatter's.
   double n = 1;
   if (ctx.ranks > 0) {
     n = ctx.ranks;
   } else if (ctx.mesh) {
-    std::optional<int64_t> mask = constantInt(call.getOperands().back());
+    unsigned maskOperand = call.getNumOperands() - 1;
+    if (call.getCallee().contains("_members"))
+      maskOperand = kind == "all_gather" ? 4 : 5;
+    std::optional<int64_t> mask =
+        maskOperand < call.getNumOperands()
+            ? constantInt(call.getOperand(maskOperand))
+            : std::nullopt;
     for (auto [i, size] : llvm::enumerate(ctx.mesh.getAxisSizes()))
       if (mask && (*mask & (int64_t(1) << i)))
         n *= size;

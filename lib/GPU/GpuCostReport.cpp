@@ -228,8 +228,10 @@ struct FSDPGpuCostReportPass
     StringRef kind = callee;
     if (kind.consume_front("fsdprt_jit_")) {
       bool started = kind.consume_back("_start");
+      // A member layout moves the same bytes as the plain collective.
+      bool members = kind.consume_back("_members");
       if (kind == "all_gather" || kind == "reduce_scatter" ||
-          kind == "all_reduce") {
+          (kind == "all_reduce" && !members)) {
         if (std::optional<OpCost> c = costCollective(ctx, call, kind, !started))
           add(call, count, *c);
         return;

@@ -84,8 +84,9 @@ FSDPBucketCollectivesOptions FSDPPipelineOptions::bucketOptions() const {
   o.mode = bucket;
   o.bucketBytes = bucketBytes;
   o.alignment = bucketAlignment;
-  // The nccl backend gathers rank-major only (docs/RUNTIME.md).
-  o.memberLayout = bucketMemberLayout && compute != ComputeMode::Gpu;
+  // Every backend runs the member layout (nccl as one NCCL group of
+  // per-member collectives; docs/RUNTIME.md).
+  o.memberLayout = bucketMemberLayout;
   return o;
 }
 

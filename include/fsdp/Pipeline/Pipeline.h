@@ -240,8 +240,7 @@ struct FSDPPipelineOptions : public PassPipelineOptions<FSDPPipelineOptions> {
   Option<bool> bucketMemberLayout{
       *this, "bucket-member-layout",
       llvm::cl::desc("Gathered parameters and packed gradients member after "
-                     "member (contiguous, no unpack or pack copies); "
-                     "compute=gpu keeps NCCL's rank-major layout"),
+                     "member (contiguous, no unpack or pack copies)"),
       llvm::cl::init(true)};
   // fsdp-schedule
   Option<bool> schedule{*this, "schedule",

@@ -321,13 +321,6 @@ struct ConvertFSDPToRuntimePass
   }
 
   LogicalResult lower(CollectiveOpInterface op, SymbolTableCollection &tables) {
-    // NCCL gathers rank after rank; the member layout is the host backends'.
-    if (device && op.getMemberCounts())
-      return op->emitOpError()
-             << "has a member layout (`members`), which only the host "
-                "backends (threads, mpi) run; the GPU step's collectives "
-                "must be rank-major (fsdp-bucket-collectives "
-                "member-layout=false)";
     FlatSymbolRefAttr meshRef = op.getMeshAttr();
     ArrayAttr axes = op.getAxes();
     MeshOp mesh = lookupMesh(op, meshRef, &tables);

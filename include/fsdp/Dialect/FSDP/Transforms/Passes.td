@@ -349,7 +349,7 @@ def FSDPBucketCollectives : Pass<"fsdp-bucket-collectives", "func::FuncOp"> {
     Option<"memberLayout", "member-layout", "bool", /*default=*/"false",
            "Order gather outputs and reduce-scatter inputs member after "
            "member (`members [...]`): every member contiguous, no unpack "
-           "or pack copies; needs a host backend (threads, mpi)">,
+           "or pack copies">,
   ];
   let statistics = [
     Statistic<"numBuckets", "buckets", "Buckets created">,
