@@ -44,7 +44,9 @@ def main() -> int:
     ap.add_argument("inputs", nargs="?")
     ap.add_argument("--build", default=str(ROOT / "build"))
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--smoke", action="store_true", help="a small generated step, one repeat")
+    ap.add_argument(
+        "--smoke", action="store_true", help="a small generated step, one repeat"
+    )
     a = ap.parse_args()
     bin_dir = f"{a.build}/bin"
     if a.smoke:
@@ -92,12 +94,18 @@ def measure(a, bin_dir) -> int:
         for _ in range(a.repeat):
             cache = tempfile.mkdtemp(dir=tmp)
             rows["jit, cold cache"].append(
-                fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache])
+                fsdp_run(
+                    bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache]
+                )
             )
             rows["jit, warm cache"].append(
-                fsdp_run(bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache])
+                fsdp_run(
+                    bin_dir, a.lowered, a.inputs, f"{tmp}/o", ["--jit-cache-dir", cache]
+                )
             )
-            rows["step library"].append(fsdp_run(bin_dir, lib, a.inputs, f"{tmp}/o", []))
+            rows["step library"].append(
+                fsdp_run(bin_dir, lib, a.inputs, f"{tmp}/o", [])
+            )
         size = os.path.getsize(lib)
     print(f"module: {a.lowered} ({os.path.getsize(a.lowered) / 1e6:.1f} MB of text)")
     print(
@@ -105,13 +113,17 @@ def measure(a, bin_dir) -> int:
         f"compile {c['compile_s']:.2f} s, link {c['link_s']:.2f} s); library {size / 1e6:.2f} MB"
     )
     print(f"median of {a.repeat} runs of one step:\n")
-    print("| code from | parse | JIT / load | parse + JIT / load | process wall (1 step, inputs) |")
+    print(
+        "| code from | parse | JIT / load | parse + JIT / load | process wall (1 step, inputs) |"
+    )
     print("|---|---|---|---|---|")
     for name, runs in rows.items():
         parse = statistics.median(r[0] for r in runs)
         jit = statistics.median(r[1] for r in runs)
         wall = statistics.median(r[2] for r in runs)
-        print(f"| {name} | {parse:.3f} s | {jit:.3f} s | {parse + jit:.3f} s | {wall:.2f} s |")
+        print(
+            f"| {name} | {parse:.3f} s | {jit:.3f} s | {parse + jit:.3f} s | {wall:.2f} s |"
+        )
     return 0
 
 

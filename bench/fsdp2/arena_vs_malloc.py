@@ -35,7 +35,9 @@ def gen(args, work, name, gen_args, steps_inputs=True):
     """A generator model and its per-step inputs: the model, [inputs]."""
     model, data = work / f"{name}.mlir", work / f"{name}-data"
     run(
-        [args.python, "-m", "fsdp_mlir.dev.gen"] + gen_args + ["-o", model, "--data", data],
+        [args.python, "-m", "fsdp_mlir.dev.gen"]
+        + gen_args
+        + ["-o", model, "--data", data],
         env=python_env(),
     )
     inputs = [data]

@@ -84,7 +84,9 @@ def table(pack: dict, status: dict, torch: dict, gpu: str = "") -> list[str]:
     lines = []
     notes = []
     for s in pack["steps"]:
-        st = status.get(s["name"], {"result": "skipped", "detail": "not run", "report": ""})
+        st = status.get(
+            s["name"], {"result": "skipped", "detail": "not run", "report": ""}
+        )
         rep = _report(st)
         step_ms = rep["median_step_s"] * 1e3 if rep else None
         eager = compile_ = None
@@ -137,7 +139,9 @@ def table(pack: dict, status: dict, torch: dict, gpu: str = "") -> list[str]:
             out.append("  ".join("-" * w for w in widths) + "  " + "-" * 4)
     built = pack.get("built")
     if built:
-        out.insert(0, f"pack built {built.get('date', '?')} from {built.get('commit', '?')}")
+        out.insert(
+            0, f"pack built {built.get('date', '?')} from {built.get('commit', '?')}"
+        )
     missing = [n for n in status if n not in steps]
     if missing:
         out.append(f"(status for steps not in the pack: {', '.join(missing)})")
@@ -149,7 +153,11 @@ def main(argv=None) -> int:
     ap.add_argument("--pack", required=True)
     ap.add_argument("--status", required=True)
     ap.add_argument("--torch", default="")
-    ap.add_argument("--gpu", default="", help="the GPU's name (nvidia-smi), for the cost model's column")
+    ap.add_argument(
+        "--gpu",
+        default="",
+        help="the GPU's name (nvidia-smi), for the cost model's column",
+    )
     a = ap.parse_args(argv)
     with open(a.pack) as f:
         pack = json.load(f)

@@ -27,7 +27,9 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--model-json", required=True)
     ap.add_argument("--out", required=True)
-    ap.add_argument("--model", default="gpt2_small", help="the spec of bench/gpu/models.py")
+    ap.add_argument(
+        "--model", default="gpt2_small", help="the spec of bench/gpu/models.py"
+    )
     ap.add_argument("--device", default="cuda", help="cuda (cpu: to check this script)")
     a = ap.parse_args(argv)
     try:
@@ -54,16 +56,22 @@ def main(argv=None) -> int:
         return 1
     for p in desc["params"]:
         if list(own[p["name"]].shape) != p["shape"]:
-            print(f"gpt2_inputs: parameter {p['name']} has another shape", file=sys.stderr)
+            print(
+                f"gpt2_inputs: parameter {p['name']} has another shape", file=sys.stderr
+            )
             return 1
     inputs, reference = os.path.join(a.out, "inputs"), os.path.join(a.out, "reference")
     os.makedirs(inputs, exist_ok=True)
     os.makedirs(reference, exist_ok=True)
     for n in names:
-        np.save(os.path.join(inputs, f"{n}.npy"), own[n].detach().numpy().astype(np.float32))
+        np.save(
+            os.path.join(inputs, f"{n}.npy"), own[n].detach().numpy().astype(np.float32)
+        )
     npy = {"f32": np.float32, "f64": np.float64, "i64": np.int64, "i32": np.int32}
     for d, t in zip(desc["data"], batch):
-        np.save(os.path.join(inputs, f"{d['name']}.npy"), t.numpy().astype(npy[d["dtype"]]))
+        np.save(
+            os.path.join(inputs, f"{d['name']}.npy"), t.numpy().astype(npy[d["dtype"]])
+        )
     # torch's fp32 step on the GPU: the reference the GPU step must match.
     torch.backends.cuda.matmul.allow_tf32 = False
     torch.backends.cudnn.allow_tf32 = False

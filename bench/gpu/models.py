@@ -23,7 +23,9 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 def _examples():
     name = "_fsdp_gpu_check_examples"
     if name not in sys.modules:
-        path = os.path.join(HERE, "..", "..", "python", "fsdp_mlir", "torch", "examples.py")
+        path = os.path.join(
+            HERE, "..", "..", "python", "fsdp_mlir", "torch", "examples.py"
+        )
         spec = importlib.util.spec_from_file_location(name, path)
         mod = importlib.util.module_from_spec(spec)
         sys.modules[name] = mod

@@ -91,7 +91,16 @@ def run(cmd, **kw):
 def copy_sources(out: Path) -> None:
     # Tracked and new (not ignored) files: the working tree as it is.
     files = subprocess.run(
-        ["git", "-C", ROOT, "ls-files", "--cached", "--others", "--exclude-standard", *SOURCES],
+        [
+            "git",
+            "-C",
+            ROOT,
+            "ls-files",
+            "--cached",
+            "--others",
+            "--exclude-standard",
+            *SOURCES,
+        ],
         check=True,
         capture_output=True,
         text=True,
@@ -104,15 +113,21 @@ def copy_sources(out: Path) -> None:
     # registry): scripts/setup.sh's copy, else Debian's googletest package.
     for gtest in (ROOT / "third_party" / "googletest", Path("/usr/src/googletest")):
         if (gtest / "googletest" / "CMakeLists.txt").is_file():
-            shutil.copytree(gtest, out / "third_party" / "googletest", dirs_exist_ok=True,
-                            ignore=shutil.ignore_patterns("googlemock"))
+            shutil.copytree(
+                gtest,
+                out / "third_party" / "googletest",
+                dirs_exist_ok=True,
+                ignore=shutil.ignore_patterns("googlemock"),
+            )
             break
 
 
 def _first_error(text: str) -> str:
     """The first diagnostic of a tool's output, one line."""
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    pick = next((ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed")
+    pick = next(
+        (ln for ln in lines if "error" in ln.lower()), lines[0] if lines else "failed"
+    )
     pick = re.sub(r'^loc\("[^"]*":\d+:\d+\): ', "", pick)  # the work directory's path
     return pick if len(pick) <= 240 else pick[:237] + "..."
 
@@ -123,7 +138,9 @@ GPU_LIBRARIES = ("libfsdprt.so", "libcudart.so", "libcublas.so", "libcublasLt.so
 
 
 class Packer:
-    def __init__(self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()):
+    def __init__(
+        self, out: Path, build: Path, python: str, gpu_chip: str = "sm_90", gpu_link=()
+    ):
         self.out, self.bin, self.python = out, build / "bin", python
         self.gpu_chip, self.gpu_link = gpu_chip, list(gpu_link)
         self.only: set[str] | None = None  # --only: these steps
@@ -137,7 +154,9 @@ class Packer:
         if kind == "gpu":  # the step's device calls go through libfsdprt
             cmd += [f"--link={lib}" for lib in self.gpu_link]
         print("+", " ".join(str(c) for c in cmd), flush=True)
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [str(c) for c in cmd], capture_output=True, text=True, check=False
+        )
         if r.returncode != 0:
             if kind == "cpu":
                 sys.stderr.write(r.stdout + r.stderr)
@@ -150,16 +169,22 @@ class Packer:
             raise SystemExit(f"pack_aot: {library} needs {', '.join(foreign)}")
         return None
 
-    def _lower(self, model: Path, pipeline: str, out: Path, cost: dict | None = None) -> str | None:
+    def _lower(
+        self, model: Path, pipeline: str, out: Path, cost: dict | None = None
+    ) -> str | None:
         """fsdp-opt; with ``cost`` (a compute=gpu step's pack entry), the
         same lowering prints the cost model's estimate for each GPU of
         COST_GPUS (fsdp-gpu-cost-report, docs/GPU.md), kept in the entry's
         "cost_model" so that the table prints it next to the measured time."""
         if cost is not None:
-            pipeline += f" gpu-cost-report={','.join(COST_GPUS)} gpu-cost-report-json=true"
+            pipeline += (
+                f" gpu-cost-report={','.join(COST_GPUS)} gpu-cost-report-json=true"
+            )
         cmd = [self.bin / "fsdp-opt", model, f"--fsdp-pipeline={pipeline}", "-o", out]
         print("+", " ".join(str(c) for c in cmd), flush=True)
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [str(c) for c in cmd], capture_output=True, text=True, check=False
+        )
         if r.returncode != 0:
             return "fsdp-opt: " + _first_error(r.stderr + r.stdout)
         if cost is not None:
@@ -214,10 +239,14 @@ class Packer:
             # when the GPU step does not compile.
             entry["reference_pipeline"] = reference_pipeline
             cpu_reference = work / "reference"
-            why = self._reference(model, reference_pipeline, data, steps, work, cpu_reference)
+            why = self._reference(
+                model, reference_pipeline, data, steps, work, cpu_reference
+            )
         if why is None:
             gpu_step = kind == "gpu" and "gpu-emulation=true" not in pipeline
-            why = self._lower(model, pipeline, lowered, cost=entry if gpu_step else None)
+            why = self._lower(
+                model, pipeline, lowered, cost=entry if gpu_step else None
+            )
         if why is None:
             (d / "inputs").mkdir(parents=True, exist_ok=True)
             why = self._compile(lowered, d / "step.so", kind)
@@ -233,15 +262,24 @@ class Packer:
         entry["world"] = math.prod(port["mesh"]["shape"])
         entry["gpu"] = aot.gpu_info(manifest, str(d / "step.so"))
         if (kind == "gpu") != (entry["gpu"] is not None):
-            raise SystemExit(f"pack_aot: {name}: a {kind} step, but the library says otherwise")
+            raise SystemExit(
+                f"pack_aot: {name}: a {kind} step, but the library says otherwise"
+            )
         shared = self.out / "steps" / str(share_inputs_with) / "inputs"
-        if share_inputs_with and shared.is_dir():  # the same files, packed once (64 MiB)
+        if (
+            share_inputs_with and shared.is_dir()
+        ):  # the same files, packed once (64 MiB)
             shutil.rmtree(d / "inputs")
             entry["inputs"] = f"steps/{share_inputs_with}/inputs"
         sources = [data] + ([extra_inputs] if extra_inputs else [])
         for p in [] if entry["inputs"] != f"steps/{name}/inputs" else port["args"]:
             found = next(
-                (s / f"{p['name']}.npy" for s in sources if (s / f"{p['name']}.npy").exists()), None
+                (
+                    s / f"{p['name']}.npy"
+                    for s in sources
+                    if (s / f"{p['name']}.npy").exists()
+                ),
+                None,
             )
             if found is not None:
                 shutil.copy2(found, d / "inputs" / found.name)
@@ -266,7 +304,9 @@ class Packer:
         cmd = [self.bin / "fsdp-run", lowered, "--inputs", data, "--outputs", out,
                "--steps", steps, "--no-jit-cache"]  # fmt: skip
         print("+", " ".join(str(c) for c in cmd), flush=True)
-        r = subprocess.run([str(c) for c in cmd], capture_output=True, text=True, check=False)
+        r = subprocess.run(
+            [str(c) for c in cmd], capture_output=True, text=True, check=False
+        )
         if r.returncode != 0:
             return "the CPU reference: fsdp-run: " + _first_error(r.stderr + r.stdout)
         return None
@@ -305,7 +345,12 @@ class Packer:
         return work
 
     def torch_gpt(
-        self, name: str, mesh: str, spec="fsdp_mlir.torch.examples:gpt", pipeline=None, **kw
+        self,
+        name: str,
+        mesh: str,
+        spec="fsdp_mlir.torch.examples:gpt",
+        pipeline=None,
+        **kw,
     ):
         if not self.wanted(name):
             return
@@ -314,7 +359,14 @@ class Packer:
         self.add(name, work / "step.mlir", work, pipeline, **kw)
 
     def gpu(
-        self, name: str, how: str, what, options: str = "", steps: int = 1, emulation=False, **kw
+        self,
+        name: str,
+        how: str,
+        what,
+        options: str = "",
+        steps: int = 1,
+        emulation=False,
+        **kw,
     ):
         """A compute=gpu step (kind "gpu") with the CPU path's reference:
         ``how`` is "gen" (what: the generator's argv) or "torch" (what: a
@@ -361,7 +413,11 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
         extra = {
             "inputs_from": "gpt2_inputs",  # generated there, with the reference
             # torch.compile for the bf16 row (the goal: <= 1.2x eager).
-            "torch": {"model": "gpt2_small", "autocast": autocast, "compile": bool(autocast)},
+            "torch": {
+                "model": "gpt2_small",
+                "autocast": autocast,
+                "compile": bool(autocast),
+            },
         }
         if not p.wanted(name):
             continue
@@ -378,7 +434,9 @@ def gpt2_steps(p: Packer, enabled: bool) -> None:
             real = p.export(f"{MODELS}:gpt2_tiny", "1")
             fake = p.export(f"{MODELS}:gpt2_tiny", "1", fake=True)
             if (real / "step.mlir").read_bytes() != (fake / "step.mlir").read_bytes():
-                raise SystemExit("pack_aot: tracing GPT-2 on fake tensors gives another MLIR")
+                raise SystemExit(
+                    "pack_aot: tracing GPT-2 on fake tensors gives another MLIR"
+                )
             fake_checked = True
         work = p.export(f"{MODELS}:gpt2_small", "1", fake=True)
         p.gpu(name, "torch", ("gpt2_small", "1"), options, steps=3, skip_reference=True,
@@ -394,10 +452,16 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", default=str(ROOT / "build-gpu-pack"))
     ap.add_argument("--build", default=str(ROOT / "build"))
-    ap.add_argument("--no-torch", action="store_true", help="leave out the PyTorch frontend's GPTs")
-    ap.add_argument("--no-gpu", action="store_true", help="leave out the compute=gpu steps")
+    ap.add_argument(
+        "--no-torch", action="store_true", help="leave out the PyTorch frontend's GPTs"
+    )
+    ap.add_argument(
+        "--no-gpu", action="store_true", help="leave out the compute=gpu steps"
+    )
     ap.add_argument("--no-gpt2", action="store_true", help="leave out GPT-2 small")
-    ap.add_argument("--gpu-chip", default="sm_90", help="the GPU's architecture (H100/H200: sm_90)")
+    ap.add_argument(
+        "--gpu-chip", default="sm_90", help="the GPU's architecture (H100/H200: sm_90)"
+    )
     ap.add_argument(
         "--gpu-link", action="append", default=[],
         help="another library for GPU steps' fsdp-compile --link (e.g. "
@@ -432,22 +496,48 @@ def main() -> int:
         # kernels; the report's median is a warm step.
         p.gpu("gpu-mlp", "gen", mlp + ["--mesh", "1"], steps=5)
         p.gpu("gpu-mlp-2x2", "gen", mlp + ["--mesh", "2x2"], steps=5, pair="gpu-mlp")
-        p.gpu("gpu-mlp-train", "gen", mlp + ["--mesh", "1"], "optimizer=adamw", steps=10)
+        p.gpu(
+            "gpu-mlp-train", "gen", mlp + ["--mesh", "1"], "optimizer=adamw", steps=10
+        )
         p.gpu("gpu-transformer", "gen", tr + ["--mesh", "1"], steps=5)
-        p.gpu("gpu-transformer-2", "gen", tr + ["--mesh", "2"], steps=5, pair="gpu-transformer")
-        p.gpu("gpu-transformer-bf16", "gen", tr + ["--mesh", "1", "--dtype", "bf16"], steps=5)
+        p.gpu(
+            "gpu-transformer-2",
+            "gen",
+            tr + ["--mesh", "2"],
+            steps=5,
+            pair="gpu-transformer",
+        )
+        p.gpu(
+            "gpu-transformer-bf16",
+            "gen",
+            tr + ["--mesh", "1", "--dtype", "bf16"],
+            steps=5,
+        )
         if not a.no_torch:
             p.gpu(
-                "gpu-gpt", "torch", ("gpt", "1"), steps=5, torch={"model": "gpt", "autocast": None}
+                "gpu-gpt",
+                "torch",
+                ("gpt", "1"),
+                steps=5,
+                torch={"model": "gpt", "autocast": None},
             )
             p.gpu("gpu-gpt-2", "torch", ("gpt_2ranks", "2"), steps=5, pair="gpu-gpt")
             g256 = {"model": "gpt256", "autocast": None, "compile": True}
             p.gpu("gpu-gpt256", "torch", ("gpt256", "1"), steps=5, torch=g256)
-            p.gpu("gpu-gpt256-2", "torch", ("gpt256_2ranks", "2"), steps=5, pair="gpu-gpt256")
+            p.gpu(
+                "gpu-gpt256-2",
+                "torch",
+                ("gpt256_2ranks", "2"),
+                steps=5,
+                pair="gpu-gpt256",
+            )
             p.gpu("gpu-gpt256-bf16", "torch", ("gpt256", "1"), "param-dtype=bf16", steps=5,
                   torch={"model": "gpt256", "autocast": "bf16"},
                   share_inputs_with="gpu-gpt256")  # fmt: skip
-            gpt2_steps(p, not a.no_gpt2 and importlib.util.find_spec("transformers") is not None)
+            gpt2_steps(
+                p,
+                not a.no_gpt2 and importlib.util.find_spec("transformers") is not None,
+            )
     if a.emulation:
         # The device path without a GPU: kernels as host functions, run on
         # the emulated runtime (FSDP_EMULATED_RUNTIME in the stage).
@@ -463,7 +553,10 @@ def main() -> int:
         text=True,
         check=False,
     ).stdout.strip()
-    built = {"commit": commit, "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())}
+    built = {
+        "commit": commit,
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+    }
     pack = {"format": "fsdp-gpu-pack", "version": 1, "built": built, "steps": p.steps}
     (out / "pack.json").write_text(json.dumps(pack, indent=2) + "\n")
     size = size_of(out)

@@ -53,10 +53,14 @@ def _rows(pack: dict) -> list[dict]:
         if t.get("compile"):
             next(r for r in rows if r["key"] == key)["compile"] = True
     # The goal's rows first (GPT-2, bf16), so that the budget reaches them.
-    return sorted(rows, key=lambda r: (r["model"] != "gpt2_small", r["autocast"] != "bf16"))
+    return sorted(
+        rows, key=lambda r: (r["model"] != "gpt2_small", r["autocast"] != "bf16")
+    )
 
 
-def measure(model: str, autocast: str, mode: str, warmup: int, iters: int, device="cuda") -> dict:
+def measure(
+    model: str, autocast: str, mode: str, warmup: int, iters: int, device="cuda"
+) -> dict:
     """One measurement in this process (the --one child); ``device`` "cpu"
     checks this code where there is no GPU."""
     import contextlib
@@ -126,7 +130,9 @@ def _child(row: dict, mode: str, timeout: float, a) -> dict:
            "--warmup", str(a.warmup), "--iters", str(a.iters)]  # fmt: skip
     t0 = time.perf_counter()
     try:
-        r = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, check=False)
+        r = subprocess.run(
+            cmd, capture_output=True, text=True, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         what = "compile and " if mode == "compile" else ""
         return {
@@ -168,16 +174,24 @@ def baseline(pack: dict, a) -> dict:
             if why is not None:
                 entry[mode] = {"skipped": why}
             elif mode == "compile" and not row["compile"]:
-                entry[mode] = {"skipped": "not measured (the pack asks for compile on fewer rows)"}
+                entry[mode] = {
+                    "skipped": "not measured (the pack asks for compile on fewer rows)"
+                }
             elif left < 10:
-                entry[mode] = {"skipped": f"the baseline's {a.budget:.0f} s budget is spent"}
+                entry[mode] = {
+                    "skipped": f"the baseline's {a.budget:.0f} s budget is spent"
+                }
             else:
                 limit = a.compile_budget if mode == "compile" else a.eager_budget
                 entry[mode] = _child(row, mode, min(limit, left), a)
             m = entry[mode]
             print(
                 f"torch {row['model']} ({row['autocast']}) {mode}: "
-                + (f"{m['median_ms']:.3f} ms" if "median_ms" in m else f"skipped: {m['skipped']}"),
+                + (
+                    f"{m['median_ms']:.3f} ms"
+                    if "median_ms" in m
+                    else f"skipped: {m['skipped']}"
+                ),
                 flush=True,
             )
         result["rows"][row["key"]] = entry
