@@ -411,6 +411,28 @@ std::vector<double> reference(const GemmCase &g, Get a, Get b,
   return c;
 }
 
+// Every stored element of C (padding columns included: the gemm must leave
+// them as they were) within 1e-5 of the reference.
+void expectNearStored(const GemmCase &g, const std::vector<float> &got,
+                      const std::vector<double> &want, int64_t ldc, int64_t sc,
+                      const char *what) {
+  for (int64_t p = 0; p < g.batch; ++p)
+    for (int64_t i = 0; i < g.m; ++i)
+      for (int64_t j = 0; j < ldc; ++j) {
+        const size_t idx = size_t(p * sc + i * ldc + j);
+        EXPECT_NEAR(got[idx], want[idx], 1e-5)
+            << what << "ta=" << g.ta << " tb=" << g.tb << " batch " << p << " ["
+            << i << "," << j << "]";
+      }
+}
+
+std::vector<uint16_t> toBf16(const std::vector<float> &v) {
+  std::vector<uint16_t> out(v.size());
+  for (size_t i = 0; i < v.size(); ++i)
+    out[i] = bf16(v[i]);
+  return out;
+}
+
 TEST_F(Emulation, GemmsMatchARowMajorReference) {
   fsdprt_gpu_context_t *ctx = nullptr;
   ASSERT_EQ(fsdprt_gpu_context_create(0, &ctx), FSDPRT_OK);
@@ -449,24 +471,10 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
     fsdprt_gpu_copy_to_device(dc, c.data(), int64_t(c.size() * 4));
     fsdprt_gpu_gemm_f32(g.ta, g.tb, g.m, g.n, g.k, 1.5f, da, lda, sa, db, ldb,
                         sb, 0.5f, dc, ldc, sc, g.batch);
-    auto got = to_host(dc, c.size());
-    for (int64_t p = 0; p < g.batch; ++p)
-      for (int64_t i = 0; i < g.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          const size_t idx = size_t(p * sc + i * ldc + j);
-          EXPECT_NEAR(got[idx], want[idx], 1e-5)
-              << "ta=" << g.ta << " tb=" << g.tb << " batch " << p << " [" << i
-              << "," << j << "]";
-        }
+    expectNearStored(g, to_host(dc, c.size()), want, ldc, sc, "");
 
     // bf16: the same problem on bf16-rounded inputs, f32 accumulation.
-    std::vector<uint16_t> a16(a.size()), b16(b.size()), c16(c.size());
-    for (size_t i = 0; i < a.size(); ++i)
-      a16[i] = bf16(a[i]);
-    for (size_t i = 0; i < b.size(); ++i)
-      b16[i] = bf16(b[i]);
-    for (size_t i = 0; i < c.size(); ++i)
-      c16[i] = bf16(c[i]);
+    std::vector<uint16_t> a16 = toBf16(a), b16 = toBf16(b), c16 = toBf16(c);
     auto a16t = [&](int64_t p, int64_t i, int64_t l) {
       return double(from_bf16(g.ta ? a16[size_t(p * sa + l * lda + i)]
                                    : a16[size_t(p * sa + i * lda + l)]));
@@ -510,15 +518,8 @@ TEST_F(Emulation, GemmsMatchARowMajorReference) {
                              reinterpret_cast<uint16_t *>(da), lda, sa,
                              reinterpret_cast<uint16_t *>(db), ldb, sb, 0.5f,
                              dc, ldc, sc, g.batch);
-    auto got32 = to_host(dc, c.size());
-    for (int64_t p = 0; p < g.batch; ++p)
-      for (int64_t i = 0; i < g.m; ++i)
-        for (int64_t j = 0; j < ldc; ++j) {
-          const size_t idx = size_t(p * sc + i * ldc + j);
-          EXPECT_NEAR(got32[idx], want32[idx], 1e-5)
-              << "bf16 x bf16 -> f32, ta=" << g.ta << " tb=" << g.tb
-              << " batch " << p << " [" << i << "," << j << "]";
-        }
+    expectNearStored(g, to_host(dc, c.size()), want32, ldc, sc,
+                     "bf16 x bf16 -> f32, ");
     fsdprt_gpu_free(da);
     fsdprt_gpu_free(db);
     fsdprt_gpu_free(dc);

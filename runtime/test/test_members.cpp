@@ -146,32 +146,22 @@ void check_members(const std::vector<int64_t> &shape, int64_t mask,
         break;
       }
     std::vector<char> plain(size_t(recv_n) * es), expect;
-    std::vector<char> reference(size_t(recv_n) * es);
     if (gather) {
       st = fsdprt_all_gather(comm, mask, send.data(), plain.data(), count,
                              dtype);
       expect = permute_members(counts, k, es, plain.data(), false);
-      std::vector<char> rank_major(size_t(recv_n) * es);
-      for (int64_t j = 0; j < k; ++j)
-        std::memcpy(rank_major.data() + size_t(j * count) * es,
-                    inputs[size_t(members[size_t(j)])].data(),
-                    size_t(count) * es);
-      reference = permute_members(counts, k, es, rank_major.data(), false);
     } else {
       std::vector<char> rank_major =
           permute_members(counts, k, es, send.data(), true);
       st = fsdprt_reduce_scatter(comm, mask, rank_major.data(), plain.data(),
                                  count, dtype, op);
       expect = plain;
-      std::vector<std::vector<char>> ins;
-      std::vector<const void *> ptrs;
-      for (int64_t m : members)
-        ins.push_back(
-            permute_members(counts, k, es, inputs[size_t(m)].data(), true));
-      for (auto &v : ins)
-        ptrs.push_back(v.data() + size_t(gr * count) * es);
-      reference_reduce(reference.data(), ptrs, dtype, op, count);
     }
+    std::vector<const void *> group_inputs;
+    for (int64_t m : members)
+      group_inputs.push_back(inputs[size_t(m)].data());
+    std::vector<char> reference =
+        members_reference(counts, kind, dtype, op, gr, group_inputs);
     if (st != FSDPRT_OK) {
       failures.add(at + ": the plain collective failed: " +
                    fsdprt_comm_last_error_message(comm));
@@ -310,36 +300,6 @@ TEST(ThreadsMembersEdge, StatisticsCountThePlainCollectivesBytes) {
 
 // ---- desync and invalid arguments -------------------------------------------
 
-struct RankResult {
-  fsdprt_status_t status = FSDPRT_OK;
-  std::string message;
-};
-
-std::vector<RankResult> run_failing(
-    const std::vector<int64_t> &shape,
-    const std::function<fsdprt_status_t(int64_t, fsdprt_comm_t *)> &body,
-    double *elapsed) {
-  fsdprt_options_t opts;
-  fsdprt_options_init(&opts);
-  opts.timeout_s = 20;
-  int64_t w = 1;
-  for (int64_t s : shape)
-    w *= s;
-  std::vector<RankResult> res(static_cast<size_t>(w));
-  auto t0 = std::chrono::steady_clock::now();
-  run_world(
-      shape,
-      [&](int64_t rank, fsdprt_comm_t *comm) {
-        res[size_t(rank)].status = body(rank, comm);
-        res[size_t(rank)].message = fsdprt_comm_last_error_message(comm);
-      },
-      &opts);
-  *elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return res;
-}
-
 bool contains(const std::string &s, const std::string &part) {
   return s.find(part) != std::string::npos;
 }
@@ -347,7 +307,7 @@ bool contains(const std::string &s, const std::string &part) {
 TEST(ThreadsMembersDesync, DifferentLayoutsOfTheSameCountNameTheRanks) {
   double elapsed = 0;
   auto res = run_failing(
-      {3},
+      {3}, short_timeout(20),
       [](int64_t rank, fsdprt_comm_t *comm) {
         std::vector<float> in(8), out(24);
         const int64_t a[2] = {6, 2}, b[2] = {2, 6};
@@ -370,7 +330,7 @@ TEST(ThreadsMembersDesync, DifferentLayoutsOfTheSameCountNameTheRanks) {
 TEST(ThreadsMembersDesync, ALayoutAgainstThePlainCollective) {
   double elapsed = 0;
   auto res = run_failing(
-      {2},
+      {2}, short_timeout(20),
       [](int64_t rank, fsdprt_comm_t *comm) {
         std::vector<float> in(16), out(8);
         const int64_t counts[3] = {4, 1, 3};
@@ -395,7 +355,7 @@ TEST(ThreadsMembersApi, InvalidLayoutsAreReported) {
   // Every rank makes the same bad calls: each is rejected locally, before
   // any communication.
   auto res = run_failing(
-      {2},
+      {2}, short_timeout(20),
       [](int64_t, fsdprt_comm_t *comm) {
         std::vector<float> in(16), out(16);
         const int64_t good[3] = {4, 0, 4}, negative[3] = {5, -1, 4},

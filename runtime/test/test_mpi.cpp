@@ -357,22 +357,14 @@ void check_members(fsdprt_comm_t *comm, const std::vector<int64_t> &shape,
     st = fsdprt_comm_error(comm);
   }
   ASSERT_EQ(st, FSDPRT_OK) << fsdprt_comm_last_error_message(comm);
-  std::vector<char> expect(size_t(recv_n) * es);
-  if (gather) {
-    std::vector<char> rank_major(size_t(recv_n) * es);
-    for (int64_t j = 0; j < k; ++j)
-      std::memcpy(rank_major.data() + size_t(j * count) * es,
-                  input(members[size_t(j)]).data(), size_t(count) * es);
-    expect = permute_members(counts, k, es, rank_major.data(), false);
-  } else {
-    std::vector<std::vector<char>> ins;
-    std::vector<const void *> ptrs;
-    for (int64_t m : members)
-      ins.push_back(permute_members(counts, k, es, input(m).data(), true));
-    for (auto &v : ins)
-      ptrs.push_back(v.data() + size_t(gr * count) * es);
-    reference_reduce(expect.data(), ptrs, dtype, op, count);
-  }
+  std::vector<std::vector<char>> group_inputs;
+  std::vector<const void *> inputs;
+  for (int64_t m : members)
+    group_inputs.push_back(input(m));
+  for (auto &v : group_inputs)
+    inputs.push_back(v.data());
+  std::vector<char> expect =
+      members_reference(counts, kind, dtype, op, gr, inputs);
   int64_t bad = -1;
   EXPECT_TRUE(same_elements(recv.data(), expect.data(), dtype, recv_n, &bad))
       << "first mismatch at " << bad;

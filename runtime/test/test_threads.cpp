@@ -421,41 +421,6 @@ TEST(ThreadsAsync, TestPollsUntilDone) {
 
 // ---- desync, timeout, abort ------------------------------------------------
 
-fsdprt_options_t short_timeout(double seconds) {
-  fsdprt_options_t o;
-  fsdprt_options_init(&o);
-  o.timeout_s = seconds;
-  return o;
-}
-
-struct RankResult {
-  fsdprt_status_t status = FSDPRT_OK;
-  std::string message;
-};
-
-// Every rank calls `body`; returns each rank's status and message.
-std::vector<RankResult> run_failing(
-    const std::vector<int64_t> &shape, const fsdprt_options_t &opts,
-    const std::function<fsdprt_status_t(int64_t, fsdprt_comm_t *)> &body,
-    double *elapsed) {
-  int64_t w = 1;
-  for (int64_t s : shape)
-    w *= s;
-  std::vector<RankResult> res(static_cast<size_t>(w));
-  auto t0 = std::chrono::steady_clock::now();
-  run_world(
-      shape,
-      [&](int64_t rank, fsdprt_comm_t *comm) {
-        res[size_t(rank)].status = body(rank, comm);
-        res[size_t(rank)].message = fsdprt_comm_last_error_message(comm);
-      },
-      &opts);
-  *elapsed =
-      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
-          .count();
-  return res;
-}
-
 TEST(ThreadsDesync, CountMismatchNamesBothRanks) {
   auto opts = short_timeout(20);
   const char *names[1] = {"shard"};

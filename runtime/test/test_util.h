@@ -8,10 +8,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <functional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,6 +39,43 @@ inline void run_world(const std::vector<int64_t> &shape,
   for (auto &t : threads)
     t.join();
   fsdprt_world_destroy(world);
+}
+
+// Options whose collectives time out after `seconds`.
+inline fsdprt_options_t short_timeout(double seconds) {
+  fsdprt_options_t o;
+  fsdprt_options_init(&o);
+  o.timeout_s = seconds;
+  return o;
+}
+
+struct RankResult {
+  fsdprt_status_t status = FSDPRT_OK;
+  std::string message;
+};
+
+// Every rank calls `body`; returns each rank's status and message, and the
+// world's wall time in *elapsed.
+inline std::vector<RankResult> run_failing(
+    const std::vector<int64_t> &shape, const fsdprt_options_t &opts,
+    const std::function<fsdprt_status_t(int64_t, fsdprt_comm_t *)> &body,
+    double *elapsed) {
+  int64_t w = 1;
+  for (int64_t s : shape)
+    w *= s;
+  std::vector<RankResult> res(static_cast<size_t>(w));
+  auto t0 = std::chrono::steady_clock::now();
+  run_world(
+      shape,
+      [&](int64_t rank, fsdprt_comm_t *comm) {
+        res[size_t(rank)].status = body(rank, comm);
+        res[size_t(rank)].message = fsdprt_comm_last_error_message(comm);
+      },
+      &opts);
+  *elapsed =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+          .count();
+  return res;
 }
 
 // Group of `rank` for `mask` on a row-major mesh, computed from coordinates
@@ -362,6 +401,38 @@ inline std::vector<char> permute_members(const std::vector<int64_t> &counts,
       }
     off += c;
   }
+  return out;
+}
+
+// What group rank `gr` receives from a member-layout collective of `kind`
+// (FSDPRT_KIND_ALL_GATHER or _REDUCE_SCATTER) whose group members sent
+// `inputs` (in group order; reduce_scatter inputs member-major), built from
+// the inputs alone: the gathered slots permuted, or each input permuted to
+// rank-major and slot `gr` reduced in group order.
+inline std::vector<char>
+members_reference(const std::vector<int64_t> &counts, int32_t kind,
+                  int32_t dtype, int32_t op, int64_t gr,
+                  const std::vector<const void *> &inputs) {
+  const size_t es = fsdprt_dtype_size(dtype);
+  const int64_t k = int64_t(inputs.size());
+  int64_t count = 0;
+  for (int64_t c : counts)
+    count += c;
+  if (kind == FSDPRT_KIND_ALL_GATHER) {
+    std::vector<char> rank_major(size_t(k * count) * es);
+    for (int64_t j = 0; j < k; ++j)
+      std::memcpy(rank_major.data() + size_t(j * count) * es, inputs[size_t(j)],
+                  size_t(count) * es);
+    return permute_members(counts, k, es, rank_major.data(), false);
+  }
+  std::vector<std::vector<char>> rank_major;
+  std::vector<const void *> slots;
+  for (const void *in : inputs)
+    rank_major.push_back(permute_members(counts, k, es, in, true));
+  for (auto &v : rank_major)
+    slots.push_back(v.data() + size_t(gr * count) * es);
+  std::vector<char> out(size_t(count) * es);
+  reference_reduce(out.data(), slots, dtype, op, count);
   return out;
 }
 
