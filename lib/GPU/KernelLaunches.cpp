@@ -220,28 +220,38 @@ void KernelLowering::elementwise(OpBuilder &b) {
   int64_t total = product(ranges);
   int64_t blocks, threads;
   std::tie(blocks, threads) = oneWaveGrid(total);
-  launch(
-      b, blocks, threads,
-      [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
-        Value per = constIndex(kb, loc, threads);
-        Value start = arith::AddIOp::create(
-            kb, loc, arith::MulIOp::create(kb, loc, bid, per), tid);
-        Value step = arith::MulIOp::create(kb, loc, nblocks, per);
-        Value unroll = constIndex(kb, loc, kElementwiseUnroll);
-        Value group = arith::MulIOp::create(kb, loc, step, unroll);
-        // [0, whole) is whole groups of U x step elements, of which the
-        // thread takes start, start + step, ..., start + (U - 1) x step
-        // of each; the rest one element at a time.
-        Value whole = arith::MulIOp::create(
-            kb, loc,
-            arith::DivUIOp::create(kb, loc, constIndex(kb, loc, total), group),
-            group);
-        auto groups = scf::ForOp::create(kb, loc, start, whole, group);
-        OpBuilder gb(groups.getBody()->getTerminator());
-        elementGroup(gb, groups.getInductionVar(), step, kElementwiseUnroll);
-        stride(kb, arith::AddIOp::create(kb, loc, whole, start), step, total,
-               [&](OpBuilder &lb, Value i) { elementGroup(lb, i, step, 1); });
-      });
+  launch(b, blocks, threads,
+         [&](OpBuilder &kb, Value bid, Value tid, Value nblocks) {
+           unrolledGridStride(
+               kb, bid, tid, nblocks, threads, total,
+               [&](OpBuilder &gb, Value i, Value step, int64_t count) {
+                 elementGroup(gb, i, step, count);
+               });
+         });
+}
+
+std::pair<Value, Value> KernelLowering::unrolledGridStride(
+    OpBuilder &kb, Value bid, Value tid, Value nblocks, int64_t threads,
+    int64_t items,
+    llvm::function_ref<void(OpBuilder &, Value, Value, int64_t)> group) {
+  Value per = constIndex(kb, loc, threads);
+  Value start = arith::AddIOp::create(
+      kb, loc, arith::MulIOp::create(kb, loc, bid, per), tid);
+  Value step = arith::MulIOp::create(kb, loc, nblocks, per);
+  Value unroll = constIndex(kb, loc, kElementwiseUnroll);
+  Value span = arith::MulIOp::create(kb, loc, step, unroll);
+  // [0, whole) is whole groups of U x step items, of which the thread
+  // takes start, start + step, ..., start + (U - 1) x step of each; the
+  // rest one item at a time.
+  Value whole = arith::MulIOp::create(
+      kb, loc,
+      arith::DivUIOp::create(kb, loc, constIndex(kb, loc, items), span), span);
+  auto groups = scf::ForOp::create(kb, loc, start, whole, span);
+  OpBuilder gb(groups.getBody()->getTerminator());
+  group(gb, groups.getInductionVar(), step, kElementwiseUnroll);
+  stride(kb, arith::AddIOp::create(kb, loc, whole, start), step, items,
+         [&](OpBuilder &lb, Value i) { group(lb, i, step, 1); });
+  return {start, step};
 }
 
 /// The reduction loops at the parallel indices `pivs` from `accs`.

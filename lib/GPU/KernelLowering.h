@@ -239,6 +239,17 @@ private:
   /// i + k x step (i itself for k = 0).
   Value stridedIndex(OpBuilder &b, Value i, Value step, int64_t k);
 
+  /// Thread (bid, tid) of a launch of `threads`-thread blocks takes the
+  /// items start = bid x threads + tid, start + step, ... below `items`
+  /// (step: the grid's threads): kElementwiseUnroll of them a grid apart
+  /// per iteration while whole groups last, then one at a time.
+  /// `group(b, i, step, count)` emits items i, ..., i + (count - 1) x step.
+  /// Returns {start, step}.
+  std::pair<Value, Value> unrolledGridStride(
+      OpBuilder &kb, Value bid, Value tid, Value nblocks, int64_t threads,
+      int64_t items,
+      llvm::function_ref<void(OpBuilder &, Value, Value, int64_t)> group);
+
   /// The elements i, i + step, ..., i + (count - 1) x step: all loaded and
   /// computed, then stored.
   void elementGroup(OpBuilder &b, Value i, Value step, int64_t count);

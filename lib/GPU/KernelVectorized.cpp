@@ -133,23 +133,12 @@ void KernelLowering::vectorElementwise(OpBuilder &b) {
           }
           views.push_back(v);
         }
-        Value per = constIndex(kb, loc, threads);
-        Value start = arith::AddIOp::create(
-            kb, loc, arith::MulIOp::create(kb, loc, bid, per), tid);
-        Value step = arith::MulIOp::create(kb, loc, nblocks, per);
-        Value group = arith::MulIOp::create(
-            kb, loc, step, constIndex(kb, loc, kElementwiseUnroll));
-        Value whole = arith::MulIOp::create(
-            kb, loc,
-            arith::DivUIOp::create(kb, loc, constIndex(kb, loc, chunks), group),
-            group);
-        auto groups = scf::ForOp::create(kb, loc, start, whole, group);
-        OpBuilder gb(groups.getBody()->getTerminator());
-        chunkGroup(gb, views, groups.getInductionVar(), step,
-                   kElementwiseUnroll);
-        stride(
-            kb, arith::AddIOp::create(kb, loc, whole, start), step, chunks,
-            [&](OpBuilder &lb, Value c) { chunkGroup(lb, views, c, step, 1); });
+        Value start, step;
+        std::tie(start, step) = unrolledGridStride(
+            kb, bid, tid, nblocks, threads, chunks,
+            [&](OpBuilder &gb, Value c, Value grid, int64_t count) {
+              chunkGroup(gb, views, c, grid, count);
+            });
         if (chunks * width < total)
           stride(kb,
                  arith::AddIOp::create(
