@@ -35,25 +35,7 @@ namespace {
 /// attributes, at `b`'s insertion point; null for one without a started
 /// form (a quantized gather).
 Operation *startOf(OpBuilder &b, CollectiveOpInterface op) {
-  Location loc = op.getLoc();
-  Value in = op.getCollectiveInput();
-  Type resultType = op.getCollectiveOutput().getType();
-  FlatSymbolRefAttr mesh = op.getMeshAttr();
-  ArrayAttr axes = op.getAxes();
-  Type request = RequestType::get(op->getContext());
-  ReduceKindAttr reduce;
-  if (std::optional<ReduceKind> r = op.getReduction())
-    reduce = ReduceKindAttr::get(b.getContext(), *r);
-  Operation *start = nullptr;
-  if (isa<AllGatherOp>(op))
-    start = AllGatherStartOp::create(b, loc, request, resultType, in, mesh,
-                                     axes, op.getMemberCounts());
-  else if (isa<ReduceScatterOp>(op))
-    start = ReduceScatterStartOp::create(b, loc, request, resultType, in, mesh,
-                                         axes, reduce, op.getMemberCounts());
-  else if (isa<AllReduceOp>(op))
-    start = AllReduceStartOp::create(b, loc, request, resultType, in, mesh,
-                                     axes, reduce);
+  Operation *start = createStartedCollective(b, op);
   // `fsdp.movable` (a quantized gather's amax all-reduce) is for the fsdp
   // passes, which have run, and only valid on a blocking collective.
   if (start)

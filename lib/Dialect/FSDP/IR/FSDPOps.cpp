@@ -321,6 +321,29 @@ FSDP_GATHER_USES(ReduceScatterStartOp, getResult(), getInput(), "result",
                  "input")
 FSDP_REDUCE_USES(AllReduceStartOp, getInput(), getResult())
 
+Operation *mlir::fsdp::createStartedCollective(OpBuilder &b,
+                                               CollectiveOpInterface op) {
+  Location loc = op.getLoc();
+  Value in = op.getCollectiveInput();
+  Type resultType = op.getCollectiveOutput().getType();
+  FlatSymbolRefAttr mesh = op.getMeshAttr();
+  ArrayAttr axes = op.getAxes();
+  Type request = RequestType::get(op->getContext());
+  ReduceKindAttr reduce;
+  if (std::optional<ReduceKind> r = op.getReduction())
+    reduce = ReduceKindAttr::get(b.getContext(), *r);
+  if (isa<AllGatherOp>(op))
+    return AllGatherStartOp::create(b, loc, request, resultType, in, mesh, axes,
+                                    op.getMemberCounts());
+  if (isa<ReduceScatterOp>(op))
+    return ReduceScatterStartOp::create(b, loc, request, resultType, in, mesh,
+                                        axes, reduce, op.getMemberCounts());
+  if (isa<AllReduceOp>(op))
+    return AllReduceStartOp::create(b, loc, request, resultType, in, mesh, axes,
+                                    reduce);
+  return nullptr;
+}
+
 //===----------------------------------------------------------------------===//
 // Buffer collectives
 //===----------------------------------------------------------------------===//

@@ -353,7 +353,10 @@ struct BucketCollectivesPass
     SmallVector<Value> pieces;
     for (auto [m, padded] : llvm::zip_equal(members, layout.padded)) {
       Value in = inputOf(m);
-      if (kind == CollectiveKind::reduce_scatter && padded != m.length) {
+      if (kind != CollectiveKind::reduce_scatter) {
+        in = padTo(b, loc, in, padded);
+      } else if (!layout.memberMajor || padded != m.length) {
+        // The k slots as rows, each padded; member-major flattens them back.
         in = tensor::ExpandShapeOp::create(
             b, loc, RankedTensorType::get({k, m.length}, elem), in,
             ArrayRef<ReassociationIndices>{{0, 1}});
@@ -362,13 +365,6 @@ struct BucketCollectivesPass
           in = tensor::CollapseShapeOp::create(
               b, loc, vectorOf(k * padded, elem), in,
               ArrayRef<ReassociationIndices>{{0, 1}});
-      } else if (kind == CollectiveKind::reduce_scatter &&
-                 !layout.memberMajor) {
-        in = tensor::ExpandShapeOp::create(
-            b, loc, RankedTensorType::get({k, m.length}, elem), in,
-            ArrayRef<ReassociationIndices>{{0, 1}});
-      } else if (kind != CollectiveKind::reduce_scatter) {
-        in = padTo(b, loc, in, padded);
       }
       pieces.push_back(in);
     }

@@ -66,25 +66,10 @@ struct SchedulePass : public mlir::fsdp::impl::FSDPScheduleBase<SchedulePass> {
                                             BlockOrder &order) {
     OpBuilder b(op);
     Location loc = op.getLoc();
-    Value in = op.getCollectiveInput();
     Type resultType = op.getCollectiveOutput().getType();
-    FlatSymbolRefAttr mesh = op.getMeshAttr();
-    ArrayAttr axes = op.getAxes();
-    ReduceKindAttr reduce;
-    if (std::optional<ReduceKind> r = op.getReduction())
-      reduce = ReduceKindAttr::get(b.getContext(), *r);
-    Type request = RequestType::get(op->getContext());
-    Operation *start;
-    if (op.getCollectiveKind() == CollectiveKind::all_gather)
-      start = AllGatherStartOp::create(b, loc, request, resultType, in, mesh,
-                                       axes, op.getMemberCounts());
-    else if (op.getCollectiveKind() == CollectiveKind::reduce_scatter)
-      start =
-          ReduceScatterStartOp::create(b, loc, request, resultType, in, mesh,
-                                       axes, reduce, op.getMemberCounts());
-    else
-      start = AllReduceStartOp::create(b, loc, request, resultType, in, mesh,
-                                       axes, reduce);
+    // The candidates are blocking all-gathers and reductions: each has a
+    // started form.
+    Operation *start = createStartedCollective(b, op);
     for (NamedAttribute a : op->getDiscardableAttrs())
       start->setAttr(a.getName(), a.getValue());
     Operation *wait = WaitOp::create(b, loc, resultType, start->getResult(0),

@@ -34,4 +34,13 @@ FailureOr<int64_t> groupSizeOf(Operation *op, FlatSymbolRefAttr mesh,
 #define GET_OP_CLASSES
 #include "fsdp/Dialect/FSDP/IR/FSDPOps.h.inc"
 
+namespace mlir::fsdp {
+/// The started form (`*_start`) of a blocking tensor all-gather,
+/// reduce-scatter or all-reduce, with its operands and inherent attributes
+/// (member layout included), at `b`'s insertion point; null for a
+/// collective without one (a quantized gather). Discardable attributes are
+/// the caller's to copy.
+Operation *createStartedCollective(OpBuilder &b, CollectiveOpInterface op);
+} // namespace mlir::fsdp
+
 #endif
